@@ -1,0 +1,67 @@
+/// An error from the notification center, a group container or a wormhole.
+///
+/// Every error carries a ``Code`` to switch on, the offending value (a name, an
+/// identifier, a path) when there is one, and a message a person can act on:
+///
+/// ```swift
+/// do {
+///     try wormhole.passMessage(["n": 1], identifier: "a/b")
+/// } catch let error as WormholeError where error.code == .invalidIdentifier {
+///     print(error)  // message identifier 'a/b' contains '/' ...
+/// }
+/// ```
+public struct WormholeError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What kind of failure this is.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// A stable, lower-camel-case name for the code.
+        public let rawValue: String
+
+        init(_ rawValue: String) { self.rawValue = rawValue }
+
+        public var description: String { rawValue }
+
+        /// A notification name is empty, too long, not UTF-8 or contains NUL.
+        public static let invalidName = Code("invalidName")
+        /// An application-group identifier breaks the contract's rules.
+        public static let invalidGroup = Code("invalidGroup")
+        /// A wormhole directory name breaks the contract's rules.
+        public static let invalidDirectory = Code("invalidDirectory")
+        /// A message identifier breaks the contract's rules.
+        public static let invalidIdentifier = Code("invalidIdentifier")
+        /// A path is a symlink, owned by another user, or writable by group or others.
+        public static let unsafePath = Code("unsafePath")
+        /// The container root cannot be determined from the environment.
+        public static let noContainerRoot = Code("noContainerRoot")
+        /// A file-system call failed.
+        public static let io = Code("io")
+        /// No message is stored for the identifier.
+        public static let noMessage = Code("noMessage")
+        /// A message could not be encoded as JSON.
+        public static let encodingFailed = Code("encodingFailed")
+        /// A stored document is not valid JSON or does not decode as the requested type.
+        public static let decodingFailed = Code("decodingFailed")
+        /// The bus could not be reached or refused a request.
+        public static let bus = Code("bus")
+    }
+
+    /// What kind of failure this is.
+    public var code: Code
+    /// The offending value (a name, an identifier, a path), when there is one.
+    public var value: String?
+    /// A message that says what went wrong and, where possible, what to do.
+    public var message: String
+
+    /// Creates an error.
+    public init(_ code: Code, value: String? = nil, _ message: String) {
+        self.code = code
+        self.value = value
+        self.message = message
+    }
+
+    public var description: String { message }
+
+    /// Lets `catch WormholeError.Code.invalidName` style patterns match.
+    public static func ~= (code: Code, error: any Error) -> Bool {
+        (error as? WormholeError)?.code == code
+    }
+}

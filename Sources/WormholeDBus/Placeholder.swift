@@ -1,0 +1,1 @@
+package let placeholder = 0
