@@ -68,7 +68,7 @@ let package = Package(
         // A small peer process for cross-process tests of the D-Bus layer.
         .executableTarget(
             name: "WormholeTestPeer",
-            dependencies: ["WormholeDBus"]
+            dependencies: ["WormholeDBus", "Wormhole"]
         ),
         .executableTarget(
             name: "CounterWatch",
