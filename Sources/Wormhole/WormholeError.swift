@@ -60,8 +60,11 @@ public struct WormholeError: Error, Sendable, Hashable, CustomStringConvertible 
 
     public var description: String { message }
 
+}
+
+extension WormholeError.Code {
     /// Lets `catch WormholeError.Code.invalidName` style patterns match.
-    public static func ~= (code: Code, error: any Error) -> Bool {
+    public static func ~= (code: WormholeError.Code, error: any Error) -> Bool {
         (error as? WormholeError)?.code == code
     }
 }
