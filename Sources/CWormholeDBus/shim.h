@@ -5,6 +5,10 @@
 #define CWORMHOLEDBUS_SHIM_H
 
 #include <dbus/dbus.h>
+// Linux event APIs the Glibc module does not export, for the I/O thread.
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
 
 static const int cwormhole_type_invalid = DBUS_TYPE_INVALID;
 static const int cwormhole_type_byte = DBUS_TYPE_BYTE;

@@ -1,0 +1,274 @@
+public import Dispatch
+internal import CWormholeDBus
+public import Logging
+import Synchronization
+
+/// A private connection to a D-Bus bus, with its own I/O thread.
+///
+/// Each connection owns one libdbus connection and one thread that sleeps on the
+/// connection's socket; nothing polls. Emitting is a plain call from any thread that
+/// writes at once. Receiving is either an ``SignalStream`` (an `AsyncSequence` that
+/// owns its match rule) or a callback handler on a `DispatchQueue` of your choice.
+///
+/// ```swift
+/// let bus = try BusConnection(address: BusAddress("unix:path=/tmp/bus"))
+/// let rule = MatchRule(interface: try InterfaceName("org.example.Chat"))
+/// let stream = try await bus.signals(matching: rule)   // the bus has the rule now
+/// try bus.emit(Signal(path: try ObjectPath("/"), interface: try InterfaceName("org.example.Chat"),
+///                     member: try MemberName("Said"), arguments: [.string("hello")]))
+/// for await signal in stream { print(signal.arguments) }
+/// ```
+///
+/// Identical match rules added through one connection share one rule on the bus:
+/// the connection counts references, sends `AddMatch` for the first and
+/// `RemoveMatch` when the last one goes.
+///
+/// The connection closes when ``close()`` is called or when the last reference to it
+/// goes away.
+public final class BusConnection: Sendable {
+    /// What a connection does when the bus daemon goes away.
+    public enum ReconnectPolicy: Sendable, Hashable {
+        /// Stay disconnected: streams finish and emitting throws ``BusError/Code/disconnected``.
+        case never
+        /// Reconnect to the same address as soon as the bus is back, re-add every match rule,
+        /// and report ``BusConnectionEvent/reconnected``. Streams and handlers stay alive.
+        case automatic
+    }
+
+    /// The address this connection talks to.
+    public let address: BusAddress
+    let io: BusIO
+
+    /// Connects to the bus at `address` and registers with it (the `Hello` call).
+    ///
+    /// Throws ``BusError/Code/connectionFailed`` naming the address when the bus cannot be
+    /// reached. The corresponding C functions are `dbus_connection_open_private` and
+    /// `dbus_bus_register`.
+    public init(
+        address: BusAddress, reconnect: ReconnectPolicy = .never,
+        logger: Logger = Logger(label: "wormhole.dbus")
+    ) throws {
+        self.address = address
+        self.io = try BusIO(address: address, automaticReconnect: reconnect == .automatic, logger: logger)
+    }
+
+    /// Connects to the session bus named by `DBUS_SESSION_BUS_ADDRESS`.
+    public convenience init(sessionBus reconnect: ReconnectPolicy = .never) throws {
+        try self.init(address: BusAddress.session(), reconnect: reconnect)
+    }
+
+    deinit { io.stop() }
+
+    /// The connection's unique bus name (`:1.42`); it changes after a reconnect.
+    public var uniqueName: String { io.uniqueName }
+
+    /// Whether the connection is up.
+    public var isConnected: Bool { io.isConnected }
+
+    /// How many signals from other connections this connection has received (after the
+    /// daemon's filtering by match rules), whether or not any subscription wanted them.
+    /// The bus daemon's own `org.freedesktop.DBus` signals are not counted.
+    public var signalsReceived: UInt64 { io.signalsReceived.load(ordering: .relaxed) }
+
+    /// Closes the connection. Streams finish, handlers stop, later calls throw
+    /// ``BusError/Code/disconnected``.
+    public func close() { io.stop() }
+
+    // MARK: Emitting
+
+    /// Emits a signal. Thread-safe; the message is written at once when the socket takes it.
+    ///
+    /// Throws ``BusError/Code/disconnected`` when the bus is not connected, and
+    /// ``BusError/Code/invalidString`` naming a string argument that is not valid UTF-8.
+    /// The corresponding C function is `dbus_connection_send`.
+    public func emit(_ signal: Signal) throws {
+        let message = try MessageCoding.makeSignal(signal)
+        defer { dbus_message_unref(message) }
+        try io.send(message)
+    }
+
+    /// Blocks until every emitted message has been written to the socket. Call it before a
+    /// process that has just emitted exits. The corresponding C function is `dbus_connection_flush`.
+    public func flush() { io.flush() }
+
+    // MARK: Match rules
+
+    /// Adds a match rule and returns once the bus daemon has accepted it, so a signal
+    /// emitted afterwards is delivered to this connection. Rules are reference counted.
+    public func addMatch(_ rule: MatchRule) async throws {
+        try rule.validate()
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let accepted = io.submit { [io] in
+                io.acquireRule(rule) { continuation.resume(with: $0.mapError { $0 as any Error }) }
+            }
+            if !accepted { continuation.resume(throwing: closedError()) }
+        }
+    }
+
+    /// Drops one reference to a match rule added with ``addMatch(_:)``; the bus daemon
+    /// forgets it when the last reference goes. Returns once the daemon has answered.
+    public func removeMatch(_ rule: MatchRule) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let accepted = io.submit { [io] in
+                io.releaseRule(rule) { continuation.resume(with: $0.mapError { $0 as any Error }) }
+            }
+            if !accepted { continuation.resume(throwing: closedError()) }
+        }
+    }
+
+    // MARK: Receiving
+
+    /// Subscribes to the signals that match `rule` and returns them as a stream.
+    ///
+    /// The rule is active on the bus when this call returns. It is removed when the
+    /// iteration ends, when the iterating task is cancelled, or when the stream is
+    /// dropped unused. The stream buffers at most `bufferLimit` signals that were not yet
+    /// consumed; past that, the **oldest** buffered signal is dropped to make room (a slow
+    /// consumer sees the newest signals, never a stalled I/O thread).
+    /// With ``ReconnectPolicy/never`` the stream finishes when the bus goes away.
+    public func signals(matching rule: MatchRule, bufferLimit: Int = 1024) async throws -> SignalStream {
+        try rule.validate()
+        let (stream, continuation) = AsyncStream<Signal>.makeStream(bufferingPolicy: .bufferingNewest(max(1, bufferLimit)))
+        let id = io.makeID()
+        let route = BusIO.Route(
+            rule: rule,
+            deliver: { continuation.yield($0) },
+            finish: { continuation.finish() })
+        try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
+            io.addRoute(id: id, route) { done.resume(with: $0.mapError { $0 as any Error }) }
+        }
+        continuation.onTermination = { [io] _ in io.removeRoute(id: id) }
+        return SignalStream(stream)
+    }
+
+    /// Calls `handler` on `queue` for every signal that matches `rule`, until the returned
+    /// subscription is cancelled.
+    ///
+    /// Blocks until the bus daemon has accepted the rule, so a signal emitted after this
+    /// returns is delivered. Signals reach `queue` in the order the bus delivered them.
+    /// Do not call it from a handler running on the connection's I/O thread (handlers never
+    /// do: they run on `queue`).
+    public func subscribe(
+        _ rule: MatchRule, queue: DispatchQueue, handler: @escaping @Sendable (Signal) -> Void
+    ) throws -> SignalSubscription {
+        try rule.validate()
+        precondition(!io.isOnIOThread, "BusConnection.subscribe must not be called on the connection's I/O thread")
+        let id = io.makeID()
+        let subscription = SignalSubscription(io: io, id: id)
+        let route = BusIO.Route(
+            rule: rule,
+            deliver: { [subscription] signal in
+                queue.async {
+                    if !subscription.isCancelled { handler(signal) }
+                }
+            },
+            finish: {})
+        let result = Mutex<Result<Void, BusError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        io.addRoute(id: id, route) { outcome in
+            result.withLock { $0 = outcome }
+            done.signal()
+        }
+        done.wait()
+        if case .failure(let error) = result.withLock({ $0 }) { throw error }
+        return subscription
+    }
+
+    /// Calls `handler` on `queue` when the connection is lost or restored, until the
+    /// returned subscription is cancelled.
+    public func onEvent(
+        queue: DispatchQueue, handler: @escaping @Sendable (BusConnectionEvent) -> Void
+    ) -> EventSubscription {
+        let box = EventSubscription.Box()
+        let id = io.addEventHandler { event in
+            queue.async { if !box.cancelled.load(ordering: .acquiring) { handler(event) } }
+        }
+        return EventSubscription(io: io, id: id, box: box)
+    }
+
+    /// The connection's events as a stream: ``BusConnectionEvent/disconnected`` and
+    /// ``BusConnectionEvent/reconnected``. The stream ends when the connection closes.
+    public func events() -> AsyncStream<BusConnectionEvent> {
+        let (stream, continuation) = AsyncStream<BusConnectionEvent>.makeStream()
+        let id = io.addEventHandler { continuation.yield($0) }
+        continuation.onTermination = { [io] _ in io.removeEventHandler(id) }
+        return stream
+    }
+
+    private func closedError() -> BusError {
+        BusError(.disconnected, value: address.rawValue, "the connection to \(quoted(address.rawValue)) is closed")
+    }
+}
+
+/// Signals that match one rule, as an `AsyncSequence`; it owns the rule (see
+/// ``BusConnection/signals(matching:bufferLimit:)``).
+public struct SignalStream: AsyncSequence, Sendable {
+    public typealias Element = Signal
+    public typealias Failure = Never
+
+    private let stream: AsyncStream<Signal>
+
+    init(_ stream: AsyncStream<Signal>) { self.stream = stream }
+
+    /// Iterates the signals; the rule goes when the iteration ends.
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: AsyncStream<Signal>.AsyncIterator
+
+        /// The next signal, or `nil` when the stream ended (connection closed, or task cancelled).
+        public mutating func next() async -> Signal? { await base.next() }
+
+        public mutating func next(isolation actor: isolated (any Actor)?) async -> Signal? {
+            await base.next(isolation: actor)
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: stream.makeAsyncIterator()) }
+}
+
+/// A callback subscription made with ``BusConnection/subscribe(_:queue:handler:)``.
+///
+/// Stays active until ``cancel()``; it is not cancelled when the value is dropped, so a
+/// fire-and-forget handler keeps working (like an observer token on Darwin).
+public final class SignalSubscription: Sendable {
+    private let io: BusIO
+    private let id: UInt64
+    private let cancelledFlag = Atomic<Bool>(false)
+
+    init(io: BusIO, id: UInt64) {
+        self.io = io
+        self.id = id
+    }
+
+    /// Whether ``cancel()`` was called.
+    public var isCancelled: Bool { cancelledFlag.load(ordering: .acquiring) }
+
+    /// Stops delivery and drops the subscription's reference to its match rule. After
+    /// this returns the handler is not called again. Calling it twice does nothing.
+    public func cancel() {
+        if cancelledFlag.exchange(true, ordering: .acquiringAndReleasing) { return }
+        io.removeRoute(id: id)
+    }
+}
+
+/// A subscription to connection events made with ``BusConnection/onEvent(queue:handler:)``.
+public final class EventSubscription: Sendable {
+    final class Box: Sendable {
+        let cancelled = Atomic<Bool>(false)
+    }
+
+    private let io: BusIO
+    private let id: UInt64
+    private let box: Box
+
+    init(io: BusIO, id: UInt64, box: Box) {
+        self.io = io
+        self.id = id
+        self.box = box
+    }
+
+    /// Stops delivery; the handler is not called after this returns.
+    public func cancel() {
+        box.cancelled.store(true, ordering: .releasing)
+        io.removeEventHandler(id)
+    }
+}

@@ -1,0 +1,120 @@
+/// A D-Bus match rule for signals, built from typed parts.
+///
+/// The bus daemon delivers a signal to a connection only if one of the
+/// connection's rules matches it, so filtering happens in the daemon, not in the
+/// receiver. The string form escapes values as the D-Bus specification says: each
+/// value is single-quoted, a `'` inside it is written `'\''`, and a backslash inside
+/// quotes is literal.
+///
+/// ```swift
+/// let rule = MatchRule(interface: iface, member: posted, arguments: [0: "it's"])
+/// rule.description  // type='signal',interface='…',member='Posted',arg0='it'\''s'
+/// ```
+public struct MatchRule: Hashable, Sendable, CustomStringConvertible {
+    /// Only signals from this sender (a unique or well-known bus name).
+    public var sender: String?
+    /// Only signals on this interface.
+    public var interface: InterfaceName?
+    /// Only signals with this name.
+    public var member: MemberName?
+    /// Only signals emitted on exactly this object path.
+    public var path: ObjectPath?
+    /// Only signals emitted on this path or below it.
+    public var pathNamespace: ObjectPath?
+    /// Only signals whose string argument N equals the value (`argN='…'`, N in 0...63).
+    public var arguments: [Int: String]
+    /// Only signals whose string or object-path argument N is path-related to the value
+    /// (`argNpath='…'`): equal, or one is a prefix of the other ending in `/`.
+    public var argumentPaths: [Int: String]
+
+    /// Creates a rule for signals; every part left `nil` or empty matches anything.
+    public init(
+        sender: String? = nil,
+        interface: InterfaceName? = nil,
+        member: MemberName? = nil,
+        path: ObjectPath? = nil,
+        pathNamespace: ObjectPath? = nil,
+        arguments: [Int: String] = [:],
+        argumentPaths: [Int: String] = [:]
+    ) {
+        self.sender = sender
+        self.interface = interface
+        self.member = member
+        self.path = path
+        self.pathNamespace = pathNamespace
+        self.arguments = arguments
+        self.argumentPaths = argumentPaths
+    }
+
+    /// The rule as the bus daemon reads it.
+    public var description: String {
+        var parts = ["type='signal'"]
+        if let sender { parts.append("sender=\(Self.quote(sender))") }
+        if let interface { parts.append("interface=\(Self.quote(interface.rawValue))") }
+        if let member { parts.append("member=\(Self.quote(member.rawValue))") }
+        if let path { parts.append("path=\(Self.quote(path.rawValue))") }
+        if let pathNamespace { parts.append("path_namespace=\(Self.quote(pathNamespace.rawValue))") }
+        for (index, value) in arguments.sorted(by: { $0.key < $1.key }) {
+            parts.append("arg\(index)=\(Self.quote(value))")
+        }
+        for (index, value) in argumentPaths.sorted(by: { $0.key < $1.key }) {
+            parts.append("arg\(index)path=\(Self.quote(value))")
+        }
+        return parts.joined(separator: ",")
+    }
+
+    /// Quotes a value for a match rule: `'…'`, with each `'` written as `'\''`.
+    static func quote(_ value: String) -> String {
+        "'" + value.replacing("'", with: #"'\''"#) + "'"
+    }
+
+    /// Checks the rule's argument indices (0...63, as the D-Bus specification allows).
+    func validate() throws(BusError) {
+        for index in Array(arguments.keys) + Array(argumentPaths.keys) where !(0...63).contains(index) {
+            throw BusError(.requestFailed, value: description, "match rule argument index \(index) is outside 0...63")
+        }
+        for value in Array(arguments.values) + Array(argumentPaths.values) + [sender].compactMap({ $0 }) {
+            try validateDBusString(value, what: "match rule value")
+        }
+    }
+
+    /// Whether a signal matches this rule, by the same rules the bus daemon applies.
+    /// Used to route signals that arrive on one connection to the subscriptions that asked for them.
+    public func matches(_ signal: Signal) -> Bool {
+        if let interface, interface != signal.interface { return false }
+        if let member, member != signal.member { return false }
+        if let path, path != signal.path { return false }
+        if let pathNamespace {
+            let namespace = pathNamespace.rawValue
+            let candidate = signal.path.rawValue
+            let inside =
+                namespace == "/" || candidate == namespace || candidate.hasPrefix(namespace + "/")
+            if !inside { return false }
+        }
+        if let sender, sender != signal.sender { return false }
+        for (index, value) in arguments {
+            guard signal.arguments.indices.contains(index), case .string(let argument) = signal.arguments[index],
+                argument == value
+            else { return false }
+        }
+        for (index, value) in argumentPaths {
+            guard signal.arguments.indices.contains(index) else { return false }
+            let argument: String
+            switch signal.arguments[index] {
+            case .string(let string): argument = string
+            case .objectPath(let path): argument = path.rawValue
+            default: return false
+            }
+            if !Self.pathRelated(argument, value) { return false }
+        }
+        return true
+    }
+
+    /// The `argNpath` relation of the D-Bus specification.
+    static func pathRelated(_ argument: String, _ rule: String) -> Bool {
+        if argument == rule { return true }
+        if rule.hasSuffix("/") && argument.hasPrefix(rule) { return true }
+        if argument.hasSuffix("/") && rule.hasPrefix(argument) { return true }
+        return false
+    }
+}

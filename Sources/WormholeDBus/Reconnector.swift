@@ -1,0 +1,88 @@
+internal import CWormholeDBus
+import Dispatch
+import Glibc
+
+/// Brings a connection back after the bus daemon went away.
+///
+/// For `unix:path=` addresses it watches the socket's directory with inotify and tries
+/// to connect as soon as the socket reappears, so a restarted daemon is found at once.
+/// A daemon creates its socket a moment before it listens, and other transports
+/// (abstract sockets, TCP) give no file to watch, so a failed attempt is also retried
+/// after a backoff (10 ms, doubling, at most 2 s): no event exists to wait for there.
+///
+/// `@unchecked Sendable`: every mutable property is touched only on `queue`.
+final class Reconnector: @unchecked Sendable {
+    private let io: BusIO
+    private let queue = DispatchQueue(label: "wormhole-dbus-reconnect")
+    private var sources: [any DispatchSourceRead] = []
+    private var stopped = false
+    private var delay = 0.01
+    private var generation = 0
+
+    init(io: BusIO) { self.io = io }
+
+    func start() {
+        queue.async { [self] in
+            watchSocketDirectories()
+            attempt()
+        }
+    }
+
+    func stop() {
+        queue.async { [self] in
+            stopped = true
+            for source in sources { source.cancel() }
+            sources = []
+        }
+    }
+
+    private func watchSocketDirectories() {
+        for path in io.address.unixSocketPaths {
+            let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+            let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
+            guard fd >= 0 else { continue }
+            let mask = UInt32(IN_CREATE | IN_MOVED_TO | IN_ATTRIB)
+            guard inotify_add_watch(fd, directory.isEmpty ? "/" : directory, mask) >= 0 else {
+                Glibc.close(fd)
+                continue
+            }
+            let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
+            source.setEventHandler { [self] in
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while Glibc.read(fd, &buffer, buffer.count) > 0 {}
+                delay = 0.01
+                attempt()
+            }
+            source.setCancelHandler { Glibc.close(fd) }
+            source.resume()
+            sources.append(source)
+        }
+    }
+
+    private func attempt() {
+        guard !stopped else { return }
+        generation += 1
+        do {
+            let connection = try BusIO.open(io.address)
+            stopped = true
+            for source in sources { source.cancel() }
+            sources = []
+            let io = self.io
+            let bits = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection)))
+            let accepted = io.submit {
+                guard let connection = OpaquePointer(bitPattern: Int(bitPattern: bits)) else { return }
+                io.adoptReconnected(connection)
+            }
+            if !accepted {
+                dbus_connection_close(connection)
+                dbus_connection_unref(connection)
+            }
+        } catch {
+            let expected = generation
+            queue.asyncAfter(deadline: .now() + delay) { [self] in
+                if generation == expected { attempt() }
+            }
+            delay = min(delay * 2, 2.0)
+        }
+    }
+}

@@ -1,1 +1,0 @@
-package let placeholder3 = 0

@@ -1,0 +1,99 @@
+public import Foundation
+import Glibc
+public import WormholeDBus
+
+/// The repository's root, found from this file's location.
+public let repositoryRoot: URL = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+/// A private `dbus-daemon` started from `dbus/wormhole-session.conf`, listening on a
+/// socket in a fresh temporary directory. Never the user's own session bus.
+///
+/// The daemon is killed and the directory removed when the value is released.
+public final class TestBus: @unchecked Sendable {
+    // @unchecked: `process` is only replaced under `lock`.
+    public let directory: String
+    public let socketPath: String
+    public let address: BusAddress
+    private var process: Process?
+    private let lock = NSLock()
+
+    /// Starts a daemon and returns once it listens.
+    public init() throws {
+        var template = Array("/tmp/wormhole-bus-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw TestFailure("mkdtemp failed: \(errno)") }
+        directory = String(cString: made)
+        socketPath = directory + "/bus"
+        address = try BusAddress("unix:path=\(socketPath)")
+        try start()
+    }
+
+    deinit {
+        kill()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Starts the daemon (again) at the same address; returns once it listens.
+    public func start() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            "dbus-daemon", "--config-file=\(repositoryRoot.path)/dbus/wormhole-session.conf",
+            "--nofork", "--print-address", "--address=unix:path=\(socketPath)",
+        ]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // dbus-daemon prints its address once it listens: wait for that line.
+        let line = readLine(from: output.fileHandleForReading)
+        guard line.hasPrefix("unix:") else {
+            process.terminate()
+            throw TestFailure("dbus-daemon did not start: printed \(line.debugDescription)")
+        }
+        lock.withLock { self.process = process }
+    }
+
+    /// Kills the daemon with SIGKILL and waits for it to exit; clients see the bus vanish.
+    public func kill() {
+        let process = lock.withLock { () -> Process? in
+            let process = self.process
+            self.process = nil
+            return process
+        }
+        guard let process, process.isRunning else { return }
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        unlink(socketPath)
+    }
+
+    /// The daemon's view of a connection: how many match rules it holds.
+    public func matchRuleCount(of uniqueName: String) throws -> Int {
+        let output = try run(
+            "/usr/bin/env",
+            ["dbus-send", "--bus=\(address.rawValue)", "--print-reply", "--dest=org.freedesktop.DBus",
+             "/org/freedesktop/DBus", "org.freedesktop.DBus.Debug.Stats.GetConnectionStats", "string:\(uniqueName)"])
+        let lines = output.stdout.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        guard let index = lines.firstIndex(of: "string \"MatchRules\""), index + 1 < lines.count,
+            let value = lines[index + 1].split(separator: " ").last.flatMap({ Int($0) })
+        else { throw TestFailure("no MatchRules in stats: \(output.stdout)") }
+        return value
+    }
+}
+
+/// Reads one line from a pipe, blocking until it arrives (or end of file).
+public func readLine(from handle: FileHandle) -> String {
+    var bytes: [UInt8] = []
+    var byte: UInt8 = 0
+    while Glibc.read(handle.fileDescriptor, &byte, 1) == 1 {
+        if byte == UInt8(ascii: "\n") { break }
+        bytes.append(byte)
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+/// A failure of the test harness itself.
+public struct TestFailure: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
