@@ -249,3 +249,36 @@ struct ConnectionTests {
         #expect(try received.first?.string(at: 0) == "after restart")
     }
 }
+
+@Suite("Signals across processes")
+struct CrossProcessTests {
+    let bus: TestBus
+    init() throws { bus = try TestBus() }
+
+    @Test("a signal emitted here reaches a listener in another process")
+    func toChild() async throws {
+        let child = try ChildProcess(try productPath("wormhole-test-peer"),
+                                     ["listen", bus.address.rawValue, testInterface.rawValue, "2", "for-child"])
+        #expect(await child.stderrLines.firstLine { $0 == "ready" } == "ready")
+        let sender = try BusConnection(address: bus.address)
+        try sender.emit(said(.string("not-for-child"), .uint64(0)))
+        try sender.emit(said(.string("for-child"), .uint64(1)))
+        try sender.emit(said(.string("for-child"), .uint64(2)))
+        let output = child.wait()
+        #expect(output.status == 0)
+        #expect(output.stdout == "s:for-child t:1\ns:for-child t:2\n")
+    }
+
+    @Test("a signal emitted by another process reaches a stream here")
+    func fromChild() async throws {
+        let receiver = try BusConnection(address: bus.address)
+        let stream = try await receiver.signals(matching: MatchRule(interface: testInterface, member: said))
+        let output = try run(try productPath("wormhole-test-peer"),
+                             ["emit", bus.address.rawValue, testPath.rawValue, testInterface.rawValue, said.rawValue,
+                              "s:from child", "t:18446744073709551615"])
+        #expect(output.status == 0, "\(output.stderr)")
+        let received = await collect(stream, count: 1)
+        #expect(try received.first?.string(at: 0) == "from child")
+        #expect(try received.first?.uint64(at: 1) == UInt64.max)
+    }
+}
