@@ -131,7 +131,7 @@ public final class BusConnection: Sendable {
         let (stream, continuation) = AsyncStream<Signal>.makeStream(bufferingPolicy: .bufferingNewest(max(1, bufferLimit)))
         let id = io.makeID()
         let route = BusIO.Route(
-            rule: rule,
+            rules: [rule],
             deliver: { continuation.yield($0) },
             finish: { continuation.finish() })
         try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
@@ -156,7 +156,7 @@ public final class BusConnection: Sendable {
         let id = io.makeID()
         let subscription = SignalSubscription(io: io, id: id)
         let route = BusIO.Route(
-            rule: rule,
+            rules: [rule],
             deliver: { [subscription] signal in
                 queue.async {
                     if !subscription.isCancelled { handler(signal) }
@@ -194,6 +194,48 @@ public final class BusConnection: Sendable {
         continuation.onTermination = { [io] _ in io.removeEventHandler(id) }
         return stream
     }
+
+    // MARK: For the layers above
+
+    /// Routes signals matching any of `rules` to `deliver`, which runs on the I/O thread and
+    /// must return quickly. Returns once the bus has acknowledged every rule. Blocking.
+    package func addRoute(
+        _ rules: [MatchRule], deliver: @escaping @Sendable (Signal) -> Void, finish: @escaping @Sendable () -> Void = {}
+    ) throws -> UInt64 {
+        for rule in rules { try rule.validate() }
+        precondition(!io.isOnIOThread, "routes must not be added from the connection's I/O thread")
+        let id = io.makeID()
+        let result = Mutex<Result<Void, BusError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        io.addRoute(id: id, BusIO.Route(rules: rules, deliver: deliver, finish: finish)) { outcome in
+            result.withLock { $0 = outcome }
+            done.signal()
+        }
+        done.wait()
+        if case .failure(let error) = result.withLock({ $0 }) { throw error }
+        return id
+    }
+
+    /// Routes signals matching any of `rules` to `deliver` (on the I/O thread); returns once
+    /// the bus has acknowledged every rule.
+    package func addRoute(
+        _ rules: [MatchRule], deliver: @escaping @Sendable (Signal) -> Void, finish: @escaping @Sendable () -> Void = {}
+    ) async throws -> UInt64 {
+        for rule in rules { try rule.validate() }
+        let id = io.makeID()
+        try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
+            io.addRoute(id: id, BusIO.Route(rules: rules, deliver: deliver, finish: finish)) {
+                done.resume(with: $0.mapError { $0 as any Error })
+            }
+        }
+        return id
+    }
+
+    /// Removes a route added with `addRoute` and releases its rules.
+    package func removeRoute(_ id: UInt64) { io.removeRoute(id: id) }
+
+    /// Whether the caller runs on this connection's I/O thread.
+    package var isOnIOThread: Bool { io.isOnIOThread }
 
     private func closedError() -> BusError {
         BusError(.disconnected, value: address.rawValue, "the connection to \(quoted(address.rawValue)) is closed")

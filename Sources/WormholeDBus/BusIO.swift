@@ -29,7 +29,8 @@ final class BusIO: @unchecked Sendable {
     typealias Completion = @Sendable (Result<Void, BusError>) -> Void
 
     struct Route {
-        var rule: MatchRule
+        /// The route receives a signal when any of its rules matches it.
+        var rules: [MatchRule]
         var deliver: @Sendable (Signal) -> Void
         var finish: @Sendable () -> Void
     }
@@ -221,23 +222,35 @@ final class BusIO: @unchecked Sendable {
 
     // MARK: Match rules and routes (run on the I/O thread)
 
-    /// Adds a route and its rule; `completion` runs on the I/O thread once the bus acknowledged the rule.
+    /// Adds a route and its rules; `completion` runs on the I/O thread once the bus acknowledged
+    /// every rule. If any rule fails, the others are released and the route is not added.
     func addRoute(id: UInt64, _ route: Route, completion: @escaping Completion) {
         let accepted = submit { [self] in
             routes[id] = route
-            acquireRule(route.rule) { [self] result in
-                if case .failure = result { routes[id] = nil }
-                completion(result)
+            let outcomes = OutcomeCollector(count: route.rules.count)
+            if route.rules.isEmpty { completion(.success(())) }
+            for rule in route.rules {
+                acquireRule(rule) { [self] result in
+                    outcomes.record(rule: rule, result)
+                    guard let all = outcomes.finished() else { return }
+                    if let failure = all.first(where: { if case .failure = $0.1 { true } else { false } }) {
+                        routes[id] = nil
+                        for (rule, result) in all { if case .success = result { releaseRule(rule) } }
+                        completion(failure.1)
+                    } else {
+                        completion(.success(()))
+                    }
+                }
             }
         }
         if !accepted { completion(.failure(closedError())) }
     }
 
-    /// Removes a route and releases its rule.
+    /// Removes a route and releases its rules.
     func removeRoute(id: UInt64) {
         submit { [self] in
             guard let route = routes.removeValue(forKey: id) else { return }
-            releaseRule(route.rule)
+            for rule in route.rules { releaseRule(rule) }
         }
     }
 
@@ -412,7 +425,7 @@ final class BusIO: @unchecked Sendable {
         guard let signal = MessageCoding.readSignal(message) else { return }
         // The daemon's own signals to us (NameAcquired) are not counted: only other connections' signals.
         if signal.interface.rawValue != "org.freedesktop.DBus" { signalsReceived.add(1, ordering: .relaxed) }
-        for route in routes.values where route.rule.matches(signal) {
+        for route in routes.values where route.rules.contains(where: { $0.matches(signal) }) {
             route.deliver(signal)
         }
     }
@@ -692,4 +705,18 @@ final class BusIO: @unchecked Sendable {
 private final class ReplyBox {
     let handler: (OpaquePointer?) -> Void
     init(_ handler: @escaping (OpaquePointer?) -> Void) { self.handler = handler }
+}
+
+/// Gathers the answers for a route's rules.
+/// `@unchecked Sendable`: created and used only on the I/O thread.
+private final class OutcomeCollector: @unchecked Sendable {
+    private let count: Int
+    private var results: [(MatchRule, Result<Void, BusError>)] = []
+
+    init(count: Int) { self.count = count }
+
+    func record(rule: MatchRule, _ result: Result<Void, BusError>) { results.append((rule, result)) }
+
+    /// All results once every rule has answered, else `nil`.
+    func finished() -> [(MatchRule, Result<Void, BusError>)]? { results.count == count ? results : nil }
 }

@@ -50,10 +50,10 @@ public struct MatchRule: Hashable, Sendable, CustomStringConvertible {
     public var description: String {
         var parts = ["type='signal'"]
         if let sender { parts.append("sender=\(Self.quote(sender))") }
-        if let interface { parts.append("interface=\(Self.quote(interface.rawValue))") }
-        if let member { parts.append("member=\(Self.quote(member.rawValue))") }
         if let path { parts.append("path=\(Self.quote(path.rawValue))") }
         if let pathNamespace { parts.append("path_namespace=\(Self.quote(pathNamespace.rawValue))") }
+        if let interface { parts.append("interface=\(Self.quote(interface.rawValue))") }
+        if let member { parts.append("member=\(Self.quote(member.rawValue))") }
         for (index, value) in arguments.sorted(by: { $0.key < $1.key }) {
             parts.append("arg\(index)=\(Self.quote(value))")
         }
