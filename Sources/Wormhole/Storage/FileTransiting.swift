@@ -1,0 +1,103 @@
+public import Foundation
+
+/// Stores each message as a file replaced atomically: the equivalent of MMWormhole's
+/// `MMWormholeFileTransiting` (contract §3).
+///
+/// The message for identifier `I` is `<container>/<directory>/I.json`, mode 0600. A write goes to a
+/// new temporary file in the same directory (`.I.<pid>-<random>.tmp`, hidden, so never taken for a
+/// message), which is written in full and then renamed over `I.json`. A reader therefore sees the
+/// old document or the new one, never a mix or a truncated file, even if the writer is killed at any
+/// instant. If a write fails, its temporary file is removed; a writer that is killed leaves its
+/// temporary file behind (it is never read, and ``WormholeTransiting/storedIdentifiers()`` skips it).
+///
+/// The container and the directory are created (mode 0700) by the first write; reads, deletes and
+/// listings of a wormhole that was never written find nothing and create nothing. Before a read the
+/// file is checked like the container: a symlink, another user's file, or a file writable by group
+/// or others is refused with ``WormholeError/Code/unsafePath``. A write refuses to replace such a file
+/// too; ``WormholeTransiting/deleteMessage(identifier:)`` removes it (the name only, never what a
+/// symlink points to).
+///
+/// Concurrent writers of the same identifier never corrupt the file, but the last rename wins. When
+/// writers must be serialised, use ``CoordinatedFileTransiting``.
+///
+/// ```swift
+/// let container = try GroupContainer(group: GroupIdentifier("group.com.example.lines"))
+/// let transiting = FileTransiting(container: container)
+/// try transiting.writeMessage(Data(#"{"n":1}"#.utf8), identifier: MessageIdentifier("counter"))
+/// ```
+public struct FileTransiting: WormholeTransiting, Hashable {
+    /// How far a stored message survives a crash.
+    public enum Durability: Sendable, Hashable {
+        /// Rename without `fsync`. A write that returned survives the writer process crashing or being
+        /// killed, and readers always see a whole document. After a power loss or kernel crash, the
+        /// message may be the old one, the new one, or (depending on the file system) an empty file.
+        /// This is the contract's guarantee, and the fast default.
+        case atomic
+        /// `fsync` the temporary file before the rename and the directory after it. A write that
+        /// returned also survives a power loss or kernel crash: after a restart the message is the
+        /// new document. Each write then waits for the disk, which is much slower (milliseconds).
+        case synchronized
+    }
+
+    /// The group container holding the wormhole.
+    public var container: GroupContainer { files.container }
+    /// The wormhole directory inside the container.
+    public var directory: WormholeDirectoryName { files.directory }
+    /// How far a stored message survives a crash.
+    public var durability: Durability { files.durability }
+
+    let files: MessageFiles
+
+    /// A transiting storing messages in `<container>/<directory>/`. Does not touch the disk.
+    public init(
+        container: GroupContainer, directory: WormholeDirectoryName = .default, durability: Durability = .atomic
+    ) {
+        files = MessageFiles(container: container, directory: directory, durability: durability)
+    }
+
+    /// Stores `data` as `<identifier>.json`, replacing the previous message atomically, and creates
+    /// the container and directory first if needed.
+    ///
+    /// - Throws: ``WormholeError`` with code ``WormholeError/Code/unsafePath`` when the container, the
+    ///   directory or an existing message file is unsafe; ``WormholeError/Code/io`` when a file-system
+    ///   call fails.
+    public func writeMessage(_ data: Data, identifier: MessageIdentifier) throws {
+        let directory = try files.openOrCreateDirectory()
+        try files.write(data, identifier: identifier, in: directory)
+    }
+
+    /// The bytes of `<identifier>.json`, or nil when no message is stored.
+    ///
+    /// - Throws: ``WormholeError`` with code ``WormholeError/Code/unsafePath`` when the container, the
+    ///   directory or the file is unsafe; ``WormholeError/Code/io`` when a file-system call fails.
+    public func messageData(identifier: MessageIdentifier) throws -> Data? {
+        guard let directory = try files.openExistingDirectory() else { return nil }
+        return try files.read(identifier: identifier, in: directory)
+    }
+
+    /// Removes `<identifier>.json`; does nothing when no message is stored.
+    ///
+    /// - Throws: ``WormholeError`` when the container or directory is unsafe or a file-system call fails.
+    public func deleteMessage(identifier: MessageIdentifier) throws {
+        guard let directory = try files.openExistingDirectory() else { return }
+        try files.delete(identifier: identifier, in: directory)
+    }
+
+    /// Removes every `<identifier>.json` in the directory. Temporary and other files are left alone.
+    ///
+    /// - Throws: ``WormholeError`` when the container or directory is unsafe or a file-system call fails.
+    public func deleteAllMessages() throws {
+        guard let directory = try files.openExistingDirectory() else { return }
+        for identifier in try files.identifiers(in: directory) {
+            try files.delete(identifier: identifier, in: directory)
+        }
+    }
+
+    /// The identifiers with a stored message, sorted.
+    ///
+    /// - Throws: ``WormholeError`` when the container or directory is unsafe or cannot be read.
+    public func storedIdentifiers() throws -> [MessageIdentifier] {
+        guard let directory = try files.openExistingDirectory() else { return [] }
+        return try files.identifiers(in: directory)
+    }
+}

@@ -1,0 +1,140 @@
+// The one place where the storage layer calls C. Each function below is the only call site of its
+// C function in the module; it retries `EINTR` where the call may be interrupted and turns the C
+// error convention (`-1` and `errno`) into a thrown `Errno`. Callers turn an `Errno` into a
+// `WormholeError` that names the path (see `OpenFile`).
+
+import Glibc
+import SystemPackage
+
+enum Syscall {
+    /// Runs `body` until it does not fail with `EINTR`; throws `errno` when it returns `-1`.
+    private static func retrying<Result: BinaryInteger>(_ body: () -> Result) throws(Errno) -> Result {
+        while true {
+            let result = body()
+            if result != -1 { return result }
+            let code = errno
+            if code == EINTR { continue }
+            throw Errno(rawValue: code)
+        }
+    }
+
+    /// Throws `errno` when `result` is `-1`; for calls that must not be retried.
+    private static func checked(_ result: Int32) throws(Errno) {
+        if result == -1 { throw Errno(rawValue: errno) }
+    }
+
+    /// The corresponding C function is `open`.
+    static func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0) throws(Errno) -> Int32 {
+        try retrying { Glibc.open(path, flags, mode) }
+    }
+
+    /// The corresponding C function is `openat`.
+    static func openat(_ directory: Int32, _ name: String, _ flags: Int32, _ mode: mode_t = 0) throws(Errno) -> Int32 {
+        try retrying { Glibc.openat(directory, name, flags, mode) }
+    }
+
+    /// The corresponding C function is `close`. On Linux the descriptor is released even when
+    /// `close` fails, so it is never retried and its error is not reported.
+    static func close(_ descriptor: Int32) {
+        _ = Glibc.close(descriptor)
+    }
+
+    /// The corresponding C function is `mkdir`.
+    static func mkdir(_ path: String, _ mode: mode_t) throws(Errno) {
+        try checked(Glibc.mkdir(path, mode))
+    }
+
+    /// The corresponding C function is `mkdirat`.
+    static func mkdirat(_ directory: Int32, _ name: String, _ mode: mode_t) throws(Errno) {
+        try checked(Glibc.mkdirat(directory, name, mode))
+    }
+
+    /// The corresponding C function is `fstat`.
+    static func fstat(_ descriptor: Int32) throws(Errno) -> stat {
+        var status = stat()
+        try checked(Glibc.fstat(descriptor, &status))
+        return status
+    }
+
+    /// The corresponding C function is `fstatat`, with `AT_SYMLINK_NOFOLLOW`: a symlink is described,
+    /// not followed.
+    static func lstatat(_ directory: Int32, _ name: String) throws(Errno) -> stat {
+        var status = stat()
+        try checked(Glibc.fstatat(directory, name, &status, AT_SYMLINK_NOFOLLOW))
+        return status
+    }
+
+    /// The corresponding C function is `fchmod`.
+    static func fchmod(_ descriptor: Int32, _ mode: mode_t) throws(Errno) {
+        _ = try retrying { Glibc.fchmod(descriptor, mode) }
+    }
+
+    /// The corresponding C function is `renameat`.
+    static func renameat(_ directory: Int32, _ from: String, _ to: String) throws(Errno) {
+        try checked(Glibc.renameat(directory, from, directory, to))
+    }
+
+    /// The corresponding C function is `unlinkat`, without `AT_REMOVEDIR`.
+    static func unlinkat(_ directory: Int32, _ name: String) throws(Errno) {
+        try checked(Glibc.unlinkat(directory, name, 0))
+    }
+
+    /// The corresponding C function is `read`. Returns the number of bytes read; 0 at end of file.
+    static func read(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
+        try retrying { Glibc.read(descriptor, buffer.baseAddress, buffer.count) }
+    }
+
+    /// The corresponding C function is `write`. Returns the number of bytes written, which may be
+    /// fewer than asked.
+    static func write(_ descriptor: Int32, from buffer: UnsafeRawBufferPointer) throws(Errno) -> Int {
+        try retrying { Glibc.write(descriptor, buffer.baseAddress, buffer.count) }
+    }
+
+    /// The corresponding C function is `fsync`.
+    static func fsync(_ descriptor: Int32) throws(Errno) {
+        _ = try retrying { Glibc.fsync(descriptor) }
+    }
+
+    /// The corresponding C function is `flock`. Blocks until the lock is granted.
+    static func flock(_ descriptor: Int32, _ operation: Int32) throws(Errno) {
+        // Inside this function, `flock` alone names the C struct; `flock(_:_:)` names the function.
+        _ = try retrying { Glibc.flock(_:_:)(descriptor, operation) }
+    }
+
+    /// The corresponding C functions are `fdopendir`, `readdir` and `closedir`: the names in the
+    /// directory open at `descriptor`, which this call takes ownership of and closes, each with
+    /// whether it is a directory (nil when the file system does not say).
+    static func readDirectory(consuming descriptor: Int32) throws(Errno) -> [(name: String, isDirectory: Bool?)] {
+        guard let stream = Glibc.fdopendir(descriptor) else {
+            let code = errno
+            Glibc.close(descriptor)
+            throw Errno(rawValue: code)
+        }
+        defer { Glibc.closedir(stream) }
+        var entries: [(name: String, isDirectory: Bool?)] = []
+        while true {
+            errno = 0
+            guard let entry = Glibc.readdir(stream) else {
+                if errno != 0 { throw Errno(rawValue: errno) }
+                return entries
+            }
+            let name = withUnsafePointer(to: &entry.pointee.d_name) { tuple in
+                tuple.withMemoryRebound(to: CChar.self, capacity: MemoryLayout.size(ofValue: tuple.pointee)) {
+                    String(cString: $0)
+                }
+            }
+            let type = entry.pointee.d_type
+            entries.append((name, type == UInt8(DT_UNKNOWN) ? nil : type == UInt8(DT_DIR)))
+        }
+    }
+
+    /// The corresponding C function is `geteuid`.
+    static func effectiveUserID() -> uid_t {
+        Glibc.geteuid()
+    }
+
+    /// The corresponding C function is `getpid`.
+    static func processID() -> pid_t {
+        Glibc.getpid()
+    }
+}
