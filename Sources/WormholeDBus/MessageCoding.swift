@@ -98,12 +98,12 @@ enum MessageCoding {
         guard dbus_message_get_type(message) == cwormhole_message_type_signal,
             let pathString = String(libdbus: dbus_message_get_path(message)),
             let interfaceString = String(libdbus: dbus_message_get_interface(message)),
-            let memberString = String(libdbus: dbus_message_get_member(message)),
-            let path = try? ObjectPath(pathString),
-            let interface = try? InterfaceName(interfaceString),
-            let member = try? MemberName(memberString)
+            let memberString = String(libdbus: dbus_message_get_member(message))
         else { return nil }
-        var signal = Signal(path: path, interface: interface, member: member, arguments: readArguments(message))
+        // libdbus validated the header fields when it read the message.
+        var signal = Signal(
+            path: ObjectPath(unchecked: pathString), interface: InterfaceName(unchecked: interfaceString),
+            member: MemberName(unchecked: memberString), arguments: readArguments(message))
         signal.sender = String(libdbus: dbus_message_get_sender(message))
         return signal
     }
@@ -149,9 +149,7 @@ enum MessageCoding {
         case cwormhole_type_string:
             return .string(readString(&iterator))
         case cwormhole_type_object_path:
-            let string = readString(&iterator)
-            if let path = try? ObjectPath(string) { return .objectPath(path) }
-            return .unsupported(signature: "o")
+            return .objectPath(ObjectPath(unchecked: readString(&iterator)))
         case cwormhole_type_array:
             let element = dbus_message_iter_get_element_type(&iterator)
             var sub = DBusMessageIter()

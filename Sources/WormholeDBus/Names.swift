@@ -90,6 +90,9 @@ public struct ObjectPath: Hashable, Sendable, CustomStringConvertible, Comparabl
         self.rawValue = rawValue
     }
 
+    /// A path libdbus has already validated (from a received message).
+    package init(unchecked rawValue: String) { self.rawValue = rawValue }
+
     public var description: String { rawValue }
     public static func < (lhs: ObjectPath, rhs: ObjectPath) -> Bool { lhs.rawValue < rhs.rawValue }
 }
@@ -110,6 +113,9 @@ public struct InterfaceName: Hashable, Sendable, CustomStringConvertible {
         self.rawValue = rawValue
     }
 
+    /// A name already known to be valid (received from libdbus, or built by a checked format).
+    package init(unchecked rawValue: String) { self.rawValue = rawValue }
+
     public var description: String { rawValue }
 }
 
@@ -128,6 +134,9 @@ public struct MemberName: Hashable, Sendable, CustomStringConvertible {
         }
         self.rawValue = rawValue
     }
+
+    /// A name libdbus has already validated (from a received message).
+    package init(unchecked rawValue: String) { self.rawValue = rawValue }
 
     public var description: String { rawValue }
 }

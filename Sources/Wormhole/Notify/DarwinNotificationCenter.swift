@@ -163,7 +163,7 @@ public final class DarwinNotificationCenter: Sendable {
             carried = lastStates.withLock { $0[name.rawValue] }
         }
         let signal = Signal(
-            path: NotifyContract.path, interface: try InterfaceName(name.bucketInterface), member: NotifyContract.posted,
+            path: NotifyContract.path, interface: NotifyContract.bucket(for: name.rawValue), member: NotifyContract.posted,
             arguments: [.string(name.rawValue), .uint64(carried ?? 0)])
         try connection.emit(signal)
     }

@@ -84,8 +84,15 @@ public enum NotifyContract {
     /// The bucket interface of a name: `org.wormhole.Notify1.B%04X` of `fnv1a32(name) & 0xFFFF`.
     public static func bucketInterface(for name: String) -> String {
         let low = fnv1a32(name.utf8) & 0xFFFF
-        let hex = String(low, radix: 16, uppercase: true)
-        return plainInterface + ".B" + String(repeating: "0", count: 4 - hex.count) + hex
+        let digits: [UInt8] = Array("0123456789ABCDEF".utf8)
+        var bytes = Array((plainInterface + ".B").utf8)
+        for shift in [12, 8, 4, 0] { bytes.append(digits[Int((low >> UInt32(shift)) & 0xF)]) }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The bucket interface as a typed name (its format is valid by construction).
+    static func bucket(for name: String) -> InterfaceName {
+        InterfaceName(unchecked: bucketInterface(for: name))
     }
 
     // Typed forms, checked once.
@@ -104,7 +111,7 @@ public enum NotifyContract {
 
     /// The two rules that observe one name (contract §1).
     static func rules(observing name: NotificationName) -> [MatchRule] {
-        let bucket = try! InterfaceName(name.bucketInterface)
+        let bucket = Self.bucket(for: name.rawValue)
         return [
             MatchRule(interface: bucket, member: posted, arguments: [0: name.rawValue]),
             MatchRule(interface: plain, member: posted, arguments: [0: name.rawValue]),

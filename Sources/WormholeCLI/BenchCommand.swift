@@ -1,0 +1,353 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import Histogram
+import Synchronization
+import Wormhole
+import WormholeDBus
+
+/// Measures cross-process latency against the raw libdbus floor, in one run.
+struct BenchCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench",
+        abstract: "Measure post-to-observer latency across processes against the raw libdbus floor.",
+        discussion: """
+            Without --bus-address, starts a private dbus-daemon from --config. Runs a ping-pong \
+            between two processes: first with wormhole-floor (libdbus C API only), then with \
+            DarwinNotificationCenter on both sides, then both again while another process \
+            observes --other-names names. Reports one-way latency (half the round trip).
+            """)
+
+    @Option(help: "Round trips per measurement.")
+    var roundTrips = 10_000
+
+    @Option(help: "Round trips before measuring.")
+    var warmup = 1_000
+
+    @Option(help: "Names observed by a third process in the loaded run (0 skips it).")
+    var otherNames = 10_000
+
+    @Option(help: "Bus configuration for the private daemon.")
+    var config = "dbus/wormhole-session.conf"
+
+    @OptionGroup var bus: BusOptions
+
+    @Option(help: "Alternating rounds per scenario: floor and ours take turns, so drift on a noisy machine hits both alike.")
+    var rounds = 10
+
+    func validate() throws {
+        if roundTrips < rounds || rounds < 1 { throw ValidationError("--round-trips must be at least --rounds (\(rounds))") }
+    }
+
+    func run() throws {
+        let daemon: PrivateDaemon? = bus.busAddress == nil ? try PrivateDaemon(config: config) : nil
+        let address = try daemon?.address ?? bus.address()
+        writeOutput("wormhole bench: \(roundTrips) round trips per row in \(rounds) alternating rounds (+\(warmup) warm-up each), bus \(address)")
+        writeOutput("one-way latency in microseconds (round trip / 2)")
+        writeOutput(BenchRow.header)
+        let (floor, ours) = try measurePair(address, floorLabel: "raw libdbus floor", oursLabel: "DarwinNotificationCenter")
+        writeOutput(floor.line(against: nil))
+        writeOutput(ours.line(against: floor))
+        var summary = [String(format: "ours/floor median ratio: %.3f (target <= 1.15)", ours.median / floor.median)]
+        if otherNames > 0 {
+            let load = try ChildProcess(executable: selfExecutable(), arguments: [
+                "_bench-load", "--names", "\(otherNames)", "--bus-address", address.rawValue,
+            ])
+            try load.waitForReady()
+            let (loadedFloor, loaded) = try measurePair(
+                address, floorLabel: "floor, \(otherNames) other names", oursLabel: "center, \(otherNames) other names")
+            writeOutput(loadedFloor.line(against: nil))
+            writeOutput(loaded.line(against: loadedFloor))
+            summary.append(
+                String(format: "ours loaded/empty median ratio: %.3f (target <= 1.20)", loaded.median / ours.median))
+            load.terminate()
+        }
+        for line in summary { writeOutput(line) }
+        daemon?.stop()
+    }
+
+    /// Runs the floor and ours in alternating rounds and merges each side's rounds.
+    private func measurePair(_ address: BusAddress, floorLabel: String, oursLabel: String) throws -> (BenchRow, BenchRow) {
+        var floor = BenchRow(label: floorLabel, histogram: BenchRow.makeHistogram())
+        var ours = BenchRow(label: oursLabel, histogram: BenchRow.makeHistogram())
+        let session = try NotifySession(address: address)
+        defer { session.stop() }
+        let perRound = roundTrips / rounds
+        for round in 0..<rounds {
+            if round % 2 == 0 {
+                floor.histogram.add(try floorRun(address, count: perRound))
+                ours.histogram.add(try session.run(count: perRound, warmup: warmup))
+            } else {
+                ours.histogram.add(try session.run(count: perRound, warmup: warmup))
+                floor.histogram.add(try floorRun(address, count: perRound))
+            }
+        }
+        return (floor, ours)
+    }
+
+    private func floorRun(_ address: BusAddress, count: Int) throws -> Histogram<UInt64> {
+        let floorPath = siblingExecutable("wormhole-floor")
+        let names = BenchNames()
+        let common = [address.rawValue, NotifyContract.objectPath, names.pingInterface, names.ping, names.pongInterface, names.pong]
+        let echo = try ChildProcess(executable: floorPath, arguments: ["echo"] + common)
+        try echo.waitForReady()
+        let ping = try ChildProcess(executable: floorPath, arguments: ["ping"] + common + ["\(count)", "\(warmup)"])
+        let output = try ping.readAllOutput()
+        _ = echo.waitForExit()
+        guard ping.waitForExit() == 0 else { throw CLIFailure(message: "wormhole-floor ping failed") }
+        var histogram = BenchRow.makeHistogram()
+        for line in output.split(separator: "\n") {
+            if let value = UInt64(line) { histogram.record(value) }
+        }
+        return histogram
+    }
+}
+
+/// Our side of the ping-pong: this process pings through a DarwinNotificationCenter, a
+/// `_bench-echo` process answers through its own.
+final class NotifySession {
+    private let echo: ChildProcess
+    private let center: DarwinNotificationCenter
+    private let ping: NotificationName
+    private let pong: NotificationName
+    private var sequence: UInt64 = 0
+
+    init(address: BusAddress) throws {
+        let names = BenchNames()
+        echo = try ChildProcess(executable: selfExecutable(), arguments: [
+            "_bench-echo", "--ping", names.ping, "--pong", names.pong, "--bus-address", address.rawValue,
+        ])
+        try echo.waitForReady()
+        center = try DarwinNotificationCenter(busAddress: address)
+        ping = try NotificationName(names.ping)
+        pong = try NotificationName(names.pong)
+    }
+
+    /// Runs `warmup` unmeasured then `count` measured round trips.
+    func run(count: Int, warmup: Int) throws -> Histogram<UInt64> {
+        let total = count + warmup
+        let first = sequence
+        sequence += UInt64(total)
+        let state = Mutex(PingState(histogram: BenchRow.makeHistogram()))
+        let done = DispatchSemaphore(value: 0)
+        let (center, ping) = (self.center, self.ping)
+        let observer = try center.addObserver(for: pong, queue: nil) { note in
+            let now = monotonicNanoseconds()
+            let next = state.withLock { state -> UInt64? in
+                guard note.state == first + UInt64(state.sent) else { return nil }
+                if state.sent >= warmup { state.histogram.record(now - state.start) }
+                state.sent += 1
+                if state.sent == total { return nil }
+                state.start = monotonicNanoseconds()
+                return first + UInt64(state.sent)
+            }
+            if let next {
+                try? center.post(ping, state: next)
+            } else if state.withLock({ $0.sent == total }) {
+                done.signal()
+            }
+        }
+        state.withLock { $0.start = monotonicNanoseconds() }
+        try center.post(ping, state: first)
+        done.wait()
+        observer.cancel()
+        return state.withLock { $0.histogram }
+    }
+
+    func stop() {
+        try? center.post(ping, state: UInt64.max)
+        center.flush()
+        _ = echo.waitForExit()
+    }
+}
+
+struct PingState {
+    var sent = 0
+    var start: UInt64 = 0
+    var histogram: Histogram<UInt64>
+}
+
+/// Fresh ping and pong names for one measurement.
+struct BenchNames {
+    let ping: String
+    let pong: String
+    var pingInterface: String { NotifyContract.bucketInterface(for: ping) }
+    var pongInterface: String { NotifyContract.bucketInterface(for: pong) }
+
+    init() {
+        let tag = UInt32.random(in: 0...UInt32.max)
+        ping = "org.wormhole.bench.\(tag).ping"
+        pong = "org.wormhole.bench.\(tag).pong"
+    }
+}
+
+/// One measured row; values are round trips in nanoseconds.
+struct BenchRow {
+    var label: String
+    var histogram: Histogram<UInt64>
+
+    static func makeHistogram() -> Histogram<UInt64> {
+        Histogram<UInt64>(lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000_000, numberOfSignificantValueDigits: .three)
+    }
+
+    static let header = "scenario                              median      p99    p99.9      max   vs floor"
+
+    private func oneWay(_ nanoseconds: UInt64) -> Double { Double(nanoseconds) / 2_000 }
+
+    var median: Double { oneWay(histogram.valueAtPercentile(50)) }
+
+    func line(against floor: BenchRow?) -> String {
+        let ratio = floor.map { String(format: "%8.3fx", median / $0.median) } ?? "       -"
+        return label.padding(toLength: 34, withPad: " ", startingAt: 0)
+            + String(
+                format: " %9.1f %8.1f %8.1f %8.1f ", median, oneWay(histogram.valueAtPercentile(99)),
+                oneWay(histogram.valueAtPercentile(99.9)), oneWay(histogram.max))
+            + ratio
+    }
+}
+
+/// The echo side of the notification ping-pong (run by `bench`).
+struct BenchEchoCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "_bench-echo", shouldDisplay: false)
+
+    @Option var ping: String
+    @Option var pong: String
+    @OptionGroup var bus: BusOptions
+
+    func run() throws {
+        let center = try withCLIErrors { try DarwinNotificationCenter(busAddress: try bus.address()) }
+        let ping = try withCLIErrors { try NotificationName(self.ping) }
+        let pong = try withCLIErrors { try NotificationName(self.pong) }
+        let observer = try withCLIErrors {
+            try center.addObserver(for: ping, queue: nil) { note in
+                guard let state = note.state else { return }
+                if state == UInt64.max { Foundation.exit(0) }
+                try? center.post(pong, state: state)
+            }
+        }
+        writeError("ready")
+        withExtendedLifetime(observer) { dispatchMain() }
+    }
+}
+
+/// Observes many names, to load the bus daemon's match-rule tables (run by `bench`).
+struct BenchLoadCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "_bench-load", shouldDisplay: false)
+
+    @Option var names: Int
+    @OptionGroup var bus: BusOptions
+
+    func run() throws {
+        let center = try withCLIErrors { try DarwinNotificationCenter(busAddress: try bus.address()) }
+        var observers: [NotificationObserver] = []
+        for index in 0..<names {
+            let name = try withCLIErrors { try NotificationName("org.wormhole.bench.load.name\(index)") }
+            observers.append(try withCLIErrors { try center.addObserver(for: name, queue: nil) { _ in } })
+        }
+        writeError("ready")
+        withExtendedLifetime((center, observers)) { dispatchMain() }
+    }
+}
+
+func monotonicNanoseconds() -> UInt64 {
+    var spec = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &spec)
+    return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
+}
+
+/// This executable's path.
+func selfExecutable() -> String {
+    (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+}
+
+/// An executable built next to this one (`wormhole-floor`, the examples).
+func siblingExecutable(_ name: String) -> String {
+    URL(fileURLWithPath: selfExecutable()).deletingLastPathComponent().appendingPathComponent(name).path
+}
+
+/// A child process whose standard error is watched for the readiness line.
+final class ChildProcess {
+    let process = Process()
+    private let output = Pipe()
+    private let errors = Pipe()
+
+    init(executable: String, arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardOutput = output
+        process.standardError = errors
+        do {
+            try process.run()
+        } catch {
+            throw CLIFailure(message: "cannot start \(executable): \(error)")
+        }
+    }
+
+    /// Blocks until the child writes `ready` to standard error (or fails to).
+    func waitForReady() throws {
+        var line: [UInt8] = []
+        var byte: UInt8 = 0
+        while read(errors.fileHandleForReading.fileDescriptor, &byte, 1) == 1 {
+            if byte == UInt8(ascii: "\n") {
+                if line == Array("ready".utf8) { return }
+                line = []
+            } else {
+                line.append(byte)
+            }
+        }
+        throw CLIFailure(message: "\(process.executableURL?.lastPathComponent ?? "child") exited before it was ready: \(String(decoding: line, as: UTF8.self))")
+    }
+
+    func readAllOutput() throws -> String {
+        String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    }
+
+    func waitForExit() -> Int32 {
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    func terminate() {
+        process.terminate()
+        process.waitUntilExit()
+    }
+}
+
+/// A private dbus-daemon for the benchmark or the demo.
+final class PrivateDaemon {
+    let address: BusAddress
+    private let process = Process()
+    private let directory: String
+
+    init(config: String) throws {
+        guard FileManager.default.fileExists(atPath: config) else {
+            throw CLIFailure(message: "bus configuration '\(config)' not found (run from the repository root, or pass --config or --bus-address)")
+        }
+        directory = NSTemporaryDirectory() + "wormhole-bench-\(getpid())"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let socket = directory + "/bus"
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["dbus-daemon", "--config-file=\(config)", "--nofork", "--print-address", "--address=unix:path=\(socket)"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        do {
+            try process.run()
+        } catch {
+            throw CLIFailure(message: "cannot start dbus-daemon: \(error)")
+        }
+        var byte: UInt8 = 0
+        var line: [UInt8] = []
+        while read(output.fileHandleForReading.fileDescriptor, &byte, 1) == 1, byte != UInt8(ascii: "\n") { line.append(byte) }
+        guard String(decoding: line, as: UTF8.self).hasPrefix("unix:") else {
+            throw CLIFailure(message: "dbus-daemon did not start (is the dbus-daemon package installed?)")
+        }
+        address = try BusAddress("unix:path=\(socket)")
+    }
+
+    func stop() {
+        process.terminate()
+        process.waitUntilExit()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}

@@ -1,0 +1,73 @@
+import ArgumentParser
+import Foundation
+
+/// The `wormhole` command: app-group messaging and Darwin-style notifications from the shell.
+@main
+struct WormholeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "wormhole",
+        abstract: "App-group messaging and Darwin-style notifications over D-Bus.",
+        discussion: """
+            Exit status: 0 on success, 1 when the command failed (bus unreachable, no message, \
+            bad input), 64 for a usage error, 124 when --timeout passed before --count deliveries.
+            """,
+        subcommands: [
+            PostCommand.self, ObserveCommand.self, BenchCommand.self, BenchEchoCommand.self, BenchLoadCommand.self,
+        ]
+    )
+
+    /// Parses and runs, writing any error as one line on standard error.
+    static func main() {
+        if let bad = firstNonUTF8Argument() {
+            failUsage("argument \(bad) is not valid UTF-8")
+        }
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch let error as CLIFailure {
+            writeError("wormhole: \(error.message)")
+            Foundation.exit(error.status)
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success {
+                print(fullMessage(for: error))
+                Foundation.exit(0)
+            }
+            let message = fullMessage(for: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
+            writeError("wormhole: " + message.replacingOccurrences(of: "Error: ", with: ""))
+            Foundation.exit(code == .validationFailure ? 64 : code.rawValue)
+        }
+    }
+
+    /// Scans the raw argument bytes: Swift would silently repair invalid UTF-8.
+    static func firstNonUTF8Argument() -> String? {
+        for index in 1..<Int(CommandLine.argc) {
+            guard let pointer = CommandLine.unsafeArgv[index] else { continue }
+            let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self),
+                                            count: strlen(pointer))
+            if String(validating: bytes, as: UTF8.self) == nil {
+                return "\(index) (bytes " + bytes.map { String(format: "%02x", $0) }.joined(separator: " ") + ")"
+            }
+        }
+        return nil
+    }
+}
+
+/// A failure with the exit status the contract gives it.
+struct CLIFailure: Error {
+    var message: String
+    var status: Int32 = 1
+}
+
+func writeError(_ line: String) {
+    FileHandle.standardError.write(Data((line + "\n").utf8))
+}
+
+func writeOutput(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+func failUsage(_ message: String) -> Never {
+    writeError("wormhole: " + message)
+    Foundation.exit(64)
+}
