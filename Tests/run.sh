@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Wormhole's test command: installs what is missing, builds everything (no warnings
+# allowed in our own code) and runs the whole suite. Every bus test starts its own
+# private dbus-daemon from dbus/wormhole-session.conf; the user's session bus is never used.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+.ci/install-deps
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+swift build --build-tests 2>&1 | tee "$log"
+if grep -E '^(/[^:]*/)?(Sources|Tests|Examples)/[^:]*:[0-9]+:[0-9]+: warning:' "$log" | grep -v '/.build' | grep -q .; then
+    echo "error: the build has warnings in the project's own code (listed above)" >&2
+    exit 1
+fi
+swift test --skip-build "$@"
