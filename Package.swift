@@ -59,6 +59,7 @@ let package = Package(
                 "Wormhole",
                 "WormholeDBus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]
         ),

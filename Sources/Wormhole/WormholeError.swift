@@ -38,6 +38,8 @@ public struct WormholeError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let noMessage = Code("noMessage")
         /// A message could not be encoded as JSON.
         public static let encodingFailed = Code("encodingFailed")
+        /// A message given as JSON text is not one JSON document.
+        public static let invalidJSON = Code("invalidJSON")
         /// A stored document is not valid JSON or does not decode as the requested type.
         public static let decodingFailed = Code("decodingFailed")
         /// The bus could not be reached or refused a request.

@@ -22,13 +22,15 @@ struct BusOptions: ParsableArguments {
 func cliFailure(_ error: any Error) -> CLIFailure {
     if let error = error as? WormholeError {
         switch error.code {
-        case .invalidName, .invalidGroup, .invalidDirectory, .invalidIdentifier:
+        case .invalidName, .invalidGroup, .invalidDirectory, .invalidIdentifier, .invalidJSON:
             return CLIFailure(message: error.message, status: 64)
         default:
             return CLIFailure(message: error.message)
         }
     }
-    if let error = error as? BusError { return CLIFailure(message: error.message) }
+    if let error = error as? BusError {
+        return CLIFailure(message: error.message, status: error.code == .invalidAddress ? 64 : 1)
+    }
     if let error = error as? CLIFailure { return error }
     return CLIFailure(message: "\(error)")
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 
 /// The `wormhole` command: app-group messaging and Darwin-style notifications from the shell.
 @main
@@ -12,12 +13,21 @@ struct WormholeCommand: ParsableCommand {
             bad input), 64 for a usage error, 124 when --timeout passed before --count deliveries.
             """,
         subcommands: [
-            PostCommand.self, ObserveCommand.self, BenchCommand.self, BenchEchoCommand.self, BenchLoadCommand.self,
+            PostCommand.self, ObserveCommand.self, SendCommand.self, ReadCommand.self, ListenCommand.self,
+            ClearCommand.self, BenchCommand.self, BenchEchoCommand.self, BenchLoadCommand.self,
         ]
     )
 
     /// Parses and runs, writing any error as one line on standard error.
     static func main() {
+        // The tool reports problems itself, one line each; library logs only on request
+        // (WORMHOLE_LOG=debug|info|notice|warning|error), so nothing precedes `ready`.
+        let level = ProcessInfo.processInfo.environment["WORMHOLE_LOG"].flatMap(Logger.Level.init(rawValue:))
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level ?? .critical
+            return handler
+        }
         if let bad = firstNonUTF8Argument() {
             failUsage("argument \(bad) is not valid UTF-8")
         }

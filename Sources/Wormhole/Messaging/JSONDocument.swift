@@ -1,0 +1,71 @@
+public import Foundation
+
+/// A stored message as its raw JSON document, for code that forwards messages without knowing
+/// their type (the `wormhole` tool, bridges, loggers).
+///
+/// Listen with `as: JSONDocument.self` (or read with ``Wormhole/message(identifier:as:)``) to
+/// get the document's bytes exactly as the sender stored them; they are checked to be one
+/// JSON value. A `JSONDocument` can only come from a whole stored message: decoding one inside
+/// another `Decodable` type throws.
+public struct JSONDocument: Sendable, Hashable, Decodable, CustomStringConvertible {
+    /// The document's UTF-8 bytes, as stored.
+    public let data: Data
+
+    /// Wraps `data`, checking that it is exactly one JSON value.
+    ///
+    /// - Throws: ``WormholeError`` with ``WormholeError/Code/decodingFailed`` when it is not.
+    public init(data: Data) throws {
+        do {
+            _ = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
+        } catch {
+            throw WormholeError(.decodingFailed, "not a JSON document (\(data.count) bytes): \(error)")
+        }
+        self.data = data
+    }
+
+    /// Always throws: a document is read from storage, not decoded from part of another one.
+    public init(from decoder: any Decoder) throws {
+        throw DecodingError.dataCorrupted(
+            .init(codingPath: decoder.codingPath, debugDescription: "JSONDocument is only read from a whole stored message"))
+    }
+
+    /// The document as text.
+    public var text: String { String(decoding: data, as: UTF8.self) }
+
+    /// The document on one line: white space outside strings removed, everything else (key
+    /// order, number spelling, escapes) exactly as stored.
+    public var compactText: String {
+        var output: [UInt8] = []
+        output.reserveCapacity(data.count)
+        var inString = false
+        var escaped = false
+        for byte in data {
+            if inString {
+                output.append(byte)
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
+            } else {
+                switch byte {
+                case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"): continue
+                case UInt8(ascii: "\""):
+                    inString = true
+                    output.append(byte)
+                default: output.append(byte)
+                }
+            }
+        }
+        return String(decoding: output, as: UTF8.self)
+    }
+
+    /// Decodes the document as `T`.
+    public func decode<T: Decodable>(as type: T.Type = T.self) throws -> T {
+        try JSONDecoder().decode(T.self, from: data)
+    }
+
+    public var description: String { compactText }
+}
