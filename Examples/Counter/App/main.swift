@@ -1,1 +1,64 @@
-print("todo")
+// The "app" side of MMWormhole's counter example: listens on `button` and shows
+// each button number as it arrives, with how long it took to cross.
+//
+//   counter-app --group GROUP [--presses N] [--bus-address ADDRESS]
+//
+// It first shows the message already waiting in the mailbox (sent while the app
+// was not running), then each new one. Exits after N presses (default 5).
+import Dispatch
+import Foundation
+import Wormhole
+import WormholeDBus
+
+struct ButtonMessage: Codable, Sendable {
+    var buttonNumber: Int
+}
+
+/// Writes a line at once (stdout is a pipe in the demo, where print would buffer).
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+func option(_ name: String) -> String? {
+    let arguments = CommandLine.arguments
+    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
+    return arguments[index + 1]
+}
+
+func nowNanoseconds() -> UInt64 {
+    var spec = timespec()
+    clock_gettime(CLOCK_REALTIME, &spec)
+    return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
+}
+
+guard let group = option("--group") else {
+    FileHandle.standardError.write(Data("usage: counter-app --group GROUP [--presses N] [--bus-address ADDRESS]\n".utf8))
+    exit(64)
+}
+let presses = option("--presses").flatMap(Int.init) ?? 5
+
+do {
+    let wormhole = try Wormhole(
+        applicationGroupIdentifier: group, busAddress: try option("--bus-address").map(BusAddress.init))
+    let label = DispatchQueue(label: "counter-app.label")
+    let listener = try wormhole.listen(
+        identifier: "button", as: ButtonMessage.self, queue: label,
+        options: .init(deliversStoredMessageOnStart: true)
+    ) { delivery in
+        switch (delivery.result, delivery.reason) {
+        case (.success(let message), .stored):
+            say("app:   mailbox already held button \(message.buttonNumber)")
+        case (.success(let message), _):
+            let latency = delivery.state.map { String(format: "%.0f µs", Double(nowNanoseconds() &- $0) / 1000) } ?? "?"
+            say("app:   button \(message.buttonNumber) arrived after \(latency)")
+            if message.buttonNumber >= presses { exit(0) }
+        case (.failure(let error), _):
+            say("app:   could not read the button: \(error)")
+        }
+    }
+    FileHandle.standardError.write(Data("ready\n".utf8))
+    withExtendedLifetime(listener) { dispatchMain() }
+} catch {
+    FileHandle.standardError.write(Data("counter-app: \(error)\n".utf8))
+    exit(1)
+}

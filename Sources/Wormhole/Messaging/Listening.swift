@@ -24,6 +24,10 @@ public struct MessageDelivery<Message: Sendable>: Sendable {
     public var result: Result<Message, WormholeError>
     /// Why the listener is being called.
     public var reason: Reason
+    /// The state of the latest notification this delivery answers (``Reason/posted`` only).
+    /// Wormhole senders put the write's time there, in nanoseconds since 1970 (CLOCK_REALTIME),
+    /// so `now - state` is the message's latency; `dbus-send` triggers carry none.
+    public var state: UInt64?
 }
 
 extension Wormhole {
@@ -148,6 +152,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerCancelling {
         var scheduled = false
         var cancelled = false
         var pending: [MessageIdentifier: MessageDelivery<Message>.Reason] = [:]
+        var states: [MessageIdentifier: UInt64] = [:]
         var order: [MessageIdentifier] = []
         var lastDelivered: [MessageIdentifier: Data] = [:]
     }
@@ -180,7 +185,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerCancelling {
                 let identifier = try? MessageIdentifier(String(note.name.dropFirst(prefix.count)))
             else { return }
             if let only, only != identifier { return }
-            enqueue([identifier], reason: .posted)
+            enqueue([identifier], reason: .posted, state: note.state)
         case .catchUp:
             var identifiers = Set(state.withLock { Array($0.lastDelivered.keys) })
             if let only {
@@ -198,10 +203,13 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerCancelling {
         enqueue(identifiers, reason: .stored)
     }
 
-    private func enqueue(_ identifiers: [MessageIdentifier], reason: MessageDelivery<Message>.Reason) {
+    private func enqueue(
+        _ identifiers: [MessageIdentifier], reason: MessageDelivery<Message>.Reason, state notificationState: UInt64? = nil
+    ) {
         let mustSchedule = state.withLock { state -> Bool in
             if state.cancelled { return false }
             for identifier in identifiers {
+                if let notificationState { state.states[identifier] = notificationState }
                 if let existing = state.pending[identifier] {
                     // A post outranks a catch-up or start-up check: it must be delivered.
                     if reason == .posted || existing != .posted { state.pending[identifier] = reason }
@@ -226,24 +234,33 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerCancelling {
     /// merged into the pending set, so a burst costs one read per identifier per round.
     private func drain() {
         while true {
-            let batch = state.withLock { state -> [(MessageIdentifier, MessageDelivery<Message>.Reason)]? in
+            typealias Item = (MessageIdentifier, MessageDelivery<Message>.Reason, UInt64?)
+            let batch = state.withLock { state -> [Item]? in
                 if state.cancelled || state.order.isEmpty {
                     state.scheduled = false
                     state.pending = [:]
+                    state.states = [:]
                     state.order = []
                     return nil
                 }
-                let batch = state.order.compactMap { id in state.pending[id].map { (id, $0) } }
+                let batch = state.order.compactMap { id -> Item? in
+                    state.pending[id].map { (id, $0, $0 == .posted ? state.states[id] : nil) }
+                }
                 state.pending = [:]
+                state.states = [:]
                 state.order = []
                 return batch
             }
             guard let batch else { return }
-            for (identifier, reason) in batch { deliver(identifier, reason: reason) }
+            for (identifier, reason, notificationState) in batch {
+                deliver(identifier, reason: reason, state: notificationState)
+            }
         }
     }
 
-    private func deliver(_ identifier: MessageIdentifier, reason: MessageDelivery<Message>.Reason) {
+    private func deliver(
+        _ identifier: MessageIdentifier, reason: MessageDelivery<Message>.Reason, state notificationState: UInt64?
+    ) {
         let data: Data?
         do {
             data = try transiting.messageData(identifier: identifier)
@@ -251,7 +268,8 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerCancelling {
             let wormholeError =
                 error as? WormholeError
                 ?? WormholeError(.io, value: identifier.rawValue, "cannot read message '\(identifier)': \(error)")
-            send(MessageDelivery(identifier: identifier, result: .failure(wormholeError), reason: reason))
+            send(MessageDelivery(
+                    identifier: identifier, result: .failure(wormholeError), reason: reason, state: notificationState))
             return
         }
         let previous = state.withLock { state -> Data? in
@@ -266,7 +284,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerCancelling {
         }
         guard let data else {
             let error = WormholeError(.noMessage, value: identifier.rawValue, "no message is stored for '\(identifier)'")
-            send(MessageDelivery(identifier: identifier, result: .failure(error), reason: reason))
+            send(MessageDelivery(identifier: identifier, result: .failure(error), reason: reason, state: notificationState))
             return
         }
         let result: Result<Message, WormholeError>
@@ -275,7 +293,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerCancelling {
         } catch {
             result = .failure(error)
         }
-        send(MessageDelivery(identifier: identifier, result: result, reason: reason))
+        send(MessageDelivery(identifier: identifier, result: result, reason: reason, state: notificationState))
     }
 
     private func send(_ delivery: MessageDelivery<Message>) {
