@@ -27,6 +27,12 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "Names observed by a third process in the loaded run (0 skips it).")
     var otherNames = 10_000
 
+    @Option(help: "What to measure: notify, message or all.")
+    var suite = "all"
+
+    @Option(help: "Round trips per message-size row (the 1 MB row runs a tenth of them).")
+    var messageRoundTrips = 2_000
+
     @Option(help: "Bus configuration for the private daemon.")
     var config = "dbus/wormhole-session.conf"
 
@@ -37,13 +43,22 @@ struct BenchCommand: ParsableCommand {
 
     func validate() throws {
         if roundTrips < rounds || rounds < 1 { throw ValidationError("--round-trips must be at least --rounds (\(rounds))") }
+        if !["notify", "message", "all"].contains(suite) { throw ValidationError("--suite is notify, message or all, not '\(suite)'") }
+        if messageRoundTrips < rounds * 10 { throw ValidationError("--message-round-trips must be at least 10 x --rounds") }
     }
 
     func run() throws {
         let daemon: PrivateDaemon? = bus.busAddress == nil ? try PrivateDaemon(config: config) : nil
         let address = try daemon?.address ?? bus.address()
-        writeOutput("wormhole bench: \(roundTrips) round trips per row in \(rounds) alternating rounds (+\(warmup) warm-up each), bus \(address)")
+        writeOutput("wormhole bench: \(rounds) alternating rounds per row (+\(warmup) warm-up round trips each), bus \(address)")
         writeOutput("one-way latency in microseconds (round trip / 2)")
+        if suite != "message" { try notifySuite(address) }
+        if suite != "notify" { try messageSuite(address) }
+        daemon?.stop()
+    }
+
+    private func notifySuite(_ address: BusAddress) throws {
+        writeOutput("\nnotifications: \(roundTrips) round trips per row")
         writeOutput(BenchRow.header)
         let (floor, ours) = try measurePair(address, floorLabel: "raw libdbus floor", oursLabel: "DarwinNotificationCenter")
         writeOutput(floor.line(against: nil))
@@ -63,7 +78,37 @@ struct BenchCommand: ParsableCommand {
             load.terminate()
         }
         for line in summary { writeOutput(line) }
-        daemon?.stop()
+    }
+
+    private func messageSuite(_ address: BusAddress) throws {
+        writeOutput("\nmessages (encode, atomic write, post, wake, read, decode), one process each side")
+        writeOutput(BenchRow.header)
+        var summary: [String] = []
+        for size in [100, 10_000, 1_000_000] {
+            let count = size >= 1_000_000 ? messageRoundTrips / 10 : messageRoundTrips
+            let work = NSTemporaryDirectory() + "wormhole-bench-files-\(getpid())-\(size)"
+            try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: work) }
+            var floor = BenchRow(label: "floor, \(Self.sizeLabel(size)) files", histogram: BenchRow.makeHistogram())
+            var ours = BenchRow(label: "Wormhole, \(Self.sizeLabel(size)) JSON", histogram: BenchRow.makeHistogram())
+            let session = try MessageSession(address: address, root: work + "/containers", size: size)
+            defer { session.stop() }
+            let perRound = max(1, count / rounds)
+            let warm = min(warmup, perRound)
+            for round in 0..<rounds {
+                if round % 2 == 1 { ours.histogram.add(try session.run(count: perRound, warmup: warm)) }
+                floor.histogram.add(try floorRun(address, count: perRound, warmup: warm, files: (work, size)))
+                if round % 2 == 0 { ours.histogram.add(try session.run(count: perRound, warmup: warm)) }
+            }
+            writeOutput(floor.line(against: nil))
+            writeOutput(ours.line(against: floor))
+            summary.append(String(format: "messages %@: ours/floor median ratio %.3f (target <= 1.5)", Self.sizeLabel(size), ours.median / floor.median))
+        }
+        for line in summary { writeOutput(line) }
+    }
+
+    static func sizeLabel(_ size: Int) -> String {
+        size >= 1_000_000 ? "\(size / 1_000_000) MB" : size >= 1_000 ? "\(size / 1_000) KB" : "\(size) B"
     }
 
     /// Runs the floor and ours in alternating rounds and merges each side's rounds.
@@ -75,23 +120,27 @@ struct BenchCommand: ParsableCommand {
         let perRound = roundTrips / rounds
         for round in 0..<rounds {
             if round % 2 == 0 {
-                floor.histogram.add(try floorRun(address, count: perRound))
+                floor.histogram.add(try floorRun(address, count: perRound, warmup: warmup))
                 ours.histogram.add(try session.run(count: perRound, warmup: warmup))
             } else {
                 ours.histogram.add(try session.run(count: perRound, warmup: warmup))
-                floor.histogram.add(try floorRun(address, count: perRound))
+                floor.histogram.add(try floorRun(address, count: perRound, warmup: warmup))
             }
         }
         return (floor, ours)
     }
 
-    private func floorRun(_ address: BusAddress, count: Int) throws -> Histogram<UInt64> {
+    private func floorRun(
+        _ address: BusAddress, count: Int, warmup: Int, files: (String, Int)? = nil
+    ) throws -> Histogram<UInt64> {
         let floorPath = siblingExecutable("wormhole-floor")
         let names = BenchNames()
         let common = [address.rawValue, NotifyContract.objectPath, names.pingInterface, names.ping, names.pongInterface, names.pong]
-        let echo = try ChildProcess(executable: floorPath, arguments: ["echo"] + common)
+        let fileArguments = files.map { [$0.0, "\($0.1)"] } ?? []
+        let echo = try ChildProcess(executable: floorPath, arguments: ["echo"] + common + fileArguments)
         try echo.waitForReady()
-        let ping = try ChildProcess(executable: floorPath, arguments: ["ping"] + common + ["\(count)", "\(warmup)"])
+        let ping = try ChildProcess(
+            executable: floorPath, arguments: ["ping"] + common + ["\(count)", "\(warmup)"] + fileArguments)
         let output = try ping.readAllOutput()
         _ = echo.waitForExit()
         guard ping.waitForExit() == 0 else { throw CLIFailure(message: "wormhole-floor ping failed") }
@@ -158,6 +207,97 @@ final class NotifySession {
         try? center.post(ping, state: UInt64.max)
         center.flush()
         _ = echo.waitForExit()
+    }
+}
+
+/// The message a ping or pong carries: a sequence number and padding up to the row's size.
+struct BenchPayload: Codable, Sendable {
+    var seq: UInt64
+    var pad: String
+
+    init(seq: UInt64, size: Int) {
+        self.seq = seq
+        pad = String(repeating: "x", count: max(0, size - 22))
+    }
+}
+
+/// Our side of the message ping-pong: this process sends `ping` and listens to `pong` through a
+/// Wormhole; a `_bench-message-echo` process listens to `ping` and answers with the same payload.
+final class MessageSession {
+    private let echo: ChildProcess
+    private let wormhole: Wormhole
+    private let size: Int
+    private var sequence: UInt64 = 0
+
+    init(address: BusAddress, root: String, size: Int) throws {
+        let group = "group.org.wormhole.bench"
+        echo = try ChildProcess(executable: selfExecutable(), arguments: [
+            "_bench-message-echo", "--group", group, "--root", root, "--bus-address", address.rawValue,
+        ])
+        try echo.waitForReady()
+        wormhole = try Wormhole(applicationGroupIdentifier: group, containerRoot: root, busAddress: address)
+        self.size = size
+    }
+
+    func run(count: Int, warmup: Int) throws -> Histogram<UInt64> {
+        let total = count + warmup
+        let first = sequence
+        sequence += UInt64(total)
+        let state = Mutex(PingState(histogram: BenchRow.makeHistogram()))
+        let done = DispatchSemaphore(value: 0)
+        let (wormhole, size) = (self.wormhole, self.size)
+        let listener = try wormhole.listen(identifier: "pong", as: BenchPayload.self, queue: nil) { delivery in
+            let now = monotonicNanoseconds()
+            guard case .success(let payload) = delivery.result else { return }
+            let next = state.withLock { state -> UInt64? in
+                guard payload.seq == first + UInt64(state.sent) else { return nil }
+                if state.sent >= warmup { state.histogram.record(now - state.start) }
+                state.sent += 1
+                if state.sent == total { return nil }
+                state.start = monotonicNanoseconds()
+                return first + UInt64(state.sent)
+            }
+            if let next {
+                _ = try? wormhole.passMessage(BenchPayload(seq: next, size: size), identifier: "ping")
+            } else if state.withLock({ $0.sent == total }) {
+                done.signal()
+            }
+        }
+        state.withLock { $0.start = monotonicNanoseconds() }
+        try wormhole.passMessage(BenchPayload(seq: first, size: size), identifier: "ping")
+        done.wait()
+        listener.cancel()
+        return state.withLock { $0.histogram }
+    }
+
+    func stop() {
+        _ = try? wormhole.passMessage(BenchPayload(seq: UInt64.max, size: 0), identifier: "ping")
+        wormhole.flush()
+        _ = echo.waitForExit()
+    }
+}
+
+/// The echo side of the message ping-pong (run by `bench`).
+struct BenchMessageEchoCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "_bench-message-echo", shouldDisplay: false)
+
+    @Option var group: String
+    @Option var root: String
+    @OptionGroup var bus: BusOptions
+
+    func run() throws {
+        let wormhole = try withCLIErrors {
+            try Wormhole(applicationGroupIdentifier: group, containerRoot: root, busAddress: try bus.address())
+        }
+        let listener = try withCLIErrors {
+            try wormhole.listen(identifier: "ping", as: BenchPayload.self, queue: nil) { delivery in
+                guard case .success(let payload) = delivery.result else { return }
+                if payload.seq == UInt64.max { Foundation.exit(0) }
+                _ = try? wormhole.passMessage(payload, identifier: "pong")
+            }
+        }
+        writeError("ready")
+        withExtendedLifetime(listener) { dispatchMain() }
     }
 }
 

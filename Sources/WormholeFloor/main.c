@@ -6,11 +6,17 @@
 // each ping with a pong signal; the ping side emits, blocks until the pong
 // arrives and prints the round-trip time in nanoseconds, one per line.
 //
-//   wormhole-floor echo ADDRESS PATH PING_IFACE PING_NAME PONG_IFACE PONG_NAME
-//   wormhole-floor ping ADDRESS PATH PING_IFACE PING_NAME PONG_IFACE PONG_NAME COUNT WARMUP
+//   wormhole-floor echo ADDRESS PATH PING_IFACE PING_NAME PONG_IFACE PONG_NAME [DIR SIZE]
+//   wormhole-floor ping ADDRESS PATH PING_IFACE PING_NAME PONG_IFACE PONG_NAME COUNT WARMUP [DIR SIZE]
 //
 // Both send signals `Posted(s name, t state)`; the echo side exits on state
 // 2^64-1. "ready" goes to standard error once the match rule is active.
+//
+// With DIR and SIZE, each hop also carries a SIZE-byte file the way a wormhole
+// message travels, in plain code: the sender writes DIR/ping.json (or pong.json)
+// to a temporary file and renames it over the target before it signals; the
+// receiver reads the whole file after the signal arrives. No JSON is encoded or
+// decoded: this is the floor under Wormhole's message path.
 #include <dbus/dbus.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -71,6 +77,30 @@ static dbus_uint64_t wait_for(DBusConnection *connection, const char *name) {
     }
 }
 
+static void write_file(const char *dir, const char *name, const char *data, size_t size) {
+    char path[4096], temporary[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(temporary, sizeof temporary, "%s/.%s.tmp", dir, name);
+    FILE *file = fopen(temporary, "wb");
+    if (file == NULL || fwrite(data, 1, size, file) != size || fclose(file) != 0 || rename(temporary, path) != 0) {
+        fprintf(stderr, "wormhole-floor: cannot write %s\n", path);
+        exit(1);
+    }
+}
+
+static size_t read_file(const char *dir, const char *name, char *buffer, size_t capacity) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *file = fopen(path, "rb");
+    if (file == NULL) {
+        fprintf(stderr, "wormhole-floor: cannot read %s\n", path);
+        exit(1);
+    }
+    size_t total = fread(buffer, 1, capacity, file);
+    fclose(file);
+    return total;
+}
+
 static uint64_t now_ns(void) {
     struct timespec spec;
     clock_gettime(CLOCK_MONOTONIC, &spec);
@@ -86,12 +116,26 @@ int main(int argc, char **argv) {
     const char *mode = argv[1], *address = argv[2], *path = argv[3];
     const char *ping_iface = argv[4], *ping_name = argv[5], *pong_iface = argv[6], *pong_name = argv[7];
     DBusConnection *connection = connect_bus(address);
-    if (strcmp(mode, "echo") == 0) {
+    int is_echo = strcmp(mode, "echo") == 0;
+    const char *dir = NULL;
+    size_t size = 0;
+    int file_arg = is_echo ? 8 : 10;
+    if (argc >= file_arg + 2) {
+        dir = argv[file_arg];
+        size = (size_t)atol(argv[file_arg + 1]);
+    }
+    char *payload = malloc(size + 1), *buffer = malloc(size + 1);
+    memset(payload, 'x', size);
+    if (is_echo) {
         add_rule(connection, ping_iface, ping_name);
         fprintf(stderr, "ready\n");
         for (;;) {
             dbus_uint64_t state = wait_for(connection, ping_name);
             if (state == UINT64_MAX) break;
+            if (dir != NULL) {
+                size_t got = read_file(dir, "ping.json", buffer, size + 1);
+                write_file(dir, "pong.json", buffer, got);
+            }
             post(connection, path, pong_iface, pong_name, state);
         }
     } else if (strcmp(mode, "ping") == 0 && argc >= 10) {
@@ -100,8 +144,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ready\n");
         for (long i = 0; i < count + warmup; i++) {
             uint64_t start = now_ns();
+            if (dir != NULL) write_file(dir, "ping.json", payload, size);
             post(connection, path, ping_iface, ping_name, (dbus_uint64_t)i);
             while (wait_for(connection, pong_name) != (dbus_uint64_t)i) {}
+            if (dir != NULL && read_file(dir, "pong.json", buffer, size + 1) != size) {
+                fprintf(stderr, "wormhole-floor: short pong file\n");
+                return 1;
+            }
             uint64_t elapsed = now_ns() - start;
             if (i >= warmup) printf("%" PRIu64 "\n", elapsed);
         }
