@@ -215,10 +215,13 @@ struct BenchPayload: Codable, Sendable {
     var seq: UInt64
     var pad: String
 
-    init(seq: UInt64, size: Int) {
+    init(seq: UInt64, pad: String) {
         self.seq = seq
-        pad = String(repeating: "x", count: max(0, size - 22))
+        self.pad = pad
     }
+
+    /// Padding that makes the encoded payload about `size` bytes.
+    static func pad(size: Int) -> String { String(repeating: "x", count: max(0, size - 22)) }
 }
 
 /// Our side of the message ping-pong: this process sends `ping` and listens to `pong` through a
@@ -245,7 +248,7 @@ final class MessageSession {
         sequence += UInt64(total)
         let state = Mutex(PingState(histogram: BenchRow.makeHistogram()))
         let done = DispatchSemaphore(value: 0)
-        let (wormhole, size) = (self.wormhole, self.size)
+        let (wormhole, pad) = (self.wormhole, BenchPayload.pad(size: size))
         let listener = try wormhole.listen(identifier: "pong", as: BenchPayload.self, queue: nil) { delivery in
             let now = monotonicNanoseconds()
             guard case .success(let payload) = delivery.result else { return }
@@ -258,20 +261,20 @@ final class MessageSession {
                 return first + UInt64(state.sent)
             }
             if let next {
-                _ = try? wormhole.passMessage(BenchPayload(seq: next, size: size), identifier: "ping")
+                _ = try? wormhole.passMessage(BenchPayload(seq: next, pad: pad), identifier: "ping")
             } else if state.withLock({ $0.sent == total }) {
                 done.signal()
             }
         }
         state.withLock { $0.start = monotonicNanoseconds() }
-        try wormhole.passMessage(BenchPayload(seq: first, size: size), identifier: "ping")
+        try wormhole.passMessage(BenchPayload(seq: first, pad: pad), identifier: "ping")
         done.wait()
         listener.cancel()
         return state.withLock { $0.histogram }
     }
 
     func stop() {
-        _ = try? wormhole.passMessage(BenchPayload(seq: UInt64.max, size: 0), identifier: "ping")
+        _ = try? wormhole.passMessage(BenchPayload(seq: UInt64.max, pad: ""), identifier: "ping")
         wormhole.flush()
         _ = echo.waitForExit()
     }

@@ -124,8 +124,9 @@ public final class Wormhole: Sendable {
     @discardableResult
     public func passMessage(_ message: some Encodable, identifier: String) throws -> SendReport {
         let identifier = try MessageIdentifier(identifier)
-        let data = try Self.encode(message, identifier: identifier)
-        return try passMessageData(data, identifier: identifier)
+        // JSONEncoder's output is one JSON document: no need to parse it again.
+        try transiting.writeMessage(try Self.encode(message, identifier: identifier), identifier: identifier)
+        return notify(identifier)
     }
 
     /// Stores an already-encoded JSON document (it is checked to be one JSON value) and notifies.
