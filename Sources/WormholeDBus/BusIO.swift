@@ -211,6 +211,11 @@ final class BusIO: @unchecked Sendable {
         if dbus_connection_send(connection, message, nil) == 0 {
             throw BusError(.outOfMemory, "libdbus could not queue a message")
         }
+        // A daemon that died since the last read is noticed by the write itself: libdbus then
+        // drops the message silently, so ask whether the connection survived it.
+        if dbus_connection_get_is_connected(connection) == 0 {
+            throw BusError(.disconnected, value: address.rawValue, "the bus at \(quoted(address.rawValue)) went away")
+        }
     }
 
     /// Blocks until every queued outgoing message is written (for processes about to exit).
