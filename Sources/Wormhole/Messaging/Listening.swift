@@ -1,6 +1,7 @@
 public import Dispatch
 import Foundation
 import Synchronization
+public import WormholeDBus
 
 /// One delivery to a message listener: which mailbox, why, and what it holds.
 public struct MessageDelivery<Message: Sendable>: Sendable {
@@ -302,26 +303,6 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerCancelling {
     }
 }
 
-/// Message deliveries as an `AsyncSequence` (see ``Wormhole/messages(identifier:as:options:)``).
-public struct MessageStream<Message: Sendable>: AsyncSequence, Sendable {
-    public typealias Element = MessageDelivery<Message>
-    public typealias Failure = Never
-
-    private let stream: AsyncStream<MessageDelivery<Message>>
-
-    init(_ stream: AsyncStream<MessageDelivery<Message>>) { self.stream = stream }
-
-    /// Iterates the deliveries; the listener goes when the iteration ends.
-    public struct AsyncIterator: AsyncIteratorProtocol {
-        var base: AsyncStream<MessageDelivery<Message>>.AsyncIterator
-
-        /// The next delivery, or `nil` once the iteration's task was cancelled.
-        public mutating func next() async -> MessageDelivery<Message>? { await base.next() }
-
-        public mutating func next(isolation actor: isolated (any Actor)?) async -> MessageDelivery<Message>? {
-            await base.next(isolation: actor)
-        }
-    }
-
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: stream.makeAsyncIterator()) }
-}
+/// Message deliveries as an `AsyncSequence` (see ``Wormhole/messages(identifier:as:options:)``);
+/// the listener goes when the iteration ends.
+public typealias MessageStream<Message: Sendable> = SubscriptionStream<MessageDelivery<Message>>

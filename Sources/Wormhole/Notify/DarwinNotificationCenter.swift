@@ -78,8 +78,15 @@ public final class DarwinNotificationCenter: Sendable {
     private let nextID = Atomic<UInt64>(1)
     private let eventQueue = DispatchQueue(label: "wormhole.notify.events")
 
-    /// Unique bus names of every center's connection in this process, to recognise own posts.
-    static let ownNames = Mutex<Set<String>>([])
+    /// Every center's connection in this process, to recognise own posts. A sender is this
+    /// process when it is the *current* unique name of one of them on the same bus address:
+    /// every daemon numbers unique names from `:1.0`, so a bare name could be another bus's,
+    /// or (after a restart) another process's that inherited a name we held before.
+    static let ownConnections = Mutex<[ObjectIdentifier: BusConnection]>([:])
+
+    static func isOwn(sender: String, on address: BusAddress) -> Bool {
+        ownConnections.withLock { $0.values.contains { $0.address == address && $0.uniqueName == sender } }
+    }
 
     /// Connects to the bus at `busAddress` (the session bus when `nil`).
     ///
@@ -103,8 +110,8 @@ public final class DarwinNotificationCenter: Sendable {
             logger.warning("shared notification table unavailable; check tokens use signals only: \(error)")
             table = nil
         }
-        let name = connection.uniqueName
-        Self.ownNames.withLock { _ = $0.insert(name) }
+        let connection = self.connection
+        Self.ownConnections.withLock { $0[ObjectIdentifier(self)] = connection }
         let subscription = connection.onEvent(queue: eventQueue) { [weak self] event in
             self?.connectionChanged(event)
         }
@@ -115,8 +122,8 @@ public final class DarwinNotificationCenter: Sendable {
 
     deinit {
         eventSubscription.withLock { $0?.cancel() }
-        let name = connection.uniqueName
-        Self.ownNames.withLock { _ = $0.remove(name) }
+        let key = ObjectIdentifier(self)
+        _ = Self.ownConnections.withLock { $0.removeValue(forKey: key) }
         connection.close()
     }
 
@@ -125,8 +132,6 @@ public final class DarwinNotificationCenter: Sendable {
         case .disconnected:
             logger.warning("bus connection lost; observers will catch up when it returns")
         case .reconnected:
-            let name = connection.uniqueName
-            Self.ownNames.withLock { _ = $0.insert(name) }
             let cores = observers.withLock { Array($0.values) }
             for core in cores {
                 core.offer(DarwinNotification(name: core.target, state: nil, kind: .catchUp, coalescedCount: 1, isOwnPost: false))
@@ -270,7 +275,9 @@ public final class DarwinNotificationCenter: Sendable {
         let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
         observers.withLock { $0[id] = core }
         do {
-            let routeID = try connection.addRoute(rules) { [weak self] signal in self?.received(signal, by: core) }
+            let routeID = try connection.addRoute(rules) { [weak self] signal in
+                self?.received(signal, by: core, isPrefix: isPrefix)
+            }
             core.routeID = routeID
         } catch {
             _ = observers.withLock { $0.removeValue(forKey: id) }
@@ -293,7 +300,7 @@ public final class DarwinNotificationCenter: Sendable {
         let routeID: UInt64
         do {
             routeID = try await connection.addRoute(
-                rules, deliver: { [weak self] signal in self?.received(signal, by: core) },
+                rules, deliver: { [weak self] signal in self?.received(signal, by: core, isPrefix: isPrefix) },
                 finish: { continuation.finish() })
         } catch {
             _ = observers.withLock { $0.removeValue(forKey: id) }
@@ -323,13 +330,16 @@ public final class DarwinNotificationCenter: Sendable {
     }
 
     /// Runs on the I/O thread for every signal routed to an observer.
-    private func received(_ signal: Signal, by core: ObserverCore) {
+    private func received(_ signal: Signal, by core: ObserverCore, isPrefix: Bool) {
         guard let (name, state) = Self.parse(signal) else {
             logger.debug("dropped a malformed Posted signal: \(signal)")
             return
         }
+        // `arg0path='a/b/'` also matches names that are prefixes of it (`a/`, `/`): they are
+        // not in the family below it.
+        if isPrefix && !name.hasPrefix(core.target) { return }
         if let state { lastStates.withLock { $0[name] = state } }
-        let own = signal.sender.map { sender in Self.ownNames.withLock { $0.contains(sender) } } ?? false
+        let own = signal.sender.map { Self.isOwn(sender: $0, on: connection.address) } ?? false
         if own && core.options.ignoresOwnPosts { return }
         core.offer(DarwinNotification(name: name, state: state, kind: .posted, coalescedCount: 1, isOwnPost: own))
     }
@@ -428,29 +438,9 @@ public final class NotificationObserver: Sendable {
     public var isSuspended: Bool { core.isSuspended }
 }
 
-/// Notifications as an `AsyncSequence` (see ``DarwinNotificationCenter/notifications(named:options:)``).
-public struct NotificationStream: AsyncSequence, Sendable {
-    public typealias Element = DarwinNotification
-    public typealias Failure = Never
-
-    private let stream: AsyncStream<DarwinNotification>
-
-    init(_ stream: AsyncStream<DarwinNotification>) { self.stream = stream }
-
-    /// Iterates the notifications; the observer goes when the iteration ends.
-    public struct AsyncIterator: AsyncIteratorProtocol {
-        var base: AsyncStream<DarwinNotification>.AsyncIterator
-
-        /// The next notification, or `nil` once the center closed or the task was cancelled.
-        public mutating func next() async -> DarwinNotification? { await base.next() }
-
-        public mutating func next(isolation actor: isolated (any Actor)?) async -> DarwinNotification? {
-            await base.next(isolation: actor)
-        }
-    }
-
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: stream.makeAsyncIterator()) }
-}
+/// Notifications as an `AsyncSequence` (see ``DarwinNotificationCenter/notifications(named:options:)``);
+/// the observer goes when the iteration ends.
+public typealias NotificationStream = SubscriptionStream<DarwinNotification>
 
 /// A check token (see ``DarwinNotificationCenter/makeCheckToken(for:)``).
 ///
