@@ -174,33 +174,15 @@ final class NotifySession {
 
     /// Runs `warmup` unmeasured then `count` measured round trips.
     func run(count: Int, warmup: Int) throws -> Histogram<UInt64> {
-        let total = count + warmup
-        let first = sequence
-        sequence += UInt64(total)
-        let state = Mutex(PingState(histogram: BenchRow.makeHistogram()))
-        let done = DispatchSemaphore(value: 0)
+        let driver = PingPongDriver(first: sequence, count: count, warmup: warmup)
+        sequence += UInt64(count + warmup)
         let (center, ping) = (self.center, self.ping)
         let observer = try center.addObserver(for: pong, queue: nil) { note in
-            let now = monotonicNanoseconds()
-            let next = state.withLock { state -> UInt64? in
-                guard note.state == first + UInt64(state.sent) else { return nil }
-                if state.sent >= warmup { state.histogram.record(now - state.start) }
-                state.sent += 1
-                if state.sent == total { return nil }
-                state.start = monotonicNanoseconds()
-                return first + UInt64(state.sent)
-            }
-            if let next {
-                try? center.post(ping, state: next)
-            } else if state.withLock({ $0.sent == total }) {
-                done.signal()
-            }
+            guard let state = note.state, let next = driver.received(state) else { return }
+            try? center.post(ping, state: next)
         }
-        state.withLock { $0.start = monotonicNanoseconds() }
-        try center.post(ping, state: first)
-        done.wait()
-        observer.cancel()
-        return state.withLock { $0.histogram }
+        defer { observer.cancel() }
+        return try driver.run { try center.post(ping, state: $0) }
     }
 
     func stop() {
@@ -243,34 +225,15 @@ final class MessageSession {
     }
 
     func run(count: Int, warmup: Int) throws -> Histogram<UInt64> {
-        let total = count + warmup
-        let first = sequence
-        sequence += UInt64(total)
-        let state = Mutex(PingState(histogram: BenchRow.makeHistogram()))
-        let done = DispatchSemaphore(value: 0)
+        let driver = PingPongDriver(first: sequence, count: count, warmup: warmup)
+        sequence += UInt64(count + warmup)
         let (wormhole, pad) = (self.wormhole, BenchPayload.pad(size: size))
         let listener = try wormhole.listen(identifier: "pong", as: BenchPayload.self, queue: nil) { delivery in
-            let now = monotonicNanoseconds()
-            guard case .success(let payload) = delivery.result else { return }
-            let next = state.withLock { state -> UInt64? in
-                guard payload.seq == first + UInt64(state.sent) else { return nil }
-                if state.sent >= warmup { state.histogram.record(now - state.start) }
-                state.sent += 1
-                if state.sent == total { return nil }
-                state.start = monotonicNanoseconds()
-                return first + UInt64(state.sent)
-            }
-            if let next {
-                _ = try? wormhole.passMessage(BenchPayload(seq: next, pad: pad), identifier: "ping")
-            } else if state.withLock({ $0.sent == total }) {
-                done.signal()
-            }
+            guard case .success(let payload) = delivery.result, let next = driver.received(payload.seq) else { return }
+            _ = try? wormhole.passMessage(BenchPayload(seq: next, pad: pad), identifier: "ping")
         }
-        state.withLock { $0.start = monotonicNanoseconds() }
-        try wormhole.passMessage(BenchPayload(seq: first, pad: pad), identifier: "ping")
-        done.wait()
-        listener.cancel()
-        return state.withLock { $0.histogram }
+        defer { listener.cancel() }
+        return try driver.run { try wormhole.passMessage(BenchPayload(seq: $0, pad: pad), identifier: "ping") }
     }
 
     func stop() {
@@ -304,10 +267,50 @@ struct BenchMessageEchoCommand: ParsableCommand {
     }
 }
 
-struct PingState {
-    var sent = 0
-    var start: UInt64 = 0
-    var histogram: Histogram<UInt64>
+/// Times a ping-pong driven from the pong handler: each pong carrying the expected sequence
+/// number ends one round trip and returns the next ping's number.
+final class PingPongDriver: Sendable {
+    private struct State {
+        var sent = 0
+        var start: UInt64 = 0
+        var histogram = BenchRow.makeHistogram()
+    }
+
+    private let first: UInt64
+    private let total: Int
+    private let warmup: Int
+    private let state = Mutex(State())
+    private let done = DispatchSemaphore(value: 0)
+
+    init(first: UInt64, count: Int, warmup: Int) {
+        self.first = first
+        total = count + warmup
+        self.warmup = warmup
+    }
+
+    /// Records the round trip that `sequence` ends; the next sequence number to ping, or `nil`
+    /// when it is not the awaited pong or the run is complete.
+    func received(_ sequence: UInt64) -> UInt64? {
+        let now = monotonicNanoseconds()
+        let (next, finished) = state.withLock { state -> (UInt64?, Bool) in
+            guard sequence == first + UInt64(state.sent), state.sent < total else { return (nil, false) }
+            if state.sent >= warmup { state.histogram.record(now - state.start) }
+            state.sent += 1
+            if state.sent == total { return (nil, true) }
+            state.start = monotonicNanoseconds()
+            return (first + UInt64(state.sent), false)
+        }
+        if finished { done.signal() }
+        return next
+    }
+
+    /// Sends the first ping, waits for the last pong, and returns the measured round trips.
+    func run(sendFirst: (UInt64) throws -> Void) throws -> Histogram<UInt64> {
+        state.withLock { $0.start = monotonicNanoseconds() }
+        try sendFirst(first)
+        done.wait()
+        return state.withLock { $0.histogram }
+    }
 }
 
 /// Fresh ping and pong names for one measurement.
