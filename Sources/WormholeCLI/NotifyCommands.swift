@@ -58,7 +58,10 @@ struct ObserveCommand: ParsableCommand {
     }
 
     func run() throws {
-        let names = try withCLIErrors { try self.names.map(NotificationName.init) }
+        // Each name once: observing a name twice would print every post twice.
+        var seen = Set<String>()
+        let unique = self.names.filter { seen.insert($0).inserted }
+        let names = try withCLIErrors { try unique.map(NotificationName.init) }
         if prefix, let bad = names.first(where: { !$0.isPrefix }) {
             throw CLIFailure(message: "prefix '\(bad)' must end with '/'", status: 64)
         }

@@ -29,6 +29,8 @@ public struct BusError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let invalidMemberName = Code("invalidMemberName")
         /// A string argument is not valid UTF-8 or contains NUL.
         public static let invalidString = Code("invalidString")
+        /// A match rule is too long for the bus daemon or has an argument index outside 0...63.
+        public static let invalidMatchRule = Code("invalidMatchRule")
         /// The bus daemon answered a request with an error (for example it refused a match rule).
         public static let requestFailed = Code("requestFailed")
         /// A signal argument is missing or has another type than the one asked for.

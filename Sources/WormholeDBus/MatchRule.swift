@@ -68,10 +68,20 @@ public struct MatchRule: Hashable, Sendable, CustomStringConvertible {
         "'" + value.replacing("'", with: #"'\''"#) + "'"
     }
 
-    /// Checks the rule's argument indices (0...63, as the D-Bus specification allows).
+    /// The longest match rule dbus-daemon accepts, in bytes (`DBUS_MAXIMUM_MATCH_RULE_LENGTH`).
+    public static let maximumLength = 1024
+
+    /// Checks the rule's argument indices (0...63, as the D-Bus specification allows), its
+    /// values, and its length against what the bus daemon accepts.
     func validate() throws(BusError) {
+        let length = description.utf8.count
+        if length > Self.maximumLength {
+            throw BusError(
+                .invalidMatchRule, value: description,
+                "match rule is \(length) bytes; the bus daemon accepts at most \(Self.maximumLength)")
+        }
         for index in Array(arguments.keys) + Array(argumentPaths.keys) where !(0...63).contains(index) {
-            throw BusError(.requestFailed, value: description, "match rule argument index \(index) is outside 0...63")
+            throw BusError(.invalidMatchRule, value: description, "match rule argument index \(index) is outside 0...63")
         }
         for value in Array(arguments.values) + Array(argumentPaths.values) + [sender].compactMap({ $0 }) {
             try validateDBusString(value, what: "match rule value")

@@ -243,7 +243,7 @@ public final class DarwinNotificationCenter: Sendable {
     /// traffic. The first check answers `true`, as on Darwin.
     public func makeCheckToken(for name: NotificationName) throws -> NotificationCheckToken {
         let token = NotificationCheckToken(table: table, slot: table?.slot(for: name.rawValue))
-        let id = try connection.addRoute(NotifyContract.rules(observing: name)) { [weak token] signal in
+        let id = try connection.addRoute(try NotifyContract.rules(observing: name)) { [weak token] signal in
             guard Self.parse(signal) != nil else { return }
             token?.signalled()
         }
@@ -271,7 +271,7 @@ public final class DarwinNotificationCenter: Sendable {
         sink: @escaping @Sendable (ObserverCore, DarwinNotification) -> Void
     ) throws -> NotificationObserver {
         let core = ObserverCore(target: target.rawValue, options: options, sink: sink)
-        let rules = isPrefix ? [NotifyContract.rule(observingPrefix: target)] : NotifyContract.rules(observing: target)
+        let rules = isPrefix ? [try NotifyContract.rule(observingPrefix: target)] : try NotifyContract.rules(observing: target)
         let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
         observers.withLock { $0[id] = core }
         do {
@@ -294,7 +294,7 @@ public final class DarwinNotificationCenter: Sendable {
         let (stream, continuation) = AsyncStream<DarwinNotification>.makeStream(
             bufferingPolicy: .bufferingNewest(max(1, options.bufferLimit)))
         let core = ObserverCore(target: target.rawValue, options: options) { _, note in continuation.yield(note) }
-        let rules = isPrefix ? [NotifyContract.rule(observingPrefix: target)] : NotifyContract.rules(observing: target)
+        let rules = isPrefix ? [try NotifyContract.rule(observingPrefix: target)] : try NotifyContract.rules(observing: target)
         let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
         observers.withLock { $0[id] = core }
         let routeID: UInt64

@@ -110,16 +110,32 @@ public enum NotifyContract {
     }
 
     /// The two rules that observe one name (contract §1).
-    static func rules(observing name: NotificationName) -> [MatchRule] {
+    static func rules(observing name: NotificationName) throws -> [MatchRule] {
         let bucket = Self.bucket(for: name.rawValue)
-        return [
+        let rules = [
             MatchRule(interface: bucket, member: posted, arguments: [0: name.rawValue]),
             MatchRule(interface: plain, member: posted, arguments: [0: name.rawValue]),
         ]
+        try checkLength(rules, name: name)
+        return rules
     }
 
     /// The rule that observes every name below a prefix ending in `/` (contract §1).
-    static func rule(observingPrefix prefix: NotificationName) -> MatchRule {
-        MatchRule(member: posted, path: path, argumentPaths: [0: prefix.rawValue])
+    static func rule(observingPrefix prefix: NotificationName) throws -> MatchRule {
+        let rule = MatchRule(member: posted, path: path, argumentPaths: [0: prefix.rawValue])
+        try checkLength([rule], name: prefix)
+        return rule
+    }
+
+    /// A name of at most 900 bytes fits a rule unless it holds many `'`, each of which the
+    /// rule spells `'\''` (4 bytes): refuse such a name by name, before the bus does.
+    private static func checkLength(_ rules: [MatchRule], name: NotificationName) throws {
+        guard let longest = rules.map({ $0.description.utf8.count }).max(), longest > MatchRule.maximumLength else {
+            return
+        }
+        throw WormholeError(
+            .invalidName, value: name.rawValue,
+            "cannot observe \(quoted(String(name.rawValue.prefix(60))))…: its match rule would be \(longest) bytes "
+                + "and the bus daemon accepts at most \(MatchRule.maximumLength) (each ' in a name takes 4 bytes)")
     }
 }
