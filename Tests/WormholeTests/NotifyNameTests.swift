@@ -153,4 +153,26 @@ struct NotifyNameTests {
         }
         #expect(streamError?.code == .invalidName)
     }
+
+    @Test("a valid name whose match rule would exceed 1024 bytes is refused by name when observed, and still posts")
+    func quoteHeavyName() async throws {
+        // 300 quotes + 600 letters = 900 bytes, but each ' is spelled '\'' in the rule.
+        let name = try NotificationName(String(repeating: "'", count: 300) + String(repeating: "a", count: 600))
+        let observing = try center()
+        let error = #expect(throws: WormholeError.self) {
+            try observing.addObserver(for: name, queue: nil) { _ in }
+        }
+        #expect(error?.code == .invalidName)
+        #expect(error?.message.contains("accepts at most 1024") == true)
+        let before = try bus.matchRuleCount(of: observing.connection.uniqueName)
+        #expect(before == 0, "nothing was added on the bus")
+        try observing.post(name)
+        // A name with a few quotes is fine end to end.
+        let fine = try NotificationName(String(repeating: "'", count: 20) + "b")
+        let stream = try await observing.notifications(named: fine)
+        try observing.post(fine, state: 5)
+        let note = try await NotifyHarness.within("the quoted name") { await stream.first { _ in true } }
+        #expect(note?.name == fine.rawValue)
+        #expect(note?.state == 5)
+    }
 }
