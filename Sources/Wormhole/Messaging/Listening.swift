@@ -114,7 +114,7 @@ extension Wormhole {
             } else {
                 try center.addObserver(forPrefix: notificationPrefix, queue: nil, handler: handler)
             }
-        if options.deliversStoredMessageOnStart { core.checkStored() }
+        if options.deliversStoredMessageOnStart { core.checkStored() } else { core.recordBaseline() }
         return MessageListener(core: core, observer: observer, center: center)
     }
 }
@@ -195,6 +195,22 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerCancelling {
                 identifiers.formUnion(stored)
             }
             enqueue(identifiers.sorted { $0.rawValue < $1.rawValue }, reason: .catchUp)
+        }
+    }
+
+    /// Remembers what is stored now as known, so that a catch-up after a reconnect delivers only
+    /// what changed since the listener started, not messages that were already there.
+    func recordBaseline() {
+        let identifiers = only.map { [$0] } ?? ((try? transiting.storedIdentifiers()) ?? [])
+        var known: [MessageIdentifier: Data] = [:]
+        for identifier in identifiers {
+            if let data = try? transiting.messageData(identifier: identifier) { known[identifier] = data }
+        }
+        state.withLock { state in
+            // A delivery that already ran knows better.
+            for (identifier, data) in known where state.lastDelivered[identifier] == nil {
+                state.lastDelivered[identifier] = data
+            }
         }
     }
 
