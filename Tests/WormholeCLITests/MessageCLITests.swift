@@ -1,0 +1,450 @@
+// The `wormhole send|read|listen|clear` commands as scripts use them (contract §4), run as child
+// processes against a private bus, each with a fresh container root (WORMHOLE_CONTAINER_ROOT) and a
+// fresh XDG_RUNTIME_DIR, and talking to wormholes in this process.
+
+import Dispatch
+import Foundation
+import Glibc
+import Logging
+import Testing
+import Wormhole
+import WormholeDBus
+import WormholeTestSupport
+
+private struct CLINote: Codable, Sendable, Equatable {
+    var text: String
+}
+
+private struct CLICounter: Codable, Sendable, Equatable {
+    var n: Int
+}
+
+/// A fresh directory from `mkdtemp` (mode 0700), removed with everything in it on release.
+private final class CLITempDirectory: Sendable {
+    let path: String
+
+    init(_ label: String) throws {
+        var template = Array("/tmp/wormhole-\(label)-XXXXXX".utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { buffer in
+            mkdtemp(buffer.baseAddress!).map { String(cString: $0) }
+        }
+        guard let made else { throw TestFailure("mkdtemp failed: errno \(errno)") }
+        path = made
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+
+    func contents() throws -> [String] { try FileManager.default.subpathsOfDirectory(atPath: path).sorted() }
+}
+
+/// One test's world: a private bus, an empty container root, an empty runtime directory.
+private final class CLIWorld: Sendable {
+    static let group = "group.com.example.cli"
+
+    let bus: TestBus
+    let root: CLITempDirectory
+    let runtime: CLITempDirectory
+
+    init() throws {
+        bus = try TestBus()
+        root = try CLITempDirectory("cli-root")
+        runtime = try CLITempDirectory("cli-runtime")
+    }
+
+    var environment: [String: String] { ["WORMHOLE_CONTAINER_ROOT": root.path, "XDG_RUNTIME_DIR": runtime.path] }
+
+    /// `--group G --bus-address A`, then `rest`.
+    func arguments(_ command: String, _ rest: [String], group: String = CLIWorld.group) -> [String] {
+        [command, "--group", group, "--bus-address", bus.address.rawValue] + rest
+    }
+
+    /// Runs `wormhole` to completion (on a Dispatch thread, never blocking the cooperative pool).
+    func wormhole(_ command: String, _ rest: [String], input: String? = nil) async throws -> ProcessOutput {
+        let executable = try productPath("wormhole")
+        let arguments = arguments(command, rest)
+        let environment = environment
+        return try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(
+                    with: Result { try run(executable, arguments, input: input, environment: environment) })
+            }
+        }
+    }
+
+    /// Starts `wormhole listen …` and returns once it has written `ready` (its first stderr line).
+    func listen(_ rest: [String]) async throws -> ChildProcess {
+        let child = try ChildProcess(try productPath("wormhole"), arguments("listen", rest), environment: environment)
+        let first = try await CLIWait.next(1, from: child.stderrLines, "ready from wormhole listen")
+        guard first == ["ready"] else { throw TestFailure("wormhole listen wrote \(first) before 'ready'") }
+        return child
+    }
+
+    /// A wormhole in this process, on the same bus and root.
+    func inProcess() throws -> Wormhole {
+        try Wormhole(
+            applicationGroupIdentifier: Self.group, containerRoot: root.path, busAddress: bus.address,
+            sharedStateDirectory: runtime.path + "/wormhole", logger: Self.quietLogger)
+    }
+
+    /// Errors only: the outages and disconnections these tests cause are expected.
+    static var quietLogger: Logger {
+        var logger = Logger(label: "wormhole.cli-tests")
+        logger.logLevel = .error
+        return logger
+    }
+
+    func messagePath(_ identifier: String) -> String { "\(root.path)/\(Self.group)/wormhole/\(identifier).json" }
+
+    /// Writes `<root>/<group>/wormhole/ID.json` by hand: directories 0700, file 0600.
+    func writeRawMessage(_ text: String, identifier: String) throws {
+        for path in ["\(root.path)/\(Self.group)", "\(root.path)/\(Self.group)/wormhole"] {
+            if mkdir(path, 0o700) != 0 && errno != EEXIST { throw TestFailure("mkdir \(path): errno \(errno)") }
+        }
+        let fd = open(messagePath(identifier), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw TestFailure("open: errno \(errno)") }
+        defer { close(fd) }
+        let bytes = Array(text.utf8)
+        guard write(fd, bytes, bytes.count) == bytes.count else { throw TestFailure("write: errno \(errno)") }
+    }
+
+    /// `dbus-send --type=signal /org/wormhole/Notify1 org.wormhole.Notify1.Posted string:NAME`.
+    func dbusSend(_ name: String) async throws {
+        let address = bus.address.rawValue
+        let output = try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(
+                    with: Result {
+                        try run(
+                            "/usr/bin/env",
+                            [
+                                "dbus-send", "--bus=\(address)", "--type=signal", "/org/wormhole/Notify1",
+                                "org.wormhole.Notify1.Posted", "string:\(name)",
+                            ])
+                    })
+            }
+        }
+        if output.status != 0 { throw TestFailure("dbus-send failed: \(output.stderr)") }
+    }
+
+    /// A plain connection seeing every `Posted` on the bus, and its stream.
+    func rawPosted() async throws -> (BusConnection, SignalStream) {
+        let connection = try BusConnection(address: bus.address, logger: Self.quietLogger)
+        let stream = try await connection.signals(
+            matching: MatchRule(member: try MemberName("Posted"), path: try ObjectPath("/org/wormhole/Notify1")))
+        return (connection, stream)
+    }
+}
+
+private enum CLIWait {
+    /// A bounded guard against a hang (not a way to wait: `body` waits for events).
+    static func within<T: Sendable>(
+        _ what: String, seconds: Double = 10, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                try await Task.sleep(for: .seconds(seconds))
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let value = first else {
+                throw TestFailure("timed out after \(seconds) s waiting for \(what)")
+            }
+            return value
+        }
+    }
+
+    static func next<S: AsyncSequence & Sendable>(
+        _ count: Int, from sequence: S, _ what: String
+    ) async throws -> [S.Element] where S.Element: Sendable, S.Failure == Never {
+        try await within("\(count) \(what)") {
+            var result: [S.Element] = []
+            for await element in sequence {
+                result.append(element)
+                if result.count == count { return result }
+            }
+            throw TestFailure("\(what): the stream ended after \(result) ")
+        }
+    }
+
+    static func until<S: AsyncSequence & Sendable>(
+        _ sequence: S, _ what: String, where predicate: @escaping @Sendable (S.Element) -> Bool
+    ) async throws -> [S.Element] where S.Element: Sendable, S.Failure == Never {
+        try await within(what) {
+            var result: [S.Element] = []
+            for await element in sequence {
+                result.append(element)
+                if predicate(element) { return result }
+            }
+            throw TestFailure("\(what): the stream ended first")
+        }
+    }
+
+    static func wait(_ child: ChildProcess) async throws -> ProcessOutput {
+        try await within("the child to exit") {
+            await withCheckedContinuation { continuation in
+                DispatchQueue.global().async { continuation.resume(returning: child.wait()) }
+            }
+        }
+    }
+}
+
+@Suite("wormhole send/read/listen/clear across processes")
+struct MessageCLITests {
+    private let world: CLIWorld
+    init() throws { world = try CLIWorld() }
+
+    @Test("wormhole send (argument, then standard input) reaches a listener in this process")
+    func sendToListener() async throws {
+        let receiver = try world.inProcess()
+        let (deliveries, continuation) = AsyncStream<MessageDelivery<CLINote>>.makeStream()
+        let listener = try receiver.listen(identifier: "clip", as: CLINote.self, queue: DispatchQueue(label: "t")) {
+            continuation.yield($0)
+        }
+        defer { listener.cancel() }
+
+        let sent = try await world.wormhole("send", ["clip", #"{"text":"from the CLI"}"#])
+        #expect(sent.status == 0, "\(sent.stderr)")
+        #expect(sent.stdout == "" && sent.stderr == "")
+        let first = try await CLIWait.next(1, from: deliveries, "the argument message")
+        #expect(try first.first?.result.get() == CLINote(text: "from the CLI"))
+        #expect(first.first?.reason == .posted)
+        #expect(first.first?.state != nil)
+
+        let piped = try await world.wormhole("send", ["clip"], input: "{\n  \"text\": \"piped / é\"\n}\n")
+        #expect(piped.status == 0, "\(piped.stderr)")
+        let second = try await CLIWait.next(1, from: deliveries, "the piped message")
+        #expect(try second.first?.result.get() == CLINote(text: "piped / é"))
+
+        let read = try await world.wormhole("read", ["clip"])
+        #expect(read.status == 0)
+        #expect(
+            read.stdout == "{\n  \"text\": \"piped / é\"\n}\n", "the document as sent, without the surrounding blank")
+    }
+
+    @Test("passMessage here makes wormhole listen print the exact JSON line")
+    func passMessageToListenChild() async throws {
+        let child = try await world.listen(["clip", "--count", "2", "--timeout", "20"])
+        let sender = try world.inProcess()
+        try sender.passMessage(CLINote(text: "hello"), identifier: "clip")
+        let first = try await CLIWait.next(1, from: child.stdoutLines, "the first line")
+        #expect(first == [#"{"identifier":"clip","message":{"text":"hello"}}"#])
+        try sender.passMessage(CLINote(text: "a/b \"q\" é"), identifier: "clip")
+        let output = try await CLIWait.wait(child)
+        #expect(output.status == 0)
+        #expect(
+            output.stdout == """
+                {"identifier":"clip","message":{"text":"hello"}}
+                {"identifier":"clip","message":{"text":"a/b \\"q\\" é"}}
+
+                """)
+        #expect(output.stderr == "ready\n")
+    }
+
+    @Test("wormhole listen --stored prints the stored message first, then what is posted")
+    func listenStored() async throws {
+        let sender = try world.inProcess()
+        try sender.passMessage(CLICounter(n: 1), identifier: "kept")
+        let child = try await world.listen(["kept", "--stored", "--count", "2", "--timeout", "20"])
+        #expect(
+            try await CLIWait.next(1, from: child.stdoutLines, "the stored line") == [
+                #"{"identifier":"kept","message":{"n":1}}"#
+            ])
+        try sender.passMessage(CLICounter(n: 2), identifier: "kept")
+        let output = try await CLIWait.wait(child)
+        #expect(output.status == 0)
+        #expect(
+            output.stdout == #"{"identifier":"kept","message":{"n":1}}"# + "\n"
+                + #"{"identifier":"kept","message":{"n":2}}"# + "\n")
+    }
+
+    @Test("a hand-written file and a dbus-send trigger reach wormhole listen")
+    func handWritten() async throws {
+        let child = try await world.listen(["clip", "--count", "1", "--timeout", "20"])
+        try world.writeRawMessage("{ \"n\" : 5,\n  \"s\": \"x y\" }\n", identifier: "clip")
+        try await world.dbusSend("\(CLIWorld.group)/wormhole/clip")
+        let output = try await CLIWait.wait(child)
+        #expect(output.status == 0)
+        #expect(output.stdout == #"{"identifier":"clip","message":{"n":5,"s":"x y"}}"# + "\n")
+        #expect(output.stderr == "ready\n")
+    }
+
+    @Test("after 1,000 rapid sends from another process wormhole listen prints 999 last, never going backwards")
+    func burstToListenChild() async throws {
+        let child = try await world.listen(["--all"])
+        let peer = try await withCheckedThrowingContinuation { continuation in
+            let arguments = ["send-many", world.root.path, CLIWorld.group, "count", "1000", world.bus.address.rawValue]
+            let environment = world.environment
+            DispatchQueue.global().async {
+                continuation.resume(
+                    with: Result { try run(try productPath("wormhole-test-peer"), arguments, environment: environment) }
+                )
+            }
+        }
+        #expect(peer.status == 0, "\(peer.stderr)")
+        try world.inProcess().passMessage(CLICounter(n: -1), identifier: "sentinel")
+        let lines = try await CLIWait.until(child.stdoutLines, "the sentinel line") { $0.contains(#""sentinel""#) }
+        child.signal(SIGTERM)
+        #expect(lines.last == #"{"identifier":"sentinel","message":{"n":-1}}"#)
+        let values = lines.dropLast().compactMap { line -> Int? in
+            guard line.hasPrefix(#"{"identifier":"count","message":{"n":"#), line.hasSuffix("}}") else { return nil }
+            return Int(line.dropFirst(#"{"identifier":"count","message":{"n":"#.count).dropLast(2))
+        }
+        #expect(values.count == lines.count - 1, "every line is a count delivery: \(lines.prefix(3))")
+        #expect(values.last == 999)
+        #expect(values == values.sorted(), "deliveries never go backwards")
+        let output = try await CLIWait.wait(child)
+        #expect(output.stderr == "ready\n")
+    }
+
+    @Test("a corrupt or missing file is one stderr line; wormhole listen goes on and prints the next message")
+    func corruptFile() async throws {
+        let child = try await world.listen(["doc", "--count", "2", "--timeout", "20"])
+        let sender = try world.inProcess()
+
+        try world.writeRawMessage(#"{"n": "#, identifier: "doc")
+        try await world.dbusSend("\(CLIWorld.group)/wormhole/doc")
+        let corrupt = try await CLIWait.next(1, from: child.stderrLines, "the decoding error")
+        #expect(corrupt.first?.hasPrefix("wormhole: doc: ") == true, "\(corrupt)")
+        #expect(corrupt.first?.contains("'doc'") == true)
+
+        try sender.passMessage(CLICounter(n: 1), identifier: "doc")
+        #expect(
+            try await CLIWait.next(1, from: child.stdoutLines, "message 1") == [
+                #"{"identifier":"doc","message":{"n":1}}"#
+            ])
+
+        try sender.clearMessage(identifier: "doc")
+        let missing = try await CLIWait.next(1, from: child.stderrLines, "the missing-message error")
+        #expect(missing.first?.hasPrefix("wormhole: doc: no message") == true, "\(missing)")
+
+        try sender.passMessage(CLICounter(n: 2), identifier: "doc")
+        let output = try await CLIWait.wait(child)
+        #expect(output.status == 0)
+        #expect(
+            output.stdout == #"{"identifier":"doc","message":{"n":1}}"# + "\n"
+                + #"{"identifier":"doc","message":{"n":2}}"# + "\n")
+        #expect(output.stderr.split(separator: "\n").count == 3, "ready and two error lines: \(output.stderr)")
+    }
+
+    @Test("with the bus down, send and clear still store and exit 0 with one warning line")
+    func busDown() async throws {
+        world.bus.kill()
+        let sent = try await world.wormhole("send", ["offline", #"{"n":1}"#])
+        #expect(sent.status == 0)
+        #expect(sent.stdout == "")
+        #expect(sent.stderr.hasPrefix("wormhole: warning: message stored, but listeners were not notified"))
+        #expect(sent.stderr.filter { $0 == "\n" }.count == 1, "one line: \(sent.stderr)")
+        #expect(FileManager.default.contents(atPath: world.messagePath("offline")) == Data(#"{"n":1}"#.utf8))
+
+        let read = try await world.wormhole("read", ["offline"])
+        #expect(read.status == 0)
+        #expect(read.stdout == #"{"n":1}"# + "\n")
+
+        let cleared = try await world.wormhole("clear", ["offline"])
+        #expect(cleared.status == 0)
+        #expect(cleared.stderr.hasPrefix("wormhole: warning: cleared"))
+        #expect(cleared.stderr.filter { $0 == "\n" }.count == 1)
+        #expect(!FileManager.default.fileExists(atPath: world.messagePath("offline")))
+
+        let none = try await world.wormhole("read", ["offline"])
+        #expect(none.status == 1)
+        #expect(none.stdout == "")
+        #expect(none.stderr.hasPrefix("wormhole: no message is stored for 'offline'"))
+    }
+
+    @Test("send refuses a message that is not JSON with 64, writing nothing")
+    func notJSON() async throws {
+        for text in ["not json", #"{"n":1} trailing"#, ""] {
+            let sent = try await world.wormhole("send", ["doc", text])
+            #expect(sent.status == 64, "\(text)")
+            #expect(sent.stdout == "")
+            #expect(sent.stderr.hasPrefix("wormhole: message for 'doc' is not a JSON document"), "\(sent.stderr)")
+            #expect(sent.stderr.filter { $0 == "\n" }.count == 1)
+        }
+        #expect(try world.root.contents() == [])
+    }
+
+    @Test(
+        "hostile names: send, read, listen and clear exit 64 with one line, write and post nothing",
+        arguments: MessageCLIHostile.cases)
+    func hostile(_ hostile: MessageCLIHostile) async throws {
+        let (connection, posted) = try await world.rawPosted()
+        let group = hostile.kind == .group ? hostile.value : CLIWorld.group
+        let directory = hostile.kind == .directory ? hostile.value : "wormhole"
+        let identifier = hostile.kind == .identifier ? hostile.value : "doc"
+        let common = ["--directory", directory]
+        let commands: [(String, [String])] = [
+            ("send", common + [identifier, #"{"n":1}"#]),
+            ("read", common + [identifier]),
+            ("listen", common + [identifier, "--count", "1", "--timeout", "10"]),
+            ("clear", common + [identifier]),
+        ]
+        let executable = try productPath("wormhole")
+        let environment = world.environment
+        let address = world.bus.address.rawValue
+        let outputs = try await withThrowingTaskGroup(of: (String, ProcessOutput).self) { tasks in
+            for (command, rest) in commands {
+                let arguments = [command, "--group", group, "--bus-address", address] + rest
+                tasks.addTask {
+                    let output = try await withCheckedThrowingContinuation { continuation in
+                        DispatchQueue.global().async {
+                            continuation.resume(
+                                with: Result { try run(executable, arguments, input: "", environment: environment) })
+                        }
+                    }
+                    return (command, output)
+                }
+            }
+            var outputs: [(String, ProcessOutput)] = []
+            for try await output in tasks { outputs.append(output) }
+            return outputs
+        }
+        for (command, output) in outputs {
+            #expect(output.status == 64, "\(command): \(output.stderr)")
+            #expect(output.stdout == "", "\(command)")
+            #expect(output.stderr.filter { $0 == "\n" }.count == 1, "\(command): one line, got \(output.stderr)")
+            #expect(output.stderr.hasPrefix("wormhole: \(hostile.kind.rawValue)"), "\(command): \(output.stderr)")
+            #expect(output.stderr.contains(hostile.shown), "\(command): \(output.stderr) names \(hostile.shown)")
+        }
+        #expect(try world.root.contents() == [], "nothing was written")
+        // Nothing was posted: a sentinel posted now is the first signal on the bus.
+        let sentinel = try world.inProcess().notificationCenter()
+        try sentinel.post("sentinel")
+        let first = try await CLIWait.next(1, from: posted, "the sentinel")
+        #expect(try first.first?.string(at: 0) == "sentinel")
+        withExtendedLifetime(connection) {}
+    }
+}
+
+/// A name the contract refuses, as a command-line argument (a NUL cannot be passed in argv).
+struct MessageCLIHostile: Sendable, CustomTestStringConvertible {
+    enum Kind: String, Sendable {
+        case group = "group identifier"
+        case directory = "wormhole directory name"
+        case identifier = "message identifier"
+    }
+
+    var kind: Kind
+    var value: String
+    var shown: String
+    var label: String
+
+    var testDescription: String { "\(kind.rawValue) \(label)" }
+
+    static let cases: [MessageCLIHostile] = {
+        let values: [(String, String)] = [
+            ("../x", "../x"), ("a/b", "a/b"), ("empty", ""), (".hidden", ".hidden"),
+            ("201 characters", String(repeating: "a", count: 201)),
+            ("256 characters", String(repeating: "b", count: 256)),
+            ("a space", "two words"), ("non-ASCII", "café"),
+        ]
+        var cases: [MessageCLIHostile] = []
+        for kind in [Kind.identifier, .group, .directory] {
+            for (label, value) in values where kind == .identifier || value.utf8.count != 201 {
+                cases.append(MessageCLIHostile(kind: kind, value: value, shown: "'\(value)'", label: label))
+            }
+        }
+        return cases
+    }()
+}

@@ -1,0 +1,229 @@
+// Helpers for the messaging tests: a private bus with a fresh container root and shared-state
+// directory per test, recorders that turn deliveries into streams, a bounded guard so that a
+// missing event fails the test instead of hanging it, and raw looks at the disk and the bus.
+
+import Dispatch
+import Foundation
+import Glibc
+import Logging
+import Testing
+import Wormhole
+import WormholeDBus
+import WormholeTestSupport
+
+/// A message type with one number: `{"n":N}`.
+struct MessagingCounter: Codable, Sendable, Equatable {
+    var n: Int
+}
+
+/// A message type with one string: `{"text":"…"}`.
+struct MessagingNote: Codable, Sendable, Equatable {
+    var text: String
+}
+
+/// A fresh directory from `mkdtemp` (mode 0700), removed with everything in it on release.
+final class MessagingTempDirectory: Sendable {
+    let path: String
+
+    init(_ label: String = "messaging") throws {
+        var template = Array("/tmp/wormhole-\(label)-XXXXXX".utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { buffer in
+            mkdtemp(buffer.baseAddress!).map { String(cString: $0) }
+        }
+        guard let made else { throw TestFailure("mkdtemp failed: errno \(errno)") }
+        path = made
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+
+    /// Everything below the directory, as relative paths, sorted.
+    func contents() throws -> [String] {
+        try FileManager.default.subpathsOfDirectory(atPath: path).sorted()
+    }
+}
+
+/// One test's world: a private bus, an empty container root and an empty shared-state directory.
+final class MessagingFixture: Sendable {
+    static let group = "group.com.example.messaging"
+
+    let bus: TestBus
+    let root: MessagingTempDirectory
+    let state: MessagingTempDirectory
+
+    init() throws {
+        bus = try TestBus()
+        root = try MessagingTempDirectory("messaging-root")
+        state = try MessagingTempDirectory("messaging-state")
+    }
+
+    /// A wormhole on this fixture's bus, root and shared-state directory.
+    func wormhole(
+        group: String = MessagingFixture.group, directory: String = "wormhole", transiting: Wormhole.Transiting = .file
+    ) throws -> Wormhole {
+        try Wormhole(
+            applicationGroupIdentifier: group, directory: directory, transiting: transiting, containerRoot: root.path,
+            busAddress: bus.address, sharedStateDirectory: state.path, logger: MessagingHarness.logger)
+    }
+
+    /// `<root>/<group>/<directory>/<identifier>.json`.
+    func messagePath(_ identifier: String, directory: String = "wormhole", group: String = MessagingFixture.group)
+        -> String
+    {
+        "\(root.path)/\(group)/\(directory)/\(identifier).json"
+    }
+
+    /// Writes a message file by hand, as another program would: directories 0700, file 0600.
+    func writeRawMessage(_ bytes: String, identifier: String, directory: String = "wormhole") throws {
+        for path in ["\(root.path)/\(Self.group)", "\(root.path)/\(Self.group)/\(directory)"] {
+            if mkdir(path, 0o700) != 0 && errno != EEXIST {
+                throw TestFailure("mkdir \(path) failed: errno \(errno)")
+            }
+        }
+        let path = messagePath(identifier, directory: directory)
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw TestFailure("open \(path) failed: errno \(errno)") }
+        defer { close(fd) }
+        let data = Array(bytes.utf8)
+        guard write(fd, data, data.count) == data.count else {
+            throw TestFailure("write \(path) failed: errno \(errno)")
+        }
+    }
+
+    /// A plain connection that sees every `Posted` on the bus, whatever its interface.
+    func rawPosted() async throws -> MessagingRawPosted {
+        let connection = try BusConnection(address: bus.address, logger: MessagingHarness.logger)
+        let signals = try await connection.signals(
+            matching: MatchRule(
+                member: try MemberName(NotifyContract.member), path: try ObjectPath(NotifyContract.objectPath)))
+        return MessagingRawPosted(connection: connection, signals: signals)
+    }
+}
+
+/// Every `Posted` signal on a bus, seen by a plain connection that lives as long as this value.
+final class MessagingRawPosted: AsyncSequence, Sendable {
+    typealias Element = Signal
+    typealias Failure = Never
+
+    let connection: BusConnection
+    let signals: SignalStream
+
+    init(connection: BusConnection, signals: SignalStream) {
+        self.connection = connection
+        self.signals = signals
+    }
+
+    func makeAsyncIterator() -> SignalStream.AsyncIterator { signals.makeAsyncIterator() }
+}
+
+enum MessagingHarness {
+    /// A logger for the tests' own wormholes and connections: errors only, so that the expected
+    /// outages and disconnections at the end of each test do not flood the output.
+    static var logger: Logger {
+        var logger = Logger(label: "wormhole.messaging-tests")
+        logger.logLevel = .error
+        return logger
+    }
+
+    /// How long any one wait may take before the test fails instead of hanging.
+    static let guardSeconds: Double = 10
+
+    /// Runs `body`; fails with a `TestFailure` when it has not finished after `seconds`.
+    /// A bounded guard against a hang, not a way to wait for an event: `body` waits for events.
+    static func within<T: Sendable>(
+        _ what: String, seconds: Double = guardSeconds, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                try await Task.sleep(for: .seconds(seconds))
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let value = first else {
+                throw TestFailure("timed out after \(seconds) s waiting for \(what)")
+            }
+            return value
+        }
+    }
+
+    /// The next `count` elements of `sequence` (a new iteration that continues where the last ended).
+    static func next<S: AsyncSequence & Sendable>(
+        _ count: Int, from sequence: S, _ what: String
+    ) async throws -> [S.Element] where S.Element: Sendable, S.Failure == Never {
+        try await within("\(count) \(what)") {
+            var result: [S.Element] = []
+            for await element in sequence {
+                result.append(element)
+                if result.count == count { return result }
+            }
+            throw TestFailure("\(what) ended after \(result.count) of \(count)")
+        }
+    }
+
+    /// Elements of `sequence` up to and including the first that satisfies `predicate`.
+    static func until<S: AsyncSequence & Sendable>(
+        _ sequence: S, _ what: String, seconds: Double = guardSeconds,
+        where predicate: @escaping @Sendable (S.Element) -> Bool
+    ) async throws -> [S.Element] where S.Element: Sendable, S.Failure == Never {
+        try await within(what, seconds: seconds) {
+            var result: [S.Element] = []
+            for await element in sequence {
+                result.append(element)
+                if predicate(element) { return result }
+            }
+            throw TestFailure("the sequence ended before \(what)")
+        }
+    }
+
+    /// A handler that forwards every delivery into a stream, and that stream.
+    static func recorder<M: Sendable>(_ type: M.Type = M.self) -> (
+        AsyncStream<MessageDelivery<M>>, @Sendable (MessageDelivery<M>) -> Void
+    ) {
+        let (stream, continuation) = AsyncStream<MessageDelivery<M>>.makeStream()
+        return (stream, { continuation.yield($0) })
+    }
+
+    /// Runs a command to completion on a Dispatch thread (never blocking Swift's cooperative pool).
+    static func run(
+        _ executable: String, _ arguments: [String], input: String? = nil, environment: [String: String]? = nil
+    ) async throws -> ProcessOutput {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(
+                    with: Result {
+                        try WormholeTestSupport.run(executable, arguments, input: input, environment: environment)
+                    })
+            }
+        }
+    }
+
+    /// Waits for a child on a Dispatch thread.
+    static func wait(_ child: ChildProcess) async -> ProcessOutput {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: child.wait()) }
+        }
+    }
+
+    /// Rule removal is asynchronous: round-trip a probe rule through the same connection (the
+    /// daemon answers in order), then ask the daemon how many rules the connection holds.
+    static func settledRuleCount(_ bus: TestBus, _ connection: BusConnection) async throws -> Int {
+        let probe = MatchRule(interface: try InterfaceName("org.wormhole.MessagingProbe"), arguments: [0: "probe"])
+        try await connection.addMatch(probe)
+        try await connection.removeMatch(probe)
+        let name = connection.uniqueName
+        return try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(with: Result { try bus.matchRuleCount(of: name) }) }
+        }
+    }
+}
+
+extension MessageDelivery {
+    /// The message, or `nil` for a failed delivery.
+    var message: Message? { try? result.get() }
+
+    /// The error of a failed delivery, or `nil`.
+    var error: WormholeError? {
+        if case .failure(let error) = result { return error }
+        return nil
+    }
+}
