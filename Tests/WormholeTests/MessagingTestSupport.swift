@@ -21,26 +21,7 @@ struct MessagingNote: Codable, Sendable, Equatable {
     var text: String
 }
 
-/// A fresh directory from `mkdtemp` (mode 0700), removed with everything in it on release.
-final class MessagingTempDirectory: Sendable {
-    let path: String
-
-    init(_ label: String = "messaging") throws {
-        var template = Array("/tmp/wormhole-\(label)-XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { buffer in
-            mkdtemp(buffer.baseAddress!).map { String(cString: $0) }
-        }
-        guard let made else { throw TestFailure("mkdtemp failed: errno \(errno)") }
-        path = made
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-
-    /// Everything below the directory, as relative paths, sorted.
-    func contents() throws -> [String] {
-        try FileManager.default.subpathsOfDirectory(atPath: path).sorted()
-    }
-}
+typealias MessagingTempDirectory = TemporaryDirectory
 
 /// One test's world: a private bus, an empty container root and an empty shared-state directory.
 final class MessagingFixture: Sendable {
@@ -125,39 +106,18 @@ enum MessagingHarness {
     }
 
     /// How long any one wait may take before the test fails instead of hanging.
-    static let guardSeconds: Double = 10
+    static let guardSeconds = waitGuardSeconds
 
-    /// Runs `body`; fails with a `TestFailure` when it has not finished after `seconds`.
-    /// A bounded guard against a hang, not a way to wait for an event: `body` waits for events.
     static func within<T: Sendable>(
-        _ what: String, seconds: Double = guardSeconds, _ body: @escaping @Sendable () async throws -> T
+        _ what: String, seconds: Double = waitGuardSeconds, _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
-        try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { try await body() }
-            group.addTask {
-                try await Task.sleep(for: .seconds(seconds))
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next(), let value = first else {
-                throw TestFailure("timed out after \(seconds) s waiting for \(what)")
-            }
-            return value
-        }
+        try await WormholeTestSupport.within(what, seconds: seconds, body)
     }
 
-    /// The next `count` elements of `sequence` (a new iteration that continues where the last ended).
     static func next<S: AsyncSequence & Sendable>(
         _ count: Int, from sequence: S, _ what: String
     ) async throws -> [S.Element] where S.Element: Sendable, S.Failure == Never {
-        try await within("\(count) \(what)") {
-            var result: [S.Element] = []
-            for await element in sequence {
-                result.append(element)
-                if result.count == count { return result }
-            }
-            throw TestFailure("\(what) ended after \(result.count) of \(count)")
-        }
+        try await WormholeTestSupport.next(count, from: sequence, what)
     }
 
     /// Elements of `sequence` up to and including the first that satisfies `predicate`.

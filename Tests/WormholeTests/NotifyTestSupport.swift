@@ -10,28 +10,16 @@ import Wormhole
 import WormholeDBus
 import WormholeTestSupport
 
-/// A fresh directory from `mkdtemp` (mode 0700), removed with everything in it on release.
-final class NotifyTempDirectory: Sendable {
-    let path: String
+typealias NotifyTempDirectory = TemporaryDirectory
 
-    init() throws {
-        var template = Array("/tmp/wormhole-notify-XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { buffer in
-            mkdtemp(buffer.baseAddress!).map { String(cString: $0) }
-        }
-        guard let made else { throw TestFailure("mkdtemp failed: errno \(errno)") }
-        path = made
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-
+extension TemporaryDirectory {
     /// Where a `wormhole` child with `XDG_RUNTIME_DIR` set to this directory keeps its table.
     var tableDirectory: String { path + "/wormhole" }
 }
 
 enum NotifyHarness {
     /// How long any one wait may take before the test fails instead of hanging.
-    static let guardSeconds: Double = 10
+    static let guardSeconds = waitGuardSeconds
 
     /// A center on the test bus with its own fresh shared-state table directory (or `directory`).
     static func center(_ bus: TestBus, table directory: String) throws -> DarwinNotificationCenter {
@@ -42,39 +30,16 @@ enum NotifyHarness {
         try! NotificationName(string)
     }
 
-    /// Runs `body`; fails with a `TestFailure` when it has not finished after `seconds`.
-    /// A bounded guard against a hang, not a way to wait for an event: `body` waits for events.
     static func within<T: Sendable>(
-        _ what: String, seconds: Double = guardSeconds, _ body: @escaping @Sendable () async throws -> T
+        _ what: String, seconds: Double = waitGuardSeconds, _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
-        try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { try await body() }
-            group.addTask {
-                try await Task.sleep(for: .seconds(seconds))
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next(), let value = first else {
-                throw TestFailure("timed out after \(seconds) s waiting for \(what)")
-            }
-            return value
-        }
+        try await WormholeTestSupport.within(what, seconds: seconds, body)
     }
 
-    /// The next `count` elements of `sequence` (a new iteration that continues where the last ended).
     static func next<S: AsyncSequence & Sendable>(
         _ count: Int, from sequence: S, _ what: String = "notifications"
     ) async throws -> [S.Element] where S.Element: Sendable, S.Failure == Never {
-        try await within("\(count) \(what)") {
-            var result: [S.Element] = []
-            if count == 0 { return result }
-            for await element in sequence {
-                result.append(element)
-                if result.count == count { break }
-            }
-            if result.count < count { throw TestFailure("\(what) ended after \(result.count) of \(count)") }
-            return result
-        }
+        try await WormholeTestSupport.next(count, from: sequence, what)
     }
 
     /// The first element of `sequence` that satisfies `predicate`.

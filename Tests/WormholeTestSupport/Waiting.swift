@@ -1,0 +1,61 @@
+import Foundation
+import Glibc
+
+/// A fresh directory from `mkdtemp` (mode 0700), removed with everything in it on release.
+public final class TemporaryDirectory: Sendable {
+    public let path: String
+
+    public init(_ label: String = "test") throws {
+        var template = Array("/tmp/wormhole-\(label)-XXXXXX".utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { buffer in
+            mkdtemp(buffer.baseAddress!).map { String(cString: $0) }
+        }
+        guard let made else { throw TestFailure("mkdtemp failed: errno \(errno)") }
+        path = made
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+
+    /// Everything below the directory, as relative paths, sorted.
+    public func contents() throws -> [String] {
+        try FileManager.default.subpathsOfDirectory(atPath: path).sorted()
+    }
+}
+
+/// How long any one wait in a test may take before the test fails instead of hanging.
+public let waitGuardSeconds: Double = 10
+
+/// Runs `body`; fails with a `TestFailure` when it has not finished after `seconds`.
+/// A bounded guard against a hang, not a way to wait for an event: `body` waits for events.
+public func within<T: Sendable>(
+    _ what: String, seconds: Double = waitGuardSeconds, _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: .seconds(seconds))
+            return nil
+        }
+        defer { group.cancelAll() }
+        guard let first = try await group.next(), let value = first else {
+            throw TestFailure("timed out after \(seconds) s waiting for \(what)")
+        }
+        return value
+    }
+}
+
+/// The next `count` elements of `sequence` (a new iteration that continues where the last ended).
+public func next<S: AsyncSequence & Sendable>(
+    _ count: Int, from sequence: S, _ what: String
+) async throws -> [S.Element] where S.Element: Sendable, S.Failure == Never {
+    try await within("\(count) \(what)") {
+        var result: [S.Element] = []
+        if count == 0 { return result }
+        for await element in sequence {
+            result.append(element)
+            if result.count == count { break }
+        }
+        if result.count < count { throw TestFailure("\(what) ended after \(result.count) of \(count)") }
+        return result
+    }
+}
