@@ -644,14 +644,17 @@ final class BusIO: @unchecked Sendable {
 
     private func nextTimeoutMilliseconds() -> Int32 {
         shared.withLock { state in
-            let deadlines = state.timeouts.values.filter(\.enabled).map(\.deadline)
-            guard let next = deadlines.min() else { return -1 }
+            var next = UInt64.max
+            for record in state.timeouts.values where record.enabled { next = min(next, record.deadline) }
+            guard next != UInt64.max else { return -1 }
             let now = Self.now()
             return next <= now ? 0 : Int32(clamping: next - now)
         }
     }
 
     private func fireTimeouts() {
+        // Most wake-ups have no libdbus timeout at all (they exist only while a reply is awaited).
+        if shared.withLock({ $0.timeouts.isEmpty }) { return }
         let now = Self.now()
         let due = shared.withLock { state -> [UInt] in
             let due = state.timeouts.filter { $0.value.enabled && $0.value.deadline <= now }.map(\.key)
