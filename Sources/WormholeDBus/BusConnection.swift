@@ -275,6 +275,10 @@ public struct SubscriptionStream<Element: Sendable>: AsyncSequence, Sendable {
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: stream.makeAsyncIterator()) }
 }
 
+/// An iterator belongs to the task that iterates; it is not shared between tasks.
+@available(*, unavailable)
+extension SubscriptionStream.AsyncIterator: Sendable {}
+
 /// A callback subscription made with ``BusConnection/subscribe(_:queue:handler:)``.
 ///
 /// Stays active until ``cancel()``; it is not cancelled when the value is dropped, so a

@@ -19,23 +19,7 @@ private struct CLICounter: Codable, Sendable, Equatable {
     var n: Int
 }
 
-/// A fresh directory from `mkdtemp` (mode 0700), removed with everything in it on release.
-private final class CLITempDirectory: Sendable {
-    let path: String
-
-    init(_ label: String) throws {
-        var template = Array("/tmp/wormhole-\(label)-XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { buffer in
-            mkdtemp(buffer.baseAddress!).map { String(cString: $0) }
-        }
-        guard let made else { throw TestFailure("mkdtemp failed: errno \(errno)") }
-        path = made
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-
-    func contents() throws -> [String] { try FileManager.default.subpathsOfDirectory(atPath: path).sorted() }
-}
+private typealias CLITempDirectory = TemporaryDirectory
 
 /// One test's world: a private bus, an empty container root, an empty runtime directory.
 private final class CLIWorld: Sendable {
@@ -136,35 +120,16 @@ private final class CLIWorld: Sendable {
 }
 
 private enum CLIWait {
-    /// A bounded guard against a hang (not a way to wait: `body` waits for events).
     static func within<T: Sendable>(
-        _ what: String, seconds: Double = 10, _ body: @escaping @Sendable () async throws -> T
+        _ what: String, seconds: Double = waitGuardSeconds, _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
-        try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { try await body() }
-            group.addTask {
-                try await Task.sleep(for: .seconds(seconds))
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next(), let value = first else {
-                throw TestFailure("timed out after \(seconds) s waiting for \(what)")
-            }
-            return value
-        }
+        try await WormholeTestSupport.within(what, seconds: seconds, body)
     }
 
     static func next<S: AsyncSequence & Sendable>(
         _ count: Int, from sequence: S, _ what: String
     ) async throws -> [S.Element] where S.Element: Sendable, S.Failure == Never {
-        try await within("\(count) \(what)") {
-            var result: [S.Element] = []
-            for await element in sequence {
-                result.append(element)
-                if result.count == count { return result }
-            }
-            throw TestFailure("\(what): the stream ended after \(result) ")
-        }
+        try await WormholeTestSupport.next(count, from: sequence, what)
     }
 
     static func until<S: AsyncSequence & Sendable>(

@@ -53,7 +53,7 @@ public struct NotificationName: Hashable, Sendable, CustomStringConvertible, Com
 }
 
 /// The wire vocabulary of contract §1, in one place.
-public enum NotifyContract {
+public enum NotifyContract: Sendable {
     /// The object path every `Posted` signal is emitted on: `/org/wormhole/Notify1`.
     public static let objectPath = "/org/wormhole/Notify1"
     /// The plain interface for hand-typed triggers: `org.wormhole.Notify1`.
