@@ -73,6 +73,11 @@ struct ReadCommand: ParsableCommand {
             throw CLIFailure(
                 message: "no message is stored for '\(identifier)' in \(wormhole.container.directoryPath(wormhole.directory))")
         }
+        guard (try? JSONDocument(data: data)) != nil else {
+            throw CLIFailure(
+                message: "the file stored for '\(identifier)' (\(data.count) bytes) is not a JSON document; "
+                    + "it was not written by a Wormhole sender, or was damaged")
+        }
         FileHandle.standardOutput.write(data + Data("\n".utf8))
     }
 }

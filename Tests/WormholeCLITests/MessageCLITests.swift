@@ -292,6 +292,16 @@ struct MessageCLITests {
         #expect(output.stderr.split(separator: "\n").count == 3, "ready and two error lines: \(output.stderr)")
     }
 
+    @Test("wormhole read refuses a stored file that is not JSON, naming the identifier")
+    func readCorrupt() async throws {
+        try world.writeRawMessage(#"{"n": "#, identifier: "doc")
+        let read = try await world.wormhole("read", ["doc"])
+        #expect(read.status == 1)
+        #expect(read.stdout == "")
+        #expect(read.stderr.split(separator: "\n").count == 1)
+        #expect(read.stderr.contains("'doc'") && read.stderr.contains("not a JSON document"), "\(read.stderr)")
+    }
+
     @Test("with the bus down, send and clear still store and exit 0 with one warning line")
     func busDown() async throws {
         world.bus.kill()
