@@ -155,7 +155,9 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerCancelling {
         var pending: [MessageIdentifier: MessageDelivery<Message>.Reason] = [:]
         var states: [MessageIdentifier: UInt64] = [:]
         var order: [MessageIdentifier] = []
-        var lastDelivered: [MessageIdentifier: Data] = [:]
+        /// What each mailbox held when last delivered (or when the listener started), as a
+        /// fingerprint: the catch-up compares against it without keeping every message in memory.
+        var lastDelivered: [MessageIdentifier: Fingerprint] = [:]
     }
 
     let transiting: any WormholeTransiting
@@ -202,9 +204,9 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerCancelling {
     /// what changed since the listener started, not messages that were already there.
     func recordBaseline() {
         let identifiers = only.map { [$0] } ?? ((try? transiting.storedIdentifiers()) ?? [])
-        var known: [MessageIdentifier: Data] = [:]
+        var known: [MessageIdentifier: Fingerprint] = [:]
         for identifier in identifiers {
-            if let data = try? transiting.messageData(identifier: identifier) { known[identifier] = data }
+            if let data = try? transiting.messageData(identifier: identifier) { known[identifier] = Fingerprint(data) }
         }
         state.withLock { state in
             // A delivery that already ran knows better.
@@ -289,13 +291,14 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerCancelling {
                     identifier: identifier, result: .failure(wormholeError), reason: reason, state: notificationState))
             return
         }
-        let previous = state.withLock { state -> Data? in
+        let fingerprint = data.map(Fingerprint.init)
+        let previous = state.withLock { state -> Fingerprint? in
             let previous = state.lastDelivered[identifier]
-            state.lastDelivered[identifier] = data
+            state.lastDelivered[identifier] = fingerprint
             return previous
         }
         switch reason {
-        case .catchUp where previous == data: return
+        case .catchUp where previous == fingerprint: return
         case .stored where data == nil: return
         default: break
         }
@@ -322,3 +325,14 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerCancelling {
 /// Message deliveries as an `AsyncSequence` (see ``Wormhole/messages(identifier:as:options:)``);
 /// the listener goes when the iteration ends.
 public typealias MessageStream<Message: Sendable> = SubscriptionStream<MessageDelivery<Message>>
+
+/// A message's length and 64-bit FNV-1a hash: enough to tell whether a mailbox changed.
+struct Fingerprint: Hashable, Sendable {
+    let count: Int
+    let hash: UInt64
+
+    init(_ data: Data) {
+        count = data.count
+        hash = NotifyContract.fnv1a64(data)
+    }
+}
