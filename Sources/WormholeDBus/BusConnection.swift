@@ -127,16 +127,8 @@ public final class BusConnection: Sendable {
     /// consumer sees the newest signals, never a stalled I/O thread).
     /// With ``ReconnectPolicy/never`` the stream finishes when the bus goes away.
     public func signals(matching rule: MatchRule, bufferLimit: Int = 1024) async throws -> SignalStream {
-        try rule.validate()
         let (stream, continuation) = AsyncStream<Signal>.makeStream(bufferingPolicy: .bufferingNewest(max(1, bufferLimit)))
-        let id = io.makeID()
-        let route = BusIO.Route(
-            rules: [rule],
-            deliver: { continuation.yield($0) },
-            finish: { continuation.finish() })
-        try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
-            io.addRoute(id: id, route) { done.resume(with: $0.mapError { $0 as any Error }) }
-        }
+        let id = try await addRoute([rule], deliver: { continuation.yield($0) }, finish: { continuation.finish() })
         continuation.onTermination = { [io] _ in io.removeRoute(id: id) }
         return SignalStream(stream)
     }
@@ -151,27 +143,11 @@ public final class BusConnection: Sendable {
     public func subscribe(
         _ rule: MatchRule, queue: DispatchQueue, handler: @escaping @Sendable (Signal) -> Void
     ) throws -> SignalSubscription {
-        try rule.validate()
-        precondition(!io.isOnIOThread, "BusConnection.subscribe must not be called on the connection's I/O thread")
-        let id = io.makeID()
-        let subscription = SignalSubscription(io: io, id: id)
-        let route = BusIO.Route(
-            rules: [rule],
-            deliver: { [subscription] signal in
-                queue.async {
-                    if !subscription.isCancelled { handler(signal) }
-                }
-            },
-            finish: {})
-        let result = Mutex<Result<Void, BusError>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        io.addRoute(id: id, route) { outcome in
-            result.withLock { $0 = outcome }
-            done.signal()
+        let cancelled = SignalSubscription.Flag()
+        let id = try addRoute([rule]) { signal in
+            queue.async { if !cancelled.isSet { handler(signal) } }
         }
-        done.wait()
-        if case .failure(let error) = result.withLock({ $0 }) { throw error }
-        return subscription
+        return SignalSubscription(io: io, id: id, cancelled: cancelled)
     }
 
     /// Calls `handler` on `queue` when the connection is lost or restored, until the
@@ -284,22 +260,31 @@ extension SubscriptionStream.AsyncIterator: Sendable {}
 /// Stays active until ``cancel()``; it is not cancelled when the value is dropped, so a
 /// fire-and-forget handler keeps working (like an observer token on Darwin).
 public final class SignalSubscription: Sendable {
+    /// Set once the subscription is cancelled; checked before each handler call.
+    final class Flag: Sendable {
+        private let value = Atomic<Bool>(false)
+        var isSet: Bool { value.load(ordering: .acquiring) }
+        /// Sets the flag; whether it was already set.
+        func set() -> Bool { value.exchange(true, ordering: .acquiringAndReleasing) }
+    }
+
     private let io: BusIO
     private let id: UInt64
-    private let cancelledFlag = Atomic<Bool>(false)
+    private let cancelled: Flag
 
-    init(io: BusIO, id: UInt64) {
+    init(io: BusIO, id: UInt64, cancelled: Flag) {
         self.io = io
         self.id = id
+        self.cancelled = cancelled
     }
 
     /// Whether ``cancel()`` was called.
-    public var isCancelled: Bool { cancelledFlag.load(ordering: .acquiring) }
+    public var isCancelled: Bool { cancelled.isSet }
 
     /// Stops delivery and drops the subscription's reference to its match rule. After
     /// this returns the handler is not called again. Calling it twice does nothing.
     public func cancel() {
-        if cancelledFlag.exchange(true, ordering: .acquiringAndReleasing) { return }
+        if cancelled.set() { return }
         io.removeRoute(id: id)
     }
 }

@@ -82,11 +82,7 @@ public struct ObjectPath: Hashable, Sendable, CustomStringConvertible, Comparabl
     /// Checks the path; throws ``BusError/Code/invalidObjectPath`` naming it when it is not valid.
     /// The corresponding C function is `dbus_validate_path`.
     public init(_ rawValue: String) throws {
-        try withCString(rawValue, what: "object path", code: .invalidObjectPath) { pointer throws(BusError) in
-            _ = try withCError(.invalidObjectPath, value: rawValue, context: "object path \(quoted(rawValue)) is not valid") {
-                dbus_validate_path(pointer, $0)
-            }
-        }
+        try validateName(rawValue, what: "object path", code: .invalidObjectPath, dbus_validate_path)
         self.rawValue = rawValue
     }
 
@@ -105,11 +101,7 @@ public struct InterfaceName: Hashable, Sendable, CustomStringConvertible {
     /// Checks the name; throws ``BusError/Code/invalidInterfaceName`` naming it when it is not valid.
     /// The corresponding C function is `dbus_validate_interface`.
     public init(_ rawValue: String) throws {
-        try withCString(rawValue, what: "interface name", code: .invalidInterfaceName) { pointer throws(BusError) in
-            _ = try withCError(
-                .invalidInterfaceName, value: rawValue, context: "interface name \(quoted(rawValue)) is not valid"
-            ) { dbus_validate_interface(pointer, $0) }
-        }
+        try validateName(rawValue, what: "interface name", code: .invalidInterfaceName, dbus_validate_interface)
         self.rawValue = rawValue
     }
 
@@ -127,11 +119,7 @@ public struct MemberName: Hashable, Sendable, CustomStringConvertible {
     /// Checks the name; throws ``BusError/Code/invalidMemberName`` naming it when it is not valid.
     /// The corresponding C function is `dbus_validate_member`.
     public init(_ rawValue: String) throws {
-        try withCString(rawValue, what: "member name", code: .invalidMemberName) { pointer throws(BusError) in
-            _ = try withCError(.invalidMemberName, value: rawValue, context: "member name \(quoted(rawValue)) is not valid") {
-                dbus_validate_member(pointer, $0)
-            }
-        }
+        try validateName(rawValue, what: "member name", code: .invalidMemberName, dbus_validate_member)
         self.rawValue = rawValue
     }
 
@@ -139,4 +127,17 @@ public struct MemberName: Hashable, Sendable, CustomStringConvertible {
     package init(unchecked rawValue: String) { self.rawValue = rawValue }
 
     public var description: String { rawValue }
+}
+
+/// Runs one of libdbus's `dbus_validate_*` functions on `rawValue`; a refusal (or a NUL byte)
+/// becomes a `BusError` with `code` that names the value.
+private func validateName(
+    _ rawValue: String, what: String, code: BusError.Code,
+    _ validate: (UnsafePointer<CChar>?, UnsafeMutablePointer<DBusError>?) -> dbus_bool_t
+) throws(BusError) {
+    try withCString(rawValue, what: what, code: code) { pointer throws(BusError) in
+        _ = try withCError(code, value: rawValue, context: "\(what) \(quoted(rawValue)) is not valid") {
+            validate(pointer, $0)
+        }
+    }
 }
