@@ -262,8 +262,7 @@ struct BenchMessageEchoCommand: ParsableCommand {
                 _ = try? wormhole.passMessage(payload, identifier: "pong")
             }
         }
-        writeError("ready")
-        withExtendedLifetime(listener) { dispatchMain() }
+        announceReadyAndServe(keeping: listener)
     }
 }
 
@@ -371,8 +370,7 @@ struct BenchEchoCommand: ParsableCommand {
                 try? center.post(pong, state: state)
             }
         }
-        writeError("ready")
-        withExtendedLifetime(observer) { dispatchMain() }
+        announceReadyAndServe(keeping: observer)
     }
 }
 
@@ -390,8 +388,7 @@ struct BenchLoadCommand: ParsableCommand {
             let name = try withCLIErrors { try NotificationName("org.wormhole.bench.load.name\(index)") }
             observers.append(try withCLIErrors { try center.addObserver(for: name, queue: nil) { _ in } })
         }
-        writeError("ready")
-        withExtendedLifetime((center, observers)) { dispatchMain() }
+        announceReadyAndServe(keeping: (center, observers))
     }
 }
 

@@ -166,9 +166,7 @@ struct ListenCommand: ParsableCommand {
                 try wormhole.listen(identifier: $0, as: JSONDocument.self, queue: output, options: listenOptions, handler: handler)
             }
         }
-        writeError("ready")
-        armTimeout(timeout, countGiven: count != nil)
-        withExtendedLifetime((wormhole, listeners)) { dispatchMain() }
+        announceReadyAndServe(keeping: (wormhole, listeners), timeout: timeout, countGiven: count != nil)
     }
 }
 

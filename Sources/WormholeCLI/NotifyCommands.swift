@@ -83,9 +83,7 @@ struct ObserveCommand: ParsableCommand {
             }
             observers.append(observer)
         }
-        writeError("ready")
-        armTimeout(timeout, countGiven: count != nil)
-        withExtendedLifetime((center, observers)) { dispatchMain() }
+        announceReadyAndServe(keeping: (center, observers), timeout: timeout, countGiven: count != nil)
     }
 }
 
@@ -111,6 +109,14 @@ final class DeliveryCounter: Sendable {
         let now = count.wrappingAdd(1, ordering: .relaxed).newValue
         if let limit, now >= limit { exit(0) }
     }
+}
+
+/// Writes the readiness line (the subscriptions in `keeping` are active), arms the timeout, and
+/// serves deliveries until a handler or the timeout exits the process.
+func announceReadyAndServe(keeping subscriptions: Any, timeout: Double? = nil, countGiven: Bool = false) -> Never {
+    writeError("ready")
+    armTimeout(timeout, countGiven: countGiven)
+    withExtendedLifetime(subscriptions) { dispatchMain() }
 }
 
 /// After `seconds`, exits 124 when a count was asked for and 0 otherwise.
