@@ -1,4 +1,4 @@
-public import Dispatch
+import Dispatch
 internal import CWormholeDBus
 public import Logging
 import Synchronization
@@ -133,31 +133,32 @@ public final class BusConnection: Sendable {
         return SignalStream(stream)
     }
 
-    /// Calls `handler` on `queue` for every signal that matches `rule`, until the returned
-    /// subscription is cancelled.
+    /// Calls `handler` for every signal that matches `rule`, where `delivery` says, until the
+    /// returned subscription is cancelled or released (see ``SubscriptionHandle``).
     ///
     /// Blocks until the bus daemon has accepted the rule, so a signal emitted after this
-    /// returns is delivered. Signals reach `queue` in the order the bus delivered them.
-    /// Do not call it from a handler running on the connection's I/O thread (handlers never
-    /// do: they run on `queue`).
+    /// returns is delivered. Signals reach the handler in the order the bus delivered them.
+    /// Do not call it from a handler running on the connection's I/O thread.
     public func subscribe(
-        _ rule: MatchRule, queue: DispatchQueue, handler: @escaping @Sendable (Signal) -> Void
+        _ rule: MatchRule, on delivery: DeliveryQueue = .serial, handler: @escaping @Sendable (Signal) -> Void
     ) throws -> SignalSubscription {
         let cancelled = SignalSubscription.Flag()
+        let executor = delivery.makeExecutor(label: "wormhole.dbus.subscription")
         let id = try addRoute([rule]) { signal in
-            queue.async { if !cancelled.isSet { handler(signal) } }
+            executor.run { if !cancelled.isSet { handler(signal) } }
         }
         return SignalSubscription(io: io, id: id, cancelled: cancelled)
     }
 
-    /// Calls `handler` on `queue` when the connection is lost or restored, until the
-    /// returned subscription is cancelled.
+    /// Calls `handler` when the connection is lost or restored, where `delivery` says, until
+    /// the returned subscription is cancelled or released.
     public func onEvent(
-        queue: DispatchQueue, handler: @escaping @Sendable (BusConnectionEvent) -> Void
+        on delivery: DeliveryQueue = .serial, handler: @escaping @Sendable (BusConnectionEvent) -> Void
     ) -> EventSubscription {
         let box = EventSubscription.Box()
+        let executor = delivery.makeExecutor(label: "wormhole.dbus.events")
         let id = io.addEventHandler { event in
-            queue.async { if !box.cancelled.load(ordering: .acquiring) { handler(event) } }
+            executor.run { if !box.cancelled.load(ordering: .acquiring) { handler(event) } }
         }
         return EventSubscription(io: io, id: id, box: box)
     }
@@ -175,15 +176,20 @@ public final class BusConnection: Sendable {
 
     /// Routes signals matching any of `rules` to `deliver`, which runs on the I/O thread and
     /// must return quickly. Returns once the bus has acknowledged every rule. Blocking.
+    ///
+    /// With `strictArgumentPaths`, an `argNpath='P/'` rule routes only values equal to `P/` or
+    /// below it; the bus daemon also sends values that are prefixes of `P/` (`/`, parents),
+    /// which such a route never sees. This is where that decision is made, once.
     package func addRoute(
-        _ rules: [MatchRule], deliver: @escaping @Sendable (Signal) -> Void, finish: @escaping @Sendable () -> Void = {}
+        _ rules: [MatchRule], strictArgumentPaths: Bool = false, deliver: @escaping @Sendable (Signal) -> Void,
+        finish: @escaping @Sendable () -> Void = {}
     ) throws -> UInt64 {
         for rule in rules { try rule.validate() }
         precondition(!io.isOnIOThread, "routes must not be added from the connection's I/O thread")
         let id = io.makeID()
         let result = Mutex<Result<Void, BusError>?>(nil)
         let done = DispatchSemaphore(value: 0)
-        io.addRoute(id: id, BusIO.Route(rules: rules, deliver: deliver, finish: finish)) { outcome in
+        io.addRoute(id: id, BusIO.Route(rules: rules, strictArgumentPaths: strictArgumentPaths, deliver: deliver, finish: finish)) { outcome in
             result.withLock { $0 = outcome }
             done.signal()
         }
@@ -193,14 +199,15 @@ public final class BusConnection: Sendable {
     }
 
     /// Routes signals matching any of `rules` to `deliver` (on the I/O thread); returns once
-    /// the bus has acknowledged every rule.
+    /// the bus has acknowledged every rule. `strictArgumentPaths` as for the blocking form.
     package func addRoute(
-        _ rules: [MatchRule], deliver: @escaping @Sendable (Signal) -> Void, finish: @escaping @Sendable () -> Void = {}
+        _ rules: [MatchRule], strictArgumentPaths: Bool = false, deliver: @escaping @Sendable (Signal) -> Void,
+        finish: @escaping @Sendable () -> Void = {}
     ) async throws -> UInt64 {
         for rule in rules { try rule.validate() }
         let id = io.makeID()
         try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
-            io.addRoute(id: id, BusIO.Route(rules: rules, deliver: deliver, finish: finish)) {
+            io.addRoute(id: id, BusIO.Route(rules: rules, strictArgumentPaths: strictArgumentPaths, deliver: deliver, finish: finish)) {
                 done.resume(with: $0.mapError { $0 as any Error })
             }
         }
@@ -255,11 +262,10 @@ public struct SubscriptionStream<Element: Sendable>: AsyncSequence, Sendable {
 @available(*, unavailable)
 extension SubscriptionStream.AsyncIterator: Sendable {}
 
-/// A callback subscription made with ``BusConnection/subscribe(_:queue:handler:)``.
+/// A callback subscription made with ``BusConnection/subscribe(_:on:handler:)``.
 ///
-/// Stays active until ``cancel()``; it is not cancelled when the value is dropped, so a
-/// fire-and-forget handler keeps working (like an observer token on Darwin).
-public final class SignalSubscription: Sendable {
+/// Active until ``cancel()`` or until the last reference to it goes (``SubscriptionHandle``).
+public final class SignalSubscription: SubscriptionHandle {
     /// Set once the subscription is cancelled; checked before each handler call.
     final class Flag: Sendable {
         private let value = Atomic<Bool>(false)
@@ -278,6 +284,8 @@ public final class SignalSubscription: Sendable {
         self.cancelled = cancelled
     }
 
+    deinit { cancel() }
+
     /// Whether ``cancel()`` was called.
     public var isCancelled: Bool { cancelled.isSet }
 
@@ -289,8 +297,10 @@ public final class SignalSubscription: Sendable {
     }
 }
 
-/// A subscription to connection events made with ``BusConnection/onEvent(queue:handler:)``.
-public final class EventSubscription: Sendable {
+/// A subscription to connection events made with ``BusConnection/onEvent(on:handler:)``.
+///
+/// Active until ``cancel()`` or until the last reference to it goes (``SubscriptionHandle``).
+public final class EventSubscription: SubscriptionHandle {
     final class Box: Sendable {
         let cancelled = Atomic<Bool>(false)
     }
@@ -305,9 +315,14 @@ public final class EventSubscription: Sendable {
         self.box = box
     }
 
-    /// Stops delivery; the handler is not called after this returns.
+    deinit { cancel() }
+
+    /// Whether ``cancel()`` was called.
+    public var isCancelled: Bool { box.cancelled.load(ordering: .acquiring) }
+
+    /// Stops delivery; the handler is not called after this returns. Calling it twice does nothing.
     public func cancel() {
-        box.cancelled.store(true, ordering: .releasing)
+        if box.cancelled.exchange(true, ordering: .acquiringAndReleasing) { return }
         io.removeEventHandler(id)
     }
 }

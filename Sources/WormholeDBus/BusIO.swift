@@ -31,6 +31,8 @@ final class BusIO: @unchecked Sendable {
     struct Route {
         /// The route receives a signal when any of its rules matches it.
         var rules: [MatchRule]
+        /// `argNpath` rules route only values at or below their value (see `BusConnection.addRoute`).
+        var strictArgumentPaths = false
         var deliver: @Sendable (Signal) -> Void
         var finish: @Sendable () -> Void
     }
@@ -430,7 +432,8 @@ final class BusIO: @unchecked Sendable {
         guard let signal = MessageCoding.readSignal(message) else { return }
         // The daemon's own signals to us (NameAcquired) are not counted: only other connections' signals.
         if signal.interface.rawValue != "org.freedesktop.DBus" { signalsReceived.add(1, ordering: .relaxed) }
-        for route in routes.values where route.rules.contains(where: { $0.matches(signal) }) {
+        for route in routes.values
+        where route.rules.contains(where: { $0.matches(signal, strictArgumentPaths: route.strictArgumentPaths) }) {
             route.deliver(signal)
         }
     }

@@ -90,7 +90,10 @@ public struct MatchRule: Hashable, Sendable, CustomStringConvertible {
 
     /// Whether a signal matches this rule, by the same rules the bus daemon applies.
     /// Used to route signals that arrive on one connection to the subscriptions that asked for them.
-    public func matches(_ signal: Signal) -> Bool {
+    public func matches(_ signal: Signal) -> Bool { matches(signal, strictArgumentPaths: false) }
+
+    /// `matches(_:)`, where `strictArgumentPaths` narrows `argNpath` to values at or below the rule's value.
+    func matches(_ signal: Signal, strictArgumentPaths: Bool) -> Bool {
         if let interface, interface != signal.interface { return false }
         if let member, member != signal.member { return false }
         if let path, path != signal.path { return false }
@@ -115,7 +118,11 @@ public struct MatchRule: Hashable, Sendable, CustomStringConvertible {
             case .objectPath(let path): argument = path.rawValue
             default: return false
             }
-            if !Self.pathRelated(argument, value) { return false }
+            if strictArgumentPaths {
+                if !(argument == value || (value.hasSuffix("/") && argument.hasPrefix(value))) { return false }
+            } else if !Self.pathRelated(argument, value) {
+                return false
+            }
         }
         return true
     }

@@ -29,7 +29,7 @@ let dbusCommands: [String: @Sendable ([String]) throws -> Void] = [
         if arguments.count > 3 { rule.arguments[0] = arguments[3] }
         let done = DispatchSemaphore(value: 0)
         let seen = SeenCounter()
-        let subscription = try connection.subscribe(rule, queue: DispatchQueue(label: "peer")) { signal in
+        let subscription = try connection.subscribe(rule, on: .serial) { signal in
             FileHandle.standardOutput.write(Data((signal.arguments.map(render).joined(separator: " ") + "\n").utf8))
             if seen.increment() == count { done.signal() }
         }

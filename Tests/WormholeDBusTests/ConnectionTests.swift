@@ -181,7 +181,7 @@ struct ConnectionTests {
         let key = DispatchSpecificKey<Int>()
         queue.setSpecific(key: key, value: 7)
         let (events, continuation) = AsyncStream<(UInt64, Bool)>.makeStream()
-        let subscription = try receiver.subscribe(MatchRule(interface: testInterface, member: said), queue: queue) {
+        let subscription = try receiver.subscribe(MatchRule(interface: testInterface, member: said), on: .queue(queue)) {
             signal in
             continuation.yield(((try? signal.uint64(at: 0)) ?? 0, DispatchQueue.getSpecific(key: key) == 7))
         }

@@ -112,7 +112,7 @@ public final class DarwinNotificationCenter: Sendable {
         }
         let connection = self.connection
         Self.ownConnections.withLock { $0[ObjectIdentifier(self)] = connection }
-        let subscription = connection.onEvent(queue: eventQueue) { [weak self] event in
+        let subscription = connection.onEvent(on: .queue(eventQueue)) { [weak self] event in
             self?.connectionChanged(event)
         }
         eventSubscription.withLock { $0 = subscription }
