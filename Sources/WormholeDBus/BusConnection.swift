@@ -1,5 +1,4 @@
 import Dispatch
-internal import CWormholeDBus
 public import Logging
 import Synchronization
 
@@ -82,9 +81,7 @@ public final class BusConnection: Sendable {
     /// ``BusError/Code/invalidString`` naming a string argument that is not valid UTF-8.
     /// The corresponding C function is `dbus_connection_send`.
     public func emit(_ signal: Signal) throws {
-        let message = try MessageCoding.makeSignal(signal)
-        defer { dbus_message_unref(message) }
-        try io.send(message)
+        try io.send(try MessageCoding.makeSignal(signal))
     }
 
     /// Blocks until every emitted message has been written to the socket. Call it before a

@@ -1,33 +1,27 @@
-internal import CWormholeDBus
 import Dispatch
-import Foundation
 import Glibc
 import Logging
 import Synchronization
 
-/// An event the connection reports about itself.
-public enum BusConnectionEvent: Hashable, Sendable {
-    /// The bus daemon went away or closed the connection. Signals are not delivered until a reconnect.
-    case disconnected
-    /// A new connection to the same address is up and every active match rule has been re-added and
-    /// acknowledged by the bus. Signals emitted while disconnected were missed.
-    case reconnected
-}
-
-/// Owns one libdbus connection at a time and the thread that drives it.
+/// Owns one libdbus connection at a time, on one thread: the connection's I/O thread.
 ///
-/// The thread sleeps in `epoll_wait` on the connection's socket (registered through
-/// libdbus watch functions) and on an `eventfd` that other threads write to when they
-/// queue work. Its only timed wait is for libdbus timeouts (reply deadlines). Every
-/// libdbus call that reads or dispatches happens on this thread; `emit` writes from the
-/// calling thread, which libdbus allows when threads are initialised, so a send never
-/// waits behind a reader.
+/// Exactly one thread touches the C connection (the design of swift-nio's event loops and
+/// GRDB's serialized database): the I/O thread reads, dispatches, runs every libdbus watch,
+/// timeout and filter callback, and writes. Other threads talk to it in two ways only:
+/// - `emit` builds the message on the caller's thread and appends it to an outgoing queue
+///   (waking the loop through its eventfd when the queue was empty); it never waits for the
+///   I/O thread. On the I/O thread itself (a handler answering a signal) it writes at once.
+/// - everything else (routes, rules, flushes, reconnects) is a job queued on the loop.
 ///
-/// `@unchecked Sendable`: the properties marked "thread-confined" are touched only on
-/// the I/O thread (through `submit`); the rest is immutable, atomic or behind `shared`.
-final class BusIO: @unchecked Sendable {
+/// The watch and timeout tables, the rule registry and the route table are plain
+/// loop-confined values; confined methods check `loop.preconditionInEventLoop()` in debug builds.
+///
+/// `@unchecked Sendable`: loop-confined properties are touched only on the I/O thread; the
+/// rest is immutable, atomic or behind `shared`.
+final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     typealias Completion = @Sendable (Result<Void, BusError>) -> Void
 
+    /// A route as the layers above describe it.
     struct Route {
         /// The route receives a signal when any of its rules matches it.
         var rules: [MatchRule]
@@ -37,28 +31,21 @@ final class BusIO: @unchecked Sendable {
         var finish: @Sendable () -> Void
     }
 
-    private struct RuleEntry {
-        var count: Int
-        var active: Bool
-        var waiters: [Completion]
-    }
-
-    private struct WatchRecord {
-        var bits: UInt
+    /// What a route table entry carries.
+    struct Handlers {
+        var deliver: @Sendable (Signal) -> Void
+        var finish: @Sendable () -> Void
     }
 
     private struct TimeoutRecord {
-        var interval: Int
+        var intervalMilliseconds: Int
         var enabled: Bool
         var deadline: UInt64
     }
 
     private struct Shared {
-        var jobs: [@Sendable () -> Void] = []
-        var watches: [Int32: [UInt]] = [:]
-        var timeouts: [UInt: TimeoutRecord] = [:]
-        var connection: UInt = 0
-        var uniqueName: String = ""
+        var outgoing: [LibDBus.Message] = []
+        var uniqueName = ""
         var connected = false
         var stopping = false
         var eventHandlers: [UInt64: @Sendable (BusConnectionEvent) -> Void] = [:]
@@ -67,186 +54,140 @@ final class BusIO: @unchecked Sendable {
     let address: BusAddress
     let automaticReconnect: Bool
     let logger: Logger
-    private let epollFD: Int32
-    private let wakeFD: Int32
-    private let ioThread = Atomic<UInt>(0)
+    let loop: EventLoop
     private let shared = Mutex(Shared())
     private let nextID = Atomic<UInt64>(1)
     /// Signals the connection received (after the bus daemon's filtering), for tests and statistics.
     let signalsReceived = Atomic<UInt64>(0)
 
-    // Thread-confined.
-    private var rules: [String: RuleEntry] = [:]
-    private var routes: [UInt64: Route] = [:]
+    // Loop-confined.
+    private var connection: LibDBus.Connection?
+    private var watches: [Int32: [LibDBus.Watch]] = [:]
+    private var timeouts: [LibDBus.Timeout: TimeoutRecord] = [:]
+    private var registry = RuleRegistry<Completion>(connected: true)
+    private var routes = RouteTable<Handlers>()
+    /// Routes per well-known sender name whose owner the route table must know.
+    private var trackedNames: [String: Int] = [:]
+    private var flushWaiters: [@Sendable () -> Void] = []
     private var disconnectPending = false
     private var reconnector: Reconnector?
 
     init(address: BusAddress, automaticReconnect: Bool, logger: Logger) throws(BusError) {
-        Self.initialiseThreads
+        LibDBus.initialiseThreads
         self.address = address
         self.automaticReconnect = automaticReconnect
         self.logger = logger
-        epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
-        wakeFD = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
-        guard epollFD >= 0, wakeFD >= 0 else {
-            let reason = String(cString: strerror(errno))
-            if epollFD >= 0 { Glibc.close(epollFD) }
-            if wakeFD >= 0 { Glibc.close(wakeFD) }
-            throw BusError(.connectionFailed, value: address.rawValue, "cannot create the I/O loop: \(reason)")
-        }
-        var event = epoll_event()
-        event.events = EPOLLIN.rawValue
-        event.data.fd = wakeFD
-        epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event)
-        let connection: OpaquePointer
-        do {
-            connection = try Self.open(address)
-        } catch {
-            Glibc.close(epollFD)
-            Glibc.close(wakeFD)
-            throw error
-        }
-        install(connection)
-        let thread = Thread { [self] in run() }
-        thread.name = "wormhole-dbus-io"
-        thread.start()
-    }
-
-    deinit {
-        Glibc.close(epollFD)
-        Glibc.close(wakeFD)
-    }
-
-    private static let initialiseThreads: Void = { _ = dbus_threads_init_default() }()
-
-    // MARK: Connecting
-
-    /// Opens a private connection and says Hello to the bus. Blocking; not on the I/O thread.
-    static func open(_ address: BusAddress) throws(BusError) -> OpaquePointer {
-        let context = "cannot connect to the bus at \(quoted(address.rawValue))"
-        let connection = try withCError(.connectionFailed, value: address.rawValue, context: context) {
-            dbus_connection_open_private(address.rawValue, $0)
-        }
-        guard let connection else { throw BusError(.connectionFailed, value: address.rawValue, context) }
-        dbus_connection_set_exit_on_disconnect(connection, 0)
-        do {
-            _ = try withCError(.connectionFailed, value: address.rawValue, context: context) {
-                dbus_bus_register(connection, $0)
-            }
-        } catch {
-            dbus_connection_close(connection)
-            dbus_connection_unref(connection)
-            throw error
-        }
-        return connection
-    }
-
-    /// Hands a freshly opened connection to the loop.
-    private func install(_ connection: OpaquePointer) {
-        let data = Unmanaged.passUnretained(self).toOpaque()
-        let name = String(libdbus: dbus_bus_get_unique_name(connection)) ?? ""
+        loop = try EventLoop(name: "wormhole-dbus-io", logger: logger)
+        // Opened on the caller's thread; it passes to the I/O thread when that starts.
+        let connection = try LibDBus.Connection.open(address)
+        self.connection = connection
+        let name = connection.uniqueName
+        super.init()
         shared.withLock {
-            $0.connection = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection)))
             $0.uniqueName = name
             $0.connected = true
         }
-        dbus_connection_set_watch_functions(
-            connection, BusIO.addWatch, BusIO.removeWatch, BusIO.toggleWatch, data, nil)
-        dbus_connection_set_timeout_functions(
-            connection, BusIO.addTimeout, BusIO.removeTimeout, BusIO.toggleTimeout, data, nil)
-        dbus_connection_set_wakeup_main_function(connection, BusIO.wakeupMain, data, nil)
-        dbus_connection_set_dispatch_status_function(connection, BusIO.dispatchStatus, data, nil)
-        dbus_connection_add_filter(connection, BusIO.filter, data, nil)
-        wake()
-    }
-
-    private static func pointer(_ bits: UInt) -> OpaquePointer? {
-        OpaquePointer(bitPattern: Int(bitPattern: bits))
-    }
-
-    private static func bits(_ pointer: OpaquePointer) -> UInt {
-        UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(pointer)))
-    }
-
-    /// The current connection with a reference taken, or `nil` while disconnected. The caller unrefs it.
-    private func currentConnection() -> OpaquePointer? {
-        shared.withLock { state -> OpaquePointer? in
-            guard state.connected, let connection = Self.pointer(state.connection) else { return nil }
-            dbus_connection_ref(connection)
-            return connection
-        }
+        loop.start(self)
     }
 
     var isConnected: Bool { shared.withLock { $0.connected } }
     var uniqueName: String { shared.withLock { $0.uniqueName } }
-    var isOnIOThread: Bool { ioThread.load(ordering: .acquiring) == UInt(pthread_self()) }
+    var isOnIOThread: Bool { loop.inEventLoop }
 
     func makeID() -> UInt64 { nextID.wrappingAdd(1, ordering: .relaxed).oldValue }
 
-    // MARK: Work from other threads
-
-    /// Queues `job` to run on the I/O thread. Returns false when the loop has stopped.
+    /// Queues `job` on the I/O thread. Returns false when the connection is closed.
     @discardableResult
-    func submit(_ job: @escaping @Sendable () -> Void) -> Bool {
-        let accepted = shared.withLock { state -> Bool in
-            if state.stopping { return false }
-            state.jobs.append(job)
-            return true
+    func submit(_ job: @escaping @Sendable () -> Void) -> Bool { loop.execute(job) }
+
+    // MARK: Sending
+
+    /// Sends a message: at once on the I/O thread, otherwise through the outgoing queue.
+    /// Throws `disconnected` while the connection is down or closed.
+    func send(_ message: LibDBus.Message) throws(BusError) {
+        if loop.inEventLoop {
+            guard let connection else { throw notConnected() }
+            if !connection.send(message) { throw BusError(.outOfMemory, "libdbus could not queue a message") }
+            return
         }
-        if accepted { wake() }
-        return accepted
+        let mustWake = try shared.withLock { state throws(BusError) -> Bool in
+            if state.stopping { throw closedError() }
+            if !state.connected { throw notConnected() }
+            state.outgoing.append(message)
+            return state.outgoing.count == 1
+        }
+        if mustWake { loop.wake() }
     }
 
-    private func wake() {
-        if isOnIOThread { return }
-        var one: UInt64 = 1
-        _ = Glibc.write(wakeFD, &one, 8)
-    }
-
-    /// Sends a message from the calling thread. libdbus writes it at once if the socket
-    /// takes it, and otherwise leaves the rest to the I/O thread (through the write watch).
-    func send(_ message: OpaquePointer) throws(BusError) {
-        guard let connection = currentConnection() else {
-            throw BusError(.disconnected, value: address.rawValue, "not connected to the bus at \(quoted(address.rawValue))")
+    /// Hands the queued outgoing messages to libdbus. Loop-confined.
+    private func drainOutgoing() {
+        let messages = shared.withLock { state -> [LibDBus.Message] in
+            if state.outgoing.isEmpty { return [] }
+            defer { state.outgoing = [] }
+            return state.outgoing
         }
-        defer { dbus_connection_unref(connection) }
-        if dbus_connection_send(connection, message, nil) == 0 {
-            throw BusError(.outOfMemory, "libdbus could not queue a message")
+        guard !messages.isEmpty else { return }
+        guard let connection else {
+            logger.warning("dropped \(messages.count) queued signal(s): the bus went away before they were written")
+            return
         }
-        // A daemon that died since the last read is noticed by the write itself: libdbus then
-        // drops the message silently, so ask whether the connection survived it.
-        if dbus_connection_get_is_connected(connection) == 0 {
-            throw BusError(.disconnected, value: address.rawValue, "the bus at \(quoted(address.rawValue)) went away")
+        for message in messages where !connection.send(message) {
+            logger.error("libdbus could not queue a signal (out of memory); it was dropped")
         }
     }
 
-    /// Blocks until every queued outgoing message is written (for processes about to exit).
+    /// Blocks until every message emitted before the call is written to the socket, or dropped
+    /// because the bus went away (which is logged). On the I/O thread it returns at once:
+    /// the loop cannot wait for itself, and writes what is queued when its socket is writable.
     func flush() {
-        guard let connection = currentConnection() else { return }
-        defer { dbus_connection_unref(connection) }
-        dbus_connection_flush(connection)
+        if loop.inEventLoop { return }
+        let done = DispatchSemaphore(value: 0)
+        let accepted = loop.execute { [self] in
+            drainOutgoing()
+            if connection?.hasMessagesToSend == true {
+                flushWaiters.append { done.signal() }
+            } else {
+                done.signal()
+            }
+        }
+        if accepted { done.wait() }
     }
 
-    // MARK: Match rules and routes (run on the I/O thread)
+    // MARK: Routes and rules (on the I/O thread)
 
     /// Adds a route and its rules; `completion` runs on the I/O thread once the bus acknowledged
-    /// every rule. If any rule fails, the others are released and the route is not added.
+    /// every rule (and, for a rule with a well-known sender, told who owns that name). If any
+    /// fails, the route is removed and its rules released.
     func addRoute(id: UInt64, _ route: Route, completion: @escaping Completion) {
-        let accepted = submit { [self] in
-            routes[id] = route
-            let outcomes = OutcomeCollector(count: route.rules.count)
-            if route.rules.isEmpty { completion(.success(())) }
+        let accepted = loop.execute { [self] in
+            loop.preconditionInEventLoop()
+            routes.insert(
+                RouteTable.Route(
+                    rules: route.rules, strictArgumentPaths: route.strictArgumentPaths,
+                    payload: Handlers(deliver: route.deliver, finish: route.finish)),
+                id: id)
+            let names = Set(route.rules.compactMap(\.sender).filter(Self.isWellKnown))
+            let outcomes = OutcomeCollector(count: route.rules.count + names.count)
+            let finished: @Sendable () -> Void = { [self] in
+                guard let all = outcomes.finished() else { return }
+                if let failure = all.lazy.compactMap({ if case .failure(let error) = $0 { error } else { nil } }).first {
+                    removeRoute(confined: id)
+                    completion(.failure(failure))
+                } else {
+                    completion(.success(()))
+                }
+            }
+            if route.rules.isEmpty && names.isEmpty { completion(.success(())) }
             for rule in route.rules {
-                acquireRule(rule) { [self] result in
-                    outcomes.record(rule: rule, result)
-                    guard let all = outcomes.finished() else { return }
-                    if let failure = all.first(where: { if case .failure = $0.1 { true } else { false } }) {
-                        routes[id] = nil
-                        for (rule, result) in all { if case .success = result { releaseRule(rule) } }
-                        completion(failure.1)
-                    } else {
-                        completion(.success(()))
-                    }
+                perform(registry.acquire(rule.description, waiter: { result in
+                    outcomes.record(result)
+                    finished()
+                }))
+            }
+            for name in names {
+                track(name) { result in
+                    outcomes.record(result)
+                    finished()
                 }
             }
         }
@@ -255,115 +196,132 @@ final class BusIO: @unchecked Sendable {
 
     /// Removes a route and releases its rules.
     func removeRoute(id: UInt64) {
-        submit { [self] in
-            guard let route = routes.removeValue(forKey: id) else { return }
-            for rule in route.rules { releaseRule(rule) }
-        }
+        loop.execute { [self] in removeRoute(confined: id) }
     }
 
-    /// Takes one reference on a rule; the bus sees AddMatch only for the first.
+    private func removeRoute(confined id: UInt64) {
+        loop.preconditionInEventLoop()
+        guard let route = routes.remove(id: id) else { return }
+        for rule in route.rules { perform(registry.release(rule.description)) }
+        for name in Set(route.rules.compactMap(\.sender).filter(Self.isWellKnown)) { untrack(name) }
+    }
+
+    /// Takes one reference on a rule outside any route (`BusConnection.addMatch`). Loop-confined.
     func acquireRule(_ rule: MatchRule, completion: @escaping Completion) {
-        let key = rule.description
-        if var entry = rules[key] {
-            entry.count += 1
-            if entry.active {
-                rules[key] = entry
-                completion(.success(()))
-            } else {
-                entry.waiters.append(completion)
-                rules[key] = entry
-            }
-            return
-        }
-        guard isConnected else {
-            completion(.failure(BusError(.disconnected, value: address.rawValue, "cannot add match rule \(key): not connected to the bus at \(quoted(address.rawValue))")))
-            return
-        }
-        rules[key] = RuleEntry(count: 1, active: false, waiters: [completion])
-        sendRuleRequest("AddMatch", key) { [self] result in
-            guard var entry = rules[key] else { return }
-            let waiters = entry.waiters
-            entry.waiters = []
-            switch result {
-            case .success:
-                entry.active = true
-                rules[key] = entry
-            case .failure:
-                rules[key] = nil
-            }
-            for waiter in waiters { waiter(result) }
-        }
+        loop.preconditionInEventLoop()
+        perform(registry.acquire(rule.description, waiter: completion))
     }
 
-    /// Drops one reference on a rule; the bus sees RemoveMatch when the last one goes.
+    /// Drops one reference taken with `acquireRule`. Loop-confined.
     func releaseRule(_ rule: MatchRule, completion: Completion? = nil) {
-        let key = rule.description
-        guard var entry = rules[key] else {
-            completion?(.success(()))
-            return
-        }
-        entry.count -= 1
-        if entry.count > 0 {
-            rules[key] = entry
-            completion?(.success(()))
-            return
-        }
-        rules[key] = nil
-        if isConnected {
-            sendRuleRequest("RemoveMatch", key) { completion?($0) }
-        } else {
-            completion?(.success(()))
+        loop.preconditionInEventLoop()
+        perform(registry.release(rule.description))
+        completion?(.success(()))
+    }
+
+    /// Carries out what the rule registry asked for. Loop-confined.
+    private func perform(_ actions: [RuleRegistry<Completion>.Action]) {
+        for action in actions {
+            switch action {
+            case .add(let rule, let generation):
+                callBus("AddMatch", rule) { [self] result in
+                    perform(registry.answered(rule, generation: generation, result.map { _ in () }))
+                }
+            case .remove(let rule):
+                callBus("RemoveMatch", rule) { [self] result in
+                    if case .failure(let error) = result, connection != nil {
+                        logger.warning("the bus refused RemoveMatch: \(error)")
+                    }
+                }
+            case .complete(let waiters, let result):
+                for waiter in waiters { waiter(result) }
+            }
         }
     }
 
-    /// Sends AddMatch or RemoveMatch and calls `completion` with the bus daemon's answer.
-    private func sendRuleRequest(_ method: String, _ rule: String, completion: @escaping Completion) {
-        guard let connection = currentConnection() else {
-            completion(.failure(BusError(.disconnected, value: address.rawValue, "not connected to the bus at \(quoted(address.rawValue))")))
+    /// Calls a method of the bus daemon with one string argument; `completion` gets the reply's
+    /// arguments, or the daemon's error. Loop-confined.
+    private func callBus(
+        _ method: String, _ argument: String, completion: @escaping (Result<[DBusValue], BusError>) -> Void
+    ) {
+        guard let connection else {
+            completion(.failure(notConnected()))
             return
         }
-        defer { dbus_connection_unref(connection) }
-        let message: OpaquePointer
+        let message: LibDBus.Message
         do {
-            message = try MessageCoding.makeBusCall(method, strings: [rule])
+            message = try MessageCoding.makeBusCall(method, strings: [argument])
         } catch {
             completion(.failure(error))
             return
         }
-        defer { dbus_message_unref(message) }
-        var pending: OpaquePointer?
-        guard dbus_connection_send_with_reply(connection, message, &pending, cwormhole_timeout_use_default) != 0,
-            let pending
-        else {
-            completion(.failure(BusError(.disconnected, value: rule, "cannot send \(method) for \(rule): the connection is closed")))
-            return
-        }
-        let box = Unmanaged.passRetained(ReplyBox { reply in
-            if let reply, let error = MessageCoding.readError(reply) {
-                completion(.failure(BusError(.requestFailed, value: rule, dbusName: error.name, "the bus refused \(method) for \(rule): \(error.message)")))
-            } else if reply == nil {
-                completion(.failure(BusError(.disconnected, value: rule, "no reply to \(method) for \(rule)")))
-            } else {
-                completion(.success(()))
+        let sent = connection.call(message) { reply in
+            guard let reply else {
+                completion(.failure(BusError(.disconnected, value: argument, "no reply to \(method) for \(argument)")))
+                return
             }
-        })
-        let notify: DBusPendingCallNotifyFunction = { pending, data in
-            guard let pending, let data else { return }
-            let box = Unmanaged<ReplyBox>.fromOpaque(data).takeUnretainedValue()
-            let reply = dbus_pending_call_steal_reply(pending)
-            box.handler(reply)
-            if let reply { dbus_message_unref(reply) }
+            if let error = MessageCoding.readError(reply) {
+                completion(.failure(BusError(
+                    .requestFailed, value: argument, dbusName: error.name,
+                    "the bus refused \(method) for \(argument): \(error.message)")))
+            } else {
+                completion(.success(MessageCoding.readArguments(reply)))
+            }
         }
-        let free: DBusFreeFunction = { data in
-            guard let data else { return }
-            Unmanaged<ReplyBox>.fromOpaque(data).release()
+        if !sent {
+            completion(.failure(BusError(.disconnected, value: argument, "cannot send \(method) for \(argument): the connection is closed")))
         }
-        dbus_pending_call_set_notify(pending, notify, box.toOpaque(), free)
-        dbus_pending_call_unref(pending)
     }
 
-    private func closedError() -> BusError {
-        BusError(.disconnected, value: address.rawValue, "the connection to \(quoted(address.rawValue)) is closed")
+    // MARK: Owners of well-known sender names
+
+    private static func isWellKnown(_ name: String) -> Bool {
+        !name.hasPrefix(":") && name != MatchRule.busDaemonName
+    }
+
+    private static func ownerRule(for name: String) -> MatchRule {
+        MatchRule(
+            sender: MatchRule.busDaemonName, interface: InterfaceName(unchecked: "org.freedesktop.DBus"),
+            member: MemberName(unchecked: "NameOwnerChanged"), arguments: [0: name])
+    }
+
+    /// Starts following who owns `name` (a rule for its `NameOwnerChanged`, then `GetNameOwner`);
+    /// `completion` runs once the owner is known. Loop-confined.
+    private func track(_ name: String, completion: @escaping Completion) {
+        trackedNames[name, default: 0] += 1
+        perform(registry.acquire(Self.ownerRule(for: name).description, waiter: { [self] result in
+            if case .failure = result {
+                completion(result)
+                return
+            }
+            askOwner(of: name, completion: completion)
+        }))
+    }
+
+    private func askOwner(of name: String, completion: Completion?) {
+        callBus("GetNameOwner", name) { [self] result in
+            switch result {
+            case .success(let arguments):
+                if case .string(let owner)? = arguments.first, trackedNames[name] != nil { routes.owners[name] = owner }
+                completion?(.success(()))
+            case .failure(let error) where error.dbusName == "org.freedesktop.DBus.Error.NameHasNoOwner":
+                routes.owners[name] = nil
+                completion?(.success(()))
+            case .failure(let error):
+                completion?(.failure(error))
+            }
+        }
+    }
+
+    private func untrack(_ name: String) {
+        guard let count = trackedNames[name] else { return }
+        if count > 1 {
+            trackedNames[name] = count - 1
+            return
+        }
+        trackedNames[name] = nil
+        routes.owners[name] = nil
+        perform(registry.release(Self.ownerRule(for: name).description))
     }
 
     // MARK: Events
@@ -383,244 +341,224 @@ final class BusIO: @unchecked Sendable {
         for handler in handlers { handler(event) }
     }
 
-    // MARK: The loop
+    // MARK: The loop (EventLoopHandler)
 
-    private func run() {
-        ioThread.store(UInt(pthread_self()), ordering: .releasing)
-        var events = [epoll_event](repeating: epoll_event(), count: 16)
+    func loopStarted() {
+        connection?.installMainLoop(self)
+    }
+
+    func ready(fd: Int32, _ readiness: Readiness) {
+        var index = 0
         while true {
-            let count = epoll_wait(epollFD, &events, Int32(events.count), nextTimeoutMilliseconds())
-            if count < 0 && errno != EINTR {
-                logger.error("epoll_wait failed: \(String(cString: strerror(errno)))")
-                break
-            }
-            for index in 0..<max(0, Int(count)) {
-                let fd = events[index].data.fd
-                if fd == wakeFD {
-                    var value: UInt64 = 0
-                    _ = Glibc.read(wakeFD, &value, 8)
-                } else {
-                    handleWatches(fd: fd, events: events[index].events)
-                }
-            }
-            fireTimeouts()
-            let (jobs, stopping) = shared.withLock { state in
-                let jobs = state.jobs
-                state.jobs = []
-                return (jobs, state.stopping)
-            }
-            for job in jobs { job() }
-            dispatchAll()
-            if disconnectPending { handleDisconnect() }
-            if stopping { break }
-        }
-        teardown()
-    }
-
-    private func dispatchAll() {
-        guard let connection = currentConnection() else { return }
-        defer { dbus_connection_unref(connection) }
-        while dbus_connection_dispatch(connection) == DBUS_DISPATCH_DATA_REMAINS {}
-    }
-
-    /// The filter sees every incoming message on the I/O thread during dispatch.
-    fileprivate func received(_ message: OpaquePointer) {
-        if dbus_message_is_signal(message, "org.freedesktop.DBus.Local", "Disconnected") != 0 {
-            disconnectPending = true
-            return
-        }
-        guard let signal = MessageCoding.readSignal(message) else { return }
-        // The daemon's own signals to us (NameAcquired) are not counted: only other connections' signals.
-        if signal.interface.rawValue != "org.freedesktop.DBus" { signalsReceived.add(1, ordering: .relaxed) }
-        for route in routes.values
-        where route.rules.contains(where: { $0.matches(signal, strictArgumentPaths: route.strictArgumentPaths) }) {
-            route.deliver(signal)
+            // Look the watch up again each time: handling one may remove the others (on this thread).
+            guard let list = watches[fd], index < list.count else { return }
+            let watch = list[index]
+            index += 1
+            guard watch.isEnabled else { continue }
+            watch.handle(
+                readable: readiness.readable && watch.wantsReadable, writable: readiness.writable && watch.wantsWritable,
+                error: readiness.error, hangup: readiness.hangup)
         }
     }
 
-    private func handleDisconnect() {
-        disconnectPending = false
-        let old = shared.withLock { state -> UInt in
-            let old = state.connection
-            state.connection = 0
-            state.connected = false
-            return old
-        }
-        if let connection = Self.pointer(old) {
-            dbus_connection_close(connection)
-            dbus_connection_unref(connection)
-        }
-        for key in Array(rules.keys) {
-            guard var entry = rules[key] else { continue }
-            let waiters = entry.waiters
-            entry.waiters = []
-            entry.active = false
-            rules[key] = entry
-            for waiter in waiters {
-                waiter(.failure(BusError(.disconnected, value: key, "the bus went away before it acknowledged \(key)")))
-            }
-        }
-        logger.info("disconnected from the bus", metadata: ["address": "\(address.rawValue)"])
-        report(.disconnected)
-        if automaticReconnect {
-            if !shared.withLock({ $0.stopping }) {
-                reconnector = Reconnector(io: self)
-                reconnector?.start()
-            }
-        } else {
-            for route in routes.values { route.finish() }
-            routes = [:]
+    func timeoutMilliseconds() -> Int32 {
+        var next = UInt64.max
+        for record in timeouts.values where record.enabled { next = min(next, record.deadline) }
+        guard next != UInt64.max else { return -1 }
+        let now = Self.now()
+        return next <= now ? 0 : Int32(clamping: next - now)
+    }
+
+    func beforeJobs() {
+        fireTimeouts()
+        drainOutgoing()
+    }
+
+    func iterationEnded() {
+        connection?.dispatchAll()
+        if disconnectPending { handleDisconnect() }
+        if !flushWaiters.isEmpty && connection?.hasMessagesToSend != true {
+            let waiters = flushWaiters
+            flushWaiters = []
+            for waiter in waiters { waiter() }
         }
     }
 
-    /// Called on the I/O thread with a new connection from the reconnector.
-    func adoptReconnected(_ connection: OpaquePointer) {
+    func loopStopped() {
         reconnector?.stop()
         reconnector = nil
-        install(connection)
-        let keys = rules.filter { $0.value.count > 0 }.map(\.key)
-        let remaining = Atomic<Int>(keys.count)
-        logger.info("reconnected to the bus", metadata: ["address": "\(address.rawValue)", "rules": "\(keys.count)"])
-        if keys.isEmpty {
-            report(.reconnected)
-            return
+        connection?.closeAndRelease()
+        connection = nil
+        clearWatchesAndTimeouts()
+        let dropped = shared.withLock { state -> Int in
+            state.connected = false
+            state.eventHandlers = [:]
+            defer { state.outgoing = [] }
+            return state.outgoing.count
         }
-        for key in keys {
-            sendRuleRequest("AddMatch", key) { [self] result in
-                if var entry = rules[key] {
-                    if case .success = result { entry.active = true }
-                    let waiters = entry.waiters
-                    entry.waiters = []
-                    rules[key] = entry
-                    for waiter in waiters { waiter(result) }
-                }
-                if case .failure(let error) = result {
-                    logger.error("could not re-add a match rule after reconnecting: \(error)")
-                }
-                if remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 {
-                    report(.reconnected)
-                }
-            }
-        }
+        if dropped > 0 { logger.debug("dropped \(dropped) queued signal(s): the connection was closed") }
+        for route in routes.removeAll() { route.payload.finish() }
+        trackedNames = [:]
+        perform(registry.closed())
+        let waiters = flushWaiters
+        flushWaiters = []
+        for waiter in waiters { waiter() }
     }
 
     /// Stops the loop; the connection is closed on the I/O thread and every route finished.
     func stop() {
-        let wasStopping = shared.withLock { state -> Bool in
-            let was = state.stopping
-            state.stopping = true
-            return was
-        }
-        if !wasStopping {
-            var one: UInt64 = 1
-            _ = Glibc.write(wakeFD, &one, 8)
-        }
+        shared.withLock { $0.stopping = true }
+        loop.stop()
     }
 
-    private func teardown() {
+    // MARK: Disconnection and reconnection
+
+    private func handleDisconnect() {
+        disconnectPending = false
+        connection?.closeAndRelease()
+        connection = nil
+        clearWatchesAndTimeouts()
+        let (dropped, stopping) = shared.withLock { state -> (Int, Bool) in
+            state.connected = false
+            defer { state.outgoing = [] }
+            return (state.outgoing.count, state.stopping)
+        }
+        if dropped > 0 {
+            logger.warning("dropped \(dropped) queued signal(s): the bus went away before they were written")
+        }
+        perform(registry.disconnected(keepRules: automaticReconnect))
+        routes.owners = [:]
+        logger.info("disconnected from the bus", metadata: ["address": "\(address.rawValue)"])
+        report(.disconnected)
+        if automaticReconnect {
+            if !stopping {
+                reconnector = Reconnector(io: self)
+                reconnector?.start()
+            }
+        } else {
+            for route in routes.removeAll() { route.payload.finish() }
+            trackedNames = [:]
+        }
+        let waiters = flushWaiters
+        flushWaiters = []
+        for waiter in waiters { waiter() }
+    }
+
+    /// Called on the I/O thread with a new connection from the reconnector.
+    func adoptReconnected(_ connection: LibDBus.Connection) {
+        loop.preconditionInEventLoop()
         reconnector?.stop()
         reconnector = nil
-        let old = shared.withLock { state -> UInt in
-            let old = state.connection
-            state.connection = 0
-            state.connected = false
-            state.eventHandlers = [:]
-            return old
+        self.connection = connection
+        connection.installMainLoop(self)
+        let name = connection.uniqueName
+        shared.withLock {
+            $0.uniqueName = name
+            $0.connected = true
         }
-        if let connection = Self.pointer(old) {
-            dbus_connection_close(connection)
-            dbus_connection_unref(connection)
+        let actions = registry.reconnected()
+        let names = Array(trackedNames.keys)
+        let remaining = OutcomeCollector(count: actions.count + names.count)
+        logger.info("reconnected to the bus", metadata: ["address": "\(address.rawValue)", "rules": "\(actions.count)"])
+        if actions.isEmpty && names.isEmpty {
+            report(.reconnected)
+            return
         }
-        for route in routes.values { route.finish() }
-        routes = [:]
-        for entry in rules.values {
-            for waiter in entry.waiters { waiter(.failure(closedError())) }
+        let counted: Completion = { [self] result in
+            if case .failure(let error) = result {
+                logger.error("could not restore a match rule after reconnecting: \(error)")
+            }
+            remaining.record(result)
+            if remaining.finished() != nil { report(.reconnected) }
         }
-        rules = [:]
-        let late = shared.withLock { state in
-            let jobs = state.jobs
-            state.jobs = []
-            return jobs
-        }
-        for job in late { job() }
-    }
-
-    // MARK: libdbus watches and timeouts
-
-    private func epollEvents(for fd: Int32, in state: Shared) -> UInt32 {
-        var events: UInt32 = 0
-        for bits in state.watches[fd] ?? [] {
-            guard let watch = Self.pointer(bits), dbus_watch_get_enabled(watch) != 0 else { continue }
-            let flags = dbus_watch_get_flags(watch)
-            if flags & DBUS_WATCH_READABLE.rawValue != 0 { events |= EPOLLIN.rawValue }
-            if flags & DBUS_WATCH_WRITABLE.rawValue != 0 { events |= EPOLLOUT.rawValue }
-        }
-        return events
-    }
-
-    private func updateEpoll(fd: Int32, state: Shared, operation: Int32) {
-        var event = epoll_event()
-        event.events = epollEvents(for: fd, in: state)
-        event.data.fd = fd
-        epoll_ctl(epollFD, operation, fd, &event)
-    }
-
-    fileprivate func watchAdded(_ watch: OpaquePointer) {
-        let fd = dbus_watch_get_unix_fd(watch)
-        shared.withLock { state in
-            let isNew = state.watches[fd] == nil
-            state.watches[fd, default: []].append(Self.bits(watch))
-            updateEpoll(fd: fd, state: state, operation: isNew ? EPOLL_CTL_ADD : EPOLL_CTL_MOD)
-        }
-    }
-
-    fileprivate func watchRemoved(_ watch: OpaquePointer) {
-        let bits = Self.bits(watch)
-        shared.withLock { state in
-            for (fd, list) in state.watches where list.contains(bits) {
-                let rest = list.filter { $0 != bits }
-                if rest.isEmpty {
-                    state.watches[fd] = nil
-                    epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, nil)
-                } else {
-                    state.watches[fd] = rest
-                    updateEpoll(fd: fd, state: state, operation: EPOLL_CTL_MOD)
-                }
+        for action in actions {
+            guard case .add(let rule, let generation) = action else { continue }
+            callBus("AddMatch", rule) { [self] result in
+                perform(registry.answered(rule, generation: generation, result.map { _ in () }))
+                counted(result.map { _ in () })
             }
         }
+        for name in names { askOwner(of: name, completion: counted) }
     }
 
-    fileprivate func watchToggled(_ watch: OpaquePointer) {
-        let bits = Self.bits(watch)
-        shared.withLock { state in
-            for (fd, list) in state.watches where list.contains(bits) {
-                updateEpoll(fd: fd, state: state, operation: EPOLL_CTL_MOD)
-            }
+    private func clearWatchesAndTimeouts() {
+        watches = [:]
+        timeouts = [:]
+        loop.removeAllInterests()
+    }
+
+    // MARK: libdbus callbacks (MainLoopOwner), on the I/O thread
+
+    override func disconnected() { disconnectPending = true }
+
+    override func received(_ signal: Signal) {
+        if signal.sender == MatchRule.busDaemonName && signal.member.rawValue == "NameOwnerChanged",
+            signal.arguments.count == 3, case .string(let name) = signal.arguments[0], trackedNames[name] != nil,
+            case .string(let owner) = signal.arguments[2]
+        {
+            routes.owners[name] = owner.isEmpty ? nil : owner
+        }
+        // The daemon's own signals to us (NameAcquired) are not counted: only other connections' signals.
+        if signal.interface.rawValue != MatchRule.busDaemonName { signalsReceived.add(1, ordering: .relaxed) }
+        for route in routes.routes(for: signal) { route.payload.deliver(signal) }
+    }
+
+    override func wakeUp() { loop.wake() }
+
+    private func interest(in fd: Int32) -> Interest {
+        var interest = Interest()
+        for watch in watches[fd] ?? [] where watch.isEnabled {
+            if watch.wantsReadable { interest.readable = true }
+            if watch.wantsWritable { interest.writable = true }
+        }
+        return interest
+    }
+
+    override func watchAdded(_ watch: LibDBus.Watch) {
+        loop.preconditionInEventLoop()
+        let fd = watch.fd
+        watches[fd, default: []].append(watch)
+        loop.setInterest(fd: fd, interest(in: fd))
+    }
+
+    override func watchRemoved(_ watch: LibDBus.Watch) {
+        loop.preconditionInEventLoop()
+        for (fd, list) in watches where list.contains(watch) {
+            let rest = list.filter { $0 != watch }
+            watches[fd] = rest.isEmpty ? nil : rest
+            loop.setInterest(fd: fd, interest(in: fd))
         }
     }
 
-    private func handleWatches(fd: Int32, events: UInt32) {
-        var index = 0
-        while true {
-            // Look the watch up again each time: handling one may remove the others.
-            let bits = shared.withLock { state -> UInt? in
-                guard let list = state.watches[fd], index < list.count else { return nil }
-                return list[index]
-            }
-            guard let bits, let watch = Self.pointer(bits) else { return }
-            index += 1
-            guard dbus_watch_get_enabled(watch) != 0 else { continue }
-            let flags = dbus_watch_get_flags(watch)
-            var condition: UInt32 = 0
-            if events & EPOLLIN.rawValue != 0 && flags & DBUS_WATCH_READABLE.rawValue != 0 {
-                condition |= DBUS_WATCH_READABLE.rawValue
-            }
-            if events & EPOLLOUT.rawValue != 0 && flags & DBUS_WATCH_WRITABLE.rawValue != 0 {
-                condition |= DBUS_WATCH_WRITABLE.rawValue
-            }
-            if events & EPOLLERR.rawValue != 0 { condition |= DBUS_WATCH_ERROR.rawValue }
-            if events & EPOLLHUP.rawValue != 0 { condition |= DBUS_WATCH_HANGUP.rawValue }
-            if condition != 0 { dbus_watch_handle(watch, condition) }
+    override func watchToggled(_ watch: LibDBus.Watch) {
+        loop.preconditionInEventLoop()
+        for (fd, list) in watches where list.contains(watch) {
+            loop.setInterest(fd: fd, interest(in: fd))
+        }
+    }
+
+    override func timeoutChanged(_ timeout: LibDBus.Timeout, removed: Bool) {
+        loop.preconditionInEventLoop()
+        if removed {
+            timeouts[timeout] = nil
+        } else {
+            let interval = timeout.intervalMilliseconds
+            timeouts[timeout] = TimeoutRecord(
+                intervalMilliseconds: interval, enabled: timeout.isEnabled, deadline: Self.now() + UInt64(max(0, interval)))
+        }
+    }
+
+    private func fireTimeouts() {
+        // Most iterations have no libdbus timeout at all (they exist only while a reply is awaited).
+        if timeouts.isEmpty { return }
+        let now = Self.now()
+        let due = timeouts.filter { $0.value.enabled && $0.value.deadline <= now }.map(\.key)
+        for timeout in due {
+            // Handling one may remove others (on this thread): check before each.
+            guard var record = timeouts[timeout] else { continue }
+            record.deadline = now + UInt64(max(0, record.intervalMilliseconds))
+            timeouts[timeout] = record
+            timeout.handle()
         }
     }
 
@@ -630,104 +568,27 @@ final class BusIO: @unchecked Sendable {
         return UInt64(spec.tv_sec) * 1_000 + UInt64(spec.tv_nsec) / 1_000_000
     }
 
-    fileprivate func timeoutChanged(_ timeout: OpaquePointer, removed: Bool) {
-        let bits = Self.bits(timeout)
-        shared.withLock { state in
-            if removed {
-                state.timeouts[bits] = nil
-            } else {
-                let interval = Int(dbus_timeout_get_interval(timeout))
-                state.timeouts[bits] = TimeoutRecord(
-                    interval: interval, enabled: dbus_timeout_get_enabled(timeout) != 0,
-                    deadline: Self.now() + UInt64(max(0, interval)))
-            }
-        }
-        wake()
+    // MARK: Errors
+
+    private func closedError() -> BusError {
+        BusError(.disconnected, value: address.rawValue, "the connection to \(quoted(address.rawValue)) is closed")
     }
 
-    private func nextTimeoutMilliseconds() -> Int32 {
-        shared.withLock { state in
-            var next = UInt64.max
-            for record in state.timeouts.values where record.enabled { next = min(next, record.deadline) }
-            guard next != UInt64.max else { return -1 }
-            let now = Self.now()
-            return next <= now ? 0 : Int32(clamping: next - now)
-        }
-    }
-
-    private func fireTimeouts() {
-        // Most wake-ups have no libdbus timeout at all (they exist only while a reply is awaited).
-        if shared.withLock({ $0.timeouts.isEmpty }) { return }
-        let now = Self.now()
-        let due = shared.withLock { state -> [UInt] in
-            let due = state.timeouts.filter { $0.value.enabled && $0.value.deadline <= now }.map(\.key)
-            for key in due {
-                guard var record = state.timeouts[key] else { continue }
-                record.deadline = now + UInt64(max(0, record.interval))
-                state.timeouts[key] = record
-            }
-            return due
-        }
-        for bits in due {
-            let stillThere = shared.withLock { $0.timeouts[bits] != nil }
-            if stillThere, let timeout = Self.pointer(bits) { dbus_timeout_handle(timeout) }
-        }
-    }
-
-    // MARK: C callbacks (no captures; the loop comes through `data`)
-
-    private static func io(_ data: UnsafeMutableRawPointer?) -> BusIO? {
-        data.map { Unmanaged<BusIO>.fromOpaque($0).takeUnretainedValue() }
-    }
-
-    private static let addWatch: DBusAddWatchFunction = { watch, data in
-        if let watch { io(data)?.watchAdded(watch) }
-        return 1
-    }
-    private static let removeWatch: DBusRemoveWatchFunction = { watch, data in
-        if let watch { io(data)?.watchRemoved(watch) }
-    }
-    private static let toggleWatch: DBusWatchToggledFunction = { watch, data in
-        if let watch { io(data)?.watchToggled(watch) }
-    }
-    private static let addTimeout: DBusAddTimeoutFunction = { timeout, data in
-        if let timeout { io(data)?.timeoutChanged(timeout, removed: false) }
-        return 1
-    }
-    private static let removeTimeout: DBusRemoveTimeoutFunction = { timeout, data in
-        if let timeout { io(data)?.timeoutChanged(timeout, removed: true) }
-    }
-    private static let toggleTimeout: DBusTimeoutToggledFunction = { timeout, data in
-        if let timeout { io(data)?.timeoutChanged(timeout, removed: false) }
-    }
-    private static let wakeupMain: DBusWakeupMainFunction = { data in
-        io(data)?.wake()
-    }
-    private static let dispatchStatus: DBusDispatchStatusFunction = { _, status, data in
-        if status == DBUS_DISPATCH_DATA_REMAINS { io(data)?.wake() }
-    }
-    private static let filter: DBusHandleMessageFunction = { _, message, data in
-        if let message { io(data)?.received(message) }
-        return DBUS_HANDLER_RESULT_NOT_YET_HANDLED
+    private func notConnected() -> BusError {
+        BusError(.disconnected, value: address.rawValue, "not connected to the bus at \(quoted(address.rawValue))")
     }
 }
 
-/// Carries a reply handler through libdbus's `void *` user data.
-private final class ReplyBox {
-    let handler: (OpaquePointer?) -> Void
-    init(_ handler: @escaping (OpaquePointer?) -> Void) { self.handler = handler }
-}
-
-/// Gathers the answers for a route's rules.
+/// Gathers the outcomes of several requests that complete on the I/O thread.
 /// `@unchecked Sendable`: created and used only on the I/O thread.
 private final class OutcomeCollector: @unchecked Sendable {
     private let count: Int
-    private var results: [(MatchRule, Result<Void, BusError>)] = []
+    private var results: [Result<Void, BusError>] = []
 
     init(count: Int) { self.count = count }
 
-    func record(rule: MatchRule, _ result: Result<Void, BusError>) { results.append((rule, result)) }
+    func record(_ result: Result<Void, BusError>) { results.append(result) }
 
-    /// All results once every rule has answered, else `nil`.
-    func finished() -> [(MatchRule, Result<Void, BusError>)]? { results.count == count ? results : nil }
+    /// Every result once all have answered (once only), else `nil`.
+    func finished() -> [Result<Void, BusError>]? { results.count == count ? results : nil }
 }

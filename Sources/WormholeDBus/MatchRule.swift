@@ -89,11 +89,16 @@ public struct MatchRule: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Whether a signal matches this rule, by the same rules the bus daemon applies.
-    /// Used to route signals that arrive on one connection to the subscriptions that asked for them.
-    public func matches(_ signal: Signal) -> Bool { matches(signal, strictArgumentPaths: false) }
+    ///
+    /// Signals carry their sender's unique name (`:1.42`), so a rule whose ``sender`` is a
+    /// well-known name (`org.example.Chat`) matches here only signals from the bus daemon
+    /// itself (for `org.freedesktop.DBus`); a connection's subscriptions also know the name's
+    /// current owner and match its signals.
+    public func matches(_ signal: Signal) -> Bool { matches(signal, strictArgumentPaths: false, owners: [:]) }
 
-    /// `matches(_:)`, where `strictArgumentPaths` narrows `argNpath` to values at or below the rule's value.
-    func matches(_ signal: Signal, strictArgumentPaths: Bool) -> Bool {
+    /// `matches(_:)` knowing the current owner of well-known sender names; with
+    /// `strictArgumentPaths`, `argNpath` accepts only values equal to or below the rule's value.
+    func matches(_ signal: Signal, strictArgumentPaths: Bool, owners: [String: String]) -> Bool {
         if let interface, interface != signal.interface { return false }
         if let member, member != signal.member { return false }
         if let path, path != signal.path { return false }
@@ -104,7 +109,7 @@ public struct MatchRule: Hashable, Sendable, CustomStringConvertible {
                 namespace == "/" || candidate == namespace || candidate.hasPrefix(namespace + "/")
             if !inside { return false }
         }
-        if let sender, sender != signal.sender { return false }
+        if let sender, !Self.sender(sender, matches: signal.sender, owners: owners) { return false }
         for (index, value) in arguments {
             guard signal.arguments.indices.contains(index), case .string(let argument) = signal.arguments[index],
                 argument == value
@@ -125,6 +130,16 @@ public struct MatchRule: Hashable, Sendable, CustomStringConvertible {
             }
         }
         return true
+    }
+
+    /// The bus daemon's name for itself, which it also uses as the sender of its own signals.
+    static let busDaemonName = "org.freedesktop.DBus"
+
+    private static func sender(_ wanted: String, matches actual: String?, owners: [String: String]) -> Bool {
+        guard let actual else { return false }
+        if wanted == actual { return true }
+        if wanted.hasPrefix(":") || wanted == busDaemonName { return false }
+        return owners[wanted] == actual
     }
 
     /// The `argNpath` relation of the D-Bus specification.

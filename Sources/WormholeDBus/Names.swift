@@ -1,4 +1,3 @@
-internal import CWormholeDBus
 import Foundation
 
 /// The address of a D-Bus bus, such as `unix:path=/run/user/1000/bus`.
@@ -43,34 +42,8 @@ public struct BusAddress: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    private struct Entry {
-        var method: String
-        var values: [String: String]
-    }
-
-    private static func parse(_ rawValue: String) throws(BusError) -> [Entry] {
-        try withCString(rawValue, what: "bus address", code: .invalidAddress) { address throws(BusError) in
-            var entries: UnsafeMutablePointer<OpaquePointer?>?
-            var count: Int32 = 0
-            let ok = try withCError(.invalidAddress, value: rawValue, context: "bus address \(quoted(rawValue)) does not parse") {
-                dbus_parse_address(address, &entries, &count, $0)
-            }
-            guard ok != 0, let entries else {
-                throw BusError(.invalidAddress, value: rawValue, "bus address \(quoted(rawValue)) does not parse")
-            }
-            defer { dbus_address_entries_free(entries) }
-            var result: [Entry] = []
-            for index in 0..<Int(count) {
-                guard let entry = entries[index] else { continue }
-                let method = String(libdbus: dbus_address_entry_get_method(entry)) ?? ""
-                var values: [String: String] = [:]
-                for key in ["path", "abstract", "dir", "tmpdir", "runtime", "host", "port", "guid"] {
-                    if let value = String(libdbus: dbus_address_entry_get_value(entry, key)) { values[key] = value }
-                }
-                result.append(Entry(method: method, values: values))
-            }
-            return result
-        }
+    private static func parse(_ rawValue: String) throws(BusError) -> [LibDBus.AddressEntry] {
+        try LibDBus.parseAddress(rawValue)
     }
 }
 
@@ -82,7 +55,7 @@ public struct ObjectPath: Hashable, Sendable, CustomStringConvertible, Comparabl
     /// Checks the path; throws ``BusError/Code/invalidObjectPath`` naming it when it is not valid.
     /// The corresponding C function is `dbus_validate_path`.
     public init(_ rawValue: String) throws {
-        try validateName(rawValue, what: "object path", code: .invalidObjectPath, dbus_validate_path)
+        try LibDBus.validate(rawValue, as: .objectPath)
         self.rawValue = rawValue
     }
 
@@ -101,7 +74,7 @@ public struct InterfaceName: Hashable, Sendable, CustomStringConvertible {
     /// Checks the name; throws ``BusError/Code/invalidInterfaceName`` naming it when it is not valid.
     /// The corresponding C function is `dbus_validate_interface`.
     public init(_ rawValue: String) throws {
-        try validateName(rawValue, what: "interface name", code: .invalidInterfaceName, dbus_validate_interface)
+        try LibDBus.validate(rawValue, as: .interface)
         self.rawValue = rawValue
     }
 
@@ -119,7 +92,7 @@ public struct MemberName: Hashable, Sendable, CustomStringConvertible {
     /// Checks the name; throws ``BusError/Code/invalidMemberName`` naming it when it is not valid.
     /// The corresponding C function is `dbus_validate_member`.
     public init(_ rawValue: String) throws {
-        try validateName(rawValue, what: "member name", code: .invalidMemberName, dbus_validate_member)
+        try LibDBus.validate(rawValue, as: .member)
         self.rawValue = rawValue
     }
 
@@ -127,17 +100,4 @@ public struct MemberName: Hashable, Sendable, CustomStringConvertible {
     package init(unchecked rawValue: String) { self.rawValue = rawValue }
 
     public var description: String { rawValue }
-}
-
-/// Runs one of libdbus's `dbus_validate_*` functions on `rawValue`; a refusal (or a NUL byte)
-/// becomes a `BusError` with `code` that names the value.
-private func validateName(
-    _ rawValue: String, what: String, code: BusError.Code,
-    _ validate: (UnsafePointer<CChar>?, UnsafeMutablePointer<DBusError>?) -> dbus_bool_t
-) throws(BusError) {
-    try withCString(rawValue, what: what, code: code) { pointer throws(BusError) in
-        _ = try withCError(code, value: rawValue, context: "\(what) \(quoted(rawValue)) is not valid") {
-            validate(pointer, $0)
-        }
-    }
 }

@@ -1,4 +1,3 @@
-internal import CWormholeDBus
 import Dispatch
 import Glibc
 
@@ -63,20 +62,14 @@ final class Reconnector: @unchecked Sendable {
         guard !stopped else { return }
         generation += 1
         do {
-            let connection = try BusIO.open(io.address)
+            let handover = Handover(try LibDBus.Connection.open(io.address))
             stopped = true
             for source in sources { source.cancel() }
             sources = []
             let io = self.io
-            let bits = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection)))
-            let accepted = io.submit {
-                guard let connection = OpaquePointer(bitPattern: Int(bitPattern: bits)) else { return }
-                io.adoptReconnected(connection)
-            }
-            if !accepted {
-                dbus_connection_close(connection)
-                dbus_connection_unref(connection)
-            }
+            // The new connection passes from this queue to the I/O thread, which owns it from then on.
+            let accepted = io.submit { io.adoptReconnected(handover.connection) }
+            if !accepted { handover.connection.closeAndRelease() }
         } catch {
             let expected = generation
             queue.asyncAfter(deadline: .now() + delay) { [self] in
@@ -85,4 +78,11 @@ final class Reconnector: @unchecked Sendable {
             delay = min(delay * 2, 2.0)
         }
     }
+}
+
+/// Moves a freshly opened connection from the thread that opened it to the I/O thread.
+/// `@unchecked Sendable`: the opening thread never touches the connection after handing it over.
+private final class Handover: @unchecked Sendable {
+    let connection: LibDBus.Connection
+    init(_ connection: LibDBus.Connection) { self.connection = connection }
 }
