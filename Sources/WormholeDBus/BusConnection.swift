@@ -66,8 +66,8 @@ public final class BusConnection: Sendable {
 
     /// How many signals from other connections this connection has received (after the
     /// daemon's filtering by match rules), whether or not any subscription wanted them.
-    /// The bus daemon's own `org.freedesktop.DBus` signals are not counted.
-    public var signalsReceived: UInt64 { io.signalsReceived.load(ordering: .relaxed) }
+    /// The bus daemon's own `org.freedesktop.DBus` signals are not counted. For tests.
+    package var signalsReceived: UInt64 { io.signalsReceived.load(ordering: .relaxed) }
 
     /// Closes the connection. Streams finish, handlers stop, later calls throw
     /// ``BusError/Code/disconnected``.
@@ -213,6 +213,19 @@ public final class BusConnection: Sendable {
 
     /// Removes a route added with `addRoute` and releases its rules.
     package func removeRoute(_ id: UInt64) { io.removeRoute(id: id) }
+
+    /// Calls a method of the bus daemon itself (`org.freedesktop.DBus`, such as `RequestName`,
+    /// `GetNameOwner`, `GetId`) and returns the reply's arguments; the daemon's error is a
+    /// ``BusError/Code/requestFailed`` with its D-Bus error name.
+    package func callBusDaemon(_ method: String, _ arguments: [DBusValue] = []) async throws -> [DBusValue] {
+        let label = "\(method)(\(arguments.map(\.description).joined(separator: ", ")))"
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[DBusValue], any Error>) in
+            let accepted = io.submit { [io] in
+                io.callBus(method, arguments: arguments, naming: label) { continuation.resume(with: $0.mapError { $0 }) }
+            }
+            if !accepted { continuation.resume(throwing: closedError()) }
+        }
+    }
 
     /// Whether the caller runs on this connection's I/O thread.
     package var isOnIOThread: Bool { io.isOnIOThread }

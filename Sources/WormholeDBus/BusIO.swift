@@ -244,13 +244,23 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     private func callBus(
         _ method: String, _ argument: String, completion: @escaping (Result<[DBusValue], BusError>) -> Void
     ) {
+        callBus(method, arguments: [.string(argument)], naming: argument, completion: completion)
+    }
+
+    /// Calls a method of the bus daemon (`org.freedesktop.DBus`); `completion` gets the reply's
+    /// arguments, or the daemon's error, which names `naming`. Loop-confined.
+    func callBus(
+        _ method: String, arguments: [DBusValue], naming argument: String,
+        completion: @escaping (Result<[DBusValue], BusError>) -> Void
+    ) {
+        loop.preconditionInEventLoop()
         guard let connection else {
             completion(.failure(notConnected()))
             return
         }
         let message: LibDBus.Message
         do {
-            message = try MessageCoding.makeBusCall(method, strings: [argument])
+            message = try MessageCoding.makeBusCall(method, arguments: arguments)
         } catch {
             completion(.failure(error))
             return

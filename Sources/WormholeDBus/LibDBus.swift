@@ -376,8 +376,11 @@ enum MessageCoding {
         return owned
     }
 
-    /// Builds a method call to the bus daemon with string arguments.
-    static func makeBusCall(_ method: String, strings: [String]) throws(BusError) -> LibDBus.Message {
+    /// Builds a method call to the bus daemon.
+    static func makeBusCall(_ method: String, arguments: [DBusValue]) throws(BusError) -> LibDBus.Message {
+        for (index, argument) in arguments.enumerated() {
+            try validate(argument, index: index)
+        }
         guard
             let message = dbus_message_new_method_call(
                 "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", method)
@@ -385,8 +388,8 @@ enum MessageCoding {
         let owned = LibDBus.Message(taking: message)
         var iterator = DBusMessageIter()
         dbus_message_iter_init_append(message, &iterator)
-        for string in strings where !append(.string(string), to: &iterator) {
-            throw BusError(.outOfMemory, "libdbus could not append a string argument")
+        for argument in arguments where !append(argument, to: &iterator) {
+            throw BusError(.outOfMemory, "libdbus could not append \(argument) to a method call")
         }
         return owned
     }

@@ -1,0 +1,130 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+import WormholeDBus
+import WormholeTestSupport
+
+/// Each delivery is decided once, in the connection's route table, by the bus daemon's rules.
+@Suite("Routing signals to subscriptions")
+struct RoutingTests {
+    let bus: TestBus
+    init() throws { bus = try TestBus() }
+
+    static let ownerName = "org.wormhole.Test.Owner"
+
+    /// Takes a well-known name for `connection` (RequestName, replacing nobody).
+    static func own(_ name: String, by connection: BusConnection) async throws {
+        let reply = try await connection.callBusDaemon("RequestName", [.string(name), .uint32(4)])
+        #expect(reply.first == .uint32(1), "primary owner of \(name)")
+    }
+
+    @Test("a rule with a well-known sender delivers the owner's signals, and follows the name to a new owner")
+    func wellKnownSender() async throws {
+        let owner = try BusConnection(address: bus.address)
+        let other = try BusConnection(address: bus.address)
+        let receiver = try BusConnection(address: bus.address)
+        try await Self.own(Self.ownerName, by: owner)
+        let fromOwner = try await receiver.signals(
+            matching: MatchRule(sender: Self.ownerName, interface: testInterface, member: said))
+        // A second subscription without a sender makes the daemon send this connection every `said`.
+        let everything = try await receiver.signals(matching: MatchRule(interface: testInterface, member: said))
+        try other.emit(said(.uint64(1)))
+        try owner.emit(said(.uint64(2)))
+        // Two senders: the daemon may deliver them in either order.
+        #expect(Set(try await next(2, from: everything, "both signals").map { try $0.uint64(at: 0) }) == [1, 2])
+        #expect(try await next(1, from: fromOwner, "the owner's signal").map { try $0.uint64(at: 0) } == [2])
+
+        // The name moves to `other`: its signals now match the rule, the old owner's do not.
+        _ = try await owner.callBusDaemon("ReleaseName", [.string(Self.ownerName)])
+        try await Self.own(Self.ownerName, by: other)
+        try await confirmOwner(other.uniqueName, on: receiver)
+        try owner.emit(said(.uint64(3)))
+        try other.emit(said(.uint64(4)))
+        #expect(Set(try await next(2, from: everything, "both signals").map { try $0.uint64(at: 0) }) == [3, 4])
+        #expect(try await next(1, from: fromOwner, "the new owner's signal").map { try $0.uint64(at: 0) } == [4])
+    }
+
+    /// Waits until `receiver` has processed the owner change: the daemon queued the
+    /// `NameOwnerChanged` to it before the reply to this later call, so the reply proves it.
+    private func confirmOwner(_ unique: String, on receiver: BusConnection) async throws {
+        let owner = try await receiver.callBusDaemon("GetNameOwner", [.string(Self.ownerName)])
+        #expect(owner.first == .string(unique))
+    }
+
+    @Test("without reconnection, subscribing after the bus went away fails at once instead of waiting forever")
+    func subscribeAfterLoss() async throws {
+        let connection = try BusConnection(address: bus.address, reconnect: .never)
+        let rule = MatchRule(interface: testInterface, member: said)
+        let events = connection.events()
+        let stream = try await connection.signals(matching: rule)
+        bus.kill()
+        #expect(try await next(1, from: events, "the disconnection") == [.disconnected])
+        for await _ in stream {}
+        // The same rule was active before the loss: this used to wait for an answer nothing would send.
+        let outcome = try await Self.race(seconds: waitGuardSeconds) {
+            do {
+                _ = try await connection.signals(matching: rule)
+                return "subscribed"
+            } catch let error as BusError {
+                return "\(error.code)"
+            }
+        }
+        #expect(outcome == "disconnected")
+        let blocking = try await Self.race(seconds: waitGuardSeconds) {
+            do {
+                _ = try connection.subscribe(rule) { _ in }
+                return "subscribed"
+            } catch let error as BusError {
+                return "\(error.code)"
+            }
+        }
+        #expect(blocking == "disconnected")
+    }
+
+    /// Runs `body` in a task of its own and returns its result, or throws after `seconds`
+    /// without waiting for a body that never returns (a task group would wait for it).
+    static func race(seconds: Double, _ body: @escaping @Sendable () async throws -> String) async throws -> String {
+        let once = Once()
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<String?, Never>) in
+            once.set(continuation)
+            Task {
+                let value = (try? await body()) ?? "threw another error"
+                once.resume(value)
+            }
+            Task {
+                try? await Task.sleep(for: .seconds(seconds))
+                once.resume(nil)
+            }
+        }
+        guard let result else { throw TestFailure("still waiting after \(seconds) s") }
+        return result
+    }
+
+    /// A continuation resumed by whichever comes first.
+    final class Once: Sendable {
+        private let continuation = Mutex<CheckedContinuation<String?, Never>?>(nil)
+        func set(_ value: CheckedContinuation<String?, Never>) { continuation.withLock { $0 = value } }
+        func resume(_ value: String?) { continuation.withLock { $0.take() }?.resume(returning: value) }
+    }
+
+    @Test("thousands of subscriptions in one connection: each signal reaches exactly its own")
+    func manySubscriptions() async throws {
+        let receiver = try BusConnection(address: bus.address)
+        let sender = try BusConnection(address: bus.address)
+        let counts = Mutex([Int: Int]())
+        var subscriptions: [SignalSubscription] = []
+        for index in 0..<2_000 {
+            let rule = MatchRule(interface: testInterface, member: said, arguments: [0: "name.\(index)"])
+            subscriptions.append(try receiver.subscribe(rule, on: .ioThread) { _ in counts.withLock { $0[index, default: 0] += 1 } })
+        }
+        let last = try await receiver.signals(matching: MatchRule(interface: testInterface, member: said, arguments: [0: "last"]))
+        for index in stride(from: 0, to: 2_000, by: 97) { try sender.emit(said(.string("name.\(index)"))) }
+        try sender.emit(said(.string("name.unknown")))
+        try sender.emit(said(.string("last")))
+        _ = try await next(1, from: last, "the last signal")
+        let expected = Dictionary(uniqueKeysWithValues: stride(from: 0, to: 2_000, by: 97).map { ($0, 1) })
+        #expect(counts.withLock { $0 } == expected)
+        withExtendedLifetime(subscriptions) {}
+    }
+}
