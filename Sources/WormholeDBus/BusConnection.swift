@@ -184,7 +184,7 @@ public final class BusConnection: Sendable {
         for rule in rules { try rule.validate() }
         precondition(!io.isOnIOThread, "routes must not be added from the connection's I/O thread")
         let id = io.makeID()
-        let result = Mutex<Result<Void, BusError>?>(nil)
+        let result = Locked<Result<Void, BusError>?>(nil)
         let done = DispatchSemaphore(value: 0)
         io.addRoute(id: id, BusIO.Route(rules: rules, strictArgumentPaths: strictArgumentPaths, deliver: deliver, finish: finish)) { outcome in
             result.withLock { $0 = outcome }

@@ -55,7 +55,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     let automaticReconnect: Bool
     let logger: Logger
     let loop: EventLoop
-    private let shared = Mutex(Shared())
+    private let shared = Locked(Shared())
     private let nextID = Atomic<UInt64>(1)
     /// Signals the connection received (after the bus daemon's filtering), for tests and statistics.
     let signalsReceived = Atomic<UInt64>(0)

@@ -57,7 +57,7 @@ final class EventLoop: @unchecked Sendable {
     private let epollFD: Int32
     private let wakeFD: Int32
     private let thread = Atomic<UInt>(0)
-    private let queue = Mutex(Queue())
+    private let queue = Locked(Queue())
     /// Loop-confined: the epoll interest of each registered descriptor.
     private var interests: [Int32: Interest] = [:]
 

@@ -193,6 +193,9 @@ struct ConnectionTests {
         subscription.cancel()
         try await waitForRuleCount(receiver, try bus.matchRuleCount(of: receiver.uniqueName))
         try sender.emit(said(.uint64(2)))
+        // emit hands the signal to the sender's I/O thread: wait until it is on the bus, so that
+        // it cannot reach the rule added next.
+        sender.flush()
         // A second, still-active subscription proves the signal was sent and delivered after the cancel.
         let second = try await receiver.signals(matching: MatchRule(interface: testInterface, member: said))
         try sender.emit(said(.uint64(3)))

@@ -18,7 +18,7 @@ struct OwnershipStressTests {
         let sent = Atomic<Int>(0)
         let refused = Atomic<Int>(0)
         let subscribed = Atomic<Int>(0)
-        let unexpected = Mutex<[String]>([])
+        let unexpected = Locked<[String]>([])
         let finished = DispatchGroup()
         /// Whether the bus is up; emitters that were refused wait for it instead of spinning.
         private let up = NSCondition()
@@ -53,6 +53,16 @@ struct OwnershipStressTests {
         let marker = MatchRule(interface: testInterface, member: said, arguments: [0: "marker"])
         let markers = try await receiver.signals(matching: marker)
         let storm = Storm()
+        // Progress, as events: every 100 storm signals the receiver got, and every subscription
+        // the churning thread made and cancelled. Each cycle waits for both before the next kill,
+        // so every cycle really has emits and rule changes in flight.
+        let (received, onReceived) = AsyncStream<Int>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let (churned, onChurned) = AsyncStream<Int>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let receivedCount = Atomic<Int>(0)
+        let stormSignals = try receiver.subscribe(MatchRule(interface: testInterface, member: said), on: .ioThread) { _ in
+            let count = receivedCount.add(1, ordering: .relaxed).newValue
+            if count % 100 == 0 { onReceived.yield(count) }
+        }
 
         for thread in 0..<8 {
             storm.finished.enter()
@@ -83,7 +93,7 @@ struct OwnershipStressTests {
                 let rule = MatchRule(interface: testInterface, member: said, arguments: [0: "churn.\(round % 7)"])
                 do {
                     let subscription = try receiver.subscribe(rule, on: .ioThread) { _ in }
-                    storm.subscribed.add(1, ordering: .relaxed)
+                    onChurned.yield(storm.subscribed.add(1, ordering: .relaxed).newValue)
                     subscription.cancel()
                 } catch {
                     storm.note(error)
@@ -102,6 +112,10 @@ struct OwnershipStressTests {
             _ = try await until(senderEvents, "the sender's reconnection") { $0 == .reconnected }
             _ = try await until(receiverEvents, "the receiver's reconnection") { $0 == .reconnected }
             storm.setBus(up: true)
+            let before = receivedCount.load(ordering: .relaxed)
+            _ = try await until(received, "storm signals after the restart") { $0 >= before + 200 }
+            let churnedBefore = storm.subscribed.load(ordering: .relaxed)
+            _ = try await until(churned, "a subscription after the restart") { $0 > churnedBefore }
         }
         storm.stop.store(true, ordering: .relaxed)
         storm.setBus(up: true)
@@ -113,7 +127,8 @@ struct OwnershipStressTests {
         // Both connections survived: a signal sent now arrives, and no churned rule is left behind.
         try sender.emit(said(.string("marker"), .uint64(1)))
         #expect(try await next(1, from: markers, "the marker after the storm").first?.uint64(at: 1) == 1)
-        #expect(try bus.matchRuleCount(of: receiver.uniqueName) == 1, "only the marker's rule is left")
+        #expect(try bus.matchRuleCount(of: receiver.uniqueName) == 2, "only the marker's and the storm's rules are left")
+        stormSignals.cancel()
     }
 }
 

@@ -103,7 +103,7 @@ struct RoutingTests {
 
     /// A continuation resumed by whichever comes first.
     final class Once: Sendable {
-        private let continuation = Mutex<CheckedContinuation<String?, Never>?>(nil)
+        private let continuation = Locked<CheckedContinuation<String?, Never>?>(nil)
         func set(_ value: CheckedContinuation<String?, Never>) { continuation.withLock { $0 = value } }
         func resume(_ value: String?) { continuation.withLock { $0.take() }?.resume(returning: value) }
     }
@@ -112,7 +112,7 @@ struct RoutingTests {
     func manySubscriptions() async throws {
         let receiver = try BusConnection(address: bus.address)
         let sender = try BusConnection(address: bus.address)
-        let counts = Mutex([Int: Int]())
+        let counts = Locked([Int: Int]())
         var subscriptions: [SignalSubscription] = []
         for index in 0..<2_000 {
             let rule = MatchRule(interface: testInterface, member: said, arguments: [0: "name.\(index)"])

@@ -1,6 +1,7 @@
 public import Foundation
 import Glibc
 import Synchronization
+import WormholeDBus
 
 /// The directory that holds the package's built products (next to the test bundle).
 public let productsDirectory: URL = {
@@ -53,7 +54,7 @@ public final class ChildProcess: @unchecked Sendable {
     private let errorPipe = Pipe()
     public let stdoutLines: AsyncStream<String>
     public let stderrLines: AsyncStream<String>
-    private let collected = Mutex<(out: String, err: String)>(("", ""))
+    private let collected = Locked<(out: String, err: String)>(("", ""))
     private let readers = DispatchGroup()
 
     public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
