@@ -5,9 +5,10 @@ import Synchronization
 /// A private connection to a D-Bus bus, with its own I/O thread.
 ///
 /// Each connection owns one libdbus connection and one thread that sleeps on the
-/// connection's socket; nothing polls. Emitting is a plain call from any thread that
-/// writes at once. Receiving is either an ``SignalStream`` (an `AsyncSequence` that
-/// owns its match rule) or a callback handler on a `DispatchQueue` of your choice.
+/// connection's socket; nothing polls, and that thread alone touches the libdbus
+/// connection (<doc:Threading>). Emitting is a plain call from any thread that hands the
+/// signal to it and never waits. Receiving is either a ``SignalStream`` (an `AsyncSequence`
+/// that owns its match rule) or a handler that runs where a ``DeliveryQueue`` says.
 ///
 /// ```swift
 /// let bus = try BusConnection(address: BusAddress("unix:path=/tmp/bus"))
@@ -75,7 +76,9 @@ public final class BusConnection: Sendable {
 
     // MARK: Emitting
 
-    /// Emits a signal. Thread-safe; the message is written at once when the socket takes it.
+    /// Emits a signal. Thread-safe and never blocks: the message is built on the calling thread
+    /// and handed to the connection's I/O thread, which writes it (on the I/O thread itself,
+    /// in a handler, it is written at once). Call ``flush()`` to wait until it is on the bus.
     ///
     /// Throws ``BusError/Code/disconnected`` when the bus is not connected, and
     /// ``BusError/Code/invalidString`` naming a string argument that is not valid UTF-8.
@@ -84,8 +87,10 @@ public final class BusConnection: Sendable {
         try io.send(try MessageCoding.makeSignal(signal))
     }
 
-    /// Blocks until every emitted message has been written to the socket. Call it before a
-    /// process that has just emitted exits. The corresponding C function is `dbus_connection_flush`.
+    /// Blocks until every signal emitted before this call has been written to the socket (or
+    /// dropped because the bus went away, which is logged). Call it before a process that has
+    /// just emitted exits, or when another connection must not act before the signal is on the
+    /// bus. On the connection's I/O thread it returns at once (the loop cannot wait for itself).
     public func flush() { io.flush() }
 
     // MARK: Match rules
@@ -232,107 +237,5 @@ public final class BusConnection: Sendable {
 
     private func closedError() -> BusError {
         BusError(.disconnected, value: address.rawValue, "the connection to \(quoted(address.rawValue)) is closed")
-    }
-}
-
-/// Signals that match one rule, as an `AsyncSequence`; it owns the rule (see
-/// ``BusConnection/signals(matching:bufferLimit:)``).
-public typealias SignalStream = SubscriptionStream<Signal>
-
-/// An `AsyncSequence` that owns a subscription: signals, notifications or messages.
-///
-/// The subscription is active when the call that made the stream returns, and goes away when
-/// the iteration ends, when the iterating task is cancelled, or when the stream is dropped.
-/// The buffer is bounded; a slow consumer loses the oldest undelivered elements, never
-/// stalls the producer.
-public struct SubscriptionStream<Element: Sendable>: AsyncSequence, Sendable {
-    public typealias Failure = Never
-
-    private let stream: AsyncStream<Element>
-
-    /// Wraps a stream whose `onTermination` releases the subscription.
-    package init(_ stream: AsyncStream<Element>) { self.stream = stream }
-
-    /// Iterates the elements; the subscription goes when the iteration ends.
-    public struct AsyncIterator: AsyncIteratorProtocol {
-        var base: AsyncStream<Element>.AsyncIterator
-
-        /// The next element, or `nil` when the stream ended (subscription closed, task cancelled).
-        public mutating func next() async -> Element? { await base.next() }
-
-        public mutating func next(isolation actor: isolated (any Actor)?) async -> Element? {
-            await base.next(isolation: actor)
-        }
-    }
-
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: stream.makeAsyncIterator()) }
-}
-
-/// An iterator belongs to the task that iterates; it is not shared between tasks.
-@available(*, unavailable)
-extension SubscriptionStream.AsyncIterator: Sendable {}
-
-/// A callback subscription made with ``BusConnection/subscribe(_:on:handler:)``.
-///
-/// Active until ``cancel()`` or until the last reference to it goes (``SubscriptionHandle``).
-public final class SignalSubscription: SubscriptionHandle {
-    /// Set once the subscription is cancelled; checked before each handler call.
-    final class Flag: Sendable {
-        private let value = Atomic<Bool>(false)
-        var isSet: Bool { value.load(ordering: .acquiring) }
-        /// Sets the flag; whether it was already set.
-        func set() -> Bool { value.exchange(true, ordering: .acquiringAndReleasing) }
-    }
-
-    private let io: BusIO
-    private let id: UInt64
-    private let cancelled: Flag
-
-    init(io: BusIO, id: UInt64, cancelled: Flag) {
-        self.io = io
-        self.id = id
-        self.cancelled = cancelled
-    }
-
-    deinit { cancel() }
-
-    /// Whether ``cancel()`` was called.
-    public var isCancelled: Bool { cancelled.isSet }
-
-    /// Stops delivery and drops the subscription's reference to its match rule. After
-    /// this returns the handler is not called again. Calling it twice does nothing.
-    public func cancel() {
-        if cancelled.set() { return }
-        io.removeRoute(id: id)
-    }
-}
-
-/// A subscription to connection events made with ``BusConnection/onEvent(on:handler:)``.
-///
-/// Active until ``cancel()`` or until the last reference to it goes (``SubscriptionHandle``).
-public final class EventSubscription: SubscriptionHandle {
-    final class Box: Sendable {
-        let cancelled = Atomic<Bool>(false)
-    }
-
-    private let io: BusIO
-    private let id: UInt64
-    private let box: Box
-
-    init(io: BusIO, id: UInt64, box: Box) {
-        self.io = io
-        self.id = id
-        self.box = box
-    }
-
-    deinit { cancel() }
-
-    /// Whether ``cancel()`` was called.
-    public var isCancelled: Bool { box.cancelled.load(ordering: .acquiring) }
-
-    /// Stops delivery; the handler is not called after this returns. Calling it twice does nothing.
-    public func cancel() {
-        if box.cancelled.exchange(true, ordering: .acquiringAndReleasing) { return }
-        io.removeEventHandler(id)
     }
 }
