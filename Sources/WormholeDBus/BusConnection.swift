@@ -39,17 +39,32 @@ public final class BusConnection: Sendable {
     public let address: BusAddress
     let io: BusIO
 
+    /// How long connecting may take by default: authentication and the `Hello` call, 5 seconds.
+    public static let defaultConnectTimeout: Duration = .seconds(5)
+
     /// Connects to the bus at `address` and registers with it (the `Hello` call).
     ///
-    /// Throws ``BusError/Code/connectionFailed`` naming the address when the bus cannot be
-    /// reached. The corresponding C functions are `dbus_connection_open_private` and
-    /// `dbus_bus_register`.
+    /// Blocks until the bus answered `Hello`, at most `connectTimeout`: a bus that accepts the
+    /// connection and never answers (a stopped daemon, a socket nobody serves) is an error,
+    /// never a hang. With ``ReconnectPolicy/automatic`` every later attempt has the same deadline.
+    ///
+    /// - Parameters:
+    ///   - address: the bus.
+    ///   - reconnect: what to do when the bus daemon goes away.
+    ///   - connectTimeout: how long authentication and `Hello` may take
+    ///     (``defaultConnectTimeout``, 5 s).
+    ///   - logger: where the connection logs disconnections, reconnections and dropped signals.
+    /// - Throws: ``BusError/Code/connectionFailed`` naming the address when the bus cannot be
+    ///   reached, refuses the connection, or does not answer in time. The corresponding C
+    ///   function is `dbus_connection_open_private`; `Hello` is sent without blocking, in
+    ///   place of `dbus_bus_register`, which waits without a deadline.
     public init(
-        address: BusAddress, reconnect: ReconnectPolicy = .never,
+        address: BusAddress, reconnect: ReconnectPolicy = .never, connectTimeout: Duration = defaultConnectTimeout,
         logger: Logger = Logger(label: "wormhole.dbus")
     ) throws {
         self.address = address
-        self.io = try BusIO(address: address, automaticReconnect: reconnect == .automatic, logger: logger)
+        self.io = try BusIO(
+            address: address, automaticReconnect: reconnect == .automatic, connectTimeout: connectTimeout, logger: logger)
     }
 
     /// Connects to the session bus named by `DBUS_SESSION_BUS_ADDRESS`.

@@ -53,6 +53,8 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
 
     let address: BusAddress
     let automaticReconnect: Bool
+    /// How long authentication and `Hello` may take on each connection attempt.
+    let connectTimeout: Duration
     let logger: Logger
     let loop: EventLoop
     private let shared = Locked(Shared())
@@ -70,24 +72,58 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     private var trackedNames: [String: Int] = [:]
     private var flushWaiters: [@Sendable () -> Void] = []
     private var disconnectPending = false
+    /// A greeting that failed inside a libdbus callback: the connection is given up after the
+    /// dispatch returns (closing it from inside would free it under libdbus's feet).
+    private var greetingFailure: BusError?
     private var reconnector: Reconnector?
+    /// Where the current connection is in its life: greeting the bus, or ready.
+    private var phase: Phase
 
-    init(address: BusAddress, automaticReconnect: Bool, logger: Logger) throws(BusError) {
+    private enum Phase {
+        /// Authentication and `Hello` are in flight; `initial` carries the waiting initialiser.
+        case greeting(initial: Greeting?)
+        case ready
+    }
+
+    /// The initialiser's wait for the first `Hello` answer.
+    private final class Greeting: Sendable {
+        private let done = DispatchSemaphore(value: 0)
+        private let outcome = Locked<Result<Void, BusError>?>(nil)
+
+        func complete(_ result: Result<Void, BusError>) {
+            let first = outcome.withLock { value -> Bool in
+                if value != nil { return false }
+                value = result
+                return true
+            }
+            if first { done.signal() }
+        }
+
+        func wait() -> Result<Void, BusError> {
+            done.wait()
+            return outcome.withLock { $0 } ?? .failure(BusError(.connectionFailed, "no answer"))
+        }
+    }
+
+    init(address: BusAddress, automaticReconnect: Bool, connectTimeout: Duration, logger: Logger) throws(BusError) {
         LibDBus.initialiseThreads
         self.address = address
         self.automaticReconnect = automaticReconnect
+        self.connectTimeout = connectTimeout
         self.logger = logger
         loop = try EventLoop(name: "wormhole-dbus-io", logger: logger)
-        // Opened on the caller's thread; it passes to the I/O thread when that starts.
+        // Connected on the caller's thread (the socket only); it passes to the I/O thread when
+        // that starts, which authenticates and says Hello without blocking, within the deadline.
         let connection = try LibDBus.Connection.open(address)
         self.connection = connection
-        let name = connection.uniqueName
+        let greeting = Greeting()
+        phase = .greeting(initial: greeting)
         super.init()
-        shared.withLock {
-            $0.uniqueName = name
-            $0.connected = true
-        }
         loop.start(self)
+        if case .failure(let error) = greeting.wait() {
+            stop()
+            throw error
+        }
     }
 
     var isConnected: Bool { shared.withLock { $0.connected } }
@@ -354,7 +390,85 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     // MARK: The loop (EventLoopHandler)
 
     func loopStarted() {
-        connection?.installMainLoop(self)
+        guard let connection else { return }
+        connection.installMainLoop(self)
+        greet(connection)
+    }
+
+    /// Sends `Hello` on a new connection (libdbus authenticates first, through the watches) and
+    /// moves to `.ready` with its answer, or gives the connection up when the deadline passes.
+    private func greet(_ connection: LibDBus.Connection) {
+        let seconds = connectTimeout.components.seconds
+        let milliseconds = Int32(clamping: seconds * 1_000 + connectTimeout.components.attoseconds / 1_000_000_000_000_000)
+        let context = "the bus at \(quoted(address.rawValue))"
+        let sent: Bool
+        do {
+            sent = connection.call(try MessageCoding.makeBusCall("Hello", arguments: []), timeoutMilliseconds: max(1, milliseconds)) {
+                [self] reply in
+                greeted(connection, reply.map(Self.helloOutcome) ?? .failure(
+                    BusError(.connectionFailed, value: address.rawValue, "\(context) closed the connection before answering Hello")))
+            }
+        } catch {
+            sent = false
+        }
+        if !sent {
+            greeted(connection, .failure(BusError(.connectionFailed, value: address.rawValue, "cannot send Hello to \(context)")))
+        }
+    }
+
+    private static func helloOutcome(_ reply: LibDBus.Message) -> Result<String, BusError> {
+        if let error = MessageCoding.readError(reply) {
+            return .failure(BusError(.connectionFailed, dbusName: error.name, error.message))
+        }
+        guard case .string(let name)? = MessageCoding.readArguments(reply).first else {
+            return .failure(BusError(.connectionFailed, "the answer to Hello carries no unique name"))
+        }
+        return .success(name)
+    }
+
+    /// The bus answered (or did not answer) `Hello` on `connection`.
+    private func greeted(_ connection: LibDBus.Connection, _ outcome: Result<String, BusError>) {
+        guard case .greeting(let initial) = phase, self.connection == connection else { return }
+        var outcome = outcome
+        if case .success(let name) = outcome, !connection.setUniqueName(name) {
+            outcome = .failure(BusError(.outOfMemory, "libdbus could not record the unique name"))
+        }
+        switch outcome {
+        case .success(let name):
+            phase = .ready
+            shared.withLock {
+                $0.uniqueName = name
+                $0.connected = true
+            }
+            if let initial {
+                initial.complete(.success(()))
+            } else {
+                restoreRules()
+            }
+        case .failure(let error):
+            let reason =
+                error.dbusName == "org.freedesktop.DBus.Error.NoReply"
+                ? "did not answer within \(connectTimeout) (authentication and Hello); is the bus daemon stopped?"
+                : "refused the connection: \(error.message)"
+            greetingFailure = BusError(
+                .connectionFailed, value: address.rawValue, dbusName: error.dbusName,
+                "cannot connect to the bus at \(quoted(address.rawValue)): it \(reason)")
+        }
+    }
+
+    /// Gives up a connection whose greeting failed: outside any libdbus call. Loop-confined.
+    private func abandonGreeting(_ failure: BusError) {
+        greetingFailure = nil
+        guard case .greeting(let initial) = phase else { return }
+        connection?.closeAndRelease()
+        connection = nil
+        clearWatchesAndTimeouts()
+        if let initial {
+            initial.complete(.failure(failure))
+        } else if !shared.withLock({ $0.stopping }) {
+            logger.info("reconnecting: \(failure.message)")
+            startReconnecting()
+        }
     }
 
     func ready(fd: Int32, _ readiness: Readiness) {
@@ -372,6 +486,8 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     }
 
     func timeoutMilliseconds() -> Int32 {
+        // Work left over from inside a libdbus call is done in the next iteration, at once.
+        if greetingFailure != nil || disconnectPending { return 0 }
         var next = UInt64.max
         for record in timeouts.values where record.enabled { next = min(next, record.deadline) }
         guard next != UInt64.max else { return -1 }
@@ -386,6 +502,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
 
     func iterationEnded() {
         connection?.dispatchAll()
+        if let greetingFailure { abandonGreeting(greetingFailure) }
         if disconnectPending { handleDisconnect() }
         if !flushWaiters.isEmpty && connection?.hasMessagesToSend != true {
             let waiters = flushWaiters
@@ -425,6 +542,14 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
 
     private func handleDisconnect() {
         disconnectPending = false
+        if case .greeting = phase {
+            // Lost while greeting: the greeting fails (the initialiser throws, or the reconnector
+            // tries again); nobody was told the connection was up, so nobody is told it went down.
+            abandonGreeting(greetingFailure ?? BusError(
+                .connectionFailed, value: address.rawValue,
+                "cannot connect to the bus at \(quoted(address.rawValue)): it closed the connection during authentication"))
+            return
+        }
         connection?.closeAndRelease()
         connection = nil
         clearWatchesAndTimeouts()
@@ -441,10 +566,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         logger.info("disconnected from the bus", metadata: ["address": "\(address.rawValue)"])
         report(.disconnected)
         if automaticReconnect {
-            if !stopping {
-                reconnector = Reconnector(io: self)
-                reconnector?.start()
-            }
+            if !stopping { startReconnecting() }
         } else {
             for route in routes.removeAll() { route.payload.finish() }
             trackedNames = [:]
@@ -454,18 +576,31 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         for waiter in waiters { waiter() }
     }
 
-    /// Called on the I/O thread with a new connection from the reconnector.
+    private func startReconnecting() {
+        phase = .greeting(initial: nil)
+        reconnector?.stop()
+        reconnector = Reconnector(io: self)
+        reconnector?.start()
+    }
+
+    /// Called on the I/O thread with a new connection from the reconnector: greet the bus on it.
     func adoptReconnected(_ connection: LibDBus.Connection) {
         loop.preconditionInEventLoop()
         reconnector?.stop()
         reconnector = nil
-        self.connection = connection
-        connection.installMainLoop(self)
-        let name = connection.uniqueName
-        shared.withLock {
-            $0.uniqueName = name
-            $0.connected = true
+        if shared.withLock({ $0.stopping }) {
+            connection.closeAndRelease()
+            return
         }
+        self.connection = connection
+        phase = .greeting(initial: nil)
+        connection.installMainLoop(self)
+        greet(connection)
+    }
+
+    /// After a reconnection's `Hello`: re-add every rule, learn the tracked names' owners, then
+    /// report `.reconnected`.
+    private func restoreRules() {
         let actions = registry.reconnected()
         let names = Array(trackedNames.keys)
         let remaining = OutcomeCollector(count: actions.count + names.count)

@@ -155,8 +155,11 @@ extension LibDBus {
     struct Connection: Hashable {
         let pointer: OpaquePointer
 
-        /// Opens a private connection and registers with the bus (the `Hello` call). Blocking.
-        /// The corresponding C functions are `dbus_connection_open_private` and `dbus_bus_register`.
+        /// Opens a private connection: connects the socket, nothing more. Authentication and the
+        /// `Hello` call happen later, driven by the owner's loop (see ``setUniqueName(_:)``), so
+        /// that a bus which accepts and never answers cannot block anybody. The corresponding
+        /// C function is `dbus_connection_open_private` (not `dbus_bus_register`, which blocks
+        /// with no deadline while authenticating).
         static func open(_ address: BusAddress) throws(BusError) -> Connection {
             let context = "cannot connect to the bus at \(quoted(address.rawValue))"
             let opened = try withCError(.connectionFailed, value: address.rawValue, context: context) {
@@ -164,17 +167,12 @@ extension LibDBus {
             }
             guard let opened else { throw BusError(.connectionFailed, value: address.rawValue, context) }
             dbus_connection_set_exit_on_disconnect(opened, 0)
-            let connection = Connection(pointer: opened)
-            do {
-                _ = try withCError(.connectionFailed, value: address.rawValue, context: context) {
-                    dbus_bus_register(opened, $0)
-                }
-            } catch {
-                connection.closeAndRelease()
-                throw error
-            }
-            return connection
+            return Connection(pointer: opened)
         }
+
+        /// Records the unique name the bus gave in its answer to `Hello`, as `dbus_bus_register`
+        /// would. The corresponding C function is `dbus_bus_set_unique_name`.
+        func setUniqueName(_ name: String) -> Bool { dbus_bus_set_unique_name(pointer, name) != 0 }
 
         /// The unique name the bus gave this connection (`:1.42`).
         var uniqueName: String { String(libdbus: dbus_bus_get_unique_name(pointer)) ?? "" }
@@ -220,9 +218,13 @@ extension LibDBus {
         /// Sends a method call and calls `handler` with the reply (or `nil` when none came:
         /// timeout or disconnection) from inside a later dispatch, on this thread. False when
         /// the call could not be sent. The corresponding C function is `dbus_connection_send_with_reply`.
-        func call(_ message: Message, handler: @escaping (Message?) -> Void) -> Bool {
+        ///
+        /// `timeoutMilliseconds` bounds the wait (libdbus's default, 25 s, when `nil`); when it
+        /// passes, the handler gets libdbus's `NoReply` error reply.
+        func call(_ message: Message, timeoutMilliseconds: Int32? = nil, handler: @escaping (Message?) -> Void) -> Bool {
             var pending: OpaquePointer?
-            guard dbus_connection_send_with_reply(pointer, message.pointer, &pending, cwormhole_timeout_use_default) != 0,
+            let timeout = timeoutMilliseconds ?? cwormhole_timeout_use_default
+            guard dbus_connection_send_with_reply(pointer, message.pointer, &pending, timeout) != 0,
                 let pending
             else { return false }
             let box = Unmanaged.passRetained(ReplyBox(handler))

@@ -34,6 +34,16 @@ public struct BusAddress: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String { rawValue }
 
+    /// The address without its `guid=` parts: what a reconnection uses, since a restarted bus
+    /// daemon has a new guid and libdbus refuses a server whose guid differs from the address's.
+    package var withoutGUID: BusAddress {
+        let entries = rawValue.split(separator: ";", omittingEmptySubsequences: false).map { entry in
+            entry.split(separator: ",", omittingEmptySubsequences: false).filter { !$0.hasPrefix("guid=") }
+                .joined(separator: ",")
+        }
+        return (try? BusAddress(entries.joined(separator: ";"))) ?? self
+    }
+
     /// The socket paths of the address's `unix:path=` entries, used to notice a
     /// restarted bus daemon without polling.
     package var unixSocketPaths: [String] {

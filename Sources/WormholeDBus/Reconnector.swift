@@ -1,4 +1,5 @@
 import Dispatch
+import Logging
 import Glibc
 
 /// Brings a connection back after the bus daemon went away.
@@ -62,7 +63,9 @@ final class Reconnector: @unchecked Sendable {
         guard !stopped else { return }
         generation += 1
         do {
-            let handover = Handover(try LibDBus.Connection.open(io.address))
+            // A restarted daemon has a new guid: the address's `guid=` (as `dbus-daemon
+            // --print-address` and `dbus-launch` print it) would make libdbus refuse it forever.
+            let handover = Handover(try LibDBus.Connection.open(io.address.withoutGUID))
             stopped = true
             for source in sources { source.cancel() }
             sources = []
@@ -71,6 +74,7 @@ final class Reconnector: @unchecked Sendable {
             let accepted = io.submit { io.adoptReconnected(handover.connection) }
             if !accepted { handover.connection.closeAndRelease() }
         } catch {
+            io.logger.debug("reconnect attempt failed; retrying in \(Int(delay * 1000)) ms or when the socket appears: \(error)")
             let expected = generation
             queue.asyncAfter(deadline: .now() + delay) { [self] in
                 if generation == expected { attempt() }

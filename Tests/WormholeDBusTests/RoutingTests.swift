@@ -62,7 +62,7 @@ struct RoutingTests {
         #expect(try await next(1, from: events, "the disconnection") == [.disconnected])
         for await _ in stream {}
         // The same rule was active before the loss: this used to wait for an answer nothing would send.
-        let outcome = try await Self.race(seconds: waitGuardSeconds) {
+        let outcome = try await race("the subscription") {
             do {
                 _ = try await connection.signals(matching: rule)
                 return "subscribed"
@@ -71,7 +71,7 @@ struct RoutingTests {
             }
         }
         #expect(outcome == "disconnected")
-        let blocking = try await Self.race(seconds: waitGuardSeconds) {
+        let blocking = try await race("the subscription") {
             do {
                 _ = try connection.subscribe(rule) { _ in }
                 return "subscribed"
@@ -80,32 +80,6 @@ struct RoutingTests {
             }
         }
         #expect(blocking == "disconnected")
-    }
-
-    /// Runs `body` in a task of its own and returns its result, or throws after `seconds`
-    /// without waiting for a body that never returns (a task group would wait for it).
-    static func race(seconds: Double, _ body: @escaping @Sendable () async throws -> String) async throws -> String {
-        let once = Once()
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<String?, Never>) in
-            once.set(continuation)
-            Task {
-                let value = (try? await body()) ?? "threw another error"
-                once.resume(value)
-            }
-            Task {
-                try? await Task.sleep(for: .seconds(seconds))
-                once.resume(nil)
-            }
-        }
-        guard let result else { throw TestFailure("still waiting after \(seconds) s") }
-        return result
-    }
-
-    /// A continuation resumed by whichever comes first.
-    final class Once: Sendable {
-        private let continuation = Locked<CheckedContinuation<String?, Never>?>(nil)
-        func set(_ value: CheckedContinuation<String?, Never>) { continuation.withLock { $0 = value } }
-        func resume(_ value: String?) { continuation.withLock { $0.take() }?.resume(returning: value) }
     }
 
     @Test("thousands of subscriptions in one connection: each signal reaches exactly its own")

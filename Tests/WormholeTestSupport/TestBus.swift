@@ -16,7 +16,14 @@ public final class TestBus: @unchecked Sendable {
     public let socketPath: String
     public let address: BusAddress
     private var process: Process?
+    private var printed = ""
     private let lock = NSLock()
+
+    /// The address as the daemon printed it when it last started: with its `guid=`, the
+    /// form `dbus-daemon --print-address` and `dbus-launch` give users.
+    public var printedAddress: BusAddress {
+        get throws { try BusAddress(lock.withLock { printed }) }
+    }
 
     /// Starts a daemon and returns once it listens.
     public init() throws {
@@ -51,7 +58,20 @@ public final class TestBus: @unchecked Sendable {
             process.terminate()
             throw TestFailure("dbus-daemon did not start: printed \(line.debugDescription)")
         }
-        lock.withLock { self.process = process }
+        lock.withLock {
+            self.process = process
+            printed = line
+        }
+    }
+
+    /// Stops the daemon with SIGSTOP: its socket still accepts connections, nothing answers.
+    public func pause() {
+        if let process = lock.withLock({ self.process }) { Glibc.kill(process.processIdentifier, SIGSTOP) }
+    }
+
+    /// Lets a paused daemon run again (SIGCONT).
+    public func resume() {
+        if let process = lock.withLock({ self.process }) { Glibc.kill(process.processIdentifier, SIGCONT) }
     }
 
     /// Kills the daemon with SIGKILL and waits for it to exit; clients see the bus vanish.
@@ -63,6 +83,7 @@ public final class TestBus: @unchecked Sendable {
         }
         guard let process, process.isRunning else { return }
         Glibc.kill(process.processIdentifier, SIGKILL)
+        Glibc.kill(process.processIdentifier, SIGCONT)
         process.waitUntilExit()
         unlink(socketPath)
     }

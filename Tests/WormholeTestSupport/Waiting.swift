@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import WormholeDBus
 
 /// A fresh directory from `mkdtemp` (mode 0700), removed with everything in it on release.
 public final class TemporaryDirectory: Sendable {
@@ -58,4 +59,32 @@ public func next<S: AsyncSequence & Sendable>(
         if result.count < count { throw TestFailure("\(what) ended after \(result.count) of \(count)") }
         return result
     }
+}
+
+/// Runs `body` in a task of its own and returns its result, or throws after `seconds` without
+/// waiting for a body that never returns (a task group would wait for it): for tests of calls
+/// that used to hang.
+public func race<T: Sendable>(
+    _ what: String, seconds: Double = waitGuardSeconds, _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    let once = FirstOutcome<T>()
+    let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, any Error>?, Never>) in
+        once.set(continuation)
+        Task {
+            do { once.resume(.success(try await body())) } catch { once.resume(.failure(error)) }
+        }
+        Task {
+            try? await Task.sleep(for: .seconds(seconds))
+            once.resume(nil)
+        }
+    }
+    guard let result else { throw TestFailure("still waiting for \(what) after \(seconds) s") }
+    return try result.get()
+}
+
+/// A continuation resumed by whichever outcome comes first.
+final class FirstOutcome<T: Sendable>: Sendable {
+    private let continuation = Locked<CheckedContinuation<Result<T, any Error>?, Never>?>(nil)
+    func set(_ value: CheckedContinuation<Result<T, any Error>?, Never>) { continuation.withLock { $0 = value } }
+    func resume(_ value: Result<T, any Error>?) { continuation.withLock { $0.take() }?.resume(returning: value) }
 }

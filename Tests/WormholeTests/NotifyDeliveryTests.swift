@@ -220,6 +220,8 @@ struct NotifyDeliveryTests {
         let stream = try await observing.notifications(named: target, options: ObserverOptions(ignoresOwnPosts: true))
 
         try observing.post(target, state: 1)
+        // Each center's I/O thread writes its own posts: wait for the first to be on the bus.
+        observing.flush()
         try other.post(target, state: 2)
         let own = try await NotifyHarness.next(2, from: all)
         #expect(own.map(\.state) == [1, 2])

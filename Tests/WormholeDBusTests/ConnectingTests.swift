@@ -1,0 +1,103 @@
+import Foundation
+import Glibc
+import Testing
+import WormholeDBus
+import WormholeTestSupport
+
+/// Connecting has a deadline; reconnecting works with the addresses users are given.
+@Suite("Connecting: deadlines and reconnection")
+struct ConnectingTests {
+    /// A Unix socket that accepts connections (the kernel completes them from the backlog)
+    /// and never reads or answers: a bus that hangs.
+    final class SilentSocket: Sendable {
+        let directory: TemporaryDirectory
+        let path: String
+        let fd: Int32
+
+        init() throws {
+            directory = try TemporaryDirectory("silent")
+            path = directory.path + "/bus"
+            fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else { throw TestFailure("socket failed: \(errno)") }
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &address.sun_path) { buffer in
+                for (index, byte) in path.utf8.enumerated() { buffer[index] = byte }
+            }
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            guard bound == 0, listen(fd, 16) == 0 else { throw TestFailure("bind/listen failed: \(errno)") }
+        }
+
+        deinit { close(fd) }
+    }
+
+    @Test("a bus that accepts and never answers is an error naming the address, not a hang")
+    func silentBus() async throws {
+        let silent = try SilentSocket()
+        let address = try BusAddress("unix:path=\(silent.path)")
+        let error = try await race("the connection attempt") { () -> BusError? in
+            do {
+                _ = try BusConnection(address: address, connectTimeout: .milliseconds(300))
+                return nil
+            } catch let error as BusError {
+                return error
+            }
+        }
+        #expect(error?.code == .connectionFailed)
+        #expect(error?.value == address.rawValue)
+        #expect(error?.message.contains("did not answer within") == true, "\(error?.message ?? "")")
+    }
+
+    @Test("a stopped bus daemon: connecting fails within the deadline; a reconnecting connection comes back when it resumes")
+    func stoppedDaemon() async throws {
+        let bus = try TestBus()
+        let survivor = try BusConnection(address: bus.address, reconnect: .automatic, connectTimeout: .milliseconds(300))
+        let events = survivor.events()
+        bus.pause()
+        defer { bus.resume() }
+        let error = try await race("the connection attempt") { () -> BusError? in
+            do {
+                _ = try BusConnection(address: bus.address, connectTimeout: .milliseconds(300))
+                return nil
+            } catch let error as BusError {
+                return error
+            }
+        }
+        #expect(error?.code == .connectionFailed)
+        bus.resume()
+        // The existing connection never noticed anything: it still works after the pause.
+        let rule = MatchRule(interface: testInterface, member: said)
+        let stream = try await survivor.signals(matching: rule)
+        try survivor.emit(said(.uint64(5)))
+        #expect(try await next(1, from: stream, "a signal after the pause").first?.uint64(at: 0) == 5)
+        // A restart followed at once by a stop: the reconnection's Hello goes unanswered and is
+        // retried after its deadline, until the daemon runs again.
+        bus.kill()
+        _ = try await until(events, "the disconnection") { $0 == .disconnected }
+        try bus.start()
+        bus.pause()
+        bus.resume()
+        _ = try await until(events, "the reconnection") { $0 == .reconnected }
+        try survivor.emit(said(.uint64(6)))
+        #expect(try await next(1, from: stream, "a signal after the restart").first?.uint64(at: 0) == 6)
+    }
+
+    @Test("an address with the daemon's guid (as --print-address gives it) reconnects to the restarted daemon")
+    func guidAddress() async throws {
+        let bus = try TestBus()
+        let printed = try bus.printedAddress
+        #expect(printed.rawValue.contains("guid="))
+        let connection = try BusConnection(address: printed, reconnect: .automatic)
+        let events = connection.events()
+        let stream = try await connection.signals(matching: MatchRule(interface: testInterface, member: said))
+        bus.kill()
+        _ = try await until(events, "the disconnection") { $0 == .disconnected }
+        try bus.start()
+        #expect(try bus.printedAddress != printed, "a new daemon, a new guid")
+        _ = try await until(events, "the reconnection") { $0 == .reconnected }
+        try connection.emit(said(.uint64(7)))
+        #expect(try await next(1, from: stream, "a signal after the restart").first?.uint64(at: 0) == 7)
+    }
+}
