@@ -110,8 +110,12 @@ struct NotifyCLITests {
     }
 
     /// The exact line `observe` prints.
+    /// The line `observe` prints: the name as a JSON string with `/` not escaped (as
+    /// `JSONEncoder` with `.withoutEscapingSlashes` writes it).
     static func line(_ name: String, _ state: UInt64?) throws -> String {
-        let encoded = String(decoding: try JSONEncoder().encode(name), as: UTF8.self)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        let encoded = String(decoding: try encoder.encode(name), as: UTF8.self)
         return "{\"name\":\(encoded),\"state\":\(state.map(String.init) ?? "null")}"
     }
 
@@ -193,7 +197,7 @@ struct NotifyCLITests {
         }
         for (index, stream) in streams.enumerated() {
             let delivered = try await Self.next(1, from: stream)
-            #expect(delivered.map(\.name) == [names[index]])
+            #expect(delivered.map(\.name.rawValue) == [names[index]])
             #expect(delivered.map(\.state) == [UInt64(index + 10)])
         }
     }
