@@ -212,8 +212,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         guard case .handler(_, let handler) = sink else { return }
         while let batch = take(stopping: true) {
             for item in batch {
-                guard let delivery = read(item) else { continue }
-                if isCancelled { continue }
+                guard let delivery = read(item), !isCancelled else { continue }
                 handler(delivery)
             }
         }

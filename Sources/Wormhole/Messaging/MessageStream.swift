@@ -32,19 +32,19 @@ public struct MessageStream<Message: Decodable & Sendable>: AsyncSequence, Senda
         /// The next delivery, read from the mailbox now, or `nil` when the stream ended
         /// (listener gone, connection closed, task cancelled).
         public mutating func next() async -> MessageDelivery<Message>? {
-            while !Task.isCancelled {
-                if let delivery = takeReady() { return delivery }
+            while true {
+                // A cancelled task reads nothing more; the doorbell then ends the stream.
+                if !Task.isCancelled, let delivery = takeReady() { return delivery }
                 guard await doorbell.next() != nil else { return nil }
             }
-            return nil
         }
 
         public mutating func next(isolation actor: isolated (any Actor)?) async -> MessageDelivery<Message>? {
-            while !Task.isCancelled {
-                if let delivery = takeReady() { return delivery }
+            while true {
+                // A cancelled task reads nothing more; the doorbell then ends the stream.
+                if !Task.isCancelled, let delivery = takeReady() { return delivery }
                 guard await doorbell.next(isolation: actor) != nil else { return nil }
             }
-            return nil
         }
 
         /// The next delivery that is ready without waiting, reading mailboxes as needed.

@@ -63,9 +63,12 @@ final class ObserverCore: Sendable {
         if let now { executor.run { self.run(now) } }
     }
 
-    /// Calls the handler with `note`, or hands it to the thread already calling it.
+    /// Calls the handler with `note`, or hands it to the thread already calling it. Whether
+    /// the observer is cancelled is checked under the same lock that ``cancel()`` takes, so no
+    /// call starts once ``cancel()`` has returned.
     private func run(_ note: DarwinNotification) {
         let mine = state.withLock { state -> Bool in
+            if state.cancelled { return false }
             if state.running {
                 state.backlog.append(note)
                 return false
@@ -76,10 +79,11 @@ final class ObserverCore: Sendable {
         guard mine else { return }
         var current = note
         while true {
-            if !isCancelled { handler(current) }
+            handler(current)
             let next = state.withLock { state -> DarwinNotification? in
-                if state.backlog.isEmpty {
+                if state.cancelled || state.backlog.isEmpty {
                     state.running = false
+                    state.backlog = []
                     return nil
                 }
                 return state.backlog.removeFirst()
