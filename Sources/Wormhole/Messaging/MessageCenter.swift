@@ -134,6 +134,8 @@ public final class MessageCenter: Sendable {
     /// - Throws: ``WormholeError`` for a message that does not encode, or a storage failure.
     @discardableResult
     public func passMessage(_ message: some Encodable, identifier: MessageIdentifier) throws -> SendReport {
+        // `Data` reached through a generic context: refused as the `Data` overload refuses it.
+        if message is Data { throw Self.refuseData(identifier.rawValue) }
         // JSONEncoder's output is one JSON document: no need to parse it again.
         try transiting.writeMessage(try Self.encode(message, identifier: identifier), identifier: identifier)
         return notify(identifier)
@@ -160,22 +162,31 @@ public final class MessageCenter: Sendable {
         try passMessage(document, identifier: MessageIdentifier(identifier))
     }
 
-    /// Not available: `Data` is `Encodable` as a base64 string, which is almost never what is meant.
-    @available(
-        *, unavailable,
-        message: "Data would be stored as a base64 JSON string; pass JSONDocument(data: data) to store JSON bytes as they are"
-    )
+    /// Refused: `Data` is `Encodable` as a base64 JSON string, which is almost never what is
+    /// meant. Wrap JSON bytes in a ``JSONDocument`` (`passMessage(JSONDocument(data: bytes), …)`).
+    ///
+    /// Swift prefers an available generic overload to an unavailable one, so this overload is
+    /// deprecated rather than unavailable: the call compiles with a warning that says what to
+    /// do (an error where warnings are errors) and throws ``WormholeError/Code/encodingFailed``
+    /// without storing anything.
+    @available(*, deprecated, message: "Data would be stored as a base64 JSON string; pass JSONDocument(data: data)")
+    @discardableResult
     public func passMessage(_ data: Data, identifier: MessageIdentifier) throws -> SendReport {
-        fatalError("unavailable")
+        throw Self.refuseData(identifier.rawValue)
     }
 
-    /// Not available: `Data` is `Encodable` as a base64 string, which is almost never what is meant.
-    @available(
-        *, unavailable,
-        message: "Data would be stored as a base64 JSON string; pass JSONDocument(data: data) to store JSON bytes as they are"
-    )
+    /// Refused, like the `MessageIdentifier` form.
+    @available(*, deprecated, message: "Data would be stored as a base64 JSON string; pass JSONDocument(data: data)")
+    @discardableResult
     public func passMessage(_ data: Data, identifier: String) throws -> SendReport {
-        fatalError("unavailable")
+        throw Self.refuseData(identifier)
+    }
+
+    static func refuseData(_ identifier: String) -> WormholeError {
+        WormholeError(
+            .encodingFailed, value: identifier,
+            "message for '\(identifier)' is raw Data, which would be stored as a base64 string; "
+                + "send JSON bytes as JSONDocument(data:)")
     }
 
     /// Wakes listeners of `identifier` without changing the stored message; they read and
