@@ -307,6 +307,31 @@ struct NotifyCLITests {
         #expect(output.stderr == "ready\n")
     }
 
+    @Test("observe exits 0 quietly when the reader of its output has gone (EPIPE)")
+    func closedPipe() async throws {
+        // The reader closes its end of the pipe and says so on standard error; observe's next
+        // line then meets EPIPE. bash reports observe's exit status once the pipeline is done.
+        let executable = try productPath("wormhole")
+        let script =
+            "\"$0\" observe pipe/a --bus-address \"$1\" | (exec 0<&-; echo closed >&2); "
+            + "echo \"observe exited ${PIPESTATUS[0]}\""
+        let child = try ChildProcess(
+            "/usr/bin/env", ["bash", "-c", script, executable, bus.address.rawValue], environment: environment)
+        let announced = try await Self.within("ready and closed") {
+            var lines: [String] = []
+            for await line in child.stderrLines {
+                lines.append(line)
+                if lines.count == 2 { break }
+            }
+            return lines
+        }
+        #expect(Set(announced) == ["ready", "closed"])
+        try center().post(NotificationName("pipe/a"), state: 1)
+        let output = await finish(child)
+        #expect(output.stdout == "observe exited 0\n")
+        #expect(Set(output.stderr.split(separator: "\n")) == ["ready", "closed"], "no error line: \(output.stderr)")
+    }
+
     @Test("observe --timeout exits 124 with --count and 0 without")
     func timeouts() async throws {
         let counted = try wormhole(["observe", "never/posted", "--count", "1", "--timeout", "0.5"] + busArguments)
