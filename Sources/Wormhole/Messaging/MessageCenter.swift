@@ -1,4 +1,3 @@
-import Dispatch
 public import Foundation
 public import Logging
 import Synchronization
