@@ -1,6 +1,7 @@
-// GroupIdentifier, WormholeDirectoryName, MessageIdentifier: the validated names of the storage layer (contract §2): group identifiers, wormhole directory
-// names and message identifiers. Each is checked once, when it is made, before anything touches the
-// disk or the bus; after that it can be used as a file name as it is.
+// The validated names of the storage layer (contract §2): GroupIdentifier here,
+// WormholeDirectoryName and MessageIdentifier beside it, with the rules they share in NameRules.
+// Each is checked once, when it is made, before anything touches the disk or the bus; after that
+// it can be used as a file name as it is.
 
 /// An application-group identifier, such as `group.com.example.lines`: the name of a group container.
 ///
