@@ -3,6 +3,8 @@
 /// Every error carries a ``Code`` to switch on, the offending value (a name, an
 /// identifier, a path) when there is one, and a message a person can act on:
 ///
+/// Errors of the bus itself (unreachable, disconnected) are `BusError`s from `WormholeDBus`.
+///
 /// ```swift
 /// do {
 ///     try wormhole.passMessage(["n": 1], identifier: "a/b")
@@ -42,8 +44,6 @@ public struct WormholeError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let invalidJSON = Code("invalidJSON")
         /// A stored document is not valid JSON or does not decode as the requested type.
         public static let decodingFailed = Code("decodingFailed")
-        /// The bus could not be reached or refused a request.
-        public static let bus = Code("bus")
     }
 
     /// What kind of failure this is.

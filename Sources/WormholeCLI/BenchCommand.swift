@@ -177,7 +177,7 @@ final class NotifySession {
         let driver = PingPongDriver(first: sequence, count: count, warmup: warmup)
         sequence += UInt64(count + warmup)
         let (center, ping) = (self.center, self.ping)
-        let observer = try center.addObserver(for: pong, queue: nil) { note in
+        let observer = try center.addObserver(for: pong, on: .ioThread) { note in
             guard let state = note.state, let next = driver.received(state) else { return }
             try? center.post(ping, state: next)
         }
@@ -210,7 +210,7 @@ struct BenchPayload: Codable, Sendable {
 /// Wormhole; a `_bench-message-echo` process listens to `ping` and answers with the same payload.
 final class MessageSession {
     private let echo: ChildProcess
-    private let wormhole: Wormhole
+    private let wormhole: MessageCenter
     private let size: Int
     private var sequence: UInt64 = 0
 
@@ -220,7 +220,7 @@ final class MessageSession {
             "_bench-message-echo", "--group", group, "--root", root, "--bus-address", address.rawValue,
         ])
         try echo.waitForReady()
-        wormhole = try Wormhole(applicationGroupIdentifier: group, containerRoot: root, busAddress: address)
+        wormhole = try MessageCenter(applicationGroupIdentifier: group, containerRoot: root, busAddress: address)
         self.size = size
     }
 
@@ -228,7 +228,7 @@ final class MessageSession {
         let driver = PingPongDriver(first: sequence, count: count, warmup: warmup)
         sequence += UInt64(count + warmup)
         let (wormhole, pad) = (self.wormhole, BenchPayload.pad(size: size))
-        let listener = try wormhole.listen(identifier: "pong", as: BenchPayload.self, queue: nil) { delivery in
+        let listener = try wormhole.listen(identifier: "pong", as: BenchPayload.self, on: .ioThread) { delivery in
             guard case .success(let payload) = delivery.result, let next = driver.received(payload.seq) else { return }
             _ = try? wormhole.passMessage(BenchPayload(seq: next, pad: pad), identifier: "ping")
         }
@@ -253,10 +253,10 @@ struct BenchMessageEchoCommand: ParsableCommand {
 
     func run() throws {
         let wormhole = try withCLIErrors {
-            try Wormhole(applicationGroupIdentifier: group, containerRoot: root, busAddress: try bus.address())
+            try MessageCenter(applicationGroupIdentifier: group, containerRoot: root, busAddress: try bus.address())
         }
         let listener = try withCLIErrors {
-            try wormhole.listen(identifier: "ping", as: BenchPayload.self, queue: nil) { delivery in
+            try wormhole.listen(identifier: "ping", as: BenchPayload.self, on: .ioThread) { delivery in
                 guard case .success(let payload) = delivery.result else { return }
                 if payload.seq == UInt64.max { Foundation.exit(0) }
                 _ = try? wormhole.passMessage(payload, identifier: "pong")
@@ -364,7 +364,7 @@ struct BenchEchoCommand: ParsableCommand {
         let ping = try withCLIErrors { try NotificationName(self.ping) }
         let pong = try withCLIErrors { try NotificationName(self.pong) }
         let observer = try withCLIErrors {
-            try center.addObserver(for: ping, queue: nil) { note in
+            try center.addObserver(for: ping, on: .ioThread) { note in
                 guard let state = note.state else { return }
                 if state == UInt64.max { Foundation.exit(0) }
                 try? center.post(pong, state: state)
@@ -386,7 +386,7 @@ struct BenchLoadCommand: ParsableCommand {
         var observers: [NotificationObserver] = []
         for index in 0..<names {
             let name = try withCLIErrors { try NotificationName("org.wormhole.bench.load.name\(index)") }
-            observers.append(try withCLIErrors { try center.addObserver(for: name, queue: nil) { _ in } })
+            observers.append(try withCLIErrors { try center.addObserver(for: name, on: .ioThread) { _ in } })
         }
         announceReadyAndServe(keeping: (center, observers))
     }

@@ -64,8 +64,8 @@ private final class CLIWorld: Sendable {
     }
 
     /// A wormhole in this process, on the same bus and root.
-    func inProcess() throws -> Wormhole {
-        try Wormhole(
+    func inProcess() throws -> MessageCenter {
+        try MessageCenter(
             applicationGroupIdentifier: Self.group, containerRoot: root.path, busAddress: bus.address,
             sharedStateDirectory: runtime.path + "/wormhole", logger: Self.quietLogger)
     }
@@ -163,7 +163,7 @@ struct MessageCLITests {
     func sendToListener() async throws {
         let receiver = try world.inProcess()
         let (deliveries, continuation) = AsyncStream<MessageDelivery<CLINote>>.makeStream()
-        let listener = try receiver.listen(identifier: "clip", as: CLINote.self, queue: DispatchQueue(label: "t")) {
+        let listener = try receiver.listen(identifier: "clip", as: CLINote.self, on: .queue(DispatchQueue(label: "t"))) {
             continuation.yield($0)
         }
         defer { listener.cancel() }
@@ -174,7 +174,7 @@ struct MessageCLITests {
         let first = try await CLIWait.next(1, from: deliveries, "the argument message")
         #expect(try first.first?.result.get() == CLINote(text: "from the CLI"))
         #expect(first.first?.reason == .posted)
-        #expect(first.first?.state != nil)
+        #expect(first.first?.sentAt != nil)
 
         let piped = try await world.wormhole("send", ["clip"], input: "{\n  \"text\": \"piped / é\"\n}\n")
         #expect(piped.status == 0, "\(piped.stderr)")

@@ -110,8 +110,12 @@ struct NotifyCLITests {
     }
 
     /// The exact line `observe` prints.
+    /// The line `observe` prints: the name as a JSON string with `/` not escaped (as
+    /// `JSONEncoder` with `.withoutEscapingSlashes` writes it).
     static func line(_ name: String, _ state: UInt64?) throws -> String {
-        let encoded = String(decoding: try JSONEncoder().encode(name), as: UTF8.self)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        let encoded = String(decoding: try encoder.encode(name), as: UTF8.self)
         return "{\"name\":\(encoded),\"state\":\(state.map(String.init) ?? "null")}"
     }
 
@@ -193,7 +197,7 @@ struct NotifyCLITests {
         }
         for (index, stream) in streams.enumerated() {
             let delivered = try await Self.next(1, from: stream)
-            #expect(delivered.map(\.name) == [names[index]])
+            #expect(delivered.map(\.name.rawValue) == [names[index]])
             #expect(delivered.map(\.state) == [UInt64(index + 10)])
         }
     }
@@ -301,6 +305,31 @@ struct NotifyCLITests {
         #expect(output.status == 0, "\(output.stderr)")
         #expect(Self.lines(output.stdout) == [try Self.line("count/b", 1), try Self.line("count/a", 2)])
         #expect(output.stderr == "ready\n")
+    }
+
+    @Test("observe exits 0 quietly when the reader of its output has gone (EPIPE)")
+    func closedPipe() async throws {
+        // The reader closes its end of the pipe and says so on standard error; observe's next
+        // line then meets EPIPE. bash reports observe's exit status once the pipeline is done.
+        let executable = try productPath("wormhole")
+        let script =
+            "\"$0\" observe pipe/a --bus-address \"$1\" | (exec 0<&-; echo closed >&2); "
+            + "echo \"observe exited ${PIPESTATUS[0]}\""
+        let child = try ChildProcess(
+            "/usr/bin/env", ["bash", "-c", script, executable, bus.address.rawValue], environment: environment)
+        let announced = try await Self.within("ready and closed") {
+            var lines: [String] = []
+            for await line in child.stderrLines {
+                lines.append(line)
+                if lines.count == 2 { break }
+            }
+            return lines
+        }
+        #expect(Set(announced) == ["ready", "closed"])
+        try center().post(NotificationName("pipe/a"), state: 1)
+        let output = await finish(child)
+        #expect(output.stdout == "observe exited 0\n")
+        #expect(Set(output.stderr.split(separator: "\n")) == ["ready", "closed"], "no error line: \(output.stderr)")
     }
 
     @Test("observe --timeout exits 124 with --count and 0 without")

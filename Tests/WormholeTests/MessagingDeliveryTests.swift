@@ -16,7 +16,7 @@ struct MessagingDeliveryTests {
         let wormhole = try fixture.wormhole()
         let texts = ["first", "a/b \"quoted\" é", "third"]
         let encoded = [#"{"text":"first"}"#, #"{"text":"a/b \"quoted\" é"}"#, #"{"text":"third"}"#]
-        var reports: [Wormhole.SendReport] = []
+        var reports: [MessageCenter.SendReport] = []
         for (text, expected) in zip(texts, encoded) {
             reports.append(try wormhole.passMessage(MessagingNote(text: text), identifier: "clip"))
             let path = fixture.messagePath("clip")
@@ -41,7 +41,7 @@ struct MessagingDeliveryTests {
             #expect(signal.interface.rawValue == NotifyContract.bucketInterface(for: name))
             #expect(signal.signature == "st")
             #expect(try signal.string(at: 0) == name)
-            #expect(try signal.uint64(at: 1) == report.state)
+            #expect(try signal.uint64(at: 1) == report.sentAt)
         }
         let states = try signals.map { try $0.uint64(at: 1) }
         #expect(Set(states).count == texts.count, "a state that differs for every write: \(states)")
@@ -53,20 +53,20 @@ struct MessagingDeliveryTests {
         let sender = try fixture.wormhole()
         try sender.passMessage(MessagingCounter(n: 7), identifier: "stored")
         let receiver = try fixture.wormhole()
-        let options = Wormhole.ListenOptions(deliversStoredMessageOnStart: true)
+        let options = MessageCenter.ListenOptions(deliversStoredMessageOnStart: true)
         let (stored, onStored) = MessagingHarness.recorder(MessagingCounter.self)
         let first = try receiver.listen(
-            identifier: "stored", queue: DispatchQueue(label: "t"), options: options, handler: onStored)
+            identifier: "stored", on: .queue(DispatchQueue(label: "t")), options: options, handler: onStored)
         defer { first.cancel() }
         let (empty, onEmpty) = MessagingHarness.recorder(MessagingCounter.self)
         let second = try receiver.listen(
-            identifier: "empty", queue: DispatchQueue(label: "t"), options: options, handler: onEmpty)
+            identifier: "empty", on: .queue(DispatchQueue(label: "t")), options: options, handler: onEmpty)
         defer { second.cancel() }
 
         let delivery = try #require(try await MessagingHarness.next(1, from: stored, "the stored message").first)
         #expect(delivery.reason == .stored)
         #expect(delivery.message == MessagingCounter(n: 7))
-        #expect(delivery.state == nil)
+        #expect(delivery.sentAt == nil)
 
         // The empty mailbox: the first thing its listener sees is the post made now, not a .noMessage.
         try sender.passMessage(MessagingCounter(n: 8), identifier: "empty")
@@ -79,7 +79,7 @@ struct MessagingDeliveryTests {
     func allMessages() async throws {
         let receiver = try fixture.wormhole()
         let (deliveries, handler) = MessagingHarness.recorder(MessagingCounter.self)
-        let listener = try receiver.listenToAllMessages(queue: DispatchQueue(label: "t"), handler: handler)
+        let listener = try receiver.listenToAllMessages(on: .queue(DispatchQueue(label: "t")), handler: handler)
         defer { listener.cancel() }
         let sender = try fixture.wormhole()
         let elsewhere = try fixture.wormhole(directory: "wormhole-other")
@@ -102,7 +102,7 @@ struct MessagingDeliveryTests {
         }
         #expect(received.map(\.identifier.rawValue) == ["a", "b", "end"])
         #expect(received.map(\.message) == [MessagingCounter(n: 1), MessagingCounter(n: 2), MessagingCounter(n: 3)])
-        #expect(received.allSatisfy { $0.reason == .posted && $0.state != nil })
+        #expect(received.allSatisfy { $0.reason == .posted && $0.sentAt != nil })
     }
 
     @Test("passMessage(identifier:) wakes listeners, which deliver the stored message again")
@@ -110,7 +110,7 @@ struct MessagingDeliveryTests {
         let sender = try fixture.wormhole()
         let receiver = try fixture.wormhole()
         let (deliveries, handler) = MessagingHarness.recorder(MessagingNote.self)
-        let listener = try receiver.listen(identifier: "clip", queue: DispatchQueue(label: "t"), handler: handler)
+        let listener = try receiver.listen(identifier: "clip", on: .queue(DispatchQueue(label: "t")), handler: handler)
         defer { listener.cancel() }
         let stored = try sender.passMessage(MessagingNote(text: "once"), identifier: "clip")
         let first = try await MessagingHarness.next(1, from: deliveries, "the message")
@@ -120,8 +120,8 @@ struct MessagingDeliveryTests {
         let received = first + second
         #expect(received.map(\.message) == [MessagingNote(text: "once"), MessagingNote(text: "once")])
         #expect(received.map(\.reason) == [.posted, .posted])
-        #expect(received.map(\.state) == [stored.state, woken.state])
-        #expect(woken.state > stored.state)
+        #expect(received.map(\.sentAt) == [stored.sentAt, woken.sentAt])
+        #expect(woken.sentAt > stored.sentAt)
     }
 
     @Test("clearAllMessages notifies each identifier that had a message, which then delivers .noMessage")
@@ -130,7 +130,7 @@ struct MessagingDeliveryTests {
         for identifier in ["a", "b", "c"] { try sender.passMessage(MessagingCounter(n: 1), identifier: identifier) }
         let receiver = try fixture.wormhole()
         let (deliveries, handler) = MessagingHarness.recorder(MessagingCounter.self)
-        let listener = try receiver.listenToAllMessages(queue: DispatchQueue(label: "t"), handler: handler)
+        let listener = try receiver.listenToAllMessages(on: .queue(DispatchQueue(label: "t")), handler: handler)
         defer { listener.cancel() }
         let reports = try sender.clearAllMessages()
         #expect(reports.count == 3)
@@ -151,7 +151,7 @@ struct MessagingDeliveryTests {
         let receiver = try fixture.wormhole(transiting: .coordinatedFile)
         #expect(sender.transiting is CoordinatedFileTransiting)
         let (deliveries, handler) = MessagingHarness.recorder(MessagingNote.self)
-        let listener = try receiver.listen(identifier: "locked", queue: DispatchQueue(label: "t"), handler: handler)
+        let listener = try receiver.listen(identifier: "locked", on: .queue(DispatchQueue(label: "t")), handler: handler)
         defer { listener.cancel() }
         try sender.passMessage(MessagingNote(text: "coordinated"), identifier: "locked")
         let delivery = try #require(try await MessagingHarness.next(1, from: deliveries, "the message").first)
@@ -170,7 +170,7 @@ struct MessagingDeliveryTests {
         let receiver = try fixture.wormhole()
         let connection = try receiver.notificationCenter().connection
         let baseline = try await MessagingHarness.settledRuleCount(fixture.bus, connection)
-        let stream = try receiver.messages(identifier: "streamed", as: MessagingCounter.self)
+        let stream = try await receiver.messages(identifier: "streamed", as: MessagingCounter.self)
         #expect(try await MessagingHarness.settledRuleCount(fixture.bus, connection) == baseline + 2)
         let (seen, seenContinuation) = AsyncStream<Int>.makeStream()
         let task = Task {
@@ -195,12 +195,12 @@ struct MessagingDeliveryTests {
         let other = try fixture.wormhole()
         let recorders = (0..<3).map { _ in MessagingHarness.recorder(MessagingCounter.self) }
         let listeners = [
-            try receiver.listen(identifier: "shared", queue: DispatchQueue(label: "t0"), handler: recorders[0].1),
-            try receiver.listen(identifier: "shared", queue: nil, handler: recorders[1].1),
-            try other.listen(identifier: "shared", queue: DispatchQueue(label: "t2"), handler: recorders[2].1),
+            try receiver.listen(identifier: "shared", on: .queue(DispatchQueue(label: "t0")), handler: recorders[0].1),
+            try receiver.listen(identifier: "shared", on: .ioThread, handler: recorders[1].1),
+            try other.listen(identifier: "shared", on: .queue(DispatchQueue(label: "t2")), handler: recorders[2].1),
         ]
         defer { for listener in listeners { listener.cancel() } }
-        let stream = try receiver.messages(identifier: "shared", as: MessagingCounter.self)
+        let stream = try await receiver.messages(identifier: "shared", as: MessagingCounter.self)
         try fixture.wormhole().passMessage(MessagingCounter(n: 42), identifier: "shared")
         for (deliveries, _) in recorders {
             let delivery = try await MessagingHarness.next(1, from: deliveries, "the shared message")
@@ -216,7 +216,7 @@ struct MessagingDeliveryTests {
         let key = DispatchSpecificKey<String>()
         queue.setSpecific(key: key, value: "caller")
         let (onQueue, continuation) = AsyncStream<String?>.makeStream()
-        let listener = try receiver.listen(identifier: "q", as: MessagingCounter.self, queue: queue) { _ in
+        let listener = try receiver.listen(identifier: "q", as: MessagingCounter.self, on: .queue(queue)) { _ in
             continuation.yield(DispatchQueue.getSpecific(key: key))
         }
         defer { listener.cancel() }
@@ -229,7 +229,7 @@ struct MessagingDeliveryTests {
         let sender = try fixture.wormhole()
         let receiver = try fixture.wormhole()
         let (deliveries, handler) = MessagingHarness.recorder(MessagingCounter.self)
-        let listener = try receiver.listen(identifier: "doc", queue: DispatchQueue(label: "t"), handler: handler)
+        let listener = try receiver.listen(identifier: "doc", on: .queue(DispatchQueue(label: "t")), handler: handler)
         defer { listener.cancel() }
 
         try sender.passMessage(MessagingCounter(n: 1), identifier: "doc")

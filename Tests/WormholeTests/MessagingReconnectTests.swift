@@ -17,7 +17,7 @@ struct MessagingReconnectTests {
         let report = try wormhole.passMessage(MessagingCounter(n: 1), identifier: "offline")
         #expect(!report.notified)
         #expect((report.notificationError as? BusError)?.code == .connectionFailed)
-        #expect(report.state > 0)
+        #expect(report.sentAt > 0)
         let stored = FileManager.default.contents(atPath: fixture.messagePath("offline"))
         #expect(stored.map { String(decoding: $0, as: UTF8.self) } == #"{"n":1}"#)
         #expect(try wormhole.message(identifier: "offline", as: MessagingCounter.self) == MessagingCounter(n: 1))
@@ -33,13 +33,13 @@ struct MessagingReconnectTests {
         let receiver = try fixture.wormhole()
         let queue = DispatchQueue(label: "test.messaging.catch-up")
         let (old, onOld) = MessagingHarness.recorder(MessagingCounter.self)
-        let oldListener = try receiver.listen(identifier: "old", queue: queue, handler: onOld)
+        let oldListener = try receiver.listen(identifier: "old", on: .queue(queue), handler: onOld)
         defer { oldListener.cancel() }
         let (all, onAll) = MessagingHarness.recorder(MessagingCounter.self)
-        let allListener = try receiver.listenToAllMessages(queue: queue, handler: onAll)
+        let allListener = try receiver.listenToAllMessages(on: .queue(queue), handler: onAll)
         defer { allListener.cancel() }
         let (single, onSingle) = MessagingHarness.recorder(MessagingCounter.self)
-        let singleListener = try receiver.listen(identifier: "changed", queue: queue, handler: onSingle)
+        let singleListener = try receiver.listen(identifier: "changed", on: .queue(queue), handler: onSingle)
         defer { singleListener.cancel() }
 
         let before = try fixture.wormhole()
@@ -64,7 +64,7 @@ struct MessagingReconnectTests {
         #expect(caughtUp.identifier.rawValue == "changed")
         #expect(caughtUp.reason == .catchUp)
         #expect(caughtUp.message == MessagingCounter(n: 2))
-        #expect(caughtUp.state == nil)
+        #expect(caughtUp.sentAt == nil)
         let singleCaughtUp = try #require(try await MessagingHarness.next(1, from: single, "the catch-up").first)
         #expect(singleCaughtUp.reason == .catchUp)
         #expect(singleCaughtUp.message == MessagingCounter(n: 2))

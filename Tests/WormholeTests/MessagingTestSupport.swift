@@ -39,9 +39,9 @@ final class MessagingFixture: Sendable {
 
     /// A wormhole on this fixture's bus, root and shared-state directory.
     func wormhole(
-        group: String = MessagingFixture.group, directory: String = "wormhole", transiting: Wormhole.Transiting = .file
-    ) throws -> Wormhole {
-        try Wormhole(
+        group: String = MessagingFixture.group, directory: String = "wormhole", transiting: MessageCenter.Transiting = .file
+    ) throws -> MessageCenter {
+        try MessageCenter(
             applicationGroupIdentifier: group, directory: directory, transiting: transiting, containerRoot: root.path,
             busAddress: bus.address, sharedStateDirectory: state.path, logger: MessagingHarness.logger)
     }

@@ -62,7 +62,7 @@ struct MessagingHostileCase: Sendable, CustomTestStringConvertible {
 
 @Suite("Messaging: hostile names are refused before the disk or the bus is touched")
 struct MessagingValidationTests {
-    @Test("through the Wormhole API", arguments: MessagingHostileCase.all())
+    @Test("through the MessageCenter API", arguments: MessagingHostileCase.all())
     func refused(_ hostile: MessagingHostileCase) async throws {
         let fixture = try MessagingFixture()
         let raw = try await fixture.rawPosted()
@@ -83,11 +83,12 @@ struct MessagingValidationTests {
                 throws: hostile.isRefusal)
             #expect(performing: { try wormhole.clearMessage(identifier: id) }, throws: hostile.isRefusal)
             #expect(
-                performing: { try wormhole.listen(identifier: id, as: MessagingCounter.self, queue: nil) { _ in } },
+                performing: { try wormhole.listen(identifier: id, as: MessagingCounter.self, on: .ioThread) { _ in } },
                 throws: hostile.isRefusal)
-            #expect(
-                performing: { try wormhole.messages(identifier: id, as: MessagingCounter.self) },
+            await #expect(
+                performing: { try await wormhole.messages(identifier: id, as: MessagingCounter.self) },
                 throws: hostile.isRefusal)
+            #expect(performing: { try wormhole.messageData(identifier: id) }, throws: hostile.isRefusal)
             #expect(performing: { try MessageIdentifier(id) }, throws: hostile.isRefusal)
         }
         #expect(try fixture.root.contents() == [], "nothing was written")
@@ -108,7 +109,7 @@ struct MessagingValidationTests {
         let sender = try fixture.wormhole(group: group, directory: directory)
         let receiver = try fixture.wormhole(group: group, directory: directory)
         let (deliveries, handler) = MessagingHarness.recorder(MessagingCounter.self)
-        let listener = try receiver.listen(identifier: identifier, queue: DispatchQueue(label: "t"), handler: handler)
+        let listener = try receiver.listen(identifier: identifier, on: .queue(DispatchQueue(label: "t")), handler: handler)
         defer { listener.cancel() }
         #expect(try sender.passMessage(MessagingCounter(n: 9), identifier: identifier).notified)
         let delivery = try await MessagingHarness.next(1, from: deliveries, "the message")

@@ -30,10 +30,10 @@ struct NotifyDeliveryTests {
         let observing = try center()
         let (handled, handler) = NotifyHarness.recorder()
         let observer = try observing.addObserver(
-            for: name(target), queue: DispatchQueue(label: "test.malformed"), handler: handler)
+            for: name(target), on: .queue(DispatchQueue(label: "test.malformed")), handler: handler)
         defer { observer.cancel() }
         let (ioHandled, ioHandler) = NotifyHarness.recorder()
-        let ioObserver = try observing.addObserver(for: name(target), queue: nil, handler: ioHandler)
+        let ioObserver = try observing.addObserver(for: name(target), on: .ioThread, handler: ioHandler)
         defer { ioObserver.cancel() }
         let prefixed = try await observing.notifications(prefix: name("group/box/"))
         // Everything named Posted reaches this connection; the observers' routes are offered each
@@ -67,7 +67,7 @@ struct NotifyDeliveryTests {
 
         for source in [handled, ioHandled] {
             let delivered = try await NotifyHarness.next(1, from: source)
-            #expect(delivered.map(\.name) == [target])
+            #expect(delivered.map(\.name.rawValue) == [target])
             #expect(
                 delivered.map(\.state) == [9], "the first delivery is the good post: every malformed one was dropped")
         }
@@ -90,7 +90,7 @@ struct NotifyDeliveryTests {
         try await NotifyHarness.dbusSend(
             bus, interface: "org.wormhole.Notify1.BE6A2", ["string:\(target)", "uint64:7"])
         let delivered = try await NotifyHarness.next(2, from: stream)
-        #expect(delivered.map(\.name) == [target, target])
+        #expect(delivered.map(\.name.rawValue) == [target, target])
         #expect(delivered.map(\.state) == [nil, 7])
         #expect(delivered.map(\.isOwnPost) == [false, false])
         #expect(observing.lastState(of: name(target)) == 7)
@@ -114,14 +114,14 @@ struct NotifyDeliveryTests {
         let stream = try await observing.notifications(prefix: name(prefix))
         let (handled, handler) = NotifyHarness.recorder()
         let observer = try observing.addObserver(
-            forPrefix: name(prefix), queue: DispatchQueue(label: "test.prefix"), handler: handler)
+            forPrefix: name(prefix), on: .queue(DispatchQueue(label: "test.prefix")), handler: handler)
         defer { observer.cancel() }
         for stranger in strangers { try posting.post(name(stranger), state: 0) }
         for (index, member) in family.enumerated() { try posting.post(name(member), state: UInt64(index + 1)) }
         let sentinel = prefix + "sentinel"
         try posting.post(name(sentinel), state: 99)
         for source in [try await NotifyHarness.next(3, from: stream), try await NotifyHarness.next(3, from: handled)] {
-            #expect(source.map(\.name) == family + [sentinel])
+            #expect(source.map(\.name.rawValue) == family + [sentinel])
             #expect(source.map(\.state) == [1, 2, 99])
         }
     }
@@ -144,14 +144,14 @@ struct NotifyDeliveryTests {
         let observing = try center()
         let connection = observing.connection
         let baseline = try await NotifyHarness.settledRuleCount(bus, connection)
-        let first = try observing.addObserver(for: name("rules/x"), queue: nil) { _ in }
+        let first = try observing.addObserver(for: name("rules/x"), on: .ioThread) { _ in }
         #expect(try await NotifyHarness.settledRuleCount(bus, connection) == baseline + 2)
         let stream = try await observing.notifications(named: name("rules/x"))
         let token = try observing.makeCheckToken(for: name("rules/x"))
         #expect(try await NotifyHarness.settledRuleCount(bus, connection) == baseline + 2, "identical rules are shared")
-        let prefix = try observing.addObserver(forPrefix: name("rules/"), queue: nil) { _ in }
+        let prefix = try observing.addObserver(forPrefix: name("rules/"), on: .ioThread) { _ in }
         #expect(try await NotifyHarness.settledRuleCount(bus, connection) == baseline + 3)
-        let other = try observing.addObserver(for: name("rules/y"), queue: nil) { _ in }
+        let other = try observing.addObserver(for: name("rules/y"), on: .ioThread) { _ in }
         #expect(try await NotifyHarness.settledRuleCount(bus, connection) == baseline + 5)
 
         first.cancel()
@@ -174,10 +174,10 @@ struct NotifyDeliveryTests {
         let target = name("suspend/a")
         let (handled, handler) = NotifyHarness.recorder()
         let observer = try observing.addObserver(
-            for: target, queue: DispatchQueue(label: "test.suspend"), handler: handler)
+            for: target, on: .queue(DispatchQueue(label: "test.suspend")), handler: handler)
         defer { observer.cancel() }
         let (witnessed, witness) = NotifyHarness.recorder()
-        let witnessObserver = try observing.addObserver(for: name("suspend/witness"), queue: nil, handler: witness)
+        let witnessObserver = try observing.addObserver(for: name("suspend/witness"), on: .ioThread, handler: witness)
         defer { witnessObserver.cancel() }
 
         observer.suspend()
@@ -193,7 +193,7 @@ struct NotifyDeliveryTests {
         let delivered = try await NotifyHarness.next(2, from: handled)
         #expect(delivered.map(\.coalescedCount) == [5, 1])
         #expect(delivered.map(\.state) == [5, 6])
-        #expect(delivered.map(\.kind) == [.posted, .posted])
+        #expect(delivered.map(\.reason) == [.posted, .posted])
         #expect(delivered.map(\.isOwnPost) == [true, true], "posts from this process are delivered by default")
 
         // Resuming with nothing pending delivers nothing.
@@ -210,12 +210,12 @@ struct NotifyDeliveryTests {
         let target = name("own/a")
         let (ignoring, ignoringHandler) = NotifyHarness.recorder()
         let ignoringObserver = try observing.addObserver(
-            for: target, queue: DispatchQueue(label: "test.ignoring"), options: ObserverOptions(ignoresOwnPosts: true),
+            for: target, on: .queue(DispatchQueue(label: "test.ignoring")), options: ObserverOptions(ignoresOwnPosts: true),
             handler: ignoringHandler)
         defer { ignoringObserver.cancel() }
         let (all, allHandler) = NotifyHarness.recorder()
         let allObserver = try observing.addObserver(
-            for: target, queue: DispatchQueue(label: "test.all"), handler: allHandler)
+            for: target, on: .queue(DispatchQueue(label: "test.all")), handler: allHandler)
         defer { allObserver.cancel() }
         let stream = try await observing.notifications(named: target, options: ObserverOptions(ignoresOwnPosts: true))
 

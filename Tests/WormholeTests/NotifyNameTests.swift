@@ -63,7 +63,7 @@ struct NotifyNameTests {
         let posting = try center()
         let (handled, handler) = NotifyHarness.recorder()
         let observer = try observing.addObserver(
-            for: NotificationName(name), queue: DispatchQueue(label: "test.awkward"), handler: handler)
+            for: NotificationName(name), on: .queue(DispatchQueue(label: "test.awkward")), handler: handler)
         defer { observer.cancel() }
         let stream = try await observing.notifications(named: NotificationName(name))
         for lookalike in [name + "x", "x" + name, name + "'", "\\" + name, String(name.dropLast())]
@@ -74,7 +74,7 @@ struct NotifyNameTests {
         for delivered in [
             try await NotifyHarness.next(1, from: handled), try await NotifyHarness.next(1, from: stream),
         ] {
-            #expect(delivered.map(\.name) == [name])
+            #expect(delivered.map(\.name.rawValue) == [name])
             #expect(delivered.map(\.state) == [1])
         }
         #expect(observing.connection.signalsReceived == 1, "the daemon filtered every look-alike")
@@ -94,7 +94,7 @@ struct NotifyNameTests {
         let stream = try await observing.notifications(named: NotificationName(name))
         try posting.post(NotificationName(name), state: 900)
         let delivered = try await NotifyHarness.next(1, from: stream)
-        #expect(delivered.map(\.name) == [name])
+        #expect(delivered.map(\.name.rawValue) == [name])
         #expect(delivered.map(\.state) == [900])
     }
 
@@ -144,7 +144,7 @@ struct NotifyNameTests {
     func prefixNeedsSlash() async throws {
         let observing = try center()
         let handlerError = #expect(throws: WormholeError.self) {
-            try observing.addObserver(forPrefix: NotificationName("group/box"), queue: nil) { _ in }
+            try observing.addObserver(forPrefix: NotificationName("group/box"), on: .ioThread) { _ in }
         }
         #expect(handlerError?.code == .invalidName)
         #expect(handlerError?.message.contains("'group/box' must end with '/'") == true)
@@ -160,7 +160,7 @@ struct NotifyNameTests {
         let name = try NotificationName(String(repeating: "'", count: 300) + String(repeating: "a", count: 600))
         let observing = try center()
         let error = #expect(throws: WormholeError.self) {
-            try observing.addObserver(for: name, queue: nil) { _ in }
+            try observing.addObserver(for: name, on: .ioThread) { _ in }
         }
         #expect(error?.code == .invalidName)
         #expect(error?.message.contains("accepts at most 1024") == true)
@@ -172,7 +172,7 @@ struct NotifyNameTests {
         let stream = try await observing.notifications(named: fine)
         try observing.post(fine, state: 5)
         let note = try await NotifyHarness.within("the quoted name") { await stream.first { _ in true } }
-        #expect(note?.name == fine.rawValue)
+        #expect(note?.name.rawValue == fine.rawValue)
         #expect(note?.state == 5)
     }
 }

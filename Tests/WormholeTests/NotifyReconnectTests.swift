@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 import Testing
 import Wormhole
 import WormholeDBus
@@ -23,11 +24,18 @@ struct NotifyReconnectTests {
         let posting = try NotifyHarness.center(bus, table: table.path)
         let (handled, handler) = NotifyHarness.recorder()
         let observer = try observing.addObserver(
-            for: target, queue: DispatchQueue(label: "test.reconnect"), handler: handler)
+            for: target, on: .queue(DispatchQueue(label: "test.reconnect")), handler: handler)
         defer { observer.cancel() }
         let (prefixHandled, prefixHandler) = NotifyHarness.recorder()
+        // Every call of an .ioThread handler, the catch-up included, runs on the I/O thread.
+        let offThread = Mutex<[DarwinNotification]>([])
+        let connection = observing.connection
         let prefixObserver = try observing.addObserver(
-            forPrefix: NotifyHarness.name("com.example/"), queue: nil, handler: prefixHandler)
+            forPrefix: NotifyHarness.name("com.example/"), on: .ioThread
+        ) { note in
+            if !connection.isOnIOThread { offThread.withLock { $0.append(note) } }
+            prefixHandler(note)
+        }
         defer { prefixObserver.cancel() }
         let stream = try await observing.notifications(named: target)
         let observingEvents = observing.connection.events()
@@ -47,23 +55,24 @@ struct NotifyReconnectTests {
         let streamedCatchUp = try await NotifyHarness.next(1, from: stream)
         let prefixCatchUp = try await NotifyHarness.next(1, from: prefixHandled)
         for delivery in handledCatchUp + streamedCatchUp {
-            #expect(delivery.kind == .catchUp)
-            #expect(delivery.name == target.rawValue)
+            #expect(delivery.reason == .catchUp)
+            #expect(delivery.name == target)
             #expect(delivery.state == nil)
         }
-        #expect(prefixCatchUp.map(\.kind) == [.catchUp])
-        #expect(prefixCatchUp.map(\.name) == ["com.example/"])
+        #expect(prefixCatchUp.map(\.reason) == [.catchUp])
+        #expect(prefixCatchUp.map(\.name.rawValue) == ["com.example/"])
 
         try posting.post(target, state: 2)
         try posting.post(NotifyHarness.name("com.example/other"), state: 3)
         try posting.post(target, state: 4)
         for source in [try await NotifyHarness.next(2, from: handled), try await NotifyHarness.next(2, from: stream)] {
-            #expect(source.map(\.kind) == [.posted, .posted], "one catch-up, then posts")
+            #expect(source.map(\.reason) == [.posted, .posted], "one catch-up, then posts")
             #expect(source.map(\.state) == [2, 4])
         }
         let prefixed = try await NotifyHarness.next(3, from: prefixHandled)
-        #expect(prefixed.map(\.kind) == [.posted, .posted, .posted])
+        #expect(prefixed.map(\.reason) == [.posted, .posted, .posted])
         #expect(prefixed.map(\.state) == [2, 3, 4])
+        #expect(offThread.withLock { $0 }.isEmpty, "the catch-up took the same path as the posts")
         #expect(observing.connection.isConnected)
     }
 
@@ -103,7 +112,7 @@ struct NotifyReconnectTests {
         bus.kill()
         try bus.start()
         _ = try await NotifyHarness.first(from: postingEvents, "the poster's reconnect") { $0 == .reconnected }
-        #expect(try await NotifyHarness.next(1, from: stream).map(\.kind) == [.catchUp])
+        #expect(try await NotifyHarness.next(1, from: stream).map(\.reason) == [.catchUp])
         let currentNames: Set<String> = [observing.connection.uniqueName, posting.connection.uniqueName]
         let stranger = try Self.stranger(named: oldNames.subtracting(currentNames), on: bus)
 

@@ -38,18 +38,19 @@ guard let group = option("--group") else {
 let presses = option("--presses").flatMap(Int.init) ?? 5
 
 do {
-    let wormhole = try Wormhole(
+    let wormhole = try MessageCenter(
         applicationGroupIdentifier: group, busAddress: try option("--bus-address").map(BusAddress.init))
-    let label = DispatchQueue(label: "counter-app.label")
+    // Handlers run on the listener's own serial queue (the default delivery). Keep the
+    // listener: releasing it would stop it.
     let listener = try wormhole.listen(
-        identifier: "button", as: ButtonMessage.self, queue: label,
+        identifier: "button", as: ButtonMessage.self,
         options: .init(deliversStoredMessageOnStart: true)
     ) { delivery in
         switch (delivery.result, delivery.reason) {
         case (.success(let message), .stored):
             say("app:   mailbox already held button \(message.buttonNumber)")
         case (.success(let message), _):
-            let latency = delivery.state.map { String(format: "%.0f µs", Double(nowNanoseconds() &- $0) / 1000) } ?? "?"
+            let latency = delivery.sentAt.map { String(format: "%.0f µs", Double(nowNanoseconds() &- $0) / 1000) } ?? "?"
             say("app:   button \(message.buttonNumber) arrived after \(latency)")
             if message.buttonNumber >= presses { exit(0) }
         case (.failure(let error), _):

@@ -31,7 +31,7 @@ guard let group = option("--group") else {
 let presses = option("--presses").flatMap(Int.init) ?? 5
 
 do {
-    let wormhole = try Wormhole(
+    let wormhole = try MessageCenter(
         applicationGroupIdentifier: group, busAddress: try option("--bus-address").map(BusAddress.init))
     for number in 1...presses {
         let report = try wormhole.passMessage(ButtonMessage(buttonNumber: number), identifier: "button")

@@ -3,22 +3,26 @@ public import Foundation
 /// A stored message as its raw JSON document, for code that forwards messages without knowing
 /// their type (the `wormhole` tool, bridges, loggers).
 ///
-/// Listen with `as: JSONDocument.self` (or read with ``Wormhole/message(identifier:as:)``) to
-/// get the document's bytes exactly as the sender stored them; they are checked to be one
-/// JSON value. A `JSONDocument` can only come from a whole stored message: decoding one inside
-/// another `Decodable` type throws.
+/// Listen with `as: JSONDocument.self` (or read with `MessageCenter.message(identifier:as:)`)
+/// to get the document's bytes exactly as the sender stored them; they are checked to be one
+/// JSON value. Raw JSON bytes are sent as a `JSONDocument` too (`passMessage(JSONDocument(data: bytes),
+/// identifier:)`). Decoding one inside another `Decodable` type throws: a document is always a
+/// whole message.
 public struct JSONDocument: Sendable, Hashable, Decodable, CustomStringConvertible {
     /// The document's UTF-8 bytes, as stored.
     public let data: Data
 
-    /// Wraps `data`, checking that it is exactly one JSON value.
+    /// Wraps `data`, checking that it is exactly one JSON text (RFC 8259): one value of any
+    /// type, UTF-8 without a byte-order mark, white space allowed around it. Numbers of any size
+    /// are accepted and kept as written. The check is one scan of the bytes; nothing is parsed
+    /// into objects.
     ///
-    /// - Throws: ``WormholeError`` with ``WormholeError/Code/decodingFailed`` when it is not.
+    /// - Throws: ``WormholeError`` with ``WormholeError/Code/invalidJSON`` when it is not,
+    ///   saying what is wrong and at which byte.
     public init(data: Data) throws {
-        do {
-            _ = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
-        } catch {
-            throw WormholeError(.decodingFailed, "not a JSON document (\(data.count) bytes): \(error)")
+        let failure = data.withUnsafeBytes { JSONSyntax.check($0) }
+        if let failure {
+            throw WormholeError(.invalidJSON, "not a JSON document (\(data.count) bytes): \(failure)")
         }
         self.data = data
     }
@@ -37,28 +41,7 @@ public struct JSONDocument: Sendable, Hashable, Decodable, CustomStringConvertib
     public var compactText: String {
         var output: [UInt8] = []
         output.reserveCapacity(data.count)
-        var inString = false
-        var escaped = false
-        for byte in data {
-            if inString {
-                output.append(byte)
-                if escaped {
-                    escaped = false
-                } else if byte == UInt8(ascii: "\\") {
-                    escaped = true
-                } else if byte == UInt8(ascii: "\"") {
-                    inString = false
-                }
-            } else {
-                switch byte {
-                case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"): continue
-                case UInt8(ascii: "\""):
-                    inString = true
-                    output.append(byte)
-                default: output.append(byte)
-                }
-            }
-        }
+        appendCompact(to: &output)
         return String(decoding: output, as: UTF8.self)
     }
 
@@ -68,4 +51,32 @@ public struct JSONDocument: Sendable, Hashable, Decodable, CustomStringConvertib
     }
 
     public var description: String { compactText }
+
+    /// Appends ``compactText``'s bytes to `output` (no `String` made: for writers that reuse a buffer).
+    package func appendCompact(to output: inout [UInt8]) {
+        var inString = false
+        var escaped = false
+        data.withUnsafeBytes { bytes in
+            for byte in bytes {
+                if inString {
+                    output.append(byte)
+                    if escaped {
+                        escaped = false
+                    } else if byte == UInt8(ascii: "\\") {
+                        escaped = true
+                    } else if byte == UInt8(ascii: "\"") {
+                        inString = false
+                    }
+                } else {
+                    switch byte {
+                    case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"): continue
+                    case UInt8(ascii: "\""):
+                        inString = true
+                        output.append(byte)
+                    default: output.append(byte)
+                    }
+                }
+            }
+        }
+    }
 }

@@ -1,21 +1,11 @@
-import ArgumentParser
+import Foundation
 import Wormhole
 import WormholeDBus
 
-/// `--bus-address`, taken by every command.
-struct BusOptions: ParsableArguments {
-    @Option(name: .customLong("bus-address"), help: "The D-Bus address to use (default: DBUS_SESSION_BUS_ADDRESS).")
-    var busAddress: String?
-
-    /// The address, checked; the session bus when none was given.
-    func address() throws -> BusAddress {
-        do {
-            if let busAddress { return try BusAddress(busAddress) }
-            return try BusAddress.session()
-        } catch let error as BusError {
-            throw CLIFailure(message: error.message, status: error.code == .invalidAddress ? 64 : 1)
-        }
-    }
+/// A failure with the exit status the contract gives it.
+struct CLIFailure: Error {
+    var message: String
+    var status: Int32 = 1
 }
 
 /// Turns a library error into a CLI failure: validation errors are usage errors (64).
@@ -38,4 +28,21 @@ func cliFailure(_ error: any Error) -> CLIFailure {
 /// Runs `body`, mapping library errors to CLI failures.
 func withCLIErrors<T>(_ body: () throws -> T) throws -> T {
     do { return try body() } catch { throw cliFailure(error) }
+}
+
+/// Writes one line to standard error.
+func writeError(_ line: String) {
+    FileHandle.standardError.write(Data((line + "\n").utf8))
+}
+
+/// Writes one line to standard output (for the commands that print once; `observe` and
+/// `listen` use a ``LineWriter``).
+func writeOutput(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+/// Reports a usage error and exits 64.
+func failUsage(_ message: String) -> Never {
+    writeError("wormhole: " + message)
+    Foundation.exit(64)
 }

@@ -1,4 +1,3 @@
-import Dispatch
 public import Foundation
 public import Logging
 import Synchronization
@@ -8,20 +7,27 @@ public import WormholeDBus
 /// notification per identifier that wakes listeners in other processes at once.
 ///
 /// ```swift
-/// let wormhole = try Wormhole(applicationGroupIdentifier: "group.com.example.counter")
+/// let wormhole = try MessageCenter(applicationGroupIdentifier: "group.com.example.counter")
 /// // The watch side:
 /// try wormhole.passMessage(["buttonNumber": 3], identifier: "button")
-/// // The app side, in another process:
-/// let listener = try wormhole.listen(identifier: "button", as: [String: Int].self, queue: .main) { delivery in
+/// // The app side, in another process (keep the listener: releasing it stops it):
+/// let listener = try wormhole.listen(identifier: "button", as: [String: Int].self) { delivery in
 ///     if let message = try? delivery.result.get() { print(message["buttonNumber"]!) }
 /// }
 /// ```
 ///
+/// Every messaging method takes the identifier as a ``MessageIdentifier`` or as a `String`
+/// (checked, then forwarded; an invalid one throws ``WormholeError/Code/invalidIdentifier``
+/// before anything is written).
+///
 /// A message is stored as `<root>/<group>/<directory>/<identifier>.json` (replaced atomically)
 /// and then `Posted` is emitted with the name `<group>/<directory>/<identifier>` (contract §3).
-/// Storing never depends on the bus: if the bus is down, ``passMessage(_:identifier:)`` still
-/// stores the message and reports that nobody was told.
-public final class Wormhole: Sendable {
+/// Storing never depends on the bus: if the bus is down, `passMessage` still stores the
+/// message and reports that nobody was told.
+///
+/// Listeners are `SubscriptionHandle`s: active until cancelled or released. Their handlers run
+/// where their `DeliveryQueue` says (see <doc:ThreadingAndDelivery>).
+public final class MessageCenter: Sendable {
     /// How messages are stored.
     public enum Transiting: Sendable {
         /// ``FileTransiting``: atomic replace (the contract's layout; the default).
@@ -43,7 +49,7 @@ public final class Wormhole: Sendable {
     let logger: Logger
     private let centerBox = Mutex<DarwinNotificationCenter?>(nil)
     private let sharedStateDirectory: String?
-    private let lastState = Atomic<UInt64>(0)
+    private let lastSentAt = Atomic<UInt64>(0)
 
     /// Opens a wormhole (like MMWormhole's `initWithApplicationGroupIdentifier:optionalDirectory:`).
     ///
@@ -84,29 +90,42 @@ public final class Wormhole: Sendable {
         try! NotificationName("\(container.group.rawValue)/\(directory.rawValue)/\(identifier.rawValue)")
     }
 
+    /// The notification name for an identifier given as a string (checked first).
+    public func notificationName(for identifier: String) throws -> NotificationName {
+        notificationName(for: try MessageIdentifier(identifier))
+    }
+
     /// The prefix every notification of this wormhole starts with: `<group>/<directory>/`.
     public var notificationPrefix: NotificationName {
         try! NotificationName("\(container.group.rawValue)/\(directory.rawValue)/")
     }
 
     /// The notification center, connecting on first use; a failed connection is retried next time.
+    ///
+    /// The connection is made outside any lock, so a send on another thread never waits behind
+    /// it; when two threads connect at once, the first to finish wins and the other's
+    /// connection is closed.
     public func notificationCenter() throws -> DarwinNotificationCenter {
-        try centerBox.withLock { box in
-            if let center = box { return center }
-            let center = try DarwinNotificationCenter(
-                busAddress: busAddress, sharedStateDirectory: sharedStateDirectory, logger: logger)
-            box = center
-            return center
+        if let center = centerBox.withLock({ $0 }) { return center }
+        let made = try DarwinNotificationCenter(
+            busAddress: busAddress, sharedStateDirectory: sharedStateDirectory, logger: logger)
+        let (center, lost) = centerBox.withLock { box -> (DarwinNotificationCenter, Bool) in
+            if let existing = box { return (existing, true) }
+            box = made
+            return (made, false)
         }
+        if lost { made.close() }
+        return center
     }
 
     // MARK: Sending
 
     /// What happened to the notification after a message was stored.
     public struct SendReport: Sendable {
-        /// The state the notification carried (the write's timestamp in nanoseconds since
-        /// 1970, strictly increasing within a process); it differs for every write.
-        public var state: UInt64
+        /// When the message was written: nanoseconds since 1970 (`CLOCK_REALTIME`), strictly
+        /// increasing within a process. The notification carries it as its state, so it
+        /// differs for every write, and a listener's ``MessageDelivery/sentAt`` is this value.
+        public var sentAt: UInt64
         /// Why listeners were not told, when they were not (the bus is down or unreachable).
         /// The message is stored either way; listeners catch up when they reconnect.
         public var notificationError: (any Error)?
@@ -119,26 +138,72 @@ public final class Wormhole: Sendable {
     ///
     /// - Returns: whether listeners were notified. A bus that is down is not an error here: the
     ///   message is stored, the problem is logged and returned in the report.
-    /// - Throws: ``WormholeError`` for an invalid identifier (before anything is written), a
-    ///   message that does not encode, or a storage failure.
+    /// - Throws: ``WormholeError`` for a message that does not encode, or a storage failure.
     @discardableResult
-    public func passMessage(_ message: some Encodable, identifier: String) throws -> SendReport {
-        let identifier = try MessageIdentifier(identifier)
+    public func passMessage(_ message: some Encodable, identifier: MessageIdentifier) throws -> SendReport {
+        // `Data` reached through a generic context: refused as the `Data` overload refuses it.
+        if message is Data { throw Self.refuseData(identifier.rawValue) }
         // JSONEncoder's output is one JSON document: no need to parse it again.
         try transiting.writeMessage(try Self.encode(message, identifier: identifier), identifier: identifier)
         return notify(identifier)
     }
 
-    /// Stores an already-encoded JSON document (it is checked to be one JSON value) and notifies.
+    /// Stores `message` for an identifier given as a string (checked before anything is written).
     @discardableResult
-    public func passMessageData(_ data: Data, identifier: MessageIdentifier) throws -> SendReport {
-        try Self.validateJSON(data, identifier: identifier)
-        try transiting.writeMessage(data, identifier: identifier)
+    public func passMessage(_ message: some Encodable, identifier: String) throws -> SendReport {
+        try passMessage(message, identifier: MessageIdentifier(identifier))
+    }
+
+    /// Stores a JSON document exactly as given (its bytes, already checked to be one JSON
+    /// value by ``JSONDocument/init(data:)``) and notifies listeners. This is how raw bytes
+    /// are sent.
+    @discardableResult
+    public func passMessage(_ document: JSONDocument, identifier: MessageIdentifier) throws -> SendReport {
+        try transiting.writeMessage(document.data, identifier: identifier)
         return notify(identifier)
+    }
+
+    /// Stores a JSON document for an identifier given as a string.
+    @discardableResult
+    public func passMessage(_ document: JSONDocument, identifier: String) throws -> SendReport {
+        try passMessage(document, identifier: MessageIdentifier(identifier))
+    }
+
+    /// Refused: `Data` is `Encodable` as a base64 JSON string, which is almost never what is
+    /// meant. Wrap JSON bytes in a ``JSONDocument`` (`passMessage(JSONDocument(data: bytes), …)`).
+    ///
+    /// Swift prefers an available generic overload to an unavailable one, so this overload is
+    /// deprecated rather than unavailable: the call compiles with a warning that says what to
+    /// do (an error where warnings are errors) and throws ``WormholeError/Code/encodingFailed``
+    /// without storing anything.
+    @available(*, deprecated, message: "Data would be stored as a base64 JSON string; pass JSONDocument(data: data)")
+    @discardableResult
+    public func passMessage(_ data: Data, identifier: MessageIdentifier) throws -> SendReport {
+        throw Self.refuseData(identifier.rawValue)
+    }
+
+    /// Refused, like the `MessageIdentifier` form.
+    @available(*, deprecated, message: "Data would be stored as a base64 JSON string; pass JSONDocument(data: data)")
+    @discardableResult
+    public func passMessage(_ data: Data, identifier: String) throws -> SendReport {
+        throw Self.refuseData(identifier)
+    }
+
+    static func refuseData(_ identifier: String) -> WormholeError {
+        WormholeError(
+            .encodingFailed, value: identifier,
+            "message for '\(identifier)' is raw Data, which would be stored as a base64 string; "
+                + "send JSON bytes as JSONDocument(data:)")
     }
 
     /// Wakes listeners of `identifier` without changing the stored message; they read and
     /// deliver what is stored (MMWormhole's nil message left them reading a stale file).
+    @discardableResult
+    public func passMessage(identifier: MessageIdentifier) -> SendReport {
+        notify(identifier)
+    }
+
+    /// Wakes listeners of an identifier given as a string.
     @discardableResult
     public func passMessage(identifier: String) throws -> SendReport {
         notify(try MessageIdentifier(identifier))
@@ -147,10 +212,15 @@ public final class Wormhole: Sendable {
     /// Removes the message for `identifier` and notifies, so listeners learn the mailbox is
     /// empty (they receive a ``WormholeError/Code/noMessage`` delivery).
     @discardableResult
-    public func clearMessage(identifier: String) throws -> SendReport {
-        let identifier = try MessageIdentifier(identifier)
+    public func clearMessage(identifier: MessageIdentifier) throws -> SendReport {
         try transiting.deleteMessage(identifier: identifier)
         return notify(identifier)
+    }
+
+    /// Removes the message for an identifier given as a string, and notifies.
+    @discardableResult
+    public func clearMessage(identifier: String) throws -> SendReport {
+        try clearMessage(identifier: MessageIdentifier(identifier))
     }
 
     /// Removes every message of this wormhole and notifies each identifier that had one.
@@ -163,33 +233,37 @@ public final class Wormhole: Sendable {
 
     /// Posts the identifier's name with a fresh state; never throws.
     private func notify(_ identifier: MessageIdentifier) -> SendReport {
-        let state = nextState()
+        let sentAt = nextSentAt()
         do {
             let center = try notificationCenter()
-            try center.post(notificationName(for: identifier), state: state)
-            return SendReport(state: state, notificationError: nil)
+            try center.post(notificationName(for: identifier), state: sentAt)
+            return SendReport(sentAt: sentAt, notificationError: nil)
         } catch {
             logger.warning(
                 "message stored but listeners were not notified",
                 metadata: ["identifier": "\(identifier)", "error": "\(error)"])
-            return SendReport(state: state, notificationError: error)
+            return SendReport(sentAt: sentAt, notificationError: error)
         }
     }
 
     /// Nanoseconds since 1970, made strictly increasing within the process.
-    private func nextState() -> UInt64 {
+    private func nextSentAt() -> UInt64 {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
         let now = UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
         while true {
-            let last = lastState.load(ordering: .relaxed)
+            let last = lastSentAt.load(ordering: .relaxed)
             let next = max(now, last &+ 1)
-            if lastState.compareExchange(expected: last, desired: next, ordering: .relaxed).exchanged { return next }
+            if lastSentAt.compareExchange(expected: last, desired: next, ordering: .relaxed).exchanged { return next }
         }
     }
 
-    /// Blocks until pending notifications are written to the bus (call before exiting).
-    public func flush() { centerBox.withLock { $0?.flush() } }
+    /// Blocks until pending notifications are written to the bus (call before exiting). Sends
+    /// on other threads do not wait behind it.
+    public func flush() {
+        let center = centerBox.withLock { $0 }
+        center?.flush()
+    }
 
     // MARK: Reading
 
@@ -197,15 +271,24 @@ public final class Wormhole: Sendable {
     ///
     /// - Throws: ``WormholeError`` with ``WormholeError/Code/decodingFailed`` when the stored
     ///   document does not decode as `T`, or a storage error.
-    public func message<T: Decodable>(identifier: String, as type: T.Type = T.self) throws -> T? {
-        let identifier = try MessageIdentifier(identifier)
+    public func message<T: Decodable>(identifier: MessageIdentifier, as type: T.Type = T.self) throws -> T? {
         guard let data = try transiting.messageData(identifier: identifier) else { return nil }
         return try Self.decode(data, as: type, identifier: identifier)
     }
 
-    /// The stored JSON document for `identifier`, or `nil`.
+    /// The message stored for an identifier given as a string, decoded, or `nil`.
+    public func message<T: Decodable>(identifier: String, as type: T.Type = T.self) throws -> T? {
+        try message(identifier: MessageIdentifier(identifier), as: type)
+    }
+
+    /// The stored JSON document for `identifier`, as stored, or `nil`.
     public func messageData(identifier: MessageIdentifier) throws -> Data? {
         try transiting.messageData(identifier: identifier)
+    }
+
+    /// The stored JSON document for an identifier given as a string, or `nil`.
+    public func messageData(identifier: String) throws -> Data? {
+        try messageData(identifier: MessageIdentifier(identifier))
     }
 
     // MARK: Coding
@@ -222,7 +305,9 @@ public final class Wormhole: Sendable {
         }
     }
 
-    static func decode<T: Decodable>(_ data: Data, as type: T.Type, identifier: MessageIdentifier) throws(WormholeError) -> T {
+    static func decode<T: Decodable>(
+        _ data: Data, as type: T.Type, identifier: MessageIdentifier
+    ) throws(WormholeError) -> T {
         if T.self == JSONDocument.self {
             do {
                 return try JSONDocument(data: data) as! T
@@ -238,17 +323,6 @@ public final class Wormhole: Sendable {
             throw WormholeError(
                 .decodingFailed, value: identifier.rawValue,
                 "message for '\(identifier)' (\(data.count) bytes) does not decode as \(T.self): \(describe(error))")
-        }
-    }
-
-    /// Checks that `data` is exactly one JSON value (any type, surrounding whitespace allowed).
-    static func validateJSON(_ data: Data, identifier: MessageIdentifier) throws(WormholeError) {
-        do {
-            _ = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
-        } catch {
-            throw WormholeError(
-                .invalidJSON, value: identifier.rawValue,
-                "message for '\(identifier)' is not a JSON document (\(data.count) bytes): \(describe(error))")
         }
     }
 

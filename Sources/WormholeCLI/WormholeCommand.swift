@@ -63,22 +63,3 @@ struct WormholeCommand: ParsableCommand {
         return nil
     }
 }
-
-/// A failure with the exit status the contract gives it.
-struct CLIFailure: Error {
-    var message: String
-    var status: Int32 = 1
-}
-
-func writeError(_ line: String) {
-    FileHandle.standardError.write(Data((line + "\n").utf8))
-}
-
-func writeOutput(_ line: String) {
-    FileHandle.standardOutput.write(Data((line + "\n").utf8))
-}
-
-func failUsage(_ message: String) -> Never {
-    writeError("wormhole: " + message)
-    Foundation.exit(64)
-}

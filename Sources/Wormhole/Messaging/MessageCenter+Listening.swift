@@ -1,0 +1,110 @@
+public import WormholeDBus
+
+extension MessageCenter {
+    /// How a listener behaves.
+    public struct ListenOptions: Sendable, Hashable {
+        /// Deliver the message already stored as soon as the listener is active ("check the
+        /// mailbox when you wake up"); nothing is delivered for an empty mailbox.
+        public var deliversStoredMessageOnStart: Bool
+
+        /// Creates options.
+        public init(deliversStoredMessageOnStart: Bool = false) {
+            self.deliversStoredMessageOnStart = deliversStoredMessageOnStart
+        }
+    }
+
+    /// Calls `handler` with the decoded message each time a sender posts `identifier`, until
+    /// the listener is cancelled or released. Active when this returns.
+    ///
+    /// Bursts may be coalesced into fewer deliveries, but after the last post the last delivery
+    /// carries the latest stored message. The file is read and decoded where `delivery` says,
+    /// where the handler then runs: with ``DeliveryQueue/ioThread`` both happen on the bus
+    /// connection's I/O thread (no hop; the handler must return quickly), and the start-up
+    /// delivery of ``ListenOptions/deliversStoredMessageOnStart`` runs on the calling thread
+    /// before this returns. Two calls of one listener's handler never overlap. Several
+    /// listeners per identifier are fine.
+    public func listen<Message: Decodable & Sendable>(
+        identifier: MessageIdentifier, as type: Message.Type = Message.self, on delivery: DeliveryQueue = .serial,
+        options: ListenOptions = ListenOptions(), handler: @escaping @Sendable (MessageDelivery<Message>) -> Void
+    ) throws -> MessageListener {
+        let core = ListenerCore<Message>(
+            transiting: transiting, prefix: notificationPrefix, only: identifier,
+            sink: .handler(delivery.makeExecutor(label: "wormhole.listener"), handler))
+        return try start(core, options: options)
+    }
+
+    /// Listens to an identifier given as a string (checked before anything else happens).
+    public func listen<Message: Decodable & Sendable>(
+        identifier: String, as type: Message.Type = Message.self, on delivery: DeliveryQueue = .serial,
+        options: ListenOptions = ListenOptions(), handler: @escaping @Sendable (MessageDelivery<Message>) -> Void
+    ) throws -> MessageListener {
+        try listen(identifier: MessageIdentifier(identifier), as: type, on: delivery, options: options, handler: handler)
+    }
+
+    /// Calls `handler` for every identifier of this wormhole (one prefix rule on the bus for
+    /// `<group>/<directory>/`), each delivery naming its identifier. Names below the prefix that
+    /// are not an identifier (such as a journal's `<group>/<directory>/I/journal`) are ignored.
+    public func listenToAllMessages<Message: Decodable & Sendable>(
+        as type: Message.Type = Message.self, on delivery: DeliveryQueue = .serial,
+        options: ListenOptions = ListenOptions(), handler: @escaping @Sendable (MessageDelivery<Message>) -> Void
+    ) throws -> MessageListener {
+        let core = ListenerCore<Message>(
+            transiting: transiting, prefix: notificationPrefix, only: nil,
+            sink: .handler(delivery.makeExecutor(label: "wormhole.listener"), handler))
+        return try start(core, options: options)
+    }
+
+    /// The deliveries for `identifier` as an `AsyncSequence`; the listener is active when this
+    /// returns and goes away when the iteration ends, its task is cancelled, or the stream is
+    /// released. The file is read in the iterator's `next()`.
+    public func messages<Message: Decodable & Sendable>(
+        identifier: MessageIdentifier, as type: Message.Type = Message.self, options: ListenOptions = ListenOptions()
+    ) async throws -> MessageStream<Message> {
+        try await stream(only: identifier, options: options)
+    }
+
+    /// The deliveries for an identifier given as a string, as an `AsyncSequence`.
+    public func messages<Message: Decodable & Sendable>(
+        identifier: String, as type: Message.Type = Message.self, options: ListenOptions = ListenOptions()
+    ) async throws -> MessageStream<Message> {
+        try await stream(only: MessageIdentifier(identifier), options: options)
+    }
+
+    /// The deliveries for every identifier of this wormhole as an `AsyncSequence`.
+    public func allMessages<Message: Decodable & Sendable>(
+        as type: Message.Type = Message.self, options: ListenOptions = ListenOptions()
+    ) async throws -> MessageStream<Message> {
+        try await stream(only: nil, options: options)
+    }
+
+    private func stream<Message: Decodable & Sendable>(
+        only identifier: MessageIdentifier?, options: ListenOptions
+    ) async throws -> MessageStream<Message> {
+        let (doorbell, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let core = ListenerCore<Message>(
+            transiting: transiting, prefix: notificationPrefix, only: identifier, sink: .doorbell(continuation))
+        let center = try notificationCenter()
+        let target = identifier.map(notificationName(for:)) ?? notificationPrefix
+        let observer = try await center.addObserver(
+            target, isPrefix: identifier == nil, on: .ioThread, handler: { core.notified($0) },
+            finish: { continuation.finish() })
+        let listener = MessageListener(core: core, observer: observer)
+        continuation.onTermination = { _ in listener.cancel() }
+        if options.deliversStoredMessageOnStart { core.checkStored() } else { core.recordBaseline() }
+        return MessageStream(doorbell: doorbell, core: core)
+    }
+
+    private func start<Message>(_ core: ListenerCore<Message>, options: ListenOptions) throws -> MessageListener {
+        let center = try notificationCenter()
+        let handler: @Sendable (DarwinNotification) -> Void = { core.notified($0) }
+        let observer =
+            if let only = core.only {
+                try center.addObserver(for: notificationName(for: only), on: .ioThread, handler: handler)
+            } else {
+                try center.addObserver(forPrefix: notificationPrefix, on: .ioThread, handler: handler)
+            }
+        let listener = MessageListener(core: core, observer: observer)
+        if options.deliversStoredMessageOnStart { core.checkStored() } else { core.recordBaseline() }
+        return listener
+    }
+}

@@ -1,0 +1,36 @@
+/// One delivery to a message listener: which mailbox, why, and what it holds.
+public struct MessageDelivery<Message: Sendable>: Sendable {
+    /// Why the listener is being called.
+    public enum Reason: Sendable, Hashable {
+        /// A sender stored a message (or cleared, or woke the mailbox) and posted.
+        case posted
+        /// The message that was already stored when the listener started
+        /// (``MessageCenter/ListenOptions/deliversStoredMessageOnStart``).
+        case stored
+        /// The bus connection came back after an outage and the stored message differs from
+        /// the last one delivered: it changed while the listener was cut off.
+        case catchUp
+    }
+
+    /// The mailbox.
+    public var identifier: MessageIdentifier
+    /// The decoded message, or why there is none: ``WormholeError/Code/noMessage`` when the
+    /// mailbox is empty (cleared), ``WormholeError/Code/decodingFailed`` for a document that does
+    /// not decode, ``WormholeError/Code/unsafePath`` or ``WormholeError/Code/io`` when it cannot be read.
+    public var result: Result<Message, WormholeError>
+    /// Why the listener is being called.
+    public var reason: Reason
+    /// When the sender wrote the message this delivery answers, in nanoseconds since 1970
+    /// (`CLOCK_REALTIME`; the ``MessageCenter/SendReport/sentAt`` of its send), so
+    /// `now - sentAt` is the message's latency. `nil` for ``Reason/stored`` and
+    /// ``Reason/catchUp`` deliveries and for `dbus-send` triggers, which carry no time.
+    public var sentAt: UInt64?
+
+    /// Creates a delivery (for tests and adapters).
+    public init(identifier: MessageIdentifier, result: Result<Message, WormholeError>, reason: Reason, sentAt: UInt64? = nil) {
+        self.identifier = identifier
+        self.result = result
+        self.reason = reason
+        self.sentAt = sentAt
+    }
+}

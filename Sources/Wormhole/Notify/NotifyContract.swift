@@ -1,0 +1,80 @@
+import WormholeDBus
+
+/// The wire vocabulary of contract §1, in one place.
+public enum NotifyContract: Sendable {
+    /// The object path every `Posted` signal is emitted on: `/org/wormhole/Notify1`.
+    public static let objectPath = "/org/wormhole/Notify1"
+    /// The plain interface for hand-typed triggers: `org.wormhole.Notify1`.
+    public static let plainInterface = "org.wormhole.Notify1"
+    /// The signal name: `Posted`.
+    public static let member = "Posted"
+
+    /// The 32-bit FNV-1a hash of `bytes` (the bucket of a name is its low 16 bits).
+    package static func fnv1a32(_ bytes: some Sequence<UInt8>) -> UInt32 {
+        var hash: UInt32 = 0x811c_9dc5
+        for byte in bytes {
+            hash ^= UInt32(byte)
+            hash = hash &* 0x0100_0193
+        }
+        return hash
+    }
+
+    /// The 64-bit FNV-1a hash of `bytes` (used for the shared state table's keys).
+    static func fnv1a64(_ bytes: some Sequence<UInt8>) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in bytes {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        return hash
+    }
+
+    /// The bucket interface of a name: `org.wormhole.Notify1.B%04X` of `fnv1a32(name) & 0xFFFF`.
+    public static func bucketInterface(for name: String) -> String {
+        let low = fnv1a32(name.utf8) & 0xFFFF
+        let digits: [UInt8] = Array("0123456789ABCDEF".utf8)
+        var bytes = Array((plainInterface + ".B").utf8)
+        for shift in [12, 8, 4, 0] { bytes.append(digits[Int((low >> UInt32(shift)) & 0xF)]) }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The bucket interface as a typed name (its format is valid by construction).
+    static func bucket(for name: String) -> InterfaceName {
+        InterfaceName(unchecked: bucketInterface(for: name))
+    }
+
+    // Typed forms, checked once.
+    static let path = try! ObjectPath(objectPath)
+    static let plain = try! InterfaceName(plainInterface)
+    static let posted = try! MemberName(member)
+
+    /// The two rules that observe one name (contract §1).
+    static func rules(observing name: NotificationName) throws -> [MatchRule] {
+        let bucket = Self.bucket(for: name.rawValue)
+        let rules = [
+            MatchRule(interface: bucket, member: posted, arguments: [0: name.rawValue]),
+            MatchRule(interface: plain, member: posted, arguments: [0: name.rawValue]),
+        ]
+        try checkLength(rules, name: name)
+        return rules
+    }
+
+    /// The rule that observes every name below a prefix ending in `/` (contract §1).
+    static func rule(observingPrefix prefix: NotificationName) throws -> MatchRule {
+        let rule = MatchRule(member: posted, path: path, argumentPaths: [0: prefix.rawValue])
+        try checkLength([rule], name: prefix)
+        return rule
+    }
+
+    /// A name of at most 900 bytes fits a rule unless it holds many `'`, each of which the
+    /// rule spells `'\''` (4 bytes): refuse such a name by name, before the bus does.
+    private static func checkLength(_ rules: [MatchRule], name: NotificationName) throws {
+        guard let longest = rules.map({ $0.description.utf8.count }).max(), longest > MatchRule.maximumLength else {
+            return
+        }
+        throw WormholeError(
+            .invalidName, value: name.rawValue,
+            "cannot observe \(quoted(String(name.rawValue.prefix(60))))…: its match rule would be \(longest) bytes "
+                + "and the bus daemon accepts at most \(MatchRule.maximumLength) (each ' in a name takes 4 bytes)")
+    }
+}

@@ -1,0 +1,127 @@
+import Synchronization
+import WormholeDBus
+
+/// The shared part of an observer: what it observes, suspension, coalescing, cancellation,
+/// and the one path every delivery takes (posts, catch-ups and resumed deliveries alike).
+final class ObserverCore: Sendable {
+    private struct State {
+        var suspended = false
+        var pending: DarwinNotification?
+        var cancelled = false
+        var routeID: UInt64?
+        /// A handler call is running (on whichever thread): later deliveries wait in `backlog`
+        /// and the running thread makes them, so two calls never overlap.
+        var running = false
+        var backlog: [DarwinNotification] = []
+    }
+
+    /// The observed name, or prefix (ending in `/`).
+    let target: NotificationName
+    let isPrefix: Bool
+    /// The target's bucket interface (exact names only), computed once.
+    let bucket: InterfaceName
+    let options: ObserverOptions
+    private let executor: DeliveryExecutor
+    private let handler: @Sendable (DarwinNotification) -> Void
+    private let state = Mutex(State())
+
+    init(
+        target: NotificationName, isPrefix: Bool, options: ObserverOptions, executor: DeliveryExecutor,
+        handler: @escaping @Sendable (DarwinNotification) -> Void
+    ) {
+        self.target = target
+        self.isPrefix = isPrefix
+        bucket = NotifyContract.bucket(for: target.rawValue)
+        self.options = options
+        self.executor = executor
+        self.handler = handler
+    }
+
+    var routeID: UInt64? {
+        get { state.withLock { $0.routeID } }
+        set { state.withLock { $0.routeID = newValue } }
+    }
+
+    var isCancelled: Bool { state.withLock { $0.cancelled } }
+    var isSuspended: Bool { state.withLock { $0.suspended } }
+
+    /// Delivers through the executor, or keeps the latest while suspended.
+    func offer(_ note: DarwinNotification) {
+        let now = state.withLock { state -> DarwinNotification? in
+            if state.cancelled { return nil }
+            if state.suspended {
+                var merged = note
+                if let earlier = state.pending {
+                    merged.coalescedCount = earlier.coalescedCount + note.coalescedCount
+                    if note.reason == .posted && earlier.reason == .catchUp { merged.reason = .catchUp }
+                }
+                state.pending = merged
+                return nil
+            }
+            return note
+        }
+        if let now { dispatch(now) }
+    }
+
+    /// Runs `note` through the executor (inline, without making a closure, on the I/O thread).
+    private func dispatch(_ note: DarwinNotification) {
+        if executor.queue == nil {
+            run(note)
+        } else {
+            executor.run { self.run(note) }
+        }
+    }
+
+    /// Calls the handler with `note`, or hands it to the thread already calling it. Whether
+    /// the observer is cancelled is checked under the same lock that ``cancel()`` takes, so no
+    /// call starts once ``cancel()`` has returned.
+    private func run(_ note: DarwinNotification) {
+        let mine = state.withLock { state -> Bool in
+            if state.cancelled { return false }
+            if state.running {
+                state.backlog.append(note)
+                return false
+            }
+            state.running = true
+            return true
+        }
+        guard mine else { return }
+        var current = note
+        while true {
+            handler(current)
+            let next = state.withLock { state -> DarwinNotification? in
+                if state.cancelled || state.backlog.isEmpty {
+                    state.running = false
+                    state.backlog = []
+                    return nil
+                }
+                return state.backlog.removeFirst()
+            }
+            guard let next else { return }
+            current = next
+        }
+    }
+
+    func suspend() { state.withLock { $0.suspended = true } }
+
+    func resume() {
+        let pending = state.withLock { state -> DarwinNotification? in
+            state.suspended = false
+            defer { state.pending = nil }
+            return state.cancelled ? nil : state.pending
+        }
+        if let pending { dispatch(pending) }
+    }
+
+    /// Marks the observer cancelled; whether it already was.
+    func cancel() -> Bool {
+        state.withLock { state in
+            defer {
+                state.cancelled = true
+                state.backlog = []
+                state.pending = nil
+            }
+            return state.cancelled
+        }
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+
+/// The file layout and the atomic replace that ``FileTransiting`` and ``CoordinatedFileTransiting``
+/// share; no locking here.
+struct MessageFiles: Sendable, Hashable {
+    let container: GroupContainer
+    let directory: WormholeDirectoryName
+    let durability: FileTransiting.Durability
+
+    /// The open, checked wormhole directory; nil when it (or the container) does not exist.
+    func openExistingDirectory() throws(WormholeError) -> OpenFile? {
+        try container.openDirectory(directory, create: false)
+    }
+
+    /// The open, checked wormhole directory, created (with the container) when missing.
+    func openOrCreateDirectory() throws(WormholeError) -> OpenFile {
+        guard let opened = try container.openDirectory(directory, create: true) else {
+            // openDirectory(create: true) throws rather than return nil; this is only a guard.
+            let path = container.directoryPath(directory)
+            throw WormholeError(.io, value: path, "cannot create '\(path)': it was removed while being created")
+        }
+        return opened
+    }
+
+    /// Writes `data` to a new temporary file in `directory`, then renames it over `<identifier>.json`.
+    func write(_ data: Data, identifier: MessageIdentifier, in directory: OpenFile) throws(WormholeError) {
+        let target = identifier.fileName
+        // Never silently replace a symlink, a directory or another user's file planted at the target.
+        try directory.checkReplaceable(target)
+        let temporary = Self.temporaryName(for: identifier)
+        let file = try directory.createNewFile(temporary)
+        do throws(WormholeError) {
+            try file.writeAll(data)
+            if durability == .synchronized { try file.synchronize() }
+            try directory.rename(temporary, to: target)
+        } catch {
+            _ = try? directory.remove(temporary)
+            throw error
+        }
+        if durability == .synchronized { try directory.synchronize() }
+    }
+
+    func read(identifier: MessageIdentifier, in directory: OpenFile) throws(WormholeError) -> Data? {
+        guard let file = try directory.openFileForReading(identifier.fileName) else { return nil }
+        return try file.readToEnd()
+    }
+
+    func delete(identifier: MessageIdentifier, in directory: OpenFile) throws(WormholeError) {
+        if try directory.remove(identifier.fileName), durability == .synchronized {
+            try directory.synchronize()
+        }
+    }
+
+    func identifiers(in directory: OpenFile) throws(WormholeError) -> [MessageIdentifier] {
+        try directory.fileNames().compactMap { MessageIdentifier(fileName: $0) }.sorted { $0.rawValue < $1.rawValue }
+    }
+
+    /// `.<identifier>.<pid>-<random>.tmp`: hidden (so never taken for a message), unique per writer,
+    /// and at most 1 + 200 + 1 + 10 + 1 + 16 + 4 = 233 bytes, within the 255-byte limit.
+    static func temporaryName(for identifier: MessageIdentifier) -> String {
+        let random = String(UInt64.random(in: .min ... .max), radix: 16)
+        return ".\(identifier.rawValue).\(Syscall.processID())-\(random).tmp"
+    }
+
+    /// `.<identifier>.lock`, the lock file of ``CoordinatedFileTransiting``.
+    static func lockName(for identifier: MessageIdentifier) -> String {
+        ".\(identifier.rawValue).lock"
+    }
+}

@@ -1,0 +1,19 @@
+import ArgumentParser
+import Wormhole
+import WormholeDBus
+
+/// `--bus-address`, taken by every command.
+struct BusOptions: ParsableArguments {
+    @Option(name: .customLong("bus-address"), help: "The D-Bus address to use (default: DBUS_SESSION_BUS_ADDRESS).")
+    var busAddress: String?
+
+    /// The address, checked; the session bus when none was given.
+    func address() throws -> BusAddress {
+        do {
+            if let busAddress { return try BusAddress(busAddress) }
+            return try BusAddress.session()
+        } catch let error as BusError {
+            throw CLIFailure(message: error.message, status: error.code == .invalidAddress ? 64 : 1)
+        }
+    }
+}

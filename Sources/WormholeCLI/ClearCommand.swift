@@ -1,0 +1,33 @@
+import ArgumentParser
+import Wormhole
+import WormholeDBus
+
+/// `wormhole clear --group G [--directory D] ID | --all`.
+struct ClearCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "clear", abstract: "Remove the message of an identifier (or all messages) and notify listeners.")
+
+    @Argument(help: "The message identifier.")
+    var identifier: String?
+
+    @Flag(help: "Remove every message of the wormhole.")
+    var all = false
+
+    @OptionGroup var options: WormholeOptions
+
+    func validate() throws {
+        if (identifier == nil) == !all { throw ValidationError("give an identifier or --all (not both)") }
+    }
+
+    func run() throws {
+        let wormhole = try options.wormhole(identifiers: identifier.map { [$0] } ?? [])
+        let reports = try withCLIErrors {
+            if let identifier { return [try wormhole.clearMessage(identifier: identifier)] }
+            return try wormhole.clearAllMessages()
+        }
+        if let error = reports.compactMap(\.notificationError).first {
+            writeError("wormhole: warning: cleared, but listeners were not notified: \(error)")
+        }
+        wormhole.flush()
+    }
+}

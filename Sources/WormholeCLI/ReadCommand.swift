@@ -1,0 +1,30 @@
+import ArgumentParser
+import Foundation
+import Wormhole
+import WormholeDBus
+
+/// `wormhole read --group G [--directory D] ID` (contract §4).
+struct ReadCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "read", abstract: "Print the JSON message stored for an identifier.")
+
+    @Argument(help: "The message identifier.")
+    var identifier: String
+
+    @OptionGroup var options: WormholeOptions
+
+    func run() throws {
+        let wormhole = try options.wormhole(identifiers: [identifier])
+        let data = try withCLIErrors { try wormhole.messageData(identifier: identifier) }
+        guard let data else {
+            throw CLIFailure(
+                message: "no message is stored for '\(identifier)' in \(wormhole.container.directoryPath(wormhole.directory))")
+        }
+        guard (try? JSONDocument(data: data)) != nil else {
+            throw CLIFailure(
+                message: "the file stored for '\(identifier)' (\(data.count) bytes) is not a JSON document; "
+                    + "it was not written by a Wormhole sender, or was damaged")
+        }
+        FileHandle.standardOutput.write(data + Data("\n".utf8))
+    }
+}

@@ -1,0 +1,24 @@
+import ArgumentParser
+import Wormhole
+import WormholeDBus
+
+/// `--group` and `--directory`, checked before anything touches the disk or the bus.
+struct WormholeOptions: ParsableArguments {
+    @Option(help: "The application group identifier, such as group.com.example.lines.")
+    var group: String
+
+    @Option(help: "The wormhole directory inside the group container.")
+    var directory = "wormhole"
+
+    @OptionGroup var bus: BusOptions
+
+    /// The wormhole, with every name validated first.
+    func wormhole(identifiers: [String] = []) throws -> MessageCenter {
+        try withCLIErrors {
+            let wormhole = try MessageCenter(
+                applicationGroupIdentifier: group, directory: directory, busAddress: bus.busAddress.map(BusAddress.init))
+            for identifier in identifiers { _ = try MessageIdentifier(identifier) }
+            return wormhole
+        }
+    }
+}
