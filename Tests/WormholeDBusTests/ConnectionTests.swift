@@ -181,6 +181,7 @@ struct ConnectionTests {
         let key = DispatchSpecificKey<Int>()
         queue.setSpecific(key: key, value: 7)
         let (events, continuation) = AsyncStream<(UInt64, Bool)>.makeStream()
+        let baseline = try bus.matchRuleCount(of: receiver.uniqueName)
         let subscription = try receiver.subscribe(MatchRule(interface: testInterface, member: said), on: .queue(queue)) {
             signal in
             continuation.yield(((try? signal.uint64(at: 0)) ?? 0, DispatchQueue.getSpecific(key: key) == 7))
@@ -191,7 +192,7 @@ struct ConnectionTests {
         #expect(first?.0 == 1)
         #expect(first?.1 == true, "delivered on the caller's queue")
         subscription.cancel()
-        try await waitForRuleCount(receiver, try bus.matchRuleCount(of: receiver.uniqueName))
+        try await waitForRuleCount(receiver, baseline)
         try sender.emit(said(.uint64(2)))
         // emit hands the signal to the sender's I/O thread: wait until it is on the bus, so that
         // it cannot reach the rule added next.

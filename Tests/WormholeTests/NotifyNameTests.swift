@@ -154,19 +154,26 @@ struct NotifyNameTests {
         #expect(streamError?.code == .invalidName)
     }
 
-    @Test("a valid name whose match rule would exceed 1024 bytes is refused by name when observed, and still posts")
+    @Test("a name whose match rule would exceed 1024 bytes is refused by name, for posting and observing alike")
     func quoteHeavyName() async throws {
         // 300 quotes + 600 letters = 900 bytes, but each ' is spelled '\'' in the rule.
-        let name = try NotificationName(String(repeating: "'", count: 300) + String(repeating: "a", count: 600))
-        let observing = try center()
-        let error = #expect(throws: WormholeError.self) {
-            try observing.addObserver(for: name, on: .ioThread) { _ in }
-        }
+        let heavy = String(repeating: "'", count: 300) + String(repeating: "a", count: 600)
+        let error = #expect(throws: WormholeError.self) { try NotificationName(heavy) }
         #expect(error?.code == .invalidName)
         #expect(error?.message.contains("accepts at most 1024") == true)
-        let before = try bus.matchRuleCount(of: observing.connection.uniqueName)
-        #expect(before == 0, "nothing was added on the bus")
-        try observing.post(name)
+        let observing = try center()
+        #expect(throws: WormholeError.self) { try observing.post(heavy) }
+        // The longest name that fits: the rule is exactly 1024 bytes.
+        let fixed = NotifyContract.exactRuleLength(of: "")
+        let quotes = (MatchRule.maximumLength - fixed) / 4
+        let edge = String(repeating: "'", count: quotes) + String(repeating: "c", count: MatchRule.maximumLength - fixed - 4 * quotes)
+        #expect(NotifyContract.exactRuleLength(of: edge) == MatchRule.maximumLength)
+        let edgeName = try NotificationName(edge)
+        let edgeStream = try await observing.notifications(named: edgeName)
+        try observing.post(edgeName, state: 4)
+        let edgeNote = try await NotifyHarness.within("the longest name") { await edgeStream.first { _ in true } }
+        #expect(edgeNote?.state == 4)
+        #expect(throws: WormholeError.self) { try NotificationName(edge + "'") }
         // A name with a few quotes is fine end to end.
         let fine = try NotificationName(String(repeating: "'", count: 20) + "b")
         let stream = try await observing.notifications(named: fine)

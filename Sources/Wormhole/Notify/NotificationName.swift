@@ -14,7 +14,9 @@ public struct NotificationName: Hashable, Sendable, CustomStringConvertible, Com
     public let rawValue: String
 
     /// Checks a name; throws ``WormholeError/Code/invalidName`` naming it when it is empty,
-    /// longer than 900 bytes, or contains NUL.
+    /// longer than 900 bytes, contains NUL, or holds so many `'` that the match rule observing
+    /// it would exceed the bus daemon's 1024 bytes (each `'` is spelled `'\''` there; contract
+    /// §1 v1.1). Posting and observing apply this one rule, so a name that posts can be observed.
     public init(_ rawValue: String) throws {
         let length = rawValue.utf8.count
         if length == 0 {
@@ -27,6 +29,14 @@ public struct NotificationName: Hashable, Sendable, CustomStringConvertible, Com
         }
         if rawValue.utf8.contains(0) {
             throw WormholeError(.invalidName, value: rawValue, "notification name \(quoted(rawValue)) contains a NUL byte")
+        }
+        let ruleLength = NotifyContract.exactRuleLength(of: rawValue)
+        if ruleLength > MatchRule.maximumLength {
+            throw WormholeError(
+                .invalidName, value: rawValue,
+                "notification name \(quoted(String(rawValue.prefix(40))))… cannot be observed: its match rule would be "
+                    + "\(ruleLength) bytes, and the bus daemon accepts at most \(MatchRule.maximumLength) "
+                    + "(each ' in a name takes 4 bytes there)")
         }
         self.rawValue = rawValue
     }

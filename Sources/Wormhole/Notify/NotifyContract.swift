@@ -55,26 +55,18 @@ public enum NotifyContract: Sendable {
             MatchRule(interface: bucket, member: posted, arguments: [0: name.rawValue]),
             MatchRule(interface: plain, member: posted, arguments: [0: name.rawValue]),
         ]
-        try checkLength(rules, name: name)
         return rules
     }
 
     /// The rule that observes every name below a prefix ending in `/` (contract §1).
     static func rule(observingPrefix prefix: NotificationName) throws -> MatchRule {
-        let rule = MatchRule(member: posted, path: path, argumentPaths: [0: prefix.rawValue])
-        try checkLength([rule], name: prefix)
-        return rule
+        // Shorter than the exact-name rule, whose length every NotificationName was checked against.
+        return MatchRule(member: posted, path: path, argumentPaths: [0: prefix.rawValue])
     }
 
-    /// A name of at most 900 bytes fits a rule unless it holds many `'`, each of which the
-    /// rule spells `'\''` (4 bytes): refuse such a name by name, before the bus does.
-    private static func checkLength(_ rules: [MatchRule], name: NotificationName) throws {
-        guard let longest = rules.map({ $0.description.utf8.count }).max(), longest > MatchRule.maximumLength else {
-            return
-        }
-        throw WormholeError(
-            .invalidName, value: name.rawValue,
-            "cannot observe \(quoted(String(name.rawValue.prefix(60))))…: its match rule would be \(longest) bytes "
-                + "and the bus daemon accepts at most \(MatchRule.maximumLength) (each ' in a name takes 4 bytes)")
+    /// The length of the longer of the two exact-name rules for `name` (the bucket one): the
+    /// one figure that decides whether a name can be observed, checked when a name is made.
+    package static func exactRuleLength(of name: String) -> Int {
+        MatchRule(interface: bucket(for: name), member: posted, arguments: [0: name]).description.utf8.count
     }
 }
