@@ -42,7 +42,9 @@ final class ChildProcess {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, outputPipe[1], 1)
         posix_spawn_file_actions_adddup2(&actions, errorPipe[1], 2)
-        // The bench catches these signals to clean up; the child gets the default actions back.
+        // The bench catches these signals to clean up (dispatch blocks them and reads a
+        // signalfd); the child gets the default actions back and nothing blocked, or it would
+        // ignore the SIGTERM that stops it.
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -50,7 +52,10 @@ final class ChildProcess {
         sigemptyset(&defaults)
         for signal in ChildReaper.signals + [SIGPIPE] { sigaddset(&defaults, signal) }
         posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF))
+        var unblocked = sigset_t()
+        sigemptyset(&unblocked)
+        posix_spawnattr_setsigmask(&attributes, &unblocked)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
 
         var environmentLines = ProcessInfo.processInfo.environment
         for (key, value) in environment { environmentLines[key] = value }
