@@ -13,18 +13,21 @@ struct BenchCommand: ParsableCommand {
         discussion: """
             Without --bus-address, starts a private dbus-daemon from --config. Every row is compared \
             with a floor measured in the same run, in alternating rounds (floor, ours, floor, ours…), \
-            so drift on a noisy machine hits both alike. Suites (--suite, comma-separated):
-              notify   notification ping-pong between two processes: wormhole-floor, then \
-            DarwinNotificationCenter with handlers on the I/O thread and on a queue; then again while \
-            a third process observes --other-names names
-              message  Wormhole messages of 100 B, 10 KB, 1 MB against files plus signals in C
-              cli      `wormhole observe` and `wormhole listen` writing to a pipe against \
-            `wormhole-floor observe` and `listen`, timed from the post to the line read
-              rate     posts/s from 1 thread and from --post-threads threads against `wormhole-floor blast`
-              routes   the ping-pong while the pinging process holds 1 route and --routes more
+            so drift on a noisy machine hits both alike.
+
+            Suites (--suite, several separated by commas):
+              notify   two-process ping-pong: floor, handlers on the I/O thread,
+                       handlers on a queue; then with --other-names names observed
+              message  100 B, 10 KB and 1 MB messages against files plus signals
+              cli      wormhole observe / listen writing to a pipe against
+                       wormhole-floor observe / listen, from the post to the line read
+              rate     posts/s from 1 and --post-threads threads against
+                       wormhole-floor blast
+              routes   ping-pong with 1 route and with --routes more in the pinger
               all      every suite (the default)
-            Progress goes to standard error; tables and a summary of ratios with PASS/MISS to \
-            standard output; --json writes every row.
+
+            Progress goes to standard error; tables and a summary of ratios with PASS/MISS \
+            to standard output; --json FILE writes every row.
             """,
         subcommands: [BenchEchoCommand.self, BenchLoadCommand.self, BenchMessageEchoCommand.self]
     )

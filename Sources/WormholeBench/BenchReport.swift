@@ -3,7 +3,8 @@ import Foundation
 /// Everything one bench run measured: every row (for `--json`) and every goal (for the summary).
 final class BenchReport {
     /// One row as `--json` writes it. Latencies are one-way microseconds; rate rows carry
-    /// `postsPerSecond` (the median of their rounds) and no latencies.
+    /// `postsPerSecond` (until flushed) and `postsPerSecondLoop` (the loop alone), medians of
+    /// their rounds, and no latencies.
     struct Record: Encodable {
         var suite: String
         var label: String
@@ -14,13 +15,15 @@ final class BenchReport {
         var p999: Double?
         var max: Double?
         var postsPerSecond: Double?
+        /// Rate rows: posts per second of the posting loop alone (before the flush).
+        var postsPerSecondLoop: Double?
         /// This row against its reference row (the floor, or the 1-route row), by median.
         var ratio: Double?
         /// The goal for `ratio`: at most this (latency), `nil` when the row has none.
         var target: Double?
 
         enum CodingKeys: String, CodingKey {
-            case suite, label, count, p50, p90, p99, p999 = "p99.9", max, postsPerSecond, ratio, target
+            case suite, label, count, p50, p90, p99, p999 = "p99.9", max, postsPerSecond, postsPerSecondLoop, ratio, target
         }
 
         func encode(to encoder: any Encoder) throws {
@@ -35,6 +38,7 @@ final class BenchReport {
             try container.encode(p999, forKey: .p999)
             try container.encode(max, forKey: .max)
             try container.encode(postsPerSecond, forKey: .postsPerSecond)
+            try container.encode(postsPerSecondLoop, forKey: .postsPerSecondLoop)
             try container.encode(ratio, forKey: .ratio)
             try container.encode(target, forKey: .target)
         }
@@ -71,7 +75,7 @@ final class BenchReport {
         records.append(
             Record(
                 suite: suite, label: row.label, count: row.posts * row.samples.count, postsPerSecond: row.median,
-                ratio: floor.map { row.median / $0.median }))
+                postsPerSecondLoop: row.loopMedian, ratio: floor.map { row.median / $0.median }))
     }
 
     /// Records a goal and prints its line under the suite's table.

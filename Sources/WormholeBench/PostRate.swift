@@ -5,29 +5,35 @@ import Wormhole
 import WormholeDBus
 
 /// Posts per second: a fixed number of posts as fast as the caller can make them, then a flush.
-/// After the timer stops, each run waits (untimed) until the bus daemon has read everything,
+/// Each run gives two rates: until the flush returned (every post written to the socket: the
+/// rate the bus takes), and until the last post call returned (the loop alone: what posting
+/// costs the caller; posts not yet written wait in libdbus's queue). After the timer stops, each run waits (untimed) until the bus daemon has read everything,
 /// so one run's backlog does not slow the next.
 enum PostRate {
     /// The floor: `wormhole-floor blast`, one thread, libdbus only.
-    static func floor(_ address: BusAddress, name: String, posts: Int) throws -> Double {
+    static func floor(_ address: BusAddress, name: String, posts: Int) throws -> RateRow.Sample {
         let child = try ChildProcess(
             executable: try Executables.sibling("wormhole-floor"), arguments: ["blast", address.rawValue, name, "\(posts)"])
         let lines = try child.readAllOutput()
-        guard child.waitForExit() == 0, let elapsed = lines.first.flatMap(UInt64.init), elapsed > 0 else {
+        let numbers = lines.first?.split(separator: " ").compactMap { UInt64($0) } ?? []
+        guard child.waitForExit() == 0, numbers.count == 2, numbers.allSatisfy({ $0 > 0 }) else {
             throw BenchFailure("wormhole-floor blast failed: \(lines)")
         }
-        return Double(posts) / (Double(elapsed) / 1e9)
+        return RateRow.Sample(posts: posts, flushed: numbers[0], loop: numbers[1])
     }
 
     /// `DarwinNotificationCenter.post` from `names.count` threads (the calling thread when
     /// there is one), `posts` in all, each thread posting its own name.
-    static func center(_ center: DarwinNotificationCenter, names: [NotificationName], posts: Int, drain: Drain) throws -> Double {
+    static func center(
+        _ center: DarwinNotificationCenter, names: [NotificationName], posts: Int, drain: Drain
+    ) throws -> RateRow.Sample {
         let perThread = posts / names.count
-        let elapsed: UInt64
+        let (elapsed, loop): (UInt64, UInt64)
         if names.count == 1 {
             let name = names[0]
             let start = MonotonicClock.now()
             for index in 0..<perThread { try center.post(name, state: UInt64(index)) }
+            loop = MonotonicClock.now() - start
             center.flush()
             elapsed = MonotonicClock.now() - start
         } else {
@@ -50,12 +56,13 @@ enum PostRate {
             let start = MonotonicClock.now()
             for _ in names { go.signal() }
             finished.wait()
+            loop = MonotonicClock.now() - start
             center.flush()
             elapsed = MonotonicClock.now() - start
             if let error = failure.withLock({ $0 }) { throw error }
         }
         try drain.wait()
-        return Double(perThread * names.count) / (Double(elapsed) / 1e9)
+        return RateRow.Sample(posts: perThread * names.count, flushed: elapsed, loop: loop)
     }
 
     /// Waits until the daemon has read all of a center's posts: the center posts a sentinel it

@@ -35,8 +35,9 @@
 //
 //   wormhole-floor blast ADDRESS NAME COUNT
 //     emits COUNT Posted(NAME, i) signals on NAME's bucket interface as fast as
-//     libdbus takes them, flushes, and prints the elapsed nanoseconds on standard
-//     output; then waits (untimed) until the bus daemon has read them all.
+//     libdbus takes them, flushes, and prints two numbers of nanoseconds on standard
+//     output: until flushed, and until the last send returned (the loop alone); then
+//     waits (untimed) until the bus daemon has read them all.
 #include <dbus/dbus.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -485,9 +486,10 @@ static int blast_main(int argc, char **argv) {
         }
         dbus_message_unref(message);
     }
+    uint64_t queued = now_ns() - start;
     dbus_connection_flush(connection);
     uint64_t elapsed = now_ns() - start;
-    printf("%" PRIu64 "\n", elapsed);
+    printf("%" PRIu64 " %" PRIu64 "\n", elapsed, queued);
     fflush(stdout);
     // Untimed: a method call is answered after the daemon has read every signal before it,
     // so the next measurement does not share the CPU with this one's backlog.
