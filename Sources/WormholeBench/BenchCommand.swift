@@ -28,9 +28,14 @@ struct BenchCommand: ParsableCommand {
 
             Progress goes to standard error; tables and a summary of ratios with PASS/MISS \
             to standard output; --json FILE writes every row.
-            """,
-        subcommands: [BenchEchoCommand.self, BenchLoadCommand.self, BenchMessageEchoCommand.self]
+            """
     )
+
+    /// The processes the bench starts (`wormhole-bench _bench-echo …`): hidden, and not
+    /// subcommands, so the usage line stays that of the bench.
+    static let helpers: [any ParsableCommand.Type] = [
+        BenchEchoCommand.self, BenchLoadCommand.self, BenchMessageEchoCommand.self,
+    ]
 
     static let suites = ["notify", "message", "cli", "rate", "routes"]
     static let defaultConfig = "dbus/wormhole-session.conf"
@@ -84,10 +89,18 @@ struct BenchCommand: ParsableCommand {
         if let bad = asked.first(where: { $0 != "all" && !Self.suites.contains($0) }) ?? (asked.isEmpty ? "" : nil) {
             throw ValidationError("--suite takes \(Self.suites.joined(separator: ", ")) or all, not '\(bad)'")
         }
-        if rounds < 1 || roundTrips < rounds { throw ValidationError("--round-trips must be at least --rounds (\(rounds)), and --rounds at least 1") }
-        if warmup < 0 || otherNames < 0 || routes < 0 { throw ValidationError("--warmup, --other-names and --routes cannot be negative") }
-        if messageRoundTrips < rounds * 10 { throw ValidationError("--message-round-trips must be at least 10 x --rounds") }
-        if postThreads < 1 || posts < postThreads { throw ValidationError("--posts must be at least --post-threads, which must be at least 1") }
+        if rounds < 1 || roundTrips < rounds {
+            throw ValidationError("--round-trips must be at least --rounds (\(rounds)), and --rounds at least 1")
+        }
+        if warmup < 0 || otherNames < 0 || routes < 0 {
+            throw ValidationError("--warmup, --other-names and --routes cannot be negative")
+        }
+        if messageRoundTrips < rounds * 10 {
+            throw ValidationError("--message-round-trips must be at least 10 x --rounds")
+        }
+        if postThreads < 1 || posts < postThreads {
+            throw ValidationError("--posts must be at least --post-threads, which must be at least 1")
+        }
         if rateRounds < 1 { throw ValidationError("--rate-rounds must be at least 1") }
     }
 
@@ -101,6 +114,13 @@ struct BenchCommand: ParsableCommand {
             return handler
         }
         do {
+            let arguments = Array(CommandLine.arguments.dropFirst())
+            if let first = arguments.first, let helper = helpers.first(where: { $0.configuration.commandName == first })
+            {
+                var command = try helper.parseAsRoot(Array(arguments.dropFirst()))
+                try command.run()
+                return
+            }
             var command = try parseAsRoot()
             try command.run()
         } catch let failure as BenchFailure {
@@ -116,12 +136,17 @@ struct BenchCommand: ParsableCommand {
 
     func run() throws {
         let started = MonotonicClock.now()
-        let daemon = try bus.address() == nil ? try PrivateDaemon(config: Executables.busConfiguration(config, isDefault: config == Self.defaultConfig)) : nil
+        let daemon =
+            try bus.address() == nil
+            ? try PrivateDaemon(config: Executables.busConfiguration(config, isDefault: config == Self.defaultConfig))
+            : nil
         guard let address = try daemon?.address ?? bus.address() else { throw BenchFailure("no bus") }
         let report = BenchReport()
         let context = BenchContext(address: address, options: self, report: report)
         Console.output(
-            "wormhole bench: \(rounds) alternating rounds per row (+ up to \(warmup) warm-up round trips each), bus \(address.rawValue)")
+            "wormhole bench: \(rounds) alternating rounds per row (+ up to \(warmup) warm-up round trips each), "
+                + "bus \(address.rawValue)"
+        )
         Console.output("one-way latency in microseconds (round trip / 2 unless the table says otherwise)")
         for suite in selectedSuites {
             Console.progress("== \(suite)")
@@ -137,11 +162,14 @@ struct BenchCommand: ParsableCommand {
         let seconds = Double(MonotonicClock.now() - started) / 1e9
         Console.progress(String(format: "wormhole-bench: done in %.0f s", seconds))
         if let json {
-            try report.writeJSON(to: json, context: [
-                "suites": selectedSuites.joined(separator: ","), "rounds": "\(rounds)", "roundTrips": "\(roundTrips)",
-                "warmup": "\(warmup)", "posts": "\(posts)", "postThreads": "\(postThreads)", "routes": "\(routes)",
-                "seconds": String(format: "%.1f", seconds),
-            ])
+            try report.writeJSON(
+                to: json,
+                context: [
+                    "suites": selectedSuites.joined(separator: ","), "rounds": "\(rounds)",
+                    "roundTrips": "\(roundTrips)",
+                    "warmup": "\(warmup)", "posts": "\(posts)", "postThreads": "\(postThreads)", "routes": "\(routes)",
+                    "seconds": String(format: "%.1f", seconds),
+                ])
         }
         withExtendedLifetime(daemon) {}
     }

@@ -23,7 +23,9 @@ final class BenchReport {
         var target: Double?
 
         enum CodingKeys: String, CodingKey {
-            case suite, label, count, p50, p90, p99, p999 = "p99.9", max, postsPerSecond, postsPerSecondLoop, ratio, target
+            case suite, label, count, p50, p90, p99
+            case p999 = "p99.9"
+            case max, postsPerSecond, postsPerSecondLoop, ratio, target
         }
 
         func encode(to encoder: any Encoder) throws {
@@ -97,8 +99,12 @@ final class BenchReport {
         guard !goals.isEmpty else { return }
         let passed = goals.filter { $0.mark == "PASS" }.count
         let missed = goals.filter { $0.mark == "MISS" }.count
-        Console.output("\nsummary: \(passed) PASS, \(missed) MISS (ratios of medians unless named; one run, alternating rounds)")
-        for goal in goals { Console.output("  [\(goal.suite)] " + Self.line(goal)) }
+        Console.output(
+            "\nsummary: \(passed) PASS, \(missed) MISS (ratios of medians unless named; one run, alternating rounds)")
+        for goal in goals {
+            Console.output(
+                "  " + "[\(goal.suite)]".padding(toLength: 10, withPad: " ", startingAt: 0) + Self.line(goal))
+        }
     }
 
     /// Writes every row as a JSON document to `path`.

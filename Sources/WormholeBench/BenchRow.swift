@@ -16,7 +16,8 @@ struct BenchRow {
     }
 
     static func makeHistogram() -> Histogram<UInt64> {
-        Histogram<UInt64>(lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000_000, numberOfSignificantValueDigits: .three)
+        Histogram<UInt64>(
+            lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000_000, numberOfSignificantValueDigits: .three)
     }
 
     static let header = "scenario                              median      p99    p99.9      max   vs floor"

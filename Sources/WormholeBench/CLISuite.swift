@@ -34,7 +34,8 @@ struct CLISuite {
             return try LineTiming.run(child, first: next, count: perRound, warmup: warm, prepare: prepare, post: post)
         }
 
-        Console.output("\ncommand-line tool: post here, then read the child's line from its stdout pipe (one-way, not halved)")
+        Console.output(
+            "\ncommand-line tool: post here, then read the child's line from its stdout pipe (one-way, not halved)")
         Console.output("\(options.roundTrips) posts per row; each round starts a fresh child")
         Console.output(BenchRow.header)
 
@@ -93,11 +94,13 @@ struct CLISuite {
         report.add(listenFloor, suite: "cli")
         report.add(listenOurs, suite: "cli", against: listenFloor, target: 1.3)
 
-        report.goal("cli", "wormhole observe p50 / floor p50", ratio: observeOurs.median / observeFloor.median, target: 1.15)
+        report.goal(
+            "cli", "wormhole observe p50 / floor p50", ratio: observeOurs.median / observeFloor.median, target: 1.15)
         report.goal(
             "cli", "wormhole observe p99 / floor p99", ratio: observeOurs.percentile(99) / observeFloor.percentile(99),
             target: 1.5)
-        report.goal("cli", "wormhole listen p50 / floor p50", ratio: listenOurs.median / listenFloor.median, target: 1.3)
+        report.goal(
+            "cli", "wormhole listen p50 / floor p50", ratio: listenOurs.median / listenFloor.median, target: 1.3)
     }
 
     /// Replaces `path` atomically with `bytes` (a temporary file in the same directory, mode

@@ -11,11 +11,15 @@ enum FloorPingPong {
     ) throws -> Histogram<UInt64> {
         let floor = try Executables.sibling("wormhole-floor")
         let names = BenchNames()
-        let common = [address.rawValue, NotifyContract.objectPath, names.pingInterface, names.ping, names.pongInterface, names.pong]
+        let common = [
+            address.rawValue, NotifyContract.objectPath, names.pingInterface, names.ping, names.pongInterface,
+            names.pong,
+        ]
         let fileArguments = files.map { [$0.directory, "\($0.size)"] } ?? []
         let echo = try ChildProcess(executable: floor, arguments: ["echo"] + common + fileArguments)
         try echo.waitForReady()
-        let ping = try ChildProcess(executable: floor, arguments: ["ping"] + common + ["\(count)", "\(warmup)"] + fileArguments)
+        let ping = try ChildProcess(
+            executable: floor, arguments: ["ping"] + common + ["\(count)", "\(warmup)"] + fileArguments)
         let output = try ping.readAllOutput()
         guard ping.waitForExit() == 0 else { throw BenchFailure("wormhole-floor ping failed") }
         echo.waitForExit()

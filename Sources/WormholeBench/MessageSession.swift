@@ -1,5 +1,5 @@
-import Wormhole
 import Histogram
+import Wormhole
 import WormholeDBus
 
 /// Our side of the message ping-pong: this process sends `ping` and listens to `pong` through a
@@ -12,9 +12,11 @@ final class MessageSession {
 
     init(address: BusAddress, root: String, size: Int) throws {
         let group = "group.org.wormhole.bench"
-        echo = try ChildProcess(executable: Executables.current, arguments: [
-            "_bench-message-echo", "--group", group, "--root", root, "--bus-address", address.rawValue,
-        ])
+        echo = try ChildProcess(
+            executable: Executables.current,
+            arguments: [
+                "_bench-message-echo", "--group", group, "--root", root, "--bus-address", address.rawValue,
+            ])
         try echo.waitForReady()
         mailbox = try LibraryAPI.mailbox(group: group, root: root, address: address)
         self.size = size

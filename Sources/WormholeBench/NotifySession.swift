@@ -19,10 +19,12 @@ final class NotifySession {
     /// observes that many other names (no-op handlers), so each pong is routed among them.
     init(address: BusAddress, delivery: LibraryAPI.Delivery, extraRoutes: Int = 0) throws {
         let names = BenchNames()
-        echo = try ChildProcess(executable: Executables.current, arguments: [
-            "_bench-echo", "--ping", names.ping, "--pong", names.pong, "--delivery", delivery.rawValue,
-            "--bus-address", address.rawValue,
-        ])
+        echo = try ChildProcess(
+            executable: Executables.current,
+            arguments: [
+                "_bench-echo", "--ping", names.ping, "--pong", names.pong, "--delivery", delivery.rawValue,
+                "--bus-address", address.rawValue,
+            ])
         try echo.waitForReady()
         center = try DarwinNotificationCenter(busAddress: address)
         ping = try NotificationName(names.ping)

@@ -26,18 +26,23 @@ struct NotifySuite {
                 BenchRow(label: "center, handlers on a queue", histogram: merged[2])
             )
         }()
-        for (row, reference, target) in [(floor, nil, nil), (ours, floor, 1.15), (queued, floor, 1.25)] as [(BenchRow, BenchRow?, Double?)] {
+        for (row, reference, target) in [(floor, nil, nil), (ours, floor, 1.15), (queued, floor, 1.25)]
+            as [(BenchRow, BenchRow?, Double?)]
+        {
             Console.output(row.line(against: reference))
             report.add(row, suite: "notify", against: reference, target: target)
         }
         report.goal("notify", "center (I/O thread) p50 / floor p50", ratio: ours.median / floor.median, target: 1.15)
-        report.goal("notify", "center (handler on a queue) p50 / floor p50", ratio: queued.median / floor.median, target: 1.25)
+        report.goal(
+            "notify", "center (handler on a queue) p50 / floor p50", ratio: queued.median / floor.median, target: 1.25)
 
         guard options.otherNames > 0 else { return }
         Console.progress("notify: a third process observes \(options.otherNames) other names")
-        let load = try ChildProcess(executable: Executables.current, arguments: [
-            "_bench-load", "--names", "\(options.otherNames)", "--bus-address", address.rawValue,
-        ])
+        let load = try ChildProcess(
+            executable: Executables.current,
+            arguments: [
+                "_bench-load", "--names", "\(options.otherNames)", "--bus-address", address.rawValue,
+            ])
         defer { load.terminate() }
         try load.waitForReady()
         let session = try NotifySession(address: address, delivery: .ioThread)
@@ -52,7 +57,8 @@ struct NotifySuite {
         report.add(loadedFloor, suite: "notify")
         report.add(loaded, suite: "notify", against: loadedFloor)
         report.goal(
-            "notify", "center, \(options.otherNames) other names p50 / empty bus p50", ratio: loaded.median / ours.median,
+            "notify", "center, \(options.otherNames) other names p50 / empty bus p50",
+            ratio: loaded.median / ours.median,
             target: 1.20)
     }
 }

@@ -46,7 +46,8 @@ final class PingPongDriver: Sendable {
         try sendFirst(first)
         if done.wait(timeout: .now() + .seconds(safetySeconds)) == .timedOut {
             let sent = state.withLock { $0.sent }
-            throw BenchFailure("ping-pong stalled after \(sent) of \(total) round trips (no pong in \(safetySeconds) s)")
+            throw BenchFailure(
+                "ping-pong stalled after \(sent) of \(total) round trips (no pong in \(safetySeconds) s)")
         }
         return state.withLock { $0.histogram }
     }

@@ -5,15 +5,18 @@ import Wormhole
 import WormholeDBus
 
 /// Posts per second: a fixed number of posts as fast as the caller can make them, then a flush.
-/// Each run gives two rates: until the flush returned (every post written to the socket: the
-/// rate the bus takes), and until the last post call returned (the loop alone: what posting
-/// costs the caller; posts not yet written wait in libdbus's queue). After the timer stops, each run waits (untimed) until the bus daemon has read everything,
-/// so one run's backlog does not slow the next.
+/// Each run gives two rates: until the flush returned (every post written to the bus socket),
+/// and until the last post call returned (the loop alone: what posting costs the caller). Today
+/// both are close: libdbus writes from the sending thread and waits when the socket is full, so
+/// the daemon's reading paces the sender. With emits handed to an I/O thread, the loop alone
+/// measures the hand-off. After the timer stops, each run waits (untimed) until the bus daemon
+/// has read everything, so one run's backlog does not slow the next.
 enum PostRate {
     /// The floor: `wormhole-floor blast`, one thread, libdbus only.
     static func floor(_ address: BusAddress, name: String, posts: Int) throws -> RateRow.Sample {
         let child = try ChildProcess(
-            executable: try Executables.sibling("wormhole-floor"), arguments: ["blast", address.rawValue, name, "\(posts)"])
+            executable: try Executables.sibling("wormhole-floor"),
+            arguments: ["blast", address.rawValue, name, "\(posts)"])
         let lines = try child.readAllOutput()
         let numbers = lines.first?.split(separator: " ").compactMap { UInt64($0) } ?? []
         guard child.waitForExit() == 0, numbers.count == 2, numbers.allSatisfy({ $0 > 0 }) else {

@@ -13,7 +13,10 @@ final class PrivateDaemon {
         let socket = directory.path + "/bus"
         process = try ChildProcess(
             executable: "/usr/bin/env",
-            arguments: ["dbus-daemon", "--config-file=\(config)", "--nofork", "--print-address", "--address=unix:path=\(socket)"])
+            arguments: [
+                "dbus-daemon", "--config-file=\(config)", "--nofork", "--print-address",
+                "--address=unix:path=\(socket)",
+            ])
         // dbus-daemon prints its address once it listens.
         let line = try process.output.readLine(timeoutSeconds: 60).map { String(decoding: $0, as: UTF8.self) } ?? ""
         guard line.hasPrefix("unix:") else {

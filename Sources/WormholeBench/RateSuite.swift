@@ -12,7 +12,8 @@ struct RateSuite {
         Console.output(
             "\npost rate: \(posts) posts per round, posted as fast as possible then flushed; "
                 + "median of \(options.rateRounds) rounds (posts/s, higher is better)")
-        Console.output("flushed: until every post was written to the bus socket; loop only: until the last post call returned")
+        Console.output(
+            "flushed: until every post was written to the bus socket; loop only: until the last post call returned")
         Console.output(RateRow.header)
         let center = try DarwinNotificationCenter(busAddress: address)
         let names = BenchNames()
@@ -27,8 +28,10 @@ struct RateSuite {
             for step in 0..<3 {
                 switch (round + step) % 3 {
                 case 0: floor.samples.append(try PostRate.floor(address, name: floorName, posts: posts))
-                case 1: one.samples.append(try PostRate.center(center, names: [threadNames[0]], posts: posts, drain: drain))
-                default: many.samples.append(try PostRate.center(center, names: threadNames, posts: posts, drain: drain))
+                case 1:
+                    one.samples.append(try PostRate.center(center, names: [threadNames[0]], posts: posts, drain: drain))
+                default:
+                    many.samples.append(try PostRate.center(center, names: threadNames, posts: posts, drain: drain))
                 }
             }
         }
@@ -38,7 +41,8 @@ struct RateSuite {
         report.add(floor, suite: "rate")
         report.add(one, suite: "rate", against: floor)
         report.add(many, suite: "rate", against: floor)
-        report.goal("rate", "center.post 1 thread posts/s / floor (flushed)", ratio: one.median / floor.median, target: nil)
+        report.goal(
+            "rate", "center.post 1 thread posts/s / floor (flushed)", ratio: one.median / floor.median, target: nil)
         report.goal(
             "rate", "center.post \(threads) threads posts/s / floor (flushed)", ratio: many.median / floor.median,
             target: nil)

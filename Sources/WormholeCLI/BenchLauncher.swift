@@ -20,7 +20,8 @@ struct BenchLauncher: ParsableCommand {
 
     /// The path of `wormhole-bench` next to this executable.
     static var benchPath: String {
-        let this = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let this =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         return URL(fileURLWithPath: this).deletingLastPathComponent().appendingPathComponent("wormhole-bench").path
     }
 
@@ -28,7 +29,11 @@ struct BenchLauncher: ParsableCommand {
     static func execute(_ arguments: [String]) throws -> Never {
         let path = benchPath
         guard FileManager.default.isExecutableFile(atPath: path) else {
-            throw CLIFailure(message: "the benchmark is not built: no executable at \(path) (run `swift build -c release` in the repository)")
+            throw CLIFailure(
+                message:
+                    "the benchmark is not built: no executable at \(path) "
+                        + "(run `swift build -c release` in the repository)"
+            )
         }
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
         execv(path, argv)

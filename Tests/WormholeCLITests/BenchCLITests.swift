@@ -20,7 +20,10 @@ struct BenchCLITests {
 
     func waitForReady(_ child: ChildProcess) async throws {
         let first = try await NotifyCLITests.within("ready") { await child.stderrLines.firstLine { _ in true } }
-        if first != "ready" { throw TestFailure("\(child.process.executableURL?.lastPathComponent ?? "child") did not get ready: \(child.outputSoFar)") }
+        if first != "ready" {
+            throw TestFailure(
+                "\(child.process.executableURL?.lastPathComponent ?? "child") did not get ready: \(child.outputSoFar)")
+        }
     }
 
     /// Waits for the child's first `count` standard-output lines.
@@ -28,13 +31,17 @@ struct BenchCLITests {
         try await NotifyCLITests.next(count, from: child.stdoutLines)
     }
 
-    @Test("`wormhole bench --suite cli` runs the CLI rows against the floor, prints them with a summary, and writes --json")
+    @Test(
+        "`wormhole bench --suite cli` prints the CLI rows against the floor and a summary, and writes --json"
+    )
     func benchCLISuite() async throws {
         let json = runtime.path + "/bench.json"
         let child = try ChildProcess(
             try productPath("wormhole"),
-            ["bench", "--suite", "cli", "--round-trips", "40", "--rounds", "2", "--warmup", "5", "--json", json,
-             "--bus-address", bus.address.rawValue],
+            [
+                "bench", "--suite", "cli", "--round-trips", "40", "--rounds", "2", "--warmup", "5", "--json", json,
+                "--bus-address", bus.address.rawValue,
+            ],
             environment: environment)
         let output = try await NotifyCLITests.within("the bench") {
             await withCheckedContinuation { continuation in
@@ -43,14 +50,17 @@ struct BenchCLITests {
         }
         #expect(output.status == 0, "\(output.stderr)")
         for row in ["wormhole-floor observe", "wormhole observe", "wormhole-floor listen", "wormhole listen"] {
-            #expect(output.stdout.split(separator: "\n").contains { $0.hasPrefix(row + " ") }, "row \(row) in \(output.stdout)")
+            #expect(
+                output.stdout.split(separator: "\n").contains { $0.hasPrefix(row + " ") },
+                "row \(row) in \(output.stdout)")
         }
         #expect(output.stdout.contains("summary:"))
         #expect(output.stdout.contains("wormhole observe p50 / floor p50"))
         #expect(output.stdout.contains("wormhole listen p50 / floor p50"))
         #expect(output.stderr.contains("round 2/2"), "progress goes to standard error")
 
-        let document = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: json))) as? [String: Any]
+        let document =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: json))) as? [String: Any]
         let rows = document?["rows"] as? [[String: Any]] ?? []
         #expect(rows.count == 4)
         for row in rows {
@@ -77,13 +87,15 @@ struct BenchCLITests {
         // No '/': the tool's JSON encoder writes it as "\/" today; the floor does not escape it.
         let name = "com.example.it's \"quoted\" back\\slash\ttab\nline\u{1}\u{8}\u{c}\u{1f}\u{7f} ünï\u{2028}"
         let ours = try ChildProcess(
-            try productPath("wormhole"), ["observe", "--count", "2", "--bus-address", bus.address.rawValue, "--", name],
+            try productPath("wormhole"),
+            ["observe", "--count", "2", "--bus-address", bus.address.rawValue, "--", name],
             environment: environment)
         let floor = try ChildProcess(try productPath("wormhole-floor"), ["observe", bus.address.rawValue, name])
         defer { floor.signal(SIGKILL) }
         try await waitForReady(ours)
         try await waitForReady(floor)
-        let poster = try DarwinNotificationCenter(busAddress: bus.address, sharedStateDirectory: runtime.path + "/wormhole")
+        let poster = try DarwinNotificationCenter(
+            busAddress: bus.address, sharedStateDirectory: runtime.path + "/wormhole")
         try poster.post(NotificationName(name + "x"), state: 1)
         try poster.post(NotificationName(name), state: 42)
         // Without a state, as a hand-typed trigger on the plain interface sends it.
