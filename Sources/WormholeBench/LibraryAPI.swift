@@ -55,9 +55,4 @@ enum LibraryAPI {
     static func send(_ mailbox: Mailbox, _ payload: BenchPayload, identifier: String) throws {
         _ = try mailbox.passMessage(payload, identifier: identifier)
     }
-
-    /// Blocks until everything the mailbox posted is written to the bus socket.
-    static func flush(_ mailbox: Mailbox) {
-        mailbox.flush()
-    }
 }

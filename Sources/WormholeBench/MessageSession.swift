@@ -34,9 +34,12 @@ final class MessageSession {
         return try driver.run { try LibraryAPI.send(mailbox, BenchPayload(seq: $0, pad: pad), identifier: "ping") }
     }
 
-    deinit {
-        try? LibraryAPI.send(mailbox, BenchPayload(seq: UInt64.max, pad: ""), identifier: "ping")
-        LibraryAPI.flush(mailbox)
+    /// Stops the echo process (it writes into the container root: stop it before removing that).
+    func stop() {
         echo.terminate()
+    }
+
+    deinit {
+        stop()
     }
 }

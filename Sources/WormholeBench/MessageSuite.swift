@@ -27,6 +27,8 @@ struct MessageSuite {
                 },
                 .init(name: "wormhole") { try session.run(count: perRound, warmup: warm) },
             ])
+            session.stop()
+            withExtendedLifetime(work) {}
             let floor = BenchRow(label: "floor, \(label) files", histogram: merged[0])
             let ours = BenchRow(label: "Wormhole, \(label) JSON", histogram: merged[1])
             Console.output(floor.line(against: nil))
