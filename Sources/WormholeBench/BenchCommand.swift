@@ -102,6 +102,13 @@ struct BenchCommand: ParsableCommand {
             throw ValidationError("--posts must be at least --post-threads, which must be at least 1")
         }
         if rateRounds < 1 { throw ValidationError("--rate-rounds must be at least 1") }
+        if let json {
+            // Found out now, not after minutes of measuring.
+            let directory = URL(fileURLWithPath: json).deletingLastPathComponent().path
+            if !FileManager.default.isWritableFile(atPath: directory) {
+                throw ValidationError("--json \(json): cannot write in \(directory)")
+            }
+        }
     }
 
     /// Parses and runs; an error is one line on standard error.
