@@ -65,7 +65,7 @@ struct BenchCommand: ParsableCommand {
     var postThreads = 8
 
     @Option(help: "Rounds of the rate suite (each runs the floor and both of ours).")
-    var rateRounds = 3
+    var rateRounds = 5
 
     @Option(help: "Extra routes (observed names) held by the pinging process in the routes suite.")
     var routes = 10_000
