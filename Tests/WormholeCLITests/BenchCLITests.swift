@@ -73,12 +73,19 @@ struct BenchCLITests {
 
     @Test("a missing wormhole-bench is a clear error naming its path")
     func missingBench() async throws {
-        // A copy of `wormhole` in a directory without `wormhole-bench` next to it.
-        let copy = runtime.path + "/wormhole"
-        try FileManager.default.copyItem(atPath: try productPath("wormhole"), toPath: copy)
-        let output = try run(copy, ["bench", "--suite", "cli"])
+        // A hard link to `wormhole` in a directory without `wormhole-bench` next to it, beside the
+        // build products (same file system). A link, not a copy: a copy's write descriptor can be
+        // inherited by a child another test forks meanwhile, and exec then fails with ETXTBSY.
+        var template = Array(
+            productsDirectory.deletingLastPathComponent().appendingPathComponent("bench-test-XXXXXX").path.utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!).map { String(cString: $0) } }
+        guard let directory = made else { throw TestFailure("mkdtemp failed: errno \(errno)") }
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let linked = directory + "/wormhole"
+        guard link(try productPath("wormhole"), linked) == 0 else { throw TestFailure("link failed: errno \(errno)") }
+        let output = try run(linked, ["bench", "--suite", "cli"])
         #expect(output.status == 1)
-        #expect(output.stderr.contains(runtime.path + "/wormhole-bench"), "\(output.stderr)")
+        #expect(output.stderr.contains(directory + "/wormhole-bench"), "\(output.stderr)")
         #expect(output.stdout.isEmpty)
     }
 
