@@ -11,14 +11,12 @@ let upcomingFeatures: [SwiftSetting] = [
 let package = Package(
     name: "Wormhole",
     platforms: [.macOS(.v15)],
+    // What other packages use. The tools and examples below are executable targets without
+    // products: SwiftPM still builds each as a binary named after its target.
     products: [
-        .library(name: "WormholeDBus", targets: ["WormholeDBus"]),
         .library(name: "Wormhole", targets: ["Wormhole"]),
+        .library(name: "WormholeDBus", targets: ["WormholeDBus"]),
         .executable(name: "wormhole", targets: ["WormholeCLI"]),
-        .executable(name: "wormhole-floor", targets: ["WormholeFloor"]),
-        .executable(name: "wormhole-test-peer", targets: ["WormholeTestPeer"]),
-        .executable(name: "counter-watch", targets: ["CounterWatch"]),
-        .executable(name: "counter-app", targets: ["CounterApp"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -60,26 +58,41 @@ let package = Package(
                 "WormholeDBus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]
         ),
-        // The raw libdbus floor the benchmark compares against: plain C, no Swift above the C API.
+        // `wormhole-bench`, the benchmark (`wormhole bench` executes it): latency and post rate
+        // against the raw libdbus floor, and the hidden helper processes it starts.
         .executableTarget(
-            name: "WormholeFloor",
-            dependencies: ["CWormholeDBus"]
+            name: "wormhole-bench",
+            dependencies: [
+                "Wormhole",
+                "WormholeDBus",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ],
+            path: "Sources/WormholeBench"
         ),
-        // A small peer process for cross-process tests of the D-Bus layer.
+        // `wormhole-floor`, the raw libdbus floor the benchmark compares against: plain C, no
+        // Swift above the C API.
         .executableTarget(
-            name: "WormholeTestPeer",
-            dependencies: ["WormholeDBus", "Wormhole"]
+            name: "wormhole-floor",
+            dependencies: ["CWormholeDBus"],
+            path: "Sources/WormholeFloor"
+        ),
+        // `wormhole-test-peer`, a small peer process for cross-process tests of the D-Bus layer.
+        .executableTarget(
+            name: "wormhole-test-peer",
+            dependencies: ["WormholeDBus", "Wormhole"],
+            path: "Sources/WormholeTestPeer"
         ),
         .executableTarget(
-            name: "CounterWatch",
+            name: "counter-watch",
             dependencies: ["Wormhole"],
             path: "Examples/Counter/Watch"
         ),
         .executableTarget(
-            name: "CounterApp",
+            name: "counter-app",
             dependencies: ["Wormhole"],
             path: "Examples/Counter/App"
         ),
@@ -103,6 +116,6 @@ let package = Package(
     ]
 )
 
-for target in package.targets where target.type != .system && !target.name.hasPrefix("WormholeFloor") {
+for target in package.targets where target.type != .system && target.name != "wormhole-floor" {
     target.swiftSettings = (target.swiftSettings ?? []) + upcomingFeatures + [.swiftLanguageMode(.v6)]
 }

@@ -14,8 +14,7 @@ struct WormholeCommand: ParsableCommand {
             """,
         subcommands: [
             PostCommand.self, ObserveCommand.self, SendCommand.self, ReadCommand.self, ListenCommand.self,
-            ClearCommand.self, BenchCommand.self, BenchEchoCommand.self, BenchLoadCommand.self,
-            BenchMessageEchoCommand.self,
+            ClearCommand.self, BenchLauncher.self,
         ]
     )
 
@@ -33,6 +32,10 @@ struct WormholeCommand: ParsableCommand {
             failUsage("argument \(bad) is not valid UTF-8")
         }
         do {
+            // `wormhole bench …` hands every argument (--help too) to wormhole-bench unparsed.
+            if CommandLine.arguments.count > 1 && CommandLine.arguments[1] == "bench" {
+                try BenchLauncher.execute(Array(CommandLine.arguments.dropFirst(2)))
+            }
             var command = try parseAsRoot()
             try command.run()
         } catch let error as CLIFailure {

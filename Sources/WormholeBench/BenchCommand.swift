@@ -1,0 +1,183 @@
+import ArgumentParser
+import Foundation
+import Logging
+import WormholeDBus
+
+/// `wormhole-bench` (also run as `wormhole bench`): latency and post rate of Wormhole against
+/// the raw libdbus floor, measured in one run with alternating rounds.
+@main
+struct BenchCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "wormhole bench",
+        abstract: "Measure Wormhole's latency and post rate against the raw libdbus floor.",
+        discussion: """
+            Without --bus-address, starts a private dbus-daemon from --config. Every row is compared \
+            with a floor measured in the same run, in alternating rounds (floor, ours, floor, ours…), \
+            so drift on a noisy machine hits both alike.
+
+            Suites (--suite, several separated by commas):
+              notify   two-process ping-pong: floor, handlers on the I/O thread,
+                       handlers on a queue; then with --other-names names observed
+              message  100 B, 10 KB and 1 MB messages against files plus signals
+              cli      wormhole observe / listen writing to a pipe against
+                       wormhole-floor observe / listen, from the post to the line read
+              rate     posts/s from 1 and --post-threads threads against
+                       wormhole-floor blast
+              routes   ping-pong with 1 route and with --routes more in the pinger
+              all      every suite (the default)
+
+            Progress goes to standard error; tables and a summary of ratios with PASS/MISS \
+            to standard output; --json FILE writes every row.
+            """
+    )
+
+    /// The processes the bench starts (`wormhole-bench _bench-echo …`): hidden, and not
+    /// subcommands, so the usage line stays that of the bench.
+    static let helpers: [any ParsableCommand.Type] = [
+        BenchEchoCommand.self, BenchLoadCommand.self, BenchMessageEchoCommand.self,
+    ]
+
+    static let suites = ["notify", "message", "cli", "rate", "routes"]
+    static let defaultConfig = "dbus/wormhole-session.conf"
+
+    @Option(help: "What to measure: \(suites.joined(separator: ", ")) or all; several separated by commas.")
+    var suite = "all"
+
+    @Option(help: "Round trips (posts, for the cli suite) per latency row.")
+    var roundTrips = 10_000
+
+    @Option(help: "Unmeasured round trips before each round.")
+    var warmup = 1_000
+
+    @Option(help: "Alternating rounds per row: floor and ours take turns, so drift on a noisy machine hits both alike.")
+    var rounds = 10
+
+    @Option(help: "Names observed by a third process in the loaded notify run (0 skips it).")
+    var otherNames = 10_000
+
+    @Option(help: "Round trips per message-size row (the 1 MB row runs a tenth of them).")
+    var messageRoundTrips = 2_000
+
+    @Option(help: "Posts per round of the rate suite.")
+    var posts = 200_000
+
+    @Option(help: "Threads posting at once in the rate suite's second row.")
+    var postThreads = 8
+
+    @Option(help: "Rounds of the rate suite (each runs the floor and both of ours).")
+    var rateRounds = 5
+
+    @Option(help: "Extra routes (observed names) held by the pinging process in the routes suite.")
+    var routes = 10_000
+
+    @Option(help: "Write every row (label, count, p50, p90, p99, p99.9, max, ratio, target) to this JSON file.")
+    var json: String?
+
+    @Option(help: "Bus configuration for the private daemon (default: found here or above the executable).")
+    var config = BenchCommand.defaultConfig
+
+    @OptionGroup var bus: BusOptions
+
+    /// The suites to run, in order.
+    var selectedSuites: [String] {
+        let asked = suite.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        return asked.contains("all") ? Self.suites : Self.suites.filter(asked.contains)
+    }
+
+    func validate() throws {
+        let asked = suite.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        if let bad = asked.first(where: { $0 != "all" && !Self.suites.contains($0) }) ?? (asked.isEmpty ? "" : nil) {
+            throw ValidationError("--suite takes \(Self.suites.joined(separator: ", ")) or all, not '\(bad)'")
+        }
+        if rounds < 1 || roundTrips < rounds {
+            throw ValidationError("--round-trips must be at least --rounds (\(rounds)), and --rounds at least 1")
+        }
+        if warmup < 0 || otherNames < 0 || routes < 0 {
+            throw ValidationError("--warmup, --other-names and --routes cannot be negative")
+        }
+        if messageRoundTrips < rounds * 10 {
+            throw ValidationError("--message-round-trips must be at least 10 x --rounds")
+        }
+        if postThreads < 1 || posts < postThreads {
+            throw ValidationError("--posts must be at least --post-threads, which must be at least 1")
+        }
+        if rateRounds < 1 { throw ValidationError("--rate-rounds must be at least 1") }
+        if let json {
+            // Found out now, not after minutes of measuring.
+            let directory = URL(fileURLWithPath: json).deletingLastPathComponent().path
+            if !FileManager.default.isWritableFile(atPath: directory) {
+                throw ValidationError("--json \(json): cannot write in \(directory)")
+            }
+        }
+    }
+
+    /// Parses and runs; an error is one line on standard error.
+    static func main() {
+        // Library logs only on request (WORMHOLE_LOG=debug…), so helpers write nothing before `ready`.
+        let level = ProcessInfo.processInfo.environment["WORMHOLE_LOG"].flatMap(Logger.Level.init(rawValue:))
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level ?? .critical
+            return handler
+        }
+        do {
+            let arguments = Array(CommandLine.arguments.dropFirst())
+            if let first = arguments.first, let helper = helpers.first(where: { $0.configuration.commandName == first })
+            {
+                var command = try helper.parseAsRoot(Array(arguments.dropFirst()))
+                try command.run()
+                return
+            }
+            var command = try parseAsRoot()
+            try command.run()
+        } catch let failure as BenchFailure {
+            Console.progress("wormhole-bench: \(failure.message)")
+            Foundation.exit(failure.status)
+        } catch let error as WormholeDBus.BusError {
+            Console.progress("wormhole-bench: \(error.message)")
+            Foundation.exit(1)
+        } catch {
+            exit(withError: error)
+        }
+    }
+
+    func run() throws {
+        let started = MonotonicClock.now()
+        let daemon =
+            try bus.address() == nil
+            ? try PrivateDaemon(config: Executables.busConfiguration(config, isDefault: config == Self.defaultConfig))
+            : nil
+        guard let address = try daemon?.address ?? bus.address() else { throw BenchFailure("no bus") }
+        let report = BenchReport()
+        let context = BenchContext(address: address, options: self, report: report)
+        Console.output(
+            "wormhole bench: \(rounds) alternating rounds per row (+ up to \(warmup) warm-up round trips each), "
+                + "bus \(address.rawValue)"
+        )
+        Console.output("one-way latency in microseconds (round trip / 2 unless the table says otherwise)")
+        for suite in selectedSuites {
+            Console.progress("== \(suite)")
+            switch suite {
+            case "notify": try NotifySuite(context: context).run()
+            case "message": try MessageSuite(context: context).run()
+            case "cli": try CLISuite(context: context).run()
+            case "rate": try RateSuite(context: context).run()
+            default: try RouteSuite(context: context).run()
+            }
+        }
+        report.printSummary()
+        let seconds = Double(MonotonicClock.now() - started) / 1e9
+        Console.progress(String(format: "wormhole-bench: done in %.0f s", seconds))
+        if let json {
+            try report.writeJSON(
+                to: json,
+                context: [
+                    "suites": selectedSuites.joined(separator: ","), "rounds": "\(rounds)",
+                    "roundTrips": "\(roundTrips)",
+                    "warmup": "\(warmup)", "posts": "\(posts)", "postThreads": "\(postThreads)", "routes": "\(routes)",
+                    "seconds": String(format: "%.1f", seconds),
+                ])
+        }
+        withExtendedLifetime(daemon) {}
+    }
+}

@@ -1,0 +1,26 @@
+import ArgumentParser
+import Foundation
+import Wormhole
+
+/// The echo side of the notification ping-pong (run by the bench): answers each ping with a
+/// pong carrying the same state; exits on state 2^64-1.
+struct BenchEchoCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "_bench-echo", shouldDisplay: false)
+
+    @Option var ping: String
+    @Option var pong: String
+    @Option var delivery: LibraryAPI.Delivery = .ioThread
+    @OptionGroup var bus: BusOptions
+
+    func run() throws {
+        let center = try DarwinNotificationCenter(busAddress: try bus.required())
+        let ping = try NotificationName(self.ping)
+        let pong = try NotificationName(self.pong)
+        let observer = try LibraryAPI.observe(center, ping, on: delivery) { state in
+            guard let state else { return }
+            if state == UInt64.max { Foundation.exit(0) }
+            try? center.post(pong, state: state)
+        }
+        HelperProcess.announceReadyAndServe(keeping: observer)
+    }
+}

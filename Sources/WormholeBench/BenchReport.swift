@@ -1,0 +1,125 @@
+import Foundation
+
+/// Everything one bench run measured: every row (for `--json`) and every goal (for the summary).
+final class BenchReport {
+    /// One row as `--json` writes it. Latencies are one-way microseconds; rate rows carry
+    /// `postsPerSecond` (until flushed) and `postsPerSecondLoop` (the loop alone), medians of
+    /// their rounds, and no latencies.
+    struct Record: Encodable {
+        var suite: String
+        var label: String
+        var count: Int
+        var p50: Double?
+        var p90: Double?
+        var p99: Double?
+        var p999: Double?
+        var max: Double?
+        var postsPerSecond: Double?
+        /// Rate rows: posts per second of the posting loop alone (before the flush).
+        var postsPerSecondLoop: Double?
+        /// This row against its reference row (the floor, or the 1-route row), by median.
+        var ratio: Double?
+        /// The goal for `ratio`: at most this (latency), `nil` when the row has none.
+        var target: Double?
+
+        enum CodingKeys: String, CodingKey {
+            case suite, label, count, p50, p90, p99
+            case p999 = "p99.9"
+            case max, postsPerSecond, postsPerSecondLoop, ratio, target
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            // Every key is written (null when absent) so plotting scripts see one shape.
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(suite, forKey: .suite)
+            try container.encode(label, forKey: .label)
+            try container.encode(count, forKey: .count)
+            try container.encode(p50, forKey: .p50)
+            try container.encode(p90, forKey: .p90)
+            try container.encode(p99, forKey: .p99)
+            try container.encode(p999, forKey: .p999)
+            try container.encode(max, forKey: .max)
+            try container.encode(postsPerSecond, forKey: .postsPerSecond)
+            try container.encode(postsPerSecondLoop, forKey: .postsPerSecondLoop)
+            try container.encode(ratio, forKey: .ratio)
+            try container.encode(target, forKey: .target)
+        }
+    }
+
+    /// A ratio with its goal, for the summary.
+    struct Goal {
+        var suite: String
+        var what: String
+        var ratio: Double
+        /// At most this to pass; `nil` for a figure recorded as a baseline.
+        var target: Double?
+
+        var mark: String {
+            guard let target else { return "baseline" }
+            return ratio <= target ? "PASS" : "MISS"
+        }
+    }
+
+    private(set) var records: [Record] = []
+    private(set) var goals: [Goal] = []
+
+    /// Records a latency row; `reference` is what its ratio is taken against.
+    func add(_ row: BenchRow, suite: String, against reference: BenchRow? = nil, target: Double? = nil) {
+        records.append(
+            Record(
+                suite: suite, label: row.label, count: row.count, p50: row.median, p90: row.percentile(90),
+                p99: row.percentile(99), p999: row.percentile(99.9), max: row.maximum,
+                ratio: reference.map { row.median / $0.median }, target: target))
+    }
+
+    /// Records a rate row.
+    func add(_ row: RateRow, suite: String, against floor: RateRow? = nil) {
+        records.append(
+            Record(
+                suite: suite, label: row.label, count: row.posts * row.samples.count, postsPerSecond: row.median,
+                postsPerSecondLoop: row.loopMedian, ratio: floor.map { row.median / $0.median }))
+    }
+
+    /// Records a goal and prints its line under the suite's table.
+    func goal(_ suite: String, _ what: String, ratio: Double, target: Double?) {
+        let goal = Goal(suite: suite, what: what, ratio: ratio, target: target)
+        goals.append(goal)
+        Console.output(Self.line(goal))
+    }
+
+    private static func line(_ goal: Goal) -> String {
+        let target = goal.target.map { String(format: "<= %.2f", $0) } ?? "(no target)"
+        return goal.what.padding(toLength: 52, withPad: " ", startingAt: 0)
+            + String(format: " %7.3f  ", goal.ratio) + target.padding(toLength: 12, withPad: " ", startingAt: 0)
+            + goal.mark
+    }
+
+    /// The final block: every goal with its ratio and PASS/MISS.
+    func printSummary() {
+        guard !goals.isEmpty else { return }
+        let passed = goals.filter { $0.mark == "PASS" }.count
+        let missed = goals.filter { $0.mark == "MISS" }.count
+        Console.output(
+            "\nsummary: \(passed) PASS, \(missed) MISS (ratios of medians unless named; one run, alternating rounds)")
+        for goal in goals {
+            Console.output(
+                "  " + "[\(goal.suite)]".padding(toLength: 10, withPad: " ", startingAt: 0) + Self.line(goal))
+        }
+    }
+
+    /// Writes every row as a JSON document to `path`.
+    func writeJSON(to path: String, context: [String: String]) throws {
+        struct Document: Encodable {
+            var context: [String: String]
+            var rows: [Record]
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let data = try encoder.encode(Document(context: context, rows: records))
+        do {
+            try data.write(to: URL(fileURLWithPath: path))
+        } catch {
+            throw BenchFailure("cannot write --json \(path): \(error.localizedDescription)")
+        }
+    }
+}

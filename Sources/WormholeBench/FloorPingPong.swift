@@ -1,0 +1,32 @@
+import Histogram
+import Wormhole
+import WormholeDBus
+
+/// The floor's side of a ping-pong: two `wormhole-floor` processes (echo and ping), libdbus only.
+enum FloorPingPong {
+    /// Runs `warmup` unmeasured then `count` measured round trips; with `files` (a directory
+    /// and a size), each hop also writes and reads a file of that size.
+    static func run(
+        _ address: BusAddress, count: Int, warmup: Int, files: (directory: String, size: Int)? = nil
+    ) throws -> Histogram<UInt64> {
+        let floor = try Executables.sibling("wormhole-floor")
+        let names = BenchNames()
+        let common = [
+            address.rawValue, NotifyContract.objectPath, names.pingInterface, names.ping, names.pongInterface,
+            names.pong,
+        ]
+        let fileArguments = files.map { [$0.directory, "\($0.size)"] } ?? []
+        let echo = try ChildProcess(executable: floor, arguments: ["echo"] + common + fileArguments)
+        try echo.waitForReady()
+        let ping = try ChildProcess(
+            executable: floor, arguments: ["ping"] + common + ["\(count)", "\(warmup)"] + fileArguments)
+        let output = try ping.readAllOutput()
+        guard ping.waitForExit() == 0 else { throw BenchFailure("wormhole-floor ping failed") }
+        echo.waitForExit()
+        var histogram = BenchRow.makeHistogram()
+        for line in output {
+            if let value = UInt64(line) { histogram.record(value) }
+        }
+        return histogram
+    }
+}

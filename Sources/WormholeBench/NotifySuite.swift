@@ -1,0 +1,64 @@
+import WormholeDBus
+
+/// Notifications between two processes: the floor's ping-pong against ours with handlers on
+/// the I/O thread and on a queue, then floor and ours again while another process observes
+/// many other names.
+struct NotifySuite {
+    let context: BenchContext
+
+    func run() throws {
+        let (address, options, report) = (context.address, context.options, context.report)
+        let perRound = context.perRound
+        Console.output("\nnotifications: \(options.roundTrips) round trips per row")
+        Console.output(BenchRow.header)
+        Console.progress("notify: floor, center with handlers on the I/O thread, center with handlers on a queue")
+        let (floor, ours, queued) = try {
+            let onThread = try NotifySession(address: address, delivery: .ioThread)
+            let onQueue = try NotifySession(address: address, delivery: .serial)
+            let merged = try AlternatingRounds(label: "notify", rounds: options.rounds).measure([
+                .init(name: "floor") { try FloorPingPong.run(address, count: perRound, warmup: options.warmup) },
+                .init(name: "center") { try onThread.run(count: perRound, warmup: options.warmup) },
+                .init(name: "queue") { try onQueue.run(count: perRound, warmup: options.warmup) },
+            ])
+            return (
+                BenchRow(label: "raw libdbus floor", histogram: merged[0]),
+                BenchRow(label: "DarwinNotificationCenter", histogram: merged[1]),
+                BenchRow(label: "center, handlers on a queue", histogram: merged[2])
+            )
+        }()
+        for (row, reference, target) in [(floor, nil, nil), (ours, floor, 1.15), (queued, floor, 1.25)]
+            as [(BenchRow, BenchRow?, Double?)]
+        {
+            Console.output(row.line(against: reference))
+            report.add(row, suite: "notify", against: reference, target: target)
+        }
+        report.goal("notify", "center (I/O thread) p50 / floor p50", ratio: ours.median / floor.median, target: 1.15)
+        report.goal(
+            "notify", "center (handler on a queue) p50 / floor p50", ratio: queued.median / floor.median, target: 1.25)
+
+        guard options.otherNames > 0 else { return }
+        Console.progress("notify: a third process observes \(options.otherNames) other names")
+        let load = try ChildProcess(
+            executable: Executables.current,
+            arguments: [
+                "_bench-load", "--names", "\(options.otherNames)", "--bus-address", address.rawValue,
+            ])
+        defer { load.terminate() }
+        try load.waitForReady()
+        let session = try NotifySession(address: address, delivery: .ioThread)
+        let merged = try AlternatingRounds(label: "notify, loaded bus", rounds: options.rounds).measure([
+            .init(name: "floor") { try FloorPingPong.run(address, count: perRound, warmup: options.warmup) },
+            .init(name: "center") { try session.run(count: perRound, warmup: options.warmup) },
+        ])
+        let loadedFloor = BenchRow(label: "floor, \(options.otherNames) other names", histogram: merged[0])
+        let loaded = BenchRow(label: "center, \(options.otherNames) other names", histogram: merged[1])
+        Console.output(loadedFloor.line(against: nil))
+        Console.output(loaded.line(against: loadedFloor))
+        report.add(loadedFloor, suite: "notify")
+        report.add(loaded, suite: "notify", against: loadedFloor)
+        report.goal(
+            "notify", "center, \(options.otherNames) other names p50 / empty bus p50",
+            ratio: loaded.median / ours.median,
+            target: 1.20)
+    }
+}

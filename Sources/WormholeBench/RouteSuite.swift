@@ -1,0 +1,30 @@
+import WormholeDBus
+
+/// The cost of the route table: the same ping-pong while the pinging process's connection
+/// holds 1 route and while it holds many more (observers of other names, no-op handlers).
+/// Both sessions live through every round, so the daemon's rule load is the same for both.
+struct RouteSuite {
+    let context: BenchContext
+
+    func run() throws {
+        let (address, options, report) = (context.address, context.options, context.report)
+        let perRound = context.perRound
+        Console.output("\nroute table: \(options.roundTrips) round trips per row, one-way µs (round trip / 2)")
+        Console.output(BenchRow.header)
+        let single = try NotifySession(address: address, delivery: .ioThread)
+        Console.progress("routes: the second pinging center observes \(options.routes) other names")
+        let crowded = try NotifySession(address: address, delivery: .ioThread, extraRoutes: options.routes)
+        let merged = try AlternatingRounds(label: "routes", rounds: options.rounds).measure([
+            .init(name: "1 route") { try single.run(count: perRound, warmup: options.warmup) },
+            .init(name: "many routes") { try crowded.run(count: perRound, warmup: options.warmup) },
+        ])
+        let one = BenchRow(label: "center, 1 route", histogram: merged[0])
+        let many = BenchRow(label: "center, \(options.routes) extra routes", histogram: merged[1])
+        Console.output(one.line(against: nil))
+        Console.output(many.line(against: one))
+        report.add(one, suite: "routes")
+        report.add(many, suite: "routes", against: one, target: 1.10)
+        report.goal(
+            "routes", "\(options.routes) extra routes p50 / 1 route p50", ratio: many.median / one.median, target: 1.10)
+    }
+}

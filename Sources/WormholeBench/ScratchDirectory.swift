@@ -1,0 +1,30 @@
+import Foundation
+import Glibc
+
+/// A fresh private directory (`mkdtemp`, mode 0700), removed when released or when the bench
+/// is interrupted.
+final class ScratchDirectory {
+    let path: String
+
+    init(_ label: String) throws {
+        var template = Array((NSTemporaryDirectory() + "wormhole-bench-\(label)-XXXXXX").utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!).map { String(cString: $0) } }
+        guard let made else { throw BenchFailure("cannot create a temporary directory: errno \(errno)") }
+        path = made
+        ChildReaper.removeOnInterrupt(path)
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: path)
+        ChildReaper.removed(path)
+    }
+
+    /// Creates `relative` (and its parents) inside, each mode 0700.
+    @discardableResult
+    func makeDirectory(_ relative: String) throws -> String {
+        let full = path + "/" + relative
+        try FileManager.default.createDirectory(
+            atPath: full, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        return full
+    }
+}
