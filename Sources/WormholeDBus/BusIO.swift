@@ -5,16 +5,20 @@ import Synchronization
 
 /// Owns one libdbus connection at a time, on one thread: the connection's I/O thread.
 ///
-/// Exactly one thread touches the C connection (the design of swift-nio's event loops and
-/// GRDB's serialized database): the I/O thread reads, dispatches, runs every libdbus watch,
-/// timeout and filter callback, and writes. Other threads talk to it in two ways only:
-/// - `emit` builds the message on the caller's thread and appends it to an outgoing queue
-///   (waking the loop through its eventfd when the queue was empty); it never waits for the
-///   I/O thread. On the I/O thread itself (a handler answering a signal) it writes at once.
+/// Exactly one thread at a time touches the C connection: its owner, the holder of the loop's
+/// ownership lock (the design of GRDB's serialized database, with swift-nio's event loop as
+/// the usual owner). The I/O thread owns it whenever it is awake: it reads, dispatches, runs
+/// every libdbus watch, timeout and filter callback, and writes. Other threads:
+/// - `emit` builds the message on the caller's thread. If the loop is asleep (the ownership
+///   lock is free, `trylock`), the caller owns the connection for the moment it takes to write
+///   what is queued and its message, so a post costs no thread hop; otherwise it appends the
+///   message to an outgoing queue (waking the loop through its eventfd when the queue was
+///   empty). It never waits for the I/O thread either way. On the I/O thread itself (a
+///   handler answering a signal) it writes at once.
 /// - everything else (routes, rules, flushes, reconnects) is a job queued on the loop.
 ///
-/// The watch and timeout tables, the rule registry and the route table are plain
-/// loop-confined values; confined methods check `loop.preconditionInEventLoop()` in debug builds.
+/// The rule registry and route table are loop-confined (`loop.preconditionInEventLoop()`);
+/// the connection, its watch and timeout tables are owner-confined (`loop.preconditionOwned()`).
 ///
 /// `@unchecked Sendable`: loop-confined properties are touched only on the I/O thread; the
 /// rest is immutable, atomic or behind `shared`.
@@ -146,6 +150,16 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
             if !connection.send(message) { throw BusError(.outOfMemory, "libdbus could not queue a message") }
             return
         }
+        if loop.tryTakeOwnership() {
+            defer { loop.releaseOwnership() }
+            // What other threads queued first goes first: a thread's own posts stay in order.
+            drainOutgoing()
+            let (stopping, connected) = shared.withLock { ($0.stopping, $0.connected) }
+            if stopping { throw closedError() }
+            guard connected, let connection, case .ready = phase else { throw notConnected() }
+            if !connection.send(message) { throw BusError(.outOfMemory, "libdbus could not queue a message") }
+            return
+        }
         let mustWake = try shared.withLock { state throws(BusError) -> Bool in
             if state.stopping { throw closedError() }
             if !state.connected { throw notConnected() }
@@ -155,8 +169,9 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         if mustWake { loop.wake() }
     }
 
-    /// Hands the queued outgoing messages to libdbus. Loop-confined.
+    /// Hands the queued outgoing messages to libdbus. Owner only.
     private func drainOutgoing() {
+        loop.preconditionOwned()
         let messages = shared.withLock { state -> [LibDBus.Message] in
             if state.outgoing.isEmpty { return [] }
             defer { state.outgoing = [] }
@@ -632,7 +647,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         loop.removeAllInterests()
     }
 
-    // MARK: libdbus callbacks (MainLoopOwner), on the I/O thread
+    // MARK: libdbus callbacks (MainLoopOwner), on the owner's thread (the I/O thread, or a sender holding the ownership)
 
     override func disconnected() { disconnectPending = true }
 
@@ -660,14 +675,14 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     }
 
     override func watchAdded(_ watch: LibDBus.Watch) {
-        loop.preconditionInEventLoop()
+        loop.preconditionOwned()
         let fd = watch.fd
         watches[fd, default: []].append(watch)
         loop.setInterest(fd: fd, interest(in: fd))
     }
 
     override func watchRemoved(_ watch: LibDBus.Watch) {
-        loop.preconditionInEventLoop()
+        loop.preconditionOwned()
         for (fd, list) in watches where list.contains(watch) {
             let rest = list.filter { $0 != watch }
             watches[fd] = rest.isEmpty ? nil : rest
@@ -676,14 +691,14 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     }
 
     override func watchToggled(_ watch: LibDBus.Watch) {
-        loop.preconditionInEventLoop()
+        loop.preconditionOwned()
         for (fd, list) in watches where list.contains(watch) {
             loop.setInterest(fd: fd, interest(in: fd))
         }
     }
 
     override func timeoutChanged(_ timeout: LibDBus.Timeout, removed: Bool) {
-        loop.preconditionInEventLoop()
+        loop.preconditionOwned()
         if removed {
             timeouts[timeout] = nil
         } else {

@@ -44,6 +44,12 @@ struct Interest: Hashable {
 /// says whether the caller is there, and ``preconditionInEventLoop()`` checks it in debug
 /// builds (the habit swift-nio's event loops have).
 ///
+/// What the loop drives (a libdbus connection) is *owned*: exactly one thread at a time may
+/// touch it, the holder of the ownership lock. The loop's thread holds it whenever it is not
+/// asleep in `epoll_wait`; another thread may take it only with ``tryTakeOwnership()``, which
+/// never waits, so nothing ever waits behind the loop (the way GRDB serialises a database
+/// connection across threads). ``preconditionOwned()`` checks it in debug builds.
+///
 /// `@unchecked Sendable`: the descriptors are immutable, the job queue is behind a `Mutex`,
 /// the thread identity is atomic, and `interests` is loop-confined.
 final class EventLoop: @unchecked Sendable {
@@ -58,7 +64,8 @@ final class EventLoop: @unchecked Sendable {
     private let wakeFD: Int32
     private let thread = Atomic<UInt>(0)
     private let queue = Locked(Queue())
-    /// Loop-confined: the epoll interest of each registered descriptor.
+    private let ownership = OwnershipLock()
+    /// Owner only: the epoll interest of each registered descriptor.
     private var interests: [Int32: Interest] = [:]
 
     init(name: String, logger: Logger) throws(BusError) {
@@ -68,26 +75,22 @@ final class EventLoop: @unchecked Sendable {
         let epollErrno = errno
         wakeFD = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
         let wakeErrno = errno
+        // On the failures below, deinit runs (every property is set) and closes what was opened.
         guard epollFD >= 0, wakeFD >= 0 else {
             let reason = String(cString: strerror(epollFD < 0 ? epollErrno : wakeErrno))
-            if epollFD >= 0 { Glibc.close(epollFD) }
-            if wakeFD >= 0 { Glibc.close(wakeFD) }
             throw BusError(.connectionFailed, "cannot create the I/O loop (\(epollFD < 0 ? "epoll_create1" : "eventfd")): \(reason)")
         }
         var event = epoll_event()
         event.events = EPOLLIN.rawValue
         event.data.fd = wakeFD
         guard epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event) == 0 else {
-            let reason = String(cString: strerror(errno))
-            Glibc.close(epollFD)
-            Glibc.close(wakeFD)
-            throw BusError(.connectionFailed, "cannot create the I/O loop (epoll_ctl on the eventfd): \(reason)")
+            throw BusError(.connectionFailed, "cannot create the I/O loop (epoll_ctl on the eventfd): \(String(cString: strerror(errno)))")
         }
     }
 
     deinit {
-        Glibc.close(epollFD)
-        Glibc.close(wakeFD)
+        if epollFD >= 0 { Glibc.close(epollFD) }
+        if wakeFD >= 0 { Glibc.close(wakeFD) }
     }
 
     /// Starts the thread; it keeps `handler` alive until it stops.
@@ -104,6 +107,21 @@ final class EventLoop: @unchecked Sendable {
     func preconditionInEventLoop(file: StaticString = #fileID, line: UInt = #line) {
         assert(inEventLoop, "must run on the \(name) thread", file: file, line: line)
     }
+
+    /// Traps in debug builds when the caller does not hold the ownership lock.
+    func preconditionOwned(file: StaticString = #fileID, line: UInt = #line) {
+        assert(ownership.isHeldByCaller, "must hold the \(name) ownership", file: file, line: line)
+    }
+
+    /// Whether the caller holds the ownership lock (the loop's thread while awake, or a thread
+    /// that took it with ``tryTakeOwnership()``).
+    var isOwned: Bool { ownership.isHeldByCaller }
+
+    /// Takes the ownership lock if nobody holds it (the loop is asleep); never waits.
+    func tryTakeOwnership() -> Bool { ownership.tryLock() }
+
+    /// Gives back what ``tryTakeOwnership()`` took.
+    func releaseOwnership() { ownership.unlock() }
 
     /// Queues `job` to run on the loop's thread, in submission order. Returns false (and drops
     /// the job) once the loop is stopping.
@@ -141,9 +159,9 @@ final class EventLoop: @unchecked Sendable {
         if first { signalWake() }
     }
 
-    /// Sets the events a descriptor is watched for; an empty interest removes it. Loop-confined.
+    /// Sets the events a descriptor is watched for; an empty interest removes it. Owner only.
     func setInterest(fd: Int32, _ interest: Interest) {
-        preconditionInEventLoop()
+        preconditionOwned()
         let current = interests[fd]
         if current == interest || (current == nil && interest.isEmpty) { return }
         var event = epoll_event()
@@ -167,20 +185,26 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    /// Forgets every descriptor (after the connection that owned them is gone). Loop-confined.
+    /// Forgets every descriptor (after the connection that owned them is gone). Owner only.
     func removeAllInterests() {
-        preconditionInEventLoop()
+        preconditionOwned()
         for fd in Array(interests.keys) { setInterest(fd: fd, Interest()) }
     }
 
     private func run(_ handler: some EventLoopHandler) {
         thread.store(UInt(pthread_self()), ordering: .releasing)
+        ownership.lock()
         handler.loopStarted()
         var events = [epoll_event](repeating: epoll_event(), count: 16)
         while true {
-            let count = epoll_wait(epollFD, &events, Int32(events.count), handler.timeoutMilliseconds())
-            if count < 0 && errno != EINTR {
-                logger.critical("epoll_wait failed; the I/O loop stops: \(String(cString: strerror(errno)))")
+            let timeout = handler.timeoutMilliseconds()
+            // Asleep, the loop lends the connection: a sender may write on its own thread meanwhile.
+            ownership.unlock()
+            let count = epoll_wait(epollFD, &events, Int32(events.count), timeout)
+            let waitErrno = errno
+            ownership.lock()
+            if count < 0 && waitErrno != EINTR {
+                logger.critical("epoll_wait failed; the I/O loop stops: \(String(cString: strerror(waitErrno)))")
                 queue.withLock { $0.stopping = true }
             }
             for index in 0..<max(0, Int(count)) {
@@ -213,6 +237,45 @@ final class EventLoop: @unchecked Sendable {
             return queue.jobs
         }
         for job in late { job() }
+        ownership.unlock()
         thread.store(0, ordering: .releasing)
     }
+}
+
+/// A pthread mutex that knows which thread holds it. `@unchecked Sendable`: the mutex is
+/// the synchronisation; `holder` is atomic.
+private final class OwnershipLock: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let holder = Atomic<UInt>(0)
+
+    init() {
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        let status = pthread_mutex_init(mutex, nil)
+        precondition(status == 0, "pthread_mutex_init failed: \(status)")
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deinitialize(count: 1)
+        mutex.deallocate()
+    }
+
+    func lock() {
+        pthread_mutex_lock(mutex)
+        holder.store(UInt(pthread_self()), ordering: .relaxed)
+    }
+
+    func tryLock() -> Bool {
+        guard pthread_mutex_trylock(mutex) == 0 else { return false }
+        holder.store(UInt(pthread_self()), ordering: .relaxed)
+        return true
+    }
+
+    func unlock() {
+        holder.store(0, ordering: .relaxed)
+        pthread_mutex_unlock(mutex)
+    }
+
+    var isHeldByCaller: Bool { holder.load(ordering: .relaxed) == UInt(pthread_self()) }
 }

@@ -82,9 +82,13 @@ public final class TestBus: @unchecked Sendable {
             return process
         }
         guard let process, process.isRunning else { return }
-        Glibc.kill(process.processIdentifier, SIGKILL)
-        Glibc.kill(process.processIdentifier, SIGCONT)
-        process.waitUntilExit()
+        let pid = process.processIdentifier
+        Glibc.kill(pid, SIGKILL)
+        // Reap it here rather than with `waitUntilExit()`: Foundation's child monitor was seen to
+        // miss a SIGCHLD under load, leaving a zombie and `waitUntilExit()` spinning forever.
+        // ECHILD means Foundation reaped it first.
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
         unlink(socketPath)
     }
 
