@@ -250,14 +250,13 @@ private final class OwnershipLock: @unchecked Sendable {
 
     init() {
         mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
+        // pthread_mutex_init initialises the raw memory itself.
         let status = pthread_mutex_init(mutex, nil)
         precondition(status == 0, "pthread_mutex_init failed: \(status)")
     }
 
     deinit {
         pthread_mutex_destroy(mutex)
-        mutex.deinitialize(count: 1)
         mutex.deallocate()
     }
 

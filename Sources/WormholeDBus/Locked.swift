@@ -16,14 +16,13 @@ package final class Locked<Value>: @unchecked Sendable {
     package init(_ value: Value) {
         self.value = value
         mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
+        // pthread_mutex_init initialises the raw memory itself.
         let status = pthread_mutex_init(mutex, nil)
         precondition(status == 0, "pthread_mutex_init failed: \(status)")
     }
 
     deinit {
         pthread_mutex_destroy(mutex)
-        mutex.deinitialize(count: 1)
         mutex.deallocate()
     }
 
