@@ -62,6 +62,8 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     let logger: Logger
     let loop: EventLoop
     private let shared = Locked(Shared())
+    /// Serialises senders on other threads among themselves (see `send`).
+    private let emitting = PThreadMutex()
     private let nextID = Atomic<UInt64>(1)
     /// Signals the connection received (after the bus daemon's filtering), for tests and statistics.
     let signalsReceived = Atomic<UInt64>(0)
@@ -150,6 +152,11 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
             if !connection.send(message) { throw BusError(.outOfMemory, "libdbus could not queue a message") }
             return
         }
+        // Senders take turns among themselves (never behind the reader): one at a time builds
+        // up the queue or writes, which paces many posting threads to what the socket takes
+        // instead of letting them outrun the one writer (libdbus's own lock did this before).
+        emitting.lock()
+        defer { emitting.unlock() }
         if loop.tryTakeOwnership() {
             defer { loop.releaseOwnership() }
             // What other threads queued first goes first: a thread's own posts stay in order.

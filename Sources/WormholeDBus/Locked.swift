@@ -35,3 +35,25 @@ package final class Locked<Value>: @unchecked Sendable {
         return try body(&value)
     }
 }
+
+/// A bare pthread mutex, for a critical section that guards no value of its own.
+/// `@unchecked Sendable`: the mutex is the synchronisation.
+package final class PThreadMutex: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+
+    package init() {
+        mutex = .allocate(capacity: 1)
+        // pthread_mutex_init initialises the raw memory itself.
+        let status = pthread_mutex_init(mutex, nil)
+        precondition(status == 0, "pthread_mutex_init failed: \(status)")
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    package func lock() { pthread_mutex_lock(mutex) }
+    package func unlock() { pthread_mutex_unlock(mutex) }
+    package func tryLock() -> Bool { pthread_mutex_trylock(mutex) == 0 }
+}
