@@ -69,6 +69,20 @@ enum Syscall {
         _ = try retrying { Glibc.fchmod(descriptor, mode) }
     }
 
+    /// The corresponding C function is `futimens`: sets both times to `nanoseconds` since 1970.
+    static func futimens(_ descriptor: Int32, nanoseconds: UInt64) throws(Errno) {
+        let time = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
+        let times = [time, time]
+        try checked(Glibc.futimens(descriptor, times))
+    }
+
+    /// The corresponding C function is `lstat`: a symlink is described, not followed.
+    static func lstat(_ path: String) throws(Errno) -> stat {
+        var status = stat()
+        try checked(Glibc.lstat(path, &status))
+        return status
+    }
+
     /// The corresponding C function is `renameat`.
     static func renameat(_ directory: Int32, _ from: String, _ to: String) throws(Errno) {
         try checked(Glibc.renameat(directory, from, directory, to))
