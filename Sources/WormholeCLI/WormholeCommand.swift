@@ -15,7 +15,7 @@ struct WormholeCommand: ParsableCommand {
         subcommands: [
             PostCommand.self, ObserveCommand.self, SendCommand.self, ReadCommand.self, ListenCommand.self,
             ClearCommand.self, BenchCommand.self, BenchEchoCommand.self, BenchLoadCommand.self,
-            BenchMessageEchoCommand.self,
+            BenchMessageEchoCommand.self, DefaultsCommand.self,
         ]
     )
 

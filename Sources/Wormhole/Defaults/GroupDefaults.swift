@@ -98,6 +98,16 @@ public final class GroupDefaults: Sendable {
         return try store.snapshot().values[key] ?? registered.withLock { $0[key] }
     }
 
+    /// The stored suite as one line of compact JSON in the file's format (a plain object, keys
+    /// sorted): what `wormhole defaults read` prints without a key.
+    ///
+    /// - Throws: as ``values()``.
+    public func jsonText() throws -> String {
+        var output: [UInt8] = []
+        SuiteJSON.appendObject(try values(), to: &output)
+        return String(decoding: output, as: UTF8.self)
+    }
+
     /// The value for `key` as Foundation types (`String`, `Int`, `Double`, `Bool`, `Date`, `Data`,
     /// `URL`, `[Any]`, `[String: Any]`), or nil.
     public func object(forKey key: String) -> Any? { lenient(key)?.object }

@@ -107,7 +107,28 @@ public enum PropertyListValue: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The value in the suite file's JSON form, compact (see the README's format table).
-    public var description: String { String(decoding: SuiteJSON.encode(self), as: UTF8.self) }
+    public var description: String { jsonText }
+
+    /// The value in the suite file's JSON form, compact (see the README's format table).
+    public var jsonText: String { String(decoding: SuiteJSON.encode(self), as: UTF8.self) }
+
+    /// The UTF-8 bytes of ``jsonText`` (for writers that reuse a buffer).
+    package var jsonBytes: [UInt8] { SuiteJSON.encode(self) }
+
+    /// Reads a value written in the suite file's JSON form (`1`, `1.0`, `"text"`,
+    /// `{"$date":1700000000.5}`, …).
+    ///
+    /// - Throws: ``WormholeError`` with ``WormholeError/Code/invalidValue`` naming `key` and what is
+    ///   wrong, with its byte offset (`null` is refused: it is not a property-list value).
+    public init(jsonText: String, key: String = "value") throws {
+        do throws(SuiteJSON.ParseError) {
+            self = try SuiteJSON.decodeValue(Data(jsonText.utf8))
+        } catch {
+            throw WormholeError(
+                .invalidValue, value: key,
+                "value for key \(NameRules.quoted(key)) is not a property-list value in JSON: \(error)")
+        }
+    }
 }
 
 // MARK: Codable values (typed keys)

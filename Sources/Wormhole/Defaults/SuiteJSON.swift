@@ -74,7 +74,8 @@ enum SuiteJSON {
         }
     }
 
-    private static func appendObject(_ values: [String: PropertyListValue], to output: inout [UInt8]) {
+    /// A plain JSON object of `values` (never a tag), keys sorted, compact.
+    static func appendObject(_ values: [String: PropertyListValue], to output: inout [UInt8]) {
         output.append(UInt8(ascii: "{"))
         for (index, key) in values.keys.sorted().enumerated() {
             if index > 0 { output.append(UInt8(ascii: ",")) }
