@@ -71,7 +71,7 @@ let package = Package(
         // A small peer process for cross-process tests of the D-Bus layer.
         .executableTarget(
             name: "WormholeTestPeer",
-            dependencies: ["WormholeDBus", "Wormhole"]
+            dependencies: ["WormholeDBus", "Wormhole", .product(name: "Logging", package: "swift-log")]
         ),
         .executableTarget(
             name: "CounterWatch",

@@ -13,8 +13,9 @@ import Foundation
 /// | array | a JSON array |
 /// | dictionary | a JSON object; one whose only key starts with `$` is written `{"$dict":{…}}` |
 ///
-/// An object with exactly one member whose name starts with `$` is always a tag; any other
-/// object is a dictionary. `null` is not a property-list value and is refused.
+/// Inside a value, an object with exactly one member whose name starts with `$` is always a tag;
+/// any other object is a dictionary. The suite's own top-level object is never a tag (its keys
+/// are the suite's keys, whatever they are). `null` is not a property-list value and is refused.
 enum SuiteJSON {
     // MARK: Encoding
 
@@ -129,9 +130,10 @@ enum SuiteJSON {
         var parser = Parser(bytes: [UInt8](data))
         parser.skipSpace()
         guard parser.peek == UInt8(ascii: "{") else { throw parser.error("the suite is not a JSON object") }
-        let value = try parser.parseValue()
+        // The suite's own object is never a tag: a suite whose only key is "$date" is just that.
+        let value = try parser.parseObject(depth: 0, plain: true)
         try parser.expectEnd()
-        guard case .dictionary(let suite) = value else { throw ParseError(offset: 0, reason: "the suite is a tagged value, not an object") }
+        guard case .dictionary(let suite) = value else { throw ParseError(offset: 0, reason: "the suite is not an object") }
         return suite
     }
 
@@ -196,14 +198,19 @@ enum SuiteJSON {
             }
         }
 
-        /// The members of the object at `index`, each with where its value starts.
-        mutating func parseMembers(depth: Int) throws(ParseError) -> [(key: String, value: PropertyListValue, start: Int)] {
+        /// The object at `index`. With `plain` it is a dictionary whatever its keys (the suite
+        /// itself, or the object inside `$dict`); otherwise an object with one member whose name
+        /// starts with `$` is a tag.
+        mutating func parseObject(depth: Int, plain: Bool = false) throws(ParseError) -> PropertyListValue {
+            let start = index
             index += 1  // {
-            var members: [(key: String, value: PropertyListValue, start: Int)] = []
+            var members: [(key: String, value: PropertyListValue)] = []
+            // Where the value of a leading "$dict" member starts, when it was read as an escape.
+            var escapeStart: Int?
             skipSpace()
             if peek == UInt8(ascii: "}") {
                 index += 1
-                return members
+                return .dictionary([:])
             }
             while true {
                 skipSpace()
@@ -213,23 +220,26 @@ enum SuiteJSON {
                 guard peek == UInt8(ascii: ":") else { throw error("expected ':' after an object key") }
                 index += 1
                 skipSpace()
-                let valueStart = index
-                members.append((key, try parseValue(depth: depth + 1), valueStart))
+                if !plain && members.isEmpty && key == "$dict" && peek == UInt8(ascii: "{") {
+                    escapeStart = index
+                    members.append((key, try parseObject(depth: depth + 1, plain: true)))
+                } else {
+                    members.append((key, try parseValue(depth: depth + 1)))
+                }
                 skipSpace()
                 if peek == UInt8(ascii: ",") { index += 1; continue }
-                if peek == UInt8(ascii: "}") { index += 1; return members }
+                if peek == UInt8(ascii: "}") { index += 1; break }
                 throw error("expected ',' or '}' in an object")
             }
-        }
-
-        mutating func parseObject(depth: Int) throws(ParseError) -> PropertyListValue {
-            let start = index
-            let members = try parseMembers(depth: depth)
-            if members.count == 1, members[0].key == "$dict" {
-                // An escaped dictionary: its object is read again, as a plain dictionary.
-                var inner = Parser(bytes: bytes, index: members[0].start)
-                guard inner.peek == UInt8(ascii: "{") else { throw ParseError(offset: start, reason: "$dict needs an object") }
-                return try inner.plainDictionary(inner.parseMembers(depth: depth + 1), at: start)
+            if plain { return try plainDictionary(members, at: start) }
+            if members.count == 1 && members[0].key == "$dict" {
+                guard escapeStart != nil else { throw ParseError(offset: start, reason: "$dict needs an object") }
+                return members[0].value
+            }
+            if let escapeStart {
+                // "$dict" was one key among others: its value is an ordinary value after all.
+                var again = Parser(bytes: bytes, index: escapeStart)
+                members[0].value = try again.parseValue(depth: depth + 1)
             }
             if members.count == 1, members[0].key.hasPrefix("$") {
                 return try tagged(members[0].key, members[0].value, at: start)
@@ -238,10 +248,10 @@ enum SuiteJSON {
         }
 
         func plainDictionary(
-            _ members: [(key: String, value: PropertyListValue, start: Int)], at start: Int
+            _ members: [(key: String, value: PropertyListValue)], at start: Int
         ) throws(ParseError) -> PropertyListValue {
             var dictionary: [String: PropertyListValue] = [:]
-            for (key, value, _) in members {
+            for (key, value) in members {
                 if dictionary.updateValue(value, forKey: key) != nil {
                     throw ParseError(offset: start, reason: "the key \(NameRules.quoted(key)) appears twice in one object")
                 }

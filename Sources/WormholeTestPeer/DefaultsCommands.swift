@@ -1,0 +1,75 @@
+import Foundation
+import Logging
+import Wormhole
+import WormholeDBus
+
+/// Commands that exercise shared defaults from another process (BUS is a bus address, or `-` for
+/// none: writes then store without notifying):
+///
+/// - `defaults-increment ROOT GROUP KEY COUNT BUS`: adds 1 to the integer KEY, COUNT times, each
+///   an `update` under the suite's lock.
+/// - `defaults-set-distinct ROOT GROUP PREFIX COUNT BUS`: sets PREFIX-0 … PREFIX-(COUNT-1) to their index.
+/// - `defaults-write-loop ROOT GROUP KEY`: increments KEY forever (tests kill it) and prints
+///   `ready` on standard output after the first write; keys `pad-<n>` grow with it, so the file
+///   changes size.
+let defaultsCommands: [String: @Sendable ([String]) throws -> Void] = [
+    "defaults-increment": defaultsIncrement,
+    "defaults-set-distinct": defaultsSetDistinct,
+    "defaults-write-loop": defaultsWriteLoop,
+]
+
+struct DefaultsCommandError: Error, CustomStringConvertible {
+    var description: String
+}
+
+private func suite(_ root: String, _ group: String, bus: String?) throws -> GroupDefaults {
+    var logger = Logger(label: "wormhole-test-peer")
+    logger.logLevel = .critical
+    return try GroupDefaults(
+        applicationGroupIdentifier: group, containerRoot: root,
+        busAddress: try bus.flatMap { $0 == "-" ? nil : try BusAddress($0) }, logger: logger)
+}
+
+private func defaultsIncrement(_ arguments: [String]) throws {
+    guard arguments.count == 5, let count = Int(arguments[3]), count >= 0 else {
+        throw DefaultsCommandError(description: "usage: defaults-increment ROOT GROUP KEY COUNT BUS")
+    }
+    let defaults = try suite(arguments[0], arguments[1], bus: arguments[4])
+    for _ in 0..<count {
+        try defaults.update(arguments[2]) { old in
+            guard case .integer(let value)? = old else {
+                if old == nil { return .integer(1) }
+                throw DefaultsCommandError(description: "counter is not an integer: \(old!)")
+            }
+            return .integer(value + 1)
+        }
+    }
+    defaults.flush()
+}
+
+private func defaultsSetDistinct(_ arguments: [String]) throws {
+    guard arguments.count == 5, let count = Int(arguments[3]), count >= 0 else {
+        throw DefaultsCommandError(description: "usage: defaults-set-distinct ROOT GROUP PREFIX COUNT BUS")
+    }
+    let defaults = try suite(arguments[0], arguments[1], bus: arguments[4])
+    for index in 0..<count {
+        try defaults.set(index, forKey: "\(arguments[2])-\(index)")
+    }
+    defaults.flush()
+}
+
+private func defaultsWriteLoop(_ arguments: [String]) throws {
+    guard arguments.count == 3 else {
+        throw DefaultsCommandError(description: "usage: defaults-write-loop ROOT GROUP KEY")
+    }
+    let defaults = try suite(arguments[0], arguments[1], bus: "-")
+    var sequence = 0
+    while true {
+        try defaults.transaction { suite in
+            try suite.set(sequence, forKey: arguments[2])
+            try suite.set(String(repeating: "x", count: sequence % 700), forKey: "pad-\(sequence % 5)")
+        }
+        if sequence == 0 { FileHandle.standardOutput.write(Data("ready\n".utf8)) }
+        sequence += 1
+    }
+}
