@@ -124,16 +124,28 @@ public final class DefaultsObserver: SubscriptionHandle {
     public var isCancelled: Bool { observer.isCancelled }
 }
 
-/// Turns notifications into changes: reads the suite, compares with the values last delivered,
-/// and hands each real change to the handler through the observer's executor.
+/// Turns notifications into changes: reads the suite and hands each change to the handler
+/// through the observer's executor.
+///
+/// A post carries the generation of the write that made it. A key already delivered from a
+/// version of the suite at least that new is not delivered again (a burst coalesces into one
+/// delivery of the latest value, never a repeat of it); a post without a generation (`dbus-send`)
+/// is always delivered. A catch-up compares the suite with the values last delivered and
+/// delivers the keys that differ.
 final class ChangeTracker: Sendable {
+    private struct State {
+        /// The values last delivered (or seen when the observer started); nil until then.
+        var known: [String: PropertyListValue]?
+        /// Per key, the generation of the suite version its last delivery was read from.
+        var delivered: [String: UInt64] = [:]
+    }
+
     private let defaults: GroupDefaults
     /// The observed key; nil for the whole suite.
     private let key: String?
     private let executor: DeliveryExecutor
     private let handler: @Sendable (GroupDefaults.Change) -> Void
-    /// The values last delivered (or seen when the observer started); nil until then.
-    private let known = Mutex<[String: PropertyListValue]?>(nil)
+    private let state = Mutex(State())
 
     init(
         defaults: GroupDefaults, key: String?, executor: DeliveryExecutor,
@@ -149,10 +161,10 @@ final class ChangeTracker: Sendable {
     /// when `initial`.
     func start(initial: Bool) {
         executor.run { [self] in
-            let current = read() ?? [:]
-            let first = known.withLock { known -> [String: PropertyListValue] in
-                if known == nil { known = current }
-                return known!
+            let current = read()?.values ?? [:]
+            let first = state.withLock { state -> [String: PropertyListValue] in
+                if state.known == nil { state.known = current }
+                return state.known!
             }
             guard initial else { return }
             if let key {
@@ -171,47 +183,51 @@ final class ChangeTracker: Sendable {
     }
 
     private func deliver(_ note: DarwinNotification) {
-        guard let values = read() else { return }
-        let keys: [String]
+        let changes: [GroupDefaults.Change]
         switch note.reason {
         case .posted:
+            let name: String
             if let key {
-                keys = [key]
+                name = key
             } else {
                 let prefix = defaults.notificationPrefix.rawValue
                 guard note.name.rawValue.hasPrefix(prefix), note.name.rawValue.utf8.count > prefix.utf8.count else { return }
-                keys = [String(note.name.rawValue.dropFirst(prefix.count))]
+                name = String(note.name.rawValue.dropFirst(prefix.count))
+            }
+            if let generation = note.state, let done = state.withLock({ $0.delivered[name] }), done >= generation {
+                return
+            }
+            guard let snapshot = read() else { return }
+            let value = snapshot.values[name]
+            changes = state.withLock { state in
+                if let generation = note.state, let done = state.delivered[name], done >= generation { return [] }
+                state.delivered[name] = snapshot.generation
+                if state.known == nil { state.known = snapshot.values }
+                state.known![name] = value
+                return [GroupDefaults.Change(key: name, value: value, reason: .changed, isOwnWrite: note.isOwnPost)]
             }
         case .catchUp:
-            if let key {
-                keys = [key]
-            } else {
-                let before = known.withLock { $0 } ?? [:]
-                keys = Set(before.keys).union(values.keys).sorted()
+            guard let snapshot = read() else { return }
+            changes = state.withLock { state in
+                let before = state.known ?? [:]
+                let names = key.map { [$0] } ?? Set(before.keys).union(snapshot.values.keys).sorted()
+                var changes: [GroupDefaults.Change] = []
+                for name in names where before[name] != snapshot.values[name] {
+                    state.delivered[name] = snapshot.generation
+                    changes.append(GroupDefaults.Change(key: name, value: snapshot.values[name], reason: .catchUp))
+                }
+                state.known = key == nil ? snapshot.values : before.merging(snapshot.values.filter { $0.key == key }) { $1 }
+                if let key, snapshot.values[key] == nil { state.known?[key] = nil }
+                return changes
             }
-        }
-        let changes = known.withLock { known -> [GroupDefaults.Change] in
-            // Not started yet: everything now is news, and becomes what is known.
-            let before = known
-            var current = known ?? values
-            var changes: [GroupDefaults.Change] = []
-            for name in keys where before == nil || current[name] != values[name] {
-                current[name] = values[name]
-                changes.append(
-                    GroupDefaults.Change(
-                        key: name, value: values[name], reason: note.reason == .catchUp ? .catchUp : .changed,
-                        isOwnWrite: note.isOwnPost))
-            }
-            known = current
-            return changes
         }
         for change in changes { handler(change) }
     }
 
     /// The suite now; nil (logged) when it cannot be read.
-    private func read() -> [String: PropertyListValue]? {
+    private func read() -> SuiteStore.Snapshot? {
         do {
-            return try defaults.values()
+            return try defaults.store.snapshot()
         } catch {
             defaults.logger.error("observer cannot read \(defaults.path): \(error)")
             return nil
