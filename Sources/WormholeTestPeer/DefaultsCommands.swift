@@ -12,10 +12,12 @@ import WormholeDBus
 /// - `defaults-write-loop ROOT GROUP KEY`: increments KEY forever (tests kill it) and prints
 ///   `ready` on standard output after the first write; keys `pad-<n>` grow with it, so the file
 ///   changes size.
+/// - `foundation-write-suite SUITE`: writes values with Foundation's `UserDefaults(suiteName:)`.
 let defaultsCommands: [String: @Sendable ([String]) throws -> Void] = [
     "defaults-increment": defaultsIncrement,
     "defaults-set-distinct": defaultsSetDistinct,
     "defaults-write-loop": defaultsWriteLoop,
+    "foundation-write-suite": foundationWriteSuite,
 ]
 
 struct DefaultsCommandError: Error, CustomStringConvertible {
@@ -72,4 +74,22 @@ private func defaultsWriteLoop(_ arguments: [String]) throws {
         if sequence == 0 { FileHandle.standardOutput.write(Data("ready\n".utf8)) }
         sequence += 1
     }
+}
+
+/// `foundation-write-suite SUITE`: writes a fixed set of values with Foundation's own
+/// `UserDefaults(suiteName:)` (into `$XDG_CONFIG_HOME/SUITE.plist`) and synchronizes.
+func foundationWriteSuite(_ arguments: [String]) throws {
+    guard arguments.count == 1, let defaults = UserDefaults(suiteName: arguments[0]) else {
+        throw DefaultsCommandError(description: "usage: foundation-write-suite SUITE")
+    }
+    defaults.set("EUR", forKey: "currency")
+    defaults.set(42, forKey: "int")
+    defaults.set(1.0, forKey: "double")
+    defaults.set(true, forKey: "bool")
+    defaults.set(Date(timeIntervalSince1970: 1_700_000_000), forKey: "date")
+    defaults.set(Data([0, 1, 255]), forKey: "data")
+    defaults.set(["a", "b"], forKey: "array")
+    defaults.set(["nested": ["x": 1.5]], forKey: "dictionary")
+    defaults.set("value", forKey: "key.with dots/and slash")
+    guard defaults.synchronize() else { throw DefaultsCommandError(description: "synchronize() failed") }
 }

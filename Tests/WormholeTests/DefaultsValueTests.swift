@@ -5,6 +5,7 @@ import Foundation
 import Glibc
 import Testing
 import Wormhole
+import WormholeDBus
 import WormholeTestSupport
 
 /// One test's world for shared defaults: the messaging fixture (a private bus, a fresh container
@@ -382,5 +383,44 @@ extension GroupDefaults.Keys {
         #expect(!FileManager.default.fileExists(atPath: world.suitePath()))
         try defaults.set(3, forKey: "c")
         #expect(try world.defaults().values() == ["c": .integer(3)])
+    }
+}
+
+@Suite struct DefaultsImportTests {
+    /// A suite that Foundation's own `UserDefaults(suiteName:)` wrote (in a child process, with its
+    /// own `XDG_CONFIG_HOME`) is imported with every type intact, in one write.
+    @Test func importsWhatFoundationWrote() async throws {
+        let world = try MessagingFixture()
+        let config = try TemporaryDirectory("foundation-config")
+        let output = try await MessagingHarness.run(
+            try productPath("wormhole-test-peer"), ["foundation-write-suite", "com.example.legacy"],
+            environment: ["XDG_CONFIG_HOME": config.path, "HOME": config.path])
+        #expect(output.status == 0, "\(output.stderr)")
+        let plists = try FileManager.default.subpathsOfDirectory(atPath: config.path).filter { $0.hasSuffix(".plist") }
+        #expect(plists.contains("com.example.legacy.plist"), "Foundation wrote \(plists)")
+
+        let defaults = try world.defaults()
+        try defaults.set("kept", forKey: "other")
+        let posted = try await world.rawPosted()
+        let report = try defaults.importFoundationSuite(named: "com.example.legacy", configDirectory: config.path)
+        #expect(report.changedKeys.count == 9)
+        let values = try world.defaults().values()
+        #expect(values["currency"] == .string("EUR"))
+        #expect(values["int"] == .integer(42))
+        #expect(values["double"] == .double(1.0))
+        #expect(values["bool"] == .bool(true))
+        #expect(values["date"] == .date(Date(timeIntervalSince1970: 1_700_000_000)))
+        #expect(values["data"] == .data(Data([0, 1, 255])))
+        #expect(values["array"] == .array([.string("a"), .string("b")]))
+        #expect(values["dictionary"] == .dictionary(["nested": .dictionary(["x": .double(1.5)])]))
+        #expect(values["key.with dots/and slash"] == .string("value"))
+        #expect(values["other"] == .string("kept"))
+        let signals = try await MessagingHarness.next(9, from: posted, "one post per imported key")
+        #expect(Set(try signals.map { try $0.uint64(at: 1) }) == [report.generation])
+
+        let missing = try #require(throws: WormholeError.self) {
+            try defaults.importFoundationSuite(named: "absent", configDirectory: config.path)
+        }
+        #expect(missing.code == .io && missing.message.contains("absent"))
     }
 }
