@@ -13,11 +13,13 @@ import WormholeDBus
 ///   `ready` on standard output after the first write; keys `pad-<n>` grow with it, so the file
 ///   changes size.
 /// - `foundation-write-suite SUITE`: writes values with Foundation's `UserDefaults(suiteName:)`.
+/// - `defaults-write-limited ROOT GROUP KEY SIZE LIMIT`: a write that fails as on a full disk.
 let defaultsCommands: [String: @Sendable ([String]) throws -> Void] = [
     "defaults-increment": defaultsIncrement,
     "defaults-set-distinct": defaultsSetDistinct,
     "defaults-write-loop": defaultsWriteLoop,
     "foundation-write-suite": foundationWriteSuite,
+    "defaults-write-limited": defaultsWriteLimited,
 ]
 
 struct DefaultsCommandError: Error, CustomStringConvertible {
@@ -92,4 +94,21 @@ func foundationWriteSuite(_ arguments: [String]) throws {
     defaults.set(["nested": ["x": 1.5]], forKey: "dictionary")
     defaults.set("value", forKey: "key.with dots/and slash")
     guard defaults.synchronize() else { throw DefaultsCommandError(description: "synchronize() failed") }
+}
+
+/// `defaults-write-limited ROOT GROUP KEY SIZE LIMIT`: sets KEY to a string of SIZE bytes with the
+/// process's file-size limit (`RLIMIT_FSIZE`) at LIMIT bytes, so that the write fails like on a
+/// full disk; exits 1 with the error.
+func defaultsWriteLimited(_ arguments: [String]) throws {
+    guard arguments.count == 5, let size = Int(arguments[3]), let limit = rlim_t(arguments[4]) else {
+        throw DefaultsCommandError(description: "usage: defaults-write-limited ROOT GROUP KEY SIZE LIMIT")
+    }
+    let defaults = try suite(arguments[0], arguments[1], bus: "-")
+    // Without this, exceeding the limit kills the process with SIGXFSZ; ignored, write fails with EFBIG.
+    signal(SIGXFSZ, SIG_IGN)
+    var limits = rlimit(rlim_cur: limit, rlim_max: limit)
+    guard setrlimit(__rlimit_resource_t(RLIMIT_FSIZE.rawValue), &limits) == 0 else {
+        throw DefaultsCommandError(description: "setrlimit(RLIMIT_FSIZE, \(limit)) failed: errno \(errno)")
+    }
+    try defaults.set(String(repeating: "x", count: size), forKey: arguments[2])
 }

@@ -265,4 +265,27 @@ enum DefaultsHarness {
         #expect(try defaults.value(forKey: "py list") == .array([.integer(1), .string("two"), .dictionary(["k": .bool(true)])]))
         #expect(defaults.double(forKey: "double") == 1.0)
     }
+
+    /// A write that fails midway (the file-size limit, as on a full disk) is a thrown error; the
+    /// old suite is intact and no temporary file is left.
+    @Test func failedWriteLeavesTheOldSuiteAndNoTemporaryFile() async throws {
+        let defaults = try world.defaults()
+        try defaults.set("small", forKey: "kept")
+        let before = world.suiteText()
+        let output = try await DefaultsHarness.peer(
+            ["defaults-write-limited", world.root.path, MessagingFixture.group, "big", "100000", "4096"], world)
+        #expect(output.status == 1 && output.stderr.contains("File too large"), "\(output.stderr)")
+        #expect(world.suiteText() == before)
+        let names = try FileManager.default.contentsOfDirectory(atPath: "\(world.root.path)/\(MessagingFixture.group)/Preferences")
+        #expect(names.sorted() == ["\(MessagingFixture.group).json", "\(MessagingFixture.group).json.lock"])
+    }
+
+    /// `.synchronized` durability writes the same suite (fsync'ed).
+    @Test func synchronizedDurabilityWrites() throws {
+        let defaults = try GroupDefaults(
+            applicationGroupIdentifier: MessagingFixture.group, durability: .synchronized, containerRoot: world.root.path,
+            busAddress: world.bus.address, sharedStateDirectory: world.state.path, logger: MessagingHarness.logger)
+        try defaults.update("n") { _ in .integer(5) }
+        #expect(try world.defaults().value(forKey: "n") == .integer(5))
+    }
 }

@@ -142,10 +142,11 @@ enum Syscall {
         }
     }
 
-    /// The corresponding C function is `geteuid`.
-    static func effectiveUserID() -> uid_t {
-        Glibc.geteuid()
-    }
+    /// The corresponding C function is `geteuid`, called once per process: every safety check of
+    /// every file operation asks for it, and the library never changes it.
+    static func effectiveUserID() -> uid_t { effectiveUser }
+
+    private static let effectiveUser = Glibc.geteuid()
 
     /// The corresponding C function is `getpid`.
     static func processID() -> pid_t {
