@@ -312,6 +312,10 @@ extension GroupDefaults.Keys {
         var status = stat()
         lstat(world.suitePath(), &status)
         #expect(UInt64(status.st_mtim.tv_sec) * 1_000_000_000 + UInt64(status.st_mtim.tv_nsec) == second.generation)
+        for _ in 0..<3 { try defaults.update("launches") { .integer(($0?.intValue ?? 0) + 1) } }
+        #expect(try defaults.value(forKey: "launches")?.intValue == 3)
+        try defaults.update("launches") { _ in nil }
+        #expect(defaults.object(forKey: "launches") == nil)
         let removed = try defaults.removeObject(forKey: "absent")
         #expect(removed.changedKeys.isEmpty)
     }

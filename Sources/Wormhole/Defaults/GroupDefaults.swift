@@ -245,7 +245,7 @@ public final class GroupDefaults: Sendable {
     /// process's write comes in between, so a counter never loses an increment.
     ///
     /// ```swift
-    /// try defaults.update("launches") { .integer(($0.flatMap { if case .integer(let n) = $0 { n } else { nil } } ?? 0) + 1) }
+    /// try defaults.update("launches") { .integer(($0?.intValue ?? 0) + 1) }
     /// ```
     @discardableResult
     public func update(

@@ -131,6 +131,37 @@ public enum PropertyListValue: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+// MARK: Typed access
+
+extension PropertyListValue {
+    /// The integer, or nil when the value is not an ``integer(_:)``.
+    public var intValue: Int? {
+        if case .integer(let value) = self { return value }
+        return nil
+    }
+
+    /// The number as a `Double` (an ``integer(_:)`` converted), or nil for other values.
+    public var doubleValue: Double? {
+        switch self {
+        case .double(let value): value
+        case .integer(let value): Double(value)
+        default: nil
+        }
+    }
+
+    /// The string, or nil when the value is not a ``string(_:)``.
+    public var stringValue: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
+
+    /// The Boolean, or nil when the value is not a ``bool(_:)``.
+    public var boolValue: Bool? {
+        if case .bool(let value) = self { return value }
+        return nil
+    }
+}
+
 // MARK: Codable values (typed keys)
 
 extension PropertyListValue {
