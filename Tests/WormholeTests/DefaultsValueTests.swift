@@ -316,6 +316,12 @@ extension GroupDefaults.Keys {
         #expect(try defaults.value(forKey: "launches")?.intValue == 3)
         try defaults.update("launches") { _ in nil }
         #expect(defaults.object(forKey: "launches") == nil)
+        // A date that is not exactly seconds-since-1970 in a Double is stored as the nearest one,
+        // and writing it again changes nothing.
+        let odd = Date(timeIntervalSinceReferenceDate: 817_000_000.123_456_789)
+        try defaults.set(odd, forKey: "date")
+        #expect(try defaults.set(odd, forKey: "date").changedKeys.isEmpty)
+        #expect(try world.defaults().value(forKey: "date") == defaults.value(forKey: "date"))
         let removed = try defaults.removeObject(forKey: "absent")
         #expect(removed.changedKeys.isEmpty)
     }

@@ -39,13 +39,13 @@ public enum PropertyListValue: Sendable, Hashable, CustomStringConvertible {
         // First, a real NSNumber (from Foundation APIs): Swift numbers also cast to NSNumber.
         if type(of: value) is NSNumber.Type, let number = value as? NSNumber { return Self.number(number) }
         switch value {
-        case let value as PropertyListValue: return value
+        case let value as PropertyListValue: return value.normalized
         case let value as String: return .string(value)
         case let value as Substring: return .string(String(value))
         case let value as Bool: return .bool(value)
         case let value as Int: return .integer(value)
         case let value as Double: return .double(value)
-        case let value as Date: return .date(value)
+        case let value as Date: return PropertyListValue.date(value).normalized
         case let value as Data: return .data(value)
         case let value as URL: return .url(value)
         case let value as Float: return .double(Double(value))
@@ -71,6 +71,17 @@ public enum PropertyListValue: Sendable, Hashable, CustomStringConvertible {
         default:
             let what = value is NSNull ? "null" : "a value of type \(type(of: value))"
             throw refused(key, path, "\(what) is not a property-list type")
+        }
+    }
+
+    /// The value as it reads back from the file: a date becomes the date its seconds since 1970
+    /// (a `Double`) name, so that a value equal to a stored one compares equal, in every process.
+    var normalized: PropertyListValue {
+        switch self {
+        case .date(let date): .date(Date(timeIntervalSince1970: date.timeIntervalSince1970))
+        case .array(let values): .array(values.map(\.normalized))
+        case .dictionary(let values): .dictionary(values.mapValues(\.normalized))
+        default: self
         }
     }
 
