@@ -99,6 +99,24 @@ struct MessagingAPITests {
         listener.cancel()
     }
 
+    @Test("an .ioThread listener reads and delivers on the I/O thread; the default delivers on its own queue")
+    func whereListenersRun() async throws {
+        let receiver = try fixture.wormhole()
+        let connection = try receiver.notificationCenter().connection
+        let (onIO, onIOContinuation) = AsyncStream<Bool>.makeStream()
+        let (onQueue, onQueueContinuation) = AsyncStream<Bool>.makeStream()
+        let direct = try receiver.listen(identifier: "where", as: MessagingCounter.self, on: .ioThread) { _ in
+            onIOContinuation.yield(connection.isOnIOThread)
+        }
+        let queued = try receiver.listen(identifier: "where", as: MessagingCounter.self) { _ in
+            onQueueContinuation.yield(connection.isOnIOThread)
+        }
+        try fixture.wormhole().passMessage(MessagingCounter(n: 1), identifier: "where")
+        #expect(try await MessagingHarness.next(1, from: onIO, "the .ioThread delivery") == [true])
+        #expect(try await MessagingHarness.next(1, from: onQueue, "the .serial delivery") == [false])
+        withExtendedLifetime((direct, queued)) {}
+    }
+
     @Test("threads asking for the notification center at once all get the same one")
     func oneCenter() throws {
         let wormhole = try fixture.wormhole()

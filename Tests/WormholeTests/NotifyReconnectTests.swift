@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 import Testing
 import Wormhole
 import WormholeDBus
@@ -26,8 +27,15 @@ struct NotifyReconnectTests {
             for: target, on: .queue(DispatchQueue(label: "test.reconnect")), handler: handler)
         defer { observer.cancel() }
         let (prefixHandled, prefixHandler) = NotifyHarness.recorder()
+        // Every call of an .ioThread handler, the catch-up included, runs on the I/O thread.
+        let offThread = Mutex<[DarwinNotification]>([])
+        let connection = observing.connection
         let prefixObserver = try observing.addObserver(
-            forPrefix: NotifyHarness.name("com.example/"), on: .ioThread, handler: prefixHandler)
+            forPrefix: NotifyHarness.name("com.example/"), on: .ioThread
+        ) { note in
+            if !connection.isOnIOThread { offThread.withLock { $0.append(note) } }
+            prefixHandler(note)
+        }
         defer { prefixObserver.cancel() }
         let stream = try await observing.notifications(named: target)
         let observingEvents = observing.connection.events()
@@ -64,6 +72,7 @@ struct NotifyReconnectTests {
         let prefixed = try await NotifyHarness.next(3, from: prefixHandled)
         #expect(prefixed.map(\.reason) == [.posted, .posted, .posted])
         #expect(prefixed.map(\.state) == [2, 3, 4])
+        #expect(offThread.withLock { $0 }.isEmpty, "the catch-up took the same path as the posts")
         #expect(observing.connection.isConnected)
     }
 

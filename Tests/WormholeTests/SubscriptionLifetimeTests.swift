@@ -124,6 +124,24 @@ struct SubscriptionLifetimeTests {
         witness.cancel()
     }
 
+    @Test("releasing a stream that was never iterated removes its bus rules")
+    func releasedStreams() async throws {
+        let fixture = try MessagingFixture()
+        let receiver = try fixture.wormhole()
+        let center = try receiver.notificationCenter()
+        let connection = center.connection
+        let baseline = try await MessagingHarness.settledRuleCount(fixture.bus, connection)
+        var messages: MessageStream<MessagingCounter>? = try await receiver.messages(identifier: "unread")
+        var all: MessageStream<MessagingCounter>? = try await receiver.allMessages()
+        var notes: NotificationStream? = try await center.notifications(named: name("lifetime/unread"))
+        #expect(messages != nil && all != nil && notes != nil)
+        #expect(try await MessagingHarness.settledRuleCount(fixture.bus, connection) == baseline + 5)
+        messages = nil
+        all = nil
+        notes = nil
+        #expect(try await MessagingHarness.settledRuleCount(fixture.bus, connection) == baseline)
+    }
+
     @Test("cancel() twice releases a shared rule once, and isCancelled says so")
     func cancelTwice() async throws {
         let observing = try center()

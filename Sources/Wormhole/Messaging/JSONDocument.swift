@@ -12,14 +12,17 @@ public struct JSONDocument: Sendable, Hashable, Decodable, CustomStringConvertib
     /// The document's UTF-8 bytes, as stored.
     public let data: Data
 
-    /// Wraps `data`, checking that it is exactly one JSON value.
+    /// Wraps `data`, checking that it is exactly one JSON text (RFC 8259): one value of any
+    /// type, UTF-8 without a byte-order mark, white space allowed around it. Numbers of any size
+    /// are accepted and kept as written. The check is one scan of the bytes; nothing is parsed
+    /// into objects.
     ///
-    /// - Throws: ``WormholeError`` with ``WormholeError/Code/invalidJSON`` when it is not.
+    /// - Throws: ``WormholeError`` with ``WormholeError/Code/invalidJSON`` when it is not,
+    ///   saying what is wrong and at which byte.
     public init(data: Data) throws {
-        do {
-            _ = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
-        } catch {
-            throw WormholeError(.invalidJSON, "not a JSON document (\(data.count) bytes): \(Self.describe(error))")
+        let failure = data.withUnsafeBytes { JSONSyntax.check($0) }
+        if let failure {
+            throw WormholeError(.invalidJSON, "not a JSON document (\(data.count) bytes): \(failure)")
         }
         self.data = data
     }
@@ -48,10 +51,6 @@ public struct JSONDocument: Sendable, Hashable, Decodable, CustomStringConvertib
     }
 
     public var description: String { compactText }
-
-    private static func describe(_ error: any Error) -> String {
-        (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String ?? "\(error)"
-    }
 
     /// Appends ``compactText``'s bytes to `output` (no `String` made: for writers that reuse a buffer).
     package func appendCompact(to output: inout [UInt8]) {

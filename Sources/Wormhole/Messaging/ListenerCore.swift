@@ -162,7 +162,8 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
     private func ring() {
         switch sink {
         case .doorbell(let continuation): continuation.yield(())
-        case .handler(let executor, _): executor.run { self.drain() }
+        case .handler(let executor, _):
+            if executor.queue == nil { drain() } else { executor.run { self.drain() } }
         }
     }
 

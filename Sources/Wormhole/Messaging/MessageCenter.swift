@@ -1,4 +1,3 @@
-import Dispatch
 public import Foundation
 public import Logging
 import Synchronization
@@ -23,8 +22,11 @@ public import WormholeDBus
 ///
 /// A message is stored as `<root>/<group>/<directory>/<identifier>.json` (replaced atomically)
 /// and then `Posted` is emitted with the name `<group>/<directory>/<identifier>` (contract §3).
-/// Storing never depends on the bus: if the bus is down, ``passMessage(_:identifier:)`` still
-/// stores the message and reports that nobody was told.
+/// Storing never depends on the bus: if the bus is down, `passMessage` still stores the
+/// message and reports that nobody was told.
+///
+/// Listeners are `SubscriptionHandle`s: active until cancelled or released. Their handlers run
+/// where their `DeliveryQueue` says (see <doc:ThreadingAndDelivery>).
 public final class MessageCenter: Sendable {
     /// How messages are stored.
     public enum Transiting: Sendable {
@@ -86,6 +88,11 @@ public final class MessageCenter: Sendable {
     public func notificationName(for identifier: MessageIdentifier) -> NotificationName {
         // At most 255 + 1 + 255 + 1 + 200 bytes of ASCII: always a valid name.
         try! NotificationName("\(container.group.rawValue)/\(directory.rawValue)/\(identifier.rawValue)")
+    }
+
+    /// The notification name for an identifier given as a string (checked first).
+    public func notificationName(for identifier: String) throws -> NotificationName {
+        notificationName(for: try MessageIdentifier(identifier))
     }
 
     /// The prefix every notification of this wormhole starts with: `<group>/<directory>/`.

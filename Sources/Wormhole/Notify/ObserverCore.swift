@@ -60,7 +60,16 @@ final class ObserverCore: Sendable {
             }
             return note
         }
-        if let now { executor.run { self.run(now) } }
+        if let now { dispatch(now) }
+    }
+
+    /// Runs `note` through the executor (inline, without making a closure, on the I/O thread).
+    private func dispatch(_ note: DarwinNotification) {
+        if executor.queue == nil {
+            run(note)
+        } else {
+            executor.run { self.run(note) }
+        }
     }
 
     /// Calls the handler with `note`, or hands it to the thread already calling it. Whether
@@ -101,7 +110,7 @@ final class ObserverCore: Sendable {
             defer { state.pending = nil }
             return state.cancelled ? nil : state.pending
         }
-        if let pending { executor.run { self.run(pending) } }
+        if let pending { dispatch(pending) }
     }
 
     /// Marks the observer cancelled; whether it already was.

@@ -1,0 +1,51 @@
+/// A JSON line under construction: raw bytes, JSON strings and numbers appended without
+/// making `String`s.
+struct JSONLine {
+    var bytes: [UInt8]
+
+    /// Appends ASCII text as it is (the fixed parts of a line: `{"name":`).
+    mutating func raw(_ text: StaticString) {
+        text.withUTF8Buffer { bytes.append(contentsOf: $0) }
+    }
+
+    /// Appends `text` as a JSON string: `"` and `\` escaped, control characters as `\n`, `\t`,
+    /// … or `\u00XX`; everything else, `/` and non-ASCII UTF-8 included, as it is (RFC 8259 §7).
+    mutating func string(_ text: String) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\\")); bytes.append(byte)
+            case UInt8(ascii: "\\"): bytes.append(UInt8(ascii: "\\")); bytes.append(byte)
+            case 0x0A: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "n"))
+            case 0x0D: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "r"))
+            case 0x09: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "t"))
+            case 0x08: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "b"))
+            case 0x0C: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "f"))
+            case 0..<0x20:
+                let hex: StaticString = "0123456789abcdef"
+                raw("\\u00")
+                hex.withUTF8Buffer { digits in
+                    bytes.append(digits[Int(byte >> 4)])
+                    bytes.append(digits[Int(byte & 0xF)])
+                }
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// Appends `value` in decimal.
+    mutating func number(_ value: UInt64) {
+        if value == 0 {
+            bytes.append(UInt8(ascii: "0"))
+            return
+        }
+        let start = bytes.count
+        var rest = value
+        while rest > 0 {
+            bytes.append(UInt8(ascii: "0") + UInt8(rest % 10))
+            rest /= 10
+        }
+        bytes[start...].reverse()
+    }
+}
