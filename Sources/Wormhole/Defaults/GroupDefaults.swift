@@ -306,7 +306,15 @@ public final class GroupDefaults: Sendable {
         do {
             let center = try centers.get()
             for change in outcome.changes {
-                try center.post(try notificationName(forKey: change.key), state: outcome.generation)
+                // Keys set here were checked at the call; a key only a foreign writer could have
+                // made, and that makes no valid name, cannot be posted.
+                guard let name = NotificationName(received: notificationPrefix.rawValue + change.key),
+                    !change.key.utf8.contains(0)
+                else {
+                    logger.warning("key \(NameRules.quoted(change.key)) changed but makes no valid notification name")
+                    continue
+                }
+                try center.post(name, state: outcome.generation)
             }
         } catch {
             logger.warning(
