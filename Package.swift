@@ -83,7 +83,7 @@ let package = Package(
         // `wormhole-test-peer`, a small peer process for cross-process tests of the D-Bus layer.
         .executableTarget(
             name: "wormhole-test-peer",
-            dependencies: ["WormholeDBus", "Wormhole"],
+            dependencies: ["WormholeDBus", "Wormhole", .product(name: "Logging", package: "swift-log")],
             path: "Sources/WormholeTestPeer"
         ),
         .executableTarget(

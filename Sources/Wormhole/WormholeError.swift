@@ -44,6 +44,14 @@ public struct WormholeError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let invalidJSON = Code("invalidJSON")
         /// A stored document is not valid JSON or does not decode as the requested type.
         public static let decodingFailed = Code("decodingFailed")
+        /// A shared-defaults suite name breaks the contract's rules.
+        public static let invalidSuite = Code("invalidSuite")
+        /// A shared-defaults key is empty, contains NUL, or makes its notification name too long.
+        public static let invalidKey = Code("invalidKey")
+        /// A value given to shared defaults is not a property-list value.
+        public static let invalidValue = Code("invalidValue")
+        /// A shared-defaults suite file does not parse; it was moved aside.
+        public static let corruptSuite = Code("corruptSuite")
     }
 
     /// What kind of failure this is.

@@ -12,7 +12,8 @@ struct CLIFailure: Error {
 func cliFailure(_ error: any Error) -> CLIFailure {
     if let error = error as? WormholeError {
         switch error.code {
-        case .invalidName, .invalidGroup, .invalidDirectory, .invalidIdentifier, .invalidJSON:
+        case .invalidName, .invalidGroup, .invalidDirectory, .invalidIdentifier, .invalidJSON, .invalidSuite, .invalidKey,
+            .invalidValue:
             return CLIFailure(message: error.message, status: 64)
         default:
             return CLIFailure(message: error.message)

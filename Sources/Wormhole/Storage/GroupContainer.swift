@@ -110,8 +110,14 @@ public struct GroupContainer: Sendable, Hashable {
     /// The open, checked wormhole directory; nil when it (or the container) does not exist and `create`
     /// is false.
     func openDirectory(_ directory: WormholeDirectoryName, create: Bool) throws(WormholeError) -> OpenFile? {
+        try openDirectory(named: directory.rawValue, create: create)
+    }
+
+    /// The open, checked directory `name` of the container (a wormhole directory, or `Preferences`);
+    /// nil when it (or the container) does not exist and `create` is false.
+    func openDirectory(named name: String, create: Bool) throws(WormholeError) -> OpenFile? {
         guard let container = try openContainer(create: create) else { return nil }
-        return try container.openDirectory(directory.rawValue, create: create)
+        return try container.openDirectory(name, create: create)
     }
 
     private static func absolute(_ path: String, source: String) throws(WormholeError) -> String {

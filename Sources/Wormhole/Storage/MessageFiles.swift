@@ -24,20 +24,8 @@ struct MessageFiles: Sendable, Hashable {
 
     /// Writes `data` to a new temporary file in `directory`, then renames it over `<identifier>.json`.
     func write(_ data: Data, identifier: MessageIdentifier, in directory: OpenFile) throws(WormholeError) {
-        let target = identifier.fileName
-        // Never silently replace a symlink, a directory or another user's file planted at the target.
-        try directory.checkReplaceable(target)
-        let temporary = Self.temporaryName(for: identifier)
-        let file = try directory.createNewFile(temporary)
-        do throws(WormholeError) {
-            try file.writeAll(data)
-            if durability == .synchronized { try file.synchronize() }
-            try directory.rename(temporary, to: target)
-        } catch {
-            _ = try? directory.remove(temporary)
-            throw error
-        }
-        if durability == .synchronized { try directory.synchronize() }
+        try directory.replaceAtomically(
+            identifier.fileName, with: data, temporaryName: Self.temporaryName(for: identifier), durability: durability)
     }
 
     func read(identifier: MessageIdentifier, in directory: OpenFile) throws(WormholeError) -> Data? {

@@ -200,6 +200,40 @@ final class OpenFile {
         try Self.checkSafe(status, kind: .regularFile, path: child(name))
     }
 
+    /// Replaces the file `name` atomically with `data`: a new file `temporaryName` (mode 0600) in
+    /// this directory is written in full (and `fsync`ed for ``FileTransiting/Durability/synchronized``),
+    /// then renamed over `name` (the directory is `fsync`ed after it for `.synchronized`). A
+    /// reader sees the old or the new content, never a mix. When `modified` is given, the new
+    /// file's modification time is set to it (nanoseconds since 1970) before the rename. If any
+    /// step fails, the temporary file is removed and `name` is left as it was.
+    func replaceAtomically(
+        _ name: String, with data: Data, temporaryName: String, durability: FileTransiting.Durability,
+        modified: UInt64? = nil
+    ) throws(WormholeError) {
+        // Never silently replace a symlink, a directory or another user's file planted at the target.
+        try checkReplaceable(name)
+        let file = try createNewFile(temporaryName)
+        do throws(WormholeError) {
+            try file.writeAll(data)
+            if let modified { try file.setModificationTime(nanoseconds: modified) }
+            if durability == .synchronized { try file.synchronize() }
+            try rename(temporaryName, to: name)
+        } catch {
+            _ = try? remove(temporaryName)
+            throw error
+        }
+        if durability == .synchronized { try synchronize() }
+    }
+
+    /// Sets the open file's access and modification times to `nanoseconds` since 1970.
+    func setModificationTime(nanoseconds: UInt64) throws(WormholeError) {
+        do throws(Errno) {
+            try Syscall.futimens(descriptor, nanoseconds: nanoseconds)
+        } catch {
+            throw ioError(error, "set the modification time of", path)
+        }
+    }
+
     /// Renames `from` to `to` inside this directory, replacing `to` atomically.
     func rename(_ from: String, to: String) throws(WormholeError) {
         do throws(Errno) {

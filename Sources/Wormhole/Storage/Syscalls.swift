@@ -69,6 +69,20 @@ enum Syscall {
         _ = try retrying { Glibc.fchmod(descriptor, mode) }
     }
 
+    /// The corresponding C function is `futimens`: sets both times to `nanoseconds` since 1970.
+    static func futimens(_ descriptor: Int32, nanoseconds: UInt64) throws(Errno) {
+        let time = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
+        let times = [time, time]
+        try checked(Glibc.futimens(descriptor, times))
+    }
+
+    /// The corresponding C function is `lstat`: a symlink is described, not followed.
+    static func lstat(_ path: String) throws(Errno) -> stat {
+        var status = stat()
+        try checked(Glibc.lstat(path, &status))
+        return status
+    }
+
     /// The corresponding C function is `renameat`.
     static func renameat(_ directory: Int32, _ from: String, _ to: String) throws(Errno) {
         try checked(Glibc.renameat(directory, from, directory, to))
@@ -128,10 +142,11 @@ enum Syscall {
         }
     }
 
-    /// The corresponding C function is `geteuid`.
-    static func effectiveUserID() -> uid_t {
-        Glibc.geteuid()
-    }
+    /// The corresponding C function is `geteuid`, called once per process: every safety check of
+    /// every file operation asks for it, and the library never changes it.
+    static func effectiveUserID() -> uid_t { effectiveUser }
+
+    private static let effectiveUser = Glibc.geteuid()
 
     /// The corresponding C function is `getpid`.
     static func processID() -> pid_t {

@@ -9,6 +9,10 @@ public struct WormholeDirectoryName: Hashable, Sendable, CustomStringConvertible
     /// The longest name allowed, in bytes.
     public static let maximumLength = 255
 
+    /// The directory name reserved for shared defaults (contract §5), `Preferences`: refused as
+    /// a wormhole directory.
+    public static let reservedForDefaults = "Preferences"
+
     /// The default directory, `wormhole`.
     public static let `default` = WormholeDirectoryName(validated: "wormhole")
 
@@ -19,6 +23,11 @@ public struct WormholeDirectoryName: Hashable, Sendable, CustomStringConvertible
     public init(_ string: String) throws {
         try NameRules.validate(
             string, kind: "wormhole directory name", code: .invalidDirectory, maximumLength: Self.maximumLength)
+        if string == Self.reservedForDefaults {
+            throw WormholeError(
+                .invalidDirectory, value: string,
+                "wormhole directory name '\(string)' is reserved for shared defaults (GroupDefaults); choose another")
+        }
         rawValue = string
     }
 

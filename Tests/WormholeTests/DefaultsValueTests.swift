@@ -1,0 +1,436 @@
+// Shared defaults (contract §5): values and their file format, keys, suites, storage, freshness,
+// corruption and typed keys.
+
+import Foundation
+import Glibc
+import Testing
+import Wormhole
+import WormholeDBus
+import WormholeTestSupport
+
+/// One test's world for shared defaults: the messaging fixture (a private bus, a fresh container
+/// root and shared-state directory) and suites on it.
+extension MessagingFixture {
+    func defaults(group: String = MessagingFixture.group, suite: String? = nil) throws -> GroupDefaults {
+        try GroupDefaults(
+            applicationGroupIdentifier: group, suiteName: suite, containerRoot: root.path, busAddress: bus.address,
+            sharedStateDirectory: state.path, logger: MessagingHarness.logger)
+    }
+
+    /// `<root>/<group>/Preferences/<suite>.json`.
+    func suitePath(_ suite: String = MessagingFixture.group, group: String = MessagingFixture.group) -> String {
+        "\(root.path)/\(group)/Preferences/\(suite).json"
+    }
+
+    func suiteText(_ suite: String = MessagingFixture.group) -> String? {
+        FileManager.default.contents(atPath: suitePath(suite)).map { String(decoding: $0, as: UTF8.self) }
+    }
+}
+
+private struct Profile: Codable, Sendable, Equatable {
+    var name: String
+    var age: Int
+}
+
+private enum Theme: String, Codable, Sendable {
+    case light, dark
+}
+
+extension GroupDefaults.Keys {
+    fileprivate static let currency = GroupDefaults.Key<String>("currency", default: "EUR")
+    fileprivate static let launches = GroupDefaults.Key<Int>("launches", default: 0)
+    fileprivate static let theme = GroupDefaults.Key<Theme>("theme", default: .light)
+    fileprivate static let profile = GroupDefaults.Key<Profile>("profile", default: Profile(name: "?", age: 0))
+    fileprivate static let ratio = GroupDefaults.Key<Double>("ratio", default: 0.5)
+}
+
+@Suite struct DefaultsValueTests {
+    /// Each property-list type, its file form, and the value read back by another instance (its
+    /// own cache) with its type.
+    static let roundTrips: [(PropertyListValue, String)] = [
+        (.integer(1), "1"),
+        (.integer(-9_223_372_036_854_775_808), "-9223372036854775808"),
+        (.double(1.0), "1.0"),
+        (.double(0.1), "0.1"),
+        (.double(-2.5e-300), "-2.5e-300"),
+        (.double(.infinity), #"{"$double":"inf"}"#),
+        (.double(-.infinity), #"{"$double":"-inf"}"#),
+        (.bool(true), "true"),
+        (.bool(false), "false"),
+        (.string("Grüße \"quoted\" \\ / \n\t\u{1}"), #""Grüße \"quoted\" \\ / \n\t\u0001""#),
+        (.string(""), #""""#),
+        (.date(Date(timeIntervalSince1970: 1_700_000_000.5)), #"{"$date":1700000000.5}"#),
+        (.data(Data([0, 1, 2, 255])), #"{"$data":"AAEC/w=="}"#),
+        (.data(Data()), #"{"$data":""}"#),
+        (.url(URL(string: "https://example.com/a?b=c#d")!), #"{"$url":"https://example.com/a?b=c#d"}"#),
+        (.url(URL(fileURLWithPath: "/tmp/a b")), #"{"$url":"file:///tmp/a%20b"}"#),
+        (.array([.integer(1), .double(1), .string("1")]), #"[1,1.0,"1"]"#),
+        (.array([]), "[]"),
+        (.dictionary([:]), "{}"),
+        (.dictionary(["b": .integer(2), "a": .array([.bool(true)])]), #"{"a":[true],"b":2}"#),
+        (.dictionary(["$date": .integer(5)]), #"{"$dict":{"$date":5}}"#),
+        (.dictionary(["$dict": .dictionary(["$x": .string("y")])]), #"{"$dict":{"$dict":{"$dict":{"$x":"y"}}}}"#),
+        (.dictionary(["$a": .integer(1), "$b": .integer(2)]), #"{"$a":1,"$b":2}"#),
+    ]
+
+    @Test(arguments: roundTrips)
+    func valueRoundTripsWithItsType(value: PropertyListValue, json: String) throws {
+        let world = try MessagingFixture()
+        let writer = try world.defaults()
+        try writer.set(value, forKey: "k")
+        #expect(value.jsonText == json)
+        #expect(try PropertyListValue(jsonText: json) == value)
+        #expect(try world.defaults().value(forKey: "k") == value)
+        #expect(world.suiteText()?.contains("\"k\":" + json) == true)
+    }
+
+    @Test func nanRoundTrips() throws {
+        let world = try MessagingFixture()
+        try world.defaults().set(Double.nan, forKey: "n")
+        guard case .double(let read)? = try world.defaults().value(forKey: "n") else {
+            Issue.record("not a double")
+            return
+        }
+        #expect(read.isNaN)
+    }
+
+    /// The UserDefaults vocabulary with Swift and Foundation values.
+    @Test func userDefaultsVocabulary() throws {
+        let world = try MessagingFixture()
+        let defaults = try world.defaults()
+        let date = Date(timeIntervalSince1970: 1_234_567_890.25)
+        try defaults.set("EUR", forKey: "currency")
+        try defaults.set(42, forKey: "int")
+        try defaults.set(UInt8(7), forKey: "small")
+        try defaults.set(1.0, forKey: "double")
+        try defaults.set(Float(0.5), forKey: "float")
+        try defaults.set(true, forKey: "bool")
+        try defaults.set(Data("hi".utf8), forKey: "data")
+        try defaults.set(URL(string: "https://example.com")!, forKey: "url")
+        try defaults.set(date, forKey: "date")
+        try defaults.set(["a", "b"], forKey: "array")
+        try defaults.set(["x": 1, "y": [true]] as [String: Any], forKey: "dictionary")
+        try defaults.set(NSNumber(value: 3.5), forKey: "nsnumber")
+
+        let reader = try world.defaults()
+        #expect(reader.string(forKey: "currency") == "EUR")
+        #expect(reader.integer(forKey: "int") == 42)
+        #expect(reader.integer(forKey: "small") == 7)
+        #expect(reader.object(forKey: "int") as? Int == 42)
+        #expect(reader.object(forKey: "double") as? Double == 1.0)
+        #expect(reader.object(forKey: "double") as? Int == nil)
+        #expect(reader.double(forKey: "float") == 0.5)
+        #expect(reader.double(forKey: "int") == 42)
+        #expect(reader.bool(forKey: "bool"))
+        #expect(reader.data(forKey: "data") == Data("hi".utf8))
+        #expect(reader.url(forKey: "url") == URL(string: "https://example.com")!)
+        #expect(reader.object(forKey: "date") as? Date == date)
+        #expect(reader.array(forKey: "array") as? [String] == ["a", "b"])
+        #expect(reader.dictionary(forKey: "dictionary")?["x"] as? Int == 1)
+        #expect(reader.double(forKey: "nsnumber") == 3.5)
+        #expect(reader.string(forKey: "missing") == nil)
+        #expect(reader.integer(forKey: "missing") == 0)
+        #expect(!reader.bool(forKey: "missing"))
+        #expect(reader.dictionaryRepresentation().count == 12)
+
+        try reader.removeObject(forKey: "int")
+        #expect(defaults.object(forKey: "int") == nil)
+        try defaults.set(nil, forKey: "currency")
+        #expect(reader.string(forKey: "currency") == nil)
+    }
+
+    @Test func registeredDefaultsAreReadButNeverWritten() throws {
+        let world = try MessagingFixture()
+        let defaults = try world.defaults()
+        try defaults.register(defaults: ["theme": "light", "volume": 3])
+        #expect(defaults.string(forKey: "theme") == "light")
+        try defaults.set("dark", forKey: "theme")
+        #expect(defaults.string(forKey: "theme") == "dark")
+        #expect(defaults.dictionaryRepresentation()["volume"] as? Int == 3)
+        #expect(try world.defaults().integer(forKey: "volume") == 0)
+        #expect(world.suiteText()?.contains("volume") == false)
+        #expect(throws: WormholeError.self) { try defaults.register(defaults: ["bad": NSNull()]) }
+    }
+
+    /// Keys with dots, spaces, slashes, quotes, control characters and non-ASCII text work, each
+    /// its own key.
+    static let hostileKeys = [
+        "a.b.c", "with space", "a/b/c", "/", "it's", #"say "hi""#, "back\\slash", "ключ", "🎉", "tab\there",
+        "$date", "*", "arg0='x'", String(repeating: "k", count: 500),
+    ]
+
+    @Test(arguments: hostileKeys)
+    func hostileKeyWorks(key: String) throws {
+        let world = try MessagingFixture()
+        let defaults = try world.defaults()
+        try defaults.set(key, forKey: key)
+        try defaults.set("other", forKey: key + "x")
+        #expect(try world.defaults().string(forKey: key) == key)
+        #expect(try world.defaults().values().count == 2)
+        #expect(try defaults.notificationName(forKey: key).rawValue == "\(MessagingFixture.group)/Preferences/\(MessagingFixture.group)/\(key)")
+    }
+
+    static let invalidKeys: [(String, String)] = [
+        ("", "empty"),
+        ("a\u{0}b", "NUL"),
+        (String(repeating: "k", count: 900 - "\(MessagingFixture.group)/Preferences/\(MessagingFixture.group)/".utf8.count + 1), "over the limit"),
+        (String(repeating: "'", count: 300), "match rule"),
+    ]
+
+    @Test(arguments: invalidKeys)
+    func invalidKeyIsRefusedAndNothingIsWritten(key: String, reason: String) throws {
+        let world = try MessagingFixture()
+        let defaults = try world.defaults()
+        let error = try #require(throws: WormholeError.self) { try defaults.set(1, forKey: key) }
+        #expect(error.code == .invalidKey)
+        #expect(error.value == key)
+        #expect(error.message.contains(reason), "\(error.message)")
+        #expect(world.suiteText() == nil)
+        #expect(throws: WormholeError.self) { try defaults.observe(key) { _ in } }
+    }
+
+    /// The longest key that fits is accepted.
+    @Test func longestKeyFits() throws {
+        let world = try MessagingFixture()
+        let prefix = "\(MessagingFixture.group)/Preferences/\(MessagingFixture.group)/"
+        let key = String(repeating: "k", count: 900 - prefix.utf8.count)
+        try world.defaults().set(1, forKey: key)
+        #expect(try world.defaults().value(forKey: key) == .integer(1))
+    }
+
+    static let refusedValues: [(String, @Sendable () -> Any)] = [
+        ("null", { NSNull() }),
+        ("type", { Profile(name: "a", age: 1) }),
+        ("[1]", { [1, NSNull()] as [Any] }),
+        ("['inner']['deeper']", { ["inner": ["deeper": Profile(name: "b", age: 2)]] as [String: Any] }),
+        ("does not fit", { UInt64.max }),
+        ("type", { [1: "integer keys"] }),
+    ]
+
+    @Test(arguments: refusedValues)
+    func refusedValueNamesTheKeyAndWritesNothing(fragment: String, make: @Sendable () -> Any) throws {
+        let world = try MessagingFixture()
+        let defaults = try world.defaults()
+        try defaults.set("before", forKey: "kept")
+        let before = world.suiteText()
+        let error = try #require(throws: WormholeError.self) { try defaults.set(make(), forKey: "bad key") }
+        #expect(error.code == .invalidValue)
+        #expect(error.message.contains("'bad key'") && error.message.contains(fragment), "\(error.message)")
+        #expect(world.suiteText() == before)
+        #expect(throws: WormholeError.self) {
+            try defaults.transaction { suite in
+                try suite.set(1, forKey: "fine")
+                try suite.set(make(), forKey: "bad key")
+            }
+        }
+        #expect(world.suiteText() == before)
+    }
+
+    @Test func invalidJSONValuesAreRefused() throws {
+        for text in ["null", "[null]", "01", "1.", "{\"$what\":1}", "{\"$date\":\"x\"}", "{\"$data\":\"***\"}", "99999999999999999999",
+                     "\"unterminated", "1 2", "{\"a\":1,\"a\":2}", ""] {
+            #expect(throws: WormholeError.self, "\(text)") { try PropertyListValue(jsonText: text) }
+        }
+        #expect(try PropertyListValue(jsonText: " 1e2 ") == .double(100))
+        #expect(try PropertyListValue(jsonText: "\"\\ud83c\\udf89\"") == .string("🎉"))
+        #expect(try PropertyListValue(jsonText: "{\"$date\":0}") == .date(Date(timeIntervalSince1970: 0)))
+    }
+
+    @Test func suiteNames() throws {
+        let world = try MessagingFixture()
+        #expect(try world.defaults().suite.rawValue == MessagingFixture.group)
+        #expect(try world.defaults(suite: "settings").path == world.suitePath("settings"))
+        for bad in ["", "a/b", ".hidden", "sp ace", String(repeating: "s", count: 201)] {
+            let error = try #require(throws: WormholeError.self) { try world.defaults(suite: bad) }
+            #expect(error.code == .invalidSuite && error.value == bad)
+        }
+        let longGroup = "group." + String(repeating: "g", count: 200)
+        let error = try #require(throws: WormholeError.self) { try world.defaults(group: longGroup) }
+        #expect(error.code == .invalidSuite && error.message.contains("no default suite"))
+        #expect(try world.defaults(group: longGroup, suite: "named").suite.rawValue == "named")
+        let reserved = try #require(throws: WormholeError.self) { try world.wormhole(directory: "Preferences") }
+        #expect(reserved.code == .invalidDirectory && reserved.message.contains("'Preferences'"))
+    }
+
+    @Test func filesHaveTheContractsModesAndNames() throws {
+        let world = try MessagingFixture()
+        try world.defaults().set(1, forKey: "a")
+        for (path, mode) in [
+            (world.suitePath(), 0o600), (world.suitePath() + ".lock", 0o600),
+            ("\(world.root.path)/\(MessagingFixture.group)/Preferences", 0o700),
+        ] {
+            var status = stat()
+            #expect(lstat(path, &status) == 0, "\(path)")
+            #expect(Int(status.st_mode & 0o777) == mode, "\(path)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: "\(world.root.path)/\(MessagingFixture.group)/Preferences").sorted()
+            == ["\(MessagingFixture.group).json", "\(MessagingFixture.group).json.lock"])
+        let object = try JSONSerialization.jsonObject(with: Data(world.suiteText()!.utf8)) as? [String: Any]
+        #expect(object?["a"] as? Int == 1)
+    }
+
+    @Test func symlinkedSuiteIsRefusedAndNotFollowed() throws {
+        let world = try MessagingFixture()
+        try world.defaults().set(1, forKey: "a")
+        let target = world.root.path + "/elsewhere.json"
+        _ = FileManager.default.createFile(atPath: target, contents: Data("{\"a\":2}".utf8))
+        unlink(world.suitePath())
+        #expect(symlink(target, world.suitePath()) == 0)
+        let defaults = try world.defaults()
+        #expect(throws: WormholeError.self) { try defaults.value(forKey: "a") }
+        let error = try #require(throws: WormholeError.self) { try defaults.set(3, forKey: "a") }
+        #expect(error.code == .unsafePath)
+        #expect(String(decoding: FileManager.default.contents(atPath: target)!, as: UTF8.self) == "{\"a\":2}")
+        chmod("\(world.root.path)/\(MessagingFixture.group)/Preferences", 0o777)
+        let loose = try #require(throws: WormholeError.self) { try world.defaults().set(3, forKey: "a") }
+        #expect(loose.code == .unsafePath && loose.message.contains("writable by group or others"))
+    }
+
+    /// A read that starts after another instance's write returned sees it, however alike the
+    /// versions are (same size, written within the same clock tick, inode numbers reused).
+    @Test func cachedReadsAreNeverStale() throws {
+        let world = try MessagingFixture()
+        let reader = try world.defaults()
+        let writer = try world.defaults()
+        for round in 0..<500 {
+            try writer.set(round % 10, forKey: "n")
+            #expect(reader.integer(forKey: "n") == round % 10, "round \(round)")
+            #expect(reader.integer(forKey: "n") == round % 10, "round \(round), cached")
+        }
+        try writer.removeObject(forKey: "n")
+        #expect(reader.object(forKey: "n") == nil)
+    }
+
+    @Test func generationIncreasesWithEveryWriteAndEqualWritesChangeNothing() throws {
+        let world = try MessagingFixture()
+        let defaults = try world.defaults()
+        let first = try defaults.set(1, forKey: "a")
+        let second = try defaults.set(2, forKey: "a")
+        #expect(first.changedKeys == ["a"] && second.generation > first.generation)
+        let same = try defaults.set(2, forKey: "a")
+        #expect(same.changedKeys.isEmpty && same.generation == second.generation)
+        var status = stat()
+        lstat(world.suitePath(), &status)
+        #expect(UInt64(status.st_mtim.tv_sec) * 1_000_000_000 + UInt64(status.st_mtim.tv_nsec) == second.generation)
+        for _ in 0..<3 { try defaults.update("launches") { .integer(($0?.intValue ?? 0) + 1) } }
+        #expect(try defaults.value(forKey: "launches")?.intValue == 3)
+        try defaults.update("launches") { _ in nil }
+        #expect(defaults.object(forKey: "launches") == nil)
+        // A date that is not exactly seconds-since-1970 in a Double is stored as the nearest one,
+        // and writing it again changes nothing.
+        let odd = Date(timeIntervalSinceReferenceDate: 817_000_000.123_456_789)
+        try defaults.set(odd, forKey: "date")
+        #expect(try defaults.set(odd, forKey: "date").changedKeys.isEmpty)
+        #expect(try world.defaults().value(forKey: "date") == defaults.value(forKey: "date"))
+        let removed = try defaults.removeObject(forKey: "absent")
+        #expect(removed.changedKeys.isEmpty)
+    }
+
+    @Test func transactionChangesKeysTogetherOrNotAtAll() throws {
+        let world = try MessagingFixture()
+        let defaults = try world.defaults()
+        try defaults.set(1, forKey: "keep")
+        let report = try defaults.transaction { suite in
+            try suite.set("dark", forKey: "theme")
+            try suite.set(2, forKey: "version")
+            suite.removeObject(forKey: "keep")
+            #expect(suite["theme"] == .string("dark"))
+        }
+        #expect(report.changedKeys == ["keep", "theme", "version"])
+        struct Stop: Error {}
+        #expect(throws: Stop.self) {
+            try defaults.transaction { suite in
+                try suite.set("light", forKey: "theme")
+                throw Stop()
+            }
+        }
+        #expect(try world.defaults().values() == ["theme": .string("dark"), "version": .integer(2)])
+    }
+
+    @Test func typedKeys() throws {
+        let world = try MessagingFixture()
+        let defaults = try world.defaults()
+        #expect(defaults[.currency] == "EUR")
+        defaults[.currency] = "USD"
+        #expect(try world.defaults()[.currency] == "USD")
+        #expect(defaults.string(forKey: "currency") == "USD")
+        try defaults.reset(.currency)
+        #expect(defaults[.currency] == "EUR")
+        for _ in 0..<3 { try defaults.update(.launches) { $0 += 1 } }
+        #expect(defaults[.launches] == 3)
+        defaults[.theme] = .dark
+        #expect(defaults.string(forKey: "theme") == "dark")
+        #expect(try world.defaults()[.theme] == .dark)
+        defaults[.profile] = Profile(name: "Ann", age: 40)
+        #expect(try world.defaults()[.profile] == Profile(name: "Ann", age: 40))
+        #expect(defaults.dictionary(forKey: "profile")?["age"] as? Int == 40)
+        try defaults.set(2, forKey: "ratio")
+        #expect(defaults[.ratio] == 2.0)
+        try defaults.set("not a number", forKey: "launches")
+        #expect(defaults[.launches] == 0)
+    }
+
+    /// An unparseable suite is moved aside (never read as empty while the original is lost),
+    /// reported by an error, and writers never overwrite it.
+    @Test func corruptSuiteIsMovedAsideAndReported() throws {
+        let world = try MessagingFixture()
+        let defaults = try world.defaults()
+        try defaults.set(1, forKey: "a")
+        let garbage = Data("{\"a\":1, truncated".utf8)
+        try garbage.write(to: URL(fileURLWithPath: world.suitePath()))
+        let error = try #require(throws: WormholeError.self) { try defaults.value(forKey: "a") }
+        #expect(error.code == .corruptSuite && error.message.contains(".corrupt-1"))
+        #expect(FileManager.default.contents(atPath: world.suitePath() + ".corrupt-1") == garbage)
+        #expect(try defaults.values().isEmpty)
+
+        // A writer finding a corrupt file moves it aside too, and writes nothing.
+        try defaults.set(2, forKey: "b")
+        try Data("[not an object]".utf8).write(to: URL(fileURLWithPath: world.suitePath()))
+        let writeError = try #require(throws: WormholeError.self) { try defaults.set(3, forKey: "c") }
+        #expect(writeError.code == .corruptSuite)
+        #expect(FileManager.default.contents(atPath: world.suitePath() + ".corrupt-2") == Data("[not an object]".utf8))
+        #expect(FileManager.default.contents(atPath: world.suitePath() + ".corrupt-1") == garbage)
+        #expect(!FileManager.default.fileExists(atPath: world.suitePath()))
+        try defaults.set(3, forKey: "c")
+        #expect(try world.defaults().values() == ["c": .integer(3)])
+    }
+}
+
+@Suite struct DefaultsImportTests {
+    /// A suite that Foundation's own `UserDefaults(suiteName:)` wrote (in a child process, with its
+    /// own `XDG_CONFIG_HOME`) is imported with every type intact, in one write.
+    @Test func importsWhatFoundationWrote() async throws {
+        let world = try MessagingFixture()
+        let config = try TemporaryDirectory("foundation-config")
+        let output = try await MessagingHarness.run(
+            try productPath("wormhole-test-peer"), ["foundation-write-suite", "com.example.legacy"],
+            environment: ["XDG_CONFIG_HOME": config.path, "HOME": config.path])
+        #expect(output.status == 0, "\(output.stderr)")
+        let plists = try FileManager.default.subpathsOfDirectory(atPath: config.path).filter { $0.hasSuffix(".plist") }
+        #expect(plists.contains("com.example.legacy.plist"), "Foundation wrote \(plists)")
+
+        let defaults = try world.defaults()
+        try defaults.set("kept", forKey: "other")
+        let posted = try await world.rawPosted()
+        let report = try defaults.importFoundationSuite(named: "com.example.legacy", configDirectory: config.path)
+        #expect(report.changedKeys.count == 9)
+        let values = try world.defaults().values()
+        #expect(values["currency"] == .string("EUR"))
+        #expect(values["int"] == .integer(42))
+        #expect(values["double"] == .double(1.0))
+        #expect(values["bool"] == .bool(true))
+        #expect(values["date"] == .date(Date(timeIntervalSince1970: 1_700_000_000)))
+        #expect(values["data"] == .data(Data([0, 1, 255])))
+        #expect(values["array"] == .array([.string("a"), .string("b")]))
+        #expect(values["dictionary"] == .dictionary(["nested": .dictionary(["x": .double(1.5)])]))
+        #expect(values["key.with dots/and slash"] == .string("value"))
+        #expect(values["other"] == .string("kept"))
+        let signals = try await MessagingHarness.next(9, from: posted, "one post per imported key")
+        #expect(Set(try signals.map { try $0.uint64(at: 1) }) == [report.generation])
+
+        let missing = try #require(throws: WormholeError.self) {
+            try defaults.importFoundationSuite(named: "absent", configDirectory: config.path)
+        }
+        #expect(missing.code == .io && missing.message.contains("absent"))
+    }
+}
