@@ -24,6 +24,10 @@ struct BenchCommand: ParsableCommand {
               rate     posts/s from 1 and --post-threads threads against
                        wormhole-floor blast
               routes   ping-pong with 1 route and with --routes more in the pinger
+              defaults shared defaults: lost updates and lost keys against Foundation's
+                       UserDefaults, writers SIGKILLed at random instants, set ->
+                       observer against passMessage -> listener, the cached get cost
+                       and sets/s from 4 processes on tmpfs
               all      every suite (the default)
 
             Progress goes to standard error; tables and a summary of ratios with PASS/MISS \
@@ -34,10 +38,10 @@ struct BenchCommand: ParsableCommand {
     /// The processes the bench starts (`wormhole-bench _bench-echo …`): hidden, and not
     /// subcommands, so the usage line stays that of the bench.
     static let helpers: [any ParsableCommand.Type] = [
-        BenchEchoCommand.self, BenchLoadCommand.self, BenchMessageEchoCommand.self,
+        BenchEchoCommand.self, BenchLoadCommand.self, BenchMessageEchoCommand.self, BenchDefaultsCommand.self,
     ]
 
-    static let suites = ["notify", "message", "cli", "rate", "routes"]
+    static let suites = ["notify", "message", "cli", "rate", "routes", "defaults"]
     static let defaultConfig = "dbus/wormhole-session.conf"
 
     @Option(help: "What to measure: \(suites.joined(separator: ", ")) or all; several separated by commas.")
@@ -69,6 +73,27 @@ struct BenchCommand: ParsableCommand {
 
     @Option(help: "Extra routes (observed names) held by the pinging process in the routes suite.")
     var routes = 10_000
+
+    @Option(help: "Processes at once in the defaults suite's lost-update and lost-key runs.")
+    var defaultsProcesses = 8
+
+    @Option(help: "update increments of one key per process (defaults suite).")
+    var defaultsIncrements = 1_000
+
+    @Option(help: "Distinct keys set per process (defaults suite).")
+    var defaultsKeys = 500
+
+    @Option(help: "SIGKILLs of a writer at random instants (defaults suite; 0 skips them).")
+    var defaultsKills = 1_000
+
+    @Option(help: "Round trips of the defaults suite's set -> observer and passMessage rows.")
+    var defaultsRoundTrips = 2_000
+
+    @Option(help: "Cached reads timed for the defaults suite's get cost.")
+    var defaultsReads = 100_000
+
+    @Option(help: "sets per process (4 processes) for the defaults suite's rate.")
+    var defaultsSets = 5_000
 
     @Option(help: "Write every row (label, count, p50, p90, p99, p99.9, max, ratio, target) to this JSON file.")
     var json: String?
@@ -102,6 +127,13 @@ struct BenchCommand: ParsableCommand {
             throw ValidationError("--posts must be at least --post-threads, which must be at least 1")
         }
         if rateRounds < 1 { throw ValidationError("--rate-rounds must be at least 1") }
+        if defaultsProcesses < 1 || defaultsIncrements < 1 || defaultsKeys < 1 || defaultsReads < 1
+            || defaultsSets < 1 || defaultsKills < 0 || defaultsRoundTrips < rounds
+        {
+            throw ValidationError(
+                "--defaults-processes, -increments, -keys, -reads and -sets must be at least 1, --defaults-kills "
+                    + "at least 0, --defaults-round-trips at least --rounds")
+        }
         if let json {
             // Found out now, not after minutes of measuring.
             let directory = URL(fileURLWithPath: json).deletingLastPathComponent().path
@@ -162,6 +194,7 @@ struct BenchCommand: ParsableCommand {
             case "message": try MessageSuite(context: context).run()
             case "cli": try CLISuite(context: context).run()
             case "rate": try RateSuite(context: context).run()
+            case "defaults": try DefaultsSuite(context: context).run()
             default: try RouteSuite(context: context).run()
             }
         }
@@ -175,6 +208,8 @@ struct BenchCommand: ParsableCommand {
                     "suites": selectedSuites.joined(separator: ","), "rounds": "\(rounds)",
                     "roundTrips": "\(roundTrips)",
                     "warmup": "\(warmup)", "posts": "\(posts)", "postThreads": "\(postThreads)", "routes": "\(routes)",
+                    "defaults": "\(defaultsProcesses)x\(defaultsIncrements) increments, \(defaultsProcesses)x\(defaultsKeys) keys, "
+                        + "\(defaultsKills) kills, \(defaultsRoundTrips) round trips, \(defaultsReads) reads, 4x\(defaultsSets) sets",
                     "seconds": String(format: "%.1f", seconds),
                 ])
         }

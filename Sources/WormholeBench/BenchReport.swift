@@ -19,13 +19,19 @@ final class BenchReport {
         var postsPerSecondLoop: Double?
         /// This row against its reference row (the floor, or the 1-route row), by median.
         var ratio: Double?
-        /// The goal for `ratio`: at most this (latency), `nil` when the row has none.
+        /// The goal for `ratio` (at most this), or on a figure row for `value` (see `atLeast`);
+        /// `nil` when the row has none.
         var target: Double?
+        /// Figure rows (the defaults suite: counts, costs, rates): the figure and its unit.
+        var value: Double?
+        var unit: String?
+        /// Figure rows: whether `target` is a minimum (a rate) rather than a maximum.
+        var atLeast: Bool?
 
         enum CodingKeys: String, CodingKey {
             case suite, label, count, p50, p90, p99
             case p999 = "p99.9"
-            case max, postsPerSecond, postsPerSecondLoop, ratio, target
+            case max, postsPerSecond, postsPerSecondLoop, ratio, target, value, unit, atLeast
         }
 
         func encode(to encoder: any Encoder) throws {
@@ -43,6 +49,9 @@ final class BenchReport {
             try container.encode(postsPerSecondLoop, forKey: .postsPerSecondLoop)
             try container.encode(ratio, forKey: .ratio)
             try container.encode(target, forKey: .target)
+            try container.encode(value, forKey: .value)
+            try container.encode(unit, forKey: .unit)
+            try container.encode(atLeast, forKey: .atLeast)
         }
     }
 
@@ -51,12 +60,13 @@ final class BenchReport {
         var suite: String
         var what: String
         var ratio: Double
-        /// At most this to pass; `nil` for a figure recorded as a baseline.
+        /// At most this to pass (at least, with `atLeast`); `nil` for a figure recorded as a baseline.
         var target: Double?
+        var atLeast = false
 
         var mark: String {
             guard let target else { return "baseline" }
-            return ratio <= target ? "PASS" : "MISS"
+            return (atLeast ? ratio >= target : ratio <= target) ? "PASS" : "MISS"
         }
     }
 
@@ -81,17 +91,36 @@ final class BenchReport {
     }
 
     /// Records a goal and prints its line under the suite's table.
-    func goal(_ suite: String, _ what: String, ratio: Double, target: Double?) {
-        let goal = Goal(suite: suite, what: what, ratio: ratio, target: target)
+    func goal(_ suite: String, _ what: String, ratio: Double, target: Double?, atLeast: Bool = false) {
+        let goal = Goal(suite: suite, what: what, ratio: ratio, target: target, atLeast: atLeast)
         goals.append(goal)
         Console.output(Self.line(goal))
     }
 
+    /// Records a figure that is not a ratio (a count, a cost, a rate) as a row for `--json` and as
+    /// a goal for the summary: `value` must be at most `target` (at least, with `atLeast`).
+    func figure(
+        _ suite: String, _ what: String, value: Double, unit: String, count: Int, target: Double?,
+        atLeast: Bool = false
+    ) {
+        records.append(
+            Record(
+                suite: suite, label: what, count: count, target: target, value: value, unit: unit,
+                atLeast: target == nil ? nil : atLeast))
+        goal(suite, unit == "count" ? what : "\(what) (\(unit))", ratio: value, target: target, atLeast: atLeast)
+    }
+
+    /// Ratios and small figures with three decimals, counts and rates whole.
+    private static func number(_ value: Double) -> String {
+        value.magnitude >= 1_000 || value == value.rounded()
+            ? String(format: "%.0f", value) : String(format: "%.3f", value)
+    }
+
     private static func line(_ goal: Goal) -> String {
-        let target = goal.target.map { String(format: "<= %.2f", $0) } ?? "(no target)"
+        let target = goal.target.map { (goal.atLeast ? ">= " : "<= ") + number($0) } ?? "(no target)"
         return goal.what.padding(toLength: 52, withPad: " ", startingAt: 0)
-            + String(format: " %7.3f  ", goal.ratio) + target.padding(toLength: 12, withPad: " ", startingAt: 0)
-            + goal.mark
+            + " " + String(repeating: " ", count: max(0, 7 - number(goal.ratio).count)) + number(goal.ratio) + "  "
+            + target.padding(toLength: 12, withPad: " ", startingAt: 0) + goal.mark
     }
 
     /// The final block: every goal with its ratio and PASS/MISS.

@@ -54,4 +54,41 @@ enum LibraryAPI {
     static func send(_ mailbox: Mailbox, _ payload: BenchPayload, identifier: String) throws {
         _ = try mailbox.passMessage(payload, identifier: identifier)
     }
+
+    // MARK: Shared defaults
+
+    /// The shared settings suite of `group` under the container root `root` (no fsync).
+    static func defaults(group: String, root: String, address: BusAddress) throws -> GroupDefaults {
+        try GroupDefaults(applicationGroupIdentifier: group, containerRoot: root, busAddress: address)
+    }
+
+    /// Adds 1 to the integer `key` under the suite's lock (`update`).
+    static func increment(_ defaults: GroupDefaults, key: String) throws {
+        try defaults.update(key) { .integer(($0?.intValue ?? 0) + 1) }
+    }
+
+    /// Stores the integer `value` for `key` (`set(_:forKey:)`).
+    static func set(_ defaults: GroupDefaults, _ value: Int, forKey key: String) throws {
+        try defaults.set(value, forKey: key)
+    }
+
+    /// The integer stored for `key` (a cached, freshness-checked read), or nil.
+    static func integer(_ defaults: GroupDefaults, forKey key: String) throws -> Int? {
+        try defaults.value(forKey: key)?.intValue
+    }
+
+    /// Every stored value; throws when the suite does not parse (it is then moved aside).
+    static func values(_ defaults: GroupDefaults) throws -> [String: PropertyListValue] {
+        try defaults.values()
+    }
+
+    /// Calls `handler` with the integer value of `key` after each change by another process, on
+    /// the I/O thread.
+    static func observe(
+        _ defaults: GroupDefaults, key: String, handler: @escaping @Sendable (Int) -> Void
+    ) throws -> DefaultsObserver {
+        try defaults.observe(key, on: .ioThread) { change in
+            if let value = change.value?.intValue { handler(value) }
+        }
+    }
 }

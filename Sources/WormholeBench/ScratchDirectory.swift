@@ -6,8 +6,10 @@ import Glibc
 final class ScratchDirectory {
     let path: String
 
-    init(_ label: String) throws {
-        var template = Array((NSTemporaryDirectory() + "wormhole-bench-\(label)-XXXXXX").utf8CString)
+    /// A directory in `base` (default: the temporary directory).
+    init(_ label: String, in base: String? = nil) throws {
+        let parent = base.map { $0.hasSuffix("/") ? $0 : $0 + "/" } ?? NSTemporaryDirectory()
+        var template = Array((parent + "wormhole-bench-\(label)-XXXXXX").utf8CString)
         let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!).map { String(cString: $0) } }
         guard let made else { throw BenchFailure("cannot create a temporary directory: errno \(errno)") }
         path = made

@@ -1,0 +1,236 @@
+import Foundation
+import Glibc
+import Histogram
+import Wormhole
+import WormholeDBus
+
+/// Shared defaults (issue 9): lost updates and lost keys against Foundation's
+/// `UserDefaults(suiteName:)`, writers SIGKILLed at random instants, `set` → observer latency
+/// against `passMessage` → listener, the cached `get` cost and the `set` rate from 4 processes.
+struct DefaultsSuite {
+    let context: BenchContext
+    static let group = "group.org.wormhole.bench"
+
+    func run() throws {
+        let options = context.options
+        Console.output("\nshared defaults (GroupDefaults, one suite file per run, no fsync)")
+        try lostUpdates(processes: options.defaultsProcesses, increments: options.defaultsIncrements)
+        try lostKeys(processes: options.defaultsProcesses, keys: options.defaultsKeys)
+        try kills(options.defaultsKills)
+        try latency()
+        try getCost(reads: options.defaultsReads)
+        try setRate(processes: 4, sets: options.defaultsSets)
+    }
+
+    /// `processes` children at once, each `_bench-defaults` with `arguments`; every one must exit 0.
+    private func runAll(
+        _ processes: Int, environment: [String: String] = [:], arguments: (Int) -> [String]
+    ) throws {
+        let children = try (0..<processes).map {
+            try ChildProcess(
+                executable: Executables.current, arguments: ["_bench-defaults"] + arguments($0),
+                environment: environment)
+        }
+        for child in children {
+            let output = try child.readAllOutput()
+            let status = child.waitForExit()
+            guard status == 0 else { throw BenchFailure("\(child.name) exited with \(status): \(output)") }
+        }
+    }
+
+    private func ours(_ root: String, _ mode: String) -> [String] {
+        ["--mode", mode, "--group", Self.group, "--root", root, "--bus-address", context.address.rawValue]
+    }
+
+    /// What Foundation left in `<home>/<group>.plist`: nil when the file does not parse.
+    private func foundationSuite(_ home: String) -> [String: Any]? {
+        guard let data = FileManager.default.contents(atPath: "\(home)/\(Self.group).plist") else { return nil }
+        return (try? PropertyListSerialization.propertyList(from: data, format: nil)) as? [String: Any]
+    }
+
+    private func lostUpdates(processes: Int, increments: Int) throws {
+        let expected = processes * increments
+        Console.progress("defaults: \(processes) x \(increments) increments")
+        let work = try ScratchDirectory("defaults")
+        try runAll(processes) { _ in ours(work.path, "increment") + ["--count", "\(increments)"] }
+        let defaults = try LibraryAPI.defaults(group: Self.group, root: work.path, address: context.address)
+        let final = try LibraryAPI.integer(defaults, forKey: "counter") ?? 0
+        Console.progress("defaults: the same with Foundation's UserDefaults")
+        let home = try work.makeDirectory("foundation")
+        try runAll(processes, environment: ["XDG_CONFIG_HOME": home]) { _ in
+            ["--mode", "foundation-increment", "--group", Self.group, "--count", "\(increments)"]
+        }
+        let foundation = foundationSuite(home).flatMap { $0["counter"] as? Int } ?? 0
+        Console.output(
+            "lost updates: \(processes) processes x \(increments) increments of one key, expected \(expected): "
+                + "GroupDefaults.update \(final), UserDefaults \(foundation)")
+        context.report.figure(
+            "defaults", "GroupDefaults.update: increments lost of \(expected)", value: Double(expected - final),
+            unit: "count", count: expected, target: 0)
+        context.report.figure(
+            "defaults", "UserDefaults: increments lost of \(expected)", value: Double(expected - foundation),
+            unit: "count", count: expected, target: nil)
+    }
+
+    private func lostKeys(processes: Int, keys: Int) throws {
+        let expected = processes * keys
+        Console.progress("defaults: \(processes) x \(keys) distinct keys")
+        let work = try ScratchDirectory("defaults")
+        try runAll(processes) { ours(work.path, "distinct") + ["--key", "p\($0)", "--count", "\(keys)"] }
+        let defaults = try LibraryAPI.defaults(group: Self.group, root: work.path, address: context.address)
+        let kept = try LibraryAPI.values(defaults).count
+        Console.progress("defaults: the same with Foundation's UserDefaults")
+        let home = try work.makeDirectory("foundation")
+        try runAll(processes, environment: ["XDG_CONFIG_HOME": home]) {
+            ["--mode", "foundation-distinct", "--group", Self.group, "--key", "p\($0)", "--count", "\(keys)"]
+        }
+        let foundation = foundationSuite(home)?.keys.filter { $0.hasPrefix("p") && $0.contains("-") }.count ?? 0
+        Console.output(
+            "lost keys: \(processes) processes x \(keys) distinct keys, expected \(expected): "
+                + "GroupDefaults.set \(kept), UserDefaults \(foundation)")
+        context.report.figure(
+            "defaults", "GroupDefaults.set: keys lost of \(expected)", value: Double(expected - kept), unit: "count",
+            count: expected, target: 0)
+        context.report.figure(
+            "defaults", "UserDefaults: keys lost of \(expected)", value: Double(expected - foundation), unit: "count",
+            count: expected, target: nil)
+    }
+
+    /// Starts a writer, kills it at a random instant after its first acknowledged write, and
+    /// checks the suite after each kill: it parses, holds the last acknowledged value, and nothing
+    /// was moved aside as corrupt.
+    private func kills(_ kills: Int) throws {
+        guard kills > 0 else { return }
+        let work = try ScratchDirectory("defaults")
+        var (unreadable, lost, acknowledged, done) = (0, 0, 0, 0)
+        while done < kills && unreadable == 0 {
+            if done % 100 == 0 { Console.progress("defaults: kill \(done + 1)/\(kills)") }
+            let writer = try ChildProcess(
+                executable: Executables.current, arguments: ["_bench-defaults"] + ours(work.path, "write-loop"))
+            guard let first = try writer.output.readLine(timeoutSeconds: 60) else {
+                throw BenchFailure("the writer exited before its first write (status \(writer.waitForExit()))")
+            }
+            var last = Int(String(decoding: first, as: UTF8.self)) ?? 0
+            // The kill's timing: up to 5 ms into the writing loop, drawn before the kill.
+            usleep(UInt32.random(in: 0..<5_000))
+            writer.terminate(signal: SIGKILL)
+            for line in try writer.readAllOutput() {
+                if let value = Int(line) { last = value }
+            }
+            done += 1
+            acknowledged = max(acknowledged, last)
+            // A fresh instance: nothing cached from an earlier read.
+            let defaults = try LibraryAPI.defaults(group: Self.group, root: work.path, address: context.address)
+            let directory = URL(fileURLWithPath: defaults.path).deletingLastPathComponent().path
+            let corrupt = try FileManager.default.contentsOfDirectory(atPath: directory).contains {
+                $0.contains(".corrupt-")
+            }
+            guard let stored = (try? LibraryAPI.values(defaults))?["counter"]?.intValue, !corrupt else {
+                // The next writer would start from scratch: the run stops here.
+                unreadable += 1
+                Console.progress("defaults: after kill \(done) the suite is unreadable, wiped or moved aside")
+                break
+            }
+            if stored < last { lost += 1 }
+        }
+        Console.output(
+            "kills: \(done) SIGKILLs of a writer at random instants (\(acknowledged) acknowledged writes in all): "
+                + "\(unreadable) suites unreadable or wiped, \(lost) kills lost an acknowledged write")
+        context.report.figure(
+            "defaults", "kills: unreadable, wiped or moved-aside suites", value: Double(unreadable), unit: "count",
+            count: done, target: 0)
+        context.report.figure(
+            "defaults", "kills: acknowledged writes lost", value: Double(lost), unit: "count", count: done, target: 0)
+    }
+
+    /// `set` → observer in another process against `passMessage` → listener, alternating rounds.
+    private func latency() throws {
+        let options = context.options
+        Console.output("\nset -> observer in another process, against passMessage (100 B) -> listener")
+        Console.output(BenchRow.header)
+        let work = try ScratchDirectory("defaults")
+        let root = work.path + "/containers"
+        let session = try DefaultsSession(address: context.address, root: root, group: Self.group)
+        let messages = try MessageSession(address: context.address, root: root, size: 100)
+        let perRound = max(1, options.defaultsRoundTrips / options.rounds)
+        let warm = min(options.warmup, perRound)
+        let merged = try AlternatingRounds(label: "defaults latency", rounds: options.rounds).measure([
+            .init(name: "message") { try messages.run(count: perRound, warmup: warm) },
+            .init(name: "defaults") { try session.run(count: perRound, warmup: warm) },
+        ])
+        session.stop()
+        messages.stop()
+        withExtendedLifetime(work) {}
+        let message = BenchRow(label: "passMessage -> listener, 100 B", histogram: merged[0])
+        let ours = BenchRow(label: "set -> observer", histogram: merged[1])
+        Console.output(message.line(against: nil))
+        Console.output(ours.line(against: message))
+        context.report.add(message, suite: "defaults")
+        context.report.add(ours, suite: "defaults", against: message, target: 1.3)
+        context.report.goal(
+            "defaults", "set->observer p50 / passMessage p50", ratio: ours.median / message.median, target: 1.3)
+        context.report.goal(
+            "defaults", "set->observer p99 / passMessage p99", ratio: ours.percentile(99) / message.percentile(99),
+            target: 2)
+    }
+
+    /// An unchanged key read through the cache: batches of 100 reads timed together.
+    private func getCost(reads: Int) throws {
+        let work = try ScratchDirectory("defaults")
+        let defaults = try LibraryAPI.defaults(group: Self.group, root: work.path, address: context.address)
+        try LibraryAPI.set(defaults, 42, forKey: "cached")
+        let batch = 100
+        var histogram = BenchRow.makeHistogram()
+        var sum = 0
+        for _ in 0..<max(1, (reads + batch - 1) / batch) {
+            let start = MonotonicClock.now()
+            for _ in 0..<batch { sum &+= try LibraryAPI.integer(defaults, forKey: "cached") ?? 0 }
+            histogram.record(max(1, (MonotonicClock.now() - start) / UInt64(batch)))
+        }
+        guard sum != 0 else { throw BenchFailure("the cached read returned nothing") }
+        let row = BenchRow(label: "cached unchanged get", histogram: histogram, isRoundTrip: false)
+        Console.output("\ncached unchanged get, one process, \(histogram.totalCount * UInt64(batch)) reads timed in batches of \(batch)")
+        Console.output(BenchRow.header)
+        Console.output(row.line(against: nil))
+        context.report.add(row, suite: "defaults")
+        context.report.figure(
+            "defaults", "cached unchanged get p50", value: row.median, unit: "us", count: row.count * batch, target: 1)
+    }
+
+    /// `set`s per second from `processes` processes at once into one suite on tmpfs, without fsync.
+    private func setRate(processes: Int, sets: Int) throws {
+        let base = FileManager.default.isWritableFile(atPath: "/dev/shm") ? "/dev/shm" : nil
+        let work = try ScratchDirectory("defaults", in: base)
+        let go = work.path + "/go"
+        let fd = open(go, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0, flock(fd, LOCK_EX) == 0 else { throw BenchFailure("cannot lock \(go): errno \(errno)") }
+        defer { close(fd) }
+        var children: [ChildProcess] = []
+        for index in 0..<processes {
+            let child = try ChildProcess(
+                executable: Executables.current,
+                arguments: ["_bench-defaults"] + ours(work.path, "set-rate") + [
+                    "--key", "rate-\(index)", "--count", "\(sets)", "--go", go,
+                ])
+            try child.waitForReady()
+            children.append(child)
+        }
+        flock(fd, LOCK_UN)
+        var (first, last, total) = (UInt64.max, UInt64(0), 0)
+        for child in children {
+            let line = try child.readAllOutput().first ?? ""
+            let numbers = line.split(separator: " ").compactMap { UInt64($0) }
+            guard child.waitForExit() == 0, numbers.count == 3 else {
+                throw BenchFailure("a set-rate writer failed: \(line)")
+            }
+            (first, last, total) = (min(first, numbers[0]), max(last, numbers[1]), total + Int(numbers[2]))
+        }
+        let rate = Double(total) / (Double(last - first) / 1e9)
+        Console.output(
+            "\nsets/s: \(processes) processes x \(sets) sets into one suite in \(base ?? "the temporary directory")"
+                + String(format: " (no fsync): %.0f sets/s", rate))
+        context.report.figure(
+            "defaults", "sets/s from \(processes) processes, no fsync", value: rate, unit: "sets/s", count: total,
+            target: 10_000, atLeast: true)
+    }
+}
