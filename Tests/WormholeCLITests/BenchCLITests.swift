@@ -71,6 +71,47 @@ struct BenchCLITests {
         }
     }
 
+    @Test("`wormhole bench --suite defaults` with tiny counts prints every defaults row and exits 0")
+    func benchDefaultsSuite() async throws {
+        let json = runtime.path + "/defaults.json"
+        let child = try ChildProcess(
+            try productPath("wormhole"),
+            [
+                "bench", "--suite", "defaults", "--defaults-processes", "2", "--defaults-increments", "20",
+                "--defaults-keys", "10", "--defaults-kills", "3", "--defaults-round-trips", "20", "--rounds", "2",
+                "--warmup", "2", "--defaults-reads", "1000", "--defaults-sets", "50", "--json", json,
+                "--bus-address", bus.address.rawValue,
+            ],
+            environment: environment)
+        let output = try await NotifyCLITests.within("the bench") {
+            await withCheckedContinuation { continuation in
+                DispatchQueue.global().async { continuation.resume(returning: child.wait()) }
+            }
+        }
+        #expect(output.status == 0, "\(output.stderr)")
+        for row in [
+            "lost updates: 2 processes x 20 increments of one key, expected 40: GroupDefaults.update 40, UserDefaults ",
+            "lost keys: 2 processes x 10 distinct keys, expected 20: GroupDefaults.set 20, UserDefaults ",
+            "kills: 3 SIGKILLs of a writer", "passMessage -> listener, 100 B ", "set -> observer ",
+            "cached unchanged get ", "sets/s: 4 processes x 50 sets",
+        ] {
+            #expect(output.stdout.split(separator: "\n").contains { $0.hasPrefix(row) }, "row \(row) in \(output.stdout)")
+        }
+        for goal in [
+            "GroupDefaults.update: increments lost of 40", "GroupDefaults.set: keys lost of 20",
+            "kills: unreadable, wiped or moved-aside suites", "kills: acknowledged writes lost",
+        ] {
+            let line = output.stdout.split(separator: "\n").first { $0.hasPrefix(goal) }
+            #expect(line?.hasSuffix("PASS") == true, "\(goal) in \(output.stdout)")
+        }
+        #expect(output.stdout.contains("summary:"))
+        let document =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: json))) as? [String: Any]
+        let rows = document?["rows"] as? [[String: Any]] ?? []
+        #expect(rows.contains { $0["label"] as? String == "set -> observer" && $0["ratio"] is Double })
+        #expect(rows.contains { $0["unit"] as? String == "sets/s" && $0["atLeast"] as? Bool == true })
+    }
+
     @Test("a missing wormhole-bench is a clear error naming its path")
     func missingBench() async throws {
         // A hard link to `wormhole` in a directory without `wormhole-bench` next to it, beside the
