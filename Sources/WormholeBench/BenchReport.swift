@@ -132,7 +132,7 @@ final class BenchReport {
             "\nsummary: \(passed) PASS, \(missed) MISS (ratios of medians unless named; one run, alternating rounds)")
         for goal in goals {
             Console.output(
-                "  " + "[\(goal.suite)]".padding(toLength: 10, withPad: " ", startingAt: 0) + Self.line(goal))
+                "  " + "[\(goal.suite)]".padding(toLength: 11, withPad: " ", startingAt: 0) + Self.line(goal))
         }
     }
 
