@@ -245,35 +245,23 @@ final class EventLoop: @unchecked Sendable {
 /// A pthread mutex that knows which thread holds it. `@unchecked Sendable`: the mutex is
 /// the synchronisation; `holder` is atomic.
 private final class OwnershipLock: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let mutex = PThreadMutex()
     private let holder = Atomic<UInt>(0)
 
-    init() {
-        mutex = .allocate(capacity: 1)
-        // pthread_mutex_init initialises the raw memory itself.
-        let status = pthread_mutex_init(mutex, nil)
-        precondition(status == 0, "pthread_mutex_init failed: \(status)")
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
     func lock() {
-        pthread_mutex_lock(mutex)
+        mutex.lock()
         holder.store(UInt(pthread_self()), ordering: .relaxed)
     }
 
     func tryLock() -> Bool {
-        guard pthread_mutex_trylock(mutex) == 0 else { return false }
+        guard mutex.tryLock() else { return false }
         holder.store(UInt(pthread_self()), ordering: .relaxed)
         return true
     }
 
     func unlock() {
         holder.store(0, ordering: .relaxed)
-        pthread_mutex_unlock(mutex)
+        mutex.unlock()
     }
 
     var isHeldByCaller: Bool { holder.load(ordering: .relaxed) == UInt(pthread_self()) }
