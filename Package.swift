@@ -10,7 +10,8 @@ let upcomingFeatures: [SwiftSetting] = [
 
 let package = Package(
     name: "Wormhole",
-    platforms: [.macOS(.v15)],
+    // Linux only: the package needs libdbus, epoll, eventfd and inotify (no platforms entry
+    // claims an Apple OS it has never been built on).
     // What other packages use. The tools and examples below are executable targets without
     // products: SwiftPM still builds each as a binary named after its target.
     products: [

@@ -140,6 +140,7 @@ struct DefaultsObserveCommand: ParsableCommand {
     }
 
     func run() throws {
+        armTimeout(timeout, countGiven: count != nil)
         var seen = Set<String>()
         let unique = keys.filter { seen.insert($0).inserted }
         let defaults = try options.defaults(keys: unique)
@@ -160,6 +161,6 @@ struct DefaultsObserveCommand: ParsableCommand {
             if unique.isEmpty { return [try defaults.observeSuite(on: .ioThread, handler: handler)] }
             return try unique.map { try defaults.observe($0, on: .ioThread, handler: handler) }
         }
-        announceReadyAndServe(keeping: (defaults, observers), timeout: timeout, countGiven: count != nil)
+        announceReadyAndServe(keeping: (defaults, observers))
     }
 }

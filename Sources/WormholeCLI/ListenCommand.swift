@@ -37,6 +37,7 @@ struct ListenCommand: ParsableCommand {
     }
 
     func run() throws {
+        armTimeout(timeout, countGiven: count != nil)
         let wormhole = try options.wormhole(identifiers: identifiers)
         let writer = LineWriter()
         let counter = DeliveryCounter(limit: count)
@@ -66,7 +67,7 @@ struct ListenCommand: ParsableCommand {
             }
         }
         // The stored messages come after `ready`, so nothing precedes it on standard error.
-        announceReadyAndServe(keeping: (wormhole, listeners), timeout: timeout, countGiven: count != nil) {
+        announceReadyAndServe(keeping: (wormhole, listeners)) {
             if stored { for listener in listeners { listener.deliverStoredMessages() } }
         }
     }

@@ -33,6 +33,7 @@ struct ObserveCommand: ParsableCommand {
     }
 
     func run() throws {
+        armTimeout(timeout, countGiven: count != nil)
         // Each name once: observing a name twice would print every post twice.
         var seen = Set<String>()
         let unique = self.names.filter { seen.insert($0).inserted }
@@ -66,6 +67,6 @@ struct ObserveCommand: ParsableCommand {
             }
             observers.append(observer)
         }
-        announceReadyAndServe(keeping: (center, observers), timeout: timeout, countGiven: count != nil)
+        announceReadyAndServe(keeping: (center, observers))
     }
 }

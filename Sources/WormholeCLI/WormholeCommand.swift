@@ -9,8 +9,15 @@ struct WormholeCommand: ParsableCommand {
         commandName: "wormhole",
         abstract: "App-group messaging and Darwin-style notifications over D-Bus.",
         discussion: """
-            Exit status: 0 on success, 1 when the command failed (bus unreachable, no message, \
-            bad input), 64 for a usage error, 124 when --timeout passed before --count deliveries.
+            Exit status: 0 success; 1 failure (bus unreachable or not answering, no message); \
+            64 bad input (one line on standard error naming the bad value; nothing is written or \
+            posted); 124 when --timeout passed before --count deliveries. --timeout bounds the whole \
+            command, connecting included; connecting gives up after 5 s when the bus does not answer.
+
+            Environment: DBUS_SESSION_BUS_ADDRESS (the bus, unless --bus-address); \
+            WORMHOLE_CONTAINER_ROOT, else XDG_DATA_HOME/group-containers, else \
+            HOME/.local/share/group-containers (the group containers); XDG_RUNTIME_DIR (the check-token \
+            table); WORMHOLE_LOG=debug|info|notice|warning|error (the library's log on standard error).
             """,
         subcommands: [
             PostCommand.self, ObserveCommand.self, SendCommand.self, ReadCommand.self, ListenCommand.self,

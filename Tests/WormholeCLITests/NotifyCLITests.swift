@@ -347,6 +347,19 @@ struct NotifyCLITests {
         #expect(withoutCount.stderr == "ready\n")
     }
 
+    @Test("--timeout bounds the whole command: a bus that accepts and never answers cannot hold observe or listen past it",
+          arguments: [["observe", "some.name"], ["listen", "--group", "group.cli", "id"]])
+    func timeoutCoversConnecting(command: [String]) async throws {
+        let silent = try SilentSocket()
+        let address = "unix:path=\(silent.path)"
+        // The connect deadline (5 s) is longer than the command's timeout: the timeout wins.
+        let counted = try wormhole(command + ["--count", "1", "--timeout", "0.5", "--bus-address", address])
+        let output = await finish(counted)
+        #expect(output.status == 124, "\(output.stderr)")
+        #expect(output.stdout.isEmpty)
+        #expect(Self.lines(output.stderr) == ["wormhole: timed out after 0.5 s before listening started (the bus did not answer in time)"])
+    }
+
     @Test("an unreachable bus exits 1 with one line naming the address", arguments: ["post", "observe"])
     func unreachableBus(command: String) async throws {
         let output = try await runToEnd([command, "some.name", "--bus-address", "unix:path=/nonexistent"])

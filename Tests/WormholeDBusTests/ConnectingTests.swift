@@ -7,32 +7,6 @@ import WormholeTestSupport
 /// Connecting has a deadline; reconnecting works with the addresses users are given.
 @Suite("Connecting: deadlines and reconnection")
 struct ConnectingTests {
-    /// A Unix socket that accepts connections (the kernel completes them from the backlog)
-    /// and never reads or answers: a bus that hangs.
-    final class SilentSocket: Sendable {
-        let directory: TemporaryDirectory
-        let path: String
-        let fd: Int32
-
-        init() throws {
-            directory = try TemporaryDirectory("silent")
-            path = directory.path + "/bus"
-            fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            guard fd >= 0 else { throw TestFailure("socket failed: \(errno)") }
-            var address = sockaddr_un()
-            address.sun_family = sa_family_t(AF_UNIX)
-            withUnsafeMutableBytes(of: &address.sun_path) { buffer in
-                for (index, byte) in path.utf8.enumerated() { buffer[index] = byte }
-            }
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-            }
-            guard bound == 0, listen(fd, 16) == 0 else { throw TestFailure("bind/listen failed: \(errno)") }
-        }
-
-        deinit { close(fd) }
-    }
-
     @Test("a bus that accepts and never answers is an error naming the address, not a hang")
     func silentBus() async throws {
         let silent = try SilentSocket()
