@@ -25,6 +25,7 @@ struct ReadCommand: ParsableCommand {
                 message: "the file stored for '\(identifier)' (\(data.count) bytes) is not a JSON document; "
                     + "it was not written by a Wormhole sender, or was damaged")
         }
-        FileHandle.standardOutput.write(data + Data("\n".utf8))
+        // One line: the document, and a newline unless it already ends with one.
+        FileHandle.standardOutput.write(data.last == UInt8(ascii: "\n") ? data : data + Data("\n".utf8))
     }
 }

@@ -1,5 +1,13 @@
-/// Renders a value for an error message: quoted, with control characters visible.
+/// Renders a value for an error message: quoted, with control characters visible. A value
+/// longer than 200 bytes is cut after its first 100 characters, with an ellipsis and its
+/// length, so that one error stays one readable line (a 10 KB bus address is still named).
 package func quoted(_ value: String) -> String {
+    let length = value.utf8.count
+    if length > 200 { return quotedScalars(String(value.prefix(100))).dropLast() + "…' (\(length) bytes)" }
+    return quotedScalars(value)
+}
+
+private func quotedScalars(_ value: String) -> String {
     var out = "'"
     for scalar in value.unicodeScalars {
         switch scalar {

@@ -292,6 +292,14 @@ struct MessageCLITests {
         #expect(output.stderr.split(separator: "\n").count == 3, "ready and two error lines: \(output.stderr)")
     }
 
+    @Test("wormhole read prints a stored document that ends in a newline as one line, not two")
+    func readTrailingNewline() async throws {
+        try world.writeRawMessage("{\"n\":1}\n", identifier: "nl")
+        let read = try await world.wormhole("read", ["nl"])
+        #expect(read.status == 0)
+        #expect(read.stdout == "{\"n\":1}\n")
+    }
+
     @Test("wormhole read refuses a stored file that is not JSON, naming the identifier")
     func readCorrupt() async throws {
         try world.writeRawMessage(#"{"n": "#, identifier: "doc")

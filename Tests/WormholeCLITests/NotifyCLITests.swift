@@ -366,6 +366,17 @@ struct NotifyCLITests {
         Self.expectOneLineFailure(output, status: 1, naming: "unix:path=/nonexistent")
     }
 
+    @Test("an error line cuts a very long value with an ellipsis and its length")
+    func longValueInError() async throws {
+        let address = "unix:path=/nonexistent/" + String(repeating: "a", count: 10_000)
+        let output = try await runToEnd(["post", "some.name", "--bus-address", address])
+        #expect(output.status == 1)
+        #expect(output.stderr.split(separator: "\n").count == 1)
+        #expect(output.stderr.utf8.count < 600, "\(output.stderr.utf8.count) bytes: \(output.stderr.prefix(300))")
+        #expect(output.stderr.contains("'unix:path=/nonexistent/aaaa"), "\(output.stderr.prefix(300))")
+        #expect(output.stderr.contains("(10023 bytes)"), "\(output.stderr.prefix(300))")
+    }
+
     @Test("a bad --bus-address value exits 64 naming it", arguments: ["post", "observe"])
     func badBusAddress(command: String) async throws {
         let output = try await runToEnd([command, "some.name", "--bus-address", "no-colon-here"])
