@@ -97,6 +97,22 @@ let package = Package(
             dependencies: ["Wormhole"],
             path: "Examples/Counter/App"
         ),
+        // Scenario 3: a watch and its app sharing settings and a photo (Examples/Settings).
+        .target(
+            name: "SettingsShared",
+            dependencies: ["Wormhole", "WormholeDBus"],
+            path: "Examples/Settings/Shared"
+        ),
+        .executableTarget(
+            name: "settings-watch",
+            dependencies: ["SettingsShared"],
+            path: "Examples/Settings/Watch"
+        ),
+        .executableTarget(
+            name: "settings-app",
+            dependencies: ["SettingsShared"],
+            path: "Examples/Settings/App"
+        ),
         .target(
             name: "WormholeTestSupport",
             dependencies: ["WormholeDBus"],
