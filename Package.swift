@@ -113,6 +113,23 @@ let package = Package(
             dependencies: ["SettingsShared"],
             path: "Examples/Settings/App"
         ),
+        // Scenario 1: Lines (a terminal app) and LineGrabber's native-messaging host
+        // (Examples/Lines, Examples/LineGrabber), sharing a LineChannel.
+        .target(
+            name: "LineChannel",
+            dependencies: ["Wormhole", "WormholeDBus"],
+            path: "Examples/Lines/Channel"
+        ),
+        .executableTarget(
+            name: "lines",
+            dependencies: ["LineChannel"],
+            path: "Examples/Lines/App"
+        ),
+        .executableTarget(
+            name: "line-grabber-host",
+            dependencies: ["LineChannel"],
+            path: "Examples/LineGrabber/Host"
+        ),
         .target(
             name: "WormholeTestSupport",
             dependencies: ["WormholeDBus"],
