@@ -49,10 +49,8 @@ struct DoctorCommand: ParsableCommand {
             let identifiers = try self.identifiers.filter { seen.insert($0).inserted }.map(MessageIdentifier.init)
             return (group, directory, identifiers)
         }
-        if let given = bus.busAddress {
-            _ = try bus.address()  // a malformed --bus-address is bad input (64), not a finding
-            _ = given
-        }
+        // A malformed --bus-address is bad input (64), not a finding.
+        if bus.busAddress != nil { _ = try bus.address() }
         let doctor = Doctor(
             group: names.0, directory: names.1, identifiers: names.2, explicitAddress: bus.busAddress,
             emit: json ? nil : { writeOutput($0.text) })

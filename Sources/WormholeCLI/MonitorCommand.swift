@@ -135,10 +135,10 @@ struct MonitorEvent {
                 return
             }
             age = arrived >= modified ? arrived - modified : 0
-            if let invalid = ContainerInspection.jsonProblem(data) {
-                problem = "not JSON: " + invalid
+            if let compacted = Self.compact(data) {
+                preview = Self.abbreviated(compacted)
             } else {
-                preview = Self.abbreviated(Self.compact(data) ?? String(decoding: data, as: UTF8.self))
+                problem = "not JSON: " + (ContainerInspection.jsonProblem(data) ?? "undecodable")
             }
         } catch {
             problem = error.message
@@ -170,25 +170,11 @@ struct MonitorEvent {
         }
     }
 
-    /// The document without insignificant white space (outside strings).
+    /// The document without insignificant white space, or nil when it is not JSON.
     static func compact(_ data: [UInt8]) -> String? {
+        guard let document = try? JSONDocument(data: Data(data)) else { return nil }
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(min(data.count, 4096))
-        var inString = false
-        var escaped = false
-        for byte in data {
-            if inString {
-                bytes.append(byte)
-                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
-            } else {
-                switch byte {
-                case 0x20, 0x09, 0x0A, 0x0D: continue
-                case UInt8(ascii: "\""): inString = true; bytes.append(byte)
-                default: bytes.append(byte)
-                }
-            }
-            if bytes.count > 200 { break }
-        }
+        document.appendCompact(to: &bytes)
         return String(decoding: bytes, as: UTF8.self)
     }
 

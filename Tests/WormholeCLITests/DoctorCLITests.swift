@@ -142,6 +142,18 @@ struct DoctorCLITests {
         #expect(output["round trip"]?.status == "skipped")
     }
 
+    @Test("a bus that accepts and never answers (a stopped daemon): not reachable, within the deadline")
+    func pausedBus() async throws {
+        let world = try DoctorWorld()
+        world.bus.pause()
+        defer { world.bus.resume() }
+        let output = try await world.doctor()
+        #expect(output.status == 1)
+        #expect(output["bus"]?.status == "fail")
+        #expect(output["bus"]?.detail.contains("not reachable") == true)
+        #expect(output["round trip"]?.status == "skipped")
+    }
+
     @Test("a healthy bus: the daemon, its version, a round trip")
     func healthyBus() async throws {
         let world = try DoctorWorld()
