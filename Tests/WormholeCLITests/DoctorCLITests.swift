@@ -253,6 +253,25 @@ struct DoctorCLITests {
         listener.signal(SIGTERM)
     }
 
+    @Test("a listener for every identifier (listen --all) and a prefix observer count as listeners; one on another group does not")
+    func prefixListeners() async throws {
+        let world = try DoctorWorld()
+        try await world.send("button", #"{"n":1}"#)
+        let address = world.bus.address.rawValue
+        let other = try await world.startReady(["listen", "--group", "group.com.example.other", "--bus-address", address, "button"])
+        let none = try await world.doctor(["button"])
+        #expect(none["listeners"]?.status == "fail")
+        let all = try await world.startReady(["listen", "--group", DoctorWorld.group, "--bus-address", address, "--all"])
+        let observer = try await world.startReady(["observe", "--prefix", "\(DoctorWorld.group)/", "--bus-address", address])
+        let output = try await world.doctor(["button"])
+        #expect(output["listeners"]?.status == "pass")
+        let pids = [all, observer].map { "pid \($0.process.processIdentifier) wormhole" }
+        let listed = output["listeners"]?.items.first ?? ""
+        #expect(pids.allSatisfy { listed.contains($0) }, "\(listed)")
+        #expect(!listed.contains("pid \(other.process.processIdentifier)"))
+        for child in [other, all, observer] { child.signal(SIGTERM) }
+    }
+
     @Test("a bus that denies Debug.Stats: the listener check says it cannot tell, and it is no failure")
     func statsDenied() async throws {
         let config = try TemporaryDirectory("doctor-config")
