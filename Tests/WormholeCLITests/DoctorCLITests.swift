@@ -128,6 +128,19 @@ struct DoctorCLITests {
         #expect(output["bus"]?.status == "pass")
     }
 
+    @Test("a relative WORMHOLE_CONTAINER_ROOT: the root check fails naming it; XDG_DATA_HOME is named as the source")
+    func containerRootSources() async throws {
+        let world = try DoctorWorld()
+        let relative = try await world.doctor(environment: ["WORMHOLE_CONTAINER_ROOT": "relative/root"])
+        #expect(relative.status == 1)
+        #expect(relative["container root"]?.status == "fail")
+        #expect(relative["container root"]?.detail.contains("relative/root") == true)
+        #expect(relative["container root"]?.fix?.contains("WORMHOLE_CONTAINER_ROOT") == true)
+        #expect(relative["container"]?.status == "skipped")
+        let xdg = try await world.doctor(environment: ["WORMHOLE_CONTAINER_ROOT": "", "XDG_DATA_HOME": world.root.path])
+        #expect(xdg["container root"]?.detail == "\(world.root.path)/group-containers (from XDG_DATA_HOME); it does not exist yet (created on first use)")
+    }
+
     @Test("a dead bus: not reachable, with the socket to look at")
     func deadBus() async throws {
         let world = try DoctorWorld()
