@@ -58,7 +58,14 @@ struct MonitorCommand: ParsableCommand {
             // On the I/O thread, where the signal was read: its arrival time is taken first.
             let subscription = try connection.subscribe(rule, on: .ioThread) { signal in
                 let arrived = Doctor.now()
-                guard case .string(let name)? = signal.arguments.first else { return }
+                guard case .string(let name)? = signal.arguments.first else {
+                    // Every receiver drops it (contract §1): say so, it is why nothing arrived.
+                    // (A group rule never matches one: arg0path needs a string.)
+                    let event = MonitorEvent(malformed: signal, arrived: arrived)
+                    writer.writeLine { line in json ? event.appendJSON(to: &line) : event.appendText(to: &line) }
+                    counter.delivered()
+                    return
+                }
                 // The daemon also sends names that are prefixes of the rule's path (`group/`).
                 if let prefix, !name.hasPrefix(prefix) || name == prefix { return }
                 let event = MonitorEvent(name: name, signal: signal, arrived: arrived, root: root)
@@ -75,6 +82,8 @@ struct MonitorCommand: ParsableCommand {
 struct MonitorEvent {
     enum Kind: String {
         case message, defaults, journal, notification
+        /// A `Posted` whose first argument is not a string: every receiver drops it.
+        case malformed
     }
 
     var name: String
@@ -101,6 +110,16 @@ struct MonitorEvent {
         sender = signal.sender ?? "?"
         self.arrived = arrived
         decode(root: root)
+    }
+
+    /// A `Posted` without a string first argument.
+    init(malformed signal: Signal, arrived: UInt64) {
+        name = ""
+        sender = signal.sender ?? "?"
+        self.arrived = arrived
+        kind = .malformed
+        let first = signal.arguments.first.map(\.description) ?? "no argument"
+        problem = "malformed Posted on \(signal.interface): its first argument is \(first), not a string; every receiver drops it"
     }
 
     private mutating func decode(root: String?) {
@@ -194,12 +213,16 @@ struct MonitorEvent {
     }
 
     func appendText(to line: inout JSONLine) {
+        if kind == .malformed {
+            line.bytes.append(contentsOf: Array("\(Self.clock(arrived))  \(problem ?? "")  from \(sender)".utf8))
+            return
+        }
         var text = "\(Self.clock(arrived))  \(name)  state=\(state.map(String.init) ?? "none")  from \(sender)"
         switch kind {
         case .message: text += "  message"
         case .defaults: text += "  defaults \(identifier ?? "")[\(key ?? "")]"
         case .journal: text += "  journal record \(state.map(String.init) ?? "?")"
-        case .notification: break
+        case .notification, .malformed: break
         }
         if let preview { text += " " + preview }
         if let problem { text += "  (\(problem))" }

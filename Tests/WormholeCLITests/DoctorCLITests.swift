@@ -358,14 +358,21 @@ struct DoctorCLITests {
         #expect(journal["state"] as? Int == 7)
     }
 
-    @Test("monitor's text lines: time, name, state, sender, the message")
+    @Test("monitor's text lines: time, name, state, sender, the message; a malformed Posted is shown")
     func monitorText() async throws {
         let world = try DoctorWorld()
-        let monitor = try await world.startReady(["monitor", "--bus-address", world.bus.address.rawValue, "--count", "2"])
+        let monitor = try await world.startReady(["monitor", "--bus-address", world.bus.address.rawValue, "--count", "3"])
         try await world.send("button", #"{ "buttonNumber" : 3 }"#)
         let post = try await world.wormhole(["post", "--bus-address", world.bus.address.rawValue, "com.example.plain", "--state", "5"])
         #expect(post.status == 0)
-        let lines = try await next(2, from: monitor.stdoutLines, "monitor lines")
+        // A Posted whose first argument is not a string, as a mistyped dbus-send makes it.
+        let malformed = try await within("dbus-send") {
+            try run("/usr/bin/env", ["dbus-send", "--bus=\(world.bus.address.rawValue)", "--type=signal",
+                                     "/org/wormhole/Notify1", "org.wormhole.Notify1.Posted", "int32:5"])
+        }
+        #expect(malformed.status == 0)
+        let lines = try await next(3, from: monitor.stdoutLines, "monitor lines")
+        #expect(lines[2].contains("malformed Posted on org.wormhole.Notify1: its first argument is int32 5, not a string"))
         #expect(lines[0].contains("\(DoctorWorld.group)/wormhole/button  state="))
         #expect(lines[0].contains(#"message {"buttonNumber":3}"#))
         #expect(lines[0].contains(" from :1."))
