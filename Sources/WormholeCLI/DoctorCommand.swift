@@ -223,7 +223,11 @@ final class Doctor {
             let comm = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8))?.trimmingCharacters(in: .newlines)
             return "\(comm ?? "daemon") pid \(pid)"
         }
-        let version = Self.firstLine(of: executable, ["--version"]) ?? (executable as NSString).lastPathComponent
+        // Only a known daemon is asked for its version: through a proxy (a sandbox) the pid may
+        // name an unrelated program of this namespace, which must not be run.
+        let program = (executable as NSString).lastPathComponent
+        let known = ["dbus-daemon", "dbus-broker", "dbus-broker-launch"].contains(program)
+        let version = (known ? Self.firstLine(of: executable, ["--version"]) : nil) ?? program
         return "\(version) (\(executable), pid \(pid))"
     }
 
