@@ -335,11 +335,7 @@ struct DoctorCLITests {
             sharedStateDirectory: world.runtime.path + "/wormhole", logger: logger)
         try defaults.set("EUR", forKey: "currency")
         try other.post(NotificationName("\(DoctorWorld.group)/wormhole/burst/journal"), state: 7)
-        let output = try await within("monitor to exit") {
-            await withCheckedContinuation { continuation in
-                DispatchQueue.global().async { continuation.resume(returning: monitor.wait()) }
-            }
-        }
+        let output = try await monitor.finished("monitor to exit")
         #expect(output.status == 0, "\(output.stderr)")
         let lines = output.stdout.split(separator: "\n").map(String.init)
         #expect(lines.count == burst + 2)
@@ -366,10 +362,10 @@ struct DoctorCLITests {
         let post = try await world.wormhole(["post", "--bus-address", world.bus.address.rawValue, "com.example.plain", "--state", "5"])
         #expect(post.status == 0)
         // A Posted whose first argument is not a string, as a mistyped dbus-send makes it.
-        let malformed = try await within("dbus-send") {
-            try run("/usr/bin/env", ["dbus-send", "--bus=\(world.bus.address.rawValue)", "--type=signal",
-                                     "/org/wormhole/Notify1", "org.wormhole.Notify1.Posted", "int32:5"])
-        }
+        let malformed = try await runInBackground(
+            "/usr/bin/env",
+            ["dbus-send", "--bus=\(world.bus.address.rawValue)", "--type=signal", "/org/wormhole/Notify1",
+             "org.wormhole.Notify1.Posted", "int32:5"])
         #expect(malformed.status == 0)
         let lines = try await next(3, from: monitor.stdoutLines, "monitor lines")
         #expect(lines[2].contains("malformed Posted on org.wormhole.Notify1: its first argument is int32 5, not a string"))

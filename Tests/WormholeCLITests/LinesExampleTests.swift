@@ -155,7 +155,7 @@ struct LinesExampleTests {
         let found = try await next(1, from: later.stdoutLines, "the stored line")
         #expect(found[0].hasPrefix(#"lines: while Lines was closed: "Le café coûte 3 €""#))
         for child in [running, later] { child.closeInput() }
-        for child in [running, later] { #expect(child.wait().status == 0) }
+        for child in [running, later] { #expect(try await child.finished().status == 0) }
     }
 
     @Test("Lines answers back: pushed to an open port, and in the next reply")
@@ -178,7 +178,7 @@ struct LinesExampleTests {
         #expect((reply["toExtension"] as? [String: Any])?["text"] as? String == "thanks, got it")
         #expect(try await next.finish() == 0)
         lines.closeInput()
-        #expect(lines.wait().status == 0)
+        #expect(try await lines.finished().status == 0)
     }
 
     @Test("protocol edges: a 100 KB line, a request that is not an object, a message cut short")
@@ -198,6 +198,6 @@ struct LinesExampleTests {
         host.writeRaw(withUnsafeBytes(of: &length) { Array($0) } + Array(#"{"line":"x"#.utf8))
         #expect(try await host.finish() == 1)
         lines.closeInput()
-        #expect(lines.wait().status == 0)
+        #expect(try await lines.finished().status == 0)
     }
 }

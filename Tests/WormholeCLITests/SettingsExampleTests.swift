@@ -67,7 +67,7 @@ struct SettingsExampleTests {
         let (late, lateFirst) = try await world.start("app")
         #expect(lateFirst == "app: currency USD, theme dark, photo 8 (4000 bytes, intact)")
         for child in [app, watch, late] { child.closeInput() }
-        for child in [app, watch, late] { #expect(child.wait().status == 0) }
+        for child in [app, watch, late] { #expect(try await child.finished().status == 0) }
     }
 
     @Test("a watch killed mid-write: every acknowledged write survives, the photo is never torn")
@@ -82,7 +82,7 @@ struct SettingsExampleTests {
             let k = Int.random(in: 2...5)
             _ = try await world.line(watch, containing: "watch: burst \(k)")
             watch.signal(SIGKILL)
-            let output = watch.wait()
+            let output = try await watch.finished()
             #expect(output.status != 0)
             let acknowledged = output.stdout.split(separator: "\n").compactMap { line -> Int? in
                 line.hasPrefix("watch: burst ") ? Int(line.dropFirst("watch: burst ".count)) : nil
@@ -92,7 +92,7 @@ struct SettingsExampleTests {
             // What a new process finds: the suite readable, the photo whole, neither behind.
             let (check, state) = try await world.start("app")
             check.closeInput()
-            #expect(check.wait().status == 0)
+            #expect(try await check.finished().status == 0)
             let pattern = #/app: currency C(\d+), theme light, photo (\d+) \(300000 bytes, intact\)/#
             let match = try #require(state.wholeMatch(of: pattern), "round \(round): \(state)")
             let currency = try #require(Int(match.1))
@@ -103,7 +103,7 @@ struct SettingsExampleTests {
         }
         // The running app saw the killed watches' changes live, and never a torn photo.
         app.closeInput()
-        let seen = app.wait()
+        let seen = try await app.finished()
         #expect(seen.stdout.contains("app: currency changed to C"))
         #expect(!seen.stdout.contains("CORRUPT"))
     }
