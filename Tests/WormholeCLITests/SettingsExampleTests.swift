@@ -93,7 +93,7 @@ struct SettingsExampleTests {
             let (check, state) = try await world.start("app")
             check.closeInput()
             #expect(try await check.finished().status == 0)
-            let pattern = #/app: currency C(\d+), theme light, photo (\d+) \(300000 bytes, intact\)/#
+            let pattern = #/app: currency C(\d+), theme light, photo (\d+) \(100000 bytes, intact\)/#
             let match = try #require(state.wholeMatch(of: pattern), "round \(round): \(state)")
             let currency = try #require(Int(match.1))
             let photo = try #require(Int(match.2))

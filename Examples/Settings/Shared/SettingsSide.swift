@@ -8,7 +8,7 @@
 //   currency USD        set the shared currency
 //   theme dark          set the shared theme (light or dark)
 //   photo SEED [BYTES]  write a photo-sized file (default 2 MB) atomically, then tell the other side
-//   burst N             N rounds of: a new photo, then the currency C<i>; prints "burst i" after each
+//   burst N             N rounds of: a new 100 KB photo, then the currency C<i>; prints "burst i" after each
 //   show                print the current settings and photo
 //
 // The container root comes from WORMHOLE_CONTAINER_ROOT (or XDG_DATA_HOME, HOME); the bus is the
@@ -122,7 +122,7 @@ public final class SettingsSide: Sendable {
                 return
             }
             for round in 1...rounds {
-                try writePhoto(seed: UInt64(round), bytes: 300_000)
+                try writePhoto(seed: UInt64(round), bytes: 100_000)
                 try defaults.set("C\(round)", for: .currency)
                 say("burst \(round)")
             }
