@@ -97,6 +97,39 @@ let package = Package(
             dependencies: ["Wormhole"],
             path: "Examples/Counter/App"
         ),
+        // Scenario 3: a watch and its app sharing settings and a photo (Examples/Settings).
+        .target(
+            name: "SettingsShared",
+            dependencies: ["Wormhole", "WormholeDBus"],
+            path: "Examples/Settings/Shared"
+        ),
+        .executableTarget(
+            name: "settings-watch",
+            dependencies: ["SettingsShared"],
+            path: "Examples/Settings/Watch"
+        ),
+        .executableTarget(
+            name: "settings-app",
+            dependencies: ["SettingsShared"],
+            path: "Examples/Settings/App"
+        ),
+        // Scenario 1: Lines (a terminal app) and LineGrabber's native-messaging host
+        // (Examples/Lines, Examples/LineGrabber), sharing a LineChannel.
+        .target(
+            name: "LineChannel",
+            dependencies: ["Wormhole", "WormholeDBus"],
+            path: "Examples/Lines/Channel"
+        ),
+        .executableTarget(
+            name: "lines",
+            dependencies: ["LineChannel"],
+            path: "Examples/Lines/App"
+        ),
+        .executableTarget(
+            name: "line-grabber-host",
+            dependencies: ["LineChannel"],
+            path: "Examples/LineGrabber/Host"
+        ),
         .target(
             name: "WormholeTestSupport",
             dependencies: ["WormholeDBus"],

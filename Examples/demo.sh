@@ -31,3 +31,19 @@ cat <&"${APP[0]}"
 wait
 echo "== stored in $WORMHOLE_CONTAINER_ROOT/$group/wormhole/button.json:"
 "$bin/wormhole" read --group "$group" button --bus-address "$bus"
+
+echo "== wormhole doctor: the checks to run when nothing arrives (no app is listening now)"
+"$bin/wormhole" doctor --group "$group" button --bus-address "$bus" || true
+
+echo "== scenario 3: the watch sets the currency and the theme and writes a photo; the app shows each at once"
+settings=group.com.example.settings
+coproc SETTINGS { "$bin/settings-app" --group "$settings" --bus-address "$bus" 2>&1; }
+app=$SETTINGS_PID
+read -r line <&"${SETTINGS[0]}" && echo "$line"   # what it found at start
+read -r line <&"${SETTINGS[0]}"                   # "ready" once it observes
+[ "$line" = ready ] || { echo "settings-app did not start: $line" >&2; exit 1; }
+printf 'currency USD\ntheme dark\nphoto 7\n' | "$bin/settings-watch" --group "$settings" --bus-address "$bus" 2>/dev/null | tail -n +2
+while read -r -t 10 line <&"${SETTINGS[0]}"; do
+    echo "$line"
+    [[ $line == *"photo 7 from the watch"* ]] && break
+done

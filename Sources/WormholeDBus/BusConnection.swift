@@ -247,6 +247,28 @@ public final class BusConnection: Sendable {
         }
     }
 
+    /// Every match rule the bus daemon holds, by the unique name of the connection that added it
+    /// (`org.freedesktop.DBus.Debug.Stats.GetAllMatchRules`). Not every daemon offers it: one
+    /// built without statistics, dbus-broker, or a policy that denies it answers with an error
+    /// (a ``BusError/Code/requestFailed`` carrying the daemon's D-Bus error name).
+    package func matchRulesOnBus() async throws -> [String: [String]] {
+        let method = "GetAllMatchRules"
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[String: [String]], any Error>) in
+            let accepted = io.submit { [io] in
+                io.callBus(
+                    method, interface: "org.freedesktop.DBus.Debug.Stats", arguments: [], naming: method,
+                    decode: { reply in
+                        guard let rules = MessageCoding.readStringArrayDictionary(reply) else {
+                            return .failure(BusError(.typeMismatch, value: method, "the reply to \(method) is not a{sas}"))
+                        }
+                        return .success(rules)
+                    }
+                ) { continuation.resume(with: $0.mapError { $0 }) }
+            }
+            if !accepted { continuation.resume(throwing: closedError()) }
+        }
+    }
+
     /// Whether the caller runs on this connection's I/O thread.
     package var isOnIOThread: Bool { io.isOnIOThread }
 

@@ -311,6 +311,19 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         _ method: String, arguments: [DBusValue], naming argument: String,
         completion: @escaping (Result<[DBusValue], BusError>) -> Void
     ) {
+        callBus(
+            method, interface: "org.freedesktop.DBus", arguments: arguments, naming: argument,
+            decode: { .success(MessageCoding.readArguments($0)) }, completion: completion)
+    }
+
+    /// Calls a method of the bus daemon on `interface` (one of the daemon's own interfaces);
+    /// `decode` reads the reply, `completion` gets what it read, or the daemon's error, which
+    /// names `naming`. Loop-confined.
+    func callBus<Reply>(
+        _ method: String, interface: String, arguments: [DBusValue], naming argument: String,
+        decode: @escaping (LibDBus.Message) -> Result<Reply, BusError>,
+        completion: @escaping (Result<Reply, BusError>) -> Void
+    ) {
         loop.preconditionInEventLoop()
         guard let connection else {
             completion(.failure(notConnected()))
@@ -318,7 +331,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         }
         let message: LibDBus.Message
         do {
-            message = try MessageCoding.makeBusCall(method, arguments: arguments)
+            message = try MessageCoding.makeBusCall(method, interface: interface, arguments: arguments)
         } catch {
             completion(.failure(error))
             return
@@ -333,7 +346,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
                     .requestFailed, value: argument, dbusName: error.name,
                     "the bus refused \(method) for \(argument): \(error.message)")))
             } else {
-                completion(.success(MessageCoding.readArguments(reply)))
+                completion(decode(reply))
             }
         }
         if !sent {

@@ -378,14 +378,17 @@ enum MessageCoding {
         return owned
     }
 
-    /// Builds a method call to the bus daemon.
-    static func makeBusCall(_ method: String, arguments: [DBusValue]) throws(BusError) -> LibDBus.Message {
+    /// Builds a method call to the bus daemon, on its own interface `org.freedesktop.DBus` unless
+    /// another of its interfaces is named (such as `org.freedesktop.DBus.Debug.Stats`).
+    static func makeBusCall(
+        _ method: String, interface: String = "org.freedesktop.DBus", arguments: [DBusValue]
+    ) throws(BusError) -> LibDBus.Message {
         for (index, argument) in arguments.enumerated() {
             try validate(argument, index: index)
         }
         guard
             let message = dbus_message_new_method_call(
-                "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", method)
+                "org.freedesktop.DBus", "/org/freedesktop/DBus", interface, method)
         else { throw BusError(.outOfMemory, "libdbus could not allocate a method call") }
         let owned = LibDBus.Message(taking: message)
         var iterator = DBusMessageIter()
@@ -479,6 +482,29 @@ enum MessageCoding {
             values.append(read(&iterator))
         } while dbus_message_iter_next(&iterator) != 0
         return values
+    }
+
+    /// Reads a reply whose one argument is a dictionary of strings to string arrays (`a{sas}`,
+    /// the reply of `org.freedesktop.DBus.Debug.Stats.GetAllMatchRules`); `nil` when it has
+    /// another signature.
+    static func readStringArrayDictionary(_ message: LibDBus.Message) -> [String: [String]]? {
+        guard let raw = dbus_message_get_signature(message.pointer), String(cString: raw) == "a{sas}" else {
+            return nil
+        }
+        var iterator = DBusMessageIter()
+        guard dbus_message_iter_init(message.pointer, &iterator) != 0 else { return nil }
+        var entries = DBusMessageIter()
+        dbus_message_iter_recurse(&iterator, &entries)
+        var result: [String: [String]] = [:]
+        while dbus_message_iter_get_arg_type(&entries) == cwormhole_type_dict_entry {
+            var entry = DBusMessageIter()
+            dbus_message_iter_recurse(&entries, &entry)
+            let key = readString(&entry)
+            dbus_message_iter_next(&entry)
+            if case .strings(let values) = read(&entry) { result[key] = values }
+            dbus_message_iter_next(&entries)
+        }
+        return result
     }
 
     /// Reads an error reply's name and message.

@@ -18,6 +18,8 @@ public final class TestBus: @unchecked Sendable {
     private var process: Process?
     private var printed = ""
     private let lock = NSLock()
+    /// The daemon's configuration file: `dbus/wormhole-session.conf` unless another was given.
+    public let configFile: String
 
     /// The address as the daemon printed it when it last started: with its `guid=`, the
     /// form `dbus-daemon --print-address` and `dbus-launch` give users.
@@ -25,8 +27,10 @@ public final class TestBus: @unchecked Sendable {
         get throws { try BusAddress(lock.withLock { printed }) }
     }
 
-    /// Starts a daemon and returns once it listens.
-    public init() throws {
+    /// Starts a daemon (with `configFile`, else `dbus/wormhole-session.conf`) and returns once it
+    /// listens.
+    public init(configFile: String? = nil) throws {
+        self.configFile = configFile ?? "\(repositoryRoot.path)/dbus/wormhole-session.conf"
         var template = Array("/tmp/wormhole-bus-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw TestFailure("mkdtemp failed: \(errno)") }
         directory = String(cString: made)
@@ -45,7 +49,7 @@ public final class TestBus: @unchecked Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [
-            "dbus-daemon", "--config-file=\(repositoryRoot.path)/dbus/wormhole-session.conf",
+            "dbus-daemon", "--config-file=\(configFile)",
             "--nofork", "--print-address", "--address=unix:path=\(socketPath)",
         ]
         let output = Pipe()
