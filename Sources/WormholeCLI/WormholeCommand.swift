@@ -21,7 +21,7 @@ struct WormholeCommand: ParsableCommand {
             """,
         subcommands: [
             PostCommand.self, ObserveCommand.self, SendCommand.self, ReadCommand.self, ListenCommand.self,
-            ClearCommand.self, DefaultsCommand.self, BenchLauncher.self,
+            ClearCommand.self, DefaultsCommand.self, JournalCommand.self, BenchLauncher.self,
         ]
     )
 
