@@ -80,6 +80,10 @@ final class JournalConsumerCore: Sendable {
         var stored: (acknowledged: UInt64, delivering: UInt64)?
     }
 
+    /// The most records handed out at once: a consumer killed mid-batch gets at most this many
+    /// again (flagged).
+    static let batchSize = 256
+
     let reader: JournalReader
     let cursor: JournalCursorFile?
     /// Records up to this one may have been handed out before: flagged as redeliveries.
@@ -133,7 +137,7 @@ final class JournalConsumerCore: Sendable {
     /// The next batch, each record with whether it may have been handed out before a crash.
     /// For a durable consumer, the cursor file says the batch is being delivered before it is
     /// returned (one write per batch), and everything handed out before is acknowledged.
-    func nextBatch(maximumRecords: Int = 4096) throws(WormholeError) -> [(record: RawJournalRecord, isRedelivery: Bool)] {
+    func nextBatch(maximumRecords: Int = JournalConsumerCore.batchSize) throws(WormholeError) -> [(record: RawJournalRecord, isRedelivery: Bool)] {
         let batch: [RawJournalRecord]
         do throws(WormholeError) {
             batch = try reader.poll(maximumRecords: maximumRecords)
