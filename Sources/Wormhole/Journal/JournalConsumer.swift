@@ -31,33 +31,32 @@ final class JournalCursorFile: Sendable {
     /// The stored cursor, or nil when there is none yet.
     func load() throws(WormholeError) -> (acknowledged: UInt64, delivering: UInt64)? {
         guard let file = try directory.openFile(name.rawValue + JournalFormat.cursorSuffix) else { return nil }
-        let bytes = try file.read(at: 0, count: 4096)
+        return try Self.parse(try file.read(at: 0, count: 4096), path: path, consumer: name.rawValue)
+    }
+
+    /// The `(acknowledged, delivering)` pair of a cursor file's bytes.
+    static func parse(_ bytes: [UInt8], path: String, consumer: String) throws(WormholeError) -> (acknowledged: UInt64, delivering: UInt64) {
         let shown = String(decoding: bytes.prefix(100), as: UTF8.self)
         func bad(_ why: String) -> WormholeError {
             WormholeError(
                 .invalidCursor, value: path,
-                "cursor file '\(path)' of consumer '\(name.rawValue)' does not parse (\(why)): '\(shown)'; "
+                "cursor file '\(path)' of consumer '\(consumer)' does not parse (\(why)): '\(shown)'; "
                     + "remove it to start the consumer afresh, or write {\"format\":1,\"acknowledged\":N,\"delivering\":N}")
         }
-        guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] else {
-            throw bad("not a JSON object")
+        struct Stored: Decodable {
+            var format: Int
+            var acknowledged: UInt64
+            var delivering: UInt64
         }
-        guard let format = object["format"] as? NSNumber, format.intValue == 1 else {
-            throw bad("\"format\" is not 1")
+        let stored: Stored
+        do {
+            stored = try JSONDecoder().decode(Stored.self, from: Data(bytes))
+        } catch {
+            throw bad("not {\"format\":1,\"acknowledged\":N,\"delivering\":N} with non-negative integers")
         }
-        guard let acknowledged = Self.sequence(object["acknowledged"]),
-            let delivering = Self.sequence(object["delivering"])
-        else { throw bad("\"acknowledged\" and \"delivering\" must be non-negative integers") }
-        guard delivering >= acknowledged else { throw bad("\"delivering\" is below \"acknowledged\"") }
-        return (acknowledged, delivering)
-    }
-
-    private static func sequence(_ value: Any?) -> UInt64? {
-        guard let number = value as? NSNumber, !(value is Bool) else { return nil }
-        // Integers only: 1.5 or 1e3 is not a sequence number.
-        let text = number.stringValue
-        guard text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
-        return UInt64(text)
+        guard stored.format == 1 else { throw bad("\"format\" is \(stored.format), not 1") }
+        guard stored.delivering >= stored.acknowledged else { throw bad("\"delivering\" is below \"acknowledged\"") }
+        return (stored.acknowledged, stored.delivering)
     }
 
     /// Replaces the cursor file atomically.

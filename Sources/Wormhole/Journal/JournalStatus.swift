@@ -32,13 +32,7 @@ public struct JournalStatus: Sendable, Hashable {
         for name in listing.consumers {
             let path = directory.child(name + JournalFormat.cursorSuffix)
             guard let file = try directory.openFile(name + JournalFormat.cursorSuffix) else { continue }
-            let text = String(decoding: try file.read(at: 0, count: 4096), as: UTF8.self)
-            guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
-                let acknowledged = (object["acknowledged"] as? NSNumber).flatMap({ UInt64($0.stringValue) })
-            else {
-                throw WormholeError(
-                    .invalidCursor, value: path, "cursor file '\(path)' of consumer '\(name)' does not parse: '\(text.prefix(100))'")
-            }
+            let acknowledged = try JournalCursorFile.parse(try file.read(at: 0, count: 4096), path: path, consumer: name).acknowledged
             consumers[name] = acknowledged
         }
         return JournalStatus(
