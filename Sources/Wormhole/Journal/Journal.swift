@@ -273,9 +273,9 @@ extension MessageCenter {
     }
 }
 
-/// Posts a journal's notification after appends: at most one post in flight per journal in this
-/// process, carrying the last sequence number appended when it is sent, so a burst of appends
-/// costs a few posts, not one each.
+/// Posts a journal's notification after appends, on a queue of its own: at most one post in
+/// flight (until it is written to the bus) per journal in this process, carrying the last
+/// sequence number appended when it is sent, so a burst of appends costs a few posts, not one each.
 final class JournalPoster: Sendable {
     private struct State {
         var latest: UInt64 = 0
@@ -315,7 +315,10 @@ final class JournalPoster: Sendable {
             }
             guard let next else { return }
             do {
-                try center.notificationCenter().post(name, state: next)
+                let notifications = try center.notificationCenter()
+                try notifications.post(name, state: next)
+                // In flight until written to the bus: appends meanwhile share the next post.
+                notifications.flush()
                 state.withLock { $0.posted = max($0.posted, next) }
             } catch {
                 center.logger.warning(

@@ -31,6 +31,8 @@ struct JournalScan {
     /// The sequence number the next record must carry.
     var next: UInt64
     var stop: Stop = .end
+    /// The file's size when the walk started.
+    var size = 0
 
     /// Scans `file` from `offset`, expecting `next`; collects payloads when `collect`.
     static func run(
@@ -39,6 +41,7 @@ struct JournalScan {
     ) throws(WormholeError) -> JournalScan {
         var scan = JournalScan(end: offset, next: next)
         let size = try file.size()
+        scan.size = size
         var bytesTaken = 0
         var taken = 0
         let chunk = 256 * 1024

@@ -131,7 +131,7 @@ final class JournalWriter: Sendable {
             state.last = scan.next - 1
             switch scan.stop {
             case .end, .budget:
-                if try segment.size() < state.end {
+                if scan.size < state.end {
                     // The file is shorter than what we read before: start again from the listing.
                     try resynchronise(&state, directory)
                     continue
