@@ -17,7 +17,8 @@ import Wormhole
 ///   records came in its order) and exits.
 /// - `rate`: `ready` once connected, waits for a shared lock on `--go` (the bench holds it
 ///   exclusively until every appender is ready), appends `--count` 100-byte records `--batch` at a
-///   time (`--fsync`: `fdatasync` with group commit), prints `START END COUNT` (monotonic ns).
+///   time from `--threads` threads (`--fsync`: `fdatasync` with group commit), prints
+///   `START END COUNT` (monotonic ns).
 /// - `echo`: appends each record of journal `ping` (from the end) to journal `pong`.
 struct BenchJournalCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "_bench-journal", shouldDisplay: false)
@@ -34,6 +35,7 @@ struct BenchJournalCommand: ParsableCommand {
     @Option var count = 0
     @Option var consumer = "bench"
     @Option var go = ""
+    @Option var threads = 1
     @Flag var fsync = false
     @OptionGroup var bus: BusOptions
 
@@ -124,18 +126,29 @@ struct BenchJournalCommand: ParsableCommand {
                 guard errno == EINTR else { throw BenchFailure("flock \(go): errno \(errno)") }
             }
             let start = MonotonicClock.now()
-            var done = 0
-            while done < count {
-                let size = min(batch, count - done)
-                // About 100 bytes each: {"p":PID,"i":I,"pad":"xxx…"}.
-                let messages = (done..<(done + size)).map { BenchRecord(p: pid, i: $0, pad: pad) }
-                if size == 1 {
-                    try LibraryAPI.append(journal, messages[0])
-                } else {
-                    try LibraryAPI.append(journal, contentsOf: messages)
+            // `--threads` threads of this process append at once, `--count` records in all.
+            let failure = Mutex<(any Error)?>(nil)
+            let (count, batch, threads) = (self.count, self.batch, self.threads)
+            DispatchQueue.concurrentPerform(iterations: threads) { thread in
+                let share = count / threads + (thread < count % threads ? 1 : 0)
+                var done = 0
+                do {
+                    while done < share {
+                        let size = min(batch, share - done)
+                        // About 100 bytes each: {"p":PID,"i":I,"pad":"xxx…"}.
+                        let messages = (done..<(done + size)).map { BenchRecord(p: pid, i: thread * 1_000_000 + $0, pad: pad) }
+                        if size == 1 {
+                            try LibraryAPI.append(journal, messages[0])
+                        } else {
+                            try LibraryAPI.append(journal, contentsOf: messages)
+                        }
+                        done += size
+                    }
+                } catch {
+                    failure.withLock { $0 = error }
                 }
-                done += size
             }
+            if let error = failure.withLock({ $0 }) { throw BenchFailure("append failed: \(error)") }
             let end = MonotonicClock.now()
             _ = journal.flush()
             Console.output("\(start) \(end) \(count)")

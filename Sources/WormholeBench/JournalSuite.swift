@@ -16,8 +16,10 @@ struct JournalSuite {
         try appenderKills(options.journalKills)
         try consumerKills(options.journalKills)
         try fanout(processes: 8, records: options.journalRecords)
-        for (batch, fsync) in [(1, false), (100, false), (1, true), (100, true)] {
-            try rate(processes: 8, appends: fsync ? options.journalAppends / 20 : options.journalAppends, batch: batch, fsync: fsync)
+        for (batch, fsync, threads) in [(1, false, 1), (100, false, 1), (1, true, 1), (1, true, 8), (100, true, 1)] {
+            try rate(
+                processes: 8, appends: fsync ? options.journalAppends / 20 : options.journalAppends, batch: batch,
+                fsync: fsync, threads: threads)
         }
         try latency()
     }
@@ -189,8 +191,9 @@ struct JournalSuite {
     }
 
     /// Appends per second of 100-byte records from `processes` processes into one journal.
-    private func rate(processes: Int, appends: Int, batch: Int, fsync: Bool) throws {
+    private func rate(processes: Int, appends: Int, batch: Int, fsync: Bool, threads: Int) throws {
         let label = "\(batch == 1 ? "single appends" : "batches of \(batch)")\(fsync ? ", fdatasync" : ", no fsync")"
+            + (threads > 1 ? ", \(threads) threads each" : "")
         Console.progress("journal: appends/s, \(label)")
         let work = try ScratchDirectory("journal")
         let go = work.path + "/go"
@@ -202,7 +205,9 @@ struct JournalSuite {
             let child = try ChildProcess(
                 executable: Executables.current,
                 arguments: helper(
-                    work.path, "rate", ["--count", "\(appends)", "--batch", "\(batch)", "--go", go] + (fsync ? ["--fsync"] : [])))
+                    work.path, "rate",
+                    ["--count", "\(appends)", "--batch", "\(batch)", "--go", go, "--threads", "\(threads)"]
+                        + (fsync ? ["--fsync"] : [])))
             try child.waitForReady()
             children.append(child)
         }
@@ -219,12 +224,41 @@ struct JournalSuite {
             throw BenchFailure("the journal holds \(status.last) records, \(total) were appended")
         }
         let rate = Double(total) / (Double(last - first) / 1e9)
+        if fsync && threads == 1 && batch == 1 {
+            // The bound of this row: each process waits for its sync before its next append.
+            let latency = try fdatasyncLatency(in: work.path)
+            Console.output(
+                "  (each of the \(processes) processes waits for the sync of its record before the next append, so at "
+                    + "most \(processes) records share one fdatasync: the rate is bounded by \(processes) / fdatasync latency; "
+                    + String(format: "a bare write + fdatasync of 124 bytes here takes %.2f ms, so the bound is %.0f/s)", latency * 1e3, Double(processes) / latency))
+        }
         Console.output(
             "appends/s: \(processes) processes x \(appends) records of 100 B, \(label), in "
                 + "\(NSTemporaryDirectory()): " + String(format: "%.0f appends/s", rate))
         context.report.figure(
             "journal", "appends/s from \(processes) processes, \(label)", value: rate, unit: "appends/s", count: total,
             target: fsync ? 10_000 : 250_000, atLeast: true)
+    }
+
+    /// Seconds per `write` + `fdatasync` of 124 bytes in `directory` (median of 50).
+    private func fdatasyncLatency(in directory: String) throws -> Double {
+        let path = directory + "/fdatasync-probe"
+        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw BenchFailure("cannot create \(path): errno \(errno)") }
+        defer {
+            close(fd)
+            unlink(path)
+        }
+        let bytes = [UInt8](repeating: 0x78, count: 124)
+        var samples: [UInt64] = []
+        for _ in 0..<50 {
+            let start = MonotonicClock.now()
+            guard write(fd, bytes, bytes.count) == bytes.count, fdatasync(fd) == 0 else {
+                throw BenchFailure("write/fdatasync of \(path) failed: errno \(errno)")
+            }
+            samples.append(MonotonicClock.now() - start)
+        }
+        return Double(samples.sorted()[samples.count / 2]) / 1e9
     }
 
     /// append -> durable-less consumer in another process, against passMessage -> listener (100 B).

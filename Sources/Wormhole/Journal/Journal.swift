@@ -129,9 +129,18 @@ public final class Journal: Sendable {
     /// one sync with ``Durability/fdatasync``), waking readers once; all or none are appended.
     @discardableResult
     public func append<Message: Encodable>(contentsOf messages: [Message]) throws -> ClosedRange<UInt64> {
+        // One encoder for the batch (making one per message costs more than a small message's encoding).
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
         let payloads = try messages.map { message throws in
             if message is Data { throw MessageCenter.refuseData(identifier.rawValue) }
-            return try MessageCenter.encode(message, identifier: identifier)
+            do {
+                return try encoder.encode(message)
+            } catch {
+                throw WormholeError(
+                    .encodingFailed, value: identifier.rawValue,
+                    "message for journal '\(identifier)' cannot be encoded as JSON: \(error)")
+            }
         }
         return try appendPayloads(payloads)
     }
