@@ -127,6 +127,7 @@ public final class Journal: Sendable {
 
     /// Appends `messages` as consecutive records under one lock acquisition and one write (and
     /// one sync with ``Durability/fdatasync``), waking readers once; all or none are appended.
+    /// Returns their sequence numbers; an empty array throws ``WormholeError/Code/invalidValue``.
     @discardableResult
     public func append<Message: Encodable>(contentsOf messages: [Message]) throws -> ClosedRange<UInt64> {
         // One encoder for the batch (making one per message costs more than a small message's encoding).

@@ -34,7 +34,9 @@ enum JournalDecoding {
 /// iteration ends, its task is cancelled, or the stream is released. The bus side only rings a
 /// doorbell; the iterator's `next()` reads the journal from its cursor.
 public struct JournalRecordStream<Message: Decodable & Sendable>: AsyncSequence, Sendable {
+    /// Each element is one record, decoded.
     public typealias Element = JournalRecord<Message>
+    /// Iteration throws ``WormholeError``s (gap reports, damage, records that do not decode).
     public typealias Failure = any Error
 
     private let doorbell: AsyncStream<Void>
@@ -76,6 +78,7 @@ public struct JournalRecordStream<Message: Decodable & Sendable>: AsyncSequence,
             }
         }
 
+        /// The next record, read on `actor` (see ``next()``).
         public mutating func next(isolation actor: isolated (any Actor)?) async throws -> JournalRecord<Message>? {
             while true {
                 if Task.isCancelled { return nil }
@@ -102,6 +105,7 @@ public struct JournalRecordStream<Message: Decodable & Sendable>: AsyncSequence,
         }
     }
 
+    /// Starts iterating (one iterator per stream: the records are read once).
     public func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(stream: self)
     }
