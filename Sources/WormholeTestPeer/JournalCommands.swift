@@ -5,9 +5,11 @@ import WormholeDBus
 
 /// Commands that exercise the journal from another process:
 ///
-/// - `journal-append ROOT GROUP IDENTIFIER COUNT BATCH BUS`: appends `{"p":PID,"i":I}` for I from
-///   0, BATCH records per `append(contentsOf:)`, COUNT records in all (0: until killed), writing
-///   `SEQUENCE PID I` to standard output (one `write(2)` per batch) once each batch has returned.
+/// - `journal-append ROOT GROUP IDENTIFIER COUNT BATCH BUS [hold]`: appends `{"p":PID,"i":I}` for I
+///   from 0, BATCH records per `append(contentsOf:)`, COUNT records in all (0: until killed),
+///   writing `SEQUENCE PID I` to standard output (one `write(2)` per batch) once each batch has
+///   returned. With `hold`, it then blocks in `pause()` until it is killed (kill tests that must
+///   not keep a core busy).
 /// - `journal-consume ROOT GROUP IDENTIFIER CONSUMER LAST BUS`: a durable consumer (from the
 ///   beginning) through `Journal.listen`; writes `SEQUENCE REDELIVERY(0|1) MESSAGE` per record as the
 ///   handler runs, and exits 0 after the record LAST.
@@ -34,8 +36,10 @@ private func writeOut(_ text: String) {
 }
 
 private func journalAppend(_ arguments: [String]) throws {
-    guard arguments.count == 6, let count = Int(arguments[3]), let batch = Int(arguments[4]), batch >= 1 else {
-        throw PeerError("journal-append ROOT GROUP IDENTIFIER COUNT BATCH BUS")
+    guard arguments.count == 6 || (arguments.count == 7 && arguments[6] == "hold"), let count = Int(arguments[3]),
+        let batch = Int(arguments[4]), batch >= 1
+    else {
+        throw PeerError("journal-append ROOT GROUP IDENTIFIER COUNT BATCH BUS [hold]")
     }
     let wormhole = try MessageCenter(
         applicationGroupIdentifier: arguments[1], containerRoot: arguments[0], busAddress: BusAddress(arguments[5]))
@@ -52,6 +56,9 @@ private func journalAppend(_ arguments: [String]) throws {
         next += size
     }
     if let error = journal.flush() { throw PeerError("appended but not posted: \(error)") }
+    if arguments.count == 7 {
+        while true { pause() }
+    }
 }
 
 private func journalConsume(_ arguments: [String]) throws {

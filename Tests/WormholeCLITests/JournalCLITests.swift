@@ -31,6 +31,11 @@ private final class JournalCLIWorld: Sendable {
 
     /// Runs `wormhole` to completion on a Dispatch thread.
     func wormhole(_ command: String..., rest: [String], input: String? = nil) async throws -> ProcessOutput {
+        try await wormhole(command, rest: rest, input: input)
+    }
+
+    /// Runs `wormhole` to completion on a Dispatch thread (never blocking Swift's cooperative pool).
+    func wormhole(_ command: [String], rest: [String], input: String? = nil) async throws -> ProcessOutput {
         let executable = try productPath("wormhole")
         let arguments = arguments(command, rest)
         let environment = environment
@@ -180,8 +185,7 @@ struct JournalCLITests {
         (["send", "--journal"], ["events", "{"], "events"),
     ])
     func badInputExits64NamingIt(command: [String], rest: [String], named: String) async throws {
-        let executable = try productPath("wormhole")
-        let output = try run(executable, world.arguments(command, rest), environment: world.environment)
+        let output = try await world.wormhole(command, rest: rest)
         #expect(output.status == 64, "\(output.stderr)")
         #expect(output.stderr.split(separator: "\n").count == 1 && output.stderr.contains(named), "\(output.stderr)")
         #expect(try world.journal().status().last == 0, "nothing appended")

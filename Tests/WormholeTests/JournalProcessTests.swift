@@ -42,11 +42,11 @@ struct JournalProcessTests {
         try fixture.wormhole().journal(identifier).location
     }
 
-    func startAppender(count: Int, batch: Int) throws -> ChildProcess {
+    func startAppender(count: Int, batch: Int, hold: Bool = false) throws -> ChildProcess {
         try ChildProcess(
             try peer,
             ["journal-append", fixture.root.path, MessagingFixture.group, "events", String(count), String(batch),
-             fixture.bus.address.rawValue],
+             fixture.bus.address.rawValue] + (hold ? ["hold"] : []),
             environment: environment)
     }
 
@@ -111,14 +111,16 @@ struct JournalProcessTests {
 
     @Test("20 appenders SIGKILLed at random instants: nothing that was appended is lost, no gap, no duplicate")
     func appendersKilled() async throws {
-        var live = try [startAppender(count: 0, batch: 3), startAppender(count: 0, batch: 3)]
+        // 600 records each, then they wait to be killed: most kills land while they append, and
+        // no appender keeps a core busy while the rest of the suite runs.
+        var live = try [startAppender(count: 600, batch: 3, hold: true), startAppender(count: 600, batch: 3, hold: true)]
         var finished: [ProcessOutput] = []
         for kill in 0..<20 {
             let victim = kill % 2
             _ = try await next(Int.random(in: 1...20), from: live[victim].stdoutLines, "appended lines")
             live[victim].signal(SIGKILL)
             finished.append(await MessagingHarness.wait(live[victim]))
-            live[victim] = try startAppender(count: 0, batch: 3)
+            live[victim] = try startAppender(count: 600, batch: 3, hold: true)
         }
         for child in live {
             child.signal(SIGKILL)

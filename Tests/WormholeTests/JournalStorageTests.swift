@@ -2,6 +2,7 @@
 // seals, torn-tail repair, damage, foreign files, newer versions, cursors, retention and gaps,
 // size limits, group commit. The cross-process and crash runs are in JournalProcessTests.
 
+import Dispatch
 import Foundation
 import Glibc
 import Logging
@@ -410,9 +411,14 @@ struct JournalStorageTests {
     @Test func groupCommitRecordsWhatWasSynchronised() async throws {
         let disk = try JournalDisk()
         let writer = try disk.writer(options: Journal.Options(durability: .fdatasync))
-        await withTaskGroup(of: Void.self) { group in
-            for thread in 0..<4 {
-                group.addTask { for n in 0..<25 { _ = try? writer.append([payload(thread * 100 + n)]) } }
+        // Four threads at once, on Dispatch threads: each append waits for a disk sync, which must
+        // not hold up Swift's cooperative pool (and the other tests on it).
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                DispatchQueue.concurrentPerform(iterations: 4) { thread in
+                    for n in 0..<25 { _ = try? writer.append([payload(thread * 100 + n)]) }
+                }
+                continuation.resume()
             }
         }
         let records = try drain(try disk.reader())
