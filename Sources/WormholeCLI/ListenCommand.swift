@@ -34,7 +34,7 @@ struct ListenCommand: ParsableCommand {
     @Option(help: "With --journal: a durable consumer name; a later listen with it starts after the last record printed.")
     var consumer: String?
 
-    @Option(help: "With --journal: start, end (the default) or a sequence number.")
+    @Option(help: "With --journal: start, end (the default) or a sequence number (a stored --consumer cursor wins).")
     var from: String?
 
     @OptionGroup var options: WormholeOptions

@@ -216,6 +216,11 @@ public final class Journal: Sendable {
     /// naming what happened; delivery goes on (after a gap, at the first available record).
     /// For a durable consumer the cursor is stored after each batch of calls (and, when the
     /// listener is cancelled from the handler, through the record being handled).
+    ///
+    /// Records are read (and a durable cursor written) where `delivery` says, where the handler
+    /// then runs; with ``DeliveryQueue/ioThread``, records already in the journal when this is
+    /// called (a start before the end, a stored cursor) are delivered on the calling thread
+    /// before it returns. Two calls of the handler never overlap.
     public func listen<Message: Decodable & Sendable>(
         from start: JournalPosition = .end, consumer: String? = nil, as type: Message.Type = Message.self,
         on delivery: DeliveryQueue = .serial,
