@@ -368,7 +368,7 @@ struct JournalStorageTests {
             _ = try JournalConsumerCore(location: location, start: .beginning, consumer: "solo", synchronized: false)
             Issue.record("two readers of one consumer")
         } catch {
-            #expect(error.code == .invalidConsumer && error.value == "solo")
+            #expect(error.code == .consumerBusy && error.value == "solo")
         }
         withExtendedLifetime(first) {}
         #expect(throws: WormholeError.self) {

@@ -22,7 +22,7 @@ final class JournalCursorFile: Sendable {
         lock = try directory.openOrCreate(name.rawValue + JournalFormat.consumerLockSuffix)
         guard try lock.tryLock() else {
             throw WormholeError(
-                .invalidConsumer, value: name.rawValue,
+                .consumerBusy, value: name.rawValue,
                 "consumer '\(name.rawValue)' of journal '\(identifier)' is in use by another reader "
                     + "(it holds '\(lock.path)'); give each reader its own consumer name")
         }

@@ -150,8 +150,10 @@ extension WormholeError.Code {
     public static let journalGap = WormholeError.Code("journalGap")
     /// A record is larger than ``Journal/maximumRecordSize``; nothing was written.
     public static let recordTooLarge = WormholeError.Code("recordTooLarge")
-    /// A consumer name breaks the identifier rules, or the consumer is in use by another reader.
+    /// A consumer name breaks the identifier rules.
     public static let invalidConsumer = WormholeError.Code("invalidConsumer")
+    /// A durable consumer is in use by another reader (in this or another process).
+    public static let consumerBusy = WormholeError.Code("consumerBusy")
     /// A consumer's cursor file does not parse, or names a sequence number the journal never had.
     public static let invalidCursor = WormholeError.Code("invalidCursor")
     /// A start position names a sequence number after the journal's next one.
