@@ -143,6 +143,17 @@ struct JournalCLITests {
         #expect(waiting.status == 124 && waiting.stdout == "")
     }
 
+    @Test("a durable consumer in use by another listen is refused with exit 1, naming it")
+    func consumerInUse() async throws {
+        let first = try await world.listen(["events", "--consumer", "busy", "--count", "1", "--timeout", "20"])
+        let second = try await world.wormhole("listen", "--journal", rest: ["events", "--consumer", "busy", "--count", "1"])
+        #expect(second.status == 1, "\(second.stderr)")
+        #expect(second.stderr.contains("'busy'") && second.stderr.contains("in use"), "\(second.stderr)")
+        try world.journal().append(["n": 1])
+        let output = try await world.wait(first)
+        #expect(output.status == 0 && output.stdout == world.line(1, #"{"n":1}"#) + "\n")
+    }
+
     @Test("journal stat prints first, last, records, bytes, segments and consumers; trim removes old segments")
     func statAndTrim() async throws {
         let empty = try await world.wormhole("journal", "stat", rest: ["events"])
