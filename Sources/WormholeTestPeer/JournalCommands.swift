@@ -8,11 +8,11 @@ import WormholeDBus
 /// - `journal-append ROOT GROUP IDENTIFIER COUNT BATCH BUS [hold]`: appends `{"p":PID,"i":I}` for I
 ///   from 0, BATCH records per `append(contentsOf:)`, COUNT records in all (0: until killed),
 ///   writing `SEQUENCE PID I` to standard output (one `write(2)` per batch) once each batch has
-///   returned. With `hold`, it then blocks in `pause()` until it is killed (kill tests that must
-///   not keep a core busy).
+///   returned. With `hold`, it then waits until it is killed or its standard input ends (kill
+///   tests that must not keep a core busy, nor outlive a crashed test process).
 /// - `journal-consume ROOT GROUP IDENTIFIER CONSUMER LAST BUS`: a durable consumer (from the
 ///   beginning) through `Journal.listen`; writes `SEQUENCE REDELIVERY(0|1) MESSAGE` per record as the
-///   handler runs, and exits 0 after the record LAST.
+///   handler runs, and exits 0 after the record LAST (or when its standard input ends).
 /// - `journal-fill ROOT GROUP IDENTIFIER LIMIT BUS`: a full disk, simulated with `RLIMIT_FSIZE` = LIMIT
 ///   bytes (`SIGXFSZ` ignored, so a write past it fails with `EFBIG`): appends 1000-byte records
 ///   until an append fails, then writes `LAST_SEQUENCE` and the error's code on one line and exits 0.
@@ -56,8 +56,16 @@ private func journalAppend(_ arguments: [String]) throws {
         next += size
     }
     if let error = journal.flush() { throw PeerError("appended but not posted: \(error)") }
-    if arguments.count == 7 {
-        while true { pause() }
+    if arguments.count == 7 { exitAtEndOfInput() }
+}
+
+/// Blocks until standard input ends (the test closed it, or the test process is gone), then exits:
+/// a peer that waits to be killed never outlives a test process that crashed.
+private func exitAtEndOfInput() -> Never {
+    var byte: UInt8 = 0
+    while true {
+        let count = read(STDIN_FILENO, &byte, 1)
+        if count == 0 || (count < 0 && errno != EINTR) { exit(0) }
     }
 }
 
@@ -79,6 +87,8 @@ private func journalConsume(_ arguments: [String]) throws {
             exit(2)
         }
     }
+    // The test process gone (standard input closed): stop too.
+    Thread { exitAtEndOfInput() }.start()
     done.wait()
     // The handler returned for LAST once the listener stores the cursor: cancel and let it finish.
     listener.cancel()
