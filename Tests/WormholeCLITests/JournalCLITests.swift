@@ -112,16 +112,16 @@ struct JournalCLITests {
     func startPositions() async throws {
         let journal = try world.journal()
         try journal.append(contentsOf: (1...5).map { ["n": $0] })
-        let fromStart = try await world.wormhole("listen", "--journal", rest: ["events", "--from", "start", "--count", "5"])
+        let fromStart = try await world.wormhole("listen", "--journal", rest: ["events", "--from", "start", "--count", "5", "--timeout", "30"])
         #expect(fromStart.status == 0)
         #expect(fromStart.stdout.split(separator: "\n").map(String.init) == (1...5).map { world.line($0, "{\"n\":\($0)}") })
-        let fromFour = try await world.wormhole("listen", "--journal", rest: ["events", "--from", "4", "--count", "2"])
+        let fromFour = try await world.wormhole("listen", "--journal", rest: ["events", "--from", "4", "--count", "2", "--timeout", "30"])
         #expect(fromFour.stdout.split(separator: "\n").map(String.init) == [world.line(4, #"{"n":4}"#), world.line(5, #"{"n":5}"#)])
         let child = try await world.listen(["events", "--count", "1", "--timeout", "20"])
         try journal.append(["n": 6])
         let atEnd = try await world.wait(child)
         #expect(atEnd.stdout == world.line(6, #"{"n":6}"#) + "\n")
-        let future = try await world.wormhole("listen", "--journal", rest: ["events", "--from", "9", "--count", "1"])
+        let future = try await world.wormhole("listen", "--journal", rest: ["events", "--from", "9", "--count", "1", "--timeout", "30"])
         #expect(future.status == 64 && future.stderr.contains("9"), "\(future.stderr)")
     }
 
@@ -130,9 +130,9 @@ struct JournalCLITests {
         let journal = try world.journal()
         try journal.append(contentsOf: (1...5).map { ["n": $0] })
         let first = try await world.wormhole(
-            "listen", "--journal", rest: ["events", "--consumer", "printer", "--from", "start", "--count", "2"])
+            "listen", "--journal", rest: ["events", "--consumer", "printer", "--from", "start", "--count", "2", "--timeout", "30"])
         #expect(first.stdout.split(separator: "\n").map(String.init) == [world.line(1, #"{"n":1}"#), world.line(2, #"{"n":2}"#)])
-        let second = try await world.wormhole("listen", "--journal", rest: ["events", "--consumer", "printer", "--count", "3"])
+        let second = try await world.wormhole("listen", "--journal", rest: ["events", "--consumer", "printer", "--count", "3", "--timeout", "30"])
         #expect(second.stdout.split(separator: "\n").map(String.init) == (3...5).map { world.line($0, "{\"n\":\($0)}") })
         let stat = try await world.wormhole("journal", "stat", rest: ["events"])
         #expect(stat.status == 0)
@@ -145,8 +145,10 @@ struct JournalCLITests {
 
     @Test("a durable consumer in use by another listen is refused with exit 1, naming it")
     func consumerInUse() async throws {
-        let first = try await world.listen(["events", "--consumer", "busy", "--count", "1", "--timeout", "20"])
-        let second = try await world.wormhole("listen", "--journal", rest: ["events", "--consumer", "busy", "--count", "1"])
+        // Both bounded by --timeout, so that neither can outlive the test on a starved machine.
+        let first = try await world.listen(["events", "--consumer", "busy", "--count", "1", "--timeout", "60"])
+        let second = try await world.wormhole(
+            "listen", "--journal", rest: ["events", "--consumer", "busy", "--count", "1", "--timeout", "5"])
         #expect(second.status == 1, "\(second.stderr)")
         #expect(second.stderr.contains("'busy'") && second.stderr.contains("in use"), "\(second.stderr)")
         try world.journal().append(["n": 1])
@@ -178,7 +180,7 @@ struct JournalCLITests {
         #expect(trimmed.stdout.contains(#""first":\#(after.first),"last":200"#))
         #expect(trimmed.stdout.contains(#""removed":["00000000000000000001.seg""#), "\(trimmed.stdout)")
         // A durable consumer behind the trim gets one gap line, then the first available record.
-        let gap = try await world.wormhole("listen", "--journal", rest: ["events", "--from", "2", "--count", "1"])
+        let gap = try await world.wormhole("listen", "--journal", rest: ["events", "--from", "2", "--count", "1", "--timeout", "30"])
         #expect(gap.status == 0)
         #expect(gap.stderr.contains("removed by retention") && gap.stderr.contains("going on at \(after.first)"), "\(gap.stderr)")
         #expect(gap.stdout.hasPrefix(#"{"identifier":"events","sequence":\#(after.first),"#))
