@@ -24,6 +24,10 @@ struct BenchCommand: ParsableCommand {
               rate     posts/s from 1 and --post-threads threads against
                        wormhole-floor blast
               routes   ping-pong with 1 route and with --routes more in the pinger
+              journal  the journal: records lost, corrupt or duplicated across SIGKILLs of
+                       appenders and durable consumers, 8 appenders x 8 consumers,
+                       appends/s from 8 processes with and without fdatasync,
+                       append -> consumer against passMessage -> listener
               defaults shared defaults: lost updates and lost keys against Foundation's
                        UserDefaults, writers SIGKILLed at random instants, set ->
                        observer against passMessage -> listener, the cached get cost
@@ -39,9 +43,10 @@ struct BenchCommand: ParsableCommand {
     /// subcommands, so the usage line stays that of the bench.
     static let helpers: [any ParsableCommand.Type] = [
         BenchEchoCommand.self, BenchLoadCommand.self, BenchMessageEchoCommand.self, BenchDefaultsCommand.self,
+        BenchJournalCommand.self,
     ]
 
-    static let suites = ["notify", "message", "cli", "rate", "routes", "defaults"]
+    static let suites = ["notify", "message", "cli", "rate", "routes", "defaults", "journal"]
     static let defaultConfig = "dbus/wormhole-session.conf"
 
     @Option(help: "What to measure: \(suites.joined(separator: ", ")) or all; several separated by commas.")
@@ -95,6 +100,15 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "sets per process (4 processes) for the defaults suite's rate.")
     var defaultsSets = 5_000
 
+    @Option(help: "SIGKILLs of appenders, and as many of durable consumers (journal suite; 0 skips them).")
+    var journalKills = 1_000
+
+    @Option(help: "Records appended by 8 processes and read by 8 consumers (journal suite).")
+    var journalRecords = 100_000
+
+    @Option(help: "Appends per process in the journal suite's rate rows (a twentieth with fdatasync).")
+    var journalAppends = 50_000
+
     @Option(help: "Write every row (label, count, p50, p90, p99, p99.9, max, ratio, target) to this JSON file.")
     var json: String?
 
@@ -127,6 +141,9 @@ struct BenchCommand: ParsableCommand {
             throw ValidationError("--posts must be at least --post-threads, which must be at least 1")
         }
         if rateRounds < 1 { throw ValidationError("--rate-rounds must be at least 1") }
+        if journalKills < 0 || journalRecords < 8 || journalAppends < 20 {
+            throw ValidationError("--journal-kills must be at least 0, --journal-records 8, --journal-appends 20")
+        }
         if defaultsProcesses < 1 || defaultsIncrements < 1 || defaultsKeys < 1 || defaultsReads < 1
             || defaultsSets < 1 || defaultsKills < 0 || defaultsRoundTrips < rounds
         {
@@ -195,6 +212,7 @@ struct BenchCommand: ParsableCommand {
             case "cli": try CLISuite(context: context).run()
             case "rate": try RateSuite(context: context).run()
             case "defaults": try DefaultsSuite(context: context).run()
+            case "journal": try JournalSuite(context: context).run()
             default: try RouteSuite(context: context).run()
             }
         }

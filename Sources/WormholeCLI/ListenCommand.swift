@@ -28,15 +28,37 @@ struct ListenCommand: ParsableCommand {
     @Option(help: "Give up after this many seconds: exit 124 if --count was given, 0 if not.")
     var timeout: Double?
 
+    @Flag(help: "Print the records of the identifier's journal, in order (one identifier).")
+    var journal = false
+
+    @Option(help: "With --journal: a durable consumer name; a later listen with it starts after the last record printed.")
+    var consumer: String?
+
+    @Option(help: "With --journal: start, end (the default) or a sequence number (a stored --consumer cursor wins).")
+    var from: String?
+
     @OptionGroup var options: WormholeOptions
 
     func validate() throws {
+        if !journal && (consumer != nil || from != nil) { throw ValidationError("--consumer and --from need --journal") }
+        if journal && (identifiers.count != 1 || all || stored) {
+            throw ValidationError("--journal takes exactly one identifier (no --all, no --stored)")
+        }
+        if let from, JournalListen.position(from) == nil {
+            throw ValidationError("--from must be start, end or a sequence number of at least 1, not '\(from)'")
+        }
         if identifiers.isEmpty != all { throw ValidationError("give identifiers or --all (not both)") }
         if let count, count < 1 { throw ValidationError("--count must be at least 1, not \(count)") }
         if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be a positive number of seconds") }
     }
 
     func run() throws {
+        if journal {
+            try JournalListen(
+                identifier: identifiers[0], consumer: consumer, from: from.flatMap(JournalListen.position) ?? .end,
+                count: count, timeout: timeout, options: options
+            ).run()
+        }
         armTimeout(timeout, countGiven: count != nil)
         let wormhole = try options.wormhole(identifiers: identifiers)
         let writer = LineWriter()

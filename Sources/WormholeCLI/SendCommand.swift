@@ -20,9 +20,13 @@ struct SendCommand: ParsableCommand {
     @Argument(help: "The JSON message (default: read standard input).")
     var json: String?
 
+    @Flag(help: "Append a record to the identifier's journal instead of replacing its mailbox.")
+    var journal = false
+
     @OptionGroup var options: WormholeOptions
 
     func run() throws {
+        if journal { return try JournalSend(identifier: identifier, json: json, options: options).run() }
         let wormhole = try options.wormhole(identifiers: [identifier])
         let text = json ?? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
         let bytes = Data(text.trimmingCharacters(in: .whitespacesAndNewlines).utf8)

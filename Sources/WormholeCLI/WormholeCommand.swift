@@ -21,7 +21,8 @@ struct WormholeCommand: ParsableCommand {
             """,
         subcommands: [
             PostCommand.self, ObserveCommand.self, SendCommand.self, ReadCommand.self, ListenCommand.self,
-            ClearCommand.self, DefaultsCommand.self, BenchLauncher.self, DoctorCommand.self, MonitorCommand.self,
+            ClearCommand.self, DefaultsCommand.self, JournalCommand.self, BenchLauncher.self, DoctorCommand.self,
+            MonitorCommand.self,
         ]
     )
 
