@@ -306,7 +306,15 @@ public final class DarwinNotificationCenter: Sendable {
             name = core.target
         }
         var state: UInt64?
-        if signal.arguments.count > 1, case .uint64(let value) = signal.arguments[1] { state = value }
+        if signal.arguments.count > 1 {
+            // Wormhole sends `t`; other senders may use any integer type (dbus-python sends a
+            // Python int as `i`). A negative or non-integer state is no state, and says why.
+            let argument = signal.arguments[1]
+            state = argument.nonNegativeInteger
+            if state == nil {
+                logger.debug("Posted '\(rawName)' carried the state \(argument), not an integer of 0 or more: delivered without a state")
+            }
+        }
         if let state { lastStates.withLock { $0[rawName] = state } }
         let own = signal.sender.map { Self.isOwn(sender: $0, on: connection.address) } ?? false
         if own && core.options.ignoresOwnPosts { return }
