@@ -133,6 +133,16 @@ struct NotifyCLITests {
         #expect(output.stderr.contains(value), "\(output.stderr.debugDescription) names \(value.debugDescription)")
     }
 
+    /// A usage error found by the argument parser: status 64, nothing on standard output, the
+    /// first line names `value`, and the lines after it are ArgumentParser's usage and help hint.
+    static func expectUsageFailure(_ output: ProcessOutput, naming value: String) {
+        #expect(output.status == 64, "\(output.stderr)")
+        #expect(output.stdout.isEmpty)
+        let lines = lines(output.stderr)
+        #expect(lines.first?.contains(value) == true, "the first line names \(value): \(output.stderr)")
+        #expect(lines.dropFirst().allSatisfy { $0.hasPrefix("Usage: ") || $0.hasPrefix("  See ") }, "\(output.stderr)")
+    }
+
     // MARK: Tests
 
     @Test(
@@ -394,9 +404,7 @@ struct NotifyCLITests {
         #expect(
             observing.sharedState(of: try NotificationName("state/cli")) == .max, "the child wrote the shared table")
         let bad = try await runToEnd(["post", "state/cli", "--state", "18446744073709551616"] + busArguments)
-        #expect(bad.status == 64)
-        #expect(bad.stdout.isEmpty)
-        #expect(Self.lines(bad.stderr).count == 1, "\(bad.stderr)")
+        Self.expectUsageFailure(bad, naming: "'18446744073709551616'")
     }
 
     // MARK: Interop and reporting
@@ -449,8 +457,7 @@ struct NotifyCLITests {
 
     @Test("observe --all refuses names and --prefix with exit 64", arguments: [["some.name"], ["--prefix"]])
     func observeAllConflicts(extra: [String]) async throws {
-        Self.expectOneLineFailure(
-            try await runToEnd(["observe", "--all"] + extra + busArguments), status: 64, naming: "--all")
+        Self.expectUsageFailure(try await runToEnd(["observe", "--all"] + extra + busArguments), naming: "--all")
     }
 
     @Test("observe says on standard error when the bus is lost and when it is back, then prints posts again")
