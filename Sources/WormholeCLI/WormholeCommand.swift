@@ -11,8 +11,8 @@ struct WormholeCommand: ParsableCommand {
         abstract: "App-group messaging and Darwin-style notifications over D-Bus.",
         discussion: """
             Exit status: 0 success; 1 failure (bus unreachable or not answering, no message); \
-            64 bad input (one line on standard error naming the bad value; nothing is written or \
-            posted); 124 when --timeout passed before --count deliveries. --timeout bounds the whole \
+            64 bad input (the first line on standard error names the bad value; nothing is written \
+            or posted); 124 when --timeout passed before --count deliveries. --timeout bounds the whole \
             command, connecting included; connecting gives up after 5 s when the bus does not answer.
 
             Environment: DBUS_SESSION_BUS_ADDRESS (the bus, unless --bus-address); \

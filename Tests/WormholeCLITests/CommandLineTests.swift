@@ -106,6 +106,21 @@ struct CommandLineTests {
         #expect(Self.lines(output.stderr).first?.contains("--rounds must be at least 1, not 0") == true, "\(output.stderr)")
     }
 
+    @Test("--generate-completion-script writes a completion script for bash, zsh and fish", arguments: ["bash", "zsh", "fish"])
+    func completionScripts(shell: String) async throws {
+        let output = try await wormhole(["--generate-completion-script", shell])
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout.contains("list") && output.stdout.contains("observe") && output.stdout.contains("log-level"))
+        if shell == "bash" {
+            let script = try TemporaryDirectory("completion")
+            try output.stdout.write(toFile: script.path + "/wormhole.bash", atomically: true, encoding: .utf8)
+            let sourced = try run(
+                "/usr/bin/env", ["bash", "-c", "source \"$0\" && complete -p wormhole", script.path + "/wormhole.bash"])
+            #expect(sourced.status == 0, "\(sourced.stderr)")
+            #expect(sourced.stdout.contains("-F _wormhole wormhole"), "\(sourced.stdout)")
+        }
+    }
+
     // MARK: Logging
 
     @Test("WORMHOLE_LOG and --log-level take any case; an unknown WORMHOLE_LOG is one line and logging stays off")
