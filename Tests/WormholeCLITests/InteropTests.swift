@@ -89,42 +89,6 @@ struct InteropTests {
         #"{"name":"\#(name)","state":\#(state.map(String.init) ?? "null"),"reason":"posted"}"#
     }
 
-    // MARK: The introspection XML
-
-    @Test("the introspection XML documents each argument in gdbus-codegen's form and says how to receive every post")
-    func introspectionDocumented() throws {
-        let path = repositoryRoot.path + "/dbus/org.wormhole.Notify1.xml"
-        let reader = CommentedElements()
-        let parser = XMLParser(data: try Data(contentsOf: URL(fileURLWithPath: path)))
-        parser.delegate = reader
-        #expect(parser.parse(), "the XML parses: \(String(describing: parser.parserError))")
-        #expect(!reader.signals.isEmpty)
-        for signal in reader.signals {
-            #expect(signal.comment.contains("\(signal.name):"), "a '\(signal.name):' doc comment precedes the signal")
-            for argument in signal.arguments {
-                #expect(signal.comment.contains("@\(argument): "), "\(signal.name) documents @\(argument)")
-            }
-        }
-        let header = reader.comments.first ?? ""
-        #expect(header.contains("type='signal',path='/org/wormhole/Notify1',member='Posted',arg0='NAME'"))
-        #expect(header.contains("NO interface"))
-        #expect(header.contains("org.wormhole.Notify1.BXXXX"))
-    }
-
-    @Test(
-        "gdbus-codegen reads the XML's documentation: every argument is described",
-        .enabled(if: Interop.hasTool("gdbus-codegen"), "gdbus-codegen is not installed (Debian: libglib2.0-dev-bin)"))
-    func gdbusCodegenReadsDocs() async throws {
-        let out = try TemporaryDirectory("codegen")
-        try await succeed(
-            "/usr/bin/env",
-            ["gdbus-codegen", "--generate-rst", out.path + "/doc", repositoryRoot.path + "/dbus/org.wormhole.Notify1.xml"])
-        let rst = try String(contentsOfFile: out.path + "/doc-org.wormhole.Notify1.rst", encoding: .utf8)
-        #expect(rst.contains("name\n  The notification name"), "\(rst)")
-        #expect(rst.contains("state\n  Optional 64-bit state"), "\(rst)")
-        #expect(rst.contains("without an\ninterface") || rst.contains("without an interface"))
-    }
-
     // MARK: Python
 
     @Test(
@@ -268,6 +232,51 @@ struct InteropTests {
         let text = seen.joined(separator: "\n")
         #expect(text.contains("Member=Posted"), "\(text)")
         #expect(text.contains(#"STRING "com.example.mon";"#), "\(text)")
+    }
+}
+
+@Suite("the introspection XML (dbus/org.wormhole.Notify1.xml)")
+struct IntrospectionTests {
+    func succeed(_ executable: String, _ arguments: [String]) async throws {
+        let output = try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(with: Result { try run(executable, arguments) }) }
+        }
+        #expect(output.status == 0, "\(arguments): \(output.stderr)")
+    }
+
+
+    @Test("the introspection XML documents each argument in gdbus-codegen's form and says how to receive every post")
+    func introspectionDocumented() throws {
+        let path = repositoryRoot.path + "/dbus/org.wormhole.Notify1.xml"
+        let reader = CommentedElements()
+        let parser = XMLParser(data: try Data(contentsOf: URL(fileURLWithPath: path)))
+        parser.delegate = reader
+        #expect(parser.parse(), "the XML parses: \(String(describing: parser.parserError))")
+        #expect(!reader.signals.isEmpty)
+        for signal in reader.signals {
+            #expect(signal.comment.contains("\(signal.name):"), "a '\(signal.name):' doc comment precedes the signal")
+            for argument in signal.arguments {
+                #expect(signal.comment.contains("@\(argument): "), "\(signal.name) documents @\(argument)")
+            }
+        }
+        let header = reader.comments.first ?? ""
+        #expect(header.contains("type='signal',path='/org/wormhole/Notify1',member='Posted',arg0='NAME'"))
+        #expect(header.contains("NO interface"))
+        #expect(header.contains("org.wormhole.Notify1.BXXXX"))
+    }
+
+    @Test(
+        "gdbus-codegen reads the XML's documentation: every argument is described",
+        .enabled(if: Interop.hasTool("gdbus-codegen"), "gdbus-codegen is not installed (Debian: libglib2.0-dev-bin)"))
+    func gdbusCodegenReadsDocs() async throws {
+        let out = try TemporaryDirectory("codegen")
+        try await succeed(
+            "/usr/bin/env",
+            ["gdbus-codegen", "--generate-rst", out.path + "/doc", repositoryRoot.path + "/dbus/org.wormhole.Notify1.xml"])
+        let rst = try String(contentsOfFile: out.path + "/doc-org.wormhole.Notify1.rst", encoding: .utf8)
+        #expect(rst.contains("name\n  The notification name"), "\(rst)")
+        #expect(rst.contains("state\n  Optional 64-bit state"), "\(rst)")
+        #expect(rst.contains("without an\ninterface") || rst.contains("without an interface"))
     }
 }
 
