@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import Wormhole
 import WormholeDBus
 
 /// `wormhole-bench` (also run as `wormhole bench`): latency and post rate of Wormhole against
@@ -36,7 +37,8 @@ struct BenchCommand: ParsableCommand {
 
             Progress goes to standard error; tables and a summary of ratios with PASS/MISS \
             to standard output; --json FILE writes every row.
-            """
+            """,
+        version: "wormhole-bench " + WormholeVersion.description
     )
 
     /// The processes the bench starts (`wormhole-bench _bench-echo …`): hidden, and not
@@ -128,8 +130,9 @@ struct BenchCommand: ParsableCommand {
         if let bad = asked.first(where: { $0 != "all" && !Self.suites.contains($0) }) ?? (asked.isEmpty ? "" : nil) {
             throw ValidationError("--suite takes \(Self.suites.joined(separator: ", ")) or all, not '\(bad)'")
         }
-        if rounds < 1 || roundTrips < rounds {
-            throw ValidationError("--round-trips must be at least --rounds (\(rounds)), and --rounds at least 1")
+        if rounds < 1 { throw ValidationError("--rounds must be at least 1, not \(rounds)") }
+        if roundTrips < rounds {
+            throw ValidationError("--round-trips (\(roundTrips)) must be at least --rounds (\(rounds))")
         }
         if warmup < 0 || otherNames < 0 || routes < 0 {
             throw ValidationError("--warmup, --other-names and --routes cannot be negative")

@@ -9,8 +9,12 @@ struct ListenCommand: ParsableCommand {
         abstract: "Print one JSON line per message delivered for the identifiers.",
         discussion: """
             Writes `ready` to standard error once listening, then \
-            {"identifier":"ID","message":<the message>} per delivery. A failed delivery (no message, \
-            unreadable or undecodable file) is one line on standard error; listening goes on.
+            {"identifier":"ID","message":<the message>,"reason":R,"sentAt":T} per delivery: R is \
+            posted, stored (--stored), catchUp (changed while the bus was away) or cleared (the mailbox \
+            is empty: "message":null); T is the sender's write time in ns since 1970, or null. Lines are \
+            JSON objects: read the keys you need and ignore the others. A failed delivery (unreadable \
+            or undecodable file) is one line on standard error; listening goes on. When the bus is \
+            lost, and when it is back and listening has caught up, one line on standard error says so.
             """)
 
     @Argument(help: "Message identifiers to listen to.")
@@ -65,20 +69,32 @@ struct ListenCommand: ParsableCommand {
         let counter = DeliveryCounter(limit: count)
         // On the I/O thread: the file is read, the line built and written where the signal was
         // read, with no hop; the count is taken only once the line is written.
+        let reports = BusReports(.listen, address: try withCLIErrors { try wormhole.notificationCenter().connection.address })
         let handler: @Sendable (MessageDelivery<JSONDocument>) -> Void = { delivery in
+            let message: JSONDocument?
             switch delivery.result {
-            case .success(let message):
-                writer.writeLine { line in
-                    line.raw(#"{"identifier":"#)
-                    line.string(delivery.identifier.rawValue)
-                    line.raw(#","message":"#)
-                    message.appendCompact(to: &line.bytes)
-                    line.raw("}")
-                }
-                counter.delivered()
+            case .success(let document): message = document
+            case .failure(let error) where error.code == .noMessage: message = nil  // cleared: an event
             case .failure(let error):
                 writeError("wormhole: \(delivery.identifier): \(error.message)")
+                return
             }
+            writer.writeLine { line in
+                line.raw(#"{"identifier":"#)
+                line.string(delivery.identifier.rawValue)
+                line.raw(#","message":"#)
+                if let message { message.appendCompact(to: &line.bytes) } else { line.raw("null") }
+                switch (message == nil, delivery.reason) {
+                case (true, _): line.raw(#","reason":"cleared","sentAt":"#)
+                case (false, .posted): line.raw(#","reason":"posted","sentAt":"#)
+                case (false, .stored): line.raw(#","reason":"stored","sentAt":"#)
+                case (false, .catchUp): line.raw(#","reason":"catchUp","sentAt":"#)
+                }
+                if let sentAt = delivery.sentAt { line.number(sentAt) } else { line.raw("null") }
+                line.raw("}")
+            }
+            if delivery.reason == .catchUp { reports.caughtUpOne() }
+            counter.delivered()
         }
         let listeners = try withCLIErrors {
             if all {
@@ -88,8 +104,9 @@ struct ListenCommand: ParsableCommand {
                 try wormhole.listen(identifier: $0, as: JSONDocument.self, on: .ioThread, handler: handler)
             }
         }
+        let watching = reports.watch(try withCLIErrors { try wormhole.notificationCenter().connection })
         // The stored messages come after `ready`, so nothing precedes it on standard error.
-        announceReadyAndServe(keeping: (wormhole, listeners)) {
+        announceReadyAndServe(keeping: (wormhole, listeners, watching)) {
             if stored { for listener in listeners { listener.deliverStoredMessages() } }
         }
     }

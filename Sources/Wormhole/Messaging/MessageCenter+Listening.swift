@@ -18,7 +18,7 @@ extension MessageCenter {
     ///
     /// Bursts may be coalesced into fewer deliveries, but after the last post the last delivery
     /// carries the latest stored message. The file is read and decoded where `delivery` says,
-    /// where the handler then runs: with ``DeliveryQueue/ioThread`` both happen on the bus
+    /// where the handler then runs: with `DeliveryQueue/ioThread` both happen on the bus
     /// connection's I/O thread (no hop; the handler must return quickly), and the start-up
     /// delivery of ``ListenOptions/deliversStoredMessageOnStart`` runs on the calling thread
     /// before this returns. Two calls of one listener's handler never overlap. Several

@@ -64,6 +64,7 @@ public final class MessageCenter: Sendable {
     ///     `$HOME/.local/share/group-containers`).
     ///   - busAddress: the bus; `nil` for the session bus.
     ///   - sharedStateDirectory: see ``DarwinNotificationCenter/init(busAddress:sharedStateDirectory:logger:)``.
+    ///   - logger: where the library logs (swift-log).
     /// - Throws: ``WormholeError`` naming an invalid group or directory, before touching disk or bus.
     public init(
         applicationGroupIdentifier: String, directory: String = "wormhole", transiting: Transiting = .file,

@@ -3,7 +3,7 @@ public import WormholeDBus
 /// A registered message listener (see `MessageCenter.listen(identifier:as:on:options:handler:)`).
 ///
 /// Active until ``cancel()`` or until the last reference to it is released, whichever comes
-/// first (the rule of every ``SubscriptionHandle``): keep it for as long as you want
+/// first (the rule of every `SubscriptionHandle`): keep it for as long as you want
 /// deliveries. It keeps the bus connection it listens on open, even after its
 /// ``MessageCenter`` is released.
 public final class MessageListener: SubscriptionHandle {
