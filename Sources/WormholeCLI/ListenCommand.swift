@@ -10,7 +10,9 @@ struct ListenCommand: ParsableCommand {
         discussion: """
             Writes `ready` to standard error once listening, then \
             {"identifier":"ID","message":<the message>} per delivery. A failed delivery (no message, \
-            unreadable or undecodable file) is one line on standard error; listening goes on.
+            unreadable or undecodable file) is one line on standard error; listening goes on. \
+            A mailbox is printed again only when its file changed since it was last printed, \
+            unless --every-post. Transient messages (send --transient) are printed the same way.
             """)
 
     @Argument(help: "Message identifiers to listen to.")
@@ -21,6 +23,9 @@ struct ListenCommand: ParsableCommand {
 
     @Flag(help: "First deliver the messages already stored.")
     var stored = false
+
+    @Flag(help: "Print a message on every post, even when the file is the one printed last.")
+    var everyPost = false
 
     @Option(help: "Exit 0 after this many deliveries.")
     var count: Int?
@@ -58,12 +63,17 @@ struct ListenCommand: ParsableCommand {
                 writeError("wormhole: \(delivery.identifier): \(error.message)")
             }
         }
+        let listenOptions = MessageCenter.ListenOptions(deliversEveryPost: everyPost)
         let listeners = try withCLIErrors {
             if all {
-                return [try wormhole.listenToAllMessages(as: JSONDocument.self, on: .ioThread, handler: handler)]
+                return [
+                    try wormhole.listenToAllMessages(
+                        as: JSONDocument.self, on: .ioThread, options: listenOptions, handler: handler)
+                ]
             }
             return try identifiers.map {
-                try wormhole.listen(identifier: $0, as: JSONDocument.self, on: .ioThread, handler: handler)
+                try wormhole.listen(
+                    identifier: $0, as: JSONDocument.self, on: .ioThread, options: listenOptions, handler: handler)
             }
         }
         // The stored messages come after `ready`, so nothing precedes it on standard error.

@@ -10,6 +10,10 @@ public struct MessageDelivery<Message: Sendable>: Sendable {
         /// The bus connection came back after an outage and the stored message differs from
         /// the last one delivered: it changed while the listener was cut off.
         case catchUp
+        /// A transient message (``MessageCenter/passTransientMessage(_:identifier:)-swift.method``):
+        /// carried in the notification, never stored; the mailbox was not read. A failure with
+        /// ``WormholeError/Code/transientDropped`` reports a transient message that was dropped.
+        case transient
     }
 
     /// The mailbox.
