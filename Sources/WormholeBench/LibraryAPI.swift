@@ -55,6 +55,11 @@ enum LibraryAPI {
         _ = try mailbox.passMessage(payload, identifier: identifier)
     }
 
+    /// Sends `payload` to the running listeners of `identifier` in the signal itself (not stored).
+    static func sendTransient(_ mailbox: Mailbox, _ payload: BenchPayload, identifier: String) throws {
+        try mailbox.passTransientMessage(payload, identifier: identifier)
+    }
+
     // MARK: Shared defaults
 
     /// The shared settings suite of `group` under the container root `root` (no fsync).

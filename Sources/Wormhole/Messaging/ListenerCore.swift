@@ -2,6 +2,57 @@ import Foundation
 import Synchronization
 import WormholeDBus
 
+/// Why a mailbox or message is pending: ``MessageDelivery/Reason`` without its generic
+/// parameter, so the bookkeeping of ``ListenerCore`` uses no generic types (in unspecialised
+/// generic code every use of a type nested in a generic one costs a metadata lookup).
+enum ListenerReason: Sendable, Hashable {
+    case posted, stored, catchUp, transient
+}
+
+/// One pending mailbox, or one transient message (its payload, or why it was dropped).
+struct ListenerItem: Sendable {
+    var identifier: MessageIdentifier
+    var reason: ListenerReason
+    var sentAt: UInt64?
+    /// A transient message's JSON (checked on receipt), or why it is not delivered; `nil`
+    /// for a mailbox, which is read from its file.
+    var payload: Result<Data, WormholeError>? = nil
+}
+
+/// One place in the delivery order: a mailbox (once, however many posts) or a transient message.
+private enum ListenerEntry {
+    case mailbox(MessageIdentifier)
+    case transient(ListenerItem)
+
+    var isTransient: Bool {
+        if case .transient = self { return true }
+        return false
+    }
+}
+
+private struct ListenerState {
+    var cancelled = false
+    /// A drain is queued or running (callback listeners).
+    var scheduled = false
+    /// A catch-up was asked for: the reader lists the mailboxes (disk work, not on the bus side).
+    var catchUp = false
+    var pending: [MessageIdentifier: (reason: ListenerReason, sentAt: UInt64?)] = [:]
+    var order: [ListenerEntry] = []
+    /// How many entries of `order` are transient messages (bounded by `transientLimit`).
+    var transientCount = 0
+    /// Transient messages dropped because the buffer was full, per identifier, in the order
+    /// first dropped: reported as failed deliveries ahead of the next batch.
+    var dropped: [(identifier: MessageIdentifier, count: Int)] = []
+    /// What each mailbox held when last delivered (or when the listener started), as a
+    /// fingerprint: the catch-up compares against it without keeping every message in memory.
+    var lastDelivered: [MessageIdentifier: Fingerprint] = [:]
+    /// What each mailbox held when last actually delivered (not the start-up baseline): a
+    /// post that finds the same file is a duplicate of that delivery.
+    var delivered: [MessageIdentifier: Fingerprint] = [:]
+
+    var hasWork: Bool { catchUp || !order.isEmpty || !dropped.isEmpty }
+}
+
 /// The state of one listener or message stream: which mailboxes are pending (coalesced per
 /// identifier), the transient messages received (each kept, in order, up to a bound), what each
 /// mailbox held when last delivered, and the reading and decoding of a mailbox.
@@ -14,23 +65,8 @@ import WormholeDBus
 /// of it (its ``Fingerprint``), unless ``MessageCenter/ListenOptions/deliversEveryPost``: the
 /// reads of a coalesced burst that find the file already delivered are skipped.
 final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
-    typealias Reason = MessageDelivery<Message>.Reason
-
-    /// One pending mailbox, or one transient message (its payload, or why it was dropped).
-    struct Item: Sendable {
-        var identifier: MessageIdentifier
-        var reason: Reason
-        var sentAt: UInt64?
-        /// A transient message's JSON (checked on receipt), or why it is not delivered; `nil`
-        /// for a mailbox, which is read from its file.
-        var payload: Result<Data, WormholeError>? = nil
-    }
-
-    /// One place in the delivery order: a mailbox (once, however many posts) or a transient message.
-    fileprivate enum Entry {
-        case mailbox(MessageIdentifier)
-        case transient(Item)
-    }
+    typealias Reason = ListenerReason
+    typealias Item = ListenerItem
 
     /// Where deliveries go.
     enum Sink: Sendable {
@@ -38,29 +74,6 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         case handler(DeliveryExecutor, @Sendable (MessageDelivery<Message>) -> Void)
         /// A stream: ring the doorbell; the iterator's `next()` takes and reads.
         case doorbell(AsyncStream<Void>.Continuation)
-    }
-
-    private struct State {
-        var cancelled = false
-        /// A drain is queued or running (callback listeners).
-        var scheduled = false
-        /// A catch-up was asked for: the reader lists the mailboxes (disk work, not on the bus side).
-        var catchUp = false
-        var pending: [MessageIdentifier: (reason: Reason, sentAt: UInt64?)] = [:]
-        var order: [Entry] = []
-        /// How many entries of `order` are transient messages (bounded by `transientLimit`).
-        var transientCount = 0
-        /// Transient messages dropped because the buffer was full, per identifier, in the order
-        /// first dropped: reported as failed deliveries ahead of the next batch.
-        var dropped: [(identifier: MessageIdentifier, count: Int)] = []
-        /// What each mailbox held when last delivered (or when the listener started), as a
-        /// fingerprint: the catch-up compares against it without keeping every message in memory.
-        var lastDelivered: [MessageIdentifier: Fingerprint] = [:]
-        /// What each mailbox held when last actually delivered (not the start-up baseline): a
-        /// post that finds the same file is a duplicate of that delivery.
-        var delivered: [MessageIdentifier: Fingerprint] = [:]
-
-        var hasWork: Bool { catchUp || !order.isEmpty || !dropped.isEmpty }
     }
 
     let transiting: any WormholeTransiting
@@ -73,7 +86,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
     /// The most transient messages kept for a reader that is behind; the oldest go first.
     let transientLimit: Int
     private let sink: Sink
-    private let state = Mutex(State())
+    private let state = Mutex(ListenerState())
 
     init(
         transiting: any WormholeTransiting, prefix: NotificationName, only: MessageIdentifier?,
@@ -148,6 +161,20 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
                 identifier: identifier, reason: .transient,
                 payload: .failure(WormholeError(.transientDropped, value: identifier.rawValue, reason)))
         }
+        // A handler on the I/O thread with nothing queued before this message: deliver it here,
+        // without queueing (the common case of a listener that keeps up).
+        if case .handler(let executor, let handler) = sink, executor.queue == nil, let payload = item.payload {
+            let claimed = state.withLock { state -> Bool in
+                if state.cancelled || state.scheduled || state.hasWork { return false }
+                state.scheduled = true
+                return true
+            }
+            if claimed {
+                handler(Self.transientDelivery(item, payload))
+                finishInline()
+                return
+            }
+        }
         let wake = state.withLock { state -> Bool in
             if state.cancelled { return false }
             if state.transientCount >= transientLimit, let oldest = state.order.firstIndex(where: \.isTransient) {
@@ -165,6 +192,18 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
             return mustWake(&state)
         }
         if wake { ring() }
+    }
+
+    /// Ends an inline delivery: drains what arrived meanwhile, or releases the claim.
+    private func finishInline() {
+        let more = state.withLock { state -> Bool in
+            if state.cancelled || !state.hasWork {
+                state.scheduled = false
+                return false
+            }
+            return true
+        }
+        if more { drain() }
     }
 
     /// Remembers what is stored now as known, so that a catch-up after a reconnect delivers only
@@ -198,7 +237,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         if wake { ring() }
     }
 
-    private static func merge(_ identifiers: [MessageIdentifier], reason: Reason, sentAt: UInt64?, into state: inout State) {
+    private static func merge(_ identifiers: [MessageIdentifier], reason: Reason, sentAt: UInt64?, into state: inout ListenerState) {
         for identifier in identifiers {
             if let existing = state.pending[identifier] {
                 // A post outranks a catch-up or start-up check: it must be delivered.
@@ -215,7 +254,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
     }
 
     /// Whether the reader must be woken (under the lock). A stream's doorbell coalesces by itself.
-    private func mustWake(_ state: inout State) -> Bool {
+    private func mustWake(_ state: inout ListenerState) -> Bool {
         guard state.hasWork else { return false }
         switch sink {
         case .doorbell: return true
@@ -316,7 +355,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
             let wormholeError =
                 error as? WormholeError
                 ?? WormholeError(.io, value: identifier.rawValue, "cannot read message '\(identifier)': \(error)")
-            return MessageDelivery(identifier: identifier, result: .failure(wormholeError), reason: item.reason, sentAt: item.sentAt)
+            return MessageDelivery(identifier: identifier, result: .failure(wormholeError), reason: Self.deliveryReason(item.reason), sentAt: item.sentAt)
         }
         let fingerprint = data.map(Fingerprint.init)
         let deliversEveryPost = self.deliversEveryPost
@@ -338,7 +377,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         if skip { return nil }
         guard let data else {
             let error = WormholeError(.noMessage, value: identifier.rawValue, "no message is stored for '\(identifier)'")
-            return MessageDelivery(identifier: identifier, result: .failure(error), reason: item.reason, sentAt: item.sentAt)
+            return MessageDelivery(identifier: identifier, result: .failure(error), reason: Self.deliveryReason(item.reason), sentAt: item.sentAt)
         }
         let result: Result<Message, WormholeError>
         do {
@@ -346,7 +385,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         } catch {
             result = .failure(error)
         }
-        return MessageDelivery(identifier: identifier, result: result, reason: item.reason, sentAt: item.sentAt)
+        return MessageDelivery(identifier: identifier, result: result, reason: Self.deliveryReason(item.reason), sentAt: item.sentAt)
     }
 }
 
@@ -373,12 +412,15 @@ extension ListenerCore {
         }
         return MessageDelivery(identifier: item.identifier, result: result, reason: .transient, sentAt: nil)
     }
-}
 
-extension ListenerCore.Entry {
-    fileprivate var isTransient: Bool {
-        if case .transient = self { return true }
-        return false
+    /// The public reason of a delivery.
+    static func deliveryReason(_ reason: ListenerReason) -> MessageDelivery<Message>.Reason {
+        switch reason {
+        case .posted: .posted
+        case .stored: .stored
+        case .catchUp: .catchUp
+        case .transient: .transient
+        }
     }
 }
 

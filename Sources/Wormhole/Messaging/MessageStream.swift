@@ -21,7 +21,7 @@ public struct MessageStream<Message: Decodable & Sendable>: AsyncSequence, Senda
     public struct AsyncIterator: AsyncIteratorProtocol {
         private var doorbell: AsyncStream<Void>.AsyncIterator
         private let core: ListenerCore<Message>
-        private var batch: [ListenerCore<Message>.Item] = []
+        private var batch: [ListenerItem] = []
         private var index = 0
 
         init(doorbell: AsyncStream<Void>.AsyncIterator, core: ListenerCore<Message>) {
