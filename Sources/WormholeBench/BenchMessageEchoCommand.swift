@@ -10,10 +10,19 @@ struct BenchMessageEchoCommand: ParsableCommand {
     @Option var group: String
     @Option var root: String
     @Flag var transient = false
+    /// With `--transient`: forward raw JSON documents (no encoder or decoder).
+    @Flag var raw = false
     @OptionGroup var bus: BusOptions
 
     func run() throws {
         let mailbox = try LibraryAPI.mailbox(group: group, root: root, address: try bus.required())
+        if raw {
+            let listener = try LibraryAPI.listenDocument(mailbox, identifier: "ping") { document in
+                if LibraryAPI.sequence(of: document) == UInt64.max { Foundation.exit(0) }
+                try? LibraryAPI.sendTransient(mailbox, document, identifier: "pong")
+            }
+            HelperProcess.announceReadyAndServe(keeping: (mailbox, listener))
+        }
         let listener = try LibraryAPI.listen(mailbox, identifier: "ping") { payload in
             if payload.seq == UInt64.max { Foundation.exit(0) }
             if transient {

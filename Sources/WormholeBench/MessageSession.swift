@@ -10,26 +10,40 @@ final class MessageSession {
     private let mailbox: LibraryAPI.Mailbox
     private let size: Int
     private let transient: Bool
+    private let raw: Bool
     private var sequence: UInt64 = 0
 
-    init(address: BusAddress, root: String, size: Int, transient: Bool = false) throws {
-        // Its own group: a mailbox session and a transient one may run side by side.
-        let group = transient ? "group.org.wormhole.bench.transient" : "group.org.wormhole.bench"
+    /// With `raw` (and `transient`), both sides send and receive `JSONDocument`s: no encoder or decoder.
+    init(address: BusAddress, root: String, size: Int, transient: Bool = false, raw: Bool = false) throws {
+        // Its own group: mailbox and transient sessions may run side by side.
+        let group = "group.org.wormhole.bench" + (transient ? ".transient" : "") + (raw ? ".raw" : "")
         echo = try ChildProcess(
             executable: Executables.current,
             arguments: [
                 "_bench-message-echo", "--group", group, "--root", root, "--bus-address", address.rawValue,
-            ] + (transient ? ["--transient"] : []))
+            ] + (transient ? ["--transient"] : []) + (raw ? ["--raw"] : []))
         try echo.waitForReady()
         mailbox = try LibraryAPI.mailbox(group: group, root: root, address: address)
         self.size = size
         self.transient = transient
+        self.raw = raw
     }
 
     func run(count: Int, warmup: Int) throws -> Histogram<UInt64> {
         let driver = PingPongDriver(first: sequence, count: count, warmup: warmup)
         sequence += UInt64(count + warmup)
         let (mailbox, pad, transient) = (self.mailbox, BenchPayload.pad(size: size), self.transient)
+        if raw {
+            let sendRaw: @Sendable (UInt64) throws -> Void = { sequence in
+                try LibraryAPI.sendTransient(mailbox, try LibraryAPI.document(seq: sequence, pad: pad), identifier: "ping")
+            }
+            let listener = try LibraryAPI.listenDocument(mailbox, identifier: "pong") { document in
+                guard let sequence = LibraryAPI.sequence(of: document), let next = driver.received(sequence) else { return }
+                try? sendRaw(next)
+            }
+            defer { listener.cancel() }
+            return try driver.run(sendFirst: sendRaw)
+        }
         let send: @Sendable (UInt64) throws -> Void = { sequence in
             let payload = BenchPayload(seq: sequence, pad: pad)
             if transient {

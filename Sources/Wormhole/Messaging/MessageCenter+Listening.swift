@@ -35,7 +35,7 @@ extension MessageCenter {
     /// Bursts may be coalesced into fewer deliveries, but after the last post the last delivery
     /// carries the latest stored message; a file already delivered is not delivered again
     /// (see ``ListenOptions/deliversEveryPost``). Transient messages
-    /// (``passTransientMessage(_:identifier:)-swift.method``) come through the same handler,
+    /// (`passTransientMessage(_:identifier:)`) come through the same handler,
     /// each on its own, in order, with ``MessageDelivery/Reason/transient``. The file is read and decoded where `delivery` says,
     /// where the handler then runs: with ``DeliveryQueue/ioThread`` both happen on the bus
     /// connection's I/O thread (no hop; the handler must return quickly), and the start-up

@@ -20,7 +20,7 @@ extension MessageCenter {
     /// - Throws: ``WormholeError/Code/transientTooLarge`` when the JSON is over
     ///   ``transientMessageLimit`` (nothing is sent); ``WormholeError/Code/encodingFailed`` when
     ///   it does not encode; a `BusError` when the bus cannot be reached: unlike
-    ///   ``passMessage(_:identifier:)-swift.method``, nothing is kept to deliver later.
+    ///   `passMessage(_:identifier:)`, nothing is kept to deliver later.
     public func passTransientMessage(_ message: some Encodable, identifier: MessageIdentifier) throws {
         if message is Data { throw Self.refuseData(identifier.rawValue) }
         // JSONEncoder's output is one compact JSON document.
