@@ -9,27 +9,47 @@ import Wormhole
 import WormholeDBus
 import WormholeTestSupport
 
+/// Runs a command to completion on a thread of its own: never on Swift's cooperative pool, and
+/// not on Dispatch's global queues, whose few threads (about one per core) the other suites'
+/// waits share; eight writers blocking there would starve them.
+func runOnOwnThread(
+    _ executable: String, _ arguments: [String], input: String? = nil, environment: [String: String]? = nil
+) async throws -> ProcessOutput {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread {
+            continuation.resume(
+                with: Result { try run(executable, arguments, input: input, environment: environment) })
+        }
+        thread.start()
+    }
+}
+
+/// Waits for a child on a thread of its own.
+func waitOnOwnThread(_ child: ChildProcess) async throws -> ProcessOutput {
+    try await WormholeTestSupport.within("the child to exit", seconds: waitGuardSeconds) {
+        await withCheckedContinuation { continuation in
+            Thread { continuation.resume(returning: child.wait()) }.start()
+        }
+    }
+}
+
 extension CLIWorld {
     /// `dbus-send --bus=ADDRESS --type=signal /org/wormhole/Notify1 MEMBER ARGS...` (another process).
     func dbusSignal(_ member: String, _ arguments: [String]) async throws {
         let command = ["dbus-send", "--bus=\(bus.address.rawValue)", "--type=signal", "/org/wormhole/Notify1", member]
-        let output = try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(with: Result { try run("/usr/bin/env", command + arguments) })
-            }
-        }
+        let output = try await runOnOwnThread("/usr/bin/env", command + arguments)
         if output.status != 0 { throw TestFailure("dbus-send failed: \(output.stderr)") }
     }
 
     /// Runs `wormhole-test-peer ARGS...` to completion.
     func peer(_ arguments: [String]) async throws -> ProcessOutput {
-        let environment = ["XDG_RUNTIME_DIR": runtime.path]
-        return try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(
-                    with: Result { try run(try productPath("wormhole-test-peer"), arguments, environment: environment) })
-            }
-        }
+        try await runOnOwnThread(
+            try productPath("wormhole-test-peer"), arguments, environment: ["XDG_RUNTIME_DIR": runtime.path])
+    }
+
+    /// Runs `wormhole COMMAND --group G --bus-address A REST...` to completion.
+    func tool(_ command: String, _ rest: [String], input: String? = nil) async throws -> ProcessOutput {
+        try await runOnOwnThread(try productPath("wormhole"), arguments(command, rest), input: input, environment: environment)
     }
 }
 
@@ -43,18 +63,18 @@ struct TransientCLITests {
     @Test("send --transient reaches wormhole listen as a delivery line; nothing is stored")
     func sendToListen() async throws {
         let child = try await world.listen(["live", "--count", "2", "--timeout", "20"])
-        let sent = try await world.wormhole("send", ["--transient", "live", #"{ "a" : [1, 2], "s": "x y" }"#])
+        let sent = try await world.tool("send", ["--transient", "live", #"{ "a" : [1, 2], "s": "x y" }"#])
         #expect(sent.status == 0 && sent.stdout == "" && sent.stderr == "", "\(sent.stderr)")
-        let piped = try await world.wormhole("send", ["--transient", "live"], input: "\"piped\"\n")
+        let piped = try await world.tool("send", ["--transient", "live"], input: "\"piped\"\n")
         #expect(piped.status == 0, "\(piped.stderr)")
-        let output = try await CLIWait.wait(child)
+        let output = try await waitOnOwnThread(child)
         #expect(output.status == 0)
         #expect(
             output.stdout == #"{"identifier":"live","message":{"a":[1,2],"s":"x y"}}"# + "\n"
                 + #"{"identifier":"live","message":"piped"}"# + "\n")
         #expect(output.stderr == "ready\n")
         #expect(!FileManager.default.fileExists(atPath: world.messagePath("live")))
-        let read = try await world.wormhole("read", ["live"])
+        let read = try await world.tool("read", ["live"])
         #expect(read.status == 1, "nothing is stored: \(read.stdout)")
     }
 
@@ -64,7 +84,7 @@ struct TransientCLITests {
         let (deliveries, continuation) = AsyncStream<MessageDelivery<CLICounter>>.makeStream()
         let listener = try receiver.listen(identifier: "live", as: CLICounter.self, on: .ioThread) { continuation.yield($0) }
         defer { listener.cancel() }
-        let sent = try await world.wormhole("send", ["--transient", "live", #"{"n":7}"#])
+        let sent = try await world.tool("send", ["--transient", "live", #"{"n":7}"#])
         #expect(sent.status == 0, "\(sent.stderr)")
         let received = try await CLIWait.next(1, from: deliveries, "the transient message")
         #expect(received.map { try? $0.result.get() } == [CLICounter(n: 7)])
@@ -76,15 +96,15 @@ struct TransientCLITests {
         let child = try await world.listen(["live", "--count", "1", "--timeout", "20"])
         let limit = MessageCenter.transientMessageLimit
         let tooLarge = "\"" + String(repeating: "y", count: limit - 1) + "\""
-        let refused = try await world.wormhole("send", ["--transient", "live"], input: tooLarge)
+        let refused = try await world.tool("send", ["--transient", "live"], input: tooLarge)
         #expect(refused.status == 64)
         #expect(refused.stderr.contains("65537 bytes") && refused.stderr.contains("65536"), "\(refused.stderr)")
         #expect(refused.stderr.split(separator: "\n").count == 1)
         // Exactly the limit is accepted; the listener's only line is that one.
         let largest = "\"" + String(repeating: "z", count: limit - 2) + "\""
-        let accepted = try await world.wormhole("send", ["--transient", "live"], input: largest)
+        let accepted = try await world.tool("send", ["--transient", "live"], input: largest)
         #expect(accepted.status == 0, "\(accepted.stderr)")
-        let output = try await CLIWait.wait(child)
+        let output = try await waitOnOwnThread(child)
         #expect(output.status == 0)
         #expect(output.stdout == #"{"identifier":"live","message":"# + largest + "}\n")
     }
@@ -92,7 +112,7 @@ struct TransientCLITests {
     @Test("send --transient exits 1 with one clear line when the bus cannot be reached")
     func busUnreachable() async throws {
         let executable = try productPath("wormhole")
-        let output = try run(
+        let output = try await runOnOwnThread(
             executable,
             ["send", "--transient", "--group", CLIWorld.group, "--bus-address", "unix:path=/nonexistent/bus", "live", "1"],
             environment: world.environment)
@@ -114,7 +134,7 @@ struct TransientCLITests {
         try await world.dbusSignal(plain, ["string:\(name)", "string:" + String(repeating: "1", count: 70_000)])
         try await world.dbusSignal(plain, ["string:\(name)", #"string:{"n": 1}"#, "uint64:9"])
         try await world.dbusSignal(bucket, ["string:\(name)", #"string:{"n":2}"#])
-        let output = try await CLIWait.wait(child)
+        let output = try await waitOnOwnThread(child)
         #expect(output.status == 0, "the listener survived: \(output.stderr)")
         #expect(
             output.stdout == #"{"identifier":"live","message":{"n":1}}"# + "\n"
@@ -133,7 +153,7 @@ struct TransientCLITests {
     func noConsecutiveDuplicates() async throws {
         let child = try await world.listen(["--all"])
         let writers = 8
-        let perWriter = 150
+        let perWriter = 100
         let address = world.bus.address.rawValue
         try await withThrowingTaskGroup(of: ProcessOutput.self) { group in
             for writer in 0..<writers {
@@ -153,7 +173,7 @@ struct TransientCLITests {
         var duplicates = 0
         for (previous, line) in zip(deliveries, deliveries.dropFirst()) where previous == line { duplicates += 1 }
         #expect(duplicates == 0, "\(duplicates) of \(deliveries.count) lines repeat the line before")
-        let stored = try await world.wormhole("read", ["dup"])
+        let stored = try await world.tool("read", ["dup"])
         let latest = stored.stdout.trimmingCharacters(in: .newlines)
         #expect(deliveries.last == #"{"identifier":"dup","message":"# + latest + "}", "the last line is the latest stored message")
     }

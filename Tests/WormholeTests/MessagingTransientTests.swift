@@ -37,10 +37,15 @@ struct MessagingTransientTests {
     init() throws { fixture = try MessagingFixture() }
 
     private func peer(_ command: String, _ identifier: String, _ count: Int) async throws {
-        let output = try await MessagingHarness.run(
-            try productPath("wormhole-test-peer"),
-            [command, fixture.root.path, MessagingFixture.group, identifier, "\(count)", fixture.bus.address.rawValue],
-            environment: ["XDG_RUNTIME_DIR": fixture.state.path])
+        // On a thread of its own, not on Dispatch's few global-queue threads that other suites share.
+        let output: ProcessOutput = try await withCheckedThrowingContinuation { continuation in
+            let arguments = [command, fixture.root.path, MessagingFixture.group, identifier, "\(count)", fixture.bus.address.rawValue]
+            let environment = ["XDG_RUNTIME_DIR": fixture.state.path]
+            Thread {
+                continuation.resume(
+                    with: Result { try run(try productPath("wormhole-test-peer"), arguments, environment: environment) })
+            }.start()
+        }
         #expect(output.status == 0, "\(output.stderr)")
     }
 
