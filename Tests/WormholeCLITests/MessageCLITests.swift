@@ -189,7 +189,7 @@ struct MessageCLITests {
 
     @Test("passMessage here makes wormhole listen print the exact JSON line")
     func passMessageToListenChild() async throws {
-        let child = try await world.listen(["clip", "--count", "2", "--timeout", "20"])
+        let child = try await world.listen(["clip", "--count", "2", "--timeout", "120"])
         let sender = try world.inProcess()
         try sender.passMessage(CLINote(text: "hello"), identifier: "clip")
         let first = try await CLIWait.next(1, from: child.stdoutLines, "the first line")
@@ -210,7 +210,7 @@ struct MessageCLITests {
     func listenStored() async throws {
         let sender = try world.inProcess()
         try sender.passMessage(CLICounter(n: 1), identifier: "kept")
-        let child = try await world.listen(["kept", "--stored", "--count", "2", "--timeout", "20"])
+        let child = try await world.listen(["kept", "--stored", "--count", "2", "--timeout", "120"])
         #expect(
             try await CLIWait.next(1, from: child.stdoutLines, "the stored line") == [
                 #"{"identifier":"kept","message":{"n":1}}"#
@@ -225,7 +225,7 @@ struct MessageCLITests {
 
     @Test("a hand-written file and a dbus-send trigger reach wormhole listen")
     func handWritten() async throws {
-        let child = try await world.listen(["clip", "--count", "1", "--timeout", "20"])
+        let child = try await world.listen(["clip", "--count", "1", "--timeout", "120"])
         try world.writeRawMessage("{ \"n\" : 5,\n  \"s\": \"x y\" }\n", identifier: "clip")
         try await world.dbusSend("\(CLIWorld.group)/wormhole/clip")
         let output = try await CLIWait.wait(child)
@@ -264,7 +264,7 @@ struct MessageCLITests {
 
     @Test("a corrupt or missing file is one stderr line; wormhole listen goes on and prints the next message")
     func corruptFile() async throws {
-        let child = try await world.listen(["doc", "--count", "2", "--timeout", "20"])
+        let child = try await world.listen(["doc", "--count", "2", "--timeout", "120"])
         let sender = try world.inProcess()
 
         try world.writeRawMessage(#"{"n": "#, identifier: "doc")

@@ -62,7 +62,7 @@ struct TransientCLITests {
 
     @Test("send --transient reaches wormhole listen as a delivery line; nothing is stored")
     func sendToListen() async throws {
-        let child = try await world.listen(["live", "--count", "2", "--timeout", "20"])
+        let child = try await world.listen(["live", "--count", "2", "--timeout", "120"])
         let sent = try await world.tool("send", ["--transient", "live", #"{ "a" : [1, 2], "s": "x y" }"#])
         #expect(sent.status == 0 && sent.stdout == "" && sent.stderr == "", "\(sent.stderr)")
         let piped = try await world.tool("send", ["--transient", "live"], input: "\"piped\"\n")
@@ -93,7 +93,7 @@ struct TransientCLITests {
 
     @Test("send --transient over 64 KiB exits 64 naming the size and the limit, and sends nothing")
     func sizeLimit() async throws {
-        let child = try await world.listen(["live", "--count", "1", "--timeout", "20"])
+        let child = try await world.listen(["live", "--count", "1", "--timeout", "120"])
         let limit = MessageCenter.transientMessageLimit
         let tooLarge = "\"" + String(repeating: "y", count: limit - 1) + "\""
         let refused = try await world.tool("send", ["--transient", "live"], input: tooLarge)
@@ -124,7 +124,7 @@ struct TransientCLITests {
 
     @Test("malformed Message signals from dbus-send are dropped with a line each; the hand-typed interface works")
     func malformedAndHandTyped() async throws {
-        let child = try await world.listen(["live", "--count", "2", "--timeout", "20"])
+        let child = try await world.listen(["live", "--count", "2", "--timeout", "120"])
         let plain = "org.wormhole.Notify1.Message"
         let bucket = NotifyContract.bucketInterface(for: name) + ".Message"
         try await world.dbusSignal(plain, ["string:\(name)", "int32:5"])
