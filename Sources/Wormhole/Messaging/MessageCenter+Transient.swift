@@ -12,7 +12,7 @@ extension MessageCenter {
     ///
     /// The message travels as one compact JSON document in a `Message` signal with the
     /// identifier's notification name (contract §7). Listeners receive it through the same
-    /// ``listen(identifier:as:on:options:handler:)`` or ``messages(identifier:as:options:)``,
+    /// `listen(identifier:as:on:options:handler:)` or `messages(identifier:as:options:)`,
     /// as a ``MessageDelivery/Reason/transient`` delivery; every transient message is delivered
     /// on its own (none are coalesced), in the order sent. A listener that is not running
     /// never sees it, and the stored message (if any) is left as it is.
