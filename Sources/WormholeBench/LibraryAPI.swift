@@ -55,6 +55,46 @@ enum LibraryAPI {
         _ = try mailbox.passMessage(payload, identifier: identifier)
     }
 
+    /// Sends `payload` to the running listeners of `identifier` in the signal itself (not stored).
+    static func sendTransient(_ mailbox: Mailbox, _ payload: BenchPayload, identifier: String) throws {
+        try mailbox.passTransientMessage(payload, identifier: identifier)
+    }
+
+    /// Calls `handler` with each delivery for `identifier` as its raw JSON document (no decoder),
+    /// on the I/O thread.
+    static func listenDocument(
+        _ mailbox: Mailbox, identifier: String, handler: @escaping @Sendable (JSONDocument) -> Void
+    ) throws -> MessageListener {
+        try mailbox.listen(identifier: identifier, as: JSONDocument.self, on: .ioThread) { delivery in
+            if case .success(let document) = delivery.result { handler(document) }
+        }
+    }
+
+    /// Sends a JSON document as a transient message (checked and compacted, no encoder).
+    static func sendTransient(_ mailbox: Mailbox, _ document: JSONDocument, identifier: String) throws {
+        try mailbox.passTransientMessage(document, identifier: identifier)
+    }
+
+    /// The document of a raw payload: `{"seq":N,"pad":"…"}`, checked as any document is.
+    static func document(seq: UInt64, pad: String) throws -> JSONDocument {
+        try JSONDocument(data: Data(#"{"seq":\#(seq),"pad":"\#(pad)"}"#.utf8))
+    }
+
+    /// The sequence number of a raw payload made by ``document(seq:pad:)``.
+    static func sequence(of document: JSONDocument) -> UInt64? {
+        let prefix = Array(#"{"seq":"#.utf8)
+        return document.data.withUnsafeBytes { bytes -> UInt64? in
+            guard bytes.count > prefix.count, bytes.prefix(prefix.count).elementsEqual(prefix) else { return nil }
+            var value: UInt64 = 0
+            var index = prefix.count
+            while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {
+                value = value &* 10 &+ UInt64(bytes[index] - UInt8(ascii: "0"))
+                index += 1
+            }
+            return index > prefix.count ? value : nil
+        }
+    }
+
     // MARK: Shared defaults
 
     /// The shared settings suite of `group` under the container root `root` (no fsync).

@@ -1,7 +1,8 @@
 import Foundation
 
 /// Wormhole messages of 100 B, 10 KB and 1 MB between two processes, against the floor's
-/// file-plus-signal ping-pong.
+/// file-plus-signal ping-pong; then 100-B transient messages (in the signal, not stored) against
+/// the floor's notification-only ping-pong and the mailbox path, in the same rounds.
 struct MessageSuite {
     let context: BenchContext
 
@@ -37,5 +38,50 @@ struct MessageSuite {
             report.add(ours, suite: "message", against: floor, target: 1.5)
             report.goal("message", "Wormhole \(label) p50 / floor p50", ratio: ours.median / floor.median, target: 1.5)
         }
+        try runTransient()
+    }
+
+    /// Transient messages of 100 B (encode, emit, route, decode; no file), against the raw
+    /// notification floor (libdbus, no payload, no file) and the 100-B mailbox path.
+    private func runTransient() throws {
+        let (address, options, report) = (context.address, context.options, context.report)
+        let size = 100
+        Console.output("\ntransient messages (\(Self.sizeLabel(size)) JSON in the signal, nothing stored), one process each side")
+        Console.output(BenchRow.header)
+        Console.progress("message: transient \(Self.sizeLabel(size))")
+        let work = try ScratchDirectory("files")
+        let transient = try MessageSession(address: address, root: work.path + "/containers", size: size, transient: true)
+        let raw = try MessageSession(
+            address: address, root: work.path + "/containers", size: size, transient: true, raw: true)
+        let mailbox = try MessageSession(address: address, root: work.path + "/containers", size: size)
+        let perRound = max(1, options.messageRoundTrips / options.rounds)
+        let warm = min(options.warmup, perRound)
+        let merged = try AlternatingRounds(label: "transient", rounds: options.rounds).measure([
+            .init(name: "floor") { try FloorPingPong.run(address, count: perRound, warmup: warm) },
+            .init(name: "transient") { try transient.run(count: perRound, warmup: warm) },
+            .init(name: "raw") { try raw.run(count: perRound, warmup: warm) },
+            .init(name: "mailbox") { try mailbox.run(count: perRound, warmup: warm) },
+        ])
+        transient.stop()
+        raw.stop()
+        mailbox.stop()
+        withExtendedLifetime(work) {}
+        let floor = BenchRow(label: "floor, notification only", histogram: merged[0])
+        let ours = BenchRow(label: "transient, 100 B Codable", histogram: merged[1])
+        let document = BenchRow(label: "transient, 100 B JSONDocument", histogram: merged[2])
+        let stored = BenchRow(label: "mailbox, 100 B Codable", histogram: merged[3])
+        Console.output(floor.line(against: nil))
+        Console.output(ours.line(against: floor))
+        Console.output(document.line(against: floor))
+        Console.output(stored.line(against: floor))
+        report.add(floor, suite: "message")
+        report.add(ours, suite: "message", against: floor, target: 1.15)
+        report.add(document, suite: "message", against: floor, target: 1.15)
+        report.add(stored, suite: "message", against: floor)
+        report.goal("message", "transient 100 B p50 / notification floor p50", ratio: ours.median / floor.median, target: 1.15)
+        report.goal(
+            "message", "transient JSONDocument p50 / notification floor p50", ratio: document.median / floor.median,
+            target: 1.15)
+        report.goal("message", "transient 100 B p50 / mailbox 100 B p50", ratio: ours.median / stored.median, target: nil)
     }
 }

@@ -10,11 +10,13 @@ struct ListenCommand: ParsableCommand {
         discussion: """
             Writes `ready` to standard error once listening, then \
             {"identifier":"ID","message":<the message>,"reason":R,"sentAt":T} per delivery: R is \
-            posted, stored (--stored), catchUp (changed while the bus was away) or cleared (the mailbox \
-            is empty: "message":null); T is the sender's write time in ns since 1970, or null. Lines are \
-            JSON objects: read the keys you need and ignore the others. A failed delivery (unreadable \
-            or undecodable file) is one line on standard error; listening goes on. When the bus is \
-            lost, and when it is back and listening has caught up, one line on standard error says so.
+            posted, stored (--stored), catchUp (changed while the bus was away), transient (sent with \
+            send --transient, never stored) or cleared (the mailbox is empty: "message":null); T is the \
+            sender's write time in ns since 1970, or null. Lines are JSON objects: read the keys you \
+            need and ignore the others. A mailbox is printed again only when its file changed since it \
+            was last printed, unless --every-post. A failed delivery (unreadable or undecodable file) \
+            is one line on standard error; listening goes on. When the bus is lost, and when it is \
+            back and listening has caught up, one line on standard error says so.
             """)
 
     @Argument(help: "Message identifiers to listen to.")
@@ -25,6 +27,9 @@ struct ListenCommand: ParsableCommand {
 
     @Flag(help: "First deliver the messages already stored.")
     var stored = false
+
+    @Flag(help: "Print a message on every post, even when the file is the one printed last.")
+    var everyPost = false
 
     @Option(help: "Exit 0 after this many deliveries.")
     var count: Int?
@@ -89,6 +94,7 @@ struct ListenCommand: ParsableCommand {
                 case (false, .posted): line.raw(#","reason":"posted","sentAt":"#)
                 case (false, .stored): line.raw(#","reason":"stored","sentAt":"#)
                 case (false, .catchUp): line.raw(#","reason":"catchUp","sentAt":"#)
+                case (false, .transient): line.raw(#","reason":"transient","sentAt":"#)
                 }
                 if let sentAt = delivery.sentAt { line.number(sentAt) } else { line.raw("null") }
                 line.raw("}")
@@ -96,12 +102,17 @@ struct ListenCommand: ParsableCommand {
             if delivery.reason == .catchUp { reports.caughtUpOne() }
             counter.delivered()
         }
+        let listenOptions = MessageCenter.ListenOptions(deliversEveryPost: everyPost)
         let listeners = try withCLIErrors {
             if all {
-                return [try wormhole.listenToAllMessages(as: JSONDocument.self, on: .ioThread, handler: handler)]
+                return [
+                    try wormhole.listenToAllMessages(
+                        as: JSONDocument.self, on: .ioThread, options: listenOptions, handler: handler)
+                ]
             }
             return try identifiers.map {
-                try wormhole.listen(identifier: $0, as: JSONDocument.self, on: .ioThread, handler: handler)
+                try wormhole.listen(
+                    identifier: $0, as: JSONDocument.self, on: .ioThread, options: listenOptions, handler: handler)
             }
         }
         let watching = reports.watch(try withCLIErrors { try wormhole.notificationCenter().connection })

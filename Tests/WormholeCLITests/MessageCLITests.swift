@@ -15,14 +15,14 @@ private struct CLINote: Codable, Sendable, Equatable {
     var text: String
 }
 
-private struct CLICounter: Codable, Sendable, Equatable {
+struct CLICounter: Codable, Sendable, Equatable {
     var n: Int
 }
 
-private typealias CLITempDirectory = TemporaryDirectory
+typealias CLITempDirectory = TemporaryDirectory
 
 /// One test's world: a private bus, an empty container root, an empty runtime directory.
-private final class CLIWorld: Sendable {
+final class CLIWorld: Sendable {
     static let group = "group.com.example.cli"
 
     let bus: TestBus
@@ -122,7 +122,7 @@ private final class CLIWorld: Sendable {
     }
 }
 
-private enum CLIWait {
+enum CLIWait {
     static func within<T: Sendable>(
         _ what: String, seconds: Double = waitGuardSeconds, _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
