@@ -30,6 +30,8 @@ struct ListenCommand: ParsableCommand {
 
     @OptionGroup var options: WormholeOptions
 
+    @OptionGroup var sizeLimit: SizeLimitOption
+
     func validate() throws {
         if identifiers.isEmpty != all { throw ValidationError("give identifiers or --all (not both)") }
         if let count, count < 1 { throw ValidationError("--count must be at least 1, not \(count)") }
@@ -38,7 +40,7 @@ struct ListenCommand: ParsableCommand {
 
     func run() throws {
         armTimeout(timeout, countGiven: count != nil)
-        let wormhole = try options.wormhole(identifiers: identifiers)
+        let wormhole = try options.wormhole(identifiers: identifiers, maximumMessageSize: sizeLimit.bytes)
         let writer = LineWriter()
         let counter = DeliveryCounter(limit: count)
         // On the I/O thread: the file is read, the line built and written where the signal was

@@ -30,14 +30,22 @@ public struct CoordinatedFileTransiting: WormholeTransiting, Hashable {
     /// How far a stored message survives a crash; see ``FileTransiting/Durability``.
     public var durability: FileTransiting.Durability { files.durability }
 
+    /// The largest message, in bytes, this transiting reads or writes; see
+    /// ``FileTransiting/maximumMessageSize``.
+    public var maximumMessageSize: Int { files.maximumMessageSize }
+
     let files: MessageFiles
 
-    /// A transiting storing messages in `<container>/<directory>/`. Does not touch the disk.
+    /// A transiting storing messages in `<container>/<directory>/`, refusing messages over
+    /// `maximumMessageSize` bytes (a negative limit counts as 0). Does not touch the disk.
     public init(
         container: GroupContainer, directory: WormholeDirectoryName = .default,
-        durability: FileTransiting.Durability = .atomic
+        durability: FileTransiting.Durability = .atomic,
+        maximumMessageSize: Int = FileTransiting.defaultMaximumMessageSize
     ) {
-        files = MessageFiles(container: container, directory: directory, durability: durability)
+        files = MessageFiles(
+            container: container, directory: directory, durability: durability,
+            maximumMessageSize: max(0, maximumMessageSize))
     }
 
     /// Stores `data` as `<identifier>.json` while holding the identifier's exclusive lock, replacing
@@ -47,6 +55,7 @@ public struct CoordinatedFileTransiting: WormholeTransiting, Hashable {
     ///   directory, the lock file or an existing message file is unsafe; ``WormholeError/Code/io`` when a
     ///   file-system call fails.
     public func writeMessage(_ data: Data, identifier: MessageIdentifier) throws {
+        try files.checkSize(data.count, identifier: identifier)
         let directory = try files.openOrCreateDirectory()
         try withLock(identifier, in: directory, exclusive: true) {
             try files.write(data, identifier: identifier, in: directory)

@@ -46,13 +46,30 @@ public struct FileTransiting: WormholeTransiting, Hashable {
     /// How far a stored message survives a crash.
     public var durability: Durability { files.durability }
 
+    /// The default ``maximumMessageSize``: 64 MiB (67,108,864 bytes).
+    public static let defaultMaximumMessageSize = 64 << 20
+
+    /// The largest message, in bytes, this transiting reads or writes.
+    ///
+    /// A larger message is refused with ``WormholeError/Code/messageTooLarge`` naming the
+    /// identifier, the size and the limit: a write before anything is written; a read from the
+    /// file's size (`fstat`), before a byte of it is read or memory is allocated for it, so a huge
+    /// or sparse file planted in the directory costs nothing. A file that grows past the limit
+    /// while it is read is refused too. Every process that shares a wormhole should use the same
+    /// limit (or the reader the larger one).
+    public var maximumMessageSize: Int { files.maximumMessageSize }
+
     let files: MessageFiles
 
-    /// A transiting storing messages in `<container>/<directory>/`. Does not touch the disk.
+    /// A transiting storing messages in `<container>/<directory>/`, refusing messages over
+    /// `maximumMessageSize` bytes (a negative limit counts as 0). Does not touch the disk.
     public init(
-        container: GroupContainer, directory: WormholeDirectoryName = .default, durability: Durability = .atomic
+        container: GroupContainer, directory: WormholeDirectoryName = .default, durability: Durability = .atomic,
+        maximumMessageSize: Int = defaultMaximumMessageSize
     ) {
-        files = MessageFiles(container: container, directory: directory, durability: durability)
+        files = MessageFiles(
+            container: container, directory: directory, durability: durability,
+            maximumMessageSize: max(0, maximumMessageSize))
     }
 
     /// Stores `data` as `<identifier>.json`, replacing the previous message atomically, and creates
@@ -62,6 +79,7 @@ public struct FileTransiting: WormholeTransiting, Hashable {
     ///   directory or an existing message file is unsafe; ``WormholeError/Code/io`` when a file-system
     ///   call fails.
     public func writeMessage(_ data: Data, identifier: MessageIdentifier) throws {
+        try files.checkSize(data.count, identifier: identifier)
         let directory = try files.openOrCreateDirectory()
         try files.write(data, identifier: identifier, in: directory)
     }
