@@ -110,8 +110,9 @@ public struct CoordinatedFileTransiting: WormholeTransiting, Hashable {
         }
     }
 
-    /// Removes every `<identifier>.json` in the directory, each while holding its exclusive lock. A
-    /// message written after its identifier was listed may remain. Lock and temporary files are left.
+    /// Removes every `<identifier>.json` in the directory, each while holding its exclusive lock, then
+    /// the stale temporary files of killed writers (see ``FileTransiting/removeStaleTemporaryFiles(olderThan:)``).
+    /// A message written after its identifier was listed may remain. Lock files are left.
     ///
     /// - Throws: ``WormholeError`` when the container, directory or a lock file is unsafe or a
     ///   file-system call fails.
@@ -122,6 +123,14 @@ public struct CoordinatedFileTransiting: WormholeTransiting, Hashable {
                 try files.delete(identifier: identifier, in: directory)
             }
         }
+        try directory.removeStaleTemporaries(olderThan: FileTransiting.staleTemporaryAge.wholeNanoseconds)
+    }
+
+    /// Removes the temporary files that writers killed mid-write left in the directory; see
+    /// ``FileTransiting/removeStaleTemporaryFiles(olderThan:)``.
+    @discardableResult
+    public func removeStaleTemporaryFiles(olderThan age: Duration = FileTransiting.staleTemporaryAge) throws -> Int {
+        try files.removeStaleTemporaries(olderThan: age)
     }
 
     /// The identifiers with a stored message, sorted. Listing takes no lock.

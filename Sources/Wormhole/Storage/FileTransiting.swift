@@ -10,6 +10,12 @@ public import Foundation
 /// instant. If a write fails, its temporary file is removed; a writer that is killed leaves its
 /// temporary file behind (it is never read, and ``WormholeTransiting/storedIdentifiers()`` skips it).
 ///
+/// Stale temporary files are swept: by ``removeStaleTemporaryFiles(olderThan:)``, by
+/// ``deleteAllMessages()``, and once per process and directory on its first write. A writer holds
+/// `flock(LOCK_EX)` on its temporary file from creation to rename, so a sweep removes only files
+/// named exactly `.<identifier>.<pid>-<hex>.tmp`, regular files of this user, older than
+/// ``staleTemporaryAge`` (10 minutes), whose lock it takes without waiting: never a live writer's.
+///
 /// The container and the directory are created (mode 0700) by the first write; reads, deletes and
 /// listings of a wormhole that was never written find nothing and create nothing. Before a read the
 /// file is checked like the container: a symlink, another user's file, or a file writable by group
@@ -101,7 +107,9 @@ public struct FileTransiting: WormholeTransiting, Hashable {
         try files.delete(identifier: identifier, in: directory)
     }
 
-    /// Removes every `<identifier>.json` in the directory. Temporary and other files are left alone.
+    /// Removes every `<identifier>.json` in the directory, and the stale temporary files of killed
+    /// writers (as ``removeStaleTemporaryFiles(olderThan:)`` with ``staleTemporaryAge``). Other files
+    /// are left alone.
     ///
     /// - Throws: ``WormholeError`` when the container or directory is unsafe or a file-system call fails.
     public func deleteAllMessages() throws {
@@ -109,6 +117,24 @@ public struct FileTransiting: WormholeTransiting, Hashable {
         for identifier in try files.identifiers(in: directory) {
             try files.delete(identifier: identifier, in: directory)
         }
+        try directory.removeStaleTemporaries(olderThan: Self.staleTemporaryAge.wholeNanoseconds)
+    }
+
+    /// How old a writer's temporary file must be before a sweep may remove it: 10 minutes. A
+    /// sweep never removes a file a live writer holds, whatever its age; the age keeps sweeps off
+    /// files of writers that do not take the lock (older versions, other programs).
+    public static let staleTemporaryAge: Duration = .seconds(600)
+
+    /// Removes the temporary files that writers killed mid-write left in the directory: files
+    /// named `.<identifier>.<pid>-<hex>.tmp` that are regular files of this user, last modified
+    /// more than `age` ago, and not held by a live writer (each is removed only while this call
+    /// holds its `flock(LOCK_EX | LOCK_NB)`). Returns how many were removed. An empty temporary
+    /// younger than 2 seconds is always kept (its writer may not have locked it yet).
+    ///
+    /// - Throws: ``WormholeError`` when the container or directory is unsafe or cannot be listed.
+    @discardableResult
+    public func removeStaleTemporaryFiles(olderThan age: Duration = staleTemporaryAge) throws -> Int {
+        try files.removeStaleTemporaries(olderThan: age)
     }
 
     /// The identifiers with a stored message, sorted.

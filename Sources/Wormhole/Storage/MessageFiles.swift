@@ -29,6 +29,13 @@ struct MessageFiles: Sendable, Hashable {
         try checkSize(data.count, identifier: identifier)
         try directory.replaceAtomically(
             identifier.fileName, with: data, temporaryName: Self.temporaryName(for: identifier), durability: durability)
+        OpportunisticSweep.onFirstWrite(in: directory, olderThan: FileTransiting.staleTemporaryAge.wholeNanoseconds)
+    }
+
+    /// Removes the temporaries of killed writers older than `age` (see ``FileTransiting/removeStaleTemporaryFiles(olderThan:)``).
+    func removeStaleTemporaries(olderThan age: Duration) throws(WormholeError) -> Int {
+        guard let directory = try openExistingDirectory() else { return 0 }
+        return try directory.removeStaleTemporaries(olderThan: age.wholeNanoseconds)
     }
 
     func read(identifier: MessageIdentifier, in directory: OpenFile) throws(WormholeError) -> Data? {

@@ -214,6 +214,9 @@ final class OpenFile {
         try checkReplaceable(name)
         let file = try createNewFile(temporaryName)
         do throws(WormholeError) {
+            // Held until the file is closed, after the rename: a sweep of stale temporaries never
+            // removes a file a live writer owns (see `removeStaleTemporaries`).
+            try file.lock(exclusive: true)
             try file.writeAll(data)
             if let modified { try file.setModificationTime(nanoseconds: modified) }
             if durability == .synchronized { try file.synchronize() }
