@@ -23,7 +23,8 @@ struct BenchCommand: ParsableCommand {
                        wormhole-floor observe / listen, from the post to the line read
               rate     posts/s from 1 and --post-threads threads against
                        wormhole-floor blast
-              routes   ping-pong with 1 route and with --routes more in the pinger
+              routes   ping-pong with 1 route and with --routes more in the pinger; time to
+                       ready of one listen on --routes identifiers
               defaults shared defaults: lost updates and lost keys against Foundation's
                        UserDefaults, writers SIGKILLed at random instants, set ->
                        observer against passMessage -> listener, the cached get cost

@@ -16,6 +16,11 @@ struct ListenCommand: ParsableCommand {
     @Argument(help: "Message identifiers to listen to.")
     var identifiers: [String] = []
 
+    @Option(help: ArgumentHelp(
+        "Also listen to the identifiers in this file, one per line ('-': standard input); for thousands.",
+        valueName: "file"))
+    var identifiersFrom: String?
+
     @Flag(help: "Listen to every identifier of the wormhole.")
     var all = false
 
@@ -33,13 +38,16 @@ struct ListenCommand: ParsableCommand {
     @OptionGroup var sizeLimit: SizeLimitOption
 
     func validate() throws {
-        if identifiers.isEmpty != all { throw ValidationError("give identifiers or --all (not both)") }
+        if (identifiers.isEmpty && identifiersFrom == nil) != all {
+            throw ValidationError("give identifiers or --all (not both)")
+        }
         if let count, count < 1 { throw ValidationError("--count must be at least 1, not \(count)") }
         if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be a positive number of seconds") }
     }
 
     func run() throws {
         armTimeout(timeout, countGiven: count != nil)
+        let identifiers = try identifiers + (identifiersFrom.map(readIdentifierList) ?? [])
         let wormhole = try options.wormhole(identifiers: identifiers, maximumMessageSize: sizeLimit.bytes)
         let writer = LineWriter()
         let counter = DeliveryCounter(limit: count)
@@ -64,9 +72,7 @@ struct ListenCommand: ParsableCommand {
             if all {
                 return [try wormhole.listenToAllMessages(as: JSONDocument.self, on: .ioThread, handler: handler)]
             }
-            return try identifiers.map {
-                try wormhole.listen(identifier: $0, as: JSONDocument.self, on: .ioThread, handler: handler)
-            }
+            return try wormhole.listen(identifiers: identifiers, as: JSONDocument.self, on: .ioThread, handler: handler)
         }
         // The stored messages come after `ready`, so nothing precedes it on standard error.
         announceReadyAndServe(keeping: (wormhole, listeners)) {

@@ -65,7 +65,9 @@ public struct MatchRule: Hashable, Sendable, CustomStringConvertible {
 
     /// Quotes a value for a match rule: `'…'`, with each `'` written as `'\''`.
     static func quote(_ value: String) -> String {
-        "'" + value.replacing("'", with: #"'\''"#) + "'"
+        // Most values hold no quote: skip the search-and-replace (thousands of rules are built at once).
+        guard value.utf8.contains(UInt8(ascii: "'")) else { return "'" + value + "'" }
+        return "'" + value.replacing("'", with: #"'\''"#) + "'"
     }
 
     /// The longest match rule dbus-daemon accepts, in bytes (`DBUS_MAXIMUM_MATCH_RULE_LENGTH`).

@@ -6,6 +6,7 @@
 import Dispatch
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 import Wormhole
 import WormholeDBus
@@ -132,4 +133,37 @@ func plantSparseFile(_ path: String, size: Int) throws {
 enum BusAddressForTests {
     /// A bus address nobody serves: sends store and report that nobody was notified.
     static var unreachable: BusAddress { try! BusAddress("unix:path=/nonexistent/wormhole-no-bus") }
+}
+
+@Suite struct ListenManyTests {
+    @Test func listenToManyIdentifiersAtOnceIsActiveOnReturnAndSerial() async throws {
+        let fixture = try MessagingFixture()
+        let receiver = try fixture.wormhole()
+        let sender = try fixture.wormhole()
+        let identifiers = (0..<1_000).map { "id\($0)" }
+        let (deliveries, handler) = MessagingHarness.recorder(MessagingCounter.self)
+        let overlap = ListenManyOverlap()
+        let listeners = try receiver.listen(identifiers: identifiers, as: MessagingCounter.self) { delivery in
+            overlap.enter()
+            handler(delivery)
+            overlap.leave()
+        }
+        defer { for listener in listeners { listener.cancel() } }
+        #expect(listeners.count == 1_000)
+        for index in [0, 499, 999] { try sender.passMessage(MessagingCounter(n: index), identifier: "id\(index)") }
+        let got = try await MessagingHarness.next(3, from: deliveries, "the three deliveries")
+        #expect(Set(got.map(\.identifier.rawValue)) == ["id0", "id499", "id999"])
+        #expect(got.allSatisfy { (try? $0.result.get().n) == Int($0.identifier.rawValue.dropFirst(2)) })
+        #expect(!overlap.overlapped)
+        #expect(throws: WormholeError.self) { _ = try receiver.listen(identifiers: ["ok", "a/b"]) { (_: MessageDelivery<MessagingCounter>) in } }
+    }
+}
+
+/// Records whether two handler calls ever ran at once.
+private final class ListenManyOverlap: Sendable {
+    private let running = Atomic<Int>(0)
+    private let seen = Atomic<Bool>(false)
+    func enter() { if running.add(1, ordering: .relaxed).newValue > 1 { seen.store(true, ordering: .relaxed) } }
+    func leave() { running.subtract(1, ordering: .relaxed) }
+    var overlapped: Bool { seen.load(ordering: .relaxed) }
 }
