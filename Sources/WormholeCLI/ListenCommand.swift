@@ -68,12 +68,14 @@ struct ListenCommand: ParsableCommand {
                 writeError("wormhole: \(delivery.identifier): \(error.message)")
             }
         }
-        let listeners = try withCLIErrors {
+        let address = try options.bus.address()
+        // A bus that is not there yet is waited for (one line says so), not an error.
+        let listeners = try withCLIErrors { try retryingUntilBusReachable(address) {
             if all {
                 return [try wormhole.listenToAllMessages(as: JSONDocument.self, on: .ioThread, handler: handler)]
             }
             return try wormhole.listen(identifiers: identifiers, as: JSONDocument.self, on: .ioThread, handler: handler)
-        }
+        } }
         // The stored messages come after `ready`, so nothing precedes it on standard error.
         announceReadyAndServe(keeping: (wormhole, listeners)) {
             if stored { for listener in listeners { listener.deliverStoredMessages() } }

@@ -44,7 +44,8 @@ struct ObserveCommand: ParsableCommand {
         let address = try bus.address()
         let writer = LineWriter()
         let counter = DeliveryCounter(limit: count)
-        let center = try withCLIErrors { try DarwinNotificationCenter(busAddress: address) }
+        // A bus that is not there yet is waited for (one line says so), not an error.
+        let center = try withCLIErrors { try retryingUntilBusReachable(address) { try DarwinNotificationCenter(busAddress: address) } }
         var observers: [NotificationObserver] = []
         for name in names {
             let observer = try withCLIErrors {

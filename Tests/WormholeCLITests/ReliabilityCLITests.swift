@@ -134,4 +134,47 @@ struct ReliabilityCLITests {
         let read = try await world.wormhole("read", ["m", "--max-size", "3K"])
         #expect(read.stdout == big + "\n")
     }
+
+    @Test("listen and observe started while the bus is down say so, wait, then print ready and deliver",
+          arguments: ["listen", "observe"])
+    func startedBeforeTheBus(command: String) async throws {
+        world.bus.kill()
+        let name = "\(ReliabilityWorld.group)/wormhole/late"
+        let child =
+            command == "listen"
+            ? try world.start("listen", ["late", "--count", "1", "--timeout", "60"])
+            : try ChildProcess(
+                try productPath("wormhole"),
+                ["observe", name, "--count", "1", "--timeout", "60", "--bus-address", world.bus.address.rawValue],
+                environment: world.environment)
+        let waiting = try await next(1, from: child.stderrLines, "the line saying the bus is unreachable")
+        #expect(waiting.first?.contains("cannot connect to the bus at '\(world.bus.address.rawValue)'") == true, "\(waiting)")
+        #expect(waiting.first?.contains("still trying") == true, "\(waiting)")
+        try world.bus.start()
+        let ready = try await next(1, from: child.stderrLines, "ready once the bus is back")
+        #expect(ready == ["ready"])
+        let wormhole = try MessageCenter(
+            applicationGroupIdentifier: ReliabilityWorld.group, containerRoot: world.root.path,
+            busAddress: world.bus.address, sharedStateDirectory: world.runtime.path)
+        let report = try wormhole.passMessage(["late": true], identifier: "late")
+        #expect(report.notified)
+        wormhole.flush()
+        let output = try await ReliabilityWorld.wait(child)
+        #expect(output.status == 0, "\(output.stderr)")
+        if command == "listen" {
+            #expect(output.stdout == #"{"identifier":"late","message":{"late":true}}"# + "\n")
+        } else {
+            #expect(output.stdout.hasPrefix(#"{"name":"\#(name)","state":"#), "\(output.stdout)")
+        }
+    }
+
+    @Test("with the bus never coming back, --timeout still ends listen (124 with --count)")
+    func timeoutWhileWaitingForTheBus() async throws {
+        world.bus.kill()
+        let child = try world.start("listen", ["never", "--count", "1", "--timeout", "1"])
+        let output = try await ReliabilityWorld.wait(child)
+        #expect(output.status == 124)
+        let lines = output.stderr.split(separator: "\n")
+        #expect(lines.count == 2 && lines[0].contains("still trying") && lines[1].contains("timed out after 1.0 s"), "\(lines)")
+    }
 }

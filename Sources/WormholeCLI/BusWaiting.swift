@@ -1,0 +1,26 @@
+import Foundation
+import WormholeDBus
+
+/// Runs `body`, which connects to the bus at `address` and registers match rules. While it fails
+/// because the bus cannot be reached, says so once on standard error and runs it again as soon as
+/// the bus can be reached (a `unix:path=` socket is watched with inotify; other addresses are
+/// tried again after 10 ms, doubling to 2 s). A bus whose socket accepts but that refuses or
+/// never answers is tried again with the same backoff. `--timeout`, armed before, bounds it all.
+func retryingUntilBusReachable<T>(_ address: BusAddress, _ body: () throws -> T) throws -> T {
+    var told = false
+    var backoff = 0.01
+    while true {
+        do {
+            return try body()
+        } catch let error as BusError where error.code == .connectionFailed || error.code == .disconnected {
+            if !told {
+                writeError("wormhole: \(error.message); still trying: `ready` follows once the bus is back")
+                told = true
+            }
+            BusWait.untilReachable(address)
+            // Reachable, yet the last attempt failed: do not spin on a bus that accepts and then refuses.
+            Thread.sleep(forTimeInterval: backoff)
+            backoff = min(backoff * 2, 2)
+        }
+    }
+}
