@@ -8,7 +8,7 @@ import WormholeDBus
 /// never answers is tried again with the same backoff. `--timeout`, armed before, bounds it all.
 func retryingUntilBusReachable<T>(_ address: BusAddress, _ body: () throws -> T) throws -> T {
     var told = false
-    var backoff = 0.01
+    var backoff = 0.0
     while true {
         do {
             return try body()
@@ -17,10 +17,11 @@ func retryingUntilBusReachable<T>(_ address: BusAddress, _ body: () throws -> T)
                 writeError("wormhole: \(error.message); still trying: `ready` follows once the bus is back")
                 told = true
             }
+            // A bus whose socket accepts but that refuses or does not answer gives no event to wait
+            // for: from the second failure on, back off (10 ms, doubling to 2 s) rather than spin.
+            if backoff > 0 { Thread.sleep(forTimeInterval: backoff) }
+            backoff = min(max(backoff * 2, 0.01), 2)
             BusWait.untilReachable(address)
-            // Reachable, yet the last attempt failed: do not spin on a bus that accepts and then refuses.
-            Thread.sleep(forTimeInterval: backoff)
-            backoff = min(backoff * 2, 2)
         }
     }
 }

@@ -90,7 +90,8 @@ public struct CoordinatedFileTransiting: WormholeTransiting, Hashable {
     ///
     /// - Throws: ``WormholeError`` with code ``WormholeError/Code/unsafePath`` when the container, the
     ///   directory, the lock file or the message file is unsafe; ``WormholeError/Code/io`` when a
-    ///   file-system call fails.
+    ///   file-system call fails; ``WormholeError/Code/messageTooLarge`` (from its size, before it is
+    ///   read) when the file is over ``maximumMessageSize``.
     public func messageData(identifier: MessageIdentifier) throws -> Data? {
         guard let directory = try files.openExistingDirectory() else { return nil }
         return try withLock(identifier, in: directory, exclusive: false) {

@@ -83,7 +83,8 @@ public struct FileTransiting: WormholeTransiting, Hashable {
     ///
     /// - Throws: ``WormholeError`` with code ``WormholeError/Code/unsafePath`` when the container, the
     ///   directory or an existing message file is unsafe; ``WormholeError/Code/io`` when a file-system
-    ///   call fails.
+    ///   call fails; ``WormholeError/Code/messageTooLarge`` (before anything is written) when `data`
+    ///   is over ``maximumMessageSize``.
     public func writeMessage(_ data: Data, identifier: MessageIdentifier) throws {
         try files.checkSize(data.count, identifier: identifier)
         let directory = try files.openOrCreateDirectory()
@@ -93,7 +94,9 @@ public struct FileTransiting: WormholeTransiting, Hashable {
     /// The bytes of `<identifier>.json`, or nil when no message is stored.
     ///
     /// - Throws: ``WormholeError`` with code ``WormholeError/Code/unsafePath`` when the container, the
-    ///   directory or the file is unsafe; ``WormholeError/Code/io`` when a file-system call fails.
+    ///   directory or the file is unsafe; ``WormholeError/Code/io`` when a file-system call fails;
+    ///   ``WormholeError/Code/messageTooLarge`` (from its size, before it is read) when the file is
+    ///   over ``maximumMessageSize``.
     public func messageData(identifier: MessageIdentifier) throws -> Data? {
         guard let directory = try files.openExistingDirectory() else { return nil }
         return try files.read(identifier: identifier, in: directory)
