@@ -140,7 +140,7 @@ enum BusAddressForTests {
         let fixture = try MessagingFixture()
         let receiver = try fixture.wormhole()
         let sender = try fixture.wormhole()
-        let identifiers = (0..<1_000).map { "id\($0)" }
+        let identifiers = (0..<300).map { "id\($0)" }
         let (deliveries, handler) = MessagingHarness.recorder(MessagingCounter.self)
         let overlap = ListenManyOverlap()
         let listeners = try receiver.listen(identifiers: identifiers, as: MessagingCounter.self) { delivery in
@@ -149,10 +149,10 @@ enum BusAddressForTests {
             overlap.leave()
         }
         defer { for listener in listeners { listener.cancel() } }
-        #expect(listeners.count == 1_000)
-        for index in [0, 499, 999] { try sender.passMessage(MessagingCounter(n: index), identifier: "id\(index)") }
+        #expect(listeners.count == 300)
+        for index in [0, 149, 299] { try sender.passMessage(MessagingCounter(n: index), identifier: "id\(index)") }
         let got = try await MessagingHarness.next(3, from: deliveries, "the three deliveries")
-        #expect(Set(got.map(\.identifier.rawValue)) == ["id0", "id499", "id999"])
+        #expect(Set(got.map(\.identifier.rawValue)) == ["id0", "id149", "id299"])
         #expect(got.allSatisfy { (try? $0.result.get().n) == Int($0.identifier.rawValue.dropFirst(2)) })
         #expect(!overlap.overlapped)
         #expect(throws: WormholeError.self) { _ = try receiver.listen(identifiers: ["ok", "a/b"]) { (_: MessageDelivery<MessagingCounter>) in } }
