@@ -156,7 +156,7 @@ private func size(_ path: String) -> Int {
         // A new process's first write sweeps the directory it writes to; so does a defaults write.
         try plant(directory, ".n.4244-1.tmp", ageSeconds: 7200)
         let environment = ["WORMHOLE_CONTAINER_ROOT": root, "XDG_RUNTIME_DIR": temp.path]
-        let sent = try run(
+        let sent = try await MessagingHarness.run(
             try productPath("wormhole"),
             ["send", "--group", "g", "--bus-address", "unix:path=/nonexistent/bus", "m", "2"], environment: environment)
         #expect(sent.status == 0, "\(sent.stderr)")
@@ -165,7 +165,7 @@ private func size(_ path: String) -> Int {
         let preferences = wormhole.container.path + "/Preferences"
         #expect(mkdir(preferences, 0o700) == 0)
         try plant(preferences, ".g.json.4245-2.tmp", ageSeconds: 7200)
-        let written = try run(
+        let written = try await MessagingHarness.run(
             try productPath("wormhole"),
             ["defaults", "write", "--group", "g", "--bus-address", "unix:path=/nonexistent/bus", "k", "1"],
             environment: environment)
