@@ -1,6 +1,7 @@
 // Sweeping the temporary files of killed writers (defect #6): only files named like a writer's
 // temporary, older than the age asked for, and never one a live writer holds (`flock`).
 
+import Dispatch
 import Foundation
 import Glibc
 import Testing
@@ -23,6 +24,13 @@ private func plant(_ directory: String, _ name: String, bytes: String = "{\"part
 
 private func names(_ directory: String) throws -> [String] {
     try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
+}
+
+/// Runs `body` on a Dispatch thread and returns its result.
+private func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+    }
 }
 
 private func size(_ path: String) -> Int {
@@ -89,7 +97,7 @@ private func size(_ path: String) -> Int {
     /// Kills a writer of 1 MB documents until some kills have left temporaries, then sweeps: those
     /// older than the age go, nothing else; a live writer swept with an age of 0 hundreds of times
     /// never fails a write.
-    @Test func killedWritersLeaveTemporariesThatASweepRemoves() throws {
+    @Test func killedWritersLeaveTemporariesThatASweepRemoves() async throws {
         let peer = try StoragePeer.executable()
         // In memory (tmpfs) when there is one: megabytes written in a loop must not load the disk
         // the rest of the suite works on.
@@ -103,17 +111,23 @@ private func size(_ path: String) -> Int {
         let identifier = storageIdentifier("sweep")
         let arguments = ["write-loop", container.root, "g", "sweep", "1000000"]
         let directory = try container.createDirectory(.default)
-        func leftovers() throws -> [String] { try names(directory).filter { $0.hasSuffix(".tmp") } }
+        let leftovers: @Sendable () throws -> [String] = { try names(directory).filter { $0.hasSuffix(".tmp") } }
 
-        // Kill writers until some kills have landed mid-write.
-        var kills = 0
-        while try leftovers().count < 2 && kills < 300 {
-            let pid = try StoragePeer.spawnAndWaitForReady(peer, arguments)
-            for _ in 0..<Int.random(in: 0...3) { _ = try transiting.messageData(identifier: identifier) }
-            #expect(Glibc.kill(pid, SIGKILL) == 0)
-            try #require(try StoragePeer.wait(pid) == .signalled(SIGKILL))
-            kills += 1
+        // Kill writers until some kills have landed mid-write (on a Dispatch thread: spawning and
+        // waiting for processes must not hold a thread of the cooperative pool for seconds).
+        let (kills, allKilled) = try await offPool { () throws -> (Int, Bool) in
+            var kills = 0
+            var allKilled = true
+            while try leftovers().count < 2 && kills < 300 {
+                let pid = try StoragePeer.spawnAndWaitForReady(peer, arguments)
+                for _ in 0..<Int.random(in: 0...3) { _ = try transiting.messageData(identifier: identifier) }
+                Glibc.kill(pid, SIGKILL)
+                allKilled = try StoragePeer.wait(pid) == .signalled(SIGKILL) && allKilled
+                kills += 1
+            }
+            return (kills, allKilled)
         }
+        #expect(allKilled, "a writer ended before it was killed")
         let left = try leftovers()
         try #require(left.count >= 2, "\(kills) kills left only \(left) behind")
         // Young files survive the default age.
@@ -123,11 +137,15 @@ private func size(_ path: String) -> Int {
         // Sweeps with an age of 0 while a live writer writes: they remove the killed writers'
         // files with content (an empty one, killed between its creation and its lock, waits 2 s)
         // and never the live writer's, which would make its rename fail and the writer exit 1.
-        let pid = try StoragePeer.spawnAndWaitForReady(peer, arguments)
-        var removed = 0
-        for _ in 0..<200 { removed += try transiting.removeStaleTemporaryFiles(olderThan: .zero) }
-        #expect(Glibc.kill(pid, SIGKILL) == 0)
-        try #require(try StoragePeer.wait(pid) == .signalled(SIGKILL), "the live writer failed while swept")
+        let (sweptLive, liveKilled) = try await offPool { () throws -> (Int, Bool) in
+            let pid = try StoragePeer.spawnAndWaitForReady(peer, arguments)
+            var removed = 0
+            for _ in 0..<200 { removed += try transiting.removeStaleTemporaryFiles(olderThan: .zero) }
+            Glibc.kill(pid, SIGKILL)
+            return (removed, try StoragePeer.wait(pid) == .signalled(SIGKILL))
+        }
+        try #require(liveKilled, "the live writer failed while swept")
+        var removed = sweptLive
         let emptyBefore = left.filter { size(directory + "/" + $0) == 0 }
         #expect(removed >= left.count - emptyBefore.count)
         removed += try transiting.removeStaleTemporaryFiles(olderThan: .zero)
