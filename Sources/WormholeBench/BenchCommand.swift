@@ -24,7 +24,8 @@ struct BenchCommand: ParsableCommand {
                        wormhole-floor observe / listen, from the post to the line read
               rate     posts/s from 1 and --post-threads threads against
                        wormhole-floor blast
-              routes   ping-pong with 1 route and with --routes more in the pinger
+              routes   ping-pong with 1 route and with --routes more in the pinger; time to
+                       ready of one listen on --routes identifiers
               journal  the journal: records lost, corrupt or duplicated across SIGKILLs of
                        appenders and durable consumers, 8 appenders x 8 consumers,
                        appends/s from 8 processes with and without fdatasync,
