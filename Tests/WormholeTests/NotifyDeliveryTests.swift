@@ -139,7 +139,7 @@ struct NotifyDeliveryTests {
         #expect(observing.connection.signalsReceived == 3, "the bus daemon filtered every other name")
     }
 
-    @Test("two rules per observed name, one per prefix, shared between observers and removed with the last")
+    @Test("two rules per observed name, one per prefix, shared between observers and removed with the last", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
     func ruleCounting() async throws {
         let observing = try center()
         let connection = observing.connection
