@@ -85,6 +85,14 @@ final class BrokerProcess: @unchecked Sendable {
         } catch {
             Self.stop(launcher: process, broker: nil)
             let logged = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+            if logged.contains("dirwatch_new") && logged.contains("Too many open files") {
+                let limit = (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_user_instances", encoding: .utf8))?
+                    .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
+                throw TestFailure(
+                    "dbus-broker-launch found no inotify instance left (fs.inotify.max_user_instances = \(limit), "
+                        + "shared by every process of this user; each launcher takes one): run fewer tests at once "
+                        + "(Tests/broker.sh runs WORMHOLE_BROKER_WIDTH = 16) or raise the limit")
+            }
             throw TestFailure(
                 """
                 dbus-broker did not start (\(error)); launcher said: \(logged)\(journal.map { " journal: \($0.text)" } ?? "")\

@@ -99,8 +99,13 @@ public final class TestBus: @unchecked Sendable {
         directory = String(cString: made)
         socketPath = directory + "/bus"
         address = try BusAddress("unix:path=\(socketPath)")
-        journal = daemon == .broker && BrokerProcess.needsPrivateJournal ? try JournalSink(directory: directory) : nil
-        try start()
+        do {
+            journal = daemon == .broker && BrokerProcess.needsPrivateJournal ? try JournalSink(directory: directory) : nil
+            try start()
+        } catch {
+            try? FileManager.default.removeItem(atPath: directory)
+            throw error
+        }
     }
 
     deinit {
