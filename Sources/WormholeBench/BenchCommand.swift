@@ -12,7 +12,7 @@ struct BenchCommand: ParsableCommand {
         commandName: "wormhole bench",
         abstract: "Measure Wormhole's latency and post rate against the raw libdbus floor.",
         discussion: """
-            Without --bus-address, starts a private dbus-daemon from --config. Every row is compared \
+            Without --bus-address, starts a private dbus-daemon (or dbus-broker, --daemon broker) from --config. Every row is compared \
             with a floor measured in the same run, in alternating rounds (floor, ours, floor, ours…), \
             so drift on a noisy machine hits both alike.
 
@@ -118,6 +118,9 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "Bus configuration for the private daemon (default: found here or above the executable).")
     var config = BenchCommand.defaultConfig
 
+    @Option(help: "The private bus daemon: dbus-daemon or broker (dbus-broker-launch; needs the dbus-broker package).")
+    var daemon = BusDaemonKind.dbusDaemon
+
     @OptionGroup var bus: BusOptions
 
     /// The suites to run, in order.
@@ -196,16 +199,17 @@ struct BenchCommand: ParsableCommand {
 
     func run() throws {
         let started = MonotonicClock.now()
-        let daemon =
+        let privateDaemon =
             try bus.address() == nil
-            ? try PrivateDaemon(config: Executables.busConfiguration(config, isDefault: config == Self.defaultConfig))
+            ? try PrivateDaemon(
+                config: Executables.busConfiguration(config, isDefault: config == Self.defaultConfig), kind: self.daemon)
             : nil
-        guard let address = try daemon?.address ?? bus.address() else { throw BenchFailure("no bus") }
+        guard let address = try privateDaemon?.address ?? bus.address() else { throw BenchFailure("no bus") }
         let report = BenchReport()
         let context = BenchContext(address: address, options: self, report: report)
         Console.output(
             "wormhole bench: \(rounds) alternating rounds per row (+ up to \(warmup) warm-up round trips each), "
-                + "bus \(address.rawValue)"
+                + "bus \(address.rawValue)\(privateDaemon == nil ? "" : " (\(daemon.rawValue))")"
         )
         Console.output("one-way latency in microseconds (round trip / 2 unless the table says otherwise)")
         for suite in selectedSuites {
@@ -235,6 +239,6 @@ struct BenchCommand: ParsableCommand {
                     "seconds": String(format: "%.1f", seconds),
                 ])
         }
-        withExtendedLifetime(daemon) {}
+        withExtendedLifetime(privateDaemon) {}
     }
 }
