@@ -181,6 +181,27 @@ struct LinesExampleTests {
         #expect(try await lines.finished().status == 0)
     }
 
+    @Test("50 lines sent as fast as the host can store them all reach Lines, in order")
+    func fiftyInARow() async throws {
+        let world = try LinesWorld()
+        let lines = try await world.lines()
+        let host = try world.host()
+        for i in 1...50 { host.send(#"{"line":"quick \#(i)"}"#) }
+        for _ in 1...50 { #expect(try await host.receive()["ok"] as? Bool == true) }
+        #expect(try await host.finish() == 0)
+        let shown = try await within("50 lines") {
+            var shown: [String] = []
+            for await line in lines.stdoutLines where line.hasPrefix("lines: \"quick ") {
+                shown.append(String(line.dropFirst("lines: \"".count).prefix { $0 != "\"" }))
+                if shown.count == 50 { break }
+            }
+            return shown
+        }
+        #expect(shown == (1...50).map { "quick \($0)" })
+        lines.closeInput()
+        #expect(try await lines.finished().status == 0)
+    }
+
     @Test("protocol edges: a 100 KB line, a request that is not an object, a message cut short")
     func protocolEdges() async throws {
         let world = try LinesWorld()
