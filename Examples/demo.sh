@@ -50,7 +50,7 @@ read -r line <&"${APP[0]}"   # the app's first line is "ready" once it listens
 "$bin/counter-watch" --group "$group" --presses 5 --bus-address "$bus" &
 cat <&"${APP[0]}"
 wait
-say "each press crosses processes in well under a millisecond: a D-Bus signal wakes the app, no polling"
+say "each press crosses processes at once (typically under a millisecond): a D-Bus signal wakes the app, no polling"
 step "   When nothing arrives: wormhole doctor checks bus, container, message and listeners"
 "$bin/wormhole" doctor --group "$group" button --bus-address "$bus" || true
 say "every check names what is wrong and the fix (no app is listening now, so it says so)"
@@ -93,6 +93,8 @@ read -r line <&"${SETTINGS[0]}"                   # "ready" once it observes
 printf 'currency USD\ntheme dark\nphoto 7\n' | "$bin/settings-watch" --group "$settings" --bus-address "$bus" 2>/dev/null | tail -n +2
 show_until "${SETTINGS[0]}" "photo 7 from the watch"
 say "typed settings in the group's shared defaults, and a 2 MB file renamed into place: never read half-written"
+eval "exec ${SETTINGS[1]}>&-"
+wait "$SETTINGS_PID" || true
 
 # --- 4. A share extension ---------------------------------------------------------------------
 step "4. A share extension: the desktop starts share-handoff with a file; the host app shows it"
