@@ -80,8 +80,18 @@ struct ShareHandoffExampleTests {
         host.closeInput()
         #expect(try await host.finished().status == 0)
         // No temporary file is left in the container.
-        let shared = try FileManager.default.contentsOfDirectory(atPath: "\(world.root.path)/\(ShareWorld.group)/Shared")
+        let directory = "\(world.root.path)/\(ShareWorld.group)/Shared"
+        let shared = try FileManager.default.contentsOfDirectory(atPath: directory)
         #expect(shared.count == 2 && !shared.contains { $0.hasPrefix(".") }, "\(shared)")
+
+        // One killed while copying leaves its temporary file; the host removes it at start once
+        // that process is gone (no process has the number 2147483646).
+        try Data("half".utf8).write(to: URL(fileURLWithPath: "\(directory)/.2147483646.0.tmp"))
+        let restarted = try await world.startHost()
+        restarted.closeInput()
+        let output = try await restarted.finished()
+        #expect(output.stdout.contains("share-host: removed .2147483646.0.tmp, left by a hand-off that was killed while copying"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory).count == 2)
     }
 
     @Test("20 shares in quick succession all arrive, in order")

@@ -19,6 +19,17 @@ do {
     }
     say("share-host: actions \(group.enabledActions.map(\.rawValue).joined(separator: ", "))")
 
+    // A hand-off killed while copying leaves its temporary file `.PID.N.tmp`: removed once its
+    // process is gone (the share itself was never appended, so nothing refers to it).
+    for name in (try? FileManager.default.contentsOfDirectory(atPath: group.sharedDirectory)) ?? [] {
+        let parts = name.split(separator: ".")
+        guard name.hasPrefix("."), parts.count == 3, parts[2] == "tmp", let pid = Int32(parts[0]) else { continue }
+        if kill(pid, 0) != 0 && errno == ESRCH {
+            unlink("\(group.sharedDirectory)/\(name)")
+            say("share-host: removed \(name), left by a hand-off that was killed while copying")
+        }
+    }
+
     // A durable consumer: its cursor is stored in the journal directory, so a share made while
     // this app was closed is shown when it starts, and none is shown twice (unless it was being
     // shown when the app was killed: then it is marked "again").
