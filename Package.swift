@@ -132,6 +132,22 @@ let package = Package(
             dependencies: ["LineChannel"],
             path: "Examples/LineGrabber/Host"
         ),
+        // Scenario 4: a share extension handing items to its host app (Examples/ShareHandoff).
+        .target(
+            name: "ShareHandoffShared",
+            dependencies: ["Wormhole", "WormholeDBus"],
+            path: "Examples/ShareHandoff/Shared"
+        ),
+        .executableTarget(
+            name: "share-handoff",
+            dependencies: ["ShareHandoffShared", "Wormhole"],
+            path: "Examples/ShareHandoff/Handoff"
+        ),
+        .executableTarget(
+            name: "share-host",
+            dependencies: ["ShareHandoffShared", "Wormhole"],
+            path: "Examples/ShareHandoff/Host"
+        ),
         .target(
             name: "WormholeTestSupport",
             dependencies: ["WormholeDBus"],

@@ -181,6 +181,30 @@ struct LinesExampleTests {
         #expect(try await lines.finished().status == 0)
     }
 
+    @Test("50 lines sent faster than Lines reads them (it is stopped meanwhile) all reach it, in order")
+    func fiftyInARow() async throws {
+        let world = try LinesWorld()
+        let lines = try await world.lines()
+        // Lines cannot read while stopped: all 50 are stored before it reads the first.
+        lines.signal(SIGSTOP)
+        let host = try world.host()
+        for i in 1...50 { host.send(#"{"line":"quick \#(i)"}"#) }
+        for _ in 1...50 { #expect(try await host.receive()["ok"] as? Bool == true) }
+        #expect(try await host.finish() == 0)
+        lines.signal(SIGCONT)
+        let shown = try await within("50 lines") {
+            var shown: [String] = []
+            for await line in lines.stdoutLines where line.hasPrefix("lines: \"quick ") {
+                shown.append(String(line.dropFirst("lines: \"".count).prefix { $0 != "\"" }))
+                if shown.count == 50 { break }
+            }
+            return shown
+        }
+        #expect(shown == (1...50).map { "quick \($0)" })
+        lines.closeInput()
+        #expect(try await lines.finished().status == 0)
+    }
+
     @Test("protocol edges: a 100 KB line, a request that is not an object, a message cut short")
     func protocolEdges() async throws {
         let world = try LinesWorld()

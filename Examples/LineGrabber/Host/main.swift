@@ -75,9 +75,9 @@ func json(_ line: Line?) -> Any {
 }
 
 signal(SIGPIPE, SIG_IGN)
-let channel: GroupLineChannel
+let channel: any LineChannel
 do {
-    channel = try GroupLineChannel(busAddress: ProcessInfo.processInfo.environment["LINES_BUS_ADDRESS"])
+    channel = try makeLineChannel(busAddress: ProcessInfo.processInfo.environment["LINES_BUS_ADDRESS"])
 } catch {
     log("\(error)")
     sendToBrowser(["ok": false, "error": "\(error)"])

@@ -26,7 +26,7 @@ func describe(_ line: Line) -> String {
 }
 
 do {
-    let channel = try GroupLineChannel(group: option("--group"), busAddress: option("--bus-address"))
+    let channel = try makeLineChannel(group: option("--group"), busAddress: option("--bus-address"))
     let inbox = try channel.receive(.toShell, includingStored: true) { line, wasStored in
         say(wasStored ? "lines: while Lines was closed: \(describe(line))" : "lines: \(describe(line))")
     }

@@ -93,3 +93,68 @@ public final class GroupLineChannel: LineChannel {
     /// Waits until every notification posted so far is written to the bus.
     public func flush() { wormhole.flush() }
 }
+
+/// The default channel of an app group: each line is appended to the journal `toShell` /
+/// `toExtension` (directory `lines`), which keeps every line in order, so lines sent faster than
+/// the reader reads all arrive (a mailbox keeps only the latest). The line is also written to the
+/// shared-defaults key of the same name, as `GroupLineChannel` does, which is where ``latest(_:)``
+/// reads it.
+public final class JournalLineChannel: LineChannel {
+    let defaults: GroupDefaults
+    let wormhole: MessageCenter
+
+    /// The channel of `group` (default `group.com.example.lines`, or `LINES_GROUP`), on the session
+    /// bus unless `busAddress` is given.
+    public init(group: String? = nil, busAddress: String? = nil) throws {
+        let group = group ?? ProcessInfo.processInfo.environment["LINES_GROUP"] ?? "group.com.example.lines"
+        let address = try busAddress.map(BusAddress.init)
+        defaults = try GroupDefaults(applicationGroupIdentifier: group, busAddress: address)
+        wormhole = try MessageCenter(applicationGroupIdentifier: group, directory: "lines", busAddress: address)
+    }
+
+    func journal(_ direction: LineDirection) throws -> Journal {
+        try wormhole.journal(direction.rawValue)
+    }
+
+    public func send(_ line: Line, _ direction: LineDirection) throws {
+        let journal = try journal(direction)
+        try journal.append(line)
+        try defaults.set(
+            ["id": line.id, "text": line.text, "url": line.url ?? "", "sentAt": line.sentAt] as [String: Any],
+            forKey: direction.rawValue)
+        journal.flush()
+    }
+
+    public func latest(_ direction: LineDirection) throws -> Line? {
+        guard let stored = defaults.dictionary(forKey: direction.rawValue),
+            let id = stored["id"] as? String, let text = stored["text"] as? String
+        else { return nil }
+        var line = Line(text: text, url: (stored["url"] as? String).flatMap { $0.isEmpty ? nil : $0 })
+        line.id = id
+        line.sentAt = stored["sentAt"] as? Double ?? line.sentAt
+        return line
+    }
+
+    /// Every line appended from now on, in order (with `includingStored`, first the last one
+    /// already there, as `wasStored`).
+    public func receive(
+        _ direction: LineDirection, includingStored: Bool, handler: @escaping @Sendable (Line, Bool) -> Void
+    ) throws -> any SubscriptionHandle {
+        let journal = try journal(direction)
+        let last = try journal.status().last
+        let start: JournalPosition = includingStored && last > 0 ? .sequence(last) : .end
+        return try journal.listen(from: start, as: Line.self) { result in
+            guard case .success(let record) = result else { return }
+            handler(record.message, includingStored && record.sequence <= last)
+        }
+    }
+}
+
+/// The channel Lines and LineGrabber's host use: ``JournalLineChannel``, or ``GroupLineChannel``
+/// (latest line only) when `LINES_CHANNEL` is `mailbox`.
+public func makeLineChannel(group: String? = nil, busAddress: String? = nil) throws -> any LineChannel {
+    if ProcessInfo.processInfo.environment["LINES_CHANNEL"] == "mailbox" {
+        return try GroupLineChannel(group: group, busAddress: busAddress)
+    }
+    return try JournalLineChannel(group: group, busAddress: busAddress)
+}
