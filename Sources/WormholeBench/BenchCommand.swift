@@ -30,8 +30,10 @@ struct BenchCommand: ParsableCommand {
                        and sets/s from 4 processes on tmpfs
               all      every suite (the default)
 
-            Progress goes to standard error; tables and a summary of ratios with PASS/MISS \
-            to standard output; --json FILE writes every row.
+            Progress goes to standard error (a line per round and per finished row); tables and a \
+            summary of ratios with PASS/MISS to standard output. --json FILE and --csv FILE write every \
+            row, --percentiles DIR each latency row's percentile distribution (HdrHistogram's .hgrm \
+            text), --plot FILE.svg every latency row and its floor on one chart (latency by percentile).
             """
     )
 
@@ -98,7 +100,21 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "Write every row (label, count, p50, p90, p99, p99.9, max, ratio, target) to this JSON file.")
     var json: String?
 
-    @Option(help: "Bus configuration for the private daemon (default: found here or above the executable).")
+    @Option(help: "Write every row to this CSV file (the columns of --json).")
+    var csv: String?
+
+    @Option(help: "Write each latency row's percentile distribution (HdrHistogram .hgrm text, one-way µs) into this directory.")
+    var percentiles: String?
+
+    @Option(help: "Draw every latency row and its floor (latency by percentile, log scales) into this SVG file.")
+    var plot: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "Bus configuration for the private daemon.",
+            discussion: "Default: dbus/wormhole-session.conf in the current directory or a directory above the "
+                + "executable (a build inside the repository), then PREFIX/share/wormhole/wormhole-session.conf "
+                + "beside an installed executable (PREFIX/bin), /usr/local/share/wormhole and /usr/share/wormhole."))
     var config = BenchCommand.defaultConfig
 
     @OptionGroup var bus: BusOptions
@@ -134,11 +150,20 @@ struct BenchCommand: ParsableCommand {
                 "--defaults-processes, -increments, -keys, -reads and -sets must be at least 1, --defaults-kills "
                     + "at least 0, --defaults-round-trips at least --rounds")
         }
-        if let json {
-            // Found out now, not after minutes of measuring.
-            let directory = URL(fileURLWithPath: json).deletingLastPathComponent().path
+        // Found out now, not after minutes of measuring.
+        for (option, file) in [("--json", json), ("--csv", csv), ("--plot", plot)] {
+            guard let file else { continue }
+            let directory = URL(fileURLWithPath: file).deletingLastPathComponent().path
             if !FileManager.default.isWritableFile(atPath: directory) {
-                throw ValidationError("--json \(json): cannot write in \(directory)")
+                throw ValidationError("\(option) \(file): cannot write in \(directory)")
+            }
+        }
+        if let percentiles {
+            var isDirectory: ObjCBool = false
+            if !FileManager.default.fileExists(atPath: percentiles, isDirectory: &isDirectory) || !isDirectory.boolValue
+                || !FileManager.default.isWritableFile(atPath: percentiles)
+            {
+                throw ValidationError("--percentiles \(percentiles): not a writable directory")
             }
         }
     }
@@ -174,6 +199,9 @@ struct BenchCommand: ParsableCommand {
     }
 
     func run() throws {
+        // Before the daemon starts: an interrupt from here on stops every child and removes
+        // every scratch directory.
+        ChildReaper.install()
         let started = MonotonicClock.now()
         let daemon =
             try bus.address() == nil
@@ -212,6 +240,16 @@ struct BenchCommand: ParsableCommand {
                         + "\(defaultsKills) kills, \(defaultsRoundTrips) round trips, \(defaultsReads) reads, 4x\(defaultsSets) sets",
                     "seconds": String(format: "%.1f", seconds),
                 ])
+        }
+        if let csv { try report.writeCSV(to: csv) }
+        if let percentiles {
+            let names = try report.writePercentiles(to: percentiles)
+            Console.progress("wormhole-bench: \(names.count) percentile files in \(percentiles)")
+        }
+        if let plot {
+            let title = "wormhole bench --suite \(selectedSuites.joined(separator: ",")): one-way latency by percentile"
+            try BenchReport.write(
+                Data(BenchPlot(title: title, rows: report.latencyRows).svg().utf8), to: plot, option: "--plot")
         }
         withExtendedLifetime(daemon) {}
     }

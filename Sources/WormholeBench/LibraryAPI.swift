@@ -55,6 +55,56 @@ enum LibraryAPI {
         _ = try mailbox.passMessage(payload, identifier: identifier)
     }
 
+    /// Calls `handler` with each stored document delivered for `identifier` as its raw bytes
+    /// (`JSONDocument`: checked to be one JSON value, not decoded), on the I/O thread.
+    static func listenRaw(
+        _ mailbox: Mailbox, identifier: String, handler: @escaping @Sendable (JSONDocument) -> Void
+    ) throws -> MessageListener {
+        try mailbox.listen(identifier: identifier, as: JSONDocument.self, on: .ioThread) { delivery in
+            if case .success(let document) = delivery.result { handler(document) }
+        }
+    }
+
+    /// Stores the raw document for `identifier` as it is and posts (no encoder).
+    static func sendRaw(_ mailbox: Mailbox, _ document: JSONDocument, identifier: String) throws {
+        _ = try mailbox.passMessage(document, identifier: identifier)
+    }
+
+    /// A raw document `{"seq":N,"pad":"xx…"}` (checked by `JSONDocument(data:)`, as every raw send is).
+    static func rawDocument(seq: UInt64, pad: [UInt8]) throws -> JSONDocument {
+        var bytes = Array("{\"seq\":\(seq),\"pad\":\"".utf8)
+        bytes.reserveCapacity(bytes.count + pad.count + 2)
+        bytes += pad
+        bytes += Array("\"}".utf8)
+        return try JSONDocument(data: Data(bytes))
+    }
+
+    /// The sequence number of a raw document made by ``rawDocument(seq:pad:)`` (read from its
+    /// first bytes, nothing parsed), or nil.
+    static func rawSequence(_ document: JSONDocument) -> UInt64? {
+        let prefix = Array("{\"seq\":".utf8)
+        return document.data.withUnsafeBytes { bytes -> UInt64? in
+            guard bytes.count > prefix.count, bytes.prefix(prefix.count).elementsEqual(prefix) else { return nil }
+            var value: UInt64 = 0
+            var index = prefix.count
+            while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {
+                let (times, overflow) = value.multipliedReportingOverflow(by: 10)
+                guard !overflow else { return nil }
+                value = times &+ UInt64(bytes[index] - UInt8(ascii: "0"))
+                index += 1
+            }
+            return index > prefix.count ? value : nil
+        }
+    }
+
+    /// One hop's codec work on the Codable path, as the library does it: a fresh `JSONEncoder`
+    /// (`.withoutEscapingSlashes`) encodes `payload`, a fresh `JSONDecoder` decodes it.
+    static func codecRoundTrip(_ payload: BenchPayload) throws -> BenchPayload {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        return try JSONDecoder().decode(BenchPayload.self, from: try encoder.encode(payload))
+    }
+
     // MARK: Shared defaults
 
     /// The shared settings suite of `group` under the container root `root` (no fsync).
