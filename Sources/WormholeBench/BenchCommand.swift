@@ -64,6 +64,9 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "Round trips per message-size row (the 1 MB row runs a tenth of them).")
     var messageRoundTrips = 2_000
 
+    @Option(help: "Message sizes in bytes of the message suite, separated by commas.")
+    var messageSizes = "100,10000,1000000"
+
     @Option(help: "Posts per round of the rate suite.")
     var posts = 200_000
 
@@ -125,6 +128,11 @@ struct BenchCommand: ParsableCommand {
         return asked.contains("all") ? Self.suites : Self.suites.filter(asked.contains)
     }
 
+    /// The sizes of `--message-sizes`, each at least 30 bytes (the payload's own fields).
+    var messageSizeList: [Int] {
+        messageSizes.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }.filter { $0 >= 30 && $0 <= 100_000_000 }
+    }
+
     func validate() throws {
         let asked = suite.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         if let bad = asked.first(where: { $0 != "all" && !Self.suites.contains($0) }) ?? (asked.isEmpty ? "" : nil) {
@@ -138,6 +146,9 @@ struct BenchCommand: ParsableCommand {
         }
         if messageRoundTrips < rounds * 10 {
             throw ValidationError("--message-round-trips must be at least 10 x --rounds")
+        }
+        if messageSizeList.isEmpty || messageSizeList.count != messageSizes.split(separator: ",").count {
+            throw ValidationError("--message-sizes takes sizes in bytes (at least 30) separated by commas, not '\(messageSizes)'")
         }
         if postThreads < 1 || posts < postThreads {
             throw ValidationError("--posts must be at least --post-threads, which must be at least 1")
@@ -207,6 +218,7 @@ struct BenchCommand: ParsableCommand {
             try bus.address() == nil
             ? try PrivateDaemon(config: Executables.busConfiguration(config, isDefault: config == Self.defaultConfig))
             : nil
+        if let daemon { Console.progress("wormhole-bench: private dbus-daemon from \(daemon.config)") }
         guard let address = try daemon?.address ?? bus.address() else { throw BenchFailure("no bus") }
         let report = BenchReport()
         let context = BenchContext(address: address, options: self, report: report)

@@ -14,14 +14,15 @@ struct MessageSuite {
     static let codableTargetLimit = 100_000
 
     static func sizeLabel(_ size: Int) -> String {
-        size >= 1_000_000 ? "\(size / 1_000_000) MB" : size >= 1_000 ? "\(size / 1_000) KB" : "\(size) B"
+        size >= 1_000_000 && size % 1_000_000 == 0
+            ? "\(size / 1_000_000) MB" : size >= 1_000 && size % 1_000 == 0 ? "\(size / 1_000) KB" : "\(size) B"
     }
 
     func run() throws {
         let (address, options, report) = (context.address, context.options, context.report)
         Console.output("\nmessages (encode, atomic write, post, wake, read, decode), one process each side")
         Console.output(BenchRow.header)
-        for size in [100, 10_000, 1_000_000] {
+        for size in options.messageSizeList {
             let label = Self.sizeLabel(size)
             Console.progress("message: \(label)")
             let count = size >= 1_000_000 ? options.messageRoundTrips / 10 : options.messageRoundTrips

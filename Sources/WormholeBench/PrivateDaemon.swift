@@ -4,11 +4,14 @@ import WormholeDBus
 /// stopped (and the directory removed) when released.
 final class PrivateDaemon {
     let address: BusAddress
+    /// The configuration file it was started from.
+    let config: String
     private let process: ChildProcess
     private let directory: ScratchDirectory
 
     /// Starts the daemon from the configuration file `config`; returns once it listens.
     init(config: String) throws {
+        self.config = config
         directory = try ScratchDirectory("bus")
         let socket = directory.path + "/bus"
         process = try ChildProcess(
