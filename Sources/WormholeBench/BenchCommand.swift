@@ -198,13 +198,17 @@ struct BenchCommand: ParsableCommand {
             }
             var command = try parseAsRoot()
             try command.run()
+            ChildReaper.holdIfInterrupted()
         } catch let failure as BenchFailure {
+            ChildReaper.holdIfInterrupted()
             Console.progress("wormhole-bench: \(failure.message)")
             Foundation.exit(failure.status)
         } catch let error as WormholeDBus.BusError {
+            ChildReaper.holdIfInterrupted()
             Console.progress("wormhole-bench: \(error.message)")
             Foundation.exit(1)
         } catch {
+            ChildReaper.holdIfInterrupted()
             exit(withError: error)
         }
     }

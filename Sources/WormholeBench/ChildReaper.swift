@@ -71,6 +71,14 @@ enum ChildReaper {
         }
     }
 
+    /// Blocks for good once an interrupt's clean-up began, so the thread that was measuring does
+    /// not end the process on its own (its children just died: it sees errors) before the
+    /// clean-up has reaped everything and removed the directories; the clean-up ends the process.
+    static func holdIfInterrupted() {
+        guard state.withLock({ $0.interrupted }) else { return }
+        DispatchSemaphore(value: 0).wait()
+    }
+
     static func removed(_ path: String) {
         state.withLock { _ = $0.directories.remove(path) }
     }
