@@ -52,6 +52,12 @@ public struct WormholeError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let invalidValue = Code("invalidValue")
         /// A shared-defaults suite file does not parse; it was moved aside.
         public static let corruptSuite = Code("corruptSuite")
+        /// A transient message is over the 64 KiB limit (contract §7); nothing was sent.
+        public static let transientTooLarge = Code("transientTooLarge")
+        /// A transient message was received but not delivered: malformed on the bus (not
+        /// `(s, s)`, over the limit, not JSON), or dropped because the listener fell more than
+        /// its buffer behind (``MessageCenter/ListenOptions/transientBufferLimit``).
+        public static let transientDropped = Code("transientDropped")
     }
 
     /// What kind of failure this is.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import Wormhole
 import WormholeDBus
 
 /// `wormhole-bench` (also run as `wormhole bench`): latency and post rate of Wormhole against
@@ -18,12 +19,18 @@ struct BenchCommand: ParsableCommand {
             Suites (--suite, several separated by commas):
               notify   two-process ping-pong: floor, handlers on the I/O thread,
                        handlers on a queue; then with --other-names names observed
-              message  100 B, 10 KB and 1 MB messages against files plus signals
+              message  100 B, 10 KB and 1 MB messages (Codable, raw JSONDocument, the
+                       JSON codec alone) against files plus signals; 100 B transient
+                       messages (Codable, JSONDocument) against notifications only
               cli      wormhole observe / listen writing to a pipe against
                        wormhole-floor observe / listen, from the post to the line read
               rate     posts/s from 1 and --post-threads threads against
                        wormhole-floor blast
               routes   ping-pong with 1 route and with --routes more in the pinger
+              journal  the journal: records lost, corrupt or duplicated across SIGKILLs of
+                       appenders and durable consumers, 8 appenders x 8 consumers,
+                       appends/s from 8 processes with and without fdatasync,
+                       append -> consumer against passMessage -> listener
               defaults shared defaults: lost updates and lost keys against Foundation's
                        UserDefaults, writers SIGKILLed at random instants, set ->
                        observer against passMessage -> listener, the cached get cost
@@ -34,16 +41,18 @@ struct BenchCommand: ParsableCommand {
             summary of ratios with PASS/MISS to standard output. --json FILE and --csv FILE write every \
             row, --percentiles DIR each latency row's percentile distribution (HdrHistogram's .hgrm \
             text), --plot FILE.svg every latency row and its floor on one chart (latency by percentile).
-            """
+            """,
+        version: "wormhole-bench " + WormholeVersion.description
     )
 
     /// The processes the bench starts (`wormhole-bench _bench-echo …`): hidden, and not
     /// subcommands, so the usage line stays that of the bench.
     static let helpers: [any ParsableCommand.Type] = [
         BenchEchoCommand.self, BenchLoadCommand.self, BenchMessageEchoCommand.self, BenchDefaultsCommand.self,
+        BenchJournalCommand.self,
     ]
 
-    static let suites = ["notify", "message", "cli", "rate", "routes", "defaults"]
+    static let suites = ["notify", "message", "cli", "rate", "routes", "defaults", "journal"]
     static let defaultConfig = "dbus/wormhole-session.conf"
 
     @Option(help: "What to measure: \(suites.joined(separator: ", ")) or all; several separated by commas.")
@@ -100,6 +109,15 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "sets per process (4 processes) for the defaults suite's rate.")
     var defaultsSets = 5_000
 
+    @Option(help: "SIGKILLs of appenders, and as many of durable consumers (journal suite; 0 skips them).")
+    var journalKills = 1_000
+
+    @Option(help: "Records appended by 8 processes and read by 8 consumers (journal suite).")
+    var journalRecords = 100_000
+
+    @Option(help: "Appends per process in the journal suite's rate rows (a twentieth with fdatasync).")
+    var journalAppends = 50_000
+
     @Option(help: "Write every row (label, count, p50, p90, p99, p99.9, max, ratio, target) to this JSON file.")
     var json: String?
 
@@ -138,8 +156,9 @@ struct BenchCommand: ParsableCommand {
         if let bad = asked.first(where: { $0 != "all" && !Self.suites.contains($0) }) ?? (asked.isEmpty ? "" : nil) {
             throw ValidationError("--suite takes \(Self.suites.joined(separator: ", ")) or all, not '\(bad)'")
         }
-        if rounds < 1 || roundTrips < rounds {
-            throw ValidationError("--round-trips must be at least --rounds (\(rounds)), and --rounds at least 1")
+        if rounds < 1 { throw ValidationError("--rounds must be at least 1, not \(rounds)") }
+        if roundTrips < rounds {
+            throw ValidationError("--round-trips (\(roundTrips)) must be at least --rounds (\(rounds))")
         }
         if warmup < 0 || otherNames < 0 || routes < 0 {
             throw ValidationError("--warmup, --other-names and --routes cannot be negative")
@@ -154,6 +173,9 @@ struct BenchCommand: ParsableCommand {
             throw ValidationError("--posts must be at least --post-threads, which must be at least 1")
         }
         if rateRounds < 1 { throw ValidationError("--rate-rounds must be at least 1") }
+        if journalKills < 0 || journalRecords < 8 || journalAppends < 20 {
+            throw ValidationError("--journal-kills must be at least 0, --journal-records 8, --journal-appends 20")
+        }
         if defaultsProcesses < 1 || defaultsIncrements < 1 || defaultsKeys < 1 || defaultsReads < 1
             || defaultsSets < 1 || defaultsKills < 0 || defaultsRoundTrips < rounds
         {
@@ -239,6 +261,7 @@ struct BenchCommand: ParsableCommand {
             case "cli": try CLISuite(context: context).run()
             case "rate": try RateSuite(context: context).run()
             case "defaults": try DefaultsSuite(context: context).run()
+            case "journal": try JournalSuite(context: context).run()
             default: try RouteSuite(context: context).run()
             }
         }

@@ -39,10 +39,10 @@ struct CLISuite {
         Console.output("\(options.roundTrips) posts per row; each round starts a fresh child")
         Console.output(BenchRow.header)
 
-        // observe: {"name":"NAME","state":N} per post.
+        // observe: {"name":"NAME","state":N,"reason":"posted"} per post.
         Console.progress("cli: wormhole observe against wormhole-floor observe")
         let name = try NotificationName(names.name("cli"))
-        let observeLine = { (state: UInt64) in Array("{\"name\":\"\(name.rawValue)\",\"state\":\(state)}".utf8) }
+        let observeLine = { (state: UInt64) in Array("{\"name\":\"\(name.rawValue)\",\"state\":\(state),\"reason\":\"posted\"}".utf8) }
         let postName = { (state: UInt64) in try poster.post(name, state: state) }
         let observed = try AlternatingRounds(label: "cli observe", rounds: options.rounds).measure([
             .init(name: "floor") {
@@ -62,7 +62,7 @@ struct CLISuite {
         report.add(observeOurs, suite: "cli", against: observeFloor, target: 1.15)
 
         // listen: the mailbox file is written before the timer starts; the post wakes the child,
-        // which reads it and prints {"identifier":"ID","message":<the file>}.
+        // which reads it and prints {"identifier":"ID","message":<the file>,"reason":"posted","sentAt":N}.
         Console.progress("cli: wormhole listen against wormhole-floor listen")
         let scratch = try ScratchDirectory("cli")
         let root = scratch.path + "/containers"
@@ -72,7 +72,8 @@ struct CLISuite {
         let writeMailbox = { (state: UInt64) throws -> [UInt8] in
             let message = "{\"seq\":\(state)}"
             try Self.replaceFile(mailboxDirectory + "/\(identifier).json", with: Array(message.utf8))
-            return Array("{\"identifier\":\"\(identifier)\",\"message\":\(message)}".utf8)
+            return Array(
+                "{\"identifier\":\"\(identifier)\",\"message\":\(message),\"reason\":\"posted\",\"sentAt\":\(state)}".utf8)
         }
         let postMailbox = { (state: UInt64) in try poster.post(mailboxName, state: state) }
         let listened = try AlternatingRounds(label: "cli listen", rounds: options.rounds).measure([

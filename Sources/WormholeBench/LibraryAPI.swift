@@ -55,9 +55,14 @@ enum LibraryAPI {
         _ = try mailbox.passMessage(payload, identifier: identifier)
     }
 
-    /// Calls `handler` with each stored document delivered for `identifier` as its raw bytes
-    /// (`JSONDocument`: checked to be one JSON value, not decoded), on the I/O thread.
-    static func listenRaw(
+    /// Sends `payload` to the running listeners of `identifier` in the signal itself (not stored).
+    static func sendTransient(_ mailbox: Mailbox, _ payload: BenchPayload, identifier: String) throws {
+        try mailbox.passTransientMessage(payload, identifier: identifier)
+    }
+
+    /// Calls `handler` with each delivery for `identifier` (stored or transient) as its raw JSON
+    /// document (`JSONDocument`: checked to be one JSON value, not decoded), on the I/O thread.
+    static func listenDocument(
         _ mailbox: Mailbox, identifier: String, handler: @escaping @Sendable (JSONDocument) -> Void
     ) throws -> MessageListener {
         try mailbox.listen(identifier: identifier, as: JSONDocument.self, on: .ioThread) { delivery in
@@ -66,31 +71,38 @@ enum LibraryAPI {
     }
 
     /// Stores the raw document for `identifier` as it is and posts (no encoder).
-    static func sendRaw(_ mailbox: Mailbox, _ document: JSONDocument, identifier: String) throws {
+    static func send(_ mailbox: Mailbox, _ document: JSONDocument, identifier: String) throws {
         _ = try mailbox.passMessage(document, identifier: identifier)
     }
 
-    /// A raw document `{"seq":N,"pad":"xx…"}` (checked by `JSONDocument(data:)`, as every raw send is).
-    static func rawDocument(seq: UInt64, pad: [UInt8]) throws -> JSONDocument {
-        var bytes = Array("{\"seq\":\(seq),\"pad\":\"".utf8)
+    /// Sends a JSON document as a transient message (checked and compacted, no encoder).
+    static func sendTransient(_ mailbox: Mailbox, _ document: JSONDocument, identifier: String) throws {
+        try mailbox.passTransientMessage(document, identifier: identifier)
+    }
+
+    /// The raw document of a payload, `{"seq":N,"pad":"xx…"}` (`pad`: its UTF-8 bytes), checked
+    /// by `JSONDocument(data:)` as every raw send is.
+    static func document(seq: UInt64, pad: [UInt8]) throws -> JSONDocument {
+        var bytes = Array(#"{"seq":\#(seq),"pad":""#.utf8)
         bytes.reserveCapacity(bytes.count + pad.count + 2)
         bytes += pad
-        bytes += Array("\"}".utf8)
+        bytes += Array(#""}"#.utf8)
         return try JSONDocument(data: Data(bytes))
     }
 
-    /// The sequence number of a raw document made by ``rawDocument(seq:pad:)`` (read from its
-    /// first bytes, nothing parsed), or nil.
-    static func rawSequence(_ document: JSONDocument) -> UInt64? {
-        let prefix = Array("{\"seq\":".utf8)
+    /// The sequence number of a raw document made by ``document(seq:pad:)`` (read from its first
+    /// bytes, nothing parsed), or nil (also when it does not fit in a `UInt64`).
+    static func sequence(of document: JSONDocument) -> UInt64? {
+        let prefix = Array(#"{"seq":"#.utf8)
         return document.data.withUnsafeBytes { bytes -> UInt64? in
             guard bytes.count > prefix.count, bytes.prefix(prefix.count).elementsEqual(prefix) else { return nil }
             var value: UInt64 = 0
             var index = prefix.count
             while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {
                 let (times, overflow) = value.multipliedReportingOverflow(by: 10)
-                guard !overflow else { return nil }
-                value = times &+ UInt64(bytes[index] - UInt8(ascii: "0"))
+                let (sum, carry) = times.addingReportingOverflow(UInt64(bytes[index] - UInt8(ascii: "0")))
+                guard !overflow, !carry else { return nil }
+                value = sum
                 index += 1
             }
             return index > prefix.count ? value : nil

@@ -5,53 +5,65 @@ import WormholeDBus
 
 /// Our side of the message ping-pong: this process sends `ping` and listens to `pong` through a
 /// wormhole; a `_bench-message-echo` process listens to `ping` and answers with the same payload.
-/// With `raw`, both sides pass raw documents (`JSONDocument`, no Codable) as `rawping`/`rawpong`.
+/// The `mode` says how: stored or transient (in the signal, nothing stored), Codable payloads or
+/// raw `JSONDocument`s (no encoder or decoder).
 final class MessageSession {
-    static let rawPing = "rawping"
-    static let rawPong = "rawpong"
-
     private let echo: ChildProcess
     private let mailbox: LibraryAPI.Mailbox
     private let size: Int
-    private let raw: Bool
+    private let mode: MessageMode
     private var sequence: UInt64 = 0
 
-    init(address: BusAddress, root: String, size: Int, raw: Bool = false) throws {
-        let group = "group.org.wormhole.bench"
+    init(address: BusAddress, root: String, size: Int, mode: MessageMode = .mailbox) throws {
+        // A group per mode: sessions of several modes run side by side.
+        let group = "group.org.wormhole.bench." + mode.rawValue
         echo = try ChildProcess(
             executable: Executables.current,
             arguments: [
                 "_bench-message-echo", "--group", group, "--root", root, "--bus-address", address.rawValue,
-            ] + (raw ? ["--raw"] : []))
+                "--mode", mode.rawValue,
+            ])
         try echo.waitForReady()
         mailbox = try LibraryAPI.mailbox(group: group, root: root, address: address)
         self.size = size
-        self.raw = raw
+        self.mode = mode
     }
 
     func run(count: Int, warmup: Int) throws -> Histogram<UInt64> {
         let driver = PingPongDriver(first: sequence, count: count, warmup: warmup)
         sequence += UInt64(count + warmup)
-        let (mailbox, pad) = (self.mailbox, BenchPayload.pad(size: size))
-        if raw {
+        let (mailbox, pad, transient) = (self.mailbox, BenchPayload.pad(size: size), mode.isTransient)
+        if mode.isRaw {
             let bytes = Array(pad.utf8)
-            let listener = try LibraryAPI.listenRaw(mailbox, identifier: Self.rawPong) { document in
-                guard let seq = LibraryAPI.rawSequence(document), let next = driver.received(seq) else { return }
-                if let ping = try? LibraryAPI.rawDocument(seq: next, pad: bytes) {
-                    try? LibraryAPI.sendRaw(mailbox, ping, identifier: Self.rawPing)
+            let sendRaw: @Sendable (UInt64) throws -> Void = { sequence in
+                let document = try LibraryAPI.document(seq: sequence, pad: bytes)
+                if transient {
+                    try LibraryAPI.sendTransient(mailbox, document, identifier: "ping")
+                } else {
+                    try LibraryAPI.send(mailbox, document, identifier: "ping")
                 }
             }
+            let listener = try LibraryAPI.listenDocument(mailbox, identifier: "pong") { document in
+                guard let sequence = LibraryAPI.sequence(of: document), let next = driver.received(sequence) else { return }
+                try? sendRaw(next)
+            }
             defer { listener.cancel() }
-            return try driver.run {
-                try LibraryAPI.sendRaw(mailbox, try LibraryAPI.rawDocument(seq: $0, pad: bytes), identifier: Self.rawPing)
+            return try driver.run(sendFirst: sendRaw)
+        }
+        let send: @Sendable (UInt64) throws -> Void = { sequence in
+            let payload = BenchPayload(seq: sequence, pad: pad)
+            if transient {
+                try LibraryAPI.sendTransient(mailbox, payload, identifier: "ping")
+            } else {
+                try LibraryAPI.send(mailbox, payload, identifier: "ping")
             }
         }
         let listener = try LibraryAPI.listen(mailbox, identifier: "pong") { payload in
             guard let next = driver.received(payload.seq) else { return }
-            try? LibraryAPI.send(mailbox, BenchPayload(seq: next, pad: pad), identifier: "ping")
+            try? send(next)
         }
         defer { listener.cancel() }
-        return try driver.run { try LibraryAPI.send(mailbox, BenchPayload(seq: $0, pad: pad), identifier: "ping") }
+        return try driver.run(sendFirst: send)
     }
 
     /// Stops the echo process (it writes into the container root: stop it before removing that).

@@ -2,7 +2,9 @@ import Foundation
 
 /// Wormhole messages of 100 B, 10 KB and 1 MB between two processes, against the floor's
 /// file-plus-signal ping-pong: the Codable path (JSONEncoder/JSONDecoder), the raw-document
-/// path (`JSONDocument`, no codec), and the codec's own cost per hop.
+/// path (`JSONDocument`, no codec), and the codec's own cost per hop; then 100-B transient
+/// messages (in the signal, not stored; Codable and raw) against the floor's notification-only
+/// ping-pong and the mailbox path, in the same rounds.
 struct MessageSuite {
     let context: BenchContext
 
@@ -28,7 +30,7 @@ struct MessageSuite {
             let count = size >= 1_000_000 ? options.messageRoundTrips / 10 : options.messageRoundTrips
             let work = try ScratchDirectory("files")
             let session = try MessageSession(address: address, root: work.path + "/containers", size: size)
-            let raw = try MessageSession(address: address, root: work.path + "/containers", size: size, raw: true)
+            let raw = try MessageSession(address: address, root: work.path + "/containers", size: size, mode: .raw)
             let perRound = max(1, count / options.rounds)
             let warm = min(options.warmup, perRound)
             let merged = try AlternatingRounds(label: "message \(label)", rounds: options.rounds).measure([
@@ -64,5 +66,49 @@ struct MessageSuite {
                 "message", "raw JSONDocument \(label) p50 / floor p50", ratio: document.median / floor.median,
                 target: Self.rawTarget)
         }
+        try runTransient()
+    }
+
+    /// Transient messages of 100 B (encode, emit, route, decode; no file), against the raw
+    /// notification floor (libdbus, no payload, no file) and the 100-B mailbox path.
+    private func runTransient() throws {
+        let (address, options, report) = (context.address, context.options, context.report)
+        let size = 100
+        Console.output("\ntransient messages (\(Self.sizeLabel(size)) JSON in the signal, nothing stored), one process each side")
+        Console.output(BenchRow.header)
+        Console.progress("message: transient \(Self.sizeLabel(size))")
+        let work = try ScratchDirectory("files")
+        let transient = try MessageSession(address: address, root: work.path + "/containers", size: size, mode: .transient)
+        let raw = try MessageSession(address: address, root: work.path + "/containers", size: size, mode: .transientRaw)
+        let mailbox = try MessageSession(address: address, root: work.path + "/containers", size: size)
+        let perRound = max(1, options.messageRoundTrips / options.rounds)
+        let warm = min(options.warmup, perRound)
+        let merged = try AlternatingRounds(label: "transient", rounds: options.rounds).measure([
+            .init(name: "floor") { try FloorPingPong.run(address, count: perRound, warmup: warm) },
+            .init(name: "transient") { try transient.run(count: perRound, warmup: warm) },
+            .init(name: "raw") { try raw.run(count: perRound, warmup: warm) },
+            .init(name: "mailbox") { try mailbox.run(count: perRound, warmup: warm) },
+        ])
+        transient.stop()
+        raw.stop()
+        mailbox.stop()
+        withExtendedLifetime(work) {}
+        let floor = BenchRow(label: "floor, notification only", histogram: merged[0])
+        let ours = BenchRow(label: "transient, 100 B Codable", histogram: merged[1])
+        let document = BenchRow(label: "transient, 100 B JSONDocument", histogram: merged[2])
+        let stored = BenchRow(label: "mailbox, 100 B Codable", histogram: merged[3])
+        Console.output(floor.line(against: nil))
+        Console.output(ours.line(against: floor))
+        Console.output(document.line(against: floor))
+        Console.output(stored.line(against: floor))
+        report.add(floor, suite: "message")
+        report.add(ours, suite: "message", against: floor, target: 1.15)
+        report.add(document, suite: "message", against: floor, target: 1.15)
+        report.add(stored, suite: "message", against: floor)
+        report.goal("message", "transient 100 B p50 / notification floor p50", ratio: ours.median / floor.median, target: 1.15)
+        report.goal(
+            "message", "transient JSONDocument p50 / notification floor p50", ratio: document.median / floor.median,
+            target: 1.15)
+        report.goal("message", "transient 100 B p50 / mailbox 100 B p50", ratio: ours.median / stored.median, target: nil)
     }
 }

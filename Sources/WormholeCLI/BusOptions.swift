@@ -7,6 +7,8 @@ struct BusOptions: ParsableArguments {
     @Option(name: .customLong("bus-address"), help: "The D-Bus address to use (default: DBUS_SESSION_BUS_ADDRESS).")
     var busAddress: String?
 
+    @OptionGroup var log: LogOptions
+
     /// The address, checked; the session bus when none was given.
     func address() throws -> BusAddress {
         do {

@@ -13,7 +13,7 @@ func cliFailure(_ error: any Error) -> CLIFailure {
     if let error = error as? WormholeError {
         switch error.code {
         case .invalidName, .invalidGroup, .invalidDirectory, .invalidIdentifier, .invalidJSON, .invalidSuite, .invalidKey,
-            .invalidValue:
+            .invalidValue, .transientTooLarge:
             return CLIFailure(message: error.message, status: 64)
         default:
             return CLIFailure(message: error.message)

@@ -9,8 +9,14 @@ struct ListenCommand: ParsableCommand {
         abstract: "Print one JSON line per message delivered for the identifiers.",
         discussion: """
             Writes `ready` to standard error once listening, then \
-            {"identifier":"ID","message":<the message>} per delivery. A failed delivery (no message, \
-            unreadable or undecodable file) is one line on standard error; listening goes on.
+            {"identifier":"ID","message":<the message>,"reason":R,"sentAt":T} per delivery: R is \
+            posted, stored (--stored), catchUp (changed while the bus was away), transient (sent with \
+            send --transient, never stored) or cleared (the mailbox is empty: "message":null); T is the \
+            sender's write time in ns since 1970, or null. Lines are JSON objects: read the keys you \
+            need and ignore the others. A mailbox is printed again only when its file changed since it \
+            was last printed, unless --every-post. A failed delivery (unreadable or undecodable file) \
+            is one line on standard error; listening goes on. When the bus is lost, and when it is \
+            back and listening has caught up, one line on standard error says so.
             """)
 
     @Argument(help: "Message identifiers to listen to.")
@@ -22,52 +28,96 @@ struct ListenCommand: ParsableCommand {
     @Flag(help: "First deliver the messages already stored.")
     var stored = false
 
+    @Flag(help: "Print a message on every post, even when the file is the one printed last.")
+    var everyPost = false
+
     @Option(help: "Exit 0 after this many deliveries.")
     var count: Int?
 
     @Option(help: "Give up after this many seconds: exit 124 if --count was given, 0 if not.")
     var timeout: Double?
 
+    @Flag(help: "Print the records of the identifier's journal, in order (one identifier).")
+    var journal = false
+
+    @Option(help: "With --journal: a durable consumer name; a later listen with it starts after the last record printed.")
+    var consumer: String?
+
+    @Option(help: "With --journal: start, end (the default) or a sequence number (a stored --consumer cursor wins).")
+    var from: String?
+
     @OptionGroup var options: WormholeOptions
 
     func validate() throws {
+        if !journal && (consumer != nil || from != nil) { throw ValidationError("--consumer and --from need --journal") }
+        if journal && (identifiers.count != 1 || all || stored) {
+            throw ValidationError("--journal takes exactly one identifier (no --all, no --stored)")
+        }
+        if let from, JournalListen.position(from) == nil {
+            throw ValidationError("--from must be start, end or a sequence number of at least 1, not '\(from)'")
+        }
         if identifiers.isEmpty != all { throw ValidationError("give identifiers or --all (not both)") }
         if let count, count < 1 { throw ValidationError("--count must be at least 1, not \(count)") }
         if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be a positive number of seconds") }
     }
 
     func run() throws {
+        if journal {
+            try JournalListen(
+                identifier: identifiers[0], consumer: consumer, from: from.flatMap(JournalListen.position) ?? .end,
+                count: count, timeout: timeout, options: options
+            ).run()
+        }
         armTimeout(timeout, countGiven: count != nil)
         let wormhole = try options.wormhole(identifiers: identifiers)
         let writer = LineWriter()
         let counter = DeliveryCounter(limit: count)
         // On the I/O thread: the file is read, the line built and written where the signal was
         // read, with no hop; the count is taken only once the line is written.
+        let reports = BusReports(.listen, address: try withCLIErrors { try wormhole.notificationCenter().connection.address })
         let handler: @Sendable (MessageDelivery<JSONDocument>) -> Void = { delivery in
+            let message: JSONDocument?
             switch delivery.result {
-            case .success(let message):
-                writer.writeLine { line in
-                    line.raw(#"{"identifier":"#)
-                    line.string(delivery.identifier.rawValue)
-                    line.raw(#","message":"#)
-                    message.appendCompact(to: &line.bytes)
-                    line.raw("}")
-                }
-                counter.delivered()
+            case .success(let document): message = document
+            case .failure(let error) where error.code == .noMessage: message = nil  // cleared: an event
             case .failure(let error):
                 writeError("wormhole: \(delivery.identifier): \(error.message)")
+                return
             }
+            writer.writeLine { line in
+                line.raw(#"{"identifier":"#)
+                line.string(delivery.identifier.rawValue)
+                line.raw(#","message":"#)
+                if let message { message.appendCompact(to: &line.bytes) } else { line.raw("null") }
+                switch (message == nil, delivery.reason) {
+                case (true, _): line.raw(#","reason":"cleared","sentAt":"#)
+                case (false, .posted): line.raw(#","reason":"posted","sentAt":"#)
+                case (false, .stored): line.raw(#","reason":"stored","sentAt":"#)
+                case (false, .catchUp): line.raw(#","reason":"catchUp","sentAt":"#)
+                case (false, .transient): line.raw(#","reason":"transient","sentAt":"#)
+                }
+                if let sentAt = delivery.sentAt { line.number(sentAt) } else { line.raw("null") }
+                line.raw("}")
+            }
+            if delivery.reason == .catchUp { reports.caughtUpOne() }
+            counter.delivered()
         }
+        let listenOptions = MessageCenter.ListenOptions(deliversEveryPost: everyPost)
         let listeners = try withCLIErrors {
             if all {
-                return [try wormhole.listenToAllMessages(as: JSONDocument.self, on: .ioThread, handler: handler)]
+                return [
+                    try wormhole.listenToAllMessages(
+                        as: JSONDocument.self, on: .ioThread, options: listenOptions, handler: handler)
+                ]
             }
             return try identifiers.map {
-                try wormhole.listen(identifier: $0, as: JSONDocument.self, on: .ioThread, handler: handler)
+                try wormhole.listen(
+                    identifier: $0, as: JSONDocument.self, on: .ioThread, options: listenOptions, handler: handler)
             }
         }
+        let watching = reports.watch(try withCLIErrors { try wormhole.notificationCenter().connection })
         // The stored messages come after `ready`, so nothing precedes it on standard error.
-        announceReadyAndServe(keeping: (wormhole, listeners)) {
+        announceReadyAndServe(keeping: (wormhole, listeners, watching)) {
             if stored { for listener in listeners { listener.deliverStoredMessages() } }
         }
     }

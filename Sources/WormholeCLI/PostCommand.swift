@@ -10,8 +10,18 @@ struct PostCommand: ParsableCommand {
     @Argument(help: "The notification name (1 to 900 bytes of UTF-8).")
     var name: String
 
-    @Option(help: "A 64-bit state to carry (like notify_set_state).")
-    var state: UInt64?
+    // Read as text, so that `--state -1` is this option's value (and refused as negative), not
+    // an unknown option.
+    @Option(
+        parsing: .unconditional, help: ArgumentHelp("A 64-bit state to carry (like notify_set_state).", valueName: "n"))
+    var state: String?
+
+    func validate() throws {
+        if let state, UInt64(state) == nil {
+            let why = state.hasPrefix("-") && Int64(state) != nil ? "must be 0 or more" : "must be an integer from 0 to 2^64-1"
+            throw ValidationError("--state \(why), not '\(state)'")
+        }
+    }
 
     @OptionGroup var bus: BusOptions
 
@@ -20,7 +30,7 @@ struct PostCommand: ParsableCommand {
         let address = try bus.address()
         try withCLIErrors {
             let center = try DarwinNotificationCenter(busAddress: address)
-            try center.post(name, state: state)
+            try center.post(name, state: state.flatMap { UInt64($0) })
             center.flush()
         }
     }

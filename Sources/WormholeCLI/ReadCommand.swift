@@ -17,8 +17,12 @@ struct ReadCommand: ParsableCommand {
         let wormhole = try options.wormhole(identifiers: [identifier])
         let data = try withCLIErrors { try wormhole.messageData(identifier: identifier) }
         guard let data else {
+            // Which part is missing (container, directory, or just this identifier), and the
+            // nearest name that exists: most "no message" reports are a typo.
+            let why = absence(in: wormhole, identifier: identifier).map { ": " + $0 } ?? ""
             throw CLIFailure(
-                message: "no message is stored for '\(identifier)' in \(wormhole.container.directoryPath(wormhole.directory))")
+                message: "no message is stored for '\(identifier)' in \(wormhole.container.directoryPath(wormhole.directory))"
+                    + why)
         }
         guard (try? JSONDocument(data: data)) != nil else {
             throw CLIFailure(

@@ -3,7 +3,7 @@ import Foundation
 import Wormhole
 import WormholeDBus
 
-/// `wormhole send --group G [--directory D] ID [JSON]` (contract §4).
+/// `wormhole send [--journal | --transient] --group G [--directory D] ID [JSON]` (contract §4, §6, §7).
 struct SendCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "send",
@@ -12,6 +12,13 @@ struct SendCommand: ParsableCommand {
             The message is the JSON argument, or standard input when it is absent; any JSON value, \
             checked before it is stored. Exits 0 once the message is stored, even when the bus is \
             down (a warning says that nobody was notified).
+
+            With --transient the message is not stored: it travels in the notification itself \
+            (at most 65536 bytes of compact JSON) to the listeners running now. Exits 0 once it \
+            is sent; 1 when the bus cannot be reached, since nothing is kept to deliver later.
+
+            With --journal the message is appended to the identifier's journal (every message \
+            kept, in order) instead of replacing its mailbox; exits 0 once appended.
             """)
 
     @Argument(help: "The message identifier (1 to 200 bytes of A-Z a-z 0-9 . _ -).")
@@ -20,13 +27,26 @@ struct SendCommand: ParsableCommand {
     @Argument(help: "The JSON message (default: read standard input).")
     var json: String?
 
+    @Flag(help: "Append a record to the identifier's journal instead of replacing its mailbox.")
+    var journal = false
+
+    @Flag(help: "Send in the notification only, to running listeners; nothing is stored (at most 64 KiB).")
+    var transient = false
+
     @OptionGroup var options: WormholeOptions
 
+    func validate() throws {
+        if journal && transient {
+            throw ValidationError("--journal and --transient exclude each other: a journal record is stored, a transient message is not")
+        }
+    }
+
     func run() throws {
+        if journal { return try JournalSend(identifier: identifier, json: json, options: options).run() }
         let wormhole = try options.wormhole(identifiers: [identifier])
         let text = json ?? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
         let bytes = Data(text.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
-        let report = try withCLIErrors {
+        let report: MessageCenter.SendReport? = try withCLIErrors {
             let document: JSONDocument
             do {
                 document = try JSONDocument(data: bytes)
@@ -34,11 +54,27 @@ struct SendCommand: ParsableCommand {
                 throw WormholeError(
                     .invalidJSON, value: identifier, "message for '\(identifier)' is \(error.message)")
             }
+            if transient {
+                try sendTransient(document, through: wormhole)
+                return nil
+            }
             return try wormhole.passMessage(document, identifier: identifier)
         }
-        if let error = report.notificationError {
+        if let error = report?.notificationError {
             writeError("wormhole: warning: message stored, but listeners were not notified: \(error)")
         }
         wormhole.flush()
+    }
+
+    /// Emits the transient message and flushes it to the bus: it is not stored, so a bus that
+    /// cannot be reached is a failure (exit 1), not a warning.
+    private func sendTransient(_ document: JSONDocument, through wormhole: MessageCenter) throws {
+        do {
+            try wormhole.passTransientMessage(document, identifier: identifier)
+        } catch let error as BusError {
+            throw CLIFailure(
+                message: "cannot send transient message for '\(identifier)': \(error.message) "
+                    + "(a transient message is not stored, so nothing will be delivered)")
+        }
     }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import Wormhole
 
 /// The `wormhole` command: app-group messaging and Darwin-style notifications from the shell.
 @main
@@ -10,33 +11,40 @@ struct WormholeCommand: ParsableCommand {
         abstract: "App-group messaging and Darwin-style notifications over D-Bus.",
         discussion: """
             Exit status: 0 success; 1 failure (bus unreachable or not answering, no message); \
-            64 bad input (one line on standard error naming the bad value; nothing is written or \
-            posted); 124 when --timeout passed before --count deliveries. --timeout bounds the whole \
+            64 bad input (the first line on standard error names the bad value; nothing is written \
+            or posted); 124 when --timeout passed before --count deliveries. --timeout bounds the whole \
             command, connecting included; connecting gives up after 5 s when the bus does not answer.
 
             Environment: DBUS_SESSION_BUS_ADDRESS (the bus, unless --bus-address); \
             WORMHOLE_CONTAINER_ROOT, else XDG_DATA_HOME/group-containers, else \
             HOME/.local/share/group-containers (the group containers); XDG_RUNTIME_DIR (the check-token \
-            table); WORMHOLE_LOG=debug|info|notice|warning|error (the library's log on standard error).
+            table); WORMHOLE_LOG=trace|debug|info|notice|warning|error|critical, in any case (the \
+            library's log on standard error; --log-level overrides it).
             """,
+        version: "wormhole " + WormholeVersion.description,
         subcommands: [
             PostCommand.self, ObserveCommand.self, SendCommand.self, ReadCommand.self, ListenCommand.self,
-            ClearCommand.self, DefaultsCommand.self, BenchLauncher.self, DoctorCommand.self, MonitorCommand.self,
+            ListCommand.self, ClearCommand.self, DefaultsCommand.self, JournalCommand.self, BenchLauncher.self,
+            DoctorCommand.self, MonitorCommand.self,
         ]
     )
 
     /// Parses and runs, writing any error as one line on standard error.
     static func main() {
         // The tool reports problems itself, one line each; library logs only on request
-        // (WORMHOLE_LOG=debug|info|notice|warning|error), so nothing precedes `ready`.
-        let level = ProcessInfo.processInfo.environment["WORMHOLE_LOG"].flatMap(Logger.Level.init(rawValue:))
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level ?? .critical
-            return handler
-        }
+        // (WORMHOLE_LOG or --log-level), so nothing precedes `ready`.
+        LogSettings.readEnvironment()
+        LogSettings.bootstrap()
         if let bad = firstNonUTF8Argument() {
             failUsage("argument \(bad) is not valid UTF-8")
+        }
+        // `wormhole help NAME`: ArgumentParser shows the root help for an unknown NAME; it is a mistake.
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if arguments.first == "help", arguments.count > 1, let unknown = unknownCommand(in: Array(arguments.dropFirst())) {
+            failUsage(unknown)
+        }
+        if arguments.first != "help", let unknown = unknownCommand(in: arguments) {
+            failUsage(unknown)
         }
         do {
             // `wormhole bench …` hands every argument (--help too) to wormhole-bench unparsed.
@@ -54,10 +62,36 @@ struct WormholeCommand: ParsableCommand {
                 print(fullMessage(for: error))
                 Foundation.exit(0)
             }
-            let message = fullMessage(for: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
-            writeError("wormhole: " + message.replacingOccurrences(of: "Error: ", with: ""))
+            // ArgumentParser's own text, whole: the error (naming the bad value) on the first
+            // line, then its suggestion ("Did you mean…") and the usage.
+            var message = fullMessage(for: error)
+            if message.hasPrefix("Error: ") { message.removeFirst("Error: ".count) }
+            while message.hasSuffix("\n") { message.removeLast() }
+            writeError("wormhole: " + message)
             Foundation.exit(code == .validationFailure ? 64 : code.rawValue)
         }
+    }
+
+    /// An error for the first of `path` (command names, as after `wormhole` or `wormhole help`)
+    /// that is not a command, with the nearest command; `nil` when every name is a command (or
+    /// an option is reached).
+    static func unknownCommand(in path: [String]) -> String? {
+        var command: any ParsableCommand.Type = WormholeCommand.self
+        var walked = "wormhole"
+        for name in path {
+            if name.hasPrefix("-") { return nil }
+            let subcommands = command.configuration.subcommands
+            if subcommands.isEmpty { return nil }
+            let names = subcommands.map { $0._commandName }
+            guard let index = names.firstIndex(of: name) else {
+                let hint = nearest(to: name, in: names).map { " Did you mean '\($0)'?" } ?? ""
+                return "'\(walked)' has no command '\(name)'.\(hint) Commands: \(names.joined(separator: ", ")).\n"
+                    + "  See '\(walked) --help' for more information."
+            }
+            command = subcommands[index]
+            walked += " " + name
+        }
+        return nil
     }
 
     /// Scans the raw argument bytes: Swift would silently repair invalid UTF-8.

@@ -168,7 +168,10 @@ public final class BusConnection: Sendable {
     }
 
     /// Calls `handler` when the connection is lost or restored, where `delivery` says, until
-    /// the returned subscription is cancelled or released.
+    /// the returned subscription is cancelled or released. Handlers are called in the order
+    /// they were added, so with ``DeliveryQueue/ioThread`` a handler added after a
+    /// `DarwinNotificationCenter`'s (made on this connection) runs once the center's observers
+    /// on the I/O thread have had their catch-up.
     public func onEvent(
         on delivery: DeliveryQueue = .serial, handler: @escaping @Sendable (BusConnectionEvent) -> Void
     ) -> EventSubscription {

@@ -418,7 +418,9 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     }
 
     private func report(_ event: BusConnectionEvent) {
-        let handlers = shared.withLock { Array($0.eventHandlers.values) }
+        // In the order they were added (IDs increase): a layer above that added its handler
+        // first (a notification center's catch-up) has acted when a later one runs.
+        let handlers = shared.withLock { $0.eventHandlers.sorted { $0.key < $1.key }.map(\.value) }
         for handler in handlers { handler(event) }
     }
 

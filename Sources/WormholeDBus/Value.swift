@@ -52,6 +52,25 @@ public enum DBusValue: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The value as a non-negative integer, for every D-Bus integer type (`y`, `q`, `u`, `t`,
+    /// `n`, `i`, `x`); `nil` for a negative integer and for any other type.
+    ///
+    /// Senders do not always choose `t`: dbus-python sends a Python `int` as `i` unless told
+    /// otherwise, and `dbus-send` takes whatever type is typed. A reader of a count or a state
+    /// accepts them all this way.
+    public var nonNegativeInteger: UInt64? {
+        switch self {
+        case .uint64(let v): v
+        case .byte(let v): UInt64(v)
+        case .uint16(let v): UInt64(v)
+        case .uint32(let v): UInt64(v)
+        case .int16(let v): v >= 0 ? UInt64(v) : nil
+        case .int32(let v): v >= 0 ? UInt64(v) : nil
+        case .int64(let v): v >= 0 ? UInt64(v) : nil
+        default: nil
+        }
+    }
+
     public var description: String {
         switch self {
         case .byte(let v): "byte \(v)"

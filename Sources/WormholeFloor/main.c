@@ -344,11 +344,11 @@ static void print_notification(const char *name, int has_state, dbus_uint64_t st
     struct line *line = context;
     line_append_text(line, "{\"name\":");
     line_append_json_string(line, name);
-    char number[32];
+    char number[64];
     if (has_state) {
-        snprintf(number, sizeof number, ",\"state\":%" PRIu64 "}\n", (uint64_t)state);
+        snprintf(number, sizeof number, ",\"state\":%" PRIu64 ",\"reason\":\"posted\"}\n", (uint64_t)state);
     } else {
-        snprintf(number, sizeof number, ",\"state\":null}\n");
+        snprintf(number, sizeof number, ",\"state\":null,\"reason\":\"posted\"}\n");
     }
     line_append_text(line, number);
     line_write(line);
@@ -419,8 +419,6 @@ static ssize_t read_whole(struct listen_context *context, const char *path) {
 }
 
 static void print_message(const char *name, int has_state, dbus_uint64_t state, void *opaque) {
-    (void)has_state;
-    (void)state;
     struct listen_context *context = opaque;
     if (strncmp(name, context->prefix, context->prefix_length) != 0 || name[context->prefix_length] != '/') return;
     const char *identifier = name + context->prefix_length + 1;
@@ -440,7 +438,13 @@ static void print_message(const char *name, int has_state, dbus_uint64_t state, 
     line_append_json_string(line, identifier);
     line_append_text(line, ",\"message\":");
     line_append(line, context->file, (size_t)length);
-    line_append_text(line, "}\n");
+    char tail[64];
+    if (has_state) {
+        snprintf(tail, sizeof tail, ",\"reason\":\"posted\",\"sentAt\":%" PRIu64 "}\n", (uint64_t)state);
+    } else {
+        snprintf(tail, sizeof tail, ",\"reason\":\"posted\",\"sentAt\":null}\n");
+    }
+    line_append_text(line, tail);
     line_write(line);
 }
 

@@ -4,25 +4,52 @@ import WormholeDBus
 
 /// Commands that exercise wormhole messaging from another process:
 ///
-/// - `send-many ROOT GROUP IDENTIFIER COUNT BUS`: passes `{"n":0}` … `{"n":COUNT-1}` to IDENTIFIER
-///   as fast as it can, through `MessageCenter.passMessage` (container root ROOT, default directory, bus
-///   address BUS), flushes and exits; fails when a notification could not be sent. The shared
+/// - `send-many ROOT GROUP IDENTIFIER COUNT BUS [TAG]`: passes `{"n":0}` … `{"n":COUNT-1}` to
+///   IDENTIFIER as fast as it can, through `MessageCenter.passMessage` (container root ROOT, default
+///   directory, bus address BUS), flushes and exits; fails when a notification could not be sent.
+///   With TAG, the messages are `{"n":N,"w":"TAG"}` (distinct between writers). The shared
 ///   notification table lives under `$XDG_RUNTIME_DIR/wormhole`: tests give the peer a fresh one.
+/// - `send-transient-many ROOT GROUP IDENTIFIER COUNT BUS`: sends `{"n":0}` … `{"n":COUNT-1}` as
+///   transient messages (`passTransientMessage`), flushes and exits.
 let messagingCommands: [String: @Sendable ([String]) throws -> Void] = [
-    "send-many": sendMany
+    "send-many": sendMany,
+    "send-transient-many": sendTransientMany,
 ]
 
+private struct Tagged: Encodable {
+    var n: Int
+    var w: String
+}
+
 private func sendMany(_ arguments: [String]) throws {
+    guard arguments.count == 5 || arguments.count == 6, let count = Int(arguments[3]), count >= 0 else {
+        throw PeerError("send-many ROOT GROUP IDENTIFIER COUNT BUS [TAG]")
+    }
+    let wormhole = try MessageCenter(
+        applicationGroupIdentifier: arguments[1], containerRoot: arguments[0], busAddress: BusAddress(arguments[4]))
+    let tag = arguments.count == 6 ? arguments[5] : nil
+    for n in 0..<count {
+        let report =
+            if let tag {
+                try wormhole.passMessage(Tagged(n: n, w: tag), identifier: arguments[2])
+            } else {
+                try wormhole.passMessage(["n": n], identifier: arguments[2])
+            }
+        if let error = report.notificationError {
+            throw MessagingCommandError(description: "message \(n) was stored but not posted: \(error)")
+        }
+    }
+    wormhole.flush()
+}
+
+private func sendTransientMany(_ arguments: [String]) throws {
     guard arguments.count == 5, let count = Int(arguments[3]), count >= 0 else {
-        throw PeerError("send-many ROOT GROUP IDENTIFIER COUNT BUS")
+        throw PeerError("send-transient-many ROOT GROUP IDENTIFIER COUNT BUS")
     }
     let wormhole = try MessageCenter(
         applicationGroupIdentifier: arguments[1], containerRoot: arguments[0], busAddress: BusAddress(arguments[4]))
     for n in 0..<count {
-        let report = try wormhole.passMessage(["n": n], identifier: arguments[2])
-        if let error = report.notificationError {
-            throw MessagingCommandError(description: "message \(n) was stored but not posted: \(error)")
-        }
+        try wormhole.passTransientMessage(["n": n], identifier: arguments[2])
     }
     wormhole.flush()
 }

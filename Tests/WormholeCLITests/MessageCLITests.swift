@@ -15,14 +15,14 @@ private struct CLINote: Codable, Sendable, Equatable {
     var text: String
 }
 
-private struct CLICounter: Codable, Sendable, Equatable {
+struct CLICounter: Codable, Sendable, Equatable {
     var n: Int
 }
 
-private typealias CLITempDirectory = TemporaryDirectory
+typealias CLITempDirectory = TemporaryDirectory
 
 /// One test's world: a private bus, an empty container root, an empty runtime directory.
-private final class CLIWorld: Sendable {
+final class CLIWorld: Sendable {
     static let group = "group.com.example.cli"
 
     let bus: TestBus
@@ -56,6 +56,9 @@ private final class CLIWorld: Sendable {
     }
 
     /// Starts `wormhole listen …` and returns once it has written `ready` (its first stderr line).
+    /// The tests give the child `--timeout 120` as a last guard only: on a loaded 2-core machine the
+    /// whole suite was seen to leave this process unscheduled for over 60 s between the child's
+    /// `ready` and the test's post, so a tighter child timeout fails the test for nothing.
     func listen(_ rest: [String]) async throws -> ChildProcess {
         let child = try ChildProcess(try productPath("wormhole"), arguments("listen", rest), environment: environment)
         let first = try await CLIWait.next(1, from: child.stderrLines, "ready from wormhole listen")
@@ -119,7 +122,7 @@ private final class CLIWorld: Sendable {
     }
 }
 
-private enum CLIWait {
+enum CLIWait {
     static func within<T: Sendable>(
         _ what: String, seconds: Double = waitGuardSeconds, _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
@@ -152,6 +155,39 @@ private enum CLIWait {
             }
         }
     }
+}
+
+/// A `listen` line split into its message part (`{"identifier":…,"message":…}`, as contract §4
+/// first wrote it) and the keys added after it: `reason` and `sentAt`.
+struct ListenLine: Equatable, CustomStringConvertible {
+    var base: String
+    var reason: String
+    var sentAt: UInt64?
+
+    init?(_ line: String) {
+        guard let range = line.range(of: #","reason":""#, options: .backwards) else { return nil }
+        let tail = line[range.upperBound...]
+        guard let quote = tail.firstIndex(of: "\""), tail[quote...].hasPrefix(#"","sentAt":"#), tail.hasSuffix("}")
+        else { return nil }
+        reason = String(tail[..<quote])
+        let number = tail[tail.index(quote, offsetBy: #"","sentAt":"#.count)...].dropLast()
+        if number == "null" {
+            sentAt = nil
+        } else if let value = UInt64(number) {
+            sentAt = value
+        } else {
+            return nil
+        }
+        base = String(line[..<range.lowerBound]) + "}"
+    }
+
+    /// The message part of each line (a line that is not a `listen` line is kept whole).
+    static func bases(_ lines: some Sequence<String>) -> [String] { lines.map { ListenLine($0)?.base ?? $0 } }
+    static func bases(of output: String) -> String {
+        bases(output.split(separator: "\n").map(String.init)).map { $0 + "\n" }.joined()
+    }
+
+    var description: String { "\(base) reason \(reason) sentAt \(sentAt.map(String.init) ?? "null")" }
 }
 
 @Suite("wormhole send/read/listen/clear across processes")
@@ -189,18 +225,18 @@ struct MessageCLITests {
 
     @Test("passMessage here makes wormhole listen print the exact JSON line")
     func passMessageToListenChild() async throws {
-        let child = try await world.listen(["clip", "--count", "2", "--timeout", "20"])
+        let child = try await world.listen(["clip", "--count", "2", "--timeout", "120"])
         let sender = try world.inProcess()
-        try sender.passMessage(CLINote(text: "hello"), identifier: "clip")
+        let sent = try sender.passMessage(CLINote(text: "hello"), identifier: "clip")
         let first = try await CLIWait.next(1, from: child.stdoutLines, "the first line")
-        #expect(first == [#"{"identifier":"clip","message":{"text":"hello"}}"#])
-        try sender.passMessage(CLINote(text: "a/b \"q\" é"), identifier: "clip")
+        #expect(first == [#"{"identifier":"clip","message":{"text":"hello"},"reason":"posted","sentAt":\#(sent.sentAt)}"#])
+        let second = try sender.passMessage(CLINote(text: "a/b \"q\" é"), identifier: "clip")
         let output = try await CLIWait.wait(child)
         #expect(output.status == 0)
         #expect(
             output.stdout == """
-                {"identifier":"clip","message":{"text":"hello"}}
-                {"identifier":"clip","message":{"text":"a/b \\"q\\" é"}}
+                {"identifier":"clip","message":{"text":"hello"},"reason":"posted","sentAt":\(sent.sentAt)}
+                {"identifier":"clip","message":{"text":"a/b \\"q\\" é"},"reason":"posted","sentAt":\(second.sentAt)}
 
                 """)
         #expect(output.stderr == "ready\n")
@@ -210,27 +246,29 @@ struct MessageCLITests {
     func listenStored() async throws {
         let sender = try world.inProcess()
         try sender.passMessage(CLICounter(n: 1), identifier: "kept")
-        let child = try await world.listen(["kept", "--stored", "--count", "2", "--timeout", "20"])
+        let child = try await world.listen(["kept", "--stored", "--count", "2", "--timeout", "120"])
         #expect(
             try await CLIWait.next(1, from: child.stdoutLines, "the stored line") == [
-                #"{"identifier":"kept","message":{"n":1}}"#
+                #"{"identifier":"kept","message":{"n":1},"reason":"stored","sentAt":null}"#
             ])
-        try sender.passMessage(CLICounter(n: 2), identifier: "kept")
+        let sent = try sender.passMessage(CLICounter(n: 2), identifier: "kept")
         let output = try await CLIWait.wait(child)
         #expect(output.status == 0)
         #expect(
-            output.stdout == #"{"identifier":"kept","message":{"n":1}}"# + "\n"
-                + #"{"identifier":"kept","message":{"n":2}}"# + "\n")
+            output.stdout == #"{"identifier":"kept","message":{"n":1},"reason":"stored","sentAt":null}"# + "\n"
+                + #"{"identifier":"kept","message":{"n":2},"reason":"posted","sentAt":\#(sent.sentAt)}"# + "\n")
     }
 
     @Test("a hand-written file and a dbus-send trigger reach wormhole listen")
     func handWritten() async throws {
-        let child = try await world.listen(["clip", "--count", "1", "--timeout", "20"])
+        let child = try await world.listen(["clip", "--count", "1", "--timeout", "120"])
         try world.writeRawMessage("{ \"n\" : 5,\n  \"s\": \"x y\" }\n", identifier: "clip")
         try await world.dbusSend("\(CLIWorld.group)/wormhole/clip")
         let output = try await CLIWait.wait(child)
         #expect(output.status == 0)
-        #expect(output.stdout == #"{"identifier":"clip","message":{"n":5,"s":"x y"}}"# + "\n")
+        #expect(
+            output.stdout == #"{"identifier":"clip","message":{"n":5,"s":"x y"},"reason":"posted","sentAt":null}"# + "\n",
+            "a dbus-send trigger carries no time")
         #expect(output.stderr == "ready\n")
     }
 
@@ -248,7 +286,8 @@ struct MessageCLITests {
         }
         #expect(peer.status == 0, "\(peer.stderr)")
         try world.inProcess().passMessage(CLICounter(n: -1), identifier: "sentinel")
-        let lines = try await CLIWait.until(child.stdoutLines, "the sentinel line") { $0.contains(#""sentinel""#) }
+        let lines = ListenLine.bases(
+            try await CLIWait.until(child.stdoutLines, "the sentinel line") { $0.contains(#""sentinel""#) })
         child.signal(SIGTERM)
         #expect(lines.last == #"{"identifier":"sentinel","message":{"n":-1}}"#)
         let values = lines.dropLast().compactMap { line -> Int? in
@@ -262,9 +301,9 @@ struct MessageCLITests {
         #expect(output.stderr == "ready\n")
     }
 
-    @Test("a corrupt or missing file is one stderr line; wormhole listen goes on and prints the next message")
+    @Test("a corrupt file is one stderr line; wormhole listen goes on; a clear and an emptied mailbox are 'cleared' lines")
     func corruptFile() async throws {
-        let child = try await world.listen(["doc", "--count", "2", "--timeout", "20"])
+        let child = try await world.listen(["doc", "--count", "4", "--timeout", "120"])
         let sender = try world.inProcess()
 
         try world.writeRawMessage(#"{"n": "#, identifier: "doc")
@@ -275,21 +314,62 @@ struct MessageCLITests {
 
         try sender.passMessage(CLICounter(n: 1), identifier: "doc")
         #expect(
-            try await CLIWait.next(1, from: child.stdoutLines, "message 1") == [
+            ListenLine.bases(try await CLIWait.next(1, from: child.stdoutLines, "message 1")) == [
                 #"{"identifier":"doc","message":{"n":1}}"#
             ])
 
-        try sender.clearMessage(identifier: "doc")
-        let missing = try await CLIWait.next(1, from: child.stderrLines, "the missing-message error")
-        #expect(missing.first?.hasPrefix("wormhole: doc: no message") == true, "\(missing)")
+        // A clear is an event, with the clearing write's time.
+        let clear = try sender.clearMessage(identifier: "doc")
+        #expect(
+            try await CLIWait.next(1, from: child.stdoutLines, "the clear's line") == [
+                #"{"identifier":"doc","message":null,"reason":"cleared","sentAt":\#(clear.sentAt)}"#
+            ])
+
+        // So is a mailbox found empty after a hand-typed trigger (no time).
+        try await world.dbusSend("\(CLIWorld.group)/wormhole/doc")
+        let missing = try await CLIWait.next(1, from: child.stdoutLines, "the empty mailbox's line")
+        #expect(missing == [#"{"identifier":"doc","message":null,"reason":"cleared","sentAt":null}"#])
 
         try sender.passMessage(CLICounter(n: 2), identifier: "doc")
         let output = try await CLIWait.wait(child)
         #expect(output.status == 0)
         #expect(
-            output.stdout == #"{"identifier":"doc","message":{"n":1}}"# + "\n"
+            ListenLine.bases(of: output.stdout) == #"{"identifier":"doc","message":{"n":1}}"# + "\n"
+                + #"{"identifier":"doc","message":null}"# + "\n" + #"{"identifier":"doc","message":null}"# + "\n"
                 + #"{"identifier":"doc","message":{"n":2}}"# + "\n")
-        #expect(output.stderr.split(separator: "\n").count == 3, "ready and two error lines: \(output.stderr)")
+        #expect(output.stderr.split(separator: "\n").count == 2, "ready and one error line: \(output.stderr)")
+    }
+
+    @Test("listen says when the bus is lost, prints what changed meanwhile as catchUp lines, then says it caught up")
+    func listenReportsBus() async throws {
+        // No --count: the command would exit on the catch-up line, before the line that follows it.
+        let child = try await world.listen(["away", "still"])
+        let sender = try world.inProcess()
+        try sender.passMessage(CLICounter(n: 0), identifier: "still")
+        _ = try await CLIWait.next(1, from: child.stdoutLines, "the first post")
+        world.bus.kill()
+        let address = "'\(world.bus.address.rawValue)'"
+        #expect(
+            try await CLIWait.next(1, from: child.stderrLines, "the lost line") == [
+                "wormhole: lost the bus at \(address); waiting for it to come back"
+            ])
+        // Stored while the bus is down: nobody is told.
+        let report = try sender.passMessage(CLICounter(n: 1), identifier: "away")
+        #expect(!report.notified)
+        try world.bus.start()
+        #expect(
+            try await CLIWait.next(1, from: child.stderrLines, "the caught-up line") == [
+                "wormhole: back on the bus at \(address); caught up (1 message changed while it was away)"
+            ])
+        #expect(
+            try await CLIWait.next(1, from: child.stdoutLines, "the catch-up line") == [
+                #"{"identifier":"away","message":{"n":1},"reason":"catchUp","sentAt":null}"#
+            ])
+        child.signal(SIGTERM)
+        let output = try await CLIWait.wait(child)
+        #expect(
+            output.stdout.split(separator: "\n").count == 2,
+            "the unchanged mailbox 'still' is not delivered again: \(output.stdout)")
     }
 
     @Test("wormhole read prints a stored document that ends in a newline as one line, not two")

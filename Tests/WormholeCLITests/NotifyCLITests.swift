@@ -116,7 +116,7 @@ struct NotifyCLITests {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.withoutEscapingSlashes]
         let encoded = String(decoding: try encoder.encode(name), as: UTF8.self)
-        return "{\"name\":\(encoded),\"state\":\(state.map(String.init) ?? "null")}"
+        return "{\"name\":\(encoded),\"state\":\(state.map(String.init) ?? "null"),\"reason\":\"posted\"}"
     }
 
     static func lines(_ text: String) -> [String] {
@@ -131,6 +131,16 @@ struct NotifyCLITests {
         #expect(lines(output.stderr).count == 1, "one line on standard error, not \(output.stderr.debugDescription)")
         #expect(output.stderr.hasSuffix("\n"))
         #expect(output.stderr.contains(value), "\(output.stderr.debugDescription) names \(value.debugDescription)")
+    }
+
+    /// A usage error found by the argument parser: status 64, nothing on standard output, the
+    /// first line names `value`, and the lines after it are ArgumentParser's usage and help hint.
+    static func expectUsageFailure(_ output: ProcessOutput, naming value: String) {
+        #expect(output.status == 64, "\(output.stderr)")
+        #expect(output.stdout.isEmpty)
+        let lines = lines(output.stderr)
+        #expect(lines.first?.contains(value) == true, "the first line names \(value): \(output.stderr)")
+        #expect(lines.dropFirst().allSatisfy { $0.hasPrefix("Usage: ") || $0.hasPrefix("  See ") }, "\(output.stderr)")
     }
 
     // MARK: Tests
@@ -163,7 +173,8 @@ struct NotifyCLITests {
         #expect(output.status == 0, "\(output.stderr)")
         #expect(
             Self.lines(output.stdout) == [
-                #"{"name":"com.example.app.refresh","state":null}"#, #"{"name":"com.example.app.refresh","state":7}"#,
+                #"{"name":"com.example.app.refresh","state":null,"reason":"posted"}"#,
+                #"{"name":"com.example.app.refresh","state":7,"reason":"posted"}"#,
             ])
     }
 
@@ -393,8 +404,76 @@ struct NotifyCLITests {
         #expect(
             observing.sharedState(of: try NotificationName("state/cli")) == .max, "the child wrote the shared table")
         let bad = try await runToEnd(["post", "state/cli", "--state", "18446744073709551616"] + busArguments)
-        #expect(bad.status == 64)
-        #expect(bad.stdout.isEmpty)
-        #expect(Self.lines(bad.stderr).count == 1, "\(bad.stderr)")
+        Self.expectUsageFailure(bad, naming: "'18446744073709551616'")
+    }
+
+    // MARK: Interop and reporting
+
+    @Test("a state sent as any integer type of 0 or more is read; a negative or non-integer one is no state, with the reason logged")
+    func stateTypes() async throws {
+        let name = "com.example.types"
+        let cases: [(argument: String, state: UInt64?)] = [
+            ("uint64:5", 5), ("int32:5", 5), ("int64:5", 5), ("uint32:5", 5), ("uint16:5", 5), ("int16:5", 5),
+            ("byte:5", 5), ("int32:2147483647", 2_147_483_647), ("int32:-1", nil), ("int64:-1", nil),
+            ("int16:-7", nil), ("string:5", nil), ("double:5", nil), ("boolean:true", nil),
+        ]
+        let child = try ChildProcess(
+            try productPath("wormhole"), ["observe", name, "--count", "\(cases.count)"] + busArguments,
+            environment: environment.merging(["WORMHOLE_LOG": "debug"]) { $1 })
+        _ = try await Self.within("ready") { await child.stderrLines.firstLine { $0 == "ready" } }
+        // Sent one after another (each dbus-send has exited before the next starts), on the plain
+        // interface as dbus-python and hand-typed triggers send them.
+        for (argument, _) in cases {
+            try await dbusSend(interface: NotifyContract.plainInterface, ["string:\(name)", argument])
+        }
+        let output = await finish(child)
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(Self.lines(output.stdout) == (try cases.map { try Self.line(name, $0.state) }))
+        for shown in ["int32 -1", "int64 -1", "int16 -7", "string '5'", "double 5.0", "boolean true"] {
+            #expect(
+                output.stderr.contains("carried the state \(shown), not an integer of 0 or more"),
+                "the log names \(shown): \(output.stderr)")
+        }
+    }
+
+    @Test("observe --all sees every post whatever its name: Wormhole's on their buckets and hand-typed ones")
+    func observeAll() async throws {
+        let child = try wormhole(["observe", "--all", "--count", "3"] + busArguments)
+        try await ready(child)
+        let poster = try center()
+        try poster.post(NotificationName("nobody.observes/this"), state: 1)
+        // A Posted on another name's bucket is not a valid post: dropped, as observers drop it.
+        try await dbusSend(interface: NotifyContract.bucketInterface(for: "other"), ["string:wrong/bucket", "uint64:9"])
+        try await dbusSend(interface: NotifyContract.plainInterface, ["string:typed.by/hand"])
+        try poster.post(NotificationName("it's"), state: 3)
+        let output = await finish(child)
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(
+            Self.lines(output.stdout) == [
+                try Self.line("nobody.observes/this", 1), try Self.line("typed.by/hand", nil), try Self.line("it's", 3),
+            ])
+        #expect(output.stderr == "ready\n")
+    }
+
+    @Test("observe --all refuses names and --prefix with exit 64", arguments: [["some.name"], ["--prefix"]])
+    func observeAllConflicts(extra: [String]) async throws {
+        Self.expectUsageFailure(try await runToEnd(["observe", "--all"] + extra + busArguments), naming: "--all")
+    }
+
+    @Test("observe says on standard error when the bus is lost and when it is back, then prints posts again")
+    func observeReportsBus() async throws {
+        let child = try wormhole(["observe", "back/again", "--count", "1"] + busArguments)
+        try await ready(child)
+        bus.kill()
+        let lost = try await Self.within("the lost line") { await child.stderrLines.firstLine { _ in true } }
+        #expect(lost == "wormhole: lost the bus at '\(bus.address.rawValue)'; waiting for it to come back")
+        try bus.start()
+        let back = try await Self.within("the back line") { await child.stderrLines.firstLine { _ in true } }
+        #expect(
+            back == "wormhole: back on the bus at '\(bus.address.rawValue)'; posts made while it was away were missed")
+        try center().post(NotificationName("back/again"), state: 2)
+        let output = await finish(child)
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout == (try Self.line("back/again", 2)) + "\n", "the catch-up itself is not a line")
     }
 }

@@ -42,6 +42,10 @@ public func run(
     return child.wait()
 }
 
+/// Serialises `Process.run()` across the test process: Foundation's `Process.run` was seen to
+/// crash (a bad memcpy inside it) when many tests spawned children at once on a loaded machine.
+public let processSpawnLock = NSLock()
+
 /// A running child process with line-by-line access to its output.
 ///
 /// Each output pipe is read by a thread that blocks in `read(2)`; lines arrive in an
@@ -73,7 +77,7 @@ public final class ChildProcess: @unchecked Sendable {
         let (err, errContinuation) = AsyncStream<String>.makeStream()
         stdoutLines = out
         stderrLines = err
-        try process.run()
+        try processSpawnLock.withLock { try process.run() }
         startReader(outputPipe.fileHandleForReading.fileDescriptor, outContinuation, isError: false)
         startReader(errorPipe.fileHandleForReading.fileDescriptor, errContinuation, isError: true)
     }

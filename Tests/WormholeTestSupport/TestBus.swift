@@ -55,7 +55,7 @@ public final class TestBus: @unchecked Sendable {
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try processSpawnLock.withLock { try process.run() }
         // dbus-daemon prints its address once it listens: wait for that line.
         let line = readLine(from: output.fileHandleForReading)
         guard line.hasPrefix("unix:") else {

@@ -425,7 +425,16 @@ extension GroupDefaults.Keys {
         #expect(values["dictionary"] == .dictionary(["nested": .dictionary(["x": .double(1.5)])]))
         #expect(values["key.with dots/and slash"] == .string("value"))
         #expect(values["other"] == .string("kept"))
-        let signals = try await MessagingHarness.next(9, from: posted, "one post per imported key")
+        // The post of the `set` above may reach the bus after the raw rule is active (it is sent by
+        // the I/O thread): leave it out, it is not one of the import's.
+        let signals = try await MessagingHarness.within("one post per imported key") {
+            var found: [Signal] = []
+            for await signal in posted where (try? signal.string(at: 0).hasSuffix("/other")) != true {
+                found.append(signal)
+                if found.count == 9 { return found }
+            }
+            throw TestFailure("the signals ended before 9 posts")
+        }
         #expect(Set(try signals.map { try $0.uint64(at: 1) }) == [report.generation])
 
         let missing = try #require(throws: WormholeError.self) {

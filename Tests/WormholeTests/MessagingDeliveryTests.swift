@@ -105,12 +105,14 @@ struct MessagingDeliveryTests {
         #expect(received.allSatisfy { $0.reason == .posted && $0.sentAt != nil })
     }
 
-    @Test("passMessage(identifier:) wakes listeners, which deliver the stored message again")
+    @Test("with deliversEveryPost, passMessage(identifier:) wakes listeners, which deliver the stored message again")
     func wakeUp() async throws {
         let sender = try fixture.wormhole()
         let receiver = try fixture.wormhole()
         let (deliveries, handler) = MessagingHarness.recorder(MessagingNote.self)
-        let listener = try receiver.listen(identifier: "clip", on: .queue(DispatchQueue(label: "t")), handler: handler)
+        let listener = try receiver.listen(
+            identifier: "clip", on: .queue(DispatchQueue(label: "t")), options: .init(deliversEveryPost: true),
+            handler: handler)
         defer { listener.cancel() }
         let stored = try sender.passMessage(MessagingNote(text: "once"), identifier: "clip")
         let first = try await MessagingHarness.next(1, from: deliveries, "the message")
@@ -122,6 +124,28 @@ struct MessagingDeliveryTests {
         #expect(received.map(\.reason) == [.posted, .posted])
         #expect(received.map(\.sentAt) == [stored.sentAt, woken.sentAt])
         #expect(woken.sentAt > stored.sentAt)
+    }
+
+    @Test("by default a post that finds the file last delivered delivers nothing; a changed file is delivered")
+    func duplicateSkipped() async throws {
+        let sender = try fixture.wormhole()
+        let receiver = try fixture.wormhole()
+        let (deliveries, handler) = MessagingHarness.recorder(MessagingNote.self)
+        let listener = try receiver.listen(identifier: "clip", on: .queue(DispatchQueue(label: "t")), handler: handler)
+        defer { listener.cancel() }
+        try sender.passMessage(MessagingNote(text: "once"), identifier: "clip")
+        #expect(try await MessagingHarness.next(1, from: deliveries, "the message").map(\.message?.text) == ["once"])
+        // The same file again: a wake, and the same document stored again. Neither is delivered.
+        try sender.passMessage(identifier: "clip")
+        try sender.passMessage(MessagingNote(text: "once"), identifier: "clip")
+        // A file replaced without a post (storage alone), then a wake: it changed, so it is delivered.
+        let storage = FileTransiting(
+            container: try GroupContainer(group: GroupIdentifier(MessagingFixture.group), root: fixture.root.path))
+        try storage.writeMessage(Data(#"{"text":"by hand"}"#.utf8), identifier: MessageIdentifier("clip"))
+        try sender.passMessage(identifier: "clip")
+        let next = try await MessagingHarness.next(1, from: deliveries, "the changed file")
+        #expect(next.map(\.message?.text) == ["by hand"], "the unchanged posts before it delivered nothing")
+        #expect(next.map(\.reason) == [.posted])
     }
 
     @Test("clearAllMessages notifies each identifier that had a message, which then delivers .noMessage")
@@ -171,7 +195,8 @@ struct MessagingDeliveryTests {
         let connection = try receiver.notificationCenter().connection
         let baseline = try await MessagingHarness.settledRuleCount(fixture.bus, connection)
         let stream = try await receiver.messages(identifier: "streamed", as: MessagingCounter.self)
-        #expect(try await MessagingHarness.settledRuleCount(fixture.bus, connection) == baseline + 2)
+        // The two Posted rules of the name and its two Message rules (transient messages).
+        #expect(try await MessagingHarness.settledRuleCount(fixture.bus, connection) == baseline + 4)
         let (seen, seenContinuation) = AsyncStream<Int>.makeStream()
         let task = Task {
             var count = 0

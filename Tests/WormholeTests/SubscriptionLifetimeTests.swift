@@ -108,7 +108,9 @@ struct SubscriptionLifetimeTests {
         var token: NotificationCheckToken? = try receiver.notificationCenter().makeCheckToken(
             for: receiver.notificationName(for: MessageIdentifier("token")))
         #expect(listener?.isCancelled == false && all?.isCancelled == false && token?.isCancelled == false)
-        #expect(try await MessagingHarness.settledRuleCount(fixture.bus, connection) == baseline + 5)
+        // A listener holds the two Posted rules and the two Message rules of its name (contract
+        // §1, §7), a listener of all messages one of each, a check token two.
+        #expect(try await MessagingHarness.settledRuleCount(fixture.bus, connection) == baseline + 8)
         listener = nil
         all = nil
         token = nil
@@ -135,7 +137,8 @@ struct SubscriptionLifetimeTests {
         var all: MessageStream<MessagingCounter>? = try await receiver.allMessages()
         var notes: NotificationStream? = try await center.notifications(named: name("lifetime/unread"))
         #expect(messages != nil && all != nil && notes != nil)
-        #expect(try await MessagingHarness.settledRuleCount(fixture.bus, connection) == baseline + 5)
+        // Posted and Message rules for the streams of messages (4 + 2), Posted rules for the notifications (2).
+        #expect(try await MessagingHarness.settledRuleCount(fixture.bus, connection) == baseline + 8)
         messages = nil
         all = nil
         notes = nil

@@ -43,10 +43,12 @@ extension GroupDefaults {
     /// changed meanwhile.
     ///
     /// - Parameters:
+    ///   - key: the key to observe.
     ///   - delivery: where `handler` runs.
     ///   - options: ``ObserverOptions/ignoresOwnPosts`` skips this process's own writes.
     ///   - initial: first deliver the current value (``Change/Reason/initial``, nil when absent).
-    /// - Throws: ``WormholeError`` for a bad key, ``BusError`` when the bus cannot be reached.
+    ///   - handler: called with each ``Change``.
+    /// - Throws: ``WormholeError`` for a bad key, `BusError` when the bus cannot be reached.
     public func observe(
         _ key: String, on delivery: DeliveryQueue = .serial, options: ObserverOptions = ObserverOptions(),
         initial: Bool = false, handler: @escaping @Sendable (Change) -> Void

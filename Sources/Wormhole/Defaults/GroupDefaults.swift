@@ -14,7 +14,7 @@ public import WormholeDBus
 /// ```
 ///
 /// The suite is one JSON object in `<root>/<group>/Preferences/<suite>.json` (mode 0600), replaced
-/// atomically; writers serialise with `flock` on `<suite>.json.lock`, so ``update(_:_:)`` never
+/// atomically; writers serialise with `flock` on `<suite>.json.lock`, so `update(_:_:)` never
 /// loses an increment and ``transaction(_:)`` changes several keys at once. Reads come from a cache
 /// checked with one `lstat` of the file, so a read that starts after another process's write
 /// returned sees it, with or without the bus. After each write that changed something, `Posted`
@@ -50,6 +50,7 @@ public final class GroupDefaults: Sendable {
     ///   - containerRoot: the root of all group containers; `nil` resolves it from the environment.
     ///   - busAddress: the bus; `nil` for the session bus.
     ///   - sharedStateDirectory: see ``DarwinNotificationCenter/init(busAddress:sharedStateDirectory:logger:)``.
+    ///   - logger: where the library logs (swift-log).
     /// - Throws: ``WormholeError`` naming an invalid group or suite (a group identifier over 200
     ///   bytes has no default suite), before touching disk or bus.
     public init(

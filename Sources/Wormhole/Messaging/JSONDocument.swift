@@ -27,6 +27,11 @@ public struct JSONDocument: Sendable, Hashable, Decodable, CustomStringConvertib
         self.data = data
     }
 
+    /// Wraps bytes already checked to be one JSON text (a transient message checked on receipt).
+    init(validated data: Data) {
+        self.data = data
+    }
+
     /// Always throws: a document is read from storage, not decoded from part of another one.
     public init(from decoder: any Decoder) throws {
         throw DecodingError.dataCorrupted(

@@ -2,21 +2,71 @@ import Foundation
 import Synchronization
 import WormholeDBus
 
-/// The state of one listener or message stream: which mailboxes are pending (coalesced per
-/// identifier), what each held when last delivered, and the reading and decoding of a mailbox.
-///
-/// The bus side (``notified(_:)``, on the I/O thread) only records which identifiers are
-/// pending. The reading happens where the deliveries go: on the listener's executor, or in a
-/// stream's `next()`.
-final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
-    typealias Reason = MessageDelivery<Message>.Reason
+/// Why a mailbox or message is pending: ``MessageDelivery/Reason`` without its generic
+/// parameter, so the bookkeeping of ``ListenerCore`` uses no generic types (in unspecialised
+/// generic code every use of a type nested in a generic one costs a metadata lookup).
+enum ListenerReason: Sendable, Hashable {
+    case posted, stored, catchUp, transient
+}
 
-    /// One pending mailbox.
-    struct Item: Sendable {
-        var identifier: MessageIdentifier
-        var reason: Reason
-        var sentAt: UInt64?
+/// One pending mailbox, or one transient message (its payload, or why it was dropped).
+struct ListenerItem: Sendable {
+    var identifier: MessageIdentifier
+    var reason: ListenerReason
+    var sentAt: UInt64?
+    /// A transient message's JSON (checked on receipt), or why it is not delivered; `nil`
+    /// for a mailbox, which is read from its file.
+    var payload: Result<Data, WormholeError>? = nil
+}
+
+/// One place in the delivery order: a mailbox (once, however many posts) or a transient message.
+private enum ListenerEntry {
+    case mailbox(MessageIdentifier)
+    case transient(ListenerItem)
+
+    var isTransient: Bool {
+        if case .transient = self { return true }
+        return false
     }
+}
+
+private struct ListenerState {
+    var cancelled = false
+    /// A drain is queued or running (callback listeners).
+    var scheduled = false
+    /// A catch-up was asked for: the reader lists the mailboxes (disk work, not on the bus side).
+    var catchUp = false
+    var pending: [MessageIdentifier: (reason: ListenerReason, sentAt: UInt64?)] = [:]
+    var order: [ListenerEntry] = []
+    /// How many entries of `order` are transient messages (bounded by `transientLimit`).
+    var transientCount = 0
+    /// Transient messages dropped because the buffer was full, per identifier, in the order
+    /// first dropped: reported as failed deliveries ahead of the next batch.
+    var dropped: [(identifier: MessageIdentifier, count: Int)] = []
+    /// What each mailbox held when last delivered (or when the listener started), as a
+    /// fingerprint: the catch-up compares against it without keeping every message in memory.
+    var lastDelivered: [MessageIdentifier: Fingerprint] = [:]
+    /// What each mailbox held when last actually delivered (not the start-up baseline): a
+    /// post that finds the same file is a duplicate of that delivery.
+    var delivered: [MessageIdentifier: Fingerprint] = [:]
+
+    var hasWork: Bool { catchUp || !order.isEmpty || !dropped.isEmpty }
+}
+
+/// The state of one listener or message stream: which mailboxes are pending (coalesced per
+/// identifier), the transient messages received (each kept, in order, up to a bound), what each
+/// mailbox held when last delivered, and the reading and decoding of a mailbox.
+///
+/// The bus side (``notified(_:)`` and ``received(_:)``, on the I/O thread) only records which
+/// identifiers are pending and queues transient payloads. The reading happens where the
+/// deliveries go: on the listener's executor, or in a stream's `next()`.
+///
+/// A mailbox is delivered again only when its file changed since the listener's last delivery
+/// of it (its ``Fingerprint``), unless ``MessageCenter/ListenOptions/deliversEveryPost``: the
+/// reads of a coalesced burst that find the file already delivered are skipped.
+final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
+    typealias Reason = ListenerReason
+    typealias Item = ListenerItem
 
     /// Where deliveries go.
     enum Sink: Sendable {
@@ -26,33 +76,27 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         case doorbell(AsyncStream<Void>.Continuation)
     }
 
-    private struct State {
-        var cancelled = false
-        /// A drain is queued or running (callback listeners).
-        var scheduled = false
-        /// A catch-up was asked for: the reader lists the mailboxes (disk work, not on the bus side).
-        var catchUp = false
-        var pending: [MessageIdentifier: (reason: Reason, sentAt: UInt64?)] = [:]
-        var order: [MessageIdentifier] = []
-        /// What each mailbox held when last delivered (or when the listener started), as a
-        /// fingerprint: the catch-up compares against it without keeping every message in memory.
-        var lastDelivered: [MessageIdentifier: Fingerprint] = [:]
-
-        var hasWork: Bool { catchUp || !order.isEmpty }
-    }
-
     let transiting: any WormholeTransiting
     /// The UTF-8 length of `<group>/<directory>/`, stripped from a posted name.
     let prefixLength: Int
     /// The one identifier listened to, or `nil` for every identifier of the wormhole.
     let only: MessageIdentifier?
+    /// Deliver a mailbox on every post, even when the file is the one last delivered.
+    let deliversEveryPost: Bool
+    /// The most transient messages kept for a reader that is behind; the oldest go first.
+    let transientLimit: Int
     private let sink: Sink
-    private let state = Mutex(State())
+    private let state = Mutex(ListenerState())
 
-    init(transiting: any WormholeTransiting, prefix: NotificationName, only: MessageIdentifier?, sink: Sink) {
+    init(
+        transiting: any WormholeTransiting, prefix: NotificationName, only: MessageIdentifier?,
+        options: MessageCenter.ListenOptions = MessageCenter.ListenOptions(), sink: Sink
+    ) {
         self.transiting = transiting
         prefixLength = prefix.rawValue.utf8.count
         self.only = only
+        deliversEveryPost = options.deliversEveryPost
+        transientLimit = max(1, options.transientBufferLimit)
         self.sink = sink
     }
 
@@ -62,6 +106,8 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
                 state.cancelled = true
                 state.pending = [:]
                 state.order = []
+                state.transientCount = 0
+                state.dropped = []
                 state.catchUp = false
             }
             return state.cancelled
@@ -80,15 +126,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
     func notified(_ note: DarwinNotification) {
         switch note.reason {
         case .posted:
-            let identifier: MessageIdentifier
-            if let only {
-                identifier = only
-            } else {
-                guard let suffix = String(note.name.rawValue.utf8.dropFirst(prefixLength)),
-                    let parsed = try? MessageIdentifier(suffix)
-                else { return }
-                identifier = parsed
-            }
+            guard let identifier = identifier(in: note.name) else { return }
             record([identifier], reason: .posted, sentAt: note.state)
         case .catchUp:
             let wake = state.withLock { state -> Bool in
@@ -98,6 +136,74 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
             }
             if wake { ring() }
         }
+    }
+
+    /// The identifier a name of this listener's route stands for, or `nil` for a name below the
+    /// prefix that is not an identifier.
+    private func identifier(in name: NotificationName) -> MessageIdentifier? {
+        if let only { return only }
+        guard let suffix = String(name.rawValue.utf8.dropFirst(prefixLength)) else { return nil }
+        return try? MessageIdentifier(suffix)
+    }
+
+    /// Called for each `Message` signal of the listener's route (on the I/O thread): queues the
+    /// transient message, or the report of a malformed one. It is never coalesced with anything;
+    /// when `transientLimit` are already waiting, the oldest is dropped and reported.
+    func received(_ signal: TransientSignal) {
+        let item: Item
+        switch signal {
+        case .message(let name, let payload):
+            guard let identifier = identifier(in: name) else { return }
+            item = Item(identifier: identifier, reason: .transient, payload: .success(payload))
+        case .malformed(let name, let reason):
+            guard let identifier = identifier(in: name) else { return }
+            item = Item(
+                identifier: identifier, reason: .transient,
+                payload: .failure(WormholeError(.transientDropped, value: identifier.rawValue, reason)))
+        }
+        // A handler on the I/O thread with nothing queued before this message: deliver it here,
+        // without queueing (the common case of a listener that keeps up).
+        if case .handler(let executor, let handler) = sink, executor.queue == nil, let payload = item.payload {
+            let claimed = state.withLock { state -> Bool in
+                if state.cancelled || state.scheduled || state.hasWork { return false }
+                state.scheduled = true
+                return true
+            }
+            if claimed {
+                handler(Self.transientDelivery(item, payload))
+                finishInline()
+                return
+            }
+        }
+        let wake = state.withLock { state -> Bool in
+            if state.cancelled { return false }
+            if state.transientCount >= transientLimit, let oldest = state.order.firstIndex(where: \.isTransient) {
+                if case .transient(let dropped) = state.order.remove(at: oldest) {
+                    if let index = state.dropped.firstIndex(where: { $0.identifier == dropped.identifier }) {
+                        state.dropped[index].count += 1
+                    } else {
+                        state.dropped.append((dropped.identifier, 1))
+                    }
+                }
+                state.transientCount -= 1
+            }
+            state.order.append(.transient(item))
+            state.transientCount += 1
+            return mustWake(&state)
+        }
+        if wake { ring() }
+    }
+
+    /// Ends an inline delivery: drains what arrived meanwhile, or releases the claim.
+    private func finishInline() {
+        let more = state.withLock { state -> Bool in
+            if state.cancelled || !state.hasWork {
+                state.scheduled = false
+                return false
+            }
+            return true
+        }
+        if more { drain() }
     }
 
     /// Remembers what is stored now as known, so that a catch-up after a reconnect delivers only
@@ -131,7 +237,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         if wake { ring() }
     }
 
-    private static func merge(_ identifiers: [MessageIdentifier], reason: Reason, sentAt: UInt64?, into state: inout State) {
+    private static func merge(_ identifiers: [MessageIdentifier], reason: Reason, sentAt: UInt64?, into state: inout ListenerState) {
         for identifier in identifiers {
             if let existing = state.pending[identifier] {
                 // A post outranks a catch-up or start-up check: it must be delivered.
@@ -142,13 +248,13 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
                 }
             } else {
                 state.pending[identifier] = (reason, reason == .posted ? sentAt : nil)
-                state.order.append(identifier)
+                state.order.append(.mailbox(identifier))
             }
         }
     }
 
     /// Whether the reader must be woken (under the lock). A stream's doorbell coalesces by itself.
-    private func mustWake(_ state: inout State) -> Bool {
+    private func mustWake(_ state: inout ListenerState) -> Bool {
         guard state.hasWork else { return false }
         switch sink {
         case .doorbell: return true
@@ -196,12 +302,29 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
                 return nil
             }
             // A catch-up asked for after the listing above: the caller comes back for it.
-            if state.order.isEmpty { return [] }
-            let batch = state.order.compactMap { identifier -> Item? in
-                state.pending[identifier].map { Item(identifier: identifier, reason: $0.reason, sentAt: $0.sentAt) }
+            if state.order.isEmpty && state.dropped.isEmpty { return [] }
+            var batch = state.dropped.map { dropped in
+                Item(
+                    identifier: dropped.identifier, reason: .transient,
+                    payload: .failure(WormholeError(
+                        .transientDropped, value: dropped.identifier.rawValue,
+                        "\(dropped.count) transient message(s) for '\(dropped.identifier)' dropped: the listener fell "
+                            + "more than \(transientLimit) transient messages behind (ListenOptions.transientBufferLimit)")))
+            }
+            batch.reserveCapacity(batch.count + state.order.count)
+            for entry in state.order {
+                switch entry {
+                case .mailbox(let identifier):
+                    if let pending = state.pending[identifier] {
+                        batch.append(Item(identifier: identifier, reason: pending.reason, sentAt: pending.sentAt))
+                    }
+                case .transient(let item): batch.append(item)
+                }
             }
             state.pending = [:]
             state.order = []
+            state.transientCount = 0
+            state.dropped = []
             return batch
         }
     }
@@ -219,9 +342,11 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         }
     }
 
-    /// Reads and decodes one mailbox: the delivery, or `nil` when there is nothing to deliver
-    /// (a catch-up of an unchanged mailbox, a start-up check of an empty one).
+    /// Reads and decodes one mailbox, or decodes one transient message: the delivery, or `nil`
+    /// when there is nothing to deliver (a catch-up of an unchanged mailbox, a start-up check of
+    /// an empty one, a post that finds the file last delivered).
     func read(_ item: Item) -> MessageDelivery<Message>? {
+        if let payload = item.payload { return Self.transientDelivery(item, payload) }
         let identifier = item.identifier
         let data: Data?
         do {
@@ -230,22 +355,29 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
             let wormholeError =
                 error as? WormholeError
                 ?? WormholeError(.io, value: identifier.rawValue, "cannot read message '\(identifier)': \(error)")
-            return MessageDelivery(identifier: identifier, result: .failure(wormholeError), reason: item.reason, sentAt: item.sentAt)
+            return MessageDelivery(identifier: identifier, result: .failure(wormholeError), reason: Self.deliveryReason(item.reason), sentAt: item.sentAt)
         }
         let fingerprint = data.map(Fingerprint.init)
-        let previous = state.withLock { state -> Fingerprint? in
-            let previous = state.lastDelivered[identifier]
+        let deliversEveryPost = self.deliversEveryPost
+        let skip = state.withLock { state -> Bool in
+            let known = state.lastDelivered[identifier]
             state.lastDelivered[identifier] = fingerprint
-            return previous
+            let skip: Bool
+            switch item.reason {
+            case .catchUp: skip = known == fingerprint
+            case .stored: skip = data == nil
+            // The file this listener last delivered: a duplicate of that delivery (a burst of
+            // posts coalesced into fewer wakes than reads, or the same document sent again).
+            case .posted: skip = !deliversEveryPost && fingerprint != nil && state.delivered[identifier] == fingerprint
+            case .transient: skip = false
+            }
+            if !skip { state.delivered[identifier] = fingerprint }
+            return skip
         }
-        switch item.reason {
-        case .catchUp where previous == fingerprint: return nil
-        case .stored where data == nil: return nil
-        default: break
-        }
+        if skip { return nil }
         guard let data else {
             let error = WormholeError(.noMessage, value: identifier.rawValue, "no message is stored for '\(identifier)'")
-            return MessageDelivery(identifier: identifier, result: .failure(error), reason: item.reason, sentAt: item.sentAt)
+            return MessageDelivery(identifier: identifier, result: .failure(error), reason: Self.deliveryReason(item.reason), sentAt: item.sentAt)
         }
         let result: Result<Message, WormholeError>
         do {
@@ -253,11 +385,47 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         } catch {
             result = .failure(error)
         }
-        return MessageDelivery(identifier: identifier, result: result, reason: item.reason, sentAt: item.sentAt)
+        return MessageDelivery(identifier: identifier, result: result, reason: Self.deliveryReason(item.reason), sentAt: item.sentAt)
     }
 }
 
-/// A message's length and 64-bit FNV-1a hash: enough to tell whether a mailbox changed.
+extension ListenerCore {
+    /// The delivery of a transient message: decoded from its payload, with no file read and no
+    /// change to what the listener knows of the mailbox.
+    fileprivate static func transientDelivery(
+        _ item: Item, _ payload: Result<Data, WormholeError>
+    ) -> MessageDelivery<Message> {
+        let result: Result<Message, WormholeError>
+        switch payload {
+        case .failure(let error): result = .failure(error)
+        case .success(let data):
+            if Message.self == JSONDocument.self {
+                // Checked to be one JSON text when it was received.
+                result = .success(JSONDocument(validated: data) as! Message)
+            } else {
+                do {
+                    result = .success(try MessageCenter.decode(data, as: Message.self, identifier: item.identifier))
+                } catch {
+                    result = .failure(error)
+                }
+            }
+        }
+        return MessageDelivery(identifier: item.identifier, result: result, reason: .transient, sentAt: nil)
+    }
+
+    /// The public reason of a delivery.
+    static func deliveryReason(_ reason: ListenerReason) -> MessageDelivery<Message>.Reason {
+        switch reason {
+        case .posted: .posted
+        case .stored: .stored
+        case .catchUp: .catchUp
+        case .transient: .transient
+        }
+    }
+}
+
+/// A message's length and a 64-bit FNV-1a hash over its 8-byte words: enough to tell whether a
+/// mailbox changed.
 struct Fingerprint: Hashable, Sendable {
     let count: Int
     let hash: UInt64

@@ -7,9 +7,25 @@ extension MessageCenter {
         /// mailbox when you wake up"); nothing is delivered for an empty mailbox.
         public var deliversStoredMessageOnStart: Bool
 
+        /// Deliver a mailbox on every post that wakes the listener, even when the file is the
+        /// one it delivered last. By default (`false`) a mailbox is delivered again only when
+        /// its file changed since the listener's last delivery of it: a burst of posts that
+        /// leaves several reads of the same file delivers it once, and a sender storing the
+        /// same document twice in a row is delivered once. After the last post the last
+        /// delivery still carries the latest stored message.
+        public var deliversEveryPost: Bool
+
+        /// The most transient messages (``MessageDelivery/Reason/transient``) kept for a
+        /// handler or stream that is slower than the senders (default 1,024). Past it the
+        /// oldest waiting message is dropped, and the next deliveries start with one
+        /// ``WormholeError/Code/transientDropped`` failure per identifier saying how many.
+        public var transientBufferLimit: Int
+
         /// Creates options.
-        public init(deliversStoredMessageOnStart: Bool = false) {
+        public init(deliversStoredMessageOnStart: Bool = false, deliversEveryPost: Bool = false, transientBufferLimit: Int = 1024) {
             self.deliversStoredMessageOnStart = deliversStoredMessageOnStart
+            self.deliversEveryPost = deliversEveryPost
+            self.transientBufferLimit = transientBufferLimit
         }
     }
 
@@ -17,8 +33,11 @@ extension MessageCenter {
     /// the listener is cancelled or released. Active when this returns.
     ///
     /// Bursts may be coalesced into fewer deliveries, but after the last post the last delivery
-    /// carries the latest stored message. The file is read and decoded where `delivery` says,
-    /// where the handler then runs: with ``DeliveryQueue/ioThread`` both happen on the bus
+    /// carries the latest stored message; a file already delivered is not delivered again
+    /// (see ``ListenOptions/deliversEveryPost``). Transient messages
+    /// (`passTransientMessage(_:identifier:)`) come through the same handler,
+    /// each on its own, in order, with ``MessageDelivery/Reason/transient``. The file is read and decoded where `delivery` says,
+    /// where the handler then runs: with `DeliveryQueue/ioThread` both happen on the bus
     /// connection's I/O thread (no hop; the handler must return quickly), and the start-up
     /// delivery of ``ListenOptions/deliversStoredMessageOnStart`` runs on the calling thread
     /// before this returns. Two calls of one listener's handler never overlap. Several
@@ -28,7 +47,7 @@ extension MessageCenter {
         options: ListenOptions = ListenOptions(), handler: @escaping @Sendable (MessageDelivery<Message>) -> Void
     ) throws -> MessageListener {
         let core = ListenerCore<Message>(
-            transiting: transiting, prefix: notificationPrefix, only: identifier,
+            transiting: transiting, prefix: notificationPrefix, only: identifier, options: options,
             sink: .handler(delivery.makeExecutor(label: "wormhole.listener"), handler))
         return try start(core, options: options)
     }
@@ -49,7 +68,7 @@ extension MessageCenter {
         options: ListenOptions = ListenOptions(), handler: @escaping @Sendable (MessageDelivery<Message>) -> Void
     ) throws -> MessageListener {
         let core = ListenerCore<Message>(
-            transiting: transiting, prefix: notificationPrefix, only: nil,
+            transiting: transiting, prefix: notificationPrefix, only: nil, options: options,
             sink: .handler(delivery.makeExecutor(label: "wormhole.listener"), handler))
         return try start(core, options: options)
     }
@@ -82,13 +101,21 @@ extension MessageCenter {
     ) async throws -> MessageStream<Message> {
         let (doorbell, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let core = ListenerCore<Message>(
-            transiting: transiting, prefix: notificationPrefix, only: identifier, sink: .doorbell(continuation))
+            transiting: transiting, prefix: notificationPrefix, only: identifier, options: options,
+            sink: .doorbell(continuation))
         let center = try notificationCenter()
         let target = identifier.map(notificationName(for:)) ?? notificationPrefix
         let observer = try await center.addObserver(
             target, isPrefix: identifier == nil, on: .ioThread, handler: { core.notified($0) },
             finish: { continuation.finish() })
         let listener = MessageListener(core: core, observer: observer)
+        do {
+            let route = try await center.addMessageRoute(target, isPrefix: identifier == nil) { core.received($0) }
+            listener.attachTransientRoute { center.removeMessageRoute(route) }
+        } catch {
+            listener.cancel()
+            throw error
+        }
         continuation.onTermination = { _ in listener.cancel() }
         if options.deliversStoredMessageOnStart { core.checkStored() } else { core.recordBaseline() }
         return MessageStream(doorbell: doorbell, core: core)
@@ -104,6 +131,14 @@ extension MessageCenter {
                 try center.addObserver(forPrefix: notificationPrefix, on: .ioThread, handler: handler)
             }
         let listener = MessageListener(core: core, observer: observer)
+        do {
+            let target = core.only.map(notificationName(for:)) ?? notificationPrefix
+            let route = try center.addMessageRoute(target, isPrefix: core.only == nil) { core.received($0) }
+            listener.attachTransientRoute { center.removeMessageRoute(route) }
+        } catch {
+            listener.cancel()
+            throw error
+        }
         if options.deliversStoredMessageOnStart { core.checkStored() } else { core.recordBaseline() }
         return listener
     }

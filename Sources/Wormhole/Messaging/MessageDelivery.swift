@@ -10,6 +10,10 @@ public struct MessageDelivery<Message: Sendable>: Sendable {
         /// The bus connection came back after an outage and the stored message differs from
         /// the last one delivered: it changed while the listener was cut off.
         case catchUp
+        /// A transient message (`passTransientMessage(_:identifier:)`):
+        /// carried in the notification, never stored; the mailbox was not read. A failure with
+        /// ``WormholeError/Code/transientDropped`` reports a transient message that was dropped.
+        case transient
     }
 
     /// The mailbox.
@@ -22,8 +26,9 @@ public struct MessageDelivery<Message: Sendable>: Sendable {
     public var reason: Reason
     /// When the sender wrote the message this delivery answers, in nanoseconds since 1970
     /// (`CLOCK_REALTIME`; the ``MessageCenter/SendReport/sentAt`` of its send), so
-    /// `now - sentAt` is the message's latency. `nil` for ``Reason/stored`` and
-    /// ``Reason/catchUp`` deliveries and for `dbus-send` triggers, which carry no time.
+    /// `now - sentAt` is the message's latency. `nil` for ``Reason/stored``,
+    /// ``Reason/catchUp`` and ``Reason/transient`` deliveries and for `dbus-send` triggers,
+    /// which carry no time.
     public var sentAt: UInt64?
 
     /// Creates a delivery (for tests and adapters).

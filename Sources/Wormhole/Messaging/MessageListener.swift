@@ -1,18 +1,31 @@
+import Synchronization
 public import WormholeDBus
 
 /// A registered message listener (see `MessageCenter.listen(identifier:as:on:options:handler:)`).
 ///
 /// Active until ``cancel()`` or until the last reference to it is released, whichever comes
-/// first (the rule of every ``SubscriptionHandle``): keep it for as long as you want
+/// first (the rule of every `SubscriptionHandle`): keep it for as long as you want
 /// deliveries. It keeps the bus connection it listens on open, even after its
 /// ``MessageCenter`` is released.
 public final class MessageListener: SubscriptionHandle {
     private let core: any ListenerControl
     private let observer: NotificationObserver
+    /// Removes the route of the transient messages (`Message` signals); set once, at start.
+    private let transientRoute = Mutex<(@Sendable () -> Void)?>(nil)
 
     init(core: any ListenerControl, observer: NotificationObserver) {
         self.core = core
         self.observer = observer
+    }
+
+    /// Keeps the removal of the transient route, to run on cancel (at once if already cancelled).
+    func attachTransientRoute(_ remove: @escaping @Sendable () -> Void) {
+        let cancelled = transientRoute.withLock { route -> Bool in
+            if core.isCancelled { return true }
+            route = remove
+            return false
+        }
+        if cancelled { remove() }
     }
 
     deinit { cancel() }
@@ -22,6 +35,10 @@ public final class MessageListener: SubscriptionHandle {
     public func cancel() {
         if core.cancel() { return }
         observer.cancel()
+        transientRoute.withLock { route in
+            defer { route = nil }
+            return route
+        }?()
     }
 
     /// Whether ``cancel()`` was called.

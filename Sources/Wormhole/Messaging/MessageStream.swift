@@ -4,7 +4,9 @@
 /// iteration ends, when the iterating task is cancelled, or when the stream is released. The
 /// bus side only records which mailboxes are pending (coalesced per identifier, so the buffer
 /// never holds more than one entry per mailbox); the iterator's `next()` reads and decodes the
-/// file, so a slow consumer always reads the latest stored message.
+/// file, so a slow consumer always reads the latest stored message. Transient messages are kept
+/// each on its own, up to ``MessageCenter/ListenOptions/transientBufferLimit`` (then the oldest
+/// is dropped and reported).
 public struct MessageStream<Message: Decodable & Sendable>: AsyncSequence, Sendable {
     public typealias Element = MessageDelivery<Message>
     public typealias Failure = Never
@@ -21,7 +23,7 @@ public struct MessageStream<Message: Decodable & Sendable>: AsyncSequence, Senda
     public struct AsyncIterator: AsyncIteratorProtocol {
         private var doorbell: AsyncStream<Void>.AsyncIterator
         private let core: ListenerCore<Message>
-        private var batch: [ListenerCore<Message>.Item] = []
+        private var batch: [ListenerItem] = []
         private var index = 0
 
         init(doorbell: AsyncStream<Void>.AsyncIterator, core: ListenerCore<Message>) {

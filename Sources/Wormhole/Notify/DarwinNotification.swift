@@ -13,6 +13,8 @@ public struct DarwinNotification: Sendable, Hashable, CustomStringConvertible {
     /// The posted name (for ``Reason/catchUp``, the observed name or prefix).
     public var name: NotificationName
     /// The state the post carried, or `nil` when it carried none (a hand-typed `dbus-send`).
+    /// Any integer type is accepted (`t` from Wormhole; `i`, `x`, `u`, `q`, `n` or `y` from other
+    /// senders); a negative or non-integer state is `nil` (logged at debug level).
     public var state: UInt64?
     /// Why the observer is being called.
     public var reason: Reason

@@ -20,7 +20,7 @@ public import WormholeDBus
 /// interface `org.wormhole.Notify1` that `dbus-send` users type. Filtering happens in the bus
 /// daemon, so a process is never woken for names it does not observe.
 ///
-/// Observers, check tokens and streams follow one lifetime rule (``SubscriptionHandle``):
+/// Observers, check tokens and streams follow one lifetime rule (`SubscriptionHandle`):
 /// active until cancelled or released. The center reconnects by itself when the bus daemon
 /// restarts, re-adds every observer's rules, and then calls each observer once with a
 /// ``DarwinNotification/Reason/catchUp``.
@@ -52,7 +52,8 @@ public final class DarwinNotificationCenter: Sendable {
     ///     `nil` uses `$XDG_RUNTIME_DIR/wormhole`, or `/tmp/wormhole-<uid>` without it. When
     ///     the table cannot be opened the center still works; check tokens then rely on
     ///     signals alone, and a warning is logged.
-    /// - Throws: ``BusError`` naming the address when the bus cannot be reached.
+    ///   - logger: where the center and its connection log (swift-log).
+    /// - Throws: `BusError` naming the address when the bus cannot be reached.
     public init(
         busAddress: BusAddress? = nil, sharedStateDirectory: String? = nil,
         logger: Logger = Logger(label: "wormhole.notify")
@@ -109,7 +110,7 @@ public final class DarwinNotificationCenter: Sendable {
     /// check token can never miss the post. A post without `state` carries the name's last
     /// posted state (0 if none): the state belongs to the name, not to the post.
     ///
-    /// - Throws: ``BusError`` with ``BusError/Code/disconnected`` while the bus is away.
+    /// - Throws: `BusError` with `BusError/Code/disconnected` while the bus is away.
     public func post(_ name: NotificationName, state: UInt64? = nil) throws {
         var carried = state
         if let table {
@@ -158,9 +159,13 @@ public final class DarwinNotificationCenter: Sendable {
     /// observer is cancelled or released. Active when this returns: a post made afterwards is
     /// delivered.
     ///
-    /// - Parameter delivery: where `handler` runs (``DeliveryQueue``). Every call of one
-    ///   observer's handler, catch-ups and resumed deliveries included, goes through it, and
-    ///   two calls never overlap.
+    /// - Parameters:
+    ///   - name: the name to observe.
+    ///   - delivery: where `handler` runs (`DeliveryQueue`). Every call of one observer's
+    ///     handler, catch-ups and resumed deliveries included, goes through it, and two calls
+    ///     never overlap.
+    ///   - options: ``ObserverOptions`` (own posts, buffering).
+    ///   - handler: called with each ``DarwinNotification``.
     public func addObserver(
         for name: NotificationName, on delivery: DeliveryQueue = .serial, options: ObserverOptions = ObserverOptions(),
         handler: @escaping @Sendable (DarwinNotification) -> Void
@@ -306,7 +311,15 @@ public final class DarwinNotificationCenter: Sendable {
             name = core.target
         }
         var state: UInt64?
-        if signal.arguments.count > 1, case .uint64(let value) = signal.arguments[1] { state = value }
+        if signal.arguments.count > 1 {
+            // Wormhole sends `t`; other senders may use any integer type (dbus-python sends a
+            // Python int as `i`). A negative or non-integer state is no state, and says why.
+            let argument = signal.arguments[1]
+            state = argument.nonNegativeInteger
+            if state == nil {
+                logger.debug("Posted '\(rawName)' carried the state \(argument), not an integer of 0 or more: delivered without a state")
+            }
+        }
         if let state { lastStates.withLock { $0[rawName] = state } }
         let own = signal.sender.map { Self.isOwn(sender: $0, on: connection.address) } ?? false
         if own && core.options.ignoresOwnPosts { return }

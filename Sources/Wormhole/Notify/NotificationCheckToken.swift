@@ -9,7 +9,7 @@ public import WormholeDBus
 /// happen (the first check, names sharing a table slot); false negatives never.
 ///
 /// Its bus rules stay until ``cancel()`` or until the last reference to it is released
-/// (the rule of every ``SubscriptionHandle``).
+/// (the rule of every `SubscriptionHandle`).
 public final class NotificationCheckToken: SubscriptionHandle {
     private struct State {
         var first = true

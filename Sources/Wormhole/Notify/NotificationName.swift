@@ -58,6 +58,12 @@ public struct NotificationName: Hashable, Sendable, CustomStringConvertible, Com
         self.rawValue = rawValue
     }
 
+    /// A name known to be valid by construction (a wormhole's `<group>/<directory>/<identifier>`:
+    /// at most 712 bytes of `A-Z a-z 0-9 . _ - /`, so no NUL, no `'`, and a short match rule).
+    init(valid rawValue: String) {
+        self.rawValue = rawValue
+    }
+
     public var description: String { rawValue }
 
     public static func < (lhs: NotificationName, rhs: NotificationName) -> Bool { lhs.rawValue < rhs.rawValue }

@@ -3,7 +3,7 @@ public import WormholeDBus
 /// A registered observer (see ``DarwinNotificationCenter/addObserver(for:on:options:handler:)``).
 ///
 /// Active until ``cancel()`` or until the last reference to it is released, whichever comes
-/// first (the rule of every ``SubscriptionHandle``): keep it for as long as you want deliveries.
+/// first (the rule of every `SubscriptionHandle`): keep it for as long as you want deliveries.
 /// It keeps its center's bus connection open.
 public final class NotificationObserver: SubscriptionHandle {
     private let core: ObserverCore
@@ -32,8 +32,8 @@ public final class NotificationObserver: SubscriptionHandle {
 
     /// Resumes deliveries (like `notify_resume`): if anything was posted while suspended, the
     /// handler is called once with the latest notification and its
-    /// ``DarwinNotification/coalescedCount``, through the observer's ``DeliveryQueue`` like every
-    /// other delivery (with ``DeliveryQueue/ioThread``: on the calling thread, never at the same
+    /// ``DarwinNotification/coalescedCount``, through the observer's `DeliveryQueue` like every
+    /// other delivery (with `DeliveryQueue/ioThread`: on the calling thread, never at the same
     /// time as a delivery on the I/O thread).
     public func resume() { core.resume() }
 

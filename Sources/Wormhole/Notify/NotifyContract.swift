@@ -8,6 +8,11 @@ public enum NotifyContract: Sendable {
     public static let plainInterface = "org.wormhole.Notify1"
     /// The signal name: `Posted`.
     public static let member = "Posted"
+    /// The signal that carries a transient message (contract §7): `Message`, arguments
+    /// `name` (`s`) and `message` (`s`, one compact JSON document).
+    public static let transientMember = "Message"
+    /// The largest transient message, in bytes of compact JSON: 64 KiB (contract §7).
+    public static let transientMessageLimit = 65_536
 
     /// The 32-bit FNV-1a hash of `bytes` (the bucket of a name is its low 16 bits).
     package static func fnv1a32(_ bytes: some Sequence<UInt8>) -> UInt32 {
@@ -47,6 +52,7 @@ public enum NotifyContract: Sendable {
     static let path = try! ObjectPath(objectPath)
     static let plain = try! InterfaceName(plainInterface)
     static let posted = try! MemberName(member)
+    static let message = try! MemberName(transientMember)
 
     /// The two rules that observe one name (contract §1).
     static func rules(observing name: NotificationName) throws -> [MatchRule] {
@@ -56,6 +62,20 @@ public enum NotifyContract: Sendable {
             MatchRule(interface: plain, member: posted, arguments: [0: name.rawValue]),
         ]
         return rules
+    }
+
+    /// The two rules that receive the transient messages of one name: the §1 rules with
+    /// `member='Message'` (contract §7).
+    static func messageRules(observing name: NotificationName) -> [MatchRule] {
+        [
+            MatchRule(interface: bucket(for: name.rawValue), member: message, arguments: [0: name.rawValue]),
+            MatchRule(interface: plain, member: message, arguments: [0: name.rawValue]),
+        ]
+    }
+
+    /// The rule that receives the transient messages of every name below a prefix ending in `/`.
+    static func messageRule(observingPrefix prefix: NotificationName) -> MatchRule {
+        MatchRule(member: message, path: path, argumentPaths: [0: prefix.rawValue])
     }
 
     /// The rule that observes every name below a prefix ending in `/` (contract §1).

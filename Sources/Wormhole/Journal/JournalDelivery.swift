@@ -1,0 +1,257 @@
+import Foundation
+import Synchronization
+public import WormholeDBus
+
+/// Decodes raw records for one message type.
+enum JournalDecoding {
+    static func record<Message: Decodable & Sendable>(
+        _ raw: RawJournalRecord, isRedelivery: Bool, identifier: MessageIdentifier, as type: Message.Type
+    ) -> Result<JournalRecord<Message>, WormholeError> {
+        do {
+            let message: Message
+            if Message.self == JSONDocument.self {
+                message = try JSONDocument(data: raw.payload) as! Message
+            } else {
+                message = try MessageCenter.decode(raw.payload, as: Message.self, identifier: identifier)
+            }
+            return .success(
+                JournalRecord(
+                    identifier: identifier, sequence: raw.sequence, message: message, appendedAt: raw.time,
+                    isRedelivery: isRedelivery))
+        } catch {
+            let base = (error as? WormholeError)?.message ?? "\(error)"
+            return .failure(
+                WormholeError(
+                    .decodingFailed, value: String(raw.sequence),
+                    "journal '\(identifier)' record \(raw.sequence): \(base)"))
+        }
+    }
+}
+
+/// A journal's records as an `AsyncSequence` (see ``Journal/records(from:consumer:as:)``).
+///
+/// The reader is active when the call that made the stream returns and goes away when the
+/// iteration ends, its task is cancelled, or the stream is released. The bus side only rings a
+/// doorbell; the iterator's `next()` reads the journal from its cursor.
+public struct JournalRecordStream<Message: Decodable & Sendable>: AsyncSequence, Sendable {
+    /// Each element is one record, decoded.
+    public typealias Element = JournalRecord<Message>
+    /// Iteration throws ``WormholeError``s (gap reports, damage, records that do not decode).
+    public typealias Failure = any Error
+
+    private let doorbell: AsyncStream<Void>
+    private let core: JournalConsumerCore
+    private let identifier: MessageIdentifier
+    private let observer: NotificationObserver
+
+    init(doorbell: AsyncStream<Void>, core: JournalConsumerCore, identifier: MessageIdentifier, observer: NotificationObserver) {
+        self.doorbell = doorbell
+        self.core = core
+        self.identifier = identifier
+        self.observer = observer
+    }
+
+    /// Iterates the records; the reader goes when the iteration ends.
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        private var doorbell: AsyncStream<Void>.AsyncIterator
+        private let core: JournalConsumerCore
+        private let identifier: MessageIdentifier
+        private let observer: NotificationObserver
+        private var batch: [(record: RawJournalRecord, isRedelivery: Bool)] = []
+        private var index = 0
+
+        init(stream: JournalRecordStream) {
+            doorbell = stream.doorbell.makeAsyncIterator()
+            core = stream.core
+            identifier = stream.identifier
+            observer = stream.observer
+        }
+
+        /// The next record, or `nil` when the stream ended (task cancelled, connection closed).
+        /// Asking for the next record acknowledges the ones returned before (a durable
+        /// consumer's cursor is stored once per batch).
+        public mutating func next() async throws -> JournalRecord<Message>? {
+            while true {
+                if Task.isCancelled { return nil }
+                if let record = try takeReady() { return record }
+                guard await doorbell.next() != nil else { return nil }
+            }
+        }
+
+        /// The next record, read on `actor` (see ``next()``).
+        public mutating func next(isolation actor: isolated (any Actor)?) async throws -> JournalRecord<Message>? {
+            while true {
+                if Task.isCancelled { return nil }
+                if let record = try takeReady() { return record }
+                guard await doorbell.next(isolation: actor) != nil else { return nil }
+            }
+        }
+
+        private mutating func takeReady() throws -> JournalRecord<Message>? {
+            while true {
+                if index < batch.count {
+                    let item = batch[index]
+                    index += 1
+                    return try JournalDecoding.record(
+                        item.record, isRedelivery: item.isRedelivery, identifier: identifier, as: Message.self
+                    ).get()
+                }
+                batch = []
+                index = 0
+                let next = try core.nextBatch()
+                if next.isEmpty { return nil }
+                batch = next
+            }
+        }
+    }
+
+    /// Starts iterating (one iterator per stream: the records are read once).
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(stream: self)
+    }
+}
+
+/// An iterator belongs to the task that iterates; it is not shared between tasks.
+@available(*, unavailable)
+extension JournalRecordStream.AsyncIterator: Sendable {}
+
+/// A registered journal listener (see ``Journal/listen(from:consumer:as:on:handler:)``).
+///
+/// Active until ``cancel()`` or until the last reference to it is released, whichever comes
+/// first (the rule of every ``SubscriptionHandle``).
+public final class JournalListener: SubscriptionHandle {
+    private let drainer: any JournalDrainControl
+    private let observer: NotificationObserver
+
+    init(drainer: any JournalDrainControl, observer: NotificationObserver) {
+        self.drainer = drainer
+        self.observer = observer
+    }
+
+    deinit { cancel() }
+
+    /// Stops the listener and removes its bus rule; no handler call starts after this returns
+    /// (a call already running finishes, and a durable consumer's cursor is stored through the
+    /// records handled). Calling it twice does nothing.
+    public func cancel() {
+        if drainer.cancel() { return }
+        observer.cancel()
+    }
+
+    /// Whether ``cancel()`` was called.
+    public var isCancelled: Bool { drainer.isCancelled }
+}
+
+protocol JournalDrainControl: Sendable {
+    func cancel() -> Bool
+    var isCancelled: Bool { get }
+}
+
+/// Drains a consumer on its executor whenever woken: every wake reads from the cursor to the end,
+/// so coalesced wakes lose nothing, and two drains never overlap.
+final class JournalDrainer<Message: Decodable & Sendable>: JournalDrainControl {
+    private struct State {
+        var cancelled = false
+        var scheduled = false
+        var dirty = false
+    }
+
+    private let core: JournalConsumerCore
+    private let identifier: MessageIdentifier
+    private let executor: DeliveryExecutor
+    private let handler: @Sendable (Result<JournalRecord<Message>, WormholeError>) -> Void
+    private let state = Mutex(State())
+
+    init(
+        core: JournalConsumerCore, identifier: MessageIdentifier, executor: DeliveryExecutor,
+        handler: @escaping @Sendable (Result<JournalRecord<Message>, WormholeError>) -> Void
+    ) {
+        self.core = core
+        self.identifier = identifier
+        self.executor = executor
+        self.handler = handler
+    }
+
+    func cancel() -> Bool {
+        state.withLock { state in
+            defer { state.cancelled = true }
+            return state.cancelled
+        }
+    }
+
+    var isCancelled: Bool { state.withLock { $0.cancelled } }
+
+    func wake() {
+        let start = state.withLock { state -> Bool in
+            if state.cancelled { return false }
+            state.dirty = true
+            if state.scheduled { return false }
+            state.scheduled = true
+            return true
+        }
+        if start { executor.run { self.drain() } }
+    }
+
+    private func drain() {
+        while true {
+            let go = state.withLock { state -> Bool in
+                if state.cancelled || !state.dirty {
+                    state.scheduled = false
+                    return false
+                }
+                state.dirty = false
+                return true
+            }
+            guard go else { return }
+            drainOnce()
+        }
+    }
+
+    /// Reads and delivers until the journal has nothing more.
+    private func drainOnce() {
+        while !isCancelled {
+            let batch: [(record: RawJournalRecord, isRedelivery: Bool)]
+            do throws(WormholeError) {
+                batch = try core.nextBatch()
+            } catch {
+                handler(.failure(error))
+                // A gap was reported and skipped: go on. Damage stays where it is until the next wake.
+                if error.code == .journalGap { continue }
+                return
+            }
+            if batch.isEmpty { return }
+            for item in batch {
+                if isCancelled {
+                    try? core.acknowledge(through: item.record.sequence - 1)
+                    return
+                }
+                handler(JournalDecoding.record(item.record, isRedelivery: item.isRedelivery, identifier: identifier, as: Message.self))
+            }
+        }
+        try? core.acknowledgeHandedOut()
+    }
+}
+
+/// A consumer for tools that run their own loop (the `wormhole` command): batches of raw
+/// documents, and an explicit acknowledgement.
+package final class JournalPackageConsumer: Sendable {
+    private let core: JournalConsumerCore
+    private let identifier: MessageIdentifier
+
+    init(core: JournalConsumerCore, identifier: MessageIdentifier) {
+        self.core = core
+        self.identifier = identifier
+    }
+
+    /// The next records available now (empty when none); throws gap reports and damage.
+    package func nextBatch() throws -> [JournalRecord<JSONDocument>] {
+        try core.nextBatch().map {
+            try JournalDecoding.record($0.record, isRedelivery: $0.isRedelivery, identifier: identifier, as: JSONDocument.self).get()
+        }
+    }
+
+    /// Records up to `sequence` were handled: stores a durable consumer's cursor.
+    package func acknowledge(through sequence: UInt64) throws {
+        try core.acknowledge(through: sequence)
+    }
+}

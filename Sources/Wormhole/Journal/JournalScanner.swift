@@ -1,0 +1,129 @@
+import Foundation
+
+/// One record as stored: its sequence number, append time and JSON payload.
+struct RawJournalRecord: Sendable {
+    var sequence: UInt64
+    var time: UInt64
+    var payload: Data
+}
+
+/// Walks the frames of one segment from an offset, checking each frame's checksum and that the
+/// sequence numbers follow on.
+struct JournalScan {
+    /// Why the walk stopped.
+    enum Stop {
+        /// The end of the file, on a frame boundary.
+        case end
+        /// A seal: the next segment starts at `next`.
+        case seal(next: UInt64)
+        /// The stop budget (records or bytes) was reached.
+        case budget
+        /// The last frame is not all there (being written, or torn by a killed writer).
+        case incomplete
+        /// The frame at `end` is damaged. `tailLike`: nothing valid can follow it (it reaches the
+        /// end of the file, or only zero bytes follow), as after a writer killed mid-write.
+        case invalid(reason: String, tailLike: Bool)
+    }
+
+    var records: [RawJournalRecord] = []
+    /// The offset just after the last whole frame read (of the seal, when stopped at one).
+    var end: Int
+    /// The sequence number the next record must carry.
+    var next: UInt64
+    var stop: Stop = .end
+    /// The file's size when the walk started.
+    var size = 0
+
+    /// Scans `file` from `offset`, expecting `next`; collects payloads when `collect`.
+    static func run(
+        _ file: JournalFile, from offset: Int, expecting next: UInt64, collect: Bool,
+        maximumRecords: Int = .max, maximumBytes: Int = .max
+    ) throws(WormholeError) -> JournalScan {
+        var scan = JournalScan(end: offset, next: next)
+        let size = try file.size()
+        scan.size = size
+        var bytesTaken = 0
+        var taken = 0
+        let chunk = 256 * 1024
+        while scan.end < size {
+            if taken >= maximumRecords || bytesTaken >= maximumBytes {
+                scan.stop = .budget
+                return scan
+            }
+            var buffer = try file.read(at: scan.end, count: min(size - scan.end, max(chunk, JournalFormat.frameOverhead)))
+            var position = 0
+            while position < buffer.count {
+                if taken >= maximumRecords || bytesTaken >= maximumBytes {
+                    scan.stop = .budget
+                    return scan
+                }
+                let parsed = buffer.withUnsafeBytes { bytes in
+                    JournalFormat.parse(
+                        UnsafeRawBufferPointer(rebasing: bytes[position...]), maximumPayload: Journal.maximumRecordSize)
+                }
+                switch parsed {
+                case .record(let sequence, let time, let payload, let frameSize):
+                    if sequence != scan.next {
+                        scan.stop = .invalid(
+                            reason: "record has sequence number \(sequence) where \(scan.next) was expected",
+                            tailLike: false)
+                        return scan
+                    }
+                    if collect {
+                        let start = position + payload.lowerBound
+                        scan.records.append(
+                            RawJournalRecord(
+                                sequence: sequence, time: time, payload: Data(buffer[start..<(start + payload.count)])))
+                    }
+                    bytesTaken += frameSize
+                    taken += 1
+                    scan.next += 1
+                    scan.end += frameSize
+                    position += frameSize
+                case .seal(let next):
+                    if next != scan.next {
+                        scan.stop = .invalid(
+                            reason: "seal names sequence number \(next) where \(scan.next) was expected", tailLike: false)
+                        return scan
+                    }
+                    scan.end += JournalFormat.frameOverhead
+                    scan.stop = .seal(next: next)
+                    return scan
+                case .incomplete(let needed):
+                    // Not all in this buffer: whole in the file (read again from the frame), or not.
+                    let available = size - scan.end
+                    let want = needed ?? JournalFormat.frameHeadSize
+                    if available < want {
+                        scan.stop = .incomplete
+                        return scan
+                    }
+                    buffer = try file.read(at: scan.end, count: min(available, max(chunk, want)))
+                    position = 0
+                    if buffer.count < want {
+                        scan.stop = .incomplete
+                        return scan
+                    }
+                case .invalid(let reason, let claimedSize):
+                    let reachesEnd = claimedSize.map { scan.end + $0 >= size } ?? false
+                    let tailLike = reachesEnd ? true : try allZero(file, from: scan.end, to: size)
+                    scan.stop = .invalid(reason: reason, tailLike: tailLike)
+                    return scan
+                }
+            }
+        }
+        scan.stop = .end
+        return scan
+    }
+
+    /// Whether every byte of `file` in `start..<end` is zero (a tail a power loss can leave).
+    private static func allZero(_ file: JournalFile, from start: Int, to end: Int) throws(WormholeError) -> Bool {
+        var offset = start
+        while offset < end {
+            let bytes = try file.read(at: offset, count: min(end - offset, 1 << 20))
+            if bytes.isEmpty { return true }
+            if bytes.contains(where: { $0 != 0 }) { return false }
+            offset += bytes.count
+        }
+        return true
+    }
+}

@@ -1,0 +1,322 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// Appends records to one journal directory, from any number of threads and processes.
+///
+/// Appenders serialise on `flock(LOCK_EX)` of `append.lock` in the journal directory (and, in
+/// one process, on a mutex first: `flock` locks belong to an open file description). The lock
+/// holder first brings its view up to date (what other processes appended since its last append,
+/// read from where it stopped), repairs a torn tail (truncates the last segment to its last whole
+/// valid frame), rolls over to a new segment when the current one reached the segment size,
+/// writes every frame of the batch with one `pwrite`, and applies retention after a rollover.
+final class JournalWriter: Sendable {
+    private struct State {
+        var directory: JournalFile?
+        var lock: JournalFile?
+        /// The segment being appended to, its first sequence number, the end of its last whole
+        /// frame, and the last sequence number in the journal, as of the last time the lock was held.
+        var segment: JournalFile?
+        var segmentFirst: UInt64 = 0
+        var end = 0
+        var last: UInt64 = 0
+        var encodeBuffer: [UInt8] = []
+    }
+
+    /// What a synchronising appender needs: the segment and the offset its records end at.
+    private struct SyncTarget: Sendable {
+        var segment: JournalFile
+        var segmentFirst: UInt64
+        var end: Int
+    }
+
+    let location: JournalLocation
+    let options: Journal.Options
+    private let state = Mutex(State())
+    private let syncLock = Mutex<JournalFile?>(nil)
+
+    init(location: JournalLocation, options: Journal.Options) {
+        self.location = location
+        self.options = options
+    }
+
+    /// Appends `payloads` (each one JSON document, already checked) as consecutive records;
+    /// returns their sequence numbers. Either every record is appended or, on an error, none is.
+    func append(_ payloads: [Data]) throws(WormholeError) -> ClosedRange<UInt64> {
+        precondition(!payloads.isEmpty)
+        for payload in payloads where payload.count > Journal.maximumRecordSize {
+            throw WormholeError(
+                .recordTooLarge, value: String(payload.count),
+                "record for journal '\(location.identifier)' is \(payload.count) bytes, over the maximum record size "
+                    + "of \(Journal.maximumRecordSize) bytes; nothing was appended")
+        }
+        let time = Syscall.realtimeNanoseconds()
+        let (range, target) = try state.withLock { state throws(WormholeError) -> (ClosedRange<UInt64>, SyncTarget) in
+            let lock = try openIfNeeded(&state)
+            try lock.lock()
+            defer { lock.unlock() }
+            try locate(&state)
+            if state.end >= options.segmentSize && state.last >= state.segmentFirst {
+                try rollover(&state, time: time)
+                try applyRetention(&state)
+            }
+            guard let segment = state.segment else { preconditionFailure("located without a segment") }
+            var bytes = state.encodeBuffer
+            state.encodeBuffer = []
+            bytes.removeAll(keepingCapacity: true)
+            for (index, payload) in payloads.enumerated() {
+                JournalFormat.appendFrame(sequence: state.last + 1 + UInt64(index), time: time, payload: payload, to: &bytes)
+            }
+            do throws(WormholeError) {
+                try segment.write(bytes, at: state.end)
+            } catch {
+                // A full disk or a failed write: take back whatever part reached the file, so the
+                // journal ends at the last whole record again.
+                try? segment.truncate(to: state.end)
+                state.encodeBuffer = bytes
+                throw error
+            }
+            let first = state.last + 1
+            state.end += bytes.count
+            state.last += UInt64(payloads.count)
+            state.encodeBuffer = bytes
+            return (first...state.last, SyncTarget(segment: segment, segmentFirst: state.segmentFirst, end: state.end))
+        }
+        if options.durability == .fdatasync { try synchronize(target) }
+        return range
+    }
+
+    /// The last sequence number appended (by anyone), bringing the view up to date under the lock.
+    func lastSequence() throws(WormholeError) -> UInt64 {
+        try state.withLock { state throws(WormholeError) -> UInt64 in
+            let lock = try openIfNeeded(&state)
+            try lock.lock()
+            defer { lock.unlock() }
+            try locate(&state)
+            return state.last
+        }
+    }
+
+    /// Applies `retention` now, under the lock; returns the segments removed.
+    func trim(_ retention: Journal.Retention) throws(WormholeError) -> [String] {
+        try state.withLock { state throws(WormholeError) -> [String] in
+            let lock = try openIfNeeded(&state)
+            try lock.lock()
+            defer { lock.unlock() }
+            try locate(&state)
+            return try removeSegments(&state, retention: retention)
+        }
+    }
+
+    // MARK: Under the lock
+
+    private func openIfNeeded(_ state: inout State) throws(WormholeError) -> JournalFile {
+        if let lock = state.lock { return lock }
+        guard let directory = try location.open(create: true) else { preconditionFailure("created") }
+        let lock = try directory.openOrCreate(JournalFormat.appendLockName)
+        state.directory = directory
+        state.lock = lock
+        return lock
+    }
+
+    /// Brings `state` up to date with the files: reads what others appended since our last
+    /// append, follows seals to later segments, and repairs a torn tail.
+    private func locate(_ state: inout State) throws(WormholeError) {
+        guard let directory = state.directory else { preconditionFailure("opened") }
+        if state.segment == nil { try resynchronise(&state, directory) }
+        while true {
+            guard let segment = state.segment else { preconditionFailure("resynchronised") }
+            let scan = try JournalScan.run(segment, from: state.end, expecting: state.last + 1, collect: false)
+            state.end = scan.end
+            state.last = scan.next - 1
+            switch scan.stop {
+            case .end, .budget:
+                if scan.size < state.end {
+                    // The file is shorter than what we read before: start again from the listing.
+                    try resynchronise(&state, directory)
+                    continue
+                }
+                return
+            case .seal(let next):
+                if let following = try directory.openFile(JournalFormat.segmentName(next), writable: true) {
+                    let first = try readHeader(following)
+                    guard first == next else { throw misnamed(following, first: first) }
+                    state.segment = following
+                    state.segmentFirst = next
+                    state.end = JournalFormat.headerSize
+                } else if try directory.status(of: JournalFormat.segmentName(state.segmentFirst)) == nil {
+                    // Our segment was removed by retention and its successor too: list again.
+                    try resynchronise(&state, directory)
+                } else {
+                    // A writer sealed the segment and stopped before creating the next one.
+                    try createSegment(&state, first: next)
+                }
+            case .incomplete:
+                try repair(segment, at: state.end, reason: "an incomplete last frame")
+                return
+            case .invalid(let reason, let tailLike):
+                guard tailLike else {
+                    throw WormholeError(
+                        .journalCorrupt, value: segment.path,
+                        "journal segment '\(segment.path)' is damaged at offset \(state.end): \(reason); "
+                            + "records after it cannot be trusted (see docs/journal-format.md, 'Damage')")
+                }
+                try repair(segment, at: state.end, reason: reason)
+                return
+            }
+        }
+    }
+
+    /// Truncates the torn tail of the last segment (the lock holder's repair).
+    private func repair(_ segment: JournalFile, at offset: Int, reason: String) throws(WormholeError) {
+        try segment.truncate(to: offset)
+        if options.durability == .fdatasync { try segment.dataSync() }
+        location.logger.notice(
+            "repaired a torn journal tail", metadata: ["segment": "\(segment.path)", "offset": "\(offset)", "reason": "\(reason)"])
+    }
+
+    /// Starts from the directory listing: the last segment, read from its header.
+    private func resynchronise(_ state: inout State, _ directory: JournalFile) throws(WormholeError) {
+        let listing = try JournalListing(directory)
+        try listing.sweepTemporaries(directory)
+        guard let lastFirst = listing.segments.last else {
+            try createSegment(&state, first: 1)
+            return
+        }
+        guard let segment = try directory.openFile(JournalFormat.segmentName(lastFirst), writable: true) else {
+            throw WormholeError(
+                .journalCorrupt, value: directory.child(JournalFormat.segmentName(lastFirst)),
+                "journal segment '\(directory.child(JournalFormat.segmentName(lastFirst)))' vanished while the "
+                    + "append lock was held")
+        }
+        let first = try readHeader(segment)
+        guard first == lastFirst else { throw misnamed(segment, first: first) }
+        state.segment = segment
+        state.segmentFirst = first
+        state.end = JournalFormat.headerSize
+        state.last = first - 1
+    }
+
+    private func readHeader(_ segment: JournalFile) throws(WormholeError) -> UInt64 {
+        try JournalFormat.checkHeader(try segment.read(at: 0, count: JournalFormat.headerSize), path: segment.path)
+    }
+
+    private func misnamed(_ segment: JournalFile, first: UInt64) -> WormholeError {
+        WormholeError(
+            .journalCorrupt, value: segment.path,
+            "journal segment '\(segment.path)' says its first record is \(first), which does not match its name")
+    }
+
+    /// Creates the segment starting at `first` (header written to a temporary file, then renamed).
+    private func createSegment(_ state: inout State, first: UInt64) throws(WormholeError) {
+        guard let directory = state.directory else { preconditionFailure("opened") }
+        let name = JournalFormat.segmentName(first)
+        let sync = options.durability == .fdatasync
+        let segment: JournalFile
+        if let existing = try directory.openFile(name, writable: true) {
+            segment = existing
+            let stored = try readHeader(segment)
+            guard stored == first else { throw misnamed(segment, first: stored) }
+        } else {
+            segment = try directory.createAtomically(
+                name, temporary: "." + name + ".tmp", bytes: JournalFormat.header(first: first), sync: sync)
+        }
+        state.segment = segment
+        state.segmentFirst = first
+        state.end = JournalFormat.headerSize
+        state.last = first - 1
+    }
+
+    /// Seals the current segment and starts the next one.
+    private func rollover(_ state: inout State, time: UInt64) throws(WormholeError) {
+        guard let segment = state.segment else { preconditionFailure("located") }
+        var seal: [UInt8] = []
+        JournalFormat.appendFrame(sequence: state.last + 1, time: time, payload: nil, to: &seal)
+        do throws(WormholeError) {
+            try segment.write(seal, at: state.end)
+        } catch {
+            try? segment.truncate(to: state.end)
+            throw error
+        }
+        if options.durability == .fdatasync { try segment.dataSync() }
+        try createSegment(&state, first: state.last + 1)
+    }
+
+    private func applyRetention(_ state: inout State) throws(WormholeError) {
+        if options.retention.isUnlimited { return }
+        _ = try removeSegments(&state, retention: options.retention)
+    }
+
+    /// Removes whole segments, oldest first, never the last one, while `retention` says so.
+    private func removeSegments(_ state: inout State, retention: Journal.Retention) throws(WormholeError) -> [String] {
+        guard let directory = state.directory else { preconditionFailure("opened") }
+        let listing = try JournalListing(directory)
+        var segments = listing.segments
+        var sizes: [UInt64: Int] = [:]
+        var modified: [UInt64: Double] = [:]
+        for first in segments {
+            if let status = try directory.status(of: JournalFormat.segmentName(first)) {
+                sizes[first] = Int(status.st_size)
+                modified[first] = Double(status.st_mtim.tv_sec) + Double(status.st_mtim.tv_nsec) / 1e9
+            }
+        }
+        var total = sizes.values.reduce(0, +)
+        let now = Double(Syscall.realtimeNanoseconds()) / 1e9
+        var removed: [String] = []
+        while segments.count > 1 {
+            let oldest = segments[0]
+            let lastInOldest = segments[1] - 1
+            var remove = false
+            if let maximumBytes = retention.maximumBytes, total > maximumBytes { remove = true }
+            if let maximumRecords = retention.maximumRecords, state.last >= maximumRecords,
+                lastInOldest <= state.last - maximumRecords
+            {
+                remove = true
+            }
+            if let maximumAge = retention.maximumAge, let time = modified[oldest], now - time > maximumAge {
+                remove = true
+            }
+            guard remove else { break }
+            let name = JournalFormat.segmentName(oldest)
+            try directory.remove(name)
+            removed.append(name)
+            total -= sizes[oldest] ?? 0
+            segments.removeFirst()
+        }
+        return removed
+    }
+
+    // MARK: Group commit
+
+    /// Makes the records up to `target.end` durable: an appender that finds another already
+    /// synchronised past its records is done without a system call of its own. The position
+    /// synchronised so far is shared between processes in `sync.lock` (16 bytes: the segment's
+    /// first sequence number and the offset, little-endian), read and written under `flock` of
+    /// that file.
+    private func synchronize(_ target: SyncTarget) throws(WormholeError) {
+        try syncLock.withLock { lockFile throws(WormholeError) in
+            if lockFile == nil {
+                guard let directory = try location.open(create: true) else { preconditionFailure("created") }
+                lockFile = try directory.openOrCreate(JournalFormat.syncLockName)
+            }
+            guard let file = lockFile else { return }
+            try file.lock()
+            defer { file.unlock() }
+            let stored = try file.read(at: 0, count: 16)
+            if stored.count == 16 {
+                let (segment, offset) = stored.withUnsafeBytes {
+                    (JournalFormat.load(UInt64.self, $0, at: 0), JournalFormat.load(UInt64.self, $0, at: 8))
+                }
+                if segment > target.segmentFirst || (segment == target.segmentFirst && offset >= UInt64(target.end)) {
+                    return
+                }
+            }
+            let size = try target.segment.size()
+            try target.segment.dataSync()
+            var bytes: [UInt8] = []
+            JournalFormat.appendLittleEndian(target.segmentFirst, to: &bytes)
+            JournalFormat.appendLittleEndian(UInt64(size), to: &bytes)
+            try file.write(bytes, at: 0)
+        }
+    }
+}

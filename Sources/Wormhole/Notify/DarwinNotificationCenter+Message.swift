@@ -1,0 +1,109 @@
+import Foundation
+import Logging
+import WormholeDBus
+
+/// One `Message` signal (contract §7) as a message listener receives it, checked.
+enum TransientSignal: Sendable {
+    /// A well-formed signal: the name it carries and its payload, checked to be one JSON text.
+    case message(name: NotificationName, payload: Data)
+    /// A signal for `name` that is not (`s` name, `s` message), whose payload is over the limit
+    /// or not JSON: dropped, with the reason (already logged), for the listener to report.
+    case malformed(name: NotificationName, reason: String)
+}
+
+extension DarwinNotificationCenter {
+    // MARK: Transient messages (contract §7)
+
+    /// Emits `Message(name, payload)` on the name's bucket interface. The payload must already
+    /// be one compact JSON document of at most ``NotifyContract/transientMessageLimit`` bytes.
+    ///
+    /// - Throws: ``BusError`` with ``BusError/Code/disconnected`` while the bus is away.
+    func emitMessage(_ name: NotificationName, payload: String) throws {
+        let signal = Signal(
+            path: NotifyContract.path, interface: NotifyContract.bucket(for: name.rawValue),
+            member: NotifyContract.message, arguments: [.string(name.rawValue), .string(payload)])
+        try connection.emit(signal)
+    }
+
+    /// The rules that receive the `Message` signals of `target` (a name, or a prefix ending in
+    /// `/`): the §1 rules with `member='Message'`, filtered by the bus daemon like `Posted`.
+    private static func messageRules(_ target: NotificationName, isPrefix: Bool) -> [MatchRule] {
+        isPrefix ? [NotifyContract.messageRule(observingPrefix: target)] : NotifyContract.messageRules(observing: target)
+    }
+
+    /// Routes the `Message` signals of `target` to `handler` (on the I/O thread); blocking until
+    /// the bus acknowledged the rules. Returns the route, for ``removeMessageRoute(_:)``.
+    func addMessageRoute(
+        _ target: NotificationName, isPrefix: Bool, handler: @escaping @Sendable (TransientSignal) -> Void
+    ) throws -> UInt64 {
+        let rules = Self.messageRules(target, isPrefix: isPrefix)
+        return try connection.addRoute(rules, strictArgumentPaths: true) { [weak self] signal in
+            self?.receivedMessage(signal, target: target, isPrefix: isPrefix, handler: handler)
+        }
+    }
+
+    /// The non-blocking form, for streams.
+    func addMessageRoute(
+        _ target: NotificationName, isPrefix: Bool, handler: @escaping @Sendable (TransientSignal) -> Void
+    ) async throws -> UInt64 {
+        let rules = Self.messageRules(target, isPrefix: isPrefix)
+        return try await connection.addRoute(rules, strictArgumentPaths: true) { [weak self] signal in
+            self?.receivedMessage(signal, target: target, isPrefix: isPrefix, handler: handler)
+        }
+    }
+
+    /// Removes a route made by `addMessageRoute` and releases its rules.
+    func removeMessageRoute(_ id: UInt64) { connection.removeRoute(id) }
+
+    /// Checks one `Message` signal on the I/O thread. The rules chose member, name (or prefix)
+    /// and, for a name, the interface; what they do not say is checked here. A signal that
+    /// names nothing usable is dropped with a log line; one that names the listener's name but
+    /// is otherwise malformed is passed on as ``TransientSignal/malformed(name:reason:)``.
+    private func receivedMessage(
+        _ signal: Signal, target: NotificationName, isPrefix: Bool, handler: @Sendable (TransientSignal) -> Void
+    ) {
+        guard signal.path == NotifyContract.path, case .string(let rawName)? = signal.arguments.first else {
+            logger.warning("dropped a malformed Message signal (expected arguments (s name, s message)): \(signal)")
+            return
+        }
+        let name: NotificationName
+        if isPrefix {
+            let interface = signal.interface
+            guard interface == NotifyContract.plain || interface == NotifyContract.bucket(for: rawName),
+                let received = NotificationName(received: rawName)
+            else {
+                logger.warning("dropped a Message signal on the wrong interface or with an invalid name: \(signal)")
+                return
+            }
+            name = received
+        } else {
+            name = target
+        }
+        guard signal.arguments.count >= 2, case .string(let payload) = signal.arguments[1] else {
+            let reason =
+                "transient message for \(quoted(name.rawValue)) dropped: its arguments are '\(signal.signature)', "
+                + "expected 'ss' (name, message)"
+            logger.warning("\(reason)")
+            handler(.malformed(name: name, reason: reason))
+            return
+        }
+        let size = payload.utf8.count
+        if size > NotifyContract.transientMessageLimit {
+            let reason =
+                "transient message for \(quoted(name.rawValue)) dropped: it is \(size) bytes, "
+                + "over the limit of \(NotifyContract.transientMessageLimit) bytes (64 KiB)"
+            logger.warning("\(reason)")
+            handler(.malformed(name: name, reason: reason))
+            return
+        }
+        var text = payload
+        let failure = text.withUTF8 { JSONSyntax.check(UnsafeRawBufferPointer($0)) }
+        if let failure {
+            let reason = "transient message for \(quoted(name.rawValue)) dropped: not a JSON document (\(size) bytes): \(failure)"
+            logger.warning("\(reason)")
+            handler(.malformed(name: name, reason: reason))
+            return
+        }
+        handler(.message(name: name, payload: Data(text.utf8)))
+    }
+}

@@ -1,0 +1,292 @@
+import Foundation
+import Glibc
+import Wormhole
+import WormholeDBus
+
+/// The journal (issue 10): records lost, corrupt or duplicated without a flag across SIGKILLs of
+/// appenders and of durable consumers; 8 appender processes and 8 consumers; appends/s from 8
+/// processes with and without `fdatasync`; append -> consumer latency against the mailbox path.
+struct JournalSuite {
+    let context: BenchContext
+    static let group = "group.org.wormhole.bench"
+
+    func run() throws {
+        let options = context.options
+        Console.output("\njournal (segments with CRC-32C frames, flock-serialised appenders, lock-free readers)")
+        try appenderKills(options.journalKills)
+        try consumerKills(options.journalKills)
+        try fanout(processes: 8, records: options.journalRecords)
+        for (batch, fsync, threads) in [(1, false, 1), (100, false, 1), (1, true, 1), (1, true, 8), (100, true, 1)] {
+            try rate(
+                processes: 8, appends: fsync ? options.journalAppends / 20 : options.journalAppends, batch: batch,
+                fsync: fsync, threads: threads)
+        }
+        try latency()
+    }
+
+    private func helper(_ root: String, _ mode: String, _ extra: [String] = []) -> [String] {
+        ["_bench-journal", "--mode", mode, "--group", Self.group, "--root", root, "--bus-address", context.address.rawValue]
+            + extra
+    }
+
+    private func journal(_ root: String, _ identifier: String = "events") throws -> Journal {
+        try LibraryAPI.journal(group: Self.group, root: root, address: context.address, identifier: identifier)
+    }
+
+    /// SIGKILLs an appender at a random instant (up to 5 ms after its first acknowledged append),
+    /// `kills` times, then reads the journal: every acknowledged record must be there with its
+    /// content, with no gap (the reader checks sequence numbers and checksums) and none twice.
+    private func appenderKills(_ kills: Int) throws {
+        guard kills > 0 else { return }
+        let work = try ScratchDirectory("journal")
+        var acknowledged: [UInt64: [Int]] = [:]
+        for kill in 0..<kills {
+            if kill % 100 == 0 { Console.progress("journal: appender kill \(kill + 1)/\(kills)") }
+            let batch = kill % 2 == 0 ? "1" : "7"
+            let child = try ChildProcess(
+                executable: Executables.current, arguments: helper(work.path, "append-loop", ["--batch", batch]))
+            guard let first = try child.output.readLine(timeoutSeconds: 60) else {
+                throw BenchFailure("an appender exited before its first append (status \(child.waitForExit()))")
+            }
+            usleep(UInt32.random(in: 0..<5_000))
+            child.terminate(signal: SIGKILL)
+            for line in [String(decoding: first, as: UTF8.self)] + (try child.readAllOutput()) {
+                let fields = line.split(separator: " ")
+                guard fields.count == 3, let sequence = UInt64(fields[0]), let p = Int(fields[1]), let i = Int(fields[2])
+                else { continue }
+                acknowledged[sequence] = [p, i]
+            }
+        }
+        Console.progress("journal: reading back \(acknowledged.count) acknowledged records")
+        var (lost, corrupt, duplicated) = (0, 0, 0)
+        var damage: String?
+        var records: [JournalRecord<JSONDocument>] = []
+        do {
+            records = try LibraryAPI.records(try journal(work.path), from: 1)
+        } catch {
+            damage = "\(error)"
+        }
+        let pairs = records.map { record -> [Int] in
+            let object = (try? JSONSerialization.jsonObject(with: record.message.data)) as? [String: Any] ?? [:]
+            return [object["p"] as? Int ?? -1, object["i"] as? Int ?? -1]
+        }
+        var seen = Set<[Int]>()
+        for pair in pairs where !seen.insert(pair).inserted { duplicated += 1 }
+        for (sequence, pair) in acknowledged {
+            if sequence > records.count {
+                lost += 1
+            } else if pairs[Int(sequence) - 1] != pair {
+                corrupt += 1
+            }
+        }
+        if damage != nil { corrupt += 1 }
+        Console.output(
+            "appender kills: \(kills) SIGKILLs at random instants, \(acknowledged.count) acknowledged records, "
+                + "\(records.count) in the journal: \(lost) lost, \(corrupt) corrupt, \(duplicated) duplicated"
+                + (damage.map { " (read failed: \($0))" } ?? ""))
+        let count = acknowledged.count
+        context.report.figure("journal", "appender kills: acknowledged records lost", value: Double(lost), unit: "count", count: count, target: 0)
+        context.report.figure("journal", "appender kills: records corrupt", value: Double(corrupt), unit: "count", count: count, target: 0)
+        context.report.figure("journal", "appender kills: records duplicated", value: Double(duplicated), unit: "count", count: count, target: 0)
+    }
+
+    /// SIGKILLs a durable consumer at a random instant (up to 5 ms after its first record),
+    /// `kills` times, topping the journal up as it is read, then lets one read to the end: every
+    /// record must have been seen, every second sighting flagged, every message intact.
+    private func consumerKills(_ kills: Int) throws {
+        guard kills > 0 else { return }
+        let work = try ScratchDirectory("journal")
+        let journal = try journal(work.path)
+        var appended: UInt64 = 0
+        func topUp(to wanted: UInt64) throws {
+            while appended < wanted {
+                let start = Int(appended)
+                try LibraryAPI.append(journal, contentsOf: (start..<(start + 1000)).map { ["n": $0] })
+                appended += 1000
+            }
+        }
+        var seen = Set<UInt64>()
+        var highest: UInt64 = 0
+        var (unflagged, corrupt, flagged, skipped) = (0, 0, 0, 0)
+        func account(_ lines: [String]) {
+            for line in lines {
+                let fields = line.split(separator: " ").compactMap { UInt64($0) }
+                guard fields.count == 3 else { continue }
+                if fields[0] > highest + 1 { skipped += 1 }
+                if fields[2] != 1 { corrupt += 1 }
+                if !seen.insert(fields[0]).inserted {
+                    if fields[1] == 1 { flagged += 1 } else { unflagged += 1 }
+                }
+                highest = max(highest, fields[0])
+            }
+        }
+        for kill in 0..<kills {
+            if kill % 100 == 0 { Console.progress("journal: consumer kill \(kill + 1)/\(kills)") }
+            try topUp(to: highest + 20_000)
+            let child = try ChildProcess(executable: Executables.current, arguments: helper(work.path, "consume"))
+            guard let first = try child.output.readLine(timeoutSeconds: 60) else {
+                throw BenchFailure("a consumer exited before its first record (status \(child.waitForExit()))")
+            }
+            usleep(UInt32.random(in: 0..<5_000))
+            child.terminate(signal: SIGKILL)
+            account([String(decoding: first, as: UTF8.self)] + (try child.readAllOutput()))
+        }
+        let last = try ChildProcess(
+            executable: Executables.current, arguments: helper(work.path, "consume", ["--count", "\(appended)"]))
+        account(try last.readAllOutput())
+        let missing = Int(appended) - seen.count
+        Console.output(
+            "consumer kills: \(kills) SIGKILLs of a durable consumer, \(appended) records: \(missing) never delivered, "
+                + "\(corrupt) corrupt, \(unflagged) delivered again without the flag (\(flagged) flagged redeliveries, "
+                + String(format: "%.1f", Double(flagged) / Double(kills)) + " per kill)")
+        let count = Int(appended)
+        context.report.figure("journal", "consumer kills: records never delivered", value: Double(missing + skipped), unit: "count", count: count, target: 0)
+        context.report.figure("journal", "consumer kills: records corrupt", value: Double(corrupt), unit: "count", count: count, target: 0)
+        context.report.figure("journal", "consumer kills: duplicates without the flag", value: Double(unflagged), unit: "count", count: count, target: 0)
+    }
+
+    /// 8 consumer processes (in-process cursors) and 8 appender processes; every consumer must
+    /// see every record once, in order.
+    private func fanout(processes: Int, records: Int) throws {
+        Console.progress("journal: \(processes) appenders x \(records / processes) records, \(processes) consumers")
+        let work = try ScratchDirectory("journal")
+        let perAppender = records / processes
+        let total = perAppender * processes
+        let consumers = try (0..<processes).map { _ in
+            try ChildProcess(executable: Executables.current, arguments: helper(work.path, "fanout", ["--count", "\(total)"]))
+        }
+        for consumer in consumers { try consumer.waitForReady() }
+        let go = work.path + "/go"
+        let fd = open(go, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0, flock(fd, LOCK_EX) == 0 else { throw BenchFailure("cannot lock \(go): errno \(errno)") }
+        defer { close(fd) }
+        let appenders = try (0..<processes).map { _ in
+            try ChildProcess(
+                executable: Executables.current,
+                arguments: helper(work.path, "rate", ["--count", "\(perAppender)", "--batch", "1", "--go", go]))
+        }
+        for appender in appenders { try appender.waitForReady() }
+        let started = MonotonicClock.now()
+        flock(fd, LOCK_UN)
+        for appender in appenders {
+            _ = try appender.readAllOutput()
+            guard appender.waitForExit() == 0 else { throw BenchFailure("a fanout appender failed") }
+        }
+        var good = 0
+        var summary: [String] = []
+        for consumer in consumers {
+            let line = try consumer.readAllOutput().first ?? ""
+            let fields = line.split(separator: " ").compactMap { Int($0) }
+            if consumer.waitForExit() == 0, fields.count == 3, fields[0] == total, fields[1] == 1, fields[2] == 0 { good += 1 }
+            summary.append(line)
+        }
+        let seconds = Double(MonotonicClock.now() - started) / 1e9
+        Console.output(
+            "fanout: \(processes) appender processes x \(perAppender) records, \(processes) consumer processes: "
+                + "\(good) of \(processes) saw all \(total) exactly once in order ("
+                + String(format: "%.1f s", seconds) + "; consumers said \(summary.joined(separator: ", ")))")
+        context.report.figure(
+            "journal", "fanout: consumers that missed, repeated or reordered", value: Double(processes - good),
+            unit: "count", count: total * processes, target: 0)
+    }
+
+    /// Appends per second of 100-byte records from `processes` processes into one journal.
+    private func rate(processes: Int, appends: Int, batch: Int, fsync: Bool, threads: Int) throws {
+        let label = "\(batch == 1 ? "single appends" : "batches of \(batch)")\(fsync ? ", fdatasync" : ", no fsync")"
+            + (threads > 1 ? ", \(threads) threads each" : "")
+        Console.progress("journal: appends/s, \(label)")
+        let work = try ScratchDirectory("journal")
+        let go = work.path + "/go"
+        let fd = open(go, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0, flock(fd, LOCK_EX) == 0 else { throw BenchFailure("cannot lock \(go): errno \(errno)") }
+        defer { close(fd) }
+        var children: [ChildProcess] = []
+        for _ in 0..<processes {
+            let child = try ChildProcess(
+                executable: Executables.current,
+                arguments: helper(
+                    work.path, "rate",
+                    ["--count", "\(appends)", "--batch", "\(batch)", "--go", go, "--threads", "\(threads)"]
+                        + (fsync ? ["--fsync"] : [])))
+            try child.waitForReady()
+            children.append(child)
+        }
+        flock(fd, LOCK_UN)
+        var (first, last, total) = (UInt64.max, UInt64(0), 0)
+        for child in children {
+            let line = try child.readAllOutput().first ?? ""
+            let numbers = line.split(separator: " ").compactMap { UInt64($0) }
+            guard child.waitForExit() == 0, numbers.count == 3 else { throw BenchFailure("an appender failed: \(line)") }
+            (first, last, total) = (min(first, numbers[0]), max(last, numbers[1]), total + Int(numbers[2]))
+        }
+        let status = try journal(work.path).status()
+        guard status.last == UInt64(total) else {
+            throw BenchFailure("the journal holds \(status.last) records, \(total) were appended")
+        }
+        let rate = Double(total) / (Double(last - first) / 1e9)
+        if fsync && threads == 1 && batch == 1 {
+            // The bound of this row: each process waits for its sync before its next append.
+            let latency = try fdatasyncLatency(in: work.path)
+            Console.output(
+                "  (each of the \(processes) processes waits for the sync of its record before the next append, so at "
+                    + "most \(processes) records share one fdatasync: the rate is bounded by \(processes) / fdatasync latency; "
+                    + String(format: "a bare write + fdatasync of 124 bytes here takes %.2f ms, so the bound is %.0f/s)", latency * 1e3, Double(processes) / latency))
+        }
+        Console.output(
+            "appends/s: \(processes) processes x \(appends) records of 100 B, \(label), in "
+                + "\(NSTemporaryDirectory()): " + String(format: "%.0f appends/s", rate))
+        context.report.figure(
+            "journal", "appends/s from \(processes) processes, \(label)", value: rate, unit: "appends/s", count: total,
+            target: fsync ? 10_000 : 250_000, atLeast: true)
+    }
+
+    /// Seconds per `write` + `fdatasync` of 124 bytes in `directory` (median of 50).
+    private func fdatasyncLatency(in directory: String) throws -> Double {
+        let path = directory + "/fdatasync-probe"
+        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw BenchFailure("cannot create \(path): errno \(errno)") }
+        defer {
+            close(fd)
+            unlink(path)
+        }
+        let bytes = [UInt8](repeating: 0x78, count: 124)
+        var samples: [UInt64] = []
+        for _ in 0..<50 {
+            let start = MonotonicClock.now()
+            guard write(fd, bytes, bytes.count) == bytes.count, fdatasync(fd) == 0 else {
+                throw BenchFailure("write/fdatasync of \(path) failed: errno \(errno)")
+            }
+            samples.append(MonotonicClock.now() - start)
+        }
+        return Double(samples.sorted()[samples.count / 2]) / 1e9
+    }
+
+    /// append -> durable-less consumer in another process, against passMessage -> listener (100 B).
+    private func latency() throws {
+        let options = context.options
+        Console.output("\nappend -> consumer in another process, against passMessage (100 B) -> listener")
+        Console.output(BenchRow.header)
+        let work = try ScratchDirectory("journal")
+        let root = work.path + "/containers"
+        let session = try JournalSession(address: context.address, root: root, group: Self.group)
+        let messages = try MessageSession(address: context.address, root: root, size: 100)
+        let perRound = max(1, options.messageRoundTrips / options.rounds)
+        let warm = min(options.warmup, perRound)
+        let merged = try AlternatingRounds(label: "journal latency", rounds: options.rounds).measure([
+            .init(name: "message") { try messages.run(count: perRound, warmup: warm) },
+            .init(name: "journal") { try session.run(count: perRound, warmup: warm) },
+        ])
+        session.stop()
+        messages.stop()
+        withExtendedLifetime(work) {}
+        let message = BenchRow(label: "passMessage -> listener, 100 B", histogram: merged[0])
+        let ours = BenchRow(label: "append -> consumer, 100 B", histogram: merged[1])
+        Console.output(message.line(against: nil))
+        Console.output(ours.line(against: message))
+        context.report.add(message, suite: "journal")
+        context.report.add(ours, suite: "journal", against: message, target: 1.3)
+        context.report.goal("journal", "append->consumer p50 / passMessage p50", ratio: ours.median / message.median, target: 1.3)
+        context.report.figure(
+            "journal", "append->consumer p99 (one-way)", value: ours.percentile(99), unit: "us", count: ours.count, target: 1000)
+    }
+}

@@ -1,0 +1,51 @@
+import Synchronization
+import WormholeDBus
+
+/// Says on standard error what happens to the bus under `observe` and `listen`: one line when
+/// the connection is lost, one when it is back and listening has caught up. Without it a lost
+/// bus would be silent unless `WORMHOLE_LOG` is set.
+final class BusReports: Sendable {
+    /// What the command does after a reconnect.
+    enum Kind {
+        /// `observe`: posts made meanwhile are gone (notifications carry no payload).
+        case observe
+        /// `listen`: the mailboxes that changed meanwhile are delivered again (`catchUp` lines).
+        case listen
+    }
+
+    private let kind: Kind
+    private let address: String
+    /// Catch-up lines written since the last reconnect (`listen`).
+    private let caughtUp = Atomic<Int>(0)
+
+    init(_ kind: Kind, address: BusAddress) {
+        self.kind = kind
+        self.address = quoted(address.rawValue)
+    }
+
+    /// Counts one catch-up line (call where the line is written, on the I/O thread).
+    func caughtUpOne() {
+        caughtUp.add(1, ordering: .relaxed)
+    }
+
+    /// Watches `connection`. Call after every subscription of the command is made: handlers
+    /// run in the order they were added, so on a reconnect the catch-up (on the I/O thread) is
+    /// done when this one runs.
+    func watch(_ connection: BusConnection) -> EventSubscription {
+        connection.onEvent(on: .ioThread) { [self] event in
+            switch event {
+            case .disconnected:
+                writeError("wormhole: lost the bus at \(address); waiting for it to come back")
+            case .reconnected:
+                switch kind {
+                case .observe:
+                    writeError("wormhole: back on the bus at \(address); posts made while it was away were missed")
+                case .listen:
+                    let count = caughtUp.exchange(0, ordering: .relaxed)
+                    let changed = count == 1 ? "1 message" : "\(count) messages"
+                    writeError("wormhole: back on the bus at \(address); caught up (\(changed) changed while it was away)")
+                }
+            }
+        }
+    }
+}

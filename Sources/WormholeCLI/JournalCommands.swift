@@ -1,0 +1,232 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import Wormhole
+import WormholeDBus
+
+/// Journal errors that are the user's input, not the journal's state: exit 64 like other usage errors.
+func withJournalCLIErrors<T>(_ body: () throws -> T) throws -> T {
+    do {
+        return try body()
+    } catch let error as WormholeError where [.recordTooLarge, .invalidConsumer, .invalidPosition].contains(error.code) {
+        throw CLIFailure(message: error.message, status: 64)
+    } catch {
+        throw cliFailure(error)
+    }
+}
+
+/// `wormhole send --journal --group G [--directory D] ID [JSON]` (contract §6): appends one record.
+struct JournalSend {
+    var identifier: String
+    var json: String?
+    var options: WormholeOptions
+
+    func run() throws {
+        let wormhole = try options.wormhole(identifiers: [identifier])
+        let text = json ?? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+        let bytes = Data(text.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+        let journal = try withJournalCLIErrors { try wormhole.journal(identifier) }
+        try withJournalCLIErrors {
+            let document: JSONDocument
+            do {
+                document = try JSONDocument(data: bytes)
+            } catch let error as WormholeError {
+                throw WormholeError(.invalidJSON, value: identifier, "message for '\(identifier)' is \(error.message)")
+            }
+            try journal.append(document)
+        }
+        if let error = journal.flush() {
+            writeError("wormhole: warning: record appended, but listeners were not notified: \(error)")
+        }
+    }
+}
+
+/// `wormhole listen --journal …` (contract §6): the readiness line, then one line per record,
+/// `{"identifier":"ID","sequence":N,"message":<the message>}`, in sequence order.
+struct JournalListen {
+    var identifier: String
+    var consumer: String?
+    var from: JournalPosition
+    var count: Int?
+    var timeout: Double?
+    var options: WormholeOptions
+
+    /// `start`, `end` or a sequence number (at least 1).
+    static func position(_ text: String) -> JournalPosition? {
+        switch text {
+        case "start": return .beginning
+        case "end": return .end
+        default:
+            guard text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let sequence = UInt64(text), sequence >= 1 else {
+                return nil
+            }
+            return .sequence(sequence)
+        }
+    }
+
+    func run() throws -> Never {
+        armTimeout(timeout, countGiven: count != nil)
+        let wormhole = try options.wormhole(identifiers: [identifier])
+        let journal = try withJournalCLIErrors { try wormhole.journal(identifier) }
+        let wake = DispatchSemaphore(value: 0)
+        // The rule first, then the cursor: nothing appended after the cursor's start is missed.
+        let observer = try withCLIErrors {
+            try wormhole.notificationCenter().addObserver(for: journal.notificationName, on: .ioThread) { _ in wake.signal() }
+        }
+        let reader = try withJournalCLIErrors { try journal.makeConsumer(from: from, consumer: consumer) }
+        let writer = LineWriter()
+        let (name, limit) = (identifier, count)
+        announceReadyAndServe(keeping: (wormhole, observer, reader)) {
+            Thread {
+                Self.serve(reader, identifier: name, count: limit, writer: writer, wake: wake)
+            }.start()
+        }
+    }
+
+    /// Prints every record from the cursor on each wake; a gap or damage is one line on standard
+    /// error (after a gap, printing goes on at the first available record).
+    private static func serve(
+        _ reader: JournalPackageConsumer, identifier: String, count: Int?, writer: LineWriter, wake: DispatchSemaphore
+    ) -> Never {
+        var printed = 0
+        while true {
+            let batch: [JournalRecord<JSONDocument>]
+            do {
+                batch = try reader.nextBatch()
+            } catch let error as WormholeError where error.code == .journalGap {
+                writeError("wormhole: \(identifier): \(error.message)")
+                continue
+            } catch {
+                writeError("wormhole: \(identifier): \(error)")
+                wake.wait()
+                continue
+            }
+            if batch.isEmpty {
+                wake.wait()
+                continue
+            }
+            for record in batch {
+                writer.writeLine { line in
+                    line.raw(#"{"identifier":"#)
+                    line.string(identifier)
+                    line.raw(#","sequence":"#)
+                    line.number(record.sequence)
+                    line.raw(#","message":"#)
+                    record.message.appendCompact(to: &line.bytes)
+                    line.raw("}")
+                }
+                printed += 1
+                if let count, printed >= count {
+                    do {
+                        try reader.acknowledge(through: record.sequence)
+                    } catch {
+                        writeError("wormhole: \(identifier): cannot store the consumer's cursor: \(error)")
+                        exit(1)
+                    }
+                    exit(0)
+                }
+            }
+        }
+    }
+}
+
+/// `wormhole journal stat|trim --group G [--directory D] ID` (contract §6).
+struct JournalCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "journal",
+        abstract: "Inspect and trim an identifier's journal (see also send --journal and listen --journal).",
+        subcommands: [JournalStatCommand.self, JournalTrimCommand.self])
+}
+
+/// Writes a journal's status as one line of JSON.
+private func statusLine(_ identifier: String, _ status: JournalStatus, removed: [String]? = nil) -> String {
+    var line = JSONLine(bytes: [])
+    line.raw(#"{"identifier":"#)
+    line.string(identifier)
+    line.raw(#","first":"#)
+    line.number(status.first)
+    line.raw(#","last":"#)
+    line.number(status.last)
+    line.raw(#","records":"#)
+    line.number(status.count)
+    line.raw(#","bytes":"#)
+    line.number(UInt64(status.bytes))
+    line.raw(#","segments":"#)
+    line.number(UInt64(status.segments.count))
+    line.raw(#","consumers":{"#)
+    for (index, name) in status.consumers.keys.sorted().enumerated() {
+        if index > 0 { line.raw(",") }
+        line.string(name)
+        line.raw(":")
+        line.number(status.consumers[name] ?? 0)
+    }
+    line.raw("}")
+    if let removed {
+        line.raw(#","removed":["#)
+        for (index, name) in removed.enumerated() {
+            if index > 0 { line.raw(",") }
+            line.string(name)
+        }
+        line.raw("]")
+    }
+    line.raw("}")
+    return String(decoding: line.bytes, as: UTF8.self)
+}
+
+/// `wormhole journal stat --group G [--directory D] ID`.
+struct JournalStatCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "stat",
+        abstract: "Print one JSON object: first, last, records, bytes, segments and each consumer's cursor.",
+        discussion: "A journal that was never written prints first 1, last 0.")
+
+    @Argument(help: "The message identifier.")
+    var identifier: String
+
+    @OptionGroup var options: WormholeOptions
+
+    func run() throws {
+        let wormhole = try options.wormhole(identifiers: [identifier])
+        let status = try withJournalCLIErrors { try wormhole.journal(identifier).status() }
+        writeOutput(statusLine(identifier, status))
+    }
+}
+
+/// `wormhole journal trim --group G [--directory D] ID [--max-bytes N] [--max-age S] [--max-records N]`.
+struct JournalTrimCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "trim",
+        abstract: "Remove whole segments, oldest first (never the last), by the limits given.",
+        discussion: "Prints the status afterwards as `journal stat` does, with the removed files in \"removed\".")
+
+    @Argument(help: "The message identifier.")
+    var identifier: String
+
+    @Option(help: "Remove oldest segments while all segments together are larger than this many bytes.")
+    var maxBytes: Int?
+
+    @Option(help: "Remove segments last written more than this many seconds ago.")
+    var maxAge: Double?
+
+    @Option(help: "Remove segments whose records are all older than the newest N.")
+    var maxRecords: UInt64?
+
+    @OptionGroup var options: WormholeOptions
+
+    func validate() throws {
+        if maxBytes == nil && maxAge == nil && maxRecords == nil {
+            throw ValidationError("give at least one of --max-bytes, --max-age, --max-records")
+        }
+        if let maxBytes, maxBytes < 0 { throw ValidationError("--max-bytes must not be negative, not \(maxBytes)") }
+        if let maxAge, !(maxAge >= 0) { throw ValidationError("--max-age must be a number of seconds, not \(maxAge)") }
+    }
+
+    func run() throws {
+        let wormhole = try options.wormhole(identifiers: [identifier])
+        let journal = try withJournalCLIErrors { try wormhole.journal(identifier) }
+        let retention = Journal.Retention(maximumBytes: maxBytes, maximumAge: maxAge, maximumRecords: maxRecords)
+        let removed = try withJournalCLIErrors { try journal.trim(retention) }
+        let status = try withJournalCLIErrors { try journal.status() }
+        writeOutput(statusLine(identifier, status, removed: removed))
+    }
+}

@@ -1,0 +1,319 @@
+// The README's interop recipes, each run against a private bus: Python (dbus-python and GLib's
+// GDBus, from Examples/Interop), the shell tools (dbus-send, gdbus emit, busctl emit) and the
+// monitors (dbus-monitor, busctl monitor), talking to the real `wormhole` binary. A recipe whose
+// tool or Python module is missing here is skipped, saying what to install.
+
+import Dispatch
+import Foundation
+import FoundationXML
+import Glibc
+import Testing
+import Wormhole
+import WormholeDBus
+import WormholeTestSupport
+
+/// What this machine has: the tools and Python modules the recipes use.
+enum Interop {
+    /// Debian's Python, which sees the modules of `apt install python3-dbus python3-gi` (a
+    /// `python3` earlier on PATH, such as pyenv's, may not).
+    static let python = "/usr/bin/python3"
+
+    static func pythonImports(_ modules: String) -> Bool {
+        guard FileManager.default.isExecutableFile(atPath: python) else { return false }
+        return (try? run(python, ["-c", "import \(modules)"]))?.status == 0
+    }
+
+    static func hasTool(_ name: String) -> Bool {
+        (try? run("/usr/bin/env", ["sh", "-c", "command -v \(name)"]))?.status == 0
+    }
+
+    static let hasDBusPython = pythonImports("dbus, dbus.mainloop.glib; from gi.repository import GLib")
+    static let hasGio = pythonImports("gi; from gi.repository import Gio, GLib")
+
+    static func recipe(_ file: String) -> String { repositoryRoot.path + "/Examples/Interop/" + file }
+}
+
+@Suite("interop recipes (README): Python, shell tools and monitors against the wormhole binary")
+struct InteropTests {
+    let bus: TestBus
+    let runtime: TemporaryDirectory
+    init() throws {
+        bus = try TestBus()
+        runtime = try TemporaryDirectory("interop")
+    }
+
+    /// The recipes use the session bus: here it is the private one.
+    var environment: [String: String] {
+        ["DBUS_SESSION_BUS_ADDRESS": bus.address.rawValue, "XDG_RUNTIME_DIR": runtime.path]
+    }
+
+    func start(_ executable: String, _ arguments: [String]) throws -> ChildProcess {
+        try ChildProcess(executable, arguments, environment: environment)
+    }
+
+    func wormhole(_ arguments: [String]) throws -> ChildProcess {
+        try start(try productPath("wormhole"), arguments)
+    }
+
+    /// Waits for the line on standard error that says the child listens (`ready`, or the given one).
+    func ready(_ child: ChildProcess, _ line: String = "ready") async throws {
+        let seen = try await within("'\(line)' on standard error") {
+            await child.stderrLines.firstLine { $0.hasSuffix(line) }
+        }
+        if seen == nil { throw TestFailure("the child ended before '\(line)': \(child.outputSoFar)") }
+    }
+
+    /// Waits for the child to exit; kills it (and so fails the test) if it has not after the guard.
+    func finish(_ child: ChildProcess) async throws -> ProcessOutput {
+        let killer = Task {
+            try? await Task.sleep(for: .seconds(waitGuardSeconds))
+            if !Task.isCancelled { child.signal(SIGKILL) }
+        }
+        defer { killer.cancel() }
+        return await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: child.wait()) }
+        }
+    }
+
+    /// Runs a command to completion and expects exit 0.
+    func succeed(_ executable: String, _ arguments: [String]) async throws {
+        let output = try await finish(try start(executable, arguments))
+        #expect(output.status == 0, "\(arguments): \(output.stderr)")
+    }
+
+    func shell(_ command: String) async throws {
+        try await succeed("/usr/bin/env", ["bash", "-c", command])
+    }
+
+    static func observeLine(_ name: String, _ state: UInt64?) -> String {
+        #"{"name":"\#(name)","state":\#(state.map(String.init) ?? "null"),"reason":"posted"}"#
+    }
+
+    // MARK: Python
+
+    @Test(
+        "dbus-python: the recipe's observer (path + member + arg0, no interface) gets wormhole post and dbus-send",
+        .enabled(if: Interop.hasDBusPython, "dbus-python is not importable by /usr/bin/python3 (Debian: apt install python3-dbus python3-gi)"))
+    func dbusPythonObserves() async throws {
+        let observer = try start(Interop.python, [Interop.recipe("wormhole_dbus_python.py"), "observe", "com.example.py", "2"])
+        try await ready(observer)
+        try await succeed(try productPath("wormhole"), ["post", "com.example.py", "--state", "5"])
+        try await shell("dbus-send --session --type=signal /org/wormhole/Notify1 org.wormhole.Notify1.Posted string:com.example.py")
+        let output = try await finish(observer)
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout == "com.example.py 5\ncom.example.py None\n")
+    }
+
+    @Test(
+        "dbus-python: the recipe's post (bucket interface, signature st) reaches wormhole observe with its state",
+        .enabled(if: Interop.hasDBusPython, "dbus-python is not importable by /usr/bin/python3 (Debian: apt install python3-dbus python3-gi)"))
+    func dbusPythonPosts() async throws {
+        let observer = try wormhole(["observe", "com.example.py", "--count", "2"])
+        try await ready(observer)
+        try await succeed(Interop.python, [Interop.recipe("wormhole_dbus_python.py"), "post", "com.example.py", "9"])
+        // The mistake the recipe avoids: a plain Python int goes as int32, which Wormhole also accepts.
+        try await succeed(
+            Interop.python,
+            ["-c",
+             "import dbus; m = dbus.lowlevel.SignalMessage('/org/wormhole/Notify1', 'org.wormhole.Notify1', 'Posted'); "
+                + "m.append('com.example.py', 5); b = dbus.SessionBus(); b.send_message(m); b.flush()"])
+        let output = try await finish(observer)
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout == Self.observeLine("com.example.py", 9) + "\n" + Self.observeLine("com.example.py", 5) + "\n")
+    }
+
+    @Test(
+        "GLib GDBus: the recipe's signal_subscribe (no interface) gets wormhole post; its emit reaches wormhole observe",
+        .enabled(if: Interop.hasGio, "GLib's Python bindings are not importable by /usr/bin/python3 (Debian: apt install python3-gi)"))
+    func gioBothWays() async throws {
+        let recipe = Interop.recipe("wormhole_gio.py")
+        let observer = try start(Interop.python, [recipe, "observe", "group.g/wormhole/clip", "2"])
+        try await ready(observer)
+        try await succeed(try productPath("wormhole"), ["post", "group.g/wormhole/clip", "--state", "7"])
+        try await shell(
+            "dbus-send --session --type=signal /org/wormhole/Notify1 org.wormhole.Notify1.Posted string:group.g/wormhole/clip")
+        let output = try await finish(observer)
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout == "group.g/wormhole/clip 7\ngroup.g/wormhole/clip None\n")
+
+        let wormholeObserver = try wormhole(["observe", "com.example.gio", "--count", "1"])
+        try await ready(wormholeObserver)
+        try await succeed(Interop.python, [recipe, "post", "com.example.gio", "11"])
+        let observed = try await finish(wormholeObserver)
+        #expect(observed.stdout == Self.observeLine("com.example.gio", 11) + "\n", "\(observed.stderr)")
+    }
+
+    // MARK: Shell
+
+    @Test("dbus-send on the plain interface and on the bucket reaches wormhole observe")
+    func dbusSendRecipe() async throws {
+        let observer = try wormhole(["observe", "com.example.sh", "--count", "2"])
+        try await ready(observer)
+        let bucket = NotifyContract.bucketInterface(for: "com.example.sh")
+        try await shell("dbus-send --session --type=signal /org/wormhole/Notify1 org.wormhole.Notify1.Posted string:com.example.sh")
+        try await shell(
+            "dbus-send --session --type=signal /org/wormhole/Notify1 \(bucket).Posted string:com.example.sh uint64:3")
+        let output = try await finish(observer)
+        #expect(output.stdout == Self.observeLine("com.example.sh", nil) + "\n" + Self.observeLine("com.example.sh", 3) + "\n")
+    }
+
+    @Test(
+        "gdbus emit reaches wormhole observe",
+        .enabled(if: Interop.hasTool("gdbus"), "gdbus is not installed (Debian: libglib2.0-bin)"))
+    func gdbusEmitRecipe() async throws {
+        let observer = try wormhole(["observe", "com.example.sh", "--count", "1"])
+        try await ready(observer)
+        try await shell(
+            #"gdbus emit --session --object-path /org/wormhole/Notify1 --signal org.wormhole.Notify1.Posted "'com.example.sh'" "uint64 4""#)
+        let output = try await finish(observer)
+        #expect(output.stdout == Self.observeLine("com.example.sh", 4) + "\n", "\(output.stderr)")
+    }
+
+    @Test(
+        "busctl emit (--user, and --address= for a private bus) reaches wormhole observe",
+        .enabled(if: Interop.hasTool("busctl"), "busctl is not installed (Debian: systemd)"))
+    func busctlEmitRecipe() async throws {
+        let observer = try wormhole(["observe", "com.example.sh", "--count", "2"])
+        try await ready(observer)
+        try await shell("busctl --user emit /org/wormhole/Notify1 org.wormhole.Notify1 Posted st com.example.sh 5")
+        try await shell(
+            "busctl --address=\"$DBUS_SESSION_BUS_ADDRESS\" emit /org/wormhole/Notify1 org.wormhole.Notify1 Posted s com.example.sh")
+        let output = try await finish(observer)
+        #expect(output.stdout == Self.observeLine("com.example.sh", 5) + "\n" + Self.observeLine("com.example.sh", nil) + "\n")
+    }
+
+    // MARK: Monitors
+
+    @Test("dbus-monitor with the recipe's filter shows a post of wormhole post")
+    func dbusMonitorRecipe() async throws {
+        let monitor = try start(
+            "/usr/bin/env",
+            ["dbus-monitor", "--session", "type='signal',path='/org/wormhole/Notify1',member='Posted'"])
+        // dbus-monitor's own NameLost (it gave up its name to become a monitor) says it is monitoring.
+        let becameMonitor = try await within("dbus-monitor to start") {
+            await monitor.stdoutLines.firstLine { $0.contains("member=NameLost") }
+        }
+        #expect(becameMonitor != nil, "\(monitor.outputSoFar)")
+        try await succeed(try productPath("wormhole"), ["post", "com.example.mon", "--state", "6"])
+        let seen = try await within("the post in dbus-monitor's output") {
+            var lines: [String] = []
+            for await line in monitor.stdoutLines {
+                lines.append(line)
+                if line.contains("uint64 6") { break }
+            }
+            return lines
+        }
+        monitor.signal(SIGKILL)  // its SIGTERM may be blocked, inherited from this process
+        _ = try await finish(monitor)
+        let text = seen.joined(separator: "\n")
+        #expect(text.contains("interface=\(NotifyContract.bucketInterface(for: "com.example.mon")); member=Posted"), "\(text)")
+        #expect(text.contains(#"string "com.example.mon""#), "\(text)")
+    }
+
+    @Test(
+        "busctl monitor with the recipe's match shows a post of wormhole post",
+        .enabled(if: Interop.hasTool("busctl"), "busctl is not installed (Debian: systemd)"))
+    func busctlMonitorRecipe() async throws {
+        let monitor = try start(
+            "/usr/bin/env",
+            ["busctl", "--user", "monitor", "--match", "type='signal',path='/org/wormhole/Notify1',member='Posted'"])
+        try await ready(monitor, "Monitoring bus message stream.")
+        try await succeed(try productPath("wormhole"), ["post", "com.example.mon", "--state", "8"])
+        let seen = try await within("the post in busctl's output") {
+            var lines: [String] = []
+            for await line in monitor.stdoutLines {
+                lines.append(line)
+                if line.contains("UINT64 8") { break }
+            }
+            return lines
+        }
+        monitor.signal(SIGKILL)  // its SIGTERM may be blocked, inherited from this process
+        _ = try await finish(monitor)
+        let text = seen.joined(separator: "\n")
+        #expect(text.contains("Member=Posted"), "\(text)")
+        #expect(text.contains(#"STRING "com.example.mon";"#), "\(text)")
+    }
+}
+
+@Suite("the introspection XML (dbus/org.wormhole.Notify1.xml)")
+struct IntrospectionTests {
+    func succeed(_ executable: String, _ arguments: [String]) async throws {
+        let output = try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(with: Result { try run(executable, arguments) }) }
+        }
+        #expect(output.status == 0, "\(arguments): \(output.stderr)")
+    }
+
+
+    @Test("the introspection XML documents each argument in gdbus-codegen's form and says how to receive every post")
+    func introspectionDocumented() throws {
+        let path = repositoryRoot.path + "/dbus/org.wormhole.Notify1.xml"
+        let reader = CommentedElements()
+        let parser = XMLParser(data: try Data(contentsOf: URL(fileURLWithPath: path)))
+        parser.delegate = reader
+        #expect(parser.parse(), "the XML parses: \(String(describing: parser.parserError))")
+        #expect(!reader.signals.isEmpty)
+        for signal in reader.signals {
+            #expect(signal.comment.contains("\(signal.name):"), "a '\(signal.name):' doc comment precedes the signal")
+            for argument in signal.arguments {
+                #expect(signal.comment.contains("@\(argument): "), "\(signal.name) documents @\(argument)")
+            }
+        }
+        let header = reader.comments.first ?? ""
+        #expect(header.contains("type='signal',path='/org/wormhole/Notify1',member='Posted',arg0='NAME'"))
+        #expect(header.contains("NO interface"))
+        #expect(header.contains("org.wormhole.Notify1.BXXXX"))
+    }
+
+    @Test(
+        "gdbus-codegen reads the XML's documentation: every argument is described",
+        .enabled(if: Interop.hasTool("gdbus-codegen"), "gdbus-codegen is not installed (Debian: libglib2.0-dev-bin)"))
+    func gdbusCodegenReadsDocs() async throws {
+        let out = try TemporaryDirectory("codegen")
+        try await succeed(
+            "/usr/bin/env",
+            ["gdbus-codegen", "--generate-rst", out.path + "/doc", repositoryRoot.path + "/dbus/org.wormhole.Notify1.xml"])
+        let rst = try String(contentsOfFile: out.path + "/doc-org.wormhole.Notify1.rst", encoding: .utf8)
+        #expect(rst.contains("name\n  The notification name"), "\(rst)")
+        #expect(rst.contains("state\n  Optional 64-bit state"), "\(rst)")
+        #expect(rst.contains("without an\ninterface") || rst.contains("without an interface"))
+    }
+}
+
+/// The signals of an introspection file, each with the comment just before it and its
+/// argument names; and every comment in order.
+private final class CommentedElements: NSObject, XMLParserDelegate {
+    struct SignalDoc {
+        var name: String
+        var comment: String
+        var arguments: [String] = []
+    }
+    var comments: [String] = []
+    var signals: [SignalDoc] = []
+    private var lastComment = ""
+    private var inSignal = false
+
+    func parser(_ parser: XMLParser, foundComment comment: String) {
+        comments.append(comment)
+        lastComment = comment
+    }
+
+    func parser(
+        _ parser: XMLParser, didStartElement element: String, namespaceURI: String?, qualifiedName: String?,
+        attributes: [String: String] = [:]
+    ) {
+        switch element {
+        case "signal":
+            signals.append(SignalDoc(name: attributes["name"] ?? "", comment: lastComment))
+            inSignal = true
+        case "arg" where inSignal:
+            signals[signals.count - 1].arguments.append(attributes["name"] ?? "")
+        default: break
+        }
+        if element != "arg" { lastComment = "" }
+    }
+
+    func parser(_ parser: XMLParser, didEndElement element: String, namespaceURI: String?, qualifiedName: String?) {
+        if element == "signal" { inSignal = false }
+    }
+}

@@ -1,0 +1,214 @@
+// `wormhole send --journal`, `listen --journal` and `journal stat|trim` as scripts use them
+// (contract §6), run as child processes against a private bus with a fresh container root.
+
+import Dispatch
+import Foundation
+import Logging
+import Testing
+import Wormhole
+import WormholeDBus
+import WormholeTestSupport
+
+/// One test's world: a private bus, an empty container root, an empty runtime directory.
+private final class JournalCLIWorld: Sendable {
+    static let group = "group.com.example.journal-cli"
+
+    let bus: TestBus
+    let root: TemporaryDirectory
+    let runtime: TemporaryDirectory
+
+    init() throws {
+        bus = try TestBus()
+        root = try TemporaryDirectory("journal-cli-root")
+        runtime = try TemporaryDirectory("journal-cli-runtime")
+    }
+
+    var environment: [String: String] { ["WORMHOLE_CONTAINER_ROOT": root.path, "XDG_RUNTIME_DIR": runtime.path] }
+
+    func arguments(_ command: [String], _ rest: [String]) -> [String] {
+        command + ["--group", Self.group, "--bus-address", bus.address.rawValue] + rest
+    }
+
+    /// Runs `wormhole` to completion on a Dispatch thread.
+    func wormhole(_ command: String..., rest: [String], input: String? = nil) async throws -> ProcessOutput {
+        try await wormhole(command, rest: rest, input: input)
+    }
+
+    /// Runs `wormhole` to completion on a Dispatch thread (never blocking Swift's cooperative pool).
+    func wormhole(_ command: [String], rest: [String], input: String? = nil) async throws -> ProcessOutput {
+        let executable = try productPath("wormhole")
+        let arguments = arguments(command, rest)
+        let environment = environment
+        return try await within("wormhole \(command.joined(separator: " "))") {
+            try await withCheckedThrowingContinuation { continuation in
+                DispatchQueue.global().async {
+                    continuation.resume(with: Result { try run(executable, arguments, input: input, environment: environment) })
+                }
+            }
+        }
+    }
+
+    /// Starts `wormhole listen --journal …` and returns once it has written `ready`.
+    func listen(_ rest: [String]) async throws -> ChildProcess {
+        let child = try ChildProcess(
+            try productPath("wormhole"), arguments(["listen", "--journal"], rest), environment: environment)
+        let first = try await next(1, from: child.stderrLines, "ready from wormhole listen --journal")
+        guard first == ["ready"] else { throw TestFailure("wormhole listen wrote \(first) before 'ready'") }
+        return child
+    }
+
+    func wait(_ child: ChildProcess) async throws -> ProcessOutput {
+        try await within("the child to exit") {
+            await withCheckedContinuation { continuation in
+                DispatchQueue.global().async { continuation.resume(returning: child.wait()) }
+            }
+        }
+    }
+
+    /// The journal in this process, on the same bus and root.
+    func journal(_ identifier: String = "events") throws -> Journal {
+        var logger = Logger(label: "journal-cli-tests")
+        logger.logLevel = .error
+        return try MessageCenter(
+            applicationGroupIdentifier: Self.group, containerRoot: root.path, busAddress: bus.address,
+            sharedStateDirectory: runtime.path + "/wormhole", logger: logger
+        ).journal(identifier)
+    }
+
+    func line(_ sequence: Int, _ message: String, identifier: String = "events") -> String {
+        #"{"identifier":"\#(identifier)","sequence":\#(sequence),"message":\#(message)}"#
+    }
+}
+
+@Suite("wormhole send/listen --journal, journal stat/trim")
+struct JournalCLITests {
+    private let world: JournalCLIWorld
+    init() throws { world = try JournalCLIWorld() }
+
+    @Test("listen --journal prints the contract's line for each record appended by send --journal, in order")
+    func sendAndListen() async throws {
+        let child = try await world.listen(["events", "--count", "3", "--timeout", "20"])
+        for message in [#"{"n": 1}"#, #"[1, "two" ,3]"#, #""a/b \"q\" é""#] {
+            let sent = try await world.wormhole("send", "--journal", rest: ["events", message])
+            #expect(sent.status == 0 && sent.stdout == "" && sent.stderr == "", "\(sent.stderr)")
+        }
+        let output = try await world.wait(child)
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stderr == "ready\n")
+        #expect(
+            output.stdout
+                == [world.line(1, #"{"n":1}"#), world.line(2, #"[1,"two",3]"#), world.line(3, #""a/b \"q\" é""#)]
+                .joined(separator: "\n") + "\n")
+        // The mailbox is untouched.
+        let read = try await world.wormhole("read", rest: ["events"])
+        #expect(read.status == 1)
+        // Standard input works too.
+        let piped = try await world.wormhole("send", "--journal", rest: ["events"], input: "{\"piped\":true}\n")
+        #expect(piped.status == 0)
+        #expect(try world.journal().status().last == 4)
+    }
+
+    @Test("--from start, --from SEQ, and the default --from end")
+    func startPositions() async throws {
+        let journal = try world.journal()
+        try journal.append(contentsOf: (1...5).map { ["n": $0] })
+        let fromStart = try await world.wormhole("listen", "--journal", rest: ["events", "--from", "start", "--count", "5", "--timeout", "30"])
+        #expect(fromStart.status == 0)
+        #expect(fromStart.stdout.split(separator: "\n").map(String.init) == (1...5).map { world.line($0, "{\"n\":\($0)}") })
+        let fromFour = try await world.wormhole("listen", "--journal", rest: ["events", "--from", "4", "--count", "2", "--timeout", "30"])
+        #expect(fromFour.stdout.split(separator: "\n").map(String.init) == [world.line(4, #"{"n":4}"#), world.line(5, #"{"n":5}"#)])
+        let child = try await world.listen(["events", "--count", "1", "--timeout", "20"])
+        try journal.append(["n": 6])
+        let atEnd = try await world.wait(child)
+        #expect(atEnd.stdout == world.line(6, #"{"n":6}"#) + "\n")
+        let future = try await world.wormhole("listen", "--journal", rest: ["events", "--from", "9", "--count", "1", "--timeout", "30"])
+        #expect(future.status == 64 && future.stderr.contains("9"), "\(future.stderr)")
+    }
+
+    @Test("a durable consumer starts after the last record it printed")
+    func durableConsumer() async throws {
+        let journal = try world.journal()
+        try journal.append(contentsOf: (1...5).map { ["n": $0] })
+        let first = try await world.wormhole(
+            "listen", "--journal", rest: ["events", "--consumer", "printer", "--from", "start", "--count", "2", "--timeout", "30"])
+        #expect(first.stdout.split(separator: "\n").map(String.init) == [world.line(1, #"{"n":1}"#), world.line(2, #"{"n":2}"#)])
+        let second = try await world.wormhole("listen", "--journal", rest: ["events", "--consumer", "printer", "--count", "3", "--timeout", "30"])
+        #expect(second.stdout.split(separator: "\n").map(String.init) == (3...5).map { world.line($0, "{\"n\":\($0)}") })
+        let stat = try await world.wormhole("journal", "stat", rest: ["events"])
+        #expect(stat.status == 0)
+        #expect(stat.stdout.contains(#""consumers":{"printer":5}"#), "\(stat.stdout)")
+        // A consumer with no new records waits, then times out (exit 124 with --count).
+        let waiting = try await world.wormhole(
+            "listen", "--journal", rest: ["events", "--consumer", "printer", "--count", "1", "--timeout", "0.5"])
+        #expect(waiting.status == 124 && waiting.stdout == "")
+    }
+
+    @Test("a durable consumer in use by another listen is refused with exit 1, naming it")
+    func consumerInUse() async throws {
+        // Both bounded by --timeout, so that neither can outlive the test on a starved machine.
+        let first = try await world.listen(["events", "--consumer", "busy", "--count", "1", "--timeout", "60"])
+        let second = try await world.wormhole(
+            "listen", "--journal", rest: ["events", "--consumer", "busy", "--count", "1", "--timeout", "5"])
+        #expect(second.status == 1, "\(second.stderr)")
+        #expect(second.stderr.contains("'busy'") && second.stderr.contains("in use"), "\(second.stderr)")
+        try world.journal().append(["n": 1])
+        let output = try await world.wait(first)
+        #expect(output.status == 0 && output.stdout == world.line(1, #"{"n":1}"#) + "\n")
+    }
+
+    @Test("journal stat prints first, last, records, bytes, segments and consumers; trim removes old segments")
+    func statAndTrim() async throws {
+        let empty = try await world.wormhole("journal", "stat", rest: ["events"])
+        #expect(empty.status == 0)
+        #expect(empty.stdout == #"{"identifier":"events","first":1,"last":0,"records":0,"bytes":0,"segments":0,"consumers":{}}"# + "\n")
+        let journal = try MessageCenter(
+            applicationGroupIdentifier: JournalCLIWorld.group, containerRoot: world.root.path, busAddress: world.bus.address,
+            sharedStateDirectory: world.runtime.path + "/wormhole"
+        ).journal("events", options: Journal.Options(segmentSize: 4096))
+        for n in 0..<200 { try journal.append(["n": String(n), "pad": String(repeating: "p", count: 60)]) }
+        let status = try journal.status()
+        let stat = try await world.wormhole("journal", "stat", rest: ["events"])
+        #expect(
+            stat.stdout
+                == #"{"identifier":"events","first":1,"last":200,"records":200,"bytes":\#(status.bytes),"segments":\#(status.segments.count),"consumers":{}}"#
+                + "\n")
+        #expect(status.segments.count > 3)
+        let trimmed = try await world.wormhole("journal", "trim", rest: ["events", "--max-records", "50"])
+        #expect(trimmed.status == 0, "\(trimmed.stderr)")
+        let after = try journal.status()
+        #expect(after.first > 1 && after.first <= 151 && after.last == 200)
+        #expect(trimmed.stdout.contains(#""first":\#(after.first),"last":200"#))
+        #expect(trimmed.stdout.contains(#""removed":["00000000000000000001.seg""#), "\(trimmed.stdout)")
+        // A durable consumer behind the trim gets one gap line, then the first available record.
+        let gap = try await world.wormhole("listen", "--journal", rest: ["events", "--from", "2", "--count", "1", "--timeout", "30"])
+        #expect(gap.status == 0)
+        #expect(gap.stderr.contains("removed by retention") && gap.stderr.contains("going on at \(after.first)"), "\(gap.stderr)")
+        #expect(gap.stdout.hasPrefix(#"{"identifier":"events","sequence":\#(after.first),"#))
+        let noLimit = try await world.wormhole("journal", "trim", rest: ["events"])
+        #expect(noLimit.status == 64)
+    }
+
+    @Test(arguments: [
+        (["listen", "--journal"], ["events", "--from", "0"], "--from"),
+        (["listen", "--journal"], ["events", "--from", "later"], "later"),
+        (["listen", "--journal"], ["a", "b"], "exactly one identifier"),
+        (["listen", "--journal"], ["events", "--consumer", "a/b"], "a/b"),
+        (["listen"], ["events", "--consumer", "c"], "--consumer"),
+        (["send", "--journal"], ["bad/id", "1"], "bad/id"),
+        (["send", "--journal"], ["events", "{"], "events"),
+    ])
+    func badInputExits64NamingIt(command: [String], rest: [String], named: String) async throws {
+        let output = try await world.wormhole(command, rest: rest)
+        #expect(output.status == 64, "\(output.stderr)")
+        #expect(output.stderr.split(separator: "\n").count == 1 && output.stderr.contains(named), "\(output.stderr)")
+        #expect(try world.journal().status().last == 0, "nothing appended")
+    }
+
+    @Test("a record over the maximum size is refused, exit 64, nothing appended")
+    func tooLarge() async throws {
+        let big = "\"" + String(repeating: "x", count: Journal.maximumRecordSize) + "\""
+        let output = try await world.wormhole("send", "--journal", rest: ["events"], input: big)
+        #expect(output.status == 64 && output.stderr.contains("maximum record size"), "\(output.stderr)")
+        #expect(try world.journal().status().last == 0)
+    }
+}
