@@ -44,6 +44,9 @@ public struct WormholeError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let invalidJSON = Code("invalidJSON")
         /// A stored document is not valid JSON or does not decode as the requested type.
         public static let decodingFailed = Code("decodingFailed")
+        /// A message is larger than the wormhole's maximum message size (the message's size is
+        /// checked before it is read or written).
+        public static let messageTooLarge = Code("messageTooLarge")
         /// A shared-defaults suite name breaks the contract's rules.
         public static let invalidSuite = Code("invalidSuite")
         /// A shared-defaults key is empty, contains NUL, or makes its notification name too long.

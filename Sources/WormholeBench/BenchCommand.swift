@@ -12,7 +12,7 @@ struct BenchCommand: ParsableCommand {
         commandName: "wormhole bench",
         abstract: "Measure Wormhole's latency and post rate against the raw libdbus floor.",
         discussion: """
-            Without --bus-address, starts a private dbus-daemon from --config. Every row is compared \
+            Without --bus-address, starts a private dbus-daemon (or dbus-broker, --daemon broker) from --config. Every row is compared \
             with a floor measured in the same run, in alternating rounds (floor, ours, floor, ours…), \
             so drift on a noisy machine hits both alike.
 
@@ -26,7 +26,8 @@ struct BenchCommand: ParsableCommand {
                        wormhole-floor observe / listen, from the post to the line read
               rate     posts/s from 1 and --post-threads threads against
                        wormhole-floor blast
-              routes   ping-pong with 1 route and with --routes more in the pinger
+              routes   ping-pong with 1 route and with --routes more in the pinger; time to
+                       ready of one listen on --routes identifiers
               journal  the journal: records lost, corrupt or duplicated across SIGKILLs of
                        appenders and durable consumers, 8 appenders x 8 consumers,
                        appends/s from 8 processes with and without fdatasync,
@@ -138,6 +139,9 @@ struct BenchCommand: ParsableCommand {
                 + "beside an installed executable (PREFIX/bin), /usr/local/share/wormhole and /usr/share/wormhole."))
     var config = BenchCommand.defaultConfig
 
+    @Option(help: "The private bus daemon: dbus-daemon or broker (dbus-broker-launch; needs the dbus-broker package).")
+    var daemon = BusDaemonKind.dbusDaemon
+
     @OptionGroup var bus: BusOptions
 
     /// The suites to run, in order.
@@ -240,17 +244,20 @@ struct BenchCommand: ParsableCommand {
         // every scratch directory.
         ChildReaper.install()
         let started = MonotonicClock.now()
-        let daemon =
+        let privateDaemon =
             try bus.address() == nil
-            ? try PrivateDaemon(config: Executables.busConfiguration(config, isDefault: config == Self.defaultConfig))
+            ? try PrivateDaemon(
+                config: Executables.busConfiguration(config, isDefault: config == Self.defaultConfig), kind: self.daemon)
             : nil
-        if let daemon { Console.progress("wormhole-bench: private dbus-daemon from \(daemon.config)") }
-        guard let address = try daemon?.address ?? bus.address() else { throw BenchFailure("no bus") }
+        if let privateDaemon {
+            Console.progress("wormhole-bench: private \(daemon == .broker ? "dbus-broker" : "dbus-daemon") from \(privateDaemon.config)")
+        }
+        guard let address = try privateDaemon?.address ?? bus.address() else { throw BenchFailure("no bus") }
         let report = BenchReport()
         let context = BenchContext(address: address, options: self, report: report)
         Console.output(
             "wormhole bench: \(rounds) alternating rounds per row (+ up to \(warmup) warm-up round trips each), "
-                + "bus \(address.rawValue)"
+                + "bus \(address.rawValue)\(privateDaemon == nil ? "" : " (\(daemon.rawValue))")"
         )
         Console.output("one-way latency in microseconds (round trip / 2 unless the table says otherwise)")
         for suite in selectedSuites {
@@ -290,6 +297,6 @@ struct BenchCommand: ParsableCommand {
             try BenchReport.write(
                 Data(BenchPlot(title: title, rows: report.latencyRows).svg().utf8), to: plot, option: "--plot")
         }
-        withExtendedLifetime(daemon) {}
+        withExtendedLifetime(privateDaemon) {}
     }
 }

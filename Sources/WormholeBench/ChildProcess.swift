@@ -15,8 +15,9 @@ final class ChildProcess {
     private let errors: LineReader
     private var status: Int32?
 
-    /// Starts `executable` with `arguments`, with `environment` added to this process's.
-    init(executable: String, arguments: [String], environment: [String: String] = [:]) throws {
+    /// Starts `executable` with `arguments`, with `environment` added to this process's (a
+    /// value of `""` removes the variable), and `standardInput` (default `/dev/null`) as fd 0.
+    init(executable: String, arguments: [String], environment: [String: String] = [:], standardInput: Int32? = nil) throws {
         name = String(executable.split(separator: "/").last ?? Substring(executable))
         var outputPipe: [Int32] = [0, 0]
         var errorPipe: [Int32] = [0, 0]
@@ -39,7 +40,11 @@ final class ChildProcess {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        if let standardInput {
+            posix_spawn_file_actions_adddup2(&actions, standardInput, 0)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
         posix_spawn_file_actions_adddup2(&actions, outputPipe[1], 1)
         posix_spawn_file_actions_adddup2(&actions, errorPipe[1], 2)
         // The bench catches these signals to clean up (dispatch blocks them and reads a
@@ -58,7 +63,7 @@ final class ChildProcess {
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
 
         var environmentLines = ProcessInfo.processInfo.environment
-        for (key, value) in environment { environmentLines[key] = value }
+        for (key, value) in environment { environmentLines[key] = value.isEmpty ? nil : value }
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp = environmentLines.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {

@@ -26,5 +26,6 @@ struct RouteSuite {
         report.add(many, suite: "routes", against: one, target: 1.10)
         report.goal(
             "routes", "\(options.routes) extra routes p50 / 1 route p50", ratio: many.median / one.median, target: 1.10)
+        try StartupRow(context: context).run()
     }
 }

@@ -22,6 +22,11 @@ struct ListenCommand: ParsableCommand {
     @Argument(help: "Message identifiers to listen to.")
     var identifiers: [String] = []
 
+    @Option(help: ArgumentHelp(
+        "Also listen to the identifiers in this file, one per line ('-': standard input); for thousands.",
+        valueName: "file"))
+    var identifiersFrom: String?
+
     @Flag(help: "Listen to every identifier of the wormhole.")
     var all = false
 
@@ -48,15 +53,19 @@ struct ListenCommand: ParsableCommand {
 
     @OptionGroup var options: WormholeOptions
 
+    @OptionGroup var sizeLimit: SizeLimitOption
+
     func validate() throws {
         if !journal && (consumer != nil || from != nil) { throw ValidationError("--consumer and --from need --journal") }
-        if journal && (identifiers.count != 1 || all || stored) {
-            throw ValidationError("--journal takes exactly one identifier (no --all, no --stored)")
+        if journal && (identifiers.count != 1 || identifiersFrom != nil || all || stored) {
+            throw ValidationError("--journal takes exactly one identifier (no --all, --stored or --identifiers-from)")
         }
         if let from, JournalListen.position(from) == nil {
             throw ValidationError("--from must be start, end or a sequence number of at least 1, not '\(from)'")
         }
-        if identifiers.isEmpty != all { throw ValidationError("give identifiers or --all (not both)") }
+        if (identifiers.isEmpty && identifiersFrom == nil) != all {
+            throw ValidationError("give identifiers or --all (not both)")
+        }
         if let count, count < 1 { throw ValidationError("--count must be at least 1, not \(count)") }
         if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be a positive number of seconds") }
     }
@@ -69,12 +78,14 @@ struct ListenCommand: ParsableCommand {
             ).run()
         }
         armTimeout(timeout, countGiven: count != nil)
-        let wormhole = try options.wormhole(identifiers: identifiers)
+        let identifiers = try identifiers + (identifiersFrom.map(readIdentifierList) ?? [])
+        let wormhole = try options.wormhole(identifiers: identifiers, maximumMessageSize: sizeLimit.bytes)
         let writer = LineWriter()
         let counter = DeliveryCounter(limit: count)
         // On the I/O thread: the file is read, the line built and written where the signal was
         // read, with no hop; the count is taken only once the line is written.
-        let reports = BusReports(.listen, address: try withCLIErrors { try wormhole.notificationCenter().connection.address })
+        let address = try options.bus.address()
+        let reports = BusReports(.listen, address: address)
         let handler: @Sendable (MessageDelivery<JSONDocument>) -> Void = { delivery in
             let message: JSONDocument?
             switch delivery.result {
@@ -103,18 +114,17 @@ struct ListenCommand: ParsableCommand {
             counter.delivered()
         }
         let listenOptions = MessageCenter.ListenOptions(deliversEveryPost: everyPost)
-        let listeners = try withCLIErrors {
+        // A bus that is not there yet is waited for (one line says so), not an error.
+        let listeners = try withCLIErrors { try retryingUntilBusReachable(address) {
             if all {
                 return [
                     try wormhole.listenToAllMessages(
                         as: JSONDocument.self, on: .ioThread, options: listenOptions, handler: handler)
                 ]
             }
-            return try identifiers.map {
-                try wormhole.listen(
-                    identifier: $0, as: JSONDocument.self, on: .ioThread, options: listenOptions, handler: handler)
-            }
-        }
+            return try wormhole.listen(
+                identifiers: identifiers, as: JSONDocument.self, on: .ioThread, options: listenOptions, handler: handler)
+        } }
         let watching = reports.watch(try withCLIErrors { try wormhole.notificationCenter().connection })
         // The stored messages come after `ready`, so nothing precedes it on standard error.
         announceReadyAndServe(keeping: (wormhole, listeners, watching)) {

@@ -13,8 +13,10 @@ struct ReadCommand: ParsableCommand {
 
     @OptionGroup var options: WormholeOptions
 
+    @OptionGroup var sizeLimit: SizeLimitOption
+
     func run() throws {
-        let wormhole = try options.wormhole(identifiers: [identifier])
+        let wormhole = try options.wormhole(identifiers: [identifier], maximumMessageSize: sizeLimit.bytes)
         let data = try withCLIErrors { try wormhole.messageData(identifier: identifier) }
         guard let data else {
             // Which part is missing (container, directory, or just this identifier), and the
@@ -29,7 +31,9 @@ struct ReadCommand: ParsableCommand {
                 message: "the file stored for '\(identifier)' (\(data.count) bytes) is not a JSON document; "
                     + "it was not written by a Wormhole sender, or was damaged")
         }
-        // One line: the document, and a newline unless it already ends with one.
-        FileHandle.standardOutput.write(data.last == UInt8(ascii: "\n") ? data : data + Data("\n".utf8))
+        // One line: the document, and a newline unless it already ends with one (written
+        // apart, so the document is never copied).
+        FileHandle.standardOutput.write(data)
+        if data.last != UInt8(ascii: "\n") { FileHandle.standardOutput.write(Data("\n".utf8)) }
     }
 }

@@ -35,6 +35,8 @@ struct SendCommand: ParsableCommand {
 
     @OptionGroup var options: WormholeOptions
 
+    @OptionGroup var sizeLimit: SizeLimitOption
+
     func validate() throws {
         if journal && transient {
             throw ValidationError("--journal and --transient exclude each other: a journal record is stored, a transient message is not")
@@ -43,9 +45,10 @@ struct SendCommand: ParsableCommand {
 
     func run() throws {
         if journal { return try JournalSend(identifier: identifier, json: json, options: options).run() }
-        let wormhole = try options.wormhole(identifiers: [identifier])
-        let text = json ?? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
-        let bytes = Data(text.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+        let wormhole = try options.wormhole(identifiers: [identifier], maximumMessageSize: sizeLimit.bytes)
+        // Read into one buffer and trimmed in place: passing a document costs about its size.
+        var bytes = try json.map { Data($0.utf8) } ?? readStandardInput(limit: sizeLimit.bytes, identifier: identifier)
+        trimJSONWhitespace(&bytes)
         let report: MessageCenter.SendReport? = try withCLIErrors {
             let document: JSONDocument
             do {
@@ -77,4 +80,18 @@ struct SendCommand: ParsableCommand {
                     + "(a transient message is not stored, so nothing will be delivered)")
         }
     }
+}
+
+/// Removes JSON white space (space, tab, line feed, carriage return) from both ends of `data`,
+/// in place.
+private func trimJSONWhitespace(_ data: inout Data) {
+    func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D }
+    var end = data.count
+    var start = 0
+    data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) in
+        while end > 0 && isSpace(buffer[end - 1]) { end -= 1 }
+        while start < end && isSpace(buffer[start]) { start += 1 }
+    }
+    data.count = end
+    if start > 0 { data.removeSubrange(0..<start) }
 }

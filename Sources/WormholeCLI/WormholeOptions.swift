@@ -13,10 +13,13 @@ struct WormholeOptions: ParsableArguments {
     @OptionGroup var bus: BusOptions
 
     /// The wormhole, with every name validated first.
-    func wormhole(identifiers: [String] = []) throws -> MessageCenter {
+    func wormhole(
+        identifiers: [String] = [], maximumMessageSize: Int = FileTransiting.defaultMaximumMessageSize
+    ) throws -> MessageCenter {
         try withCLIErrors {
             let wormhole = try MessageCenter(
-                applicationGroupIdentifier: group, directory: directory, busAddress: bus.busAddress.map(BusAddress.init))
+                applicationGroupIdentifier: group, directory: directory, busAddress: bus.busAddress.map(BusAddress.init),
+                maximumMessageSize: maximumMessageSize)
             for identifier in identifiers { _ = try MessageIdentifier(identifier) }
             return wormhole
         }

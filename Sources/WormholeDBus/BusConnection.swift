@@ -234,6 +234,56 @@ public final class BusConnection: Sendable {
         return id
     }
 
+    /// One route of ``addRoutes(_:)``.
+    package struct RouteRequest: Sendable {
+        package var rules: [MatchRule]
+        package var strictArgumentPaths: Bool
+        package var deliver: @Sendable (Signal) -> Void
+        package var finish: @Sendable () -> Void
+
+        package init(
+            rules: [MatchRule], strictArgumentPaths: Bool = false, deliver: @escaping @Sendable (Signal) -> Void,
+            finish: @escaping @Sendable () -> Void = {}
+        ) {
+            self.rules = rules
+            self.strictArgumentPaths = strictArgumentPaths
+            self.deliver = deliver
+            self.finish = finish
+        }
+    }
+
+    /// Adds many routes at once and returns, for each, its id or why it failed (the error names
+    /// the rule). Every `AddMatch` is sent before any answer is awaited, so N routes cost about
+    /// one round trip, not N; each route that succeeded is active when this returns (its rules
+    /// acknowledged by the bus), exactly as with the single-route form. Blocking.
+    package func addRoutes(_ requests: [RouteRequest]) -> [Result<UInt64, BusError>] {
+        precondition(!io.isOnIOThread, "routes must not be added from the connection's I/O thread")
+        let results = Locked<[Result<UInt64, BusError>?]>(Array(repeating: nil, count: requests.count))
+        let group = DispatchGroup()
+        var batch: [(id: UInt64, route: BusIO.Route, completion: BusIO.Completion)] = []
+        batch.reserveCapacity(requests.count)
+        for (index, request) in requests.enumerated() {
+            do throws(BusError) {
+                for rule in request.rules { try rule.validate() }
+            } catch {
+                results.withLock { $0[index] = .failure(error) }
+                continue
+            }
+            let id = io.makeID()
+            group.enter()
+            let route = BusIO.Route(
+                rules: request.rules, strictArgumentPaths: request.strictArgumentPaths, deliver: request.deliver,
+                finish: request.finish)
+            batch.append((id, route, { outcome in
+                results.withLock { $0[index] = outcome.map { id } }
+                group.leave()
+            }))
+        }
+        if !batch.isEmpty { io.addRoutes(batch) }
+        group.wait()
+        return results.withLock { $0.map { $0! } }
+    }
+
     /// Removes a route added with `addRoute` and releases its rules.
     package func removeRoute(_ id: UInt64) { io.removeRoute(id: id) }
 

@@ -72,6 +72,11 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     private var connection: LibDBus.Connection?
     private var watches: [Int32: [LibDBus.Watch]] = [:]
     private var timeouts: [LibDBus.Timeout: TimeoutRecord] = [:]
+    /// No enabled timeout is due before this (it may be earlier than the true next deadline, never
+    /// later: removing a timeout leaves it as it was). Keeps each loop iteration O(1) however many
+    /// replies are awaited (one per pending `AddMatch` when thousands are sent at once); the
+    /// timeouts are scanned only when it passes.
+    private var earliestDeadline = UInt64.max
     private var registry = RuleRegistry<Completion>(connected: true)
     private var routes = RouteTable<Handlers>()
     /// Routes per well-known sender name whose owner the route table must know.
@@ -217,39 +222,53 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     /// every rule (and, for a rule with a well-known sender, told who owns that name). If any
     /// fails, the route is removed and its rules released.
     func addRoute(id: UInt64, _ route: Route, completion: @escaping Completion) {
+        let accepted = loop.execute { [self] in addRoute(confined: id, route, completion: completion) }
+        if !accepted { completion(.failure(closedError())) }
+    }
+
+    /// Adds many routes in one job on the I/O thread: every `AddMatch` is sent before any answer
+    /// is awaited, so the round trips overlap. Each completion runs as for ``addRoute(id:_:completion:)``.
+    func addRoutes(_ batch: [(id: UInt64, route: Route, completion: Completion)]) {
         let accepted = loop.execute { [self] in
-            loop.preconditionInEventLoop()
-            routes.insert(
-                RouteTable.Route(
-                    rules: route.rules, strictArgumentPaths: route.strictArgumentPaths,
-                    payload: Handlers(deliver: route.deliver, finish: route.finish)),
-                id: id)
-            let names = Set(route.rules.compactMap(\.sender).filter(Self.isWellKnown))
-            let outcomes = OutcomeCollector(count: route.rules.count + names.count)
-            let finished: @Sendable () -> Void = { [self] in
-                guard let all = outcomes.finished() else { return }
-                if let failure = all.lazy.compactMap({ if case .failure(let error) = $0 { error } else { nil } }).first {
-                    removeRoute(confined: id)
-                    completion(.failure(failure))
-                } else {
-                    completion(.success(()))
-                }
-            }
-            if route.rules.isEmpty && names.isEmpty { completion(.success(())) }
-            for rule in route.rules {
-                perform(registry.acquire(rule.description, waiter: { result in
-                    outcomes.record(result)
-                    finished()
-                }))
-            }
-            for name in names {
-                track(name) { result in
-                    outcomes.record(result)
-                    finished()
-                }
+            for entry in batch { addRoute(confined: entry.id, entry.route, completion: entry.completion) }
+        }
+        if !accepted {
+            let error = closedError()
+            for entry in batch { entry.completion(.failure(error)) }
+        }
+    }
+
+    private func addRoute(confined id: UInt64, _ route: Route, completion: @escaping Completion) {
+        loop.preconditionInEventLoop()
+        routes.insert(
+            RouteTable.Route(
+                rules: route.rules, strictArgumentPaths: route.strictArgumentPaths,
+                payload: Handlers(deliver: route.deliver, finish: route.finish)),
+            id: id)
+        let names = Set(route.rules.compactMap(\.sender).filter(Self.isWellKnown))
+        let outcomes = OutcomeCollector(count: route.rules.count + names.count)
+        let finished: @Sendable () -> Void = { [self] in
+            guard let all = outcomes.finished() else { return }
+            if let failure = all.lazy.compactMap({ if case .failure(let error) = $0 { error } else { nil } }).first {
+                removeRoute(confined: id)
+                completion(.failure(failure))
+            } else {
+                completion(.success(()))
             }
         }
-        if !accepted { completion(.failure(closedError())) }
+        if route.rules.isEmpty && names.isEmpty { completion(.success(())) }
+        for rule in route.rules {
+            perform(registry.acquire(rule.description, waiter: { result in
+                outcomes.record(result)
+                finished()
+            }))
+        }
+        for name in names {
+            track(name) { result in
+                outcomes.record(result)
+                finished()
+            }
+        }
     }
 
     /// Removes a route and releases its rules.
@@ -525,8 +544,8 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     func timeoutMilliseconds() -> Int32 {
         // Work left over from inside a libdbus call is done in the next iteration, at once.
         if greetingFailure != nil || disconnectPending { return 0 }
-        var next = UInt64.max
-        for record in timeouts.values where record.enabled { next = min(next, record.deadline) }
+        if timeouts.isEmpty { earliestDeadline = .max }
+        let next = earliestDeadline
         guard next != UInt64.max else { return -1 }
         let now = Self.now()
         return next <= now ? 0 : Int32(clamping: next - now)
@@ -666,6 +685,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     private func clearWatchesAndTimeouts() {
         watches = [:]
         timeouts = [:]
+        earliestDeadline = .max
         loop.removeAllInterests()
     }
 
@@ -725,15 +745,21 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
             timeouts[timeout] = nil
         } else {
             let interval = timeout.intervalMilliseconds
-            timeouts[timeout] = TimeoutRecord(
+            let record = TimeoutRecord(
                 intervalMilliseconds: interval, enabled: timeout.isEnabled, deadline: Self.now() + UInt64(max(0, interval)))
+            timeouts[timeout] = record
+            if record.enabled { earliestDeadline = min(earliestDeadline, record.deadline) }
         }
     }
 
     private func fireTimeouts() {
         // Most iterations have no libdbus timeout at all (they exist only while a reply is awaited).
-        if timeouts.isEmpty { return }
+        if timeouts.isEmpty {
+            earliestDeadline = .max
+            return
+        }
         let now = Self.now()
+        guard earliestDeadline <= now else { return }
         let due = timeouts.filter { $0.value.enabled && $0.value.deadline <= now }.map(\.key)
         for timeout in due {
             // Handling one may remove others (on this thread): check before each.
@@ -742,6 +768,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
             timeouts[timeout] = record
             timeout.handle()
         }
+        earliestDeadline = timeouts.values.lazy.filter(\.enabled).map(\.deadline).min() ?? .max
     }
 
     private static func now() -> UInt64 {

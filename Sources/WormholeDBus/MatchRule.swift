@@ -65,7 +65,17 @@ public struct MatchRule: Hashable, Sendable, CustomStringConvertible {
 
     /// Quotes a value for a match rule: `'…'`, with each `'` written as `'\''`.
     static func quote(_ value: String) -> String {
-        "'" + value.replacing("'", with: #"'\''"#) + "'"
+        let quote = UInt8(ascii: "'")
+        // Most values hold no quote (and thousands of rules may be built at once).
+        guard value.utf8.contains(quote) else { return "'" + value + "'" }
+        // Byte by byte, not by Character: a quote followed by a combining mark (`'` U+0651) is
+        // one Character, which a Character-wise replace would leave unescaped (found by fuzzing).
+        var bytes: [UInt8] = [quote]
+        for byte in value.utf8 {
+            if byte == quote { bytes += Array(#"'\''"#.utf8) } else { bytes.append(byte) }
+        }
+        bytes.append(quote)
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// The longest match rule dbus-daemon accepts, in bytes (`DBUS_MAXIMUM_MATCH_RULE_LENGTH`).

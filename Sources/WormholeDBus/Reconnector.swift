@@ -12,14 +12,32 @@ import Glibc
 ///
 /// `@unchecked Sendable`: every mutable property is touched only on `queue`.
 final class Reconnector: @unchecked Sendable {
-    private let io: BusIO
+    private let address: BusAddress
+    private let logger: Logger
+    /// Takes the connection that was opened (on `queue`); it owns it from then on.
+    private let adopt: (LibDBus.Connection) -> Void
     private let queue = DispatchQueue(label: "wormhole-dbus-reconnect")
     private var sources: [any DispatchSourceRead] = []
     private var stopped = false
     private var delay = 0.01
     private var generation = 0
 
-    init(io: BusIO) { self.io = io }
+    /// Brings `io`'s connection back.
+    convenience init(io: BusIO) {
+        self.init(address: io.address, logger: io.logger) { connection in
+            let handover = Handover(connection)
+            // The new connection passes from this queue to the I/O thread, which owns it from then on.
+            let accepted = io.submit { io.adoptReconnected(handover.connection) }
+            if !accepted { handover.connection.closeAndRelease() }
+        }
+    }
+
+    /// Opens a connection to `address` as soon as it can be opened and gives it to `adopt`.
+    init(address: BusAddress, logger: Logger, adopt: @escaping (LibDBus.Connection) -> Void) {
+        self.address = address
+        self.logger = logger
+        self.adopt = adopt
+    }
 
     func start() {
         queue.async { [self] in
@@ -37,7 +55,7 @@ final class Reconnector: @unchecked Sendable {
     }
 
     private func watchSocketDirectories() {
-        for path in io.address.unixSocketPaths {
+        for path in address.unixSocketPaths {
             let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
             let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
             guard fd >= 0 else { continue }
@@ -65,16 +83,13 @@ final class Reconnector: @unchecked Sendable {
         do {
             // A restarted daemon has a new guid: the address's `guid=` (as `dbus-daemon
             // --print-address` and `dbus-launch` print it) would make libdbus refuse it forever.
-            let handover = Handover(try LibDBus.Connection.open(io.address.withoutGUID))
+            let connection = try LibDBus.Connection.open(address.withoutGUID)
             stopped = true
             for source in sources { source.cancel() }
             sources = []
-            let io = self.io
-            // The new connection passes from this queue to the I/O thread, which owns it from then on.
-            let accepted = io.submit { io.adoptReconnected(handover.connection) }
-            if !accepted { handover.connection.closeAndRelease() }
+            adopt(connection)
         } catch {
-            io.logger.debug("reconnect attempt failed; retrying in \(Int(delay * 1000)) ms or when the socket appears: \(error)")
+            logger.debug("reconnect attempt failed; retrying in \(Int(delay * 1000)) ms or when the socket appears: \(error)")
             let expected = generation
             queue.asyncAfter(deadline: .now() + delay) { [self] in
                 if generation == expected { attempt() }
@@ -89,4 +104,21 @@ final class Reconnector: @unchecked Sendable {
 private final class Handover: @unchecked Sendable {
     let connection: LibDBus.Connection
     init(_ connection: LibDBus.Connection) { self.connection = connection }
+}
+
+/// Waiting for a bus that is not there yet.
+package enum BusWait {
+    /// Blocks until a connection to `address` can be opened (the connection is then closed):
+    /// for a `unix:path=` address as soon as its socket appears (inotify), otherwise after a
+    /// backoff of 10 ms doubling to 2 s, as a connection does when it reconnects.
+    package static func untilReachable(_ address: BusAddress) {
+        let reachable = DispatchSemaphore(value: 0)
+        let reconnector = Reconnector(address: address, logger: Logger(label: "wormhole.dbus")) { connection in
+            connection.closeAndRelease()
+            reachable.signal()
+        }
+        reconnector.start()
+        reachable.wait()
+        reconnector.stop()
+    }
 }

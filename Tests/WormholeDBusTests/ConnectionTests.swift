@@ -71,7 +71,11 @@ struct ConnectionTests {
         #expect(try received.map { try $0.string(at: 0) } == ["group/box/a", "group/box/deep/b", "group/box/"])
     }
 
-    @Test("quotes and backslashes in rule values work end to end", arguments: ["it's", #"back\slash"#, #"both '\' mixed''"#, "plain"])
+    @Test("quotes and backslashes in rule values work end to end", arguments: [
+        "it's", #"back\slash"#, #"both '\' mixed''"#, "plain",
+        // A quote followed by a combining mark is one Character: still escaped (found by Tests/fuzz.sh).
+        "p'\u{0651}", "x'\u{0651},arg1='y",
+    ])
     func escaping(name: String) async throws {
         let sender = try BusConnection(address: bus.address)
         let receiver = try BusConnection(address: bus.address)
@@ -131,7 +135,7 @@ struct ConnectionTests {
         #expect { try connection.emit(said(.string("nul\0inside"))) } throws: { ($0 as? BusError)?.code == .invalidString }
     }
 
-    @Test("ending an iteration, cancelling its task or dropping a stream removes the rule")
+    @Test("ending an iteration, cancelling its task or dropping a stream removes the rule", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
     func streamOwnsRule() async throws {
         let receiver = try BusConnection(address: bus.address)
         let baseline = try bus.matchRuleCount(of: receiver.uniqueName)
@@ -159,7 +163,7 @@ struct ConnectionTests {
         #expect(try bus.matchRuleCount(of: connection.uniqueName) == expected)
     }
 
-    @Test("identical rules are shared and counted")
+    @Test("identical rules are shared and counted", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
     func ruleReferenceCounting() async throws {
         let receiver = try BusConnection(address: bus.address)
         let baseline = try bus.matchRuleCount(of: receiver.uniqueName)
@@ -181,7 +185,8 @@ struct ConnectionTests {
         let key = DispatchSpecificKey<Int>()
         queue.setSpecific(key: key, value: 7)
         let (events, continuation) = AsyncStream<(UInt64, Bool)>.makeStream()
-        let baseline = try bus.matchRuleCount(of: receiver.uniqueName)
+        // dbus-broker has no Debug.Stats: there, the cancel is proven by the third signal alone.
+        let baseline = TestBusDaemon.isBroker ? nil : try bus.matchRuleCount(of: receiver.uniqueName)
         let subscription = try receiver.subscribe(MatchRule(interface: testInterface, member: said), on: .queue(queue)) {
             signal in
             continuation.yield(((try? signal.uint64(at: 0)) ?? 0, DispatchQueue.getSpecific(key: key) == 7))
@@ -192,7 +197,7 @@ struct ConnectionTests {
         #expect(first?.0 == 1)
         #expect(first?.1 == true, "delivered on the caller's queue")
         subscription.cancel()
-        try await waitForRuleCount(receiver, baseline)
+        if let baseline { try await waitForRuleCount(receiver, baseline) }
         try sender.emit(said(.uint64(2)))
         // emit hands the signal to the sender's I/O thread: wait until it is on the bus, so that
         // it cannot reach the rule added next.

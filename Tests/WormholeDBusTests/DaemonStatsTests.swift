@@ -6,7 +6,9 @@ import WormholeTestSupport
 /// `matchRulesOnBus` (the daemon's `Debug.Stats.GetAllMatchRules`), used by `wormhole doctor`.
 @Suite("The daemon's statistics: every match rule on the bus")
 struct DaemonStatsTests {
-    @Test("the rules another connection added are listed under its unique name, as the daemon writes them")
+    @Test(
+        "the rules another connection added are listed under its unique name, as the daemon writes them",
+        .disabled(if: TestBusDaemon.isBroker, "dbus-broker does not implement Debug.Stats"))
     func rulesOfAnotherConnection() async throws {
         let bus = try TestBus()
         let listener = try BusConnection(address: bus.address)
@@ -21,7 +23,9 @@ struct DaemonStatsTests {
         #expect(rules[asker.uniqueName] == [])
     }
 
-    @Test("a daemon whose policy denies Debug.Stats: a requestFailed error with its D-Bus name")
+    @Test(
+        "a daemon whose policy denies Debug.Stats: a requestFailed error with its D-Bus name",
+        .disabled(if: TestBusDaemon.isBroker, "dbus-broker does not implement Debug.Stats: nothing to deny"))
     func denied() async throws {
         let config = try TemporaryDirectory("stats-config")
         let original = try String(contentsOfFile: repositoryRoot.path + "/dbus/wormhole-session.conf", encoding: .utf8)
@@ -37,6 +41,22 @@ struct DaemonStatsTests {
         } catch let error as BusError {
             #expect(error.code == .requestFailed)
             #expect(error.dbusName == "org.freedesktop.DBus.Error.AccessDenied")
+        }
+    }
+
+    @Test(
+        "dbus-broker has no Debug.Stats: a requestFailed error naming the call and the broker's D-Bus error",
+        .enabled(if: TestBusDaemon.isBroker, "dbus-broker only"))
+    func brokerHasNoStats() async throws {
+        let bus = try TestBus()
+        let asker = try BusConnection(address: bus.address)
+        do {
+            _ = try await asker.matchRulesOnBus()
+            Issue.record("dbus-broker answered GetAllMatchRules")
+        } catch let error as BusError {
+            #expect(error.code == .requestFailed)
+            #expect(error.message.contains("GetAllMatchRules"))
+            #expect(error.dbusName?.hasPrefix("org.freedesktop.DBus.Error.") == true, "\(error.dbusName ?? "no name")")
         }
     }
 }

@@ -127,7 +127,9 @@ struct OwnershipStressTests {
         // Both connections survived: a signal sent now arrives, and no churned rule is left behind.
         try sender.emit(said(.string("marker"), .uint64(1)))
         #expect(try await next(1, from: markers, "the marker after the storm").first?.uint64(at: 1) == 1)
-        #expect(try bus.matchRuleCount(of: receiver.uniqueName) == 2, "only the marker's and the storm's rules are left")
+        if !TestBusDaemon.isBroker {  // dbus-broker has no Debug.Stats to count rules with
+            #expect(try bus.matchRuleCount(of: receiver.uniqueName) == 2, "only the marker's and the storm's rules are left")
+        }
         stormSignals.cancel()
     }
 }

@@ -6,37 +6,106 @@ public import WormholeDBus
 public let repositoryRoot: URL = URL(fileURLWithPath: #filePath)
     .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-/// A private `dbus-daemon` started from `dbus/wormhole-session.conf`, listening on a
-/// socket in a fresh temporary directory. Never the user's own session bus.
+/// Which bus daemon the test buses run: `dbus-daemon` (the default) or dbus-broker, chosen by
+/// the environment variable `WORMHOLE_TEST_BUS` (`dbus-daemon` or `broker`).
+public enum TestBusDaemon: String, Sendable {
+    case dbusDaemon = "dbus-daemon"
+    case broker
+
+    /// The daemon named by `WORMHOLE_TEST_BUS`; `nil` when it names neither.
+    static let selected: TestBusDaemon? = {
+        switch ProcessInfo.processInfo.environment["WORMHOLE_TEST_BUS"] ?? "" {
+        case "", "dbus-daemon": return .dbusDaemon
+        case "broker", "dbus-broker": return .broker
+        default: return nil
+        }
+    }()
+
+    /// The daemon this test run uses (`dbus-daemon` when `WORMHOLE_TEST_BUS` is unset).
+    /// An unknown value makes every `TestBus` fail with an error naming it.
+    public static var current: TestBusDaemon { selected ?? .dbusDaemon }
+
+    /// Whether this run uses dbus-broker: for `.disabled(if:)` on tests that only make sense
+    /// on `dbus-daemon`.
+    public static var isBroker: Bool { current == .broker }
+}
+
+/// A private bus daemon, listening on a socket in a fresh temporary directory, with the
+/// policy of `dbus/wormhole-session.conf`. Never the user's own session bus.
 ///
-/// The daemon is killed and the directory removed when the value is released.
+/// The daemon is `dbus-daemon`, or dbus-broker when `WORMHOLE_TEST_BUS=broker`
+/// (see ``BrokerProcess``). It is killed and the directory removed when the value is released.
 public final class TestBus: @unchecked Sendable {
-    // @unchecked: `process` is only replaced under `lock`.
+    // @unchecked: `running` and `printed` are only read and replaced under `lock`.
     public let directory: String
     public let socketPath: String
     public let address: BusAddress
-    private var process: Process?
+    /// The daemon this bus runs.
+    public let daemon: TestBusDaemon
+    private var running: Running?
     private var printed = ""
     private let lock = NSLock()
+    private let journal: JournalSink?
     /// The daemon's configuration file: `dbus/wormhole-session.conf` unless another was given.
     public let configFile: String
 
+    private enum Running {
+        case daemon(Process)
+        case broker(BrokerProcess)
+    }
+
     /// The address as the daemon printed it when it last started: with its `guid=`, the
-    /// form `dbus-daemon --print-address` and `dbus-launch` give users.
+    /// form `dbus-daemon --print-address` and `dbus-launch` give users. dbus-broker prints
+    /// nothing: its address gets the guid the broker names when it accepts authentication
+    /// (which differs from what its `GetId` answers).
     public var printedAddress: BusAddress {
-        get throws { try BusAddress(lock.withLock { printed }) }
+        get throws {
+            if daemon == .broker { return try BusAddress("\(address.rawValue),guid=\(try serverGUID())") }
+            return try BusAddress(lock.withLock { printed })
+        }
+    }
+
+    /// The guid in the server's `OK <guid>` answer to `AUTH EXTERNAL` (D-Bus specification,
+    /// authentication protocol).
+    private func serverGUID() throws -> String {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw TestFailure("socket failed: errno \(errno)") }
+        defer { close(fd) }
+        guard withSocketAddress(socketPath, { connect(fd, $0, $1) }) == 0 else {
+            throw TestFailure("cannot connect to \(socketPath): errno \(errno)")
+        }
+        let uid = String(getuid()).utf8.map { String(format: "%02x", $0) }.joined()
+        let request = Array("\0AUTH EXTERNAL \(uid)\r\n".utf8)
+        guard write(fd, request, request.count) == request.count else { throw TestFailure("write failed: errno \(errno)") }
+        let answer = readLine(from: FileHandle(fileDescriptor: fd, closeOnDealloc: false))
+        guard answer.hasPrefix("OK "), case let guid = answer.dropFirst(3).trimmingCharacters(in: .whitespacesAndNewlines),
+            !guid.isEmpty
+        else { throw TestFailure("the bus answered AUTH EXTERNAL with \(answer.debugDescription)") }
+        return guid
     }
 
     /// Starts a daemon (with `configFile`, else `dbus/wormhole-session.conf`) and returns once it
-    /// listens.
+    /// listens (dbus-daemon) or has answered a `Hello` (dbus-broker).
     public init(configFile: String? = nil) throws {
+        guard let daemon = TestBusDaemon.selected else {
+            throw TestFailure(
+                "WORMHOLE_TEST_BUS=\(ProcessInfo.processInfo.environment["WORMHOLE_TEST_BUS"] ?? ""): "
+                    + "expected dbus-daemon or broker")
+        }
+        self.daemon = daemon
         self.configFile = configFile ?? "\(repositoryRoot.path)/dbus/wormhole-session.conf"
         var template = Array("/tmp/wormhole-bus-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw TestFailure("mkdtemp failed: \(errno)") }
         directory = String(cString: made)
         socketPath = directory + "/bus"
         address = try BusAddress("unix:path=\(socketPath)")
-        try start()
+        do {
+            journal = daemon == .broker && BrokerProcess.needsPrivateJournal ? try JournalSink(directory: directory) : nil
+            try start()
+        } catch {
+            try? FileManager.default.removeItem(atPath: directory)
+            throw error
+        }
     }
 
     deinit {
@@ -46,6 +115,16 @@ public final class TestBus: @unchecked Sendable {
 
     /// Starts the daemon (again) at the same address; returns once it listens.
     public func start() throws {
+        switch daemon {
+        case .dbusDaemon: try startDaemon()
+        case .broker:
+            let broker = try BrokerProcess(
+                socketPath: socketPath, configFile: configFile, directory: directory, journal: journal)
+            lock.withLock { running = .broker(broker) }
+        }
+    }
+
+    private func startDaemon() throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [
@@ -63,40 +142,58 @@ public final class TestBus: @unchecked Sendable {
             throw TestFailure("dbus-daemon did not start: printed \(line.debugDescription)")
         }
         lock.withLock {
-            self.process = process
+            running = .daemon(process)
             printed = line
+        }
+    }
+
+    /// The process that carries the messages: dbus-daemon, or the dbus-broker under its launcher.
+    private var messagePID: pid_t? {
+        switch lock.withLock({ running }) {
+        case .daemon(let process): process.processIdentifier
+        case .broker(let broker): broker.brokerPID
+        case nil: nil
         }
     }
 
     /// Stops the daemon with SIGSTOP: its socket still accepts connections, nothing answers.
     public func pause() {
-        if let process = lock.withLock({ self.process }) { Glibc.kill(process.processIdentifier, SIGSTOP) }
+        if let pid = messagePID { Glibc.kill(pid, SIGSTOP) }
     }
 
     /// Lets a paused daemon run again (SIGCONT).
     public func resume() {
-        if let process = lock.withLock({ self.process }) { Glibc.kill(process.processIdentifier, SIGCONT) }
+        if let pid = messagePID { Glibc.kill(pid, SIGCONT) }
     }
 
     /// Kills the daemon with SIGKILL and waits for it to exit; clients see the bus vanish.
     public func kill() {
-        let process = lock.withLock { () -> Process? in
-            let process = self.process
-            self.process = nil
-            return process
+        let running = lock.withLock { () -> Running? in
+            let running = self.running
+            self.running = nil
+            return running
         }
-        guard let process, process.isRunning else { return }
-        let pid = process.processIdentifier
-        Glibc.kill(pid, SIGKILL)
-        // Reap it here rather than with `waitUntilExit()`: Foundation's child monitor was seen to
-        // miss a SIGCHLD under load, leaving a zombie and `waitUntilExit()` spinning forever.
-        // ECHILD means Foundation reaped it first.
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        switch running {
+        case .daemon(let process):
+            guard process.isRunning else { break }
+            let pid = process.processIdentifier
+            Glibc.kill(pid, SIGKILL)
+            // Reap it here rather than with `waitUntilExit()`: Foundation's child monitor was seen to
+            // miss a SIGCHLD under load, leaving a zombie and `waitUntilExit()` spinning forever.
+            // ECHILD means Foundation reaped it first.
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        case .broker(let broker): broker.kill()
+        case nil: break
+        }
         unlink(socketPath)
     }
 
-    /// The daemon's view of a connection: how many match rules it holds.
+    /// What the daemon logged (dbus-broker with a private journal; empty otherwise).
+    public var daemonLog: String { journal?.text ?? "" }
+
+    /// The daemon's view of a connection: how many match rules it holds. dbus-daemon only:
+    /// dbus-broker does not implement `org.freedesktop.DBus.Debug.Stats`.
     public func matchRuleCount(of uniqueName: String) throws -> Int {
         let output = try run(
             "/usr/bin/env",
@@ -105,7 +202,7 @@ public final class TestBus: @unchecked Sendable {
         let lines = output.stdout.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
         guard let index = lines.firstIndex(of: "string \"MatchRules\""), index + 1 < lines.count,
             let value = lines[index + 1].split(separator: " ").last.flatMap({ Int($0) })
-        else { throw TestFailure("no MatchRules in stats: \(output.stdout)") }
+        else { throw TestFailure("no MatchRules in stats (\(daemon.rawValue)): \(output.stdout)\(output.stderr)") }
         return value
     }
 }

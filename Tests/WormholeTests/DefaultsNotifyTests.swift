@@ -56,7 +56,8 @@ enum DefaultsHarness {
 
     /// An observer of key A is never woken by writes to B: the daemon holds exactly the two
     /// exact-name rules, and the first delivery after 20 writes to B is A's.
-    @Test func keyObserverIsFilteredByTheDaemon() async throws {
+    @Test(.disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
+    func keyObserverIsFilteredByTheDaemon() async throws {
         let observing = try world.defaults()
         let (changes, record) = DefaultsHarness.recorder()
         let observer = try observing.observe("a.key", handler: record)
@@ -78,7 +79,8 @@ enum DefaultsHarness {
 
     /// A suite observer gets every key (hostile ones too), one rule on the daemon; a transaction's
     /// changes are all visible when the first of them is delivered.
-    @Test func suiteObserverSeesEveryKeyAndWholeTransactions() async throws {
+    @Test(.disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
+    func suiteObserverSeesEveryKeyAndWholeTransactions() async throws {
         let observing = try world.defaults()
         let (changes, record) = DefaultsHarness.recorder()
         let seenTogether = Mutex<[String: PropertyListValue?]>([:])

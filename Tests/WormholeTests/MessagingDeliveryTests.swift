@@ -189,7 +189,7 @@ struct MessagingDeliveryTests {
         )
     }
 
-    @Test("the async stream ends when its task is cancelled, and its match rules go")
+    @Test("the async stream ends when its task is cancelled, and its match rules go", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
     func streamCancellation() async throws {
         let receiver = try fixture.wormhole()
         let connection = try receiver.notificationCenter().connection

@@ -139,7 +139,7 @@ struct NotifyDeliveryTests {
         #expect(observing.connection.signalsReceived == 3, "the bus daemon filtered every other name")
     }
 
-    @Test("two rules per observed name, one per prefix, shared between observers and removed with the last")
+    @Test("two rules per observed name, one per prefix, shared between observers and removed with the last", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
     func ruleCounting() async throws {
         let observing = try center()
         let connection = observing.connection
@@ -220,10 +220,11 @@ struct NotifyDeliveryTests {
         let stream = try await observing.notifications(named: target, options: ObserverOptions(ignoresOwnPosts: true))
 
         try observing.post(target, state: 1)
-        // Each center's I/O thread writes its own posts: wait for the first to be on the bus.
-        observing.flush()
+        // Posts from two connections have no order on the bus (dbus-broker may route the second
+        // first): wait for the first delivery before the second post.
+        var own = try await NotifyHarness.next(1, from: all)
         try other.post(target, state: 2)
-        let own = try await NotifyHarness.next(2, from: all)
+        own += try await NotifyHarness.next(1, from: all)
         #expect(own.map(\.state) == [1, 2])
         #expect(own.map(\.isOwnPost) == [true, true])
 

@@ -69,7 +69,7 @@ struct SubscriptionLifetimeTests {
         witnessObserver.cancel()
     }
 
-    @Test("releasing an observer (name or prefix) stops its deliveries and removes its bus rules", arguments: [false, true])
+    @Test("releasing an observer (name or prefix) stops its deliveries and removes its bus rules", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"), arguments: [false, true])
     func releasedObserver(prefix: Bool) async throws {
         let observing = try center()
         let posting = try center()
@@ -92,7 +92,7 @@ struct SubscriptionLifetimeTests {
         #expect(calls.load(ordering: .relaxed) == 0)
     }
 
-    @Test("releasing a message listener or a check token removes their bus rules")
+    @Test("releasing a message listener or a check token removes their bus rules", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
     func releasedListenerAndToken() async throws {
         let fixture = try MessagingFixture()
         let receiver = try fixture.wormhole()
@@ -126,7 +126,7 @@ struct SubscriptionLifetimeTests {
         witness.cancel()
     }
 
-    @Test("releasing a stream that was never iterated removes its bus rules")
+    @Test("releasing a stream that was never iterated removes its bus rules", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
     func releasedStreams() async throws {
         let fixture = try MessagingFixture()
         let receiver = try fixture.wormhole()
@@ -145,7 +145,7 @@ struct SubscriptionLifetimeTests {
         #expect(try await MessagingHarness.settledRuleCount(fixture.bus, connection) == baseline)
     }
 
-    @Test("cancel() twice releases a shared rule once, and isCancelled says so")
+    @Test("cancel() twice releases a shared rule once, and isCancelled says so", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
     func cancelTwice() async throws {
         let observing = try center()
         let posting = try center()

@@ -185,6 +185,8 @@ final class SuiteStore: Sendable {
             try directory.replaceAtomically(
                 suite.fileName, with: SuiteJSON.encodeSuite(values), temporaryName: suite.temporaryName,
                 durability: durability, modified: generation)
+            OpportunisticSweep.onFirstWrite(
+                in: directory, olderThan: FileTransiting.staleTemporaryAge.wholeNanoseconds)
             // Still under the lock: the file now in place is the one just written.
             if let status = try? Syscall.lstatat(directory.descriptor, suite.fileName) {
                 _ = remember(Snapshot(values: values, signature: Signature(status)))

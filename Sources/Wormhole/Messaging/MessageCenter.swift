@@ -46,6 +46,12 @@ public final class MessageCenter: Sendable {
     public let transiting: any WormholeTransiting
     /// The bus the wormhole posts and listens on (`nil`: the session bus).
     public let busAddress: BusAddress?
+    /// The largest message, in bytes, this wormhole sends or reads (default
+    /// ``FileTransiting/defaultMaximumMessageSize``, 64 MiB). A larger one is refused with
+    /// ``WormholeError/Code/messageTooLarge`` naming the identifier, its size and the limit: a
+    /// send before anything is stored, a read (and a listener's delivery) from the file's size,
+    /// before the file is read (see ``FileTransiting/maximumMessageSize``).
+    public let maximumMessageSize: Int
     let logger: Logger
     private let centerBox = Mutex<DarwinNotificationCenter?>(nil)
     private let sharedStateDirectory: String?
@@ -63,21 +69,31 @@ public final class MessageCenter: Sendable {
     ///     environment (`$WORMHOLE_CONTAINER_ROOT`, `$XDG_DATA_HOME/group-containers`,
     ///     `$HOME/.local/share/group-containers`).
     ///   - busAddress: the bus; `nil` for the session bus.
+    ///   - maximumMessageSize: the largest message in bytes (see ``maximumMessageSize``; a
+    ///     negative limit counts as 0). A custom transiting must apply it when it reads;
+    ///     sends are checked here for every transiting.
     ///   - sharedStateDirectory: see ``DarwinNotificationCenter/init(busAddress:sharedStateDirectory:logger:)``.
     ///   - logger: where the library logs (swift-log).
     /// - Throws: ``WormholeError`` naming an invalid group or directory, before touching disk or bus.
     public init(
         applicationGroupIdentifier: String, directory: String = "wormhole", transiting: Transiting = .file,
         durability: FileTransiting.Durability = .atomic, containerRoot: String? = nil, busAddress: BusAddress? = nil,
-        sharedStateDirectory: String? = nil, logger: Logger = Logger(label: "wormhole")
+        maximumMessageSize: Int = FileTransiting.defaultMaximumMessageSize, sharedStateDirectory: String? = nil,
+        logger: Logger = Logger(label: "wormhole")
     ) throws {
+        self.maximumMessageSize = max(0, maximumMessageSize)
         let group = try GroupIdentifier(applicationGroupIdentifier)
         self.directory = try WormholeDirectoryName(directory)
         container = try GroupContainer(group: group, root: containerRoot)
         switch transiting {
-        case .file: self.transiting = FileTransiting(container: container, directory: self.directory, durability: durability)
+        case .file:
+            self.transiting = FileTransiting(
+                container: container, directory: self.directory, durability: durability,
+                maximumMessageSize: self.maximumMessageSize)
         case .coordinatedFile:
-            self.transiting = CoordinatedFileTransiting(container: container, directory: self.directory, durability: durability)
+            self.transiting = CoordinatedFileTransiting(
+                container: container, directory: self.directory, durability: durability,
+                maximumMessageSize: self.maximumMessageSize)
         case .custom(let custom): self.transiting = custom
         }
         self.busAddress = busAddress
@@ -146,7 +162,9 @@ public final class MessageCenter: Sendable {
         // `Data` reached through a generic context: refused as the `Data` overload refuses it.
         if message is Data { throw Self.refuseData(identifier.rawValue) }
         // JSONEncoder's output is one JSON document: no need to parse it again.
-        try transiting.writeMessage(try Self.encode(message, identifier: identifier), identifier: identifier)
+        let data = try Self.encode(message, identifier: identifier)
+        try checkSize(data.count, identifier: identifier)
+        try transiting.writeMessage(data, identifier: identifier)
         return notify(identifier)
     }
 
@@ -161,6 +179,7 @@ public final class MessageCenter: Sendable {
     /// are sent.
     @discardableResult
     public func passMessage(_ document: JSONDocument, identifier: MessageIdentifier) throws -> SendReport {
+        try checkSize(document.data.count, identifier: identifier)
         try transiting.writeMessage(document.data, identifier: identifier)
         return notify(identifier)
     }
@@ -231,6 +250,13 @@ public final class MessageCenter: Sendable {
         let identifiers = try transiting.storedIdentifiers()
         try transiting.deleteAllMessages()
         return identifiers.map(notify)
+    }
+
+    /// Throws ``WormholeError/Code/messageTooLarge`` for a message over ``maximumMessageSize``.
+    func checkSize(_ size: Int, identifier: MessageIdentifier) throws(WormholeError) {
+        if size > maximumMessageSize {
+            throw MessageFiles.tooLarge(identifier, size: size, limit: maximumMessageSize, path: nil)
+        }
     }
 
     /// Posts the identifier's name with a fresh state; never throws.

@@ -52,6 +52,32 @@ extension DarwinNotificationCenter {
         }
     }
 
+    /// Routes the `Message` signals of many names at once (each to its handler, on the I/O
+    /// thread): every rule is sent to the bus before any answer is awaited. Returns the routes in
+    /// the order of `requests`; if any fails, none is kept and the first failure is thrown.
+    func addMessageRoutes(
+        _ requests: [(name: NotificationName, handler: @Sendable (TransientSignal) -> Void)]
+    ) throws -> [UInt64] {
+        let routes = requests.map { request in
+            BusConnection.RouteRequest(rules: Self.messageRules(request.name, isPrefix: false), strictArgumentPaths: true) {
+                [weak self] signal in
+                self?.receivedMessage(signal, target: request.name, isPrefix: false, handler: request.handler)
+            }
+        }
+        let results = connection.addRoutes(routes)
+        var ids: [UInt64] = []
+        ids.reserveCapacity(results.count)
+        for result in results {
+            switch result {
+            case .success(let id): ids.append(id)
+            case .failure(let error):
+                for case .success(let id) in results { connection.removeRoute(id) }
+                throw error
+            }
+        }
+        return ids
+    }
+
     /// Removes a route made by `addMessageRoute` and releases its rules.
     func removeMessageRoute(_ id: UInt64) { connection.removeRoute(id) }
 

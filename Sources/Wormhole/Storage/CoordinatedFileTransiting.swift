@@ -30,14 +30,22 @@ public struct CoordinatedFileTransiting: WormholeTransiting, Hashable {
     /// How far a stored message survives a crash; see ``FileTransiting/Durability``.
     public var durability: FileTransiting.Durability { files.durability }
 
+    /// The largest message, in bytes, this transiting reads or writes; see
+    /// ``FileTransiting/maximumMessageSize``.
+    public var maximumMessageSize: Int { files.maximumMessageSize }
+
     let files: MessageFiles
 
-    /// A transiting storing messages in `<container>/<directory>/`. Does not touch the disk.
+    /// A transiting storing messages in `<container>/<directory>/`, refusing messages over
+    /// `maximumMessageSize` bytes (a negative limit counts as 0). Does not touch the disk.
     public init(
         container: GroupContainer, directory: WormholeDirectoryName = .default,
-        durability: FileTransiting.Durability = .atomic
+        durability: FileTransiting.Durability = .atomic,
+        maximumMessageSize: Int = FileTransiting.defaultMaximumMessageSize
     ) {
-        files = MessageFiles(container: container, directory: directory, durability: durability)
+        files = MessageFiles(
+            container: container, directory: directory, durability: durability,
+            maximumMessageSize: max(0, maximumMessageSize))
     }
 
     /// Stores `data` as `<identifier>.json` while holding the identifier's exclusive lock, replacing
@@ -47,6 +55,7 @@ public struct CoordinatedFileTransiting: WormholeTransiting, Hashable {
     ///   directory, the lock file or an existing message file is unsafe; ``WormholeError/Code/io`` when a
     ///   file-system call fails.
     public func writeMessage(_ data: Data, identifier: MessageIdentifier) throws {
+        try files.checkSize(data.count, identifier: identifier)
         let directory = try files.openOrCreateDirectory()
         try withLock(identifier, in: directory, exclusive: true) {
             try files.write(data, identifier: identifier, in: directory)
@@ -81,7 +90,8 @@ public struct CoordinatedFileTransiting: WormholeTransiting, Hashable {
     ///
     /// - Throws: ``WormholeError`` with code ``WormholeError/Code/unsafePath`` when the container, the
     ///   directory, the lock file or the message file is unsafe; ``WormholeError/Code/io`` when a
-    ///   file-system call fails.
+    ///   file-system call fails; ``WormholeError/Code/messageTooLarge`` (from its size, before it is
+    ///   read) when the file is over ``maximumMessageSize``.
     public func messageData(identifier: MessageIdentifier) throws -> Data? {
         guard let directory = try files.openExistingDirectory() else { return nil }
         return try withLock(identifier, in: directory, exclusive: false) {
@@ -101,8 +111,9 @@ public struct CoordinatedFileTransiting: WormholeTransiting, Hashable {
         }
     }
 
-    /// Removes every `<identifier>.json` in the directory, each while holding its exclusive lock. A
-    /// message written after its identifier was listed may remain. Lock and temporary files are left.
+    /// Removes every `<identifier>.json` in the directory, each while holding its exclusive lock, then
+    /// the stale temporary files of killed writers (see ``FileTransiting/removeStaleTemporaryFiles(olderThan:)``).
+    /// A message written after its identifier was listed may remain. Lock files are left.
     ///
     /// - Throws: ``WormholeError`` when the container, directory or a lock file is unsafe or a
     ///   file-system call fails.
@@ -113,6 +124,14 @@ public struct CoordinatedFileTransiting: WormholeTransiting, Hashable {
                 try files.delete(identifier: identifier, in: directory)
             }
         }
+        try directory.removeStaleTemporaries(olderThan: FileTransiting.staleTemporaryAge.wholeNanoseconds)
+    }
+
+    /// Removes the temporary files that writers killed mid-write left in the directory; see
+    /// ``FileTransiting/removeStaleTemporaryFiles(olderThan:)``.
+    @discardableResult
+    public func removeStaleTemporaryFiles(olderThan age: Duration = FileTransiting.staleTemporaryAge) throws -> Int {
+        try files.removeStaleTemporaries(olderThan: age)
     }
 
     /// The identifiers with a stored message, sorted. Listing takes no lock.

@@ -10,6 +10,12 @@ public import Foundation
 /// instant. If a write fails, its temporary file is removed; a writer that is killed leaves its
 /// temporary file behind (it is never read, and ``WormholeTransiting/storedIdentifiers()`` skips it).
 ///
+/// Stale temporary files are swept: by ``removeStaleTemporaryFiles(olderThan:)``, by
+/// ``deleteAllMessages()``, and once per process and directory on its first write. A writer holds
+/// `flock(LOCK_EX)` on its temporary file from creation to rename, so a sweep removes only files
+/// named exactly `.<identifier>.<pid>-<hex>.tmp`, regular files of this user, older than
+/// ``staleTemporaryAge`` (10 minutes), whose lock it takes without waiting: never a live writer's.
+///
 /// The container and the directory are created (mode 0700) by the first write; reads, deletes and
 /// listings of a wormhole that was never written find nothing and create nothing. Before a read the
 /// file is checked like the container: a symlink, another user's file, or a file writable by group
@@ -46,13 +52,30 @@ public struct FileTransiting: WormholeTransiting, Hashable {
     /// How far a stored message survives a crash.
     public var durability: Durability { files.durability }
 
+    /// The default ``maximumMessageSize``: 64 MiB (67,108,864 bytes).
+    public static let defaultMaximumMessageSize = 64 << 20
+
+    /// The largest message, in bytes, this transiting reads or writes.
+    ///
+    /// A larger message is refused with ``WormholeError/Code/messageTooLarge`` naming the
+    /// identifier, the size and the limit: a write before anything is written; a read from the
+    /// file's size (`fstat`), before a byte of it is read or memory is allocated for it, so a huge
+    /// or sparse file planted in the directory costs nothing. A file that grows past the limit
+    /// while it is read is refused too. Every process that shares a wormhole should use the same
+    /// limit (or the reader the larger one).
+    public var maximumMessageSize: Int { files.maximumMessageSize }
+
     let files: MessageFiles
 
-    /// A transiting storing messages in `<container>/<directory>/`. Does not touch the disk.
+    /// A transiting storing messages in `<container>/<directory>/`, refusing messages over
+    /// `maximumMessageSize` bytes (a negative limit counts as 0). Does not touch the disk.
     public init(
-        container: GroupContainer, directory: WormholeDirectoryName = .default, durability: Durability = .atomic
+        container: GroupContainer, directory: WormholeDirectoryName = .default, durability: Durability = .atomic,
+        maximumMessageSize: Int = defaultMaximumMessageSize
     ) {
-        files = MessageFiles(container: container, directory: directory, durability: durability)
+        files = MessageFiles(
+            container: container, directory: directory, durability: durability,
+            maximumMessageSize: max(0, maximumMessageSize))
     }
 
     /// Stores `data` as `<identifier>.json`, replacing the previous message atomically, and creates
@@ -60,8 +83,10 @@ public struct FileTransiting: WormholeTransiting, Hashable {
     ///
     /// - Throws: ``WormholeError`` with code ``WormholeError/Code/unsafePath`` when the container, the
     ///   directory or an existing message file is unsafe; ``WormholeError/Code/io`` when a file-system
-    ///   call fails.
+    ///   call fails; ``WormholeError/Code/messageTooLarge`` (before anything is written) when `data`
+    ///   is over ``maximumMessageSize``.
     public func writeMessage(_ data: Data, identifier: MessageIdentifier) throws {
+        try files.checkSize(data.count, identifier: identifier)
         let directory = try files.openOrCreateDirectory()
         try files.write(data, identifier: identifier, in: directory)
     }
@@ -69,7 +94,9 @@ public struct FileTransiting: WormholeTransiting, Hashable {
     /// The bytes of `<identifier>.json`, or nil when no message is stored.
     ///
     /// - Throws: ``WormholeError`` with code ``WormholeError/Code/unsafePath`` when the container, the
-    ///   directory or the file is unsafe; ``WormholeError/Code/io`` when a file-system call fails.
+    ///   directory or the file is unsafe; ``WormholeError/Code/io`` when a file-system call fails;
+    ///   ``WormholeError/Code/messageTooLarge`` (from its size, before it is read) when the file is
+    ///   over ``maximumMessageSize``.
     public func messageData(identifier: MessageIdentifier) throws -> Data? {
         guard let directory = try files.openExistingDirectory() else { return nil }
         return try files.read(identifier: identifier, in: directory)
@@ -83,7 +110,9 @@ public struct FileTransiting: WormholeTransiting, Hashable {
         try files.delete(identifier: identifier, in: directory)
     }
 
-    /// Removes every `<identifier>.json` in the directory. Temporary and other files are left alone.
+    /// Removes every `<identifier>.json` in the directory, and the stale temporary files of killed
+    /// writers (as ``removeStaleTemporaryFiles(olderThan:)`` with ``staleTemporaryAge``). Other files
+    /// are left alone.
     ///
     /// - Throws: ``WormholeError`` when the container or directory is unsafe or a file-system call fails.
     public func deleteAllMessages() throws {
@@ -91,6 +120,24 @@ public struct FileTransiting: WormholeTransiting, Hashable {
         for identifier in try files.identifiers(in: directory) {
             try files.delete(identifier: identifier, in: directory)
         }
+        try directory.removeStaleTemporaries(olderThan: Self.staleTemporaryAge.wholeNanoseconds)
+    }
+
+    /// How old a writer's temporary file must be before a sweep may remove it: 10 minutes. A
+    /// sweep never removes a file a live writer holds, whatever its age; the age keeps sweeps off
+    /// files of writers that do not take the lock (older versions, other programs).
+    public static let staleTemporaryAge: Duration = .seconds(600)
+
+    /// Removes the temporary files that writers killed mid-write left in the directory: files
+    /// named `.<identifier>.<pid>-<hex>.tmp` that are regular files of this user, last modified
+    /// more than `age` ago, and not held by a live writer (each is removed only while this call
+    /// holds its `flock(LOCK_EX | LOCK_NB)`). Returns how many were removed. An empty temporary
+    /// younger than 2 seconds is always kept (its writer may not have locked it yet).
+    ///
+    /// - Throws: ``WormholeError`` when the container or directory is unsafe or cannot be listed.
+    @discardableResult
+    public func removeStaleTemporaryFiles(olderThan age: Duration = staleTemporaryAge) throws -> Int {
+        try files.removeStaleTemporaries(olderThan: age)
     }
 
     /// The identifiers with a stored message, sorted.

@@ -6,6 +6,8 @@ struct MessageFiles: Sendable, Hashable {
     let container: GroupContainer
     let directory: WormholeDirectoryName
     let durability: FileTransiting.Durability
+    /// The largest message read or written, in bytes (``FileTransiting/maximumMessageSize``).
+    let maximumMessageSize: Int
 
     /// The open, checked wormhole directory; nil when it (or the container) does not exist.
     func openExistingDirectory() throws(WormholeError) -> OpenFile? {
@@ -24,13 +26,39 @@ struct MessageFiles: Sendable, Hashable {
 
     /// Writes `data` to a new temporary file in `directory`, then renames it over `<identifier>.json`.
     func write(_ data: Data, identifier: MessageIdentifier, in directory: OpenFile) throws(WormholeError) {
+        try checkSize(data.count, identifier: identifier)
         try directory.replaceAtomically(
             identifier.fileName, with: data, temporaryName: Self.temporaryName(for: identifier), durability: durability)
+        OpportunisticSweep.onFirstWrite(in: directory, olderThan: FileTransiting.staleTemporaryAge.wholeNanoseconds)
+    }
+
+    /// Removes the temporaries of killed writers older than `age` (see ``FileTransiting/removeStaleTemporaryFiles(olderThan:)``).
+    func removeStaleTemporaries(olderThan age: Duration) throws(WormholeError) -> Int {
+        guard let directory = try openExistingDirectory() else { return 0 }
+        return try directory.removeStaleTemporaries(olderThan: age.wholeNanoseconds)
     }
 
     func read(identifier: MessageIdentifier, in directory: OpenFile) throws(WormholeError) -> Data? {
         guard let file = try directory.openFileForReading(identifier.fileName) else { return nil }
-        return try file.readToEnd()
+        return try file.readToEnd(limit: maximumMessageSize) { size in
+            Self.tooLarge(identifier, size: size, limit: maximumMessageSize, path: file.path)
+        }
+    }
+
+    /// Throws ``WormholeError/Code/messageTooLarge`` when a message of `size` bytes is over the limit.
+    /// Called before anything is written.
+    func checkSize(_ size: Int, identifier: MessageIdentifier) throws(WormholeError) {
+        if size > maximumMessageSize {
+            throw Self.tooLarge(identifier, size: size, limit: maximumMessageSize, path: nil)
+        }
+    }
+
+    static func tooLarge(_ identifier: MessageIdentifier, size: Int, limit: Int, path: String?) -> WormholeError {
+        let place = path.map { " ('\($0)')" } ?? ""
+        return WormholeError(
+            .messageTooLarge, value: identifier.rawValue,
+            "message '\(identifier)'\(place) is \(size) bytes, over the limit of \(limit) bytes; "
+                + "raise the wormhole's maximum message size (--max-size of the wormhole tool) to pass it")
     }
 
     func delete(identifier: MessageIdentifier, in directory: OpenFile) throws(WormholeError) {

@@ -214,6 +214,9 @@ final class OpenFile {
         try checkReplaceable(name)
         let file = try createNewFile(temporaryName)
         do throws(WormholeError) {
+            // Held until the file is closed, after the rename: a sweep of stale temporaries never
+            // removes a file a live writer owns (see `removeStaleTemporaries`).
+            try file.lock(exclusive: true)
             try file.writeAll(data)
             if let modified { try file.setModificationTime(nanoseconds: modified) }
             if durability == .synchronized { try file.synchronize() }
@@ -278,21 +281,37 @@ final class OpenFile {
 
     /// Reads the file from its current offset to the end, however many short reads that takes.
     func readToEnd() throws(WormholeError) -> Data {
-        let sizeHint: Int
+        try readToEnd(limit: .max) { _ in
+            WormholeError(.io, value: path, "cannot read '\(path)': it does not fit in memory")
+        }
+    }
+
+    /// Reads the file from its current offset to the end, refusing one larger than `limit` bytes.
+    ///
+    /// The size is taken from `fstat` first: a file over the limit is refused (with the error
+    /// `tooLarge` makes of its size) before a byte of it is read or a buffer allocated for it.
+    /// A file that grows past the limit while it is read is refused too; at most `limit + 1`
+    /// bytes are ever held. The buffer is the returned `Data` itself: no copy is made.
+    func readToEnd(limit: Int, tooLarge: (Int) -> WormholeError) throws(WormholeError) -> Data {
+        let size: Int
         do throws(Errno) {
-            sizeHint = Int(try Syscall.fstat(descriptor).st_size)
+            size = Int(try Syscall.fstat(descriptor).st_size)
         } catch {
             throw ioError(error, "inspect", path)
         }
-        var bytes = [UInt8](repeating: 0, count: max(sizeHint, 4096) + 1)
+        if size > limit { throw tooLarge(size) }
+        // One byte more than the size: reading 0 bytes into it proves the end was reached.
+        let ceiling = limit == .max ? Int.max : limit + 1
+        var data = Data(count: min(max(size, 4096 - 1) + 1, ceiling))
         var count = 0
         while true {
-            if count == bytes.count {
-                bytes.append(contentsOf: repeatElement(0, count: bytes.count))
+            if count == data.count {
+                if count >= ceiling { throw tooLarge(count) }
+                data.count = min(count * 2, ceiling)
             }
             let readCount: Int
             do throws(Errno) {
-                let result = bytes.withUnsafeMutableBytes { buffer in
+                let result = data.withUnsafeMutableBytes { buffer in
                     Result { () throws(Errno) in
                         try Syscall.read(descriptor, into: UnsafeMutableRawBufferPointer(rebasing: buffer[count...]))
                     }
@@ -304,7 +323,8 @@ final class OpenFile {
             if readCount == 0 { break }
             count += readCount
         }
-        return Data(bytes[..<count])
+        data.count = count
+        return data
     }
 
     /// Writes all of `data`, however many short writes that takes.

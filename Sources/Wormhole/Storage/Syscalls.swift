@@ -115,6 +115,26 @@ enum Syscall {
         _ = try retrying { Glibc.flock(_:_:)(descriptor, operation) }
     }
 
+    /// The corresponding C function is `flock` with `LOCK_NB`: returns false, without waiting, when
+    /// another open file description holds a conflicting lock.
+    static func tryFlock(_ descriptor: Int32, _ operation: Int32) throws(Errno) -> Bool {
+        while true {
+            if Glibc.flock(_:_:)(descriptor, operation | LOCK_NB) == 0 { return true }
+            let code = errno
+            if code == EINTR { continue }
+            if code == EWOULDBLOCK { return false }
+            throw Errno(rawValue: code)
+        }
+    }
+
+    /// The corresponding C function is `clock_gettime(CLOCK_REALTIME)`: nanoseconds since 1970, the
+    /// clock file times are set from.
+    static func realTimeNanoseconds() -> UInt64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
+    }
+
     /// The corresponding C functions are `fdopendir`, `readdir` and `closedir`: the names in the
     /// directory open at `descriptor`, which this call takes ownership of and closes, each with
     /// whether it is a directory (nil when the file system does not say).

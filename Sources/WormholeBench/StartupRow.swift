@@ -1,0 +1,71 @@
+import Foundation
+import Wormhole
+import WormholeDBus
+
+/// Time to ready at scale: one listener call on `--routes` identifiers
+/// (`MessageCenter.listen(identifiers:)`, every `AddMatch` sent before any answer is awaited),
+/// from the call to its return (every rule acknowledged by the bus), against the same
+/// identifiers listened to one call at a time (one round trip each). A fresh connection per
+/// round, made before the clock starts.
+struct StartupRow {
+    let context: BenchContext
+
+    func run() throws {
+        let (address, options, report) = (context.address, context.options, context.report)
+        let count = options.routes
+        guard count > 0 else { return }
+        let scratch = try ScratchDirectory("startup")
+        let identifiers = try (0..<count).map { try MessageIdentifier("id\($0)") }
+        func fresh() throws -> MessageCenter {
+            let wormhole = try MessageCenter(
+                applicationGroupIdentifier: "group.bench.startup", containerRoot: scratch.path, busAddress: address)
+            _ = try wormhole.notificationCenter()
+            return wormhole
+        }
+        let rounds = max(1, min(options.rounds, 5))
+        var together: [Double] = []
+        var cpu: [Double] = []
+        // Every round's connection lives to the end: closing one makes both sides drop its 2 x
+        // `--routes` rules (seconds of CPU in libdbus and in the daemon), which would land in the
+        // next round's time.
+        var kept: [Any] = []
+        for round in 0..<rounds {
+            Console.progress("routes: listen on \(count) identifiers at once, round \(round + 1) of \(rounds)")
+            let wormhole = try fresh()
+            let cpuStarted = Self.processCPUMilliseconds()
+            let started = MonotonicClock.now()
+            let listeners = try wormhole.listen(identifiers: identifiers, as: JSONDocument.self, on: .ioThread) { _ in }
+            together.append(Double(MonotonicClock.now() - started) / 1e6)
+            cpu.append(Self.processCPUMilliseconds() - cpuStarted)
+            kept.append((wormhole, listeners))
+        }
+        Console.progress("routes: listen on \(count) identifiers one call at a time (one round)")
+        let wormhole = try fresh()
+        let started = MonotonicClock.now()
+        let listeners = try identifiers.map {
+            try wormhole.listen(identifier: $0, as: JSONDocument.self, on: .ioThread) { _ in }
+        }
+        let oneByOne = Double(MonotonicClock.now() - started) / 1e6
+        withExtendedLifetime((listeners, kept)) {}
+        let median = together.sorted()[together.count / 2]
+        Console.output(
+            "\ntime to ready, \(count) identifiers: \(String(format: "%.0f", median)) ms in one call (median of "
+                + "\(rounds); all: \(together.map { String(format: "%.0f", $0) }.joined(separator: ", "))), "
+                + "\(String(format: "%.0f", oneByOne)) ms one call per identifier; CPU of this process (all "
+                + "threads) in one call: \(cpu.map { String(format: "%.0f", $0) }.joined(separator: ", ")) ms")
+        report.figure(
+            "routes", "listen on \(count) identifiers: time to ready", value: median, unit: "ms", count: rounds,
+            target: 1_000)
+        report.figure(
+            "routes", "the same, one listen call per identifier", value: oneByOne, unit: "ms", count: 1, target: nil)
+    }
+
+    /// User + system CPU time of this process, every thread, in milliseconds.
+    static func processCPUMilliseconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        let user = Double(usage.ru_utime.tv_sec) * 1e3 + Double(usage.ru_utime.tv_usec) / 1e3
+        let system = Double(usage.ru_stime.tv_sec) * 1e3 + Double(usage.ru_stime.tv_usec) / 1e3
+        return user + system
+    }
+}

@@ -1,0 +1,180 @@
+// Hostile input and faults as the `wormhole` tool meets them: messages over the size limit
+// (planted sparse files far larger than memory), and a listener started while no bus is there.
+
+import Dispatch
+import Foundation
+import Glibc
+import Testing
+import Wormhole
+import WormholeDBus
+import WormholeTestSupport
+
+/// One test's world: a private bus, an empty container root, an empty runtime directory.
+private final class ReliabilityWorld: Sendable {
+    static let group = "group.com.example.reliability"
+
+    let bus: TestBus
+    let root: TemporaryDirectory
+    let runtime: TemporaryDirectory
+
+    init() throws {
+        bus = try TestBus()
+        root = try TemporaryDirectory("reliability-root")
+        runtime = try TemporaryDirectory("reliability-runtime")
+    }
+
+    var environment: [String: String] { ["WORMHOLE_CONTAINER_ROOT": root.path, "XDG_RUNTIME_DIR": runtime.path] }
+
+    func arguments(_ command: String, _ rest: [String]) -> [String] {
+        [command, "--group", Self.group, "--bus-address", bus.address.rawValue] + rest
+    }
+
+    /// Runs `wormhole` to completion on a Dispatch thread.
+    func wormhole(_ command: String, _ rest: [String], input: String? = nil) async throws -> ProcessOutput {
+        let executable = try productPath("wormhole")
+        let arguments = arguments(command, rest)
+        let environment = environment
+        return try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try run(executable, arguments, input: input, environment: environment) })
+            }
+        }
+    }
+
+    func start(_ command: String, _ rest: [String]) throws -> ChildProcess {
+        try ChildProcess(try productPath("wormhole"), arguments(command, rest), environment: environment)
+    }
+
+    var directoryPath: String { "\(root.path)/\(Self.group)/wormhole" }
+
+    func makeDirectory() throws {
+        for path in ["\(root.path)/\(Self.group)", directoryPath] where mkdir(path, 0o700) != 0 && errno != EEXIST {
+            throw TestFailure("mkdir \(path): errno \(errno)")
+        }
+    }
+
+    /// A sparse `ID.json` of `size` bytes.
+    func plantSparse(_ identifier: String, size: Int) throws {
+        try makeDirectory()
+        let path = "\(directoryPath)/\(identifier).json"
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw TestFailure("open \(path): errno \(errno)") }
+        defer { close(fd) }
+        guard ftruncate(fd, off_t(size)) == 0 else { throw TestFailure("ftruncate \(path): errno \(errno)") }
+    }
+
+    static func wait(_ child: ChildProcess) async throws -> ProcessOutput {
+        try await within("the child to exit") {
+            await withCheckedContinuation { continuation in
+                DispatchQueue.global().async { continuation.resume(returning: child.wait()) }
+            }
+        }
+    }
+}
+
+@Suite("wormhole under hostile input and faults")
+struct ReliabilityCLITests {
+    private let world: ReliabilityWorld
+    init() throws { world = try ReliabilityWorld() }
+
+    /// 64 GiB, sparse: reading it would exhaust memory, so a passing test proves it was not read.
+    static let huge = 64 << 30
+
+    @Test("read refuses a planted huge file from its size, naming identifier, size and limit")
+    func readRefusesHugeFile() async throws {
+        try world.plantSparse("huge", size: Self.huge)
+        let output = try await world.wormhole("read", ["huge"])
+        #expect(output.status == 1)
+        #expect(output.stdout == "")
+        #expect(output.stderr.contains("'huge'") && output.stderr.contains("\(Self.huge) bytes"), "\(output.stderr)")
+        #expect(output.stderr.contains("limit of 67108864 bytes"), "\(output.stderr)")
+        #expect(output.stderr.split(separator: "\n").count == 1)
+        // --max-size changes the limit both ways.
+        try world.plantSparse("kilo", size: 1500)
+        let refused = try await world.wormhole("read", ["kilo", "--max-size", "1K"])
+        #expect(refused.status == 1 && refused.stderr.contains("limit of 1024 bytes"), "\(refused.stderr)")
+        let allowed = try await world.wormhole("read", ["kilo", "--max-size", "2K"])
+        #expect(allowed.status == 1 && allowed.stderr.contains("not a JSON document"), "\(allowed.stderr)")
+        let bad = try await world.wormhole("read", ["kilo", "--max-size", "12Q"])
+        #expect(bad.status == 64 && bad.stderr.contains("12Q"), "\(bad.stderr)")
+    }
+
+    @Test("listen reports a planted huge file (stored and posted) and goes on")
+    func listenReportsHugeFile() async throws {
+        try world.plantSparse("huge", size: Self.huge)
+        let child = try world.start("listen", ["huge", "--stored", "--count", "1", "--timeout", "30"])
+        let first = try await next(2, from: child.stderrLines, "ready, then the start-up error")
+        #expect(first.first == "ready")
+        #expect(first.last?.contains("huge: message 'huge'") == true && first.last?.contains("\(Self.huge) bytes") == true)
+        let wormhole = try MessageCenter(
+            applicationGroupIdentifier: ReliabilityWorld.group, containerRoot: world.root.path,
+            busAddress: world.bus.address, sharedStateDirectory: world.runtime.path)
+        try wormhole.passMessage(identifier: "huge")
+        let second = try await next(1, from: child.stderrLines, "the posted error")
+        #expect(second.first?.contains("over the limit of 67108864 bytes") == true, "\(second)")
+        try wormhole.passMessage(["fits": 1], identifier: "huge")
+        let output = try await ReliabilityWorld.wait(child)
+        #expect(output.status == 0)
+        #expect(ListenLine.bases(of: output.stdout) == #"{"identifier":"huge","message":{"fits":1}}"# + "\n")
+    }
+
+    @Test("send refuses a message over --max-size from an argument, a file and a pipe; nothing is stored")
+    func sendRefusesOversize() async throws {
+        let big = "[" + String(repeating: "1,", count: 1100) + "1]"  // 2,203 bytes
+        let fromArgument = try await world.wormhole("send", ["m", "--max-size", "2K", big])
+        #expect(fromArgument.status == 1)
+        #expect(fromArgument.stderr.contains("'m'") && fromArgument.stderr.contains("2203 bytes"), "\(fromArgument.stderr)")
+        #expect(fromArgument.stderr.contains("limit of 2048 bytes"))
+        let fromPipe = try await world.wormhole("send", ["m", "--max-size", "1K"], input: big)
+        #expect(fromPipe.status == 1 && fromPipe.stderr.contains("more than 1024 bytes"), "\(fromPipe.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: "\(world.directoryPath)/m.json"))
+        // Within the limit it is stored, without the white space around it.
+        let fits = try await world.wormhole("send", ["m", "--max-size", "3K"], input: "\n  " + big + "\n\n")
+        #expect(fits.status == 0, "\(fits.stderr)")
+        let read = try await world.wormhole("read", ["m", "--max-size", "3K"])
+        #expect(read.stdout == big + "\n")
+    }
+
+    @Test("listen and observe started while the bus is down say so, wait, then print ready and deliver",
+          arguments: ["listen", "observe"])
+    func startedBeforeTheBus(command: String) async throws {
+        world.bus.kill()
+        let name = "\(ReliabilityWorld.group)/wormhole/late"
+        let child =
+            command == "listen"
+            ? try world.start("listen", ["late", "--count", "1", "--timeout", "60"])
+            : try ChildProcess(
+                try productPath("wormhole"),
+                ["observe", name, "--count", "1", "--timeout", "60", "--bus-address", world.bus.address.rawValue],
+                environment: world.environment)
+        let waiting = try await next(1, from: child.stderrLines, "the line saying the bus is unreachable")
+        #expect(waiting.first?.contains("cannot connect to the bus at '\(world.bus.address.rawValue)'") == true, "\(waiting)")
+        #expect(waiting.first?.contains("still trying") == true, "\(waiting)")
+        try world.bus.start()
+        let ready = try await next(1, from: child.stderrLines, "ready once the bus is back")
+        #expect(ready == ["ready"])
+        let wormhole = try MessageCenter(
+            applicationGroupIdentifier: ReliabilityWorld.group, containerRoot: world.root.path,
+            busAddress: world.bus.address, sharedStateDirectory: world.runtime.path)
+        let report = try wormhole.passMessage(["late": true], identifier: "late")
+        #expect(report.notified)
+        wormhole.flush()
+        let output = try await ReliabilityWorld.wait(child)
+        #expect(output.status == 0, "\(output.stderr)")
+        if command == "listen" {
+            #expect(ListenLine.bases(of: output.stdout) == #"{"identifier":"late","message":{"late":true}}"# + "\n")
+        } else {
+            #expect(output.stdout.hasPrefix(#"{"name":"\#(name)","state":"#), "\(output.stdout)")
+        }
+    }
+
+    @Test("with the bus never coming back, --timeout still ends listen (124 with --count)")
+    func timeoutWhileWaitingForTheBus() async throws {
+        world.bus.kill()
+        let child = try world.start("listen", ["never", "--count", "1", "--timeout", "1"])
+        let output = try await ReliabilityWorld.wait(child)
+        #expect(output.status == 124)
+        let lines = output.stderr.split(separator: "\n")
+        #expect(lines.count == 2 && lines[0].contains("still trying") && lines[1].contains("timed out after 1.0 s"), "\(lines)")
+    }
+}

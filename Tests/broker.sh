@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs the CLI suites, the cross-process suites and the bus-restart suites on a private
+# dbus-broker (Fedora's and Arch's session bus) instead of dbus-daemon: WORMHOLE_TEST_BUS=broker.
+# Extra arguments go to `swift test` (for example --filter NotifyCLITests).
+#
+# Each test bus is a dbus-broker-launch, and each launcher takes one inotify instance from a
+# per-user limit (fs.inotify.max_user_instances, 128 by default) and exits when there is none
+# left, so at most WORMHOLE_BROKER_WIDTH tests (default 16) run at a time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+.ci/install-deps broker
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+swift build --build-tests >"$log" 2>&1 || { cat "$log"; exit 1; }
+suites='WormholeCLITests|CrossProcessTests|ConnectingTests|DaemonStatsTests|NotifyReconnectTests|MessagingReconnectTests|NotifyCheckTokenTests'
+filter=(--filter "$suites")
+for argument in "$@"; do [ "$argument" = --filter ] && filter=(); done
+WORMHOLE_TEST_BUS=broker SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${WORMHOLE_BROKER_WIDTH:-16}" \
+    swift test --skip-build "${filter[@]}" "$@"

@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Fault injection against the built tools (not part of `swift test`: it takes a few minutes).
+#
+#   Tests/faults.sh [KILLS] [RESTARTS]      # defaults: 1000 writer kills, 100 bus restarts
+#
+# Uses .build/debug (or $WORMHOLE_BIN) for `wormhole` and `wormhole-test-peer`, a private
+# dbus-daemon from dbus/wormhole-session.conf, and scratch directories under $TMPDIR. Faults:
+#   1. writers SIGKILLed at random instants: every read, during writing and after each kill,
+#      sees a whole document (0 torn);
+#   2. the bus daemon SIGKILLed and restarted under a stream: the listener reconnects and the
+#      latest message always arrives (the one stored while the bus was down, then the next one);
+#   3. a full disk (a 1 MiB tmpfs; RLIMIT_FSIZE when mounting is not allowed): the send fails
+#      with a clear error, the old message stays whole, no temporary file is left;
+#   4. a read-only container (the tmpfs remounted read-only; `chattr +i` when mounting is not
+#      allowed): the send fails with a clear error, read and listen still work.
+# Prints one line per check and, last, `N passed, M failed`; exits 1 when anything failed.
+set -u
+
+repository=$(cd "$(dirname "$0")/.." && pwd)
+bin=${WORMHOLE_BIN:-$repository/.build/debug}
+wormhole=$bin/wormhole
+peer=$bin/wormhole-test-peer
+kills=${1:-1000}
+restarts=${2:-100}
+for tool in "$wormhole" "$peer"; do
+    [[ -x $tool ]] || { echo "faults.sh: $tool is not built (swift build)" >&2; exit 2; }
+done
+
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/wormhole-faults-XXXXXX")
+daemon_pid=""
+mounted=""
+cleanup() {
+    [[ -n $daemon_pid ]] && kill -9 "$daemon_pid" 2>/dev/null
+    jobs -p | xargs -r kill -9 2>/dev/null
+    [[ -n $mounted ]] && umount "$mounted" 2>/dev/null
+    chattr -R -i "$scratch" 2>/dev/null
+    rm -rf "$scratch"
+}
+trap cleanup EXIT
+
+passed=0
+failed=0
+check() {  # check NAME CONDITION-STATUS DETAIL
+    if [[ $2 == 0 ]]; then
+        passed=$((passed + 1))
+        echo "PASS $1${3:+: $3}"
+    else
+        failed=$((failed + 1))
+        echo "FAIL $1${3:+: $3}"
+    fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# 1. Writers killed mid-write.
+root=$scratch/kills
+mkdir -m 700 "$root"
+torn=0
+reads=0
+started=$(date +%s.%N)
+for ((kill = 0; kill < kills; kill++)); do
+    exec {out}< <(exec "$peer" write-loop "$root" group.faults k 20000)
+    writer=$!
+    read -r -u "$out" line  # `ready`: the first document is stored
+    # A random instant: 0 to 2 reads while the writer writes, each checked.
+    for ((r = 0; r < RANDOM % 3; r++)); do
+        "$peer" read-check "$root" group.faults k 2>/dev/null || torn=$((torn + 1))
+        reads=$((reads + 1))
+    done
+    kill -9 "$writer" 2>/dev/null
+    wait "$writer" 2>/dev/null
+    exec {out}<&-
+    "$peer" read-check "$root" group.faults k 2>/dev/null || torn=$((torn + 1))
+    reads=$((reads + 1))
+done
+elapsed=$(echo "$(date +%s.%N) - $started" | bc)
+leftovers=$(find "$root" -name '.k.*.tmp' | wc -l)
+check "writer kills" $((torn != 0)) "$kills SIGKILLs in ${elapsed%.*} s, $reads reads, $torn torn, $leftovers kills left a temporary file"
+
+# ---------------------------------------------------------------------------------------------
+# 2. Bus restarts under a stream.
+root=$scratch/restarts
+mkdir -m 700 "$root"
+socket=$scratch/bus
+address="unix:path=$socket"
+start_daemon() {
+    exec {daemon_out}< <(exec dbus-daemon --config-file="$repository/dbus/wormhole-session.conf" --nofork \
+        --print-address --address="$address" 2>/dev/null)
+    daemon_pid=$!
+    read -r -u "$daemon_out" _  # the address: it listens
+}
+stop_daemon() {
+    kill -9 "$daemon_pid" 2>/dev/null
+    wait "$daemon_pid" 2>/dev/null
+    exec {daemon_out}<&-
+    daemon_pid=""
+}
+send() { WORMHOLE_CONTAINER_ROOT=$root "$wormhole" send --group group.faults --bus-address "$address" s "$1" 2>/dev/null; }
+# Reads the listener's lines until one carries MESSAGE; fails after 20 s without it.
+await_line() {
+    local line
+    while read -r -t 20 -u "$listen_out" line; do
+        [[ $line == *"\"message\":$1}" ]] && return 0
+    done
+    return 1
+}
+start_daemon
+mkfifo "$scratch/listen.err"
+exec {listen_out}< <(exec env WORMHOLE_CONTAINER_ROOT="$root" "$wormhole" listen --group group.faults \
+    --bus-address "$address" s 2>"$scratch/listen.err")
+listener=$!
+exec {listen_err}<"$scratch/listen.err"
+read -r -t 20 -u "$listen_err" ready
+missed=0
+for ((restart = 1; restart <= restarts; restart++)); do
+    send "{\"r\":$restart,\"bus\":\"up\"}" || missed=$((missed + 1))
+    await_line "{\"r\":$restart,\"bus\":\"up\"}" || { missed=$((missed + 1)); echo "  restart $restart: up message missing"; }
+    stop_daemon
+    send "{\"r\":$restart,\"bus\":\"down\"}" || missed=$((missed + 1))  # stored; nobody notified
+    start_daemon
+    # The listener reconnects and catches up: the message stored while the bus was down arrives.
+    await_line "{\"r\":$restart,\"bus\":\"down\"}" || { missed=$((missed + 1)); echo "  restart $restart: catch-up missing"; }
+done
+alive=$(kill -0 "$listener" 2>/dev/null && echo 0 || echo 1)
+check "bus restarts" $((missed != 0 || alive != 0)) \
+    "$restarts daemon SIGKILLs and restarts under one listener ($ready), $missed latest messages missed, listener alive: $((1 - alive))"
+kill "$listener" 2>/dev/null
+wait "$listener" 2>/dev/null
+exec {listen_out}<&- {listen_err}<&-
+stop_daemon
+
+# ---------------------------------------------------------------------------------------------
+# 3. Disk full and 4. read-only container.
+small=$scratch/small
+mkdir -m 700 "$small"
+if mount -t tmpfs -o size=1m,mode=0700 tmpfs "$small" 2>/dev/null; then
+    mounted=$small
+fi
+export WORMHOLE_CONTAINER_ROOT=$small
+start_daemon
+bus_address=$address
+"$wormhole" send --group group.faults --bus-address "$bus_address" d '{"old":true}' 2>/dev/null
+big=$scratch/big.json
+{ printf '"'; head -c 2000000 /dev/zero | tr '\0' 'x'; printf '"'; } >"$big"
+if [[ -n $mounted ]]; then
+    how="a 1 MiB tmpfs"
+    error=$("$wormhole" send --group group.faults --bus-address "$bus_address" d <"$big" 2>&1 >/dev/null)
+    status=$?
+else
+    how="RLIMIT_FSIZE of 1 MiB (mounting is not allowed here)"
+    error=$(ulimit -f 1024; trap '' XFSZ; "$wormhole" send --group group.faults --bus-address "$bus_address" d <"$big" 2>&1 >/dev/null)
+    status=$?
+fi
+kept=$("$wormhole" read --group group.faults d 2>&1)
+temporaries=$(find "$small" -name '.d.*.tmp' | wc -l)
+ok=0
+[[ $status != 0 && $kept == '{"old":true}' && $temporaries == 0 ]] || ok=1
+[[ $error == *"No space left on device"* || $error == *"File too large"* ]] || ok=1
+check "disk full" $ok "$how: send exit $status ('${error:0:160}'), old message still '$kept', $temporaries temporary files left"
+
+directory=$small/group.faults/wormhole
+if [[ -n $mounted ]]; then
+    how="the tmpfs remounted read-only"
+    mount -o remount,ro "$small"
+else
+    how="chattr +i on the wormhole directory (mounting is not allowed here)"
+    chattr +i "$directory"
+fi
+error=$("$wormhole" send --group group.faults --bus-address "$bus_address" d '{"new":true}' 2>&1 >/dev/null)
+status=$?
+kept=$("$wormhole" read --group group.faults d 2>&1)
+listened=$(timeout 20 "$wormhole" listen --group group.faults --bus-address "$bus_address" d --stored --count 1 --timeout 1 2>/dev/null)
+ok=0
+[[ $status != 0 && $kept == '{"old":true}' ]] || ok=1
+[[ $error == *"Read-only file system"* || $error == *"Operation not permitted"* ]] || ok=1
+[[ $listened == '{"identifier":"d","message":{"old":true}}' ]] || ok=1
+check "read-only container" $ok "$how: send exit $status ('${error:0:160}'), read '$kept', listen --stored '$listened'"
+if [[ -n $mounted ]]; then mount -o remount,rw "$small"; else chattr -i "$directory"; fi
+stop_daemon
+
+echo "$passed passed, $failed failed"
+((failed == 0))
