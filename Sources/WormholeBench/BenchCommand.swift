@@ -19,7 +19,9 @@ struct BenchCommand: ParsableCommand {
             Suites (--suite, several separated by commas):
               notify   two-process ping-pong: floor, handlers on the I/O thread,
                        handlers on a queue; then with --other-names names observed
-              message  100 B, 10 KB and 1 MB messages against files plus signals
+              message  100 B, 10 KB and 1 MB messages (Codable, raw JSONDocument, the
+                       JSON codec alone) against files plus signals; 100 B transient
+                       messages (Codable, JSONDocument) against notifications only
               cli      wormhole observe / listen writing to a pipe against
                        wormhole-floor observe / listen, from the post to the line read
               rate     posts/s from 1 and --post-threads threads against
@@ -36,8 +38,10 @@ struct BenchCommand: ParsableCommand {
                        and sets/s from 4 processes on tmpfs
               all      every suite (the default)
 
-            Progress goes to standard error; tables and a summary of ratios with PASS/MISS \
-            to standard output; --json FILE writes every row.
+            Progress goes to standard error (a line per round and per finished row); tables and a \
+            summary of ratios with PASS/MISS to standard output. --json FILE and --csv FILE write every \
+            row, --percentiles DIR each latency row's percentile distribution (HdrHistogram's .hgrm \
+            text), --plot FILE.svg every latency row and its floor on one chart (latency by percentile).
             """,
         version: "wormhole-bench " + WormholeVersion.description
     )
@@ -69,6 +73,9 @@ struct BenchCommand: ParsableCommand {
 
     @Option(help: "Round trips per message-size row (the 1 MB row runs a tenth of them).")
     var messageRoundTrips = 2_000
+
+    @Option(help: "Message sizes in bytes of the message suite, separated by commas.")
+    var messageSizes = "100,10000,1000000"
 
     @Option(help: "Posts per round of the rate suite.")
     var posts = 200_000
@@ -115,7 +122,21 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "Write every row (label, count, p50, p90, p99, p99.9, max, ratio, target) to this JSON file.")
     var json: String?
 
-    @Option(help: "Bus configuration for the private daemon (default: found here or above the executable).")
+    @Option(help: "Write every row to this CSV file (the columns of --json).")
+    var csv: String?
+
+    @Option(help: "Write each latency row's percentile distribution (HdrHistogram .hgrm text, one-way µs) into this directory.")
+    var percentiles: String?
+
+    @Option(help: "Draw every latency row and its floor (latency by percentile, log scales) into this SVG file.")
+    var plot: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "Bus configuration for the private daemon.",
+            discussion: "Default: dbus/wormhole-session.conf in the current directory or a directory above the "
+                + "executable (a build inside the repository), then PREFIX/share/wormhole/wormhole-session.conf "
+                + "beside an installed executable (PREFIX/bin), /usr/local/share/wormhole and /usr/share/wormhole."))
     var config = BenchCommand.defaultConfig
 
     @Option(help: "The private bus daemon: dbus-daemon or broker (dbus-broker-launch; needs the dbus-broker package).")
@@ -127,6 +148,11 @@ struct BenchCommand: ParsableCommand {
     var selectedSuites: [String] {
         let asked = suite.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         return asked.contains("all") ? Self.suites : Self.suites.filter(asked.contains)
+    }
+
+    /// The sizes of `--message-sizes`, each at least 30 bytes (the payload's own fields).
+    var messageSizeList: [Int] {
+        messageSizes.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }.filter { $0 >= 30 && $0 <= 100_000_000 }
     }
 
     func validate() throws {
@@ -144,6 +170,9 @@ struct BenchCommand: ParsableCommand {
         if messageRoundTrips < rounds * 10 {
             throw ValidationError("--message-round-trips must be at least 10 x --rounds")
         }
+        if messageSizeList.isEmpty || messageSizeList.count != messageSizes.split(separator: ",").count {
+            throw ValidationError("--message-sizes takes sizes in bytes (at least 30) separated by commas, not '\(messageSizes)'")
+        }
         if postThreads < 1 || posts < postThreads {
             throw ValidationError("--posts must be at least --post-threads, which must be at least 1")
         }
@@ -158,11 +187,20 @@ struct BenchCommand: ParsableCommand {
                 "--defaults-processes, -increments, -keys, -reads and -sets must be at least 1, --defaults-kills "
                     + "at least 0, --defaults-round-trips at least --rounds")
         }
-        if let json {
-            // Found out now, not after minutes of measuring.
-            let directory = URL(fileURLWithPath: json).deletingLastPathComponent().path
+        // Found out now, not after minutes of measuring.
+        for (option, file) in [("--json", json), ("--csv", csv), ("--plot", plot)] {
+            guard let file else { continue }
+            let directory = URL(fileURLWithPath: file).deletingLastPathComponent().path
             if !FileManager.default.isWritableFile(atPath: directory) {
-                throw ValidationError("--json \(json): cannot write in \(directory)")
+                throw ValidationError("\(option) \(file): cannot write in \(directory)")
+            }
+        }
+        if let percentiles {
+            var isDirectory: ObjCBool = false
+            if !FileManager.default.fileExists(atPath: percentiles, isDirectory: &isDirectory) || !isDirectory.boolValue
+                || !FileManager.default.isWritableFile(atPath: percentiles)
+            {
+                throw ValidationError("--percentiles \(percentiles): not a writable directory")
             }
         }
     }
@@ -186,24 +224,34 @@ struct BenchCommand: ParsableCommand {
             }
             var command = try parseAsRoot()
             try command.run()
+            ChildReaper.holdIfInterrupted()
         } catch let failure as BenchFailure {
+            ChildReaper.holdIfInterrupted()
             Console.progress("wormhole-bench: \(failure.message)")
             Foundation.exit(failure.status)
         } catch let error as WormholeDBus.BusError {
+            ChildReaper.holdIfInterrupted()
             Console.progress("wormhole-bench: \(error.message)")
             Foundation.exit(1)
         } catch {
+            ChildReaper.holdIfInterrupted()
             exit(withError: error)
         }
     }
 
     func run() throws {
+        // Before the daemon starts: an interrupt from here on stops every child and removes
+        // every scratch directory.
+        ChildReaper.install()
         let started = MonotonicClock.now()
         let privateDaemon =
             try bus.address() == nil
             ? try PrivateDaemon(
                 config: Executables.busConfiguration(config, isDefault: config == Self.defaultConfig), kind: self.daemon)
             : nil
+        if let privateDaemon {
+            Console.progress("wormhole-bench: private \(daemon == .broker ? "dbus-broker" : "dbus-daemon") from \(privateDaemon.config)")
+        }
         guard let address = try privateDaemon?.address ?? bus.address() else { throw BenchFailure("no bus") }
         let report = BenchReport()
         let context = BenchContext(address: address, options: self, report: report)
@@ -238,6 +286,16 @@ struct BenchCommand: ParsableCommand {
                         + "\(defaultsKills) kills, \(defaultsRoundTrips) round trips, \(defaultsReads) reads, 4x\(defaultsSets) sets",
                     "seconds": String(format: "%.1f", seconds),
                 ])
+        }
+        if let csv { try report.writeCSV(to: csv) }
+        if let percentiles {
+            let names = try report.writePercentiles(to: percentiles)
+            Console.progress("wormhole-bench: \(names.count) percentile files in \(percentiles)")
+        }
+        if let plot {
+            let title = "wormhole bench --suite \(selectedSuites.joined(separator: ",")): one-way latency by percentile"
+            try BenchReport.write(
+                Data(BenchPlot(title: title, rows: report.latencyRows).svg().utf8), to: plot, option: "--plot")
         }
         withExtendedLifetime(privateDaemon) {}
     }

@@ -1,25 +1,45 @@
 import ArgumentParser
 import Foundation
 
+/// How the two sides of a message ping-pong send and receive (`_bench-message-echo --mode`).
+enum MessageMode: String, ExpressibleByArgument, CaseIterable, Sendable {
+    /// Codable payloads stored in the mailbox (JSONEncoder/JSONDecoder, a file per message).
+    case mailbox
+    /// Raw `JSONDocument`s stored in the mailbox (checked, no encoder or decoder).
+    case raw
+    /// Codable payloads as transient messages (carried in the signal, nothing stored).
+    case transient
+    /// Raw `JSONDocument`s as transient messages (no encoder or decoder, nothing stored).
+    case transientRaw = "transient-raw"
+
+    /// Whether payloads travel in the signal (nothing stored).
+    var isTransient: Bool { self == .transient || self == .transientRaw }
+    /// Whether payloads are raw documents (no codec).
+    var isRaw: Bool { self == .raw || self == .transientRaw }
+}
+
 /// The echo side of the message ping-pong (run by the bench): answers each `ping` message with
-/// the same payload as `pong` (stored, or with `--transient` carried in the signal); exits on
-/// sequence number 2^64-1.
+/// the same payload as `pong`, in the way `--mode` names (stored or transient, Codable or raw
+/// `JSONDocument` forwarded as it came); exits on sequence number 2^64-1.
 struct BenchMessageEchoCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "_bench-message-echo", shouldDisplay: false)
 
     @Option var group: String
     @Option var root: String
-    @Flag var transient = false
-    /// With `--transient`: forward raw JSON documents (no encoder or decoder).
-    @Flag var raw = false
+    @Option var mode: MessageMode = .mailbox
     @OptionGroup var bus: BusOptions
 
     func run() throws {
         let mailbox = try LibraryAPI.mailbox(group: group, root: root, address: try bus.required())
-        if raw {
+        let transient = mode.isTransient
+        if mode.isRaw {
             let listener = try LibraryAPI.listenDocument(mailbox, identifier: "ping") { document in
                 if LibraryAPI.sequence(of: document) == UInt64.max { Foundation.exit(0) }
-                try? LibraryAPI.sendTransient(mailbox, document, identifier: "pong")
+                if transient {
+                    try? LibraryAPI.sendTransient(mailbox, document, identifier: "pong")
+                } else {
+                    try? LibraryAPI.send(mailbox, document, identifier: "pong")
+                }
             }
             HelperProcess.announceReadyAndServe(keeping: (mailbox, listener))
         }

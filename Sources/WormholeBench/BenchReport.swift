@@ -1,4 +1,5 @@
 import Foundation
+import Histogram
 
 /// Everything one bench run measured: every row (for `--json`) and every goal (for the summary).
 final class BenchReport {
@@ -70,8 +71,19 @@ final class BenchReport {
         }
     }
 
+    /// A latency row with its histogram and the row its ratio is taken against (for
+    /// `--percentiles` and `--plot`).
+    struct LatencyRow {
+        var suite: String
+        var row: BenchRow
+        var reference: BenchRow?
+    }
+
     private(set) var records: [Record] = []
     private(set) var goals: [Goal] = []
+    private(set) var latencyRows: [LatencyRow] = []
+    /// When the last row was recorded, for the progress line of the next one.
+    private var lastRow = MonotonicClock.now()
 
     /// Records a latency row; `reference` is what its ratio is taken against.
     func add(_ row: BenchRow, suite: String, against reference: BenchRow? = nil, target: Double? = nil) {
@@ -80,6 +92,11 @@ final class BenchReport {
                 suite: suite, label: row.label, count: row.count, p50: row.median, p90: row.percentile(90),
                 p99: row.percentile(99), p999: row.percentile(99.9), max: row.maximum,
                 ratio: reference.map { row.median / $0.median }, target: target))
+        latencyRows.append(LatencyRow(suite: suite, row: row, reference: reference))
+        progress(
+            suite, row.label,
+            String(format: "p50 %.1f µs, p99 %.1f µs", row.median, row.percentile(99))
+                + (reference.map { String(format: ", %.3fx the reference", row.median / $0.median) } ?? ""))
     }
 
     /// Records a rate row.
@@ -88,6 +105,20 @@ final class BenchReport {
             Record(
                 suite: suite, label: row.label, count: row.posts * row.samples.count, postsPerSecond: row.median,
                 postsPerSecondLoop: row.loopMedian, ratio: floor.map { row.median / $0.median }))
+        progress(
+            suite, row.label,
+            String(format: "%.0f posts/s", row.median) + (floor.map { String(format: ", %.3fx", row.median / $0.median) } ?? ""))
+    }
+
+    /// One progress line (standard error) per finished row, with the time since the previous one,
+    /// so a long run shows where it is between its tables.
+    private func progress(_ suite: String, _ label: String, _ figures: String) {
+        let now = MonotonicClock.now()
+        let seconds = Double(now - lastRow) / 1e9
+        lastRow = now
+        // Rows measured together (alternating rounds) finish together: the time is on the first.
+        let time = seconds >= 0.1 ? String(format: " (%.1f s)", seconds) : ""
+        Console.progress("  [\(suite)] row done: \(label): \(figures)\(time)")
     }
 
     /// Records a goal and prints its line under the suite's table.
@@ -107,11 +138,12 @@ final class BenchReport {
             Record(
                 suite: suite, label: what, count: count, target: target, value: value, unit: unit,
                 atLeast: target == nil ? nil : atLeast))
+        progress(suite, what, "\(Self.number(value)) \(unit)")
         goal(suite, unit == "count" ? what : "\(what) (\(unit))", ratio: value, target: target, atLeast: atLeast)
     }
 
     /// Ratios and small figures with three decimals, counts and rates whole.
-    private static func number(_ value: Double) -> String {
+    static func number(_ value: Double) -> String {
         value.magnitude >= 1_000 || value == value.rounded()
             ? String(format: "%.0f", value) : String(format: "%.3f", value)
     }
@@ -144,11 +176,81 @@ final class BenchReport {
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        let data = try encoder.encode(Document(context: context, rows: records))
+        try Self.write(try encoder.encode(Document(context: context, rows: records)), to: path, option: "--json")
+    }
+
+    /// The columns of `--csv`, in order (the keys of `--json`'s rows).
+    static let csvColumns = [
+        "suite", "label", "count", "p50", "p90", "p99", "p99.9", "max", "postsPerSecond", "postsPerSecondLoop",
+        "ratio", "target", "value", "unit", "atLeast",
+    ]
+
+    /// Every row as CSV (RFC 4180: a header line, fields quoted when they hold a comma, a quote or
+    /// a line break; empty where `--json` writes null).
+    func csv() -> String {
+        func field(_ text: String) -> String {
+            text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" })
+                ? "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : text
+        }
+        func number(_ value: Double?) -> String { value.map { String($0) } ?? "" }
+        var lines = [Self.csvColumns.joined(separator: ",")]
+        for record in records {
+            let fields: [String] = [
+                field(record.suite), field(record.label), String(record.count), number(record.p50), number(record.p90),
+                number(record.p99), number(record.p999), number(record.max), number(record.postsPerSecond),
+                number(record.postsPerSecondLoop), number(record.ratio), number(record.target), number(record.value),
+                field(record.unit ?? ""), record.atLeast.map { String($0) } ?? "",
+            ]
+            lines.append(fields.joined(separator: ","))
+        }
+        return lines.joined(separator: "\r\n") + "\r\n"
+    }
+
+    /// Writes ``csv()`` to `path`.
+    func writeCSV(to path: String) throws {
+        try Self.write(Data(csv().utf8), to: path, option: "--csv")
+    }
+
+    /// A file name for `label` in `suite`: lower-case letters, digits and dashes.
+    static func fileName(suite: String, label: String) -> String {
+        var name = ""
+        for scalar in "\(suite)-\(label)".lowercased().unicodeScalars {
+            if scalar.isASCII && (CharacterSet.alphanumerics.contains(scalar)) {
+                name.unicodeScalars.append(scalar)
+            } else if !name.hasSuffix("-") {
+                name += "-"
+            }
+        }
+        while name.hasSuffix("-") { name.removeLast() }
+        return name
+    }
+
+    /// Writes each latency row's percentile distribution (HdrHistogram's text format, values in
+    /// one-way microseconds) to `directory/<suite>-<label>.hgrm`; the names written, in order.
+    @discardableResult
+    func writePercentiles(to directory: String) throws -> [String] {
+        var names: [String] = []
+        for entry in latencyRows {
+            var name = Self.fileName(suite: entry.suite, label: entry.row.label) + ".hgrm"
+            var suffix = 2
+            while names.contains(name) {
+                name = Self.fileName(suite: entry.suite, label: entry.row.label) + "-\(suffix).hgrm"
+                suffix += 1
+            }
+            names.append(name)
+            var text = ""
+            entry.row.histogram.outputPercentileDistribution(
+                to: &text, outputValueUnitScalingRatio: entry.row.isRoundTrip ? 2_000 : 1_000)
+            try Self.write(Data(text.utf8), to: directory + "/" + name, option: "--percentiles")
+        }
+        return names
+    }
+
+    static func write(_ data: Data, to path: String, option: String) throws {
         do {
             try data.write(to: URL(fileURLWithPath: path))
         } catch {
-            throw BenchFailure("cannot write --json \(path): \(error.localizedDescription)")
+            throw BenchFailure("cannot write \(option) \(path): \(error.localizedDescription)")
         }
     }
 }

@@ -70,13 +70,14 @@ final class ChildProcess {
             for pointer in argv { free(pointer) }
             for pointer in envp { free(pointer) }
         }
-        var child: pid_t = 0
-        let result = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
-        guard result == 0 else {
-            throw BenchFailure("cannot start \(executable): \(String(cString: strerror(result)))")
+        pid = try ChildReaper.spawn {
+            var child: pid_t = 0
+            let result = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+            guard result == 0 else {
+                throw BenchFailure("cannot start \(executable): \(String(cString: strerror(result)))")
+            }
+            return child
         }
-        pid = child
-        ChildReaper.register(child)
     }
 
     deinit {

@@ -16,22 +16,30 @@ enum Executables {
         return path
     }
 
-    /// The bus configuration: `path` when it exists; when it does not and it is the default
-    /// relative path, the first `dbus/wormhole-session.conf` found walking up from this
-    /// executable's directory (`.build/release/` lies inside the repository).
+    /// The bus configuration: `path` when it exists. When it does not and it is the default
+    /// relative path, the first of: `dbus/wormhole-session.conf` walking up from this
+    /// executable's directory (`.build/release/` lies inside the repository); beside an
+    /// installed executable, `PREFIX/share/wormhole/wormhole-session.conf` for `PREFIX/bin`;
+    /// `/usr/local/share/wormhole/…`, `/usr/share/wormhole/…`.
     static func busConfiguration(_ path: String, isDefault: Bool) throws -> String {
         if FileManager.default.fileExists(atPath: path) { return path }
-        if isDefault {
-            var directory = URL(fileURLWithPath: current).deletingLastPathComponent()
-            while directory.path != "/" {
-                let candidate = directory.appendingPathComponent(path).path
-                if FileManager.default.fileExists(atPath: candidate) { return candidate }
-                directory = directory.deletingLastPathComponent()
-            }
+        guard isDefault else {
+            throw BenchFailure("bus configuration '\(path)' not found (pass --config FILE or --bus-address)")
         }
+        let executableDirectory = URL(fileURLWithPath: current).deletingLastPathComponent()
+        var candidates: [String] = []
+        var directory = executableDirectory
+        while directory.path != "/" {
+            candidates.append(directory.appendingPathComponent(path).path)
+            directory = directory.deletingLastPathComponent()
+        }
+        let installed = "share/wormhole/" + URL(fileURLWithPath: path).lastPathComponent
+        candidates.append(executableDirectory.deletingLastPathComponent().appendingPathComponent(installed).path)
+        candidates += ["/usr/local/" + installed, "/usr/" + installed]
+        if let found = candidates.first(where: { FileManager.default.fileExists(atPath: $0) }) { return found }
         throw BenchFailure(
-            "bus configuration '\(path)' not found"
-                + (isDefault ? " here or above \(URL(fileURLWithPath: current).deletingLastPathComponent().path)" : "")
-                + " (pass --config or --bus-address)")
+            "bus configuration '\(path)' not found here, above \(executableDirectory.path), nor in "
+                + "\(executableDirectory.deletingLastPathComponent().appendingPathComponent(installed).path), "
+                + "/usr/local/\(installed) or /usr/\(installed) (pass --config FILE or --bus-address)")
     }
 }

@@ -60,8 +60,8 @@ enum LibraryAPI {
         try mailbox.passTransientMessage(payload, identifier: identifier)
     }
 
-    /// Calls `handler` with each delivery for `identifier` as its raw JSON document (no decoder),
-    /// on the I/O thread.
+    /// Calls `handler` with each delivery for `identifier` (stored or transient) as its raw JSON
+    /// document (`JSONDocument`: checked to be one JSON value, not decoded), on the I/O thread.
     static func listenDocument(
         _ mailbox: Mailbox, identifier: String, handler: @escaping @Sendable (JSONDocument) -> Void
     ) throws -> MessageListener {
@@ -70,17 +70,28 @@ enum LibraryAPI {
         }
     }
 
+    /// Stores the raw document for `identifier` as it is and posts (no encoder).
+    static func send(_ mailbox: Mailbox, _ document: JSONDocument, identifier: String) throws {
+        _ = try mailbox.passMessage(document, identifier: identifier)
+    }
+
     /// Sends a JSON document as a transient message (checked and compacted, no encoder).
     static func sendTransient(_ mailbox: Mailbox, _ document: JSONDocument, identifier: String) throws {
         try mailbox.passTransientMessage(document, identifier: identifier)
     }
 
-    /// The document of a raw payload: `{"seq":N,"pad":"…"}`, checked as any document is.
-    static func document(seq: UInt64, pad: String) throws -> JSONDocument {
-        try JSONDocument(data: Data(#"{"seq":\#(seq),"pad":"\#(pad)"}"#.utf8))
+    /// The raw document of a payload, `{"seq":N,"pad":"xx…"}` (`pad`: its UTF-8 bytes), checked
+    /// by `JSONDocument(data:)` as every raw send is.
+    static func document(seq: UInt64, pad: [UInt8]) throws -> JSONDocument {
+        var bytes = Array(#"{"seq":\#(seq),"pad":""#.utf8)
+        bytes.reserveCapacity(bytes.count + pad.count + 2)
+        bytes += pad
+        bytes += Array(#""}"#.utf8)
+        return try JSONDocument(data: Data(bytes))
     }
 
-    /// The sequence number of a raw payload made by ``document(seq:pad:)``.
+    /// The sequence number of a raw document made by ``document(seq:pad:)`` (read from its first
+    /// bytes, nothing parsed), or nil (also when it does not fit in a `UInt64`).
     static func sequence(of document: JSONDocument) -> UInt64? {
         let prefix = Array(#"{"seq":"#.utf8)
         return document.data.withUnsafeBytes { bytes -> UInt64? in
@@ -88,11 +99,22 @@ enum LibraryAPI {
             var value: UInt64 = 0
             var index = prefix.count
             while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {
-                value = value &* 10 &+ UInt64(bytes[index] - UInt8(ascii: "0"))
+                let (times, overflow) = value.multipliedReportingOverflow(by: 10)
+                let (sum, carry) = times.addingReportingOverflow(UInt64(bytes[index] - UInt8(ascii: "0")))
+                guard !overflow, !carry else { return nil }
+                value = sum
                 index += 1
             }
             return index > prefix.count ? value : nil
         }
+    }
+
+    /// One hop's codec work on the Codable path, as the library does it: a fresh `JSONEncoder`
+    /// (`.withoutEscapingSlashes`) encodes `payload`, a fresh `JSONDecoder` decodes it.
+    static func codecRoundTrip(_ payload: BenchPayload) throws -> BenchPayload {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        return try JSONDecoder().decode(BenchPayload.self, from: try encoder.encode(payload))
     }
 
     // MARK: Shared defaults

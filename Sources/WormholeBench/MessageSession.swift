@@ -1,41 +1,47 @@
+import Foundation
 import Histogram
 import Wormhole
 import WormholeDBus
 
 /// Our side of the message ping-pong: this process sends `ping` and listens to `pong` through a
 /// wormhole; a `_bench-message-echo` process listens to `ping` and answers with the same payload.
-/// With `transient`, both sides send transient messages (in the signal, nothing stored).
+/// The `mode` says how: stored or transient (in the signal, nothing stored), Codable payloads or
+/// raw `JSONDocument`s (no encoder or decoder).
 final class MessageSession {
     private let echo: ChildProcess
     private let mailbox: LibraryAPI.Mailbox
     private let size: Int
-    private let transient: Bool
-    private let raw: Bool
+    private let mode: MessageMode
     private var sequence: UInt64 = 0
 
-    /// With `raw` (and `transient`), both sides send and receive `JSONDocument`s: no encoder or decoder.
-    init(address: BusAddress, root: String, size: Int, transient: Bool = false, raw: Bool = false) throws {
-        // Its own group: mailbox and transient sessions may run side by side.
-        let group = "group.org.wormhole.bench" + (transient ? ".transient" : "") + (raw ? ".raw" : "")
+    init(address: BusAddress, root: String, size: Int, mode: MessageMode = .mailbox) throws {
+        // A group per mode: sessions of several modes run side by side.
+        let group = "group.org.wormhole.bench." + mode.rawValue
         echo = try ChildProcess(
             executable: Executables.current,
             arguments: [
                 "_bench-message-echo", "--group", group, "--root", root, "--bus-address", address.rawValue,
-            ] + (transient ? ["--transient"] : []) + (raw ? ["--raw"] : []))
+                "--mode", mode.rawValue,
+            ])
         try echo.waitForReady()
         mailbox = try LibraryAPI.mailbox(group: group, root: root, address: address)
         self.size = size
-        self.transient = transient
-        self.raw = raw
+        self.mode = mode
     }
 
     func run(count: Int, warmup: Int) throws -> Histogram<UInt64> {
         let driver = PingPongDriver(first: sequence, count: count, warmup: warmup)
         sequence += UInt64(count + warmup)
-        let (mailbox, pad, transient) = (self.mailbox, BenchPayload.pad(size: size), self.transient)
-        if raw {
+        let (mailbox, pad, transient) = (self.mailbox, BenchPayload.pad(size: size), mode.isTransient)
+        if mode.isRaw {
+            let bytes = Array(pad.utf8)
             let sendRaw: @Sendable (UInt64) throws -> Void = { sequence in
-                try LibraryAPI.sendTransient(mailbox, try LibraryAPI.document(seq: sequence, pad: pad), identifier: "ping")
+                let document = try LibraryAPI.document(seq: sequence, pad: bytes)
+                if transient {
+                    try LibraryAPI.sendTransient(mailbox, document, identifier: "ping")
+                } else {
+                    try LibraryAPI.send(mailbox, document, identifier: "ping")
+                }
             }
             let listener = try LibraryAPI.listenDocument(mailbox, identifier: "pong") { document in
                 guard let sequence = LibraryAPI.sequence(of: document), let next = driver.received(sequence) else { return }
@@ -67,5 +73,22 @@ final class MessageSession {
 
     deinit {
         stop()
+    }
+}
+
+/// The codec's own cost on the Codable message path: one hop encodes the payload (sender) and
+/// decodes it (receiver); timed here in one process, nothing else.
+enum CodecCost {
+    static func run(count: Int, warmup: Int, size: Int) throws -> Histogram<UInt64> {
+        var histogram = BenchRow.makeHistogram()
+        let pad = BenchPayload.pad(size: size)
+        for index in 0..<(warmup + count) {
+            let start = MonotonicClock.now()
+            let decoded = try LibraryAPI.codecRoundTrip(BenchPayload(seq: UInt64(index), pad: pad))
+            let elapsed = MonotonicClock.now() - start
+            guard decoded.seq == UInt64(index) else { throw BenchFailure("codec round trip changed the payload") }
+            if index >= warmup { histogram.record(elapsed) }
+        }
+        return histogram
     }
 }

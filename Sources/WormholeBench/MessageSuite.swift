@@ -1,25 +1,36 @@
 import Foundation
 
 /// Wormhole messages of 100 B, 10 KB and 1 MB between two processes, against the floor's
-/// file-plus-signal ping-pong; then 100-B transient messages (in the signal, not stored) against
-/// the floor's notification-only ping-pong and the mailbox path, in the same rounds.
+/// file-plus-signal ping-pong: the Codable path (JSONEncoder/JSONDecoder), the raw-document
+/// path (`JSONDocument`, no codec), and the codec's own cost per hop; then 100-B transient
+/// messages (in the signal, not stored; Codable and raw) against the floor's notification-only
+/// ping-pong and the mailbox path, in the same rounds.
 struct MessageSuite {
     let context: BenchContext
 
+    /// The ratio target of each row against the floor (p50).
+    static let rawTarget = 1.5
+    static let codableTarget = 1.5
+    /// Above this size the codec dominates: the Codable row is a baseline, and its target is on
+    /// what is left once the codec's cost is taken out.
+    static let codableTargetLimit = 100_000
+
     static func sizeLabel(_ size: Int) -> String {
-        size >= 1_000_000 ? "\(size / 1_000_000) MB" : size >= 1_000 ? "\(size / 1_000) KB" : "\(size) B"
+        size >= 1_000_000 && size % 1_000_000 == 0
+            ? "\(size / 1_000_000) MB" : size >= 1_000 && size % 1_000 == 0 ? "\(size / 1_000) KB" : "\(size) B"
     }
 
     func run() throws {
         let (address, options, report) = (context.address, context.options, context.report)
         Console.output("\nmessages (encode, atomic write, post, wake, read, decode), one process each side")
         Console.output(BenchRow.header)
-        for size in [100, 10_000, 1_000_000] {
+        for size in options.messageSizeList {
             let label = Self.sizeLabel(size)
             Console.progress("message: \(label)")
             let count = size >= 1_000_000 ? options.messageRoundTrips / 10 : options.messageRoundTrips
             let work = try ScratchDirectory("files")
             let session = try MessageSession(address: address, root: work.path + "/containers", size: size)
+            let raw = try MessageSession(address: address, root: work.path + "/containers", size: size, mode: .raw)
             let perRound = max(1, count / options.rounds)
             let warm = min(options.warmup, perRound)
             let merged = try AlternatingRounds(label: "message \(label)", rounds: options.rounds).measure([
@@ -27,16 +38,33 @@ struct MessageSuite {
                     try FloorPingPong.run(address, count: perRound, warmup: warm, files: (work.path, size))
                 },
                 .init(name: "wormhole") { try session.run(count: perRound, warmup: warm) },
+                .init(name: "raw") { try raw.run(count: perRound, warmup: warm) },
+                .init(name: "codec") { try CodecCost.run(count: perRound, warmup: warm, size: size) },
             ])
             session.stop()
+            raw.stop()
             withExtendedLifetime(work) {}
             let floor = BenchRow(label: "floor, \(label) files", histogram: merged[0])
             let ours = BenchRow(label: "Wormhole, \(label) JSON", histogram: merged[1])
+            let document = BenchRow(label: "Wormhole, \(label) raw JSONDocument", histogram: merged[2])
+            let codec = BenchRow(label: "JSON codec alone, \(label)", histogram: merged[3], isRoundTrip: false)
+            let codableTarget = size < Self.codableTargetLimit ? Self.codableTarget : nil
             Console.output(floor.line(against: nil))
             Console.output(ours.line(against: floor))
+            Console.output(document.line(against: floor))
+            Console.output(codec.line(against: floor))
             report.add(floor, suite: "message")
-            report.add(ours, suite: "message", against: floor, target: 1.5)
-            report.goal("message", "Wormhole \(label) p50 / floor p50", ratio: ours.median / floor.median, target: 1.5)
+            report.add(ours, suite: "message", against: floor, target: codableTarget)
+            report.add(document, suite: "message", against: floor, target: Self.rawTarget)
+            report.add(codec, suite: "message", against: floor)
+            report.goal(
+                "message", "Wormhole \(label) p50 / floor p50", ratio: ours.median / floor.median, target: codableTarget)
+            report.goal(
+                "message", "Wormhole \(label) JSON p50 - codec p50, / floor p50",
+                ratio: (ours.median - codec.median) / floor.median, target: Self.codableTarget)
+            report.goal(
+                "message", "raw JSONDocument \(label) p50 / floor p50", ratio: document.median / floor.median,
+                target: Self.rawTarget)
         }
         try runTransient()
     }
@@ -50,9 +78,8 @@ struct MessageSuite {
         Console.output(BenchRow.header)
         Console.progress("message: transient \(Self.sizeLabel(size))")
         let work = try ScratchDirectory("files")
-        let transient = try MessageSession(address: address, root: work.path + "/containers", size: size, transient: true)
-        let raw = try MessageSession(
-            address: address, root: work.path + "/containers", size: size, transient: true, raw: true)
+        let transient = try MessageSession(address: address, root: work.path + "/containers", size: size, mode: .transient)
+        let raw = try MessageSession(address: address, root: work.path + "/containers", size: size, mode: .transientRaw)
         let mailbox = try MessageSession(address: address, root: work.path + "/containers", size: size)
         let perRound = max(1, options.messageRoundTrips / options.rounds)
         let warm = min(options.warmup, perRound)

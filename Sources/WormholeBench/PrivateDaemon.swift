@@ -21,6 +21,8 @@ enum BusDaemonKind: String, CaseIterable, Sendable {
 /// bench reads and discards. The test suite's TestBus starts it the same way.
 final class PrivateDaemon {
     let address: BusAddress
+    /// The configuration file it was started from.
+    let config: String
     private let process: ChildProcess
     private let directory: ScratchDirectory
     private let journal: DiscardingJournal?
@@ -28,6 +30,7 @@ final class PrivateDaemon {
     /// Starts the daemon from the configuration file `config`; returns once it listens
     /// (dbus-daemon) or has answered a `Hello` (dbus-broker).
     init(config: String, kind: BusDaemonKind = .dbusDaemon) throws {
+        self.config = config
         directory = try ScratchDirectory("bus")
         let socket = directory.path + "/bus"
         address = try BusAddress("unix:path=\(socket)")

@@ -9,11 +9,12 @@ final class ScratchDirectory {
     /// A directory in `base` (default: the temporary directory).
     init(_ label: String, in base: String? = nil) throws {
         let parent = base.map { $0.hasSuffix("/") ? $0 : $0 + "/" } ?? NSTemporaryDirectory()
-        var template = Array((parent + "wormhole-bench-\(label)-XXXXXX").utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!).map { String(cString: $0) } }
-        guard let made else { throw BenchFailure("cannot create a temporary directory: errno \(errno)") }
-        path = made
-        ChildReaper.removeOnInterrupt(path)
+        path = try ChildReaper.makeDirectory {
+            var template = Array((parent + "wormhole-bench-\(label)-XXXXXX").utf8CString)
+            let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!).map { String(cString: $0) } }
+            guard let made else { throw BenchFailure("cannot create a temporary directory in \(parent): errno \(errno)") }
+            return made
+        }
     }
 
     deinit {

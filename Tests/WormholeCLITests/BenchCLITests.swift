@@ -157,4 +157,163 @@ struct BenchCLITests {
         #expect(floorLines == ourLines)
         #expect(ourLines == [try NotifyCLITests.line(name, 42), try NotifyCLITests.line(name, nil)])
     }
+
+    /// Runs `child` to its end off Swift's cooperative threads, within the guard.
+    func finish(_ child: ChildProcess) async throws -> ProcessOutput {
+        try await NotifyCLITests.within("the bench") {
+            await withCheckedContinuation { continuation in
+                DispatchQueue.global().async { continuation.resume(returning: child.wait()) }
+            }
+        }
+    }
+
+    /// The children of `pid` (every thread's), from /proc, with their start times.
+    static func children(of pid: pid_t) -> [(pid: pid_t, start: String)] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        var found: [(pid: pid_t, start: String)] = []
+        for task in tasks {
+            let list = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/children", encoding: .utf8)) ?? ""
+            for child in list.split(separator: " ").compactMap({ pid_t($0) }) {
+                if let start = processStart(child) { found.append((child, start)) }
+            }
+        }
+        return found
+    }
+
+    /// Field 22 of /proc/PID/stat (start time) of a live, not-zombie process; nil when gone.
+    static func processStart(_ pid: pid_t) -> String? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // fields[0] is the state (field 3), so the start time (field 22) is fields[19].
+        guard fields.count > 19, fields[0] != "Z", fields[0] != "X" else { return nil }
+        return String(fields[19])
+    }
+
+    @Test("SIGINT during `wormhole bench` stops its children and its private dbus-daemon and removes its temporary files")
+    func interruptCleansUp() async throws {
+        let temporary = try TemporaryDirectory("bench-tmp")
+        // A private daemon (no --bus-address) and far more round trips than run before the signal.
+        let child = try ChildProcess(
+            try productPath("wormhole"),
+            ["bench", "--suite", "notify", "--other-names", "0", "--round-trips", "100000000", "--rounds", "2", "--warmup", "0"],
+            environment: environment.merging(["TMPDIR": temporary.path]) { $1 })
+        let pid = child.process.processIdentifier
+        // The first round runs: the daemon and the ping-pong processes are up.
+        let line = try await NotifyCLITests.within("the first round") {
+            await child.stderrLines.firstLine { $0.contains("round 1/2") }
+        }
+        #expect(line != nil, "\(child.outputSoFar)")
+        let children = Self.children(of: pid)
+        let names = children.compactMap {
+            try? String(contentsOfFile: "/proc/\($0.pid)/comm", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        #expect(names.contains("dbus-daemon"), "children: \(names)")
+        #expect(children.count >= 3, "the daemon and the ping-pong processes: \(names)")
+        #expect(try !temporary.contents().isEmpty, "the daemon's socket directory is in TMPDIR")
+
+        child.signal(SIGINT)
+        let output = try await finish(child)
+        #expect(output.status != 0)
+        #expect(output.stderr.contains("interrupted (signal 2)"), "\(output.stderr)")
+        let survivors = children.filter { Self.processStart($0.pid) == $0.start }
+        #expect(survivors.isEmpty, "still running after the bench exited: \(survivors.map(\.pid))")
+        let left = try temporary.contents()
+        #expect(left.isEmpty, "left in TMPDIR: \(left)")
+    }
+
+    @Test("--csv, --percentiles and --plot write every message row (Codable, raw JSONDocument, codec alone, transient, floors)")
+    func benchOutputs() async throws {
+        let output = runtime.path + "/out"
+        try FileManager.default.createDirectory(atPath: output + "/percentiles", withIntermediateDirectories: true)
+        let child = try ChildProcess(
+            try productPath("wormhole"),
+            [
+                "bench", "--suite", "message", "--message-sizes", "100", "--message-round-trips", "20", "--rounds", "2",
+                "--warmup", "2", "--csv", output + "/rows.csv", "--percentiles", output + "/percentiles", "--plot",
+                output + "/plot.svg", "--bus-address", bus.address.rawValue,
+            ],
+            environment: environment)
+        let result = try await finish(child)
+        #expect(result.status == 0, "\(result.stderr)")
+        let labels = [
+            "floor, 100 B files", "Wormhole, 100 B JSON", "Wormhole, 100 B raw JSONDocument", "JSON codec alone, 100 B",
+            "floor, notification only", "transient, 100 B Codable", "transient, 100 B JSONDocument", "mailbox, 100 B Codable",
+        ]
+        for label in labels {
+            #expect(result.stdout.split(separator: "\n").contains { $0.hasPrefix(label + " ") }, "row \(label)")
+            #expect(result.stderr.contains("row done: \(label): p50 "), "progress line of \(label)")
+        }
+        for goal in [
+            "raw JSONDocument 100 B p50 / floor p50", "Wormhole 100 B JSON p50 - codec p50, / floor p50",
+            "transient 100 B p50 / notification floor p50", "transient JSONDocument p50 / notification floor p50",
+        ] {
+            #expect(result.stdout.contains(goal), "\(goal)")
+        }
+
+        let csv = try String(contentsOfFile: output + "/rows.csv", encoding: .utf8)
+        let lines = csv.split(separator: "\r\n")
+        #expect(lines.first == "suite,label,count,p50,p90,p99,p99.9,max,postsPerSecond,postsPerSecondLoop,ratio,target,value,unit,atLeast")
+        #expect(lines.count == 1 + labels.count, "\(csv)")
+        #expect(lines.contains { $0.hasPrefix("message,\"Wormhole, 100 B raw JSONDocument\",20,") && $0.contains(",1.5,") }, "\(csv)")
+
+        let files = try FileManager.default.contentsOfDirectory(atPath: output + "/percentiles").sorted()
+        #expect(
+            files == [
+                "message-floor-100-b-files.hgrm", "message-floor-notification-only.hgrm",
+                "message-json-codec-alone-100-b.hgrm", "message-mailbox-100-b-codable.hgrm",
+                "message-transient-100-b-codable.hgrm", "message-transient-100-b-jsondocument.hgrm",
+                "message-wormhole-100-b-json.hgrm", "message-wormhole-100-b-raw-jsondocument.hgrm",
+            ])
+        let distribution = try String(contentsOfFile: output + "/percentiles/message-wormhole-100-b-json.hgrm", encoding: .utf8)
+        #expect(distribution.contains("Percentile") && distribution.contains("#[Mean"), "\(distribution)")
+
+        let svg = try String(contentsOfFile: output + "/plot.svg", encoding: .utf8)
+        #expect(svg.hasPrefix("<svg xmlns=\"http://www.w3.org/2000/svg\""))
+        #expect(svg.hasSuffix("</svg>\n"))
+        for label in labels { #expect(svg.contains(">\(label)</text>"), "legend \(label)") }
+        #expect(svg.components(separatedBy: "<path ").count - 1 == labels.count, "one line per row")
+        #expect(svg.contains(">99%</text>"))
+    }
+
+    @Test("bad --percentiles, --plot, --csv and --message-sizes are refused before anything runs, naming the value")
+    func badOutputOptions() async throws {
+        for (arguments, expected) in [
+            (["--percentiles", "/nonexistent/wormhole-dir"], "--percentiles /nonexistent/wormhole-dir: not a writable directory"),
+            (["--plot", "/nonexistent/dir/plot.svg"], "--plot /nonexistent/dir/plot.svg: cannot write in /nonexistent/dir"),
+            (["--csv", "/nonexistent/dir/rows.csv"], "--csv /nonexistent/dir/rows.csv: cannot write in /nonexistent/dir"),
+            (["--message-sizes", "100,big"], "not '100,big'"),
+        ] {
+            let output = try await runInBackground(try productPath("wormhole"), ["bench", "--suite", "message"] + arguments)
+            #expect(output.status != 0)
+            #expect(output.stderr.contains(expected), "\(output.stderr)")
+            #expect(output.stdout.isEmpty)
+        }
+    }
+
+    @Test("installed as PREFIX/bin/wormhole-bench, the bench finds PREFIX/share/wormhole/wormhole-session.conf")
+    func installedConfig() async throws {
+        let prefix = try TemporaryDirectory("bench-prefix")
+        try FileManager.default.createDirectory(atPath: prefix.path + "/bin", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: prefix.path + "/share/wormhole", withIntermediateDirectories: true)
+        // Copied by cp (a child), so no write descriptor of ours is inherited by a child another test starts.
+        let configuration = productsDirectory.deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("dbus/wormhole-session.conf").path
+        let copy = try await runInBackground(
+            "/bin/cp",
+            [try productPath("wormhole-bench"), try productPath("wormhole-floor"), prefix.path + "/bin/"])
+        #expect(copy.status == 0, "\(copy.stderr)")
+        try FileManager.default.copyItem(atPath: configuration, toPath: prefix.path + "/share/wormhole/wormhole-session.conf")
+        // Run from the prefix, where no dbus/ directory is.
+        let output = try await runInBackground(
+            "/bin/sh",
+            [
+                "-c", "cd \"$1\" && exec ./bin/wormhole-bench --suite notify --other-names 0 --round-trips 4 --rounds 2 --warmup 0",
+                "sh", prefix.path,
+            ],
+            environment: environment.merging(["TMPDIR": prefix.path]) { $1 })
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stderr.contains("private dbus-daemon from \(prefix.path)/share/wormhole/wormhole-session.conf"), "\(output.stderr)")
+    }
 }

@@ -163,6 +163,11 @@ enum JSONSyntax {
         private mutating func string() throws(Failure) {
             index += 1  // the opening quote
             while true {
+                // Eight plain bytes at a time (printable ASCII other than '"' and '\\'): a 1 MB
+                // string is checked in a fraction of the byte-at-a-time loop's time.
+                while index + 8 <= bytes.count, Self.isPlain(bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self)) {
+                    index += 8
+                }
                 guard let byte = current else { throw fail("the text ends inside a string") }
                 switch byte {
                 case UInt8(ascii: "\""):
@@ -191,6 +196,17 @@ enum JSONSyntax {
                     try utf8Sequence(byte)
                 }
             }
+        }
+
+        /// Whether all eight bytes of `word` are printable ASCII other than '"' and '\\' (no
+        /// false "yes": each test below finds every byte it looks for).
+        private static func isPlain(_ word: UInt64) -> Bool {
+            let ones: UInt64 = 0x0101_0101_0101_0101
+            let highs: UInt64 = 0x8080_8080_8080_8080
+            func hasZeroByte(_ value: UInt64) -> Bool { (value &- ones) & ~value & highs != 0 }
+            let nonASCII = word & highs != 0
+            let control = (word &- ones &* 0x20) & ~word & highs != 0  // a byte below 0x20
+            return !nonASCII && !control && !hasZeroByte(word ^ (ones &* 0x22)) && !hasZeroByte(word ^ (ones &* 0x5C))
         }
 
         private static func isHexDigit(_ byte: UInt8) -> Bool {
