@@ -146,7 +146,7 @@ public final class Journal: Sendable {
         return try appendPayloads(payloads)
     }
 
-    /// Appends JSON documents as consecutive records, as ``append(contentsOf:)-(_:[Message])`` does.
+    /// Appends JSON documents as consecutive records, as `append(contentsOf:)` does for `Encodable` messages.
     @discardableResult
     public func append(contentsOf documents: [JSONDocument]) throws -> ClosedRange<UInt64> {
         try appendPayloads(documents.map(\.data))
@@ -184,6 +184,7 @@ public final class Journal: Sendable {
     ///     journal directory when the loop asks for records after a batch: at-least-once across
     ///     crashes; records of the batch in flight at a crash are delivered again with
     ///     ``JournalRecord/isRedelivery`` set. `nil`: an in-process cursor.
+    ///   - type: the type each record's message is decoded as (`JSONDocument` for the raw JSON).
     /// - Throws (from the iteration): ``WormholeError/Code/journalGap`` once when records were
     ///   removed by retention before they were read (the error's `value` is the first available
     ///   sequence number; iterating again goes on there), ``WormholeError/Code/journalCorrupt``
@@ -218,7 +219,7 @@ public final class Journal: Sendable {
     /// listener is cancelled from the handler, through the record being handled).
     ///
     /// Records are read (and a durable cursor written) where `delivery` says, where the handler
-    /// then runs; with ``DeliveryQueue/ioThread``, records already in the journal when this is
+    /// then runs; with `DeliveryQueue.ioThread`, records already in the journal when this is
     /// called (a start before the end, a stored cursor) are delivered on the calling thread
     /// before it returns. Two calls of the handler never overlap.
     public func listen<Message: Decodable & Sendable>(

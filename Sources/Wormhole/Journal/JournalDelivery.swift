@@ -118,7 +118,7 @@ extension JournalRecordStream.AsyncIterator: Sendable {}
 /// A registered journal listener (see ``Journal/listen(from:consumer:as:on:handler:)``).
 ///
 /// Active until ``cancel()`` or until the last reference to it is released, whichever comes
-/// first (the rule of every ``SubscriptionHandle``).
+/// first (the rule of every `SubscriptionHandle`).
 public final class JournalListener: SubscriptionHandle {
     private let drainer: any JournalDrainControl
     private let observer: NotificationObserver
