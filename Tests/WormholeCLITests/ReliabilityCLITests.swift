@@ -102,7 +102,7 @@ struct ReliabilityCLITests {
     @Test("listen reports a planted huge file (stored and posted) and goes on")
     func listenReportsHugeFile() async throws {
         try world.plantSparse("huge", size: Self.huge)
-        let child = try world.start("listen", ["huge", "--stored", "--count", "1", "--timeout", "30"])
+        let child = try world.start("listen", ["huge", "--stored", "--count", "1", "--timeout", "120"])
         let first = try await next(2, from: child.stderrLines, "ready, then the start-up error")
         #expect(first.first == "ready")
         #expect(first.last?.contains("huge: message 'huge'") == true && first.last?.contains("\(Self.huge) bytes") == true)
@@ -142,10 +142,10 @@ struct ReliabilityCLITests {
         let name = "\(ReliabilityWorld.group)/wormhole/late"
         let child =
             command == "listen"
-            ? try world.start("listen", ["late", "--count", "1", "--timeout", "60"])
+            ? try world.start("listen", ["late", "--count", "1", "--timeout", "120"])
             : try ChildProcess(
                 try productPath("wormhole"),
-                ["observe", name, "--count", "1", "--timeout", "60", "--bus-address", world.bus.address.rawValue],
+                ["observe", name, "--count", "1", "--timeout", "120", "--bus-address", world.bus.address.rawValue],
                 environment: world.environment)
         let waiting = try await next(1, from: child.stderrLines, "the line saying the bus is unreachable")
         #expect(waiting.first?.contains("cannot connect to the bus at '\(world.bus.address.rawValue)'") == true, "\(waiting)")
