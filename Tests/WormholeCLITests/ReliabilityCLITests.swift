@@ -102,7 +102,7 @@ struct ReliabilityCLITests {
     @Test("listen reports a planted huge file (stored and posted) and goes on")
     func listenReportsHugeFile() async throws {
         try world.plantSparse("huge", size: Self.huge)
-        let child = try world.start("listen", ["huge", "--stored", "--count", "1", "--timeout", "30"])
+        let child = try world.start("listen", ["huge", "--stored", "--count", "1", "--timeout", "120"])
         let first = try await next(2, from: child.stderrLines, "ready, then the start-up error")
         #expect(first.first == "ready")
         #expect(first.last?.contains("huge: message 'huge'") == true && first.last?.contains("\(Self.huge) bytes") == true)
