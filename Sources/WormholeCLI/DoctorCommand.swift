@@ -545,17 +545,7 @@ final class Doctor {
 
     /// The first line a program prints, or nil.
     static func firstLine(of executable: String, _ arguments: [String]) -> String? {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return nil }
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self).split(separator: "\n").first.map(String.init)
+        ProgramOutput.standardOutput(of: executable, arguments)?.split(separator: "\n").first.map(String.init)
     }
 }
 

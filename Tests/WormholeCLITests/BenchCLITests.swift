@@ -22,7 +22,7 @@ struct BenchCLITests {
         let first = try await NotifyCLITests.within("ready") { await child.stderrLines.firstLine { _ in true } }
         if first != "ready" {
             throw TestFailure(
-                "\(child.process.executableURL?.lastPathComponent ?? "child") did not get ready: \(child.outputSoFar)")
+                "\(child.name) did not get ready: \(child.outputSoFar)")
         }
     }
 

@@ -274,7 +274,7 @@ struct DoctorCLITests {
         #expect(output.status == 0, "\(output.raw.stdout)")
         #expect(output.report.ok)
         #expect(output.statuses.values.allSatisfy { $0 == "pass" }, "\(output.statuses)")
-        let pid = listener.process.processIdentifier
+        let pid = listener.pid
         #expect(output["listeners"]?.items.first?.contains("pid \(pid) wormhole") == true)
         // Without identifiers, the listeners below the wormhole's prefix are counted.
         let all = try await world.doctor()
@@ -301,10 +301,10 @@ struct DoctorCLITests {
         let observer = try await world.startReady(["observe", "--prefix", "\(DoctorWorld.group)/", "--bus-address", address])
         let output = try await world.doctor(["button"])
         #expect(output["listeners"]?.status == "pass")
-        let pids = [all, observer].map { "pid \($0.process.processIdentifier) wormhole" }
+        let pids = [all, observer].map { "pid \($0.pid) wormhole" }
         let listed = output["listeners"]?.items.first ?? ""
         #expect(pids.allSatisfy { listed.contains($0) }, "\(listed)")
-        #expect(!listed.contains("pid \(other.process.processIdentifier)"))
+        #expect(!listed.contains("pid \(other.pid)"))
         for child in [other, all, observer] { child.signal(SIGTERM) }
     }
 

@@ -5,6 +5,7 @@
 import Dispatch
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 import WormholeDBus
 import WormholeTestSupport
@@ -56,25 +57,44 @@ private final class LinesWorld: Sendable {
 
 /// A native-messaging host process and the browser's half of the protocol.
 private final class NativeHost: Sendable {
-    let process: Process
-    let input = Pipe()
-    let output = Pipe()
-    let errors = Pipe()
+    let pid: pid_t
+    /// The write end of the host's standard input; -1 once closed.
+    let input: Mutex<Int32>
+    /// The read end of the host's standard output.
+    let output: Int32
+    /// Whether the host was reaped.
+    let reaped = Mutex(false)
 
     init(_ executable: String, environment: [String: String]) throws {
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["chrome-extension://abcdefghijklmnopabcdefghijklmnop/"]
-        process.environment = environment
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
+        let input = try Spawn.pipe()
+        let output: (read: Int32, write: Int32)
+        do { output = try Spawn.pipe() } catch {
+            close(input.read)
+            close(input.write)
+            throw error
+        }
+        defer {
+            close(input.read)
+            close(output.write)
+        }
+        do {
+            pid = try Spawn.start(
+                executable, ["chrome-extension://abcdefghijklmnopabcdefghijklmnop/"], environment: environment,
+                standardInput: input.read, standardOutput: output.write)
+        } catch {
+            close(input.write)
+            close(output.read)
+            throw error
+        }
+        self.input = Mutex(input.write)
+        self.output = output.read
     }
 
     /// Writes raw bytes to the host's standard input.
     func writeRaw(_ bytes: [UInt8]) {
-        input.fileHandleForWriting.write(Data(bytes))
+        input.withLock { fd in
+            if fd >= 0 { Spawn.writeAll(fd, bytes) }
+        }
     }
 
     /// Sends one message: its length in native byte order, then the JSON.
@@ -86,7 +106,7 @@ private final class NativeHost: Sendable {
 
     /// Reads the next message the host writes (blocking reads, on a Dispatch thread).
     func receive() async throws -> [String: Any] {
-        let fd = output.fileHandleForReading.fileDescriptor
+        let fd = output
         let body = try await within("a message from the host") {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[UInt8], any Error>) in
                 DispatchQueue.global().async {
@@ -109,12 +129,16 @@ private final class NativeHost: Sendable {
 
     /// Closes standard input, as the browser does when it is done, and waits for the exit status.
     func finish() async throws -> Int32 {
-        try input.fileHandleForWriting.close()
+        input.withLock { fd in
+            if fd >= 0 { close(fd) }
+            fd = -1
+        }
         return try await within("the host to exit") {
             await withCheckedContinuation { continuation in
                 DispatchQueue.global().async {
-                    self.process.waitUntilExit()
-                    continuation.resume(returning: self.process.terminationStatus)
+                    let status = Spawn.wait(self.pid) ?? -1
+                    self.reaped.withLock { $0 = true }
+                    continuation.resume(returning: Spawn.exitCode(status))
                 }
             }
         }
@@ -132,7 +156,16 @@ private final class NativeHost: Sendable {
         return bytes
     }
 
-    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+    deinit {
+        input.withLock { fd in
+            if fd >= 0 { close(fd) }
+        }
+        close(output)
+        if !reaped.withLock({ $0 }) {
+            kill(pid, SIGKILL)
+            Spawn.wait(pid)
+        }
+    }
 }
 
 @Suite("Examples/Lines and LineGrabber across processes")

@@ -20,7 +20,8 @@ import WormholeDBus
 /// user's), `XDG_RUNTIME_DIR` is the test's directory, and `NOTIFY_SOCKET` is removed.
 final class BrokerProcess: @unchecked Sendable {
     // @unchecked: every stored property is set once in init.
-    let launcher: Process
+    /// The `dbus-broker-launch` process, this process's child.
+    let launcher: pid_t
     /// The `dbus-broker` process: what `pause()` stops and `kill()` kills.
     let brokerPID: pid_t?
     private let logPath: String
@@ -60,22 +61,19 @@ final class BrokerProcess: @unchecked Sendable {
             exec dbus-broker-launch --scope user --config-file="$2"
             """
         let shell = ["/bin/sh", "-c", script, "sh", journal?.directory ?? "", configFile]
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = journal == nil ? shell : ["unshare", "--mount", "--propagation", "private"] + shell
         var environment = ProcessInfo.processInfo.environment
         environment["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=\(socketPath)"
         environment["XDG_RUNTIME_DIR"] = directory
         for key in ["NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"] { environment[key] = nil }
-        process.environment = environment
-        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        guard let log = FileHandle(forWritingAtPath: logPath) else { throw TestFailure("cannot write \(logPath)") }
-        defer { try? log.close() }
-        process.standardInput = FileHandle(fileDescriptor: listener, closeOnDealloc: false)
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = log
-        try process.run()
-        launcher = process
+        let log = open(logPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard log >= 0 else { throw TestFailure("cannot write \(logPath): errno \(errno)") }
+        defer { close(log) }
+        // `env`, `unshare` and `sh` each exec the next, so the launcher keeps the child's pid:
+        // the `$$` the script puts in LISTEN_PID.
+        let launcherPID = try Spawn.start(
+            "/usr/bin/env", journal == nil ? shell : ["unshare", "--mount", "--propagation", "private"] + shell,
+            environment: environment, standardInput: listener, standardError: log)
+        launcher = launcherPID
         // The socket listened before the launcher started, so connecting never races it: the
         // broker answers `Hello` once the launcher has handed it the socket.
         do {
@@ -83,7 +81,7 @@ final class BrokerProcess: @unchecked Sendable {
                 address: try BusAddress("unix:path=\(socketPath)"), connectTimeout: .seconds(waitGuardSeconds))
             connection.close()
         } catch {
-            Self.stop(launcher: process, broker: nil)
+            Self.stop(launcher: launcherPID, broker: nil)
             let logged = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
             if logged.contains("dirwatch_new") && logged.contains("Too many open files") {
                 let limit = (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_user_instances", encoding: .utf8))?
@@ -99,19 +97,16 @@ final class BrokerProcess: @unchecked Sendable {
                 \(journal != nil && geteuid() != 0 ? " (without journald the test bus needs root for its private mount namespace)" : "")
                 """)
         }
-        brokerPID = Self.childPID(of: process.processIdentifier)
+        brokerPID = Self.childPID(of: launcherPID)
     }
 
     /// Kills the broker and waits for its launcher, which exits once it has reaped the broker:
     /// when this returns, the broker's sockets are closed.
     func kill() { Self.stop(launcher: launcher, broker: brokerPID) }
 
-    private static func stop(launcher: Process, broker: pid_t?) {
-        let pid = launcher.processIdentifier
-        Glibc.kill(broker ?? pid, SIGKILL)
-        // ECHILD: Foundation reaped the launcher first.
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+    private static func stop(launcher: pid_t, broker: pid_t?) {
+        Glibc.kill(broker ?? launcher, SIGKILL)
+        Spawn.wait(launcher)
     }
 
     /// The first child of `pid` (the launcher forks one: the broker).

@@ -42,44 +42,52 @@ public func run(
     return child.wait()
 }
 
-/// Serialises `Process.run()` across the test process: Foundation's `Process.run` was seen to
-/// crash (a bad memcpy inside it) when many tests spawned children at once on a loaded machine.
-public let processSpawnLock = NSLock()
-
 /// A running child process with line-by-line access to its output.
 ///
 /// Each output pipe is read by a thread that blocks in `read(2)`; lines arrive in an
-/// `AsyncStream`, so a test waits for a line (such as `ready`) as an event.
+/// `AsyncStream`, so a test waits for a line (such as `ready`) as an event. Started with
+/// ``Spawn`` (never Foundation's `Process`); reaped by ``wait()``, or killed and reaped when
+/// released, so no child outlives its test as a zombie or an orphan.
 public final class ChildProcess: @unchecked Sendable {
-    // @unchecked: `process` and the pipes are set once in init; the collectors are Mutex-protected.
-    public let process: Process
-    private let input = Pipe()
-    private let outputPipe = Pipe()
-    private let errorPipe = Pipe()
+    // @unchecked: `pid`, `name` and the streams are set once in init; the rest is Mutex-protected.
+    public let pid: pid_t
+    /// The executable's file name.
+    public let name: String
     public let stdoutLines: AsyncStream<String>
     public let stderrLines: AsyncStream<String>
+    /// The write end of the child's standard input; -1 once closed.
+    private let input: Mutex<Int32>
     private let collected = Locked<(out: String, err: String)>(("", ""))
     private let readers = DispatchGroup()
+    /// The child's raw wait status once reaped; `waiting` serialises the `waitpid`.
+    private let reaped = Mutex<Int32?>(nil)
+    private let waiting = NSLock()
 
     public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
+        name = URL(fileURLWithPath: executable).lastPathComponent
         var env = ProcessInfo.processInfo.environment
         // Never let a child find the user's own session bus by accident.
         env["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=/nonexistent/wormhole-tests-use-explicit-buses"
         for (key, value) in environment ?? [:] { env[key] = value }
-        process.environment = env
-        process.standardInput = input
-        process.standardOutput = outputPipe
-        process.standardError = errorPipe
+        let inputPipe = try Spawn.pipe()
+        var opened = [inputPipe.read, inputPipe.write]
+        defer { for fd in opened { close(fd) } }
+        let outputPipe = try Spawn.pipe()
+        opened += [outputPipe.read, outputPipe.write]
+        let errorPipe = try Spawn.pipe()
+        opened += [errorPipe.read, errorPipe.write]
+        pid = try Spawn.start(
+            executable, arguments, environment: env,
+            standardInput: inputPipe.read, standardOutput: outputPipe.write, standardError: errorPipe.write)
+        // The child has its ends; this process keeps the other three.
+        opened = [inputPipe.read, outputPipe.write, errorPipe.write]
+        input = Mutex(inputPipe.write)
         let (out, outContinuation) = AsyncStream<String>.makeStream()
         let (err, errContinuation) = AsyncStream<String>.makeStream()
         stdoutLines = out
         stderrLines = err
-        try processSpawnLock.withLock { try process.run() }
-        startReader(outputPipe.fileHandleForReading.fileDescriptor, outContinuation, isError: false)
-        startReader(errorPipe.fileHandleForReading.fileDescriptor, errContinuation, isError: true)
+        startReader(outputPipe.read, outContinuation, isError: false)
+        startReader(errorPipe.read, errContinuation, isError: true)
     }
 
     private func startReader(_ fd: Int32, _ continuation: AsyncStream<String>.Continuation, isError: Bool) {
@@ -89,6 +97,7 @@ public final class ChildProcess: @unchecked Sendable {
             var buffer = [UInt8](repeating: 0, count: 65536)
             while true {
                 let count = Glibc.read(fd, &buffer, buffer.count)
+                if count < 0 && errno == EINTR { continue }
                 if count <= 0 { break }
                 let chunk = buffer[0..<count]
                 collected.withLock {
@@ -101,6 +110,7 @@ public final class ChildProcess: @unchecked Sendable {
                     pending.removeSubrange(...newline)
                 }
             }
+            close(fd)
             if !pending.isEmpty { continuation.yield(String(decoding: pending, as: UTF8.self)) }
             continuation.finish()
             readers.leave()
@@ -108,34 +118,54 @@ public final class ChildProcess: @unchecked Sendable {
         thread.start()
     }
 
-    /// Writes text to the child's standard input.
+    /// Writes text to the child's standard input (nothing once it is closed or the child has
+    /// stopped reading).
     public func write(_ text: String) {
-        input.fileHandleForWriting.write(Data(text.utf8))
+        input.withLock { fd in
+            if fd >= 0 { Spawn.writeAll(fd, Array(text.utf8)) }
+        }
     }
 
     /// Closes the child's standard input.
     public func closeInput() {
-        try? input.fileHandleForWriting.close()
+        input.withLock { fd in
+            if fd >= 0 { close(fd) }
+            fd = -1
+        }
     }
 
-    /// Sends a signal to the child.
+    /// Sends a signal to the child (unless it was already reaped).
     public func signal(_ signal: Int32) {
-        Glibc.kill(process.processIdentifier, signal)
+        if reaped.withLock({ $0 }) == nil { Glibc.kill(pid, signal) }
     }
 
-    /// Waits for the child to exit and its output to be read to the end.
+    /// Waits for the child to exit (and reaps it) and for its output to be read to the end.
+    /// The status is the exit code, or the number of the signal that killed the child.
     public func wait() -> ProcessOutput {
-        process.waitUntilExit()
+        let status = reap()
         readers.wait()
         let (out, err) = collected.withLock { ($0.out, $0.err) }
-        return ProcessOutput(status: process.terminationStatus, stdout: out, stderr: err)
+        return ProcessOutput(status: Spawn.exitCode(status), stdout: out, stderr: err)
+    }
+
+    private func reap() -> Int32 {
+        waiting.withLock {
+            if let status = reaped.withLock({ $0 }) { return status }
+            let status = Spawn.wait(pid) ?? -1
+            reaped.withLock { $0 = status }
+            return status
+        }
     }
 
     /// The output so far.
     public var outputSoFar: (stdout: String, stderr: String) { collected.withLock { ($0.out, $0.err) } }
 
     deinit {
-        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
+        closeInput()
+        if reaped.withLock({ $0 }) == nil {
+            Glibc.kill(pid, SIGKILL)
+            _ = reap()
+        }
     }
 }
 

@@ -50,7 +50,7 @@ public final class TestBus: @unchecked Sendable {
     public let configFile: String
 
     private enum Running {
-        case daemon(Process)
+        case daemon(pid_t)
         case broker(BrokerProcess)
     }
 
@@ -125,24 +125,28 @@ public final class TestBus: @unchecked Sendable {
     }
 
     private func startDaemon() throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [
-            "dbus-daemon", "--config-file=\(configFile)",
-            "--nofork", "--print-address", "--address=unix:path=\(socketPath)",
-        ]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try processSpawnLock.withLock { try process.run() }
+        let output = try Spawn.pipe()
+        let pid: pid_t
+        do {
+            defer { close(output.write) }
+            pid = try Spawn.start(
+                "/usr/bin/env",
+                ["dbus-daemon", "--config-file=\(configFile)",
+                 "--nofork", "--print-address", "--address=unix:path=\(socketPath)"],
+                environment: ProcessInfo.processInfo.environment, standardOutput: output.write)
+        } catch {
+            close(output.read)
+            throw error
+        }
         // dbus-daemon prints its address once it listens: wait for that line.
-        let line = readLine(from: output.fileHandleForReading)
+        let line = readLine(from: FileHandle(fileDescriptor: output.read, closeOnDealloc: true))
         guard line.hasPrefix("unix:") else {
-            process.terminate()
+            Glibc.kill(pid, SIGKILL)
+            Spawn.wait(pid)
             throw TestFailure("dbus-daemon did not start: printed \(line.debugDescription)")
         }
         lock.withLock {
-            running = .daemon(process)
+            running = .daemon(pid)
             printed = line
         }
     }
@@ -150,7 +154,7 @@ public final class TestBus: @unchecked Sendable {
     /// The process that carries the messages: dbus-daemon, or the dbus-broker under its launcher.
     private var messagePID: pid_t? {
         switch lock.withLock({ running }) {
-        case .daemon(let process): process.processIdentifier
+        case .daemon(let pid): pid
         case .broker(let broker): broker.brokerPID
         case nil: nil
         }
@@ -174,15 +178,11 @@ public final class TestBus: @unchecked Sendable {
             return running
         }
         switch running {
-        case .daemon(let process):
-            guard process.isRunning else { break }
-            let pid = process.processIdentifier
+        case .daemon(let pid):
+            // This process reaps its own children: a daemon that already died is a zombie until
+            // this `waitpid`, so its pid cannot have been reused by another process.
             Glibc.kill(pid, SIGKILL)
-            // Reap it here rather than with `waitUntilExit()`: Foundation's child monitor was seen to
-            // miss a SIGCHLD under load, leaving a zombie and `waitUntilExit()` spinning forever.
-            // ECHILD means Foundation reaped it first.
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+            Spawn.wait(pid)
         case .broker(let broker): broker.kill()
         case nil: break
         }

@@ -89,7 +89,10 @@ private func size(_ path: String) -> Int {
         #expect(try transiting.removeStaleTemporaryFiles(olderThan: .zero) == 0)
         #expect(try transiting.removeStaleTemporaryFiles() == 0)
         #expect(try names(directory).contains(".m.777-abc.tmp"))
-        close(writer)  // the writer dies: its lock goes with it
+        // The writer dies: its lock goes with it. Unlocked explicitly first: a child another test
+        // is spawning shares this open file description (and so the lock) until it execs.
+        flock(writer, LOCK_UN)
+        close(writer)
         #expect(try transiting.removeStaleTemporaryFiles(olderThan: .zero) == 1)
         #expect(try names(directory) == [])
     }
