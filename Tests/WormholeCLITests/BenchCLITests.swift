@@ -199,7 +199,7 @@ struct BenchCLITests {
             try productPath("wormhole"),
             ["bench", "--suite", "notify", "--other-names", "0", "--round-trips", "100000000", "--rounds", "2", "--warmup", "0"],
             environment: environment.merging(["TMPDIR": temporary.path]) { $1 })
-        let pid = child.process.processIdentifier
+        let pid = child.pid
         // The first round runs: the daemon and the ping-pong processes are up.
         let line = try await NotifyCLITests.within("the first round") {
             await child.stderrLines.firstLine { $0.contains("round 1/2") }
