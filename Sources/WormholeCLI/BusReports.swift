@@ -1,4 +1,5 @@
 import Synchronization
+import Wormhole
 import WormholeDBus
 
 /// Says on standard error what happens to the bus under `observe` and `listen`: one line when
@@ -26,6 +27,34 @@ final class BusReports: Sendable {
     /// Counts one catch-up line (call where the line is written, on the I/O thread).
     func caughtUpOne() {
         caughtUp.add(1, ordering: .relaxed)
+    }
+
+    /// Watches where `wormhole`'s listeners are woken (`listen`, when they may fall back to the
+    /// directory): one line when they move to the directory watch, one when they are back on
+    /// the bus and have caught up. Handlers run on the I/O thread or the switching thread, after
+    /// the catch-up deliveries were written.
+    func watch(_ wormhole: MessageCenter) -> WakeSourceSubscription {
+        wormhole.onWakeSourceChange(on: .ioThread) { [self] source in
+            switch source {
+            case .directory(let error) where error.code == .disconnected:
+                writeError("wormhole: lost the bus at \(address); listening through the wormhole directory until it is back")
+            case .directory:
+                // At start: said after `ready` by sayWhereListening.
+                break
+            case .bus:
+                let count = caughtUp.exchange(0, ordering: .relaxed)
+                let changed = count == 1 ? "1 message" : "\(count) messages"
+                writeError("wormhole: back on the bus at \(address); caught up (\(changed) changed while it was away)")
+            }
+        }
+    }
+
+    /// After `ready`: says when the listeners started without a bus (woken through the directory).
+    func sayWhereListening(_ wormhole: MessageCenter) {
+        if case .directory(let error) = wormhole.wakeSource, error.code != .disconnected {
+            writeError(
+                "wormhole: \(error.message); listening through the wormhole directory (inotify) until the bus can be reached")
+        }
     }
 
     /// Watches `connection`. Call after every subscription of the command is made: handlers

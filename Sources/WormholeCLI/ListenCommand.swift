@@ -15,8 +15,10 @@ struct ListenCommand: ParsableCommand {
             sender's write time in ns since 1970, or null. Lines are JSON objects: read the keys you \
             need and ignore the others. A mailbox is printed again only when its file changed since it \
             was last printed, unless --every-post. A failed delivery (unreadable or undecodable file) \
-            is one line on standard error; listening goes on. When the bus is lost, and when it is \
-            back and listening has caught up, one line on standard error says so.
+            is one line on standard error; listening goes on. When the bus cannot be reached, listen \
+            still starts: it is woken through the wormhole directory (inotify on ID.json) until the bus \
+            can be reached (lines then have "sentAt":null), unless --require-bus. When the bus is lost, \
+            and when it is back and listening has caught up, one line on standard error says so.
             """)
 
     @Argument(help: "Message identifiers to listen to.")
@@ -35,6 +37,9 @@ struct ListenCommand: ParsableCommand {
 
     @Flag(help: "Print a message on every post, even when the file is the one printed last.")
     var everyPost = false
+
+    @Flag(help: "Without a bus, wait for it before printing ready, instead of listening through the wormhole directory.")
+    var requireBus = false
 
     @Option(help: "Exit 0 after this many deliveries.")
     var count: Int?
@@ -113,9 +118,9 @@ struct ListenCommand: ParsableCommand {
             if delivery.reason == .catchUp { reports.caughtUpOne() }
             counter.delivered()
         }
-        let listenOptions = MessageCenter.ListenOptions(deliversEveryPost: everyPost)
-        // A bus that is not there yet is waited for (one line says so), not an error.
-        let listeners = try withCLIErrors { try retryingUntilBusReachable(address) {
+        let listenOptions = MessageCenter.ListenOptions(
+            deliversEveryPost: everyPost, wakesThroughDirectoryWithoutBus: !requireBus)
+        let listen = {
             if all {
                 return [
                     try wormhole.listenToAllMessages(
@@ -124,10 +129,21 @@ struct ListenCommand: ParsableCommand {
             }
             return try wormhole.listen(
                 identifiers: identifiers, as: JSONDocument.self, on: .ioThread, options: listenOptions, handler: handler)
-        } }
-        let watching = reports.watch(try withCLIErrors { try wormhole.notificationCenter().connection })
+        }
+        let listeners: [MessageListener]
+        let watching: any SubscriptionHandle
+        if requireBus {
+            // A bus that is not there yet is waited for (one line says so), not an error.
+            listeners = try withCLIErrors { try retryingUntilBusReachable(address, listen) }
+            watching = reports.watch(try withCLIErrors { try wormhole.notificationCenter().connection })
+        } else {
+            // Without a bus the listeners are woken through the directory until it can be reached.
+            listeners = try withCLIErrors(listen)
+            watching = reports.watch(wormhole)
+        }
         // The stored messages come after `ready`, so nothing precedes it on standard error.
         announceReadyAndServe(keeping: (wormhole, listeners, watching)) {
+            reports.sayWhereListening(wormhole)
             if stored { for listener in listeners { listener.deliverStoredMessages() } }
         }
     }

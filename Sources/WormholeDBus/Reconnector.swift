@@ -1,5 +1,5 @@
 import Dispatch
-import Logging
+package import Logging
 import Glibc
 
 /// Brings a connection back after the bus daemon went away.
@@ -121,4 +121,23 @@ package enum BusWait {
         reachable.wait()
         reconnector.stop()
     }
+}
+
+/// Waits, without blocking anyone, for a bus that cannot be reached yet: calls `reachable` once
+/// (on a private queue) as soon as a connection to the address can be opened (that connection is
+/// closed again), until cancelled. For a `unix:path=` address the socket's directory is watched
+/// with inotify; other addresses are tried after a backoff of 10 ms doubling to 2 s.
+package final class BusArrivalWatch: Sendable {
+    private let reconnector: Reconnector
+
+    package init(address: BusAddress, logger: Logger, reachable: @escaping @Sendable () -> Void) {
+        reconnector = Reconnector(address: address, logger: logger) { connection in
+            connection.closeAndRelease()
+            reachable()
+        }
+        reconnector.start()
+    }
+
+    /// Stops waiting; `reachable` is not called after the watch's queue has seen it.
+    package func cancel() { reconnector.stop() }
 }

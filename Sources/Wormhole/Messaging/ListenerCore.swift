@@ -128,13 +128,29 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         case .posted:
             guard let identifier = identifier(in: note.name) else { return }
             record([identifier], reason: .posted, sentAt: note.state)
-        case .catchUp:
-            let wake = state.withLock { state -> Bool in
-                if state.cancelled { return false }
-                state.catchUp = true
-                return mustWake(&state)
-            }
-            if wake { ring() }
+        case .catchUp: catchUp()
+        }
+    }
+
+    /// Compares every mailbox with what was last delivered and delivers the changed ones
+    /// (``MessageDelivery/Reason/catchUp``): after a reconnect, or when the directory watch
+    /// starts or may have missed events.
+    func catchUp() {
+        let wake = state.withLock { state -> Bool in
+            if state.cancelled { return false }
+            state.catchUp = true
+            return mustWake(&state)
+        }
+        if wake { ring() }
+    }
+
+    /// Called by the directory watch (on its thread) with the mailboxes whose `ID.json` was
+    /// replaced or removed: the listener's among them are read as if posted.
+    func filesChanged(_ identifiers: [MessageIdentifier]) {
+        if let only {
+            if identifiers.contains(only) { record([only], reason: .posted) }
+        } else {
+            record(identifiers, reason: .posted)
         }
     }
 

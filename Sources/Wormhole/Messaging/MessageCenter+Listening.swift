@@ -21,11 +21,24 @@ extension MessageCenter {
         /// ``WormholeError/Code/transientDropped`` failure per identifier saying how many.
         public var transientBufferLimit: Int
 
+        /// When the bus cannot be reached (no session bus in a container, an SSH session or CI; a
+        /// daemon that is down or does not answer), listen through inotify on the wormhole
+        /// directory instead of throwing, and move to the bus as soon as it can be reached (see
+        /// ``MessageCenter/WakeSource``); likewise while a lost connection is away. Default
+        /// `true`. Only for the built-in transitings (a custom one has no directory to watch).
+        /// With `false`, starting a listener without a bus throws `BusError` and a lost bus is
+        /// caught up on its return.
+        public var wakesThroughDirectoryWithoutBus: Bool
+
         /// Creates options.
-        public init(deliversStoredMessageOnStart: Bool = false, deliversEveryPost: Bool = false, transientBufferLimit: Int = 1024) {
+        public init(
+            deliversStoredMessageOnStart: Bool = false, deliversEveryPost: Bool = false, transientBufferLimit: Int = 1024,
+            wakesThroughDirectoryWithoutBus: Bool = true
+        ) {
             self.deliversStoredMessageOnStart = deliversStoredMessageOnStart
             self.deliversEveryPost = deliversEveryPost
             self.transientBufferLimit = transientBufferLimit
+            self.wakesThroughDirectoryWithoutBus = wakesThroughDirectoryWithoutBus
         }
     }
 
@@ -77,21 +90,8 @@ extension MessageCenter {
                 transiting: transiting, prefix: notificationPrefix, only: identifier, options: options,
                 sink: .handler(executor, handler))
         }
-        let center = try notificationCenter()
-        let observers = try center.addObservers(
-            cores.map { core in (notificationName(for: core.only!), { core.notified($0) }) }, on: .ioThread)
-        let listeners = zip(cores, observers).map { MessageListener(core: $0, observer: $1) }
-        // The transient messages' rules, batched the same way (a second round trip, not 10,000).
-        do {
-            let routes = try center.addMessageRoutes(
-                cores.map { core in (notificationName(for: core.only!), { core.received($0) }) })
-            for (listener, route) in zip(listeners, routes) {
-                listener.attachTransientRoute { center.removeMessageRoute(route) }
-            }
-        } catch {
-            for listener in listeners { listener.cancel() }
-            throw error
-        }
+        let listeners = cores.map { core in makeListener(core, only: core.only, options: options) }
+        try wakeups.start(listeners)
         for core in cores {
             if options.deliversStoredMessageOnStart { core.checkStored() } else { core.recordBaseline() }
         }
@@ -150,18 +150,27 @@ extension MessageCenter {
         let core = ListenerCore<Message>(
             transiting: transiting, prefix: notificationPrefix, only: identifier, options: options,
             sink: .doorbell(continuation))
-        let center = try notificationCenter()
-        let target = identifier.map(notificationName(for:)) ?? notificationPrefix
-        let observer = try await center.addObserver(
-            target, isPrefix: identifier == nil, on: .ioThread, handler: { core.notified($0) },
-            finish: { continuation.finish() })
-        let listener = MessageListener(core: core, observer: observer)
+        let listener = makeListener(core, only: identifier, options: options)
         do {
-            let route = try await center.addMessageRoute(target, isPrefix: identifier == nil) { core.received($0) }
-            listener.attachTransientRoute { center.removeMessageRoute(route) }
+            let center = try notificationCenter()
+            let observer = try await center.addObserver(
+                listener.target, isPrefix: listener.isPrefix, on: .ioThread, handler: { core.notified($0) },
+                finish: { continuation.finish() })
+            let route: UInt64
+            do {
+                route = try await center.addMessageRoute(listener.target, isPrefix: listener.isPrefix) { core.received($0) }
+            } catch {
+                observer.cancel()
+                throw error
+            }
+            listener.attach(observer: observer) { center.removeMessageRoute(route) }
+            wakeups.register([listener])
         } catch {
-            listener.cancel()
-            throw error
+            guard let busError = wakeups.fallsBack(error, [listener]) else {
+                listener.cancel()
+                throw error
+            }
+            try wakeups.fallBack([listener], because: busError)
         }
         continuation.onTermination = { _ in listener.cancel() }
         if options.deliversStoredMessageOnStart { core.checkStored() } else { core.recordBaseline() }
@@ -169,24 +178,17 @@ extension MessageCenter {
     }
 
     private func start<Message>(_ core: ListenerCore<Message>, options: ListenOptions) throws -> MessageListener {
-        let center = try notificationCenter()
-        let handler: @Sendable (DarwinNotification) -> Void = { core.notified($0) }
-        let observer =
-            if let only = core.only {
-                try center.addObserver(for: notificationName(for: only), on: .ioThread, handler: handler)
-            } else {
-                try center.addObserver(forPrefix: notificationPrefix, on: .ioThread, handler: handler)
-            }
-        let listener = MessageListener(core: core, observer: observer)
-        do {
-            let target = core.only.map(notificationName(for:)) ?? notificationPrefix
-            let route = try center.addMessageRoute(target, isPrefix: core.only == nil) { core.received($0) }
-            listener.attachTransientRoute { center.removeMessageRoute(route) }
-        } catch {
-            listener.cancel()
-            throw error
-        }
+        let listener = makeListener(core, only: core.only, options: options)
+        try wakeups.start([listener])
         if options.deliversStoredMessageOnStart { core.checkStored() } else { core.recordBaseline() }
         return listener
+    }
+
+    private func makeListener<Message>(
+        _ core: ListenerCore<Message>, only: MessageIdentifier?, options: ListenOptions
+    ) -> MessageListener {
+        MessageListener(
+            core: core, target: only.map(notificationName(for:)) ?? notificationPrefix, isPrefix: only == nil,
+            fallsBack: options.wakesThroughDirectoryWithoutBus)
     }
 }

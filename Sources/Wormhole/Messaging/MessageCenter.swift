@@ -53,8 +53,9 @@ public final class MessageCenter: Sendable {
     /// before the file is read (see ``FileTransiting/maximumMessageSize``).
     public let maximumMessageSize: Int
     let logger: Logger
-    private let centerBox = Mutex<DarwinNotificationCenter?>(nil)
-    private let sharedStateDirectory: String?
+    let centers: LazyNotificationCenter
+    /// Where the listeners are registered, and how they are woken (the bus, or the directory).
+    let wakeups: ListenerWakeups
     private let lastSentAt = Atomic<UInt64>(0)
 
     /// Opens a wormhole (like MMWormhole's `initWithApplicationGroupIdentifier:optionalDirectory:`).
@@ -97,8 +98,11 @@ public final class MessageCenter: Sendable {
         case .custom(let custom): self.transiting = custom
         }
         self.busAddress = busAddress
-        self.sharedStateDirectory = sharedStateDirectory
         self.logger = logger
+        centers = LazyNotificationCenter(busAddress: busAddress, sharedStateDirectory: sharedStateDirectory, logger: logger)
+        wakeups = ListenerWakeups(
+            centers: centers, files: (self.transiting as? FileTransiting)?.files ?? (self.transiting as? CoordinatedFileTransiting)?.files,
+            logger: logger)
     }
 
     /// The notification name for `identifier`: `<group>/<directory>/<identifier>`.
@@ -123,18 +127,7 @@ public final class MessageCenter: Sendable {
     /// The connection is made outside any lock, so a send on another thread never waits behind
     /// it; when two threads connect at once, the first to finish wins and the other's
     /// connection is closed.
-    public func notificationCenter() throws -> DarwinNotificationCenter {
-        if let center = centerBox.withLock({ $0 }) { return center }
-        let made = try DarwinNotificationCenter(
-            busAddress: busAddress, sharedStateDirectory: sharedStateDirectory, logger: logger)
-        let (center, lost) = centerBox.withLock { box -> (DarwinNotificationCenter, Bool) in
-            if let existing = box { return (existing, true) }
-            box = made
-            return (made, false)
-        }
-        if lost { made.close() }
-        return center
-    }
+    public func notificationCenter() throws -> DarwinNotificationCenter { try centers.get() }
 
     // MARK: Sending
 
@@ -289,7 +282,7 @@ public final class MessageCenter: Sendable {
     /// Blocks until pending notifications are written to the bus (call before exiting). Sends
     /// on other threads do not wait behind it.
     public func flush() {
-        let center = centerBox.withLock { $0 }
+        let center = centers.existing()
         center?.flush()
     }
 

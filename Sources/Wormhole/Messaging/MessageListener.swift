@@ -6,39 +6,82 @@ public import WormholeDBus
 /// Active until ``cancel()`` or until the last reference to it is released, whichever comes
 /// first (the rule of every `SubscriptionHandle`): keep it for as long as you want
 /// deliveries. It keeps the bus connection it listens on open, even after its
-/// ``MessageCenter`` is released.
+/// ``MessageCenter`` is released. Without a bus it is woken through the wormhole directory
+/// (see ``MessageCenter/WakeSource``) until the bus can be reached.
 public final class MessageListener: SubscriptionHandle {
-    private let core: any ListenerControl
-    private let observer: NotificationObserver
-    /// Removes the route of the transient messages (`Message` signals); set once, at start.
-    private let transientRoute = Mutex<(@Sendable () -> Void)?>(nil)
-
-    init(core: any ListenerControl, observer: NotificationObserver) {
-        self.core = core
-        self.observer = observer
+    /// What a listener holds on the bus, once attached.
+    private struct BusSide {
+        var observer: NotificationObserver?
+        /// Removes the route of the transient messages (`Message` signals).
+        var removeTransientRoute: (@Sendable () -> Void)?
     }
 
-    /// Keeps the removal of the transient route, to run on cancel (at once if already cancelled).
-    func attachTransientRoute(_ remove: @escaping @Sendable () -> Void) {
-        let cancelled = transientRoute.withLock { route -> Bool in
-            if core.isCancelled { return true }
-            route = remove
-            return false
-        }
-        if cancelled { remove() }
+    let core: any ListenerControl
+    /// The name listened to on the bus: `<group>/<directory>/<identifier>`, or the wormhole's
+    /// prefix `<group>/<directory>/` for every identifier.
+    let target: NotificationName
+    /// Whether ``target`` is a prefix.
+    let isPrefix: Bool
+    /// Whether the directory watch may wake it when the bus cannot be reached.
+    let fallsBack: Bool
+    private let bus = Mutex(BusSide())
+    /// Where it is registered, to be told when the bus comes and goes; set once, at start.
+    private let registry = Mutex<ListenerWakeups?>(nil)
+
+    init(core: any ListenerControl, target: NotificationName, isPrefix: Bool, fallsBack: Bool) {
+        self.core = core
+        self.target = target
+        self.isPrefix = isPrefix
+        self.fallsBack = fallsBack
     }
 
     deinit { cancel() }
+
+    /// Whether it listens on the bus (its rules were accepted on the current connection, or
+    /// will be re-added by the connection on a reconnect).
+    var isAttached: Bool { bus.withLock { $0.observer != nil } }
+
+    /// Keeps what was added on the bus for this listener; when it was cancelled meanwhile, removes
+    /// it at once and returns false.
+    @discardableResult
+    func attach(observer: NotificationObserver, removeTransientRoute: @escaping @Sendable () -> Void) -> Bool {
+        let kept = bus.withLock { side -> Bool in
+            if core.isCancelled { return false }
+            side.observer = observer
+            side.removeTransientRoute = removeTransientRoute
+            return true
+        }
+        if !kept {
+            observer.cancel()
+            removeTransientRoute()
+        }
+        return kept
+    }
+
+    /// Keeps the registry that wakes it; when it was cancelled meanwhile, unregisters at once.
+    func attach(registry wakeups: ListenerWakeups) {
+        let kept = registry.withLock { registry -> Bool in
+            if core.isCancelled { return false }
+            registry = wakeups
+            return true
+        }
+        if !kept { wakeups.unregister(self) }
+    }
 
     /// Stops the listener and removes its bus rules; no handler call starts after this
     /// returns (a call already running finishes). Calling it twice does nothing.
     public func cancel() {
         if core.cancel() { return }
-        observer.cancel()
-        transientRoute.withLock { route in
-            defer { route = nil }
-            return route
-        }?()
+        let side = bus.withLock { side in
+            defer { side = BusSide() }
+            return side
+        }
+        side.observer?.cancel()
+        side.removeTransientRoute?()
+        registry.withLock { registry in
+            defer { registry = nil }
+            return registry
+        }?.unregister(self)
     }
 
     /// Whether ``cancel()`` was called.
@@ -50,10 +93,18 @@ public final class MessageListener: SubscriptionHandle {
     package func deliverStoredMessages() { core.checkStored() }
 }
 
-/// What a ``MessageListener`` needs of its core, whatever the message type.
+/// What a ``MessageListener`` and its registry need of its core, whatever the message type.
 protocol ListenerControl: Sendable {
     /// Marks the core cancelled; whether it already was.
     func cancel() -> Bool
     var isCancelled: Bool { get }
     func checkStored()
+    /// A post on the bus (on the I/O thread).
+    func notified(_ note: DarwinNotification)
+    /// A transient message on the bus (on the I/O thread).
+    func received(_ signal: TransientSignal)
+    /// Mailboxes whose files the directory watch saw change.
+    func filesChanged(_ identifiers: [MessageIdentifier])
+    /// Compare every mailbox with what was last delivered.
+    func catchUp()
 }
