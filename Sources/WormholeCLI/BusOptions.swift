@@ -1,3 +1,4 @@
+import Foundation
 import ArgumentParser
 import Wormhole
 import WormholeDBus
@@ -8,6 +9,13 @@ struct BusOptions: ParsableArguments {
     var busAddress: String?
 
     @OptionGroup var log: LogOptions
+
+    /// The address, checked; the session bus when none was given; `nil` when none was given and
+    /// there is no session bus (`DBUS_SESSION_BUS_ADDRESS` unset or empty).
+    func addressIfAny() throws -> BusAddress? {
+        if busAddress == nil && (ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"] ?? "").isEmpty { return nil }
+        return try address()
+    }
 
     /// The address, checked; the session bus when none was given.
     func address() throws -> BusAddress {

@@ -19,9 +19,10 @@ final class BusReports: Sendable {
     /// Catch-up lines written since the last reconnect (`listen`).
     private let caughtUp = Atomic<Int>(0)
 
-    init(_ kind: Kind, address: BusAddress) {
+    /// `address`: the bus watched; `nil` when there is no session bus (its messages then say so).
+    init(_ kind: Kind, address: BusAddress?) {
         self.kind = kind
-        self.address = quoted(address.rawValue)
+        self.address = address.map { quoted($0.rawValue) } ?? "(no session bus)"
     }
 
     /// Counts one catch-up line (call where the line is written, on the I/O thread).

@@ -89,7 +89,8 @@ struct ListenCommand: ParsableCommand {
         let counter = DeliveryCounter(limit: count)
         // On the I/O thread: the file is read, the line built and written where the signal was
         // read, with no hop; the count is taken only once the line is written.
-        let address = try options.bus.address()
+        // No session bus at all is not an error here unless --require-bus: the directory wakes it.
+        let address = try requireBus ? options.bus.address() : options.bus.addressIfAny()
         let reports = BusReports(.listen, address: address)
         let handler: @Sendable (MessageDelivery<JSONDocument>) -> Void = { delivery in
             let message: JSONDocument?
@@ -134,7 +135,7 @@ struct ListenCommand: ParsableCommand {
         let watching: any SubscriptionHandle
         if requireBus {
             // A bus that is not there yet is waited for (one line says so), not an error.
-            listeners = try withCLIErrors { try retryingUntilBusReachable(address, listen) }
+            listeners = try withCLIErrors { try retryingUntilBusReachable(address!, listen) }
             watching = reports.watch(try withCLIErrors { try wormhole.notificationCenter().connection })
         } else {
             // Without a bus the listeners are woken through the directory until it can be reached.

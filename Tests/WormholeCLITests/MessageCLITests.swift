@@ -343,7 +343,8 @@ struct MessageCLITests {
     @Test("listen says when the bus is lost, prints what changed meanwhile as catchUp lines, then says it caught up")
     func listenReportsBus() async throws {
         // No --count: the command would exit on the catch-up line, before the line that follows it.
-        let child = try await world.listen(["away", "still"])
+        // --require-bus: nothing wakes it while the bus is away (the default is the directory watch).
+        let child = try await world.listen(["away", "still", "--require-bus"])
         let sender = try world.inProcess()
         try sender.passMessage(CLICounter(n: 0), identifier: "still")
         _ = try await CLIWait.next(1, from: child.stdoutLines, "the first post")
@@ -370,6 +371,35 @@ struct MessageCLITests {
         #expect(
             output.stdout.split(separator: "\n").count == 2,
             "the unchanged mailbox 'still' is not delivered again: \(output.stdout)")
+    }
+
+    @Test("listen that loses the bus prints what another process sends through the directory, then goes back to the bus")
+    func listenFallsBackToTheDirectory() async throws {
+        let child = try await world.listen(["doc"])
+        world.bus.kill()
+        let address = "'\(world.bus.address.rawValue)'"
+        #expect(
+            try await CLIWait.next(1, from: child.stderrLines, "the lost line") == [
+                "wormhole: lost the bus at \(address); listening through the wormhole directory until it is back"
+            ])
+        let sent = try await world.wormhole("send", ["doc", #"{"n":1}"#])
+        #expect(sent.status == 0, "\(sent.stderr)")
+        #expect(
+            try await CLIWait.next(1, from: child.stdoutLines, "the line through the directory") == [
+                #"{"identifier":"doc","message":{"n":1},"reason":"posted","sentAt":null}"#
+            ])
+        try world.bus.start()
+        #expect(
+            try await CLIWait.next(1, from: child.stderrLines, "the back line") == [
+                "wormhole: back on the bus at \(address); caught up (0 messages changed while it was away)"
+            ])
+        let report = try world.inProcess().passMessage(CLICounter(n: 2), identifier: "doc")
+        #expect(
+            try await CLIWait.next(1, from: child.stdoutLines, "the line on the bus") == [
+                #"{"identifier":"doc","message":{"n":2},"reason":"posted","sentAt":\#(report.sentAt)}"#
+            ])
+        child.signal(SIGTERM)
+        _ = try await CLIWait.wait(child)
     }
 
     @Test("wormhole read prints a stored document that ends in a newline as one line, not two")

@@ -63,6 +63,16 @@ private final class ReliabilityWorld: Sendable {
         guard ftruncate(fd, off_t(size)) == 0 else { throw TestFailure("ftruncate \(path): errno \(errno)") }
     }
 
+    /// Runs `wormhole` with `arguments` (no bus address) and exactly `environment`, on a Dispatch thread.
+    static func runWithoutBus(_ arguments: [String], environment: [String: String]) async throws -> ProcessOutput {
+        let executable = try productPath("wormhole")
+        return try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try run(executable, arguments, environment: environment) })
+            }
+        }
+    }
+
     static func wait(_ child: ChildProcess) async throws -> ProcessOutput {
         try await within("the child to exit") {
             await withCheckedContinuation { continuation in
@@ -135,14 +145,56 @@ struct ReliabilityCLITests {
         #expect(read.stdout == big + "\n")
     }
 
-    @Test("listen and observe started while the bus is down say so, wait, then print ready and deliver",
+    @Test("listen started while the bus is down prints ready, says it listens through the directory, delivers, then moves to the bus")
+    func listenStartedBeforeTheBus() async throws {
+        world.bus.kill()
+        let child = try world.start("listen", ["late", "--timeout", "120"])
+        let lines = try await next(2, from: child.stderrLines, "ready, then where it listens")
+        #expect(lines.first == "ready")
+        #expect(
+            lines.last == "wormhole: cannot connect to the bus at '\(world.bus.address.rawValue)': Failed to connect to socket "
+                + "\(world.bus.address.rawValue.dropFirst("unix:path=".count)): No such file or directory; listening through the "
+                + "wormhole directory (inotify) until the bus can be reached", "\(lines)")
+        let sent = try await world.wormhole("send", ["late", #"{"n":1}"#])
+        #expect(sent.status == 0)
+        #expect(try await next(1, from: child.stdoutLines, "the line") == [#"{"identifier":"late","message":{"n":1},"reason":"posted","sentAt":null}"#])
+        try world.bus.start()
+        let back = try await next(1, from: child.stderrLines, "the line saying it is on the bus")
+        #expect(back.first?.hasPrefix("wormhole: back on the bus at") == true, "\(back)")
+        child.signal(SIGTERM)
+        _ = try await ReliabilityWorld.wait(child)
+    }
+
+    @Test("with no session bus at all (no DBUS_SESSION_BUS_ADDRESS, no --bus-address) listen works through the directory")
+    func listenWithNoSessionBus() async throws {
+        // Set and empty counts as not set (the test support otherwise gives children an address
+        // that leads nowhere, so that none finds the user's own bus).
+        var environment = world.environment
+        environment["DBUS_SESSION_BUS_ADDRESS"] = ""
+        let child = try ChildProcess(
+            try productPath("wormhole"), ["listen", "--group", ReliabilityWorld.group, "solo", "--count", "2", "--timeout", "120"],
+            environment: environment)
+        let lines = try await next(2, from: child.stderrLines, "ready, then where it listens")
+        #expect(lines.first == "ready")
+        #expect(lines.last?.contains("DBUS_SESSION_BUS_ADDRESS is not set") == true, "\(lines)")
+        for n in 1...2 {
+            let sent = try await ReliabilityWorld.runWithoutBus(
+                ["send", "--group", ReliabilityWorld.group, "solo", "{\"n\":\(n)}"], environment: environment)
+            #expect(sent.status == 0, "\(sent.stderr)")
+            #expect(try await next(1, from: child.stdoutLines, "line \(n)").first?.contains("\"n\":\(n)") == true)
+        }
+        let output = try await ReliabilityWorld.wait(child)
+        #expect(output.status == 0, "\(output.stderr)")
+    }
+
+    @Test("listen --require-bus and observe started while the bus is down say so, wait, then print ready and deliver",
           arguments: ["listen", "observe"])
     func startedBeforeTheBus(command: String) async throws {
         world.bus.kill()
         let name = "\(ReliabilityWorld.group)/wormhole/late"
         let child =
             command == "listen"
-            ? try world.start("listen", ["late", "--count", "1", "--timeout", "120"])
+            ? try world.start("listen", ["late", "--count", "1", "--timeout", "120", "--require-bus"])
             : try ChildProcess(
                 try productPath("wormhole"),
                 ["observe", name, "--count", "1", "--timeout", "120", "--bus-address", world.bus.address.rawValue],
@@ -168,10 +220,10 @@ struct ReliabilityCLITests {
         }
     }
 
-    @Test("with the bus never coming back, --timeout still ends listen (124 with --count)")
+    @Test("with the bus never coming back, --timeout still ends listen --require-bus (124 with --count)")
     func timeoutWhileWaitingForTheBus() async throws {
         world.bus.kill()
-        let child = try world.start("listen", ["never", "--count", "1", "--timeout", "1"])
+        let child = try world.start("listen", ["never", "--count", "1", "--timeout", "1", "--require-bus"])
         let output = try await ReliabilityWorld.wait(child)
         #expect(output.status == 124)
         let lines = output.stderr.split(separator: "\n")

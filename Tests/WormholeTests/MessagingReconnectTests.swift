@@ -28,18 +28,21 @@ struct MessagingReconnectTests {
 
     @Test("a running listener reconnects and catches up with what changed, and only that")
     func catchUp() async throws {
+        // Without the directory watch, so that what changed while the bus was away comes as the
+        // catch-up (MessagingDirectoryFallbackTests covers the default).
+        let options = MessageCenter.ListenOptions(wakesThroughDirectoryWithoutBus: false)
         // Stored before anyone listens, and never changed: not news after the outage either.
         try fixture.wormhole().passMessage(MessagingCounter(n: 0), identifier: "old")
         let receiver = try fixture.wormhole()
         let queue = DispatchQueue(label: "test.messaging.catch-up")
         let (old, onOld) = MessagingHarness.recorder(MessagingCounter.self)
-        let oldListener = try receiver.listen(identifier: "old", on: .queue(queue), handler: onOld)
+        let oldListener = try receiver.listen(identifier: "old", on: .queue(queue), options: options, handler: onOld)
         defer { oldListener.cancel() }
         let (all, onAll) = MessagingHarness.recorder(MessagingCounter.self)
-        let allListener = try receiver.listenToAllMessages(on: .queue(queue), handler: onAll)
+        let allListener = try receiver.listenToAllMessages(on: .queue(queue), options: options, handler: onAll)
         defer { allListener.cancel() }
         let (single, onSingle) = MessagingHarness.recorder(MessagingCounter.self)
-        let singleListener = try receiver.listen(identifier: "changed", on: .queue(queue), handler: onSingle)
+        let singleListener = try receiver.listen(identifier: "changed", on: .queue(queue), options: options, handler: onSingle)
         defer { singleListener.cancel() }
 
         let before = try fixture.wormhole()

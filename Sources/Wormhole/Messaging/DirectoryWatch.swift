@@ -64,19 +64,16 @@ final class DirectoryWatch: @unchecked Sendable {
         for descriptor in pipeFDs { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
         inotifyFD = fd
         stopPipe = (pipeFDs[0], pipeFDs[1])
-        do {
-            watchDescriptor = try addWatch()
-        } catch {
-            closeDescriptors()
-            throw error
-        }
+        // On a failure deinit runs (every property is set) and closes the descriptors.
+        watchDescriptor = try addWatch()
         let thread = Thread { [self] in run() }
         thread.name = "wormhole.directory-watch"
         thread.start()
     }
 
-    /// Stops the thread (it closes the descriptors on its way out). No report starts after the
-    /// thread sees it; one already running finishes. Calling it again does nothing.
+    /// Stops the thread. No report starts after the thread sees it; one already running
+    /// finishes. Calling it again does nothing. The descriptors are closed when the watch is
+    /// released (the thread holds it until it returns), never while the thread may use them.
     func stop() {
         if stopped.exchange(true, ordering: .acquiringAndReleasing) { return }
         var byte: UInt8 = 1
@@ -105,8 +102,9 @@ final class DirectoryWatch: @unchecked Sendable {
         Glibc.close(stopPipe.write)
     }
 
+    deinit { closeDescriptors() }
+
     private func run() {
-        defer { closeDescriptors() }
         // Room for at least 64 events with the longest names (16 + 256 bytes each).
         let capacity = 64 * 272
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
