@@ -53,7 +53,7 @@ struct BenchCommand: ParsableCommand {
         BenchJournalCommand.self,
     ]
 
-    static let suites = ["notify", "message", "cli", "rate", "routes", "defaults", "journal"]
+    static let suites = ["notify", "message", "cli", "rate", "routes", "defaults", "journal", "fallback"]
     static let defaultConfig = "dbus/wormhole-session.conf"
 
     @Option(help: "What to measure: \(suites.joined(separator: ", ")) or all; several separated by commas.")
@@ -265,6 +265,7 @@ struct BenchCommand: ParsableCommand {
             switch suite {
             case "notify": try NotifySuite(context: context).run()
             case "message": try MessageSuite(context: context).run()
+            case "fallback": try FallbackSuite(context: context).run()
             case "cli": try CLISuite(context: context).run()
             case "rate": try RateSuite(context: context).run()
             case "defaults": try DefaultsSuite(context: context).run()

@@ -11,11 +11,14 @@ enum MessageMode: String, ExpressibleByArgument, CaseIterable, Sendable {
     case transient
     /// Raw `JSONDocument`s as transient messages (no encoder or decoder, nothing stored).
     case transientRaw = "transient-raw"
+    /// Raw `JSONDocument`s stored in the mailbox with no bus to reach: both sides are woken
+    /// through the directory watch (inotify), each send's post fails fast.
+    case directory
 
     /// Whether payloads travel in the signal (nothing stored).
     var isTransient: Bool { self == .transient || self == .transientRaw }
     /// Whether payloads are raw documents (no codec).
-    var isRaw: Bool { self == .raw || self == .transientRaw }
+    var isRaw: Bool { self == .raw || self == .transientRaw || self == .directory }
 }
 
 /// The echo side of the message ping-pong (run by the bench): answers each `ping` message with

@@ -29,4 +29,22 @@ enum FloorPingPong {
         }
         return histogram
     }
+
+    /// The same ping-pong of `size`-byte files with no bus: each side woken by inotify
+    /// (`IN_MOVED_TO` of the other's file in `directory`), the floor under listening without a bus.
+    static func runInotify(directory: String, size: Int, count: Int, warmup: Int) throws -> Histogram<UInt64> {
+        let floor = try Executables.sibling("wormhole-floor")
+        let echo = try ChildProcess(executable: floor, arguments: ["inotify-echo", directory, "\(size)"])
+        try echo.waitForReady()
+        let ping = try ChildProcess(
+            executable: floor, arguments: ["inotify-ping", directory, "\(size)", "\(count)", "\(warmup)"])
+        let output = try ping.readAllOutput()
+        guard ping.waitForExit() == 0 else { throw BenchFailure("wormhole-floor inotify-ping failed") }
+        echo.waitForExit()
+        var histogram = BenchRow.makeHistogram()
+        for line in output {
+            if let value = UInt64(line) { histogram.record(value) }
+        }
+        return histogram
+    }
 }

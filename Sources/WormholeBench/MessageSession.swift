@@ -17,6 +17,8 @@ final class MessageSession {
     init(address: BusAddress, root: String, size: Int, mode: MessageMode = .mailbox) throws {
         // A group per mode: sessions of several modes run side by side.
         let group = "group.org.wormhole.bench." + mode.rawValue
+        // No bus: an address where nothing listens (connecting fails at once, as without a session bus).
+        let address = mode == .directory ? try BusAddress("unix:path=\(root)/no-bus-here") : address
         echo = try ChildProcess(
             executable: Executables.current,
             arguments: [

@@ -31,6 +31,14 @@
 //     writes "ready", and per Posted signal reads DIR/ID.json whole and prints
 //     {"identifier":"ID","message":<the file, trailing white space stripped>}.
 //
+// The floor under listening without a bus (inotify on the directory, no D-Bus at all):
+//
+//   wormhole-floor inotify-echo DIR SIZE
+//   wormhole-floor inotify-ping DIR SIZE COUNT WARMUP
+//     the same ping-pong of SIZE-byte files, each side woken by IN_MOVED_TO of the other's
+//     file in DIR (one blocking read(2) of the inotify descriptor) instead of a signal; the
+//     echo side exits when stop.json is renamed in.
+//
 // The post rate floor:
 //
 //   wormhole-floor blast ADDRESS NAME COUNT
@@ -45,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -213,6 +222,76 @@ static int ping_pong_main(int argc, char **argv) {
     }
     dbus_connection_close(connection);
     dbus_connection_unref(connection);
+    return 0;
+}
+
+// Blocks until `name` is renamed into the watched directory (the event naming it).
+static void wait_for_rename(int fd, const char *name) {
+    char events[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    for (;;) {
+        ssize_t length = read(fd, events, sizeof events);
+        if (length <= 0) {
+            if (length < 0 && errno == EINTR) continue;
+            fprintf(stderr, "wormhole-floor: inotify read failed: %s\n", strerror(errno));
+            exit(1);
+        }
+        for (char *at = events; at < events + length;) {
+            struct inotify_event *event = (struct inotify_event *)at;
+            if (event->len > 0 && strcmp(event->name, name) == 0) return;
+            at += sizeof *event + event->len;
+        }
+    }
+}
+
+static int inotify_main(int argc, char **argv) {
+    int is_echo = strcmp(argv[1], "inotify-echo") == 0;
+    if (argc < (is_echo ? 4 : 6)) {
+        fprintf(stderr, "usage: wormhole-floor inotify-echo DIR SIZE | inotify-ping DIR SIZE COUNT WARMUP\n");
+        return 64;
+    }
+    const char *dir = argv[2];
+    size_t size = (size_t)atol(argv[3]);
+    int fd = inotify_init1(IN_CLOEXEC);
+    if (fd < 0 || inotify_add_watch(fd, dir, IN_MOVED_TO) < 0) {
+        fprintf(stderr, "wormhole-floor: cannot watch %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    char *payload = malloc(size + 1), *buffer = malloc(size + 1);
+    memset(payload, 'x', size);
+    fprintf(stderr, "ready\n");
+    if (is_echo) {
+        char events[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+        for (;;) {
+            ssize_t length = read(fd, events, sizeof events);
+            if (length <= 0) {
+                if (length < 0 && errno == EINTR) continue;
+                return 1;
+            }
+            for (char *at = events; at < events + length;) {
+                struct inotify_event *event = (struct inotify_event *)at;
+                if (event->len > 0 && strcmp(event->name, "stop.json") == 0) return 0;
+                if (event->len > 0 && strcmp(event->name, "ping.json") == 0) {
+                    size_t got = read_file(dir, "ping.json", buffer, size + 1);
+                    write_file(dir, "pong.json", buffer, got);
+                }
+                at += sizeof *event + event->len;
+            }
+        }
+    }
+    long count = atol(argv[4]), warmup = atol(argv[5]);
+    for (long i = 0; i < count + warmup; i++) {
+        uint64_t start = now_ns();
+        write_file(dir, "ping.json", payload, size);
+        wait_for_rename(fd, "pong.json");
+        if (read_file(dir, "pong.json", buffer, size + 1) != size) {
+            fprintf(stderr, "wormhole-floor: short pong file\n");
+            return 1;
+        }
+        uint64_t elapsed = now_ns() - start;
+        if (i >= warmup) printf("%" PRIu64 "\n", elapsed);
+    }
+    fflush(stdout);
+    write_file(dir, "stop.json", "{}", 2);
     return 0;
 }
 
@@ -517,5 +596,6 @@ int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "observe") == 0) return observe_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "listen") == 0) return listen_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "blast") == 0) return blast_main(argc, argv);
+    if (argc >= 2 && strncmp(argv[1], "inotify-", 8) == 0) return inotify_main(argc, argv);
     return ping_pong_main(argc, argv);
 }
