@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 
 /// The address of a D-Bus bus, such as `unix:path=/run/user/1000/bus`.
 ///
@@ -23,8 +24,10 @@ public struct BusAddress: Hashable, Sendable, CustomStringConvertible {
     /// ``BusError/Code/invalidAddress`` when it does not parse.
     /// - Parameter environment: the environment to read; `nil` reads the process's own.
     public static func session(environment: [String: String]? = nil) throws -> BusAddress {
-        let environment = environment ?? ProcessInfo.processInfo.environment
-        guard let value = environment["DBUS_SESSION_BUS_ADDRESS"], !value.isEmpty else {
+        // getenv, not ProcessInfo's environment, which copies the whole environment per call
+        // (this runs on every send while no bus can be reached).
+        let value = environment.map { $0["DBUS_SESSION_BUS_ADDRESS"] } ?? getenv("DBUS_SESSION_BUS_ADDRESS").map { String(cString: $0) }
+        guard let value, !value.isEmpty else {
             throw BusError(
                 .noSessionBus,
                 "DBUS_SESSION_BUS_ADDRESS is not set: there is no session bus to use; pass an explicit bus address")
@@ -50,6 +53,14 @@ public struct BusAddress: Hashable, Sendable, CustomStringConvertible {
         ((try? Self.parse(rawValue)) ?? []).compactMap { entry in
             entry.method == "unix" ? entry.values["path"] : nil
         }
+    }
+
+    /// The socket paths when every entry of the address is `unix:path=` (nothing else could
+    /// answer); `nil` otherwise.
+    package var onlyUnixSocketPaths: [String]? {
+        let entries = (try? Self.parse(rawValue)) ?? []
+        let paths = entries.compactMap { $0.method == "unix" ? $0.values["path"] : nil }
+        return paths.count == entries.count && !paths.isEmpty ? paths : nil
     }
 
     private static func parse(_ rawValue: String) throws(BusError) -> [LibDBus.AddressEntry] {

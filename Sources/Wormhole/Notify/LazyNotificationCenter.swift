@@ -1,3 +1,4 @@
+import Glibc
 import Logging
 import Synchronization
 import WormholeDBus
@@ -9,6 +10,13 @@ final class LazyNotificationCenter: Sendable {
     private let sharedStateDirectory: String?
     private let logger: Logger
     private let box = Mutex<DarwinNotificationCenter?>(nil)
+    /// The last connection failure, when every socket of the address was missing: their paths.
+    private let lastFailure = Mutex<(BusError, [String])?>(nil)
+
+    private static func exists(_ path: String) -> Bool {
+        var status = stat()
+        return lstat(path, &status) == 0 || errno != ENOENT
+    }
 
     init(busAddress: BusAddress?, sharedStateDirectory: String?, logger: Logger) {
         self.busAddress = busAddress
@@ -23,8 +31,20 @@ final class LazyNotificationCenter: Sendable {
 
     func get() throws -> DarwinNotificationCenter {
         if let center = existing() { return center }
-        let made = try DarwinNotificationCenter(
-            busAddress: busAddress, sharedStateDirectory: sharedStateDirectory, logger: logger)
+        // A failed connection to sockets that are still missing fails again: said without trying
+        // (a stat per path instead of setting up a connection, on every send while no bus runs).
+        if let (error, paths) = lastFailure.withLock({ $0 }), paths.allSatisfy({ !Self.exists($0) }) { throw error }
+        let made: DarwinNotificationCenter
+        do {
+            made = try DarwinNotificationCenter(
+                busAddress: busAddress, sharedStateDirectory: sharedStateDirectory, logger: logger)
+        } catch let error as BusError where error.code == .connectionFailed {
+            if let paths = (try? address())?.onlyUnixSocketPaths, paths.allSatisfy({ !Self.exists($0) }) {
+                lastFailure.withLock { $0 = (error, paths) }
+            }
+            throw error
+        }
+        lastFailure.withLock { $0 = nil }
         let (center, lost) = box.withLock { box -> (DarwinNotificationCenter, Bool) in
             if let existing = box { return (existing, true) }
             box = made
