@@ -123,10 +123,13 @@ final class DirectoryWatch: @unchecked Sendable {
             var identifiers: [MessageIdentifier] = []
             var rescan = false
             var directoryGone = false
-            while true {
+            var drained = false
+            while !drained {
                 let count = Glibc.read(inotifyFD, buffer, capacity)
                 if count < 0 && errno == EINTR { continue }
                 guard count > 0 else { break }
+                // Less than a full buffer: the queue was drained (no further read just to see EAGAIN).
+                defer { if count < capacity - 272 { drained = true } }
                 var offset = 0
                 while offset + 16 <= count {
                     let wd = buffer.load(fromByteOffset: offset, as: Int32.self)
