@@ -26,7 +26,7 @@ struct ClearCommand: ParsableCommand {
             return try wormhole.clearAllMessages()
         }
         if let error = reports.compactMap(\.notificationError).first {
-            writeError("wormhole: warning: cleared, but listeners were not notified: \(error)")
+            writeError("wormhole: warning: cleared, but listeners were not notified on the bus (listeners without a bus see the file): \(error)")
         }
         wormhole.flush()
     }

@@ -64,7 +64,7 @@ struct SendCommand: ParsableCommand {
             return try wormhole.passMessage(document, identifier: identifier)
         }
         if let error = report?.notificationError {
-            writeError("wormhole: warning: message stored, but listeners were not notified: \(error)")
+            writeError("wormhole: warning: message stored, but listeners were not notified on the bus (listeners without a bus see the file): \(error)")
         }
         wormhole.flush()
     }
