@@ -20,14 +20,7 @@ enum FloorPingPong {
         try echo.waitForReady()
         let ping = try ChildProcess(
             executable: floor, arguments: ["ping"] + common + ["\(count)", "\(warmup)"] + fileArguments)
-        let output = try ping.readAllOutput()
-        guard ping.waitForExit() == 0 else { throw BenchFailure("wormhole-floor ping failed") }
-        echo.waitForExit()
-        var histogram = BenchRow.makeHistogram()
-        for line in output {
-            if let value = UInt64(line) { histogram.record(value) }
-        }
-        return histogram
+        return try collect(ping, echo, "wormhole-floor ping")
     }
 
     /// The same ping-pong of `size`-byte files with no bus: each side woken by inotify
@@ -38,8 +31,13 @@ enum FloorPingPong {
         try echo.waitForReady()
         let ping = try ChildProcess(
             executable: floor, arguments: ["inotify-ping", directory, "\(size)", "\(count)", "\(warmup)"])
+        return try collect(ping, echo, "wormhole-floor inotify-ping")
+    }
+
+    /// The round-trip times `ping` printed (one number of nanoseconds per line), once both exited.
+    private static func collect(_ ping: ChildProcess, _ echo: ChildProcess, _ what: String) throws -> Histogram<UInt64> {
         let output = try ping.readAllOutput()
-        guard ping.waitForExit() == 0 else { throw BenchFailure("wormhole-floor inotify-ping failed") }
+        guard ping.waitForExit() == 0 else { throw BenchFailure("\(what) failed") }
         echo.waitForExit()
         var histogram = BenchRow.makeHistogram()
         for line in output {
