@@ -85,13 +85,16 @@ final class ListenerWakeups: Sendable {
         var eventSubscription: EventSubscription?
         var subscribers: [UInt64: (DeliveryExecutor, @Sendable (MessageCenter.WakeSource) -> Void)] = [:]
         var nextSubscriber: UInt64 = 1
+        /// The backoff after the bus was reachable but could not be listened on (seconds).
+        var retryDelay = 0.0
 
-        /// The listeners still alive that the directory watch may wake.
-        func fallingBack() -> [MessageListener] {
-            listeners.values.compactMap { registration in
-                guard let listener = registration.listener, listener.fallsBack, !listener.isCancelled else { return nil }
-                return listener
+        /// The listeners still alive (strong references: see `withLiveListeners`); forgets the others.
+        mutating func live() -> [MessageListener] {
+            let live = listeners.values.compactMap(\.listener)
+            if live.count != listeners.count {
+                listeners = Dictionary(uniqueKeysWithValues: live.map { (ObjectIdentifier($0), Registration(listener: $0)) })
             }
+            return live
         }
     }
 
@@ -116,6 +119,22 @@ final class ListenerWakeups: Sendable {
     }
 
     var source: MessageCenter.WakeSource { state.withLock { $0.source } }
+
+    /// Runs `body` under the lock with the live listeners, which are released only after the lock
+    /// is: a listener's last release runs its deinit, which unregisters it and takes the lock.
+    private func withLiveListeners<T: Sendable>(_ body: (inout State, [MessageListener]) -> T) -> T {
+        let (result, live) = state.withLock { state -> (T, [MessageListener]) in
+            let live = state.live()
+            return (body(&state, live), live)
+        }
+        withExtendedLifetime(live) {}
+        return result
+    }
+
+    /// The live listeners that the directory watch may wake.
+    private func fallingBack() -> [MessageListener] {
+        withLiveListeners { _, live in live }.filter { $0.fallsBack && !$0.isCancelled }
+    }
 
     /// Whether a failure to reach the bus is one the directory watch can stand in for.
     private func canFallBack(_ error: any Error) -> BusError? {
@@ -183,10 +202,10 @@ final class ListenerWakeups: Sendable {
     }
 
     func unregister(_ listener: MessageListener) {
-        let (watch, arrival) = state.withLock { state -> (DirectoryWatch?, BusArrivalWatch?) in
-            state.listeners.removeValue(forKey: ObjectIdentifier(listener))
-            state.listeners = state.listeners.filter { $0.value.listener != nil }
-            guard state.fallingBack().isEmpty else { return (nil, nil) }
+        let key = ObjectIdentifier(listener)
+        let (watch, arrival) = withLiveListeners { state, live -> (DirectoryWatch?, BusArrivalWatch?) in
+            state.listeners.removeValue(forKey: key)
+            if live.contains(where: { ObjectIdentifier($0) != key && $0.fallsBack && !$0.isCancelled }) { return (nil, nil) }
             defer {
                 state.watch = nil
                 state.arrival = nil
@@ -238,7 +257,7 @@ final class ListenerWakeups: Sendable {
     }
 
     private func directoryChanged(_ change: DirectoryChange) {
-        let listeners = state.withLock { $0.fallingBack() }
+        let listeners = fallingBack()
         switch change {
         case .mailboxes(let identifiers):
             for listener in listeners { listener.core.filesChanged(identifiers) }
@@ -252,8 +271,8 @@ final class ListenerWakeups: Sendable {
 
     /// Stops the watch (when no listener still needs it) and sets the source back to the bus.
     private func stopWatching() {
-        let watch = state.withLock { state -> DirectoryWatch? in
-            if state.listeners.values.contains(where: { ($0.listener.map { !$0.isAttached && !$0.isCancelled }) ?? false }) {
+        let watch = withLiveListeners { state, live -> DirectoryWatch? in
+            if live.contains(where: { !$0.isAttached && !$0.isCancelled }) {
                 return nil  // some listener is still off the bus
             }
             defer { state.watch = nil }
@@ -267,8 +286,8 @@ final class ListenerWakeups: Sendable {
     /// Waits for the bus in the background (once), unless there is no address to wait for.
     private func waitForBus() {
         guard let address = try? centers.address() else { return }
-        let arrival = state.withLock { state -> Bool in
-            if state.arrival != nil || state.fallingBack().isEmpty { return false }
+        let arrival = withLiveListeners { state, live -> Bool in
+            if state.arrival != nil || !live.contains(where: { $0.fallsBack && !$0.isCancelled }) { return false }
             state.arrival = BusArrivalWatch(address: address, logger: logger) { [weak self] in
                 guard let self else { return }
                 queue.async { self.busReachable() }
@@ -281,24 +300,32 @@ final class ListenerWakeups: Sendable {
     /// On `queue`: the bus can be reached. Attaches the listeners that are not, switches back.
     private func busReachable() {
         state.withLock { $0.arrival = nil }
-        let pending = state.withLock { $0.fallingBack() }.filter { !$0.isAttached }
+        let pending = fallingBack().filter { !$0.isAttached }
         guard !pending.isEmpty else { return }
         do {
             let center = try centers.get()
             watchEvents(of: center)
             try attach(pending, to: center)
         } catch {
-            logger.info("the bus answered, but listening on it failed; still waiting: \(error)")
-            waitForBus()
+            // Reachable, yet not usable (a daemon that refuses, or an address whose guid= names a
+            // daemon that was restarted): nothing will change that an fd could report, so wait
+            // again after a backoff (10 ms doubling to 2 s) rather than at once.
+            let delay = state.withLock { state -> Double in
+                state.retryDelay = min(max(state.retryDelay * 2, 0.01), 2)
+                return state.retryDelay
+            }
+            logger.info("the bus answered, but listening on it failed; trying again in \(Int(delay * 1000)) ms: \(error)")
+            queue.asyncAfter(deadline: .now() + delay) { [weak self] in self?.waitForBus() }
             return
         }
+        state.withLock { $0.retryDelay = 0 }
         switchedToBus()
     }
 
     /// The listeners are all on the bus again: stop the watch, catch up, tell the subscribers.
     private func switchedToBus() {
         stopWatching()
-        for listener in state.withLock({ $0.fallingBack() }) { listener.core.catchUp() }
+        for listener in fallingBack() { listener.core.catchUp() }
         setSource(.bus)
     }
 
@@ -328,7 +355,7 @@ final class ListenerWakeups: Sendable {
     /// until the connection is back; each catches up once the watch runs (what changed between
     /// the loss and the watch).
     private func busLost(_ address: BusAddress) {
-        let listeners = state.withLock { $0.fallingBack() }
+        let listeners = fallingBack()
         guard !listeners.isEmpty else { return }
         let error = BusError(.disconnected, value: address.rawValue, "lost the bus at \(quoted(address.rawValue))")
         do {
@@ -343,7 +370,7 @@ final class ListenerWakeups: Sendable {
     /// On `queue`: the connection is back (its rules re-added). Listeners started while it was
     /// away are attached now.
     private func busBack(_ center: DarwinNotificationCenter) {
-        let pending = state.withLock { $0.fallingBack() }.filter { !$0.isAttached }
+        let pending = fallingBack().filter { !$0.isAttached }
         if !pending.isEmpty {
             do {
                 try attach(pending, to: center)
