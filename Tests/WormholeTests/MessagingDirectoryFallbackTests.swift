@@ -150,6 +150,29 @@ struct MessagingDirectoryFallbackTests {
         #expect(received.last?.message == MessagingCounter(n: 0))
     }
 
+    @Test("listeners made and released on other threads while the directory watch delivers: no deadlock, nothing lost")
+    func churn() async throws {
+        fixture.bus.kill()
+        let receiver = try fixture.wormhole()
+        let (deliveries, handler) = MessagingHarness.recorder(MessagingCounter.self)
+        let steady = try receiver.listen(identifier: "count", on: .ioThread, handler: handler)
+        // 4 threads each make and drop 200 listeners (released, not cancelled: the deinit
+        // unregisters) while another process writes 300 messages.
+        let churners = (0..<4).map { index in
+            Task.detached {
+                for round in 0..<200 {
+                    let listener = try receiver.listen(identifier: round % 2 == 0 ? "count" : "other\(index)", as: MessagingCounter.self) { _ in }
+                    if round % 3 == 0 { listener.cancel() }
+                }
+            }
+        }
+        try await sendFromAnotherProcess("count", count: 300)
+        for churner in churners { try await churner.value }
+        _ = try await MessagingHarness.until(deliveries, "the last message") { $0.message?.n == 299 }
+        #expect(receiver.wakeSource != .bus)
+        steady.cancel()
+    }
+
     @Test("with wakesThroughDirectoryWithoutBus false, or a custom transiting, a listener without a bus throws")
     func optedOut() throws {
         fixture.bus.kill()
