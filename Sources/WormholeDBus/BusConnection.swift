@@ -313,6 +313,16 @@ public final class BusConnection: Sendable {
         return texts
     }
 
+    /// Whether ``addRoutes(_:)`` sends `AddMatch` without replies on this connection (the bus
+    /// daemon reports refusals even so): `nil` until the first batch asked. For tests.
+    package var batchesAddMatchWithoutReplies: Bool? {
+        switch io.quietAddsKnown.load(ordering: .relaxed) {
+        case 1: false
+        case 2: true
+        default: nil
+        }
+    }
+
     /// Removes a route added with `addRoute` and releases its rules.
     package func removeRoute(_ id: UInt64) { io.removeRoute(id: id) }
 

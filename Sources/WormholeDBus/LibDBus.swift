@@ -394,10 +394,10 @@ enum MessageCoding {
         return owned
     }
 
-    /// Builds `AddMatch(rule)` for the bus daemon with the no-reply flag set: the daemon answers
-    /// only when it refuses the rule (both dbus-daemon and dbus-broker send that error even so;
-    /// a connection checks this once, see `BusIO`). `rule` must already be valid UTF-8 without
-    /// NUL (``MatchRule/validate()``). `nil` when libdbus is out of memory.
+    /// Builds `AddMatch(rule)` for the bus daemon, with the no-reply flag when `noReply`: then
+    /// dbus-daemon answers only when it refuses the rule (a connection checks once that its
+    /// daemon does, see `BusIO`). `rule` must already be valid UTF-8 without NUL
+    /// (``MatchRule/validate()``). `nil` when libdbus is out of memory.
     static func makeAddMatch(_ rule: String, noReply: Bool) -> LibDBus.Message? {
         guard
             let message = dbus_message_new_method_call(
