@@ -113,8 +113,9 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     private var quietAdds = false
     /// `AddMatch` calls sent without reply by serial, until refused or acknowledged by a barrier.
     private var quietMatches: [UInt32: (rule: String, generation: UInt64)] = [:]
-    /// Serials of quiet `AddMatch` calls that no barrier follows yet.
-    private var unbarriered: [UInt32] = []
+    /// Quiet `AddMatch` calls of the running batch, built and not yet sent: they go out together
+    /// (``sendBarrier()``), so that the daemon reads many per wake-up instead of one.
+    private var unsent: [(message: LibDBus.Message, rule: String, generation: UInt64)] = []
     /// Where the current connection is in its life: greeting the bus, or ready.
     private var phase: Phase
 
@@ -347,6 +348,8 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
                     }
                 }
             case .remove(let rule):
+                // A quiet AddMatch of the rule may wait to be sent: it must reach the daemon first.
+                if !unsent.isEmpty { sendBarrier() }
                 callBus("RemoveMatch", rule) { [self] result in
                     if case .failure(let error) = result, connection != nil {
                         logger.warning("the bus refused RemoveMatch: \(error)")
@@ -455,26 +458,37 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         for waiter in waiters { waiter(reported) }
     }
 
-    /// Sends `AddMatch(rule)` without asking for a reply; a refusal is an error naming its
-    /// serial, and the next barrier acknowledges it otherwise. Loop-confined.
+    /// Builds `AddMatch(rule)` without reply, sent with the batch's others by ``sendBarrier()``;
+    /// a refusal is an error naming its serial, and the barrier acknowledges it otherwise.
+    /// Loop-confined.
     private func addMatchQuietly(_ rule: String, generation: UInt64) {
-        guard let connection, let message = MessageCoding.makeAddMatch(rule, noReply: true),
-            let serial = connection.sendReturningSerial(message)
-        else {
+        guard let message = MessageCoding.makeAddMatch(rule, noReply: true) else {
             perform(registry.answered(rule, generation: generation, .failure(BusError(
-                .disconnected, value: rule, "cannot send AddMatch for \(rule): the connection is closed"))))
+                .outOfMemory, value: rule, "libdbus could not build AddMatch for \(rule)"))))
             return
         }
-        quietMatches[serial] = (rule, generation)
-        unbarriered.append(serial)
+        unsent.append((message, rule, generation))
     }
 
-    /// After quiet `AddMatch` calls: one `GetId`, whose answer acknowledges every one of them
-    /// that was not refused (the daemon answers a connection's calls in order). Loop-confined.
+    /// Sends the batch's quiet `AddMatch` calls, then one `GetId`, whose answer acknowledges
+    /// every one of them that was not refused (the daemon answers a connection's calls in
+    /// order). Loop-confined.
     private func sendBarrier() {
-        guard !unbarriered.isEmpty else { return }
-        let covered = unbarriered
-        unbarriered = []
+        guard !unsent.isEmpty else { return }
+        let batch = unsent
+        unsent = []
+        var covered: [UInt32] = []
+        covered.reserveCapacity(batch.count)
+        for call in batch {
+            guard let connection, let serial = connection.sendReturningSerial(call.message) else {
+                perform(registry.answered(call.rule, generation: call.generation, .failure(BusError(
+                    .disconnected, value: call.rule, "cannot send AddMatch for \(call.rule): the connection is closed"))))
+                continue
+            }
+            quietMatches[serial] = (call.rule, call.generation)
+            covered.append(serial)
+        }
+        guard !covered.isEmpty else { return }
         callBus("GetId", arguments: [], naming: "GetId") { [self] result in
             for serial in covered {
                 guard let pending = quietMatches.removeValue(forKey: serial) else { continue }
@@ -495,7 +509,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     /// the waiters); batches waiting for the probe go on without it. Loop-confined.
     private func forgetQuietAdds() {
         quietMatches = [:]
-        unbarriered = []
+        unsent = []
         quietAddsReported = nil
         if probe != nil || !quietAddsWaiters.isEmpty { finishProbe(reported: false) }
     }
