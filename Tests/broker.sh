@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 swift build --build-tests >"$log" 2>&1 || { cat "$log"; exit 1; }
-suites='WormholeCLITests|CrossProcessTests|ConnectingTests|DaemonStatsTests|NotifyReconnectTests|MessagingReconnectTests|NotifyCheckTokenTests'
+suites='WormholeCLITests|CrossProcessTests|ConnectingTests|DaemonStatsTests|BatchRouteTests|NotifyReconnectTests|MessagingReconnectTests|NotifyCheckTokenTests'
 filter=(--filter "$suites")
 for argument in "$@"; do [ "$argument" = --filter ] && filter=(); done
 WORMHOLE_TEST_BUS=broker SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${WORMHOLE_BROKER_WIDTH:-16}" \

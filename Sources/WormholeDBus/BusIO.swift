@@ -29,6 +29,8 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     struct Route {
         /// The route receives a signal when any of its rules matches it.
         var rules: [MatchRule]
+        /// `rules` as the bus daemon reads them (their descriptions), made once by the caller.
+        var texts: [String]
         /// `argNpath` rules route only values at or below their value (see `BusConnection.addRoute`).
         var strictArgumentPaths = false
         var deliver: @Sendable (Signal) -> Void
@@ -39,6 +41,8 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     struct Handlers {
         var deliver: @Sendable (Signal) -> Void
         var finish: @Sendable () -> Void
+        /// The route's rules as the bus daemon reads them.
+        var texts: [String]
     }
 
     private struct TimeoutRecord {
@@ -87,6 +91,31 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     /// dispatch returns (closing it from inside would free it under libdbus's feet).
     private var greetingFailure: BusError?
     private var reconnector: Reconnector?
+    /// Whether the bus daemon on this connection reports a refused `AddMatch` sent with the
+    /// no-reply flag (dbus-daemon 1.14 does; dbus-broker 33 stays silent, as the D-Bus
+    /// specification allows): `nil` until asked once per connection (``whenQuietAddsKnown(_:)``).
+    /// When it does, a batch of routes sends its `AddMatch` calls without asking for replies
+    /// and one `GetId` after them: the daemon handles a connection's messages in order, so
+    /// `GetId`'s answer means every rule before it is active, and each refused rule has had
+    /// its error (naming its serial, so the rule). This spares the daemon one reply per rule,
+    /// two thirds of its work for a batch (measured: 40,000 AddMatch in 0.3 s of daemon CPU
+    /// instead of 0.95 s).
+    private var quietAddsReported: Bool? {
+        didSet { quietAddsKnown.store(quietAddsReported.map { $0 ? 2 : 1 } ?? 0, ordering: .relaxed) }
+    }
+    /// `quietAddsReported` for other threads (tests): 0 not known, 1 no, 2 yes.
+    let quietAddsKnown = Atomic<UInt8>(0)
+    /// Batches waiting for the answer to the question above, and the probe asking it.
+    private var quietAddsWaiters: [(Bool) -> Void] = []
+    private var probe: (serial: UInt32, refused: Bool, generation: UInt64)?
+    private var probeGeneration: UInt64 = 0
+    /// While a batch's job runs: `AddMatch` goes out without asking for a reply.
+    private var quietAdds = false
+    /// `AddMatch` calls sent without reply by serial, until refused or acknowledged by a barrier.
+    private var quietMatches: [UInt32: (rule: String, generation: UInt64)] = [:]
+    /// Quiet `AddMatch` calls of the running batch, built and not yet sent: they go out together
+    /// (``sendBarrier()``), so that the daemon reads many per wake-up instead of one.
+    private var unsent: [(message: LibDBus.Message, rule: String, generation: UInt64)] = []
     /// Where the current connection is in its life: greeting the bus, or ready.
     private var phase: Phase
 
@@ -227,15 +256,25 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     }
 
     /// Adds many routes in one job on the I/O thread: every `AddMatch` is sent before any answer
-    /// is awaited, so the round trips overlap. Each completion runs as for ``addRoute(id:_:completion:)``.
-    func addRoutes(_ batch: [(id: UInt64, route: Route, completion: Completion)]) {
+    /// is awaited, so the round trips overlap; where the daemon reports refusals of calls sent
+    /// without reply (see `quietAddsReported`), they are sent that way, followed by one barrier.
+    /// `completion` runs once, on the I/O thread, with each route's outcome in the order of
+    /// `batch` (as ``addRoute(id:_:completion:)`` would report it).
+    func addRoutes(
+        _ batch: [(id: UInt64, route: Route)], completion: @escaping @Sendable ([Result<Void, BusError>]) -> Void
+    ) {
         let accepted = loop.execute { [self] in
-            for entry in batch { addRoute(confined: entry.id, entry.route, completion: entry.completion) }
+            whenQuietAddsKnown { [self] quiet in
+                let outcomes = BatchOutcomes(count: batch.count, completion: completion)
+                quietAdds = quiet
+                for (index, entry) in batch.enumerated() {
+                    addRoute(confined: entry.id, entry.route) { outcomes.record($0, at: index) }
+                }
+                quietAdds = false
+                sendBarrier()
+            }
         }
-        if !accepted {
-            let error = closedError()
-            for entry in batch { entry.completion(.failure(error)) }
-        }
+        if !accepted { completion(Array(repeating: .failure(closedError()), count: batch.count)) }
     }
 
     private func addRoute(confined id: UInt64, _ route: Route, completion: @escaping Completion) {
@@ -243,7 +282,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         routes.insert(
             RouteTable.Route(
                 rules: route.rules, strictArgumentPaths: route.strictArgumentPaths,
-                payload: Handlers(deliver: route.deliver, finish: route.finish)),
+                payload: Handlers(deliver: route.deliver, finish: route.finish, texts: route.texts)),
             id: id)
         let names = Set(route.rules.compactMap(\.sender).filter(Self.isWellKnown))
         let outcomes = OutcomeCollector(count: route.rules.count + names.count)
@@ -257,8 +296,8 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
             }
         }
         if route.rules.isEmpty && names.isEmpty { completion(.success(())) }
-        for rule in route.rules {
-            perform(registry.acquire(rule.description, waiter: { result in
+        for text in route.texts {
+            perform(registry.acquire(text, waiter: { result in
                 outcomes.record(result)
                 finished()
             }))
@@ -279,7 +318,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     private func removeRoute(confined id: UInt64) {
         loop.preconditionInEventLoop()
         guard let route = routes.remove(id: id) else { return }
-        for rule in route.rules { perform(registry.release(rule.description)) }
+        for text in route.payload.texts { perform(registry.release(text)) }
         for name in Set(route.rules.compactMap(\.sender).filter(Self.isWellKnown)) { untrack(name) }
     }
 
@@ -301,10 +340,16 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         for action in actions {
             switch action {
             case .add(let rule, let generation):
-                callBus("AddMatch", rule) { [self] result in
-                    perform(registry.answered(rule, generation: generation, result.map { _ in () }))
+                if quietAdds {
+                    addMatchQuietly(rule, generation: generation)
+                } else {
+                    callBus("AddMatch", rule) { [self] result in
+                        perform(registry.answered(rule, generation: generation, result.map { _ in () }))
+                    }
                 }
             case .remove(let rule):
+                // A quiet AddMatch of the rule may wait to be sent: it must reach the daemon first.
+                if !unsent.isEmpty { sendBarrier() }
                 callBus("RemoveMatch", rule) { [self] result in
                     if case .failure(let error) = result, connection != nil {
                         logger.warning("the bus refused RemoveMatch: \(error)")
@@ -371,6 +416,102 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         if !sent {
             completion(.failure(BusError(.disconnected, value: argument, "cannot send \(method) for \(argument): the connection is closed")))
         }
+    }
+
+    // MARK: AddMatch without replies, for batches
+
+    /// The rule of the probe: one every daemon refuses (there is no message type `wormhole-probe`).
+    private static let probeRule = "type='wormhole-probe'"
+
+    /// Runs `body` with `quietAddsReported` once it is known, asking the daemon first if needed:
+    /// the probe is an `AddMatch` of a rule it refuses, sent without reply, then `GetId`. Its
+    /// refusal arriving before `GetId`'s answer means refusals are reported. Loop-confined.
+    private func whenQuietAddsKnown(_ body: @escaping (Bool) -> Void) {
+        if let known = quietAddsReported {
+            body(known)
+            return
+        }
+        quietAddsWaiters.append(body)
+        guard quietAddsWaiters.count == 1 else { return }  // a probe is on its way
+        guard let connection, case .ready = phase, let message = MessageCoding.makeAddMatch(Self.probeRule, noReply: true),
+            let serial = connection.sendReturningSerial(message)
+        else {
+            finishProbe(reported: false)
+            return
+        }
+        probeGeneration &+= 1
+        let generation = probeGeneration
+        probe = (serial, false, generation)
+        callBus("GetId", arguments: [], naming: "GetId") { [self] result in
+            guard let asked = probe, asked.generation == generation else { return }
+            if case .success = result { quietAddsReported = asked.refused }
+            finishProbe(reported: quietAddsReported ?? false)
+        }
+    }
+
+    /// Hands the probe's answer to the batches waiting for it (`false` when there is none:
+    /// they then use one reply per rule). Loop-confined.
+    private func finishProbe(reported: Bool) {
+        probe = nil
+        let waiters = quietAddsWaiters
+        quietAddsWaiters = []
+        for waiter in waiters { waiter(reported) }
+    }
+
+    /// Builds `AddMatch(rule)` without reply, sent with the batch's others by ``sendBarrier()``;
+    /// a refusal is an error naming its serial, and the barrier acknowledges it otherwise.
+    /// Loop-confined.
+    private func addMatchQuietly(_ rule: String, generation: UInt64) {
+        guard let message = MessageCoding.makeAddMatch(rule, noReply: true) else {
+            perform(registry.answered(rule, generation: generation, .failure(BusError(
+                .outOfMemory, value: rule, "libdbus could not build AddMatch for \(rule)"))))
+            return
+        }
+        unsent.append((message, rule, generation))
+    }
+
+    /// Sends the batch's quiet `AddMatch` calls, then one `GetId`, whose answer acknowledges
+    /// every one of them that was not refused (the daemon answers a connection's calls in
+    /// order). Loop-confined.
+    private func sendBarrier() {
+        guard !unsent.isEmpty else { return }
+        let batch = unsent
+        unsent = []
+        var covered: [UInt32] = []
+        covered.reserveCapacity(batch.count)
+        for call in batch {
+            guard let connection, let serial = connection.sendReturningSerial(call.message) else {
+                perform(registry.answered(call.rule, generation: call.generation, .failure(BusError(
+                    .disconnected, value: call.rule, "cannot send AddMatch for \(call.rule): the connection is closed"))))
+                continue
+            }
+            quietMatches[serial] = (call.rule, call.generation)
+            covered.append(serial)
+        }
+        guard !covered.isEmpty else { return }
+        callBus("GetId", arguments: [], naming: "GetId") { [self] result in
+            for serial in covered {
+                guard let pending = quietMatches.removeValue(forKey: serial) else { continue }
+                let outcome: Result<Void, BusError> =
+                    switch result {
+                    case .success: .success(())
+                    case .failure(let error):
+                        .failure(BusError(
+                            error.code, value: pending.rule, dbusName: error.dbusName,
+                            "no answer to AddMatch for \(pending.rule): \(error.message)"))
+                    }
+                perform(registry.answered(pending.rule, generation: pending.generation, outcome))
+            }
+        }
+    }
+
+    /// Forgets the quiet calls and the probe of a connection that is gone (the registry fails
+    /// the waiters); batches waiting for the probe go on without it. Loop-confined.
+    private func forgetQuietAdds() {
+        quietMatches = [:]
+        unsent = []
+        quietAddsReported = nil
+        if probe != nil || !quietAddsWaiters.isEmpty { finishProbe(reported: false) }
     }
 
     // MARK: Owners of well-known sender names
@@ -583,6 +724,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         for route in routes.removeAll() { route.payload.finish() }
         trackedNames = [:]
         perform(registry.closed())
+        forgetQuietAdds()
         let waiters = flushWaiters
         flushWaiters = []
         for waiter in waiters { waiter() }
@@ -618,6 +760,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
             logger.warning("dropped \(dropped) queued signal(s): the bus went away before they were written")
         }
         perform(registry.disconnected(keepRules: automaticReconnect))
+        forgetQuietAdds()
         routes.owners = [:]
         logger.info("disconnected from the bus", metadata: ["address": "\(address.rawValue)"])
         report(.disconnected)
@@ -703,6 +846,23 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         // The daemon's own signals to us (NameAcquired) are not counted: only other connections' signals.
         if signal.interface.rawValue != MatchRule.busDaemonName { signalsReceived.add(1, ordering: .relaxed) }
         for route in routes.routes(for: signal) { route.payload.deliver(signal) }
+    }
+
+    override func receivedReply(serial: UInt32, error: (name: String, message: String)?) {
+        if let asked = probe, asked.serial == serial {
+            if error != nil { probe?.refused = true }
+            return
+        }
+        guard let pending = quietMatches.removeValue(forKey: serial) else { return }
+        let outcome: Result<Void, BusError> =
+            if let error {
+                .failure(BusError(
+                    .requestFailed, value: pending.rule, dbusName: error.name,
+                    "the bus refused AddMatch for \(pending.rule): \(error.message)"))
+            } else {
+                .success(())  // a daemon that answers even calls sent without reply
+            }
+        perform(registry.answered(pending.rule, generation: pending.generation, outcome))
     }
 
     override func wakeUp() { loop.wake() }
@@ -800,4 +960,26 @@ private final class OutcomeCollector: @unchecked Sendable {
 
     /// Every result once all have answered (once only), else `nil`.
     func finished() -> [Result<Void, BusError>]? { results.count == count ? results : nil }
+}
+
+/// The outcomes of a batch of routes, each recorded as it is known, handed over once all are.
+/// `@unchecked Sendable`: created and used only on the I/O thread.
+private final class BatchOutcomes: @unchecked Sendable {
+    private var results: [Result<Void, BusError>?]
+    private var remaining: Int
+    private let completion: @Sendable ([Result<Void, BusError>]) -> Void
+
+    init(count: Int, completion: @escaping @Sendable ([Result<Void, BusError>]) -> Void) {
+        results = Array(repeating: nil, count: count)
+        remaining = count
+        self.completion = completion
+        if count == 0 { completion([]) }
+    }
+
+    func record(_ result: Result<Void, BusError>, at index: Int) {
+        guard case .none = results[index] else { return }
+        results[index] = result
+        remaining -= 1
+        if remaining == 0 { completion(results.map { $0! }) }
+    }
 }

@@ -207,6 +207,13 @@ extension LibDBus {
         /// memory. The corresponding C function is `dbus_connection_send`.
         func send(_ message: Message) -> Bool { dbus_connection_send(pointer, message.pointer, nil) != 0 }
 
+        /// Queues a message like ``send(_:)`` and returns the serial libdbus gave it (what a
+        /// reply names as its reply serial), or `nil` when out of memory.
+        func sendReturningSerial(_ message: Message) -> UInt32? {
+            var serial: dbus_uint32_t = 0
+            return dbus_connection_send(pointer, message.pointer, &serial) != 0 ? serial : nil
+        }
+
         /// Whether queued outgoing data is waiting for the socket.
         var hasMessagesToSend: Bool { dbus_connection_has_messages_to_send(pointer) != 0 }
 
@@ -278,7 +285,13 @@ extension LibDBus {
         }
         static let filter: DBusHandleMessageFunction = { _, message, data in
             guard let message, let owner = owner(data) else { return DBUS_HANDLER_RESULT_NOT_YET_HANDLED }
-            if dbus_message_is_signal(message, "org.freedesktop.DBus.Local", "Disconnected") != 0 {
+            let type = dbus_message_get_type(message)
+            if type == cwormhole_message_type_method_return || type == cwormhole_message_type_error {
+                // A reply that no pending call claimed (libdbus hands those their replies first):
+                // the answer to a call sent with `sendReturningSerial`, or a late one.
+                let serial = dbus_message_get_reply_serial(message)
+                if serial != 0 { owner.receivedReply(serial: serial, error: MessageCoding.readError(message)) }
+            } else if dbus_message_is_signal(message, "org.freedesktop.DBus.Local", "Disconnected") != 0 {
                 owner.disconnected()
             } else if let signal = MessageCoding.readSignal(message) {
                 owner.received(signal)
@@ -354,6 +367,9 @@ class MainLoopOwner {
     func disconnected() {}
     /// A signal arrived (after the daemon's filtering).
     func received(_ signal: Signal) {}
+    /// A reply or error that no pending call was waiting for arrived: `serial` is the serial of
+    /// the call it answers; `error` is set for an error reply.
+    func receivedReply(serial: UInt32, error: (name: String, message: String)?) {}
 }
 
 
@@ -375,6 +391,23 @@ enum MessageCoding {
         for argument in signal.arguments where !append(argument, to: &iterator) {
             throw BusError(.outOfMemory, "libdbus could not append \(argument) to a signal")
         }
+        return owned
+    }
+
+    /// Builds `AddMatch(rule)` for the bus daemon, with the no-reply flag when `noReply`: then
+    /// dbus-daemon answers only when it refuses the rule (a connection checks once that its
+    /// daemon does, see `BusIO`). `rule` must already be valid UTF-8 without NUL
+    /// (``MatchRule/validate()``). `nil` when libdbus is out of memory.
+    static func makeAddMatch(_ rule: String, noReply: Bool) -> LibDBus.Message? {
+        guard
+            let message = dbus_message_new_method_call(
+                "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "AddMatch")
+        else { return nil }
+        let owned = LibDBus.Message(taking: message)
+        var iterator = DBusMessageIter()
+        dbus_message_iter_init_append(message, &iterator)
+        guard appendString(rule, type: cwormhole_type_string, to: &iterator) else { return nil }
+        if noReply { dbus_message_set_no_reply(message, 1) }
         return owned
     }
 
@@ -508,11 +541,14 @@ enum MessageCoding {
     }
 
     /// Reads an error reply's name and message.
-    static func readError(_ message: LibDBus.Message) -> (name: String, message: String)? {
-        guard dbus_message_get_type(message.pointer) == cwormhole_message_type_error else { return nil }
-        let name = String(libdbus: dbus_message_get_error_name(message.pointer)) ?? "unknown error"
+    static func readError(_ message: LibDBus.Message) -> (name: String, message: String)? { readError(message.pointer) }
+
+    /// Reads an error reply's name and message (`nil` for anything but an error).
+    static func readError(_ message: OpaquePointer) -> (name: String, message: String)? {
+        guard dbus_message_get_type(message) == cwormhole_message_type_error else { return nil }
+        let name = String(libdbus: dbus_message_get_error_name(message)) ?? "unknown error"
         var detail = ""
-        if case .string(let text)? = readArguments(message.pointer).first { detail = text }
+        if case .string(let text)? = readArguments(message).first { detail = text }
         return (name, detail)
     }
 

@@ -48,26 +48,45 @@ public struct MatchRule: Hashable, Sendable, CustomStringConvertible {
 
     /// The rule as the bus daemon reads it.
     public var description: String {
-        var parts = ["type='signal'"]
-        if let sender { parts.append("sender=\(Self.quote(sender))") }
-        if let path { parts.append("path=\(Self.quote(path.rawValue))") }
-        if let pathNamespace { parts.append("path_namespace=\(Self.quote(pathNamespace.rawValue))") }
-        if let interface { parts.append("interface=\(Self.quote(interface.rawValue))") }
-        if let member { parts.append("member=\(Self.quote(member.rawValue))") }
-        for (index, value) in arguments.sorted(by: { $0.key < $1.key }) {
-            parts.append("arg\(index)=\(Self.quote(value))")
+        // One string grown in place (thousands of rules may be built at once).
+        var text = "type='signal'"
+        text.reserveCapacity(64 + (arguments.first?.value.utf8.count ?? 0) + (argumentPaths.first?.value.utf8.count ?? 0))
+        func append(_ key: String, _ value: String) {
+            text += ","
+            text += key
+            text += "="
+            Self.appendQuoted(value, to: &text)
         }
-        for (index, value) in argumentPaths.sorted(by: { $0.key < $1.key }) {
-            parts.append("arg\(index)path=\(Self.quote(value))")
+        if let sender { append("sender", sender) }
+        if let path { append("path", path.rawValue) }
+        if let pathNamespace { append("path_namespace", pathNamespace.rawValue) }
+        if let interface { append("interface", interface.rawValue) }
+        if let member { append("member", member.rawValue) }
+        if arguments.count == 1, let only = arguments.first {
+            append("arg\(only.key)", only.value)
+        } else {
+            for (index, value) in arguments.sorted(by: { $0.key < $1.key }) { append("arg\(index)", value) }
         }
-        return parts.joined(separator: ",")
+        for (index, value) in argumentPaths.sorted(by: { $0.key < $1.key }) { append("arg\(index)path", value) }
+        return text
     }
 
     /// Quotes a value for a match rule: `'…'`, with each `'` written as `'\''`.
     static func quote(_ value: String) -> String {
+        var text = ""
+        appendQuoted(value, to: &text)
+        return text
+    }
+
+    private static func appendQuoted(_ value: String, to text: inout String) {
         let quote = UInt8(ascii: "'")
-        // Most values hold no quote (and thousands of rules may be built at once).
-        guard value.utf8.contains(quote) else { return "'" + value + "'" }
+        // Most values hold no quote.
+        guard value.utf8.contains(quote) else {
+            text += "'"
+            text += value
+            text += "'"
+            return
+        }
         // Byte by byte, not by Character: a quote followed by a combining mark (`'` U+0651) is
         // one Character, which a Character-wise replace would leave unescaped (found by fuzzing).
         var bytes: [UInt8] = [quote]
@@ -75,7 +94,7 @@ public struct MatchRule: Hashable, Sendable, CustomStringConvertible {
             if byte == quote { bytes += Array(#"'\''"#.utf8) } else { bytes.append(byte) }
         }
         bytes.append(quote)
-        return String(decoding: bytes, as: UTF8.self)
+        text += String(decoding: bytes, as: UTF8.self)
     }
 
     /// The longest match rule dbus-daemon accepts, in bytes (`DBUS_MAXIMUM_MATCH_RULE_LENGTH`).
@@ -83,7 +102,10 @@ public struct MatchRule: Hashable, Sendable, CustomStringConvertible {
 
     /// Checks the rule's argument indices (0...63, as the D-Bus specification allows), its
     /// values, and its length against what the bus daemon accepts.
-    func validate() throws(BusError) {
+    func validate() throws(BusError) { try validate(description: description) }
+
+    /// ``validate()`` when the caller already has the rule's `description`.
+    func validate(description: String) throws(BusError) {
         let length = description.utf8.count
         if length > Self.maximumLength {
             throw BusError(
