@@ -102,7 +102,7 @@ libraries() {
 
 # The journal target imports WormholeDBus as a module, built here (optimised, instrumented).
 build_wormhole_dbus() {
-    [[ -f $work/modules/WormholeDBus.o ]] && return 0
+    rm -rf "$work/modules"
     mkdir -p "$work/modules"
     swiftc "${flags[@]}" -module-name WormholeDBus -I $debug/Modules -wmo -c -emit-module \
         -emit-module-path "$work/modules/WormholeDBus.swiftmodule" Sources/WormholeDBus/*.swift \
@@ -111,7 +111,6 @@ build_wormhole_dbus() {
 
 passed=0
 failed=0
-rm -rf "$work/modules"
 for target in "${targets[@]}"; do
     if [[ -z $(harness "$target") ]]; then
         echo "fuzz.sh: unknown target '$target' (${all[*]})" >&2
