@@ -18,7 +18,8 @@
 # Prints one line per target with executions, time and crashes, then `N passed, M failed`; a
 # crash leaves its input in .build/fuzz/TARGET/crash-* (reproduce: .build/fuzz/TARGET/fuzz FILE)
 # and fails the run. WORMHOLE_FUZZ_MERGE=1 merges what a run found back into the committed corpus
-# (only inputs that add coverage). Run it under `nice` on a shared machine.
+# (only inputs that reach new code: -use_counters=0 keeps it to a few hundred files). Run it
+# under `nice` on a shared machine.
 set -u
 
 repository=$(cd "$(dirname "$0")/.." && pwd)
@@ -155,7 +156,8 @@ for target in "${targets[@]}"; do
     fi
     if [[ ${WORMHOLE_FUZZ_MERGE:-0} == 1 && $status == 0 ]]; then
         mkdir -p "$seeds"
-        (cd "$directory" && ./fuzz -merge=1 -max_len="$(max_len "$target")" "$repository/$seeds" corpus >merge.log 2>&1)
+        (cd "$directory" && ./fuzz -merge=1 -use_counters=0 -max_len="$(max_len "$target")" "$repository/$seeds" corpus \
+            >merge.log 2>&1)
     fi
 done
 echo "$passed passed, $failed failed"
