@@ -89,6 +89,8 @@ struct JournalFormatTests {
         #expect(JournalFormat.segmentSequence("0000000000000000042.seg") == nil)
         #expect(JournalFormat.segmentSequence("0000000000000000004a.seg") == nil)
         #expect(JournalFormat.segmentSequence("99999999999999999999.seg") == nil)
+        // Sequence numbers start at 1.
+        #expect(JournalFormat.segmentSequence("00000000000000000000.seg") == nil)
     }
 
     static func bytes(_ hex: String) -> [UInt8] {

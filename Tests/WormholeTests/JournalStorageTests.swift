@@ -210,7 +210,7 @@ struct JournalStorageTests {
         #expect(try fileSize(disk.segment(1)) == size)
     }
 
-    @Test(arguments: ["notes.txt", "00000000000000000001.seg.bak", "events.cursor.old", "1.seg"])
+    @Test(arguments: ["notes.txt", "00000000000000000001.seg.bak", "events.cursor.old", "1.seg", "00000000000000000000.seg"])
     func aForeignFileIsRefusedByName(name: String) throws {
         let disk = try JournalDisk()
         _ = try disk.writer().append([payload(0)])
@@ -228,6 +228,54 @@ struct JournalStorageTests {
                 #expect(error.value == disk.directory() + "/" + name)
             }
         }
+    }
+
+    /// Found by fuzzing (Tests/fuzz.sh journal): a record numbered 2^64 − 1 overflowed the
+    /// scanner's next sequence number and crashed readers and appenders. It is damage.
+    @Test func aRecordNumberedPastTheLargestSequenceIsDamageNotACrash() throws {
+        let disk = try JournalDisk()
+        _ = try disk.writer().append([payload(0)])
+        let first = JournalFormat.maximumSequence
+        var bytes = JournalFormat.header(first: first)
+        JournalFormat.appendFrame(sequence: first, time: 0, payload: payload(1), to: &bytes)
+        JournalFormat.appendFrame(sequence: first + 1, time: 0, payload: payload(2), to: &bytes)
+        JournalFormat.appendFrame(sequence: 7, time: 0, payload: payload(3), to: &bytes)
+        #expect(
+            FileManager.default.createFile(
+                atPath: disk.segment(first), contents: Data(bytes), attributes: [.posixPermissions: 0o600]))
+        for attempt in 0..<2 {
+            do {
+                if attempt == 0 { _ = try disk.reader(from: .end) } else { _ = try disk.writer().append([payload(4)]) }
+                Issue.record("attempt \(attempt) accepted a record numbered 2^64 - 1")
+            } catch let error as WormholeError {
+                #expect(error.code == .journalCorrupt && error.value == disk.segment(first))
+                #expect(error.message.contains("18446744073709551615"))
+            }
+        }
+        let reader = try disk.reader(from: .sequence(first))
+        #expect(try reader.poll().map(\.sequence) == [first])
+        #expect(throws: WormholeError.self) { try reader.poll() }
+    }
+
+    /// A last segment starting at 2^64 − 2 (a crafted name) takes that one record, then appends
+    /// are refused: no record is numbered past the largest sequence number.
+    @Test func appendsStopAtTheLargestSequenceNumber() throws {
+        let disk = try JournalDisk()
+        _ = try disk.writer().append([payload(0)])
+        let first = JournalFormat.maximumSequence
+        let header = Data(JournalFormat.header(first: first))
+        #expect(
+            FileManager.default.createFile(
+                atPath: disk.segment(first), contents: header, attributes: [.posixPermissions: 0o600]))
+        let writer = try disk.writer()
+        #expect(try writer.append([payload(1)]) == first...first)
+        let size = try fileSize(disk.segment(first))
+        let refusal = #expect(throws: WormholeError.self, "appended past the largest sequence number") {
+            try writer.append([payload(2)])
+        }
+        #expect(refusal?.code == .journalCorrupt && refusal?.value == disk.segment(first))
+        #expect(try fileSize(disk.segment(first)) == size)
+        #expect(try drain(try disk.reader(from: .sequence(first))).map(\.sequence) == [first])
     }
 
     @Test func aSegmentOfANewerFormatVersionIsRefusedNamingTheVersion() throws {
@@ -379,6 +427,8 @@ struct JournalStorageTests {
     @Test(arguments: [
         "not json", "{\"format\":2,\"acknowledged\":1,\"delivering\":1}", "{\"format\":1,\"acknowledged\":-1,\"delivering\":1}",
         "{\"format\":1,\"acknowledged\":1.5,\"delivering\":2}", "{\"format\":1,\"acknowledged\":3,\"delivering\":2}", "",
+        // Found by fuzzing: acknowledged + 1 overflowed (a crash, not an error).
+        "{\"format\":1,\"acknowledged\":18446744073709551615,\"delivering\":18446744073709551615}",
     ])
     func aCursorFileThatDoesNotParseIsRefusedNamingIt(content: String) throws {
         let disk = try JournalDisk()

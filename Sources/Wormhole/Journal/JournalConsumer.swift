@@ -56,6 +56,9 @@ final class JournalCursorFile: Sendable {
         }
         guard stored.format == 1 else { throw bad("\"format\" is \(stored.format), not 1") }
         guard stored.delivering >= stored.acknowledged else { throw bad("\"delivering\" is below \"acknowledged\"") }
+        guard stored.delivering <= JournalFormat.maximumSequence else {
+            throw bad("\"delivering\" is past the largest sequence number a journal can hold, \(JournalFormat.maximumSequence)")
+        }
         return (stored.acknowledged, stored.delivering)
     }
 

@@ -33,6 +33,9 @@ enum JournalFormat {
     static let syncLockName = "sync.lock"
     static let cursorSuffix = ".cursor"
     static let consumerLockSuffix = ".consumer.lock"
+    /// The largest sequence number a record can carry, 2^64 − 2: the number after it (the next
+    /// record's, a seal's, a cursor's next) must still fit. Only a crafted file comes near it.
+    static let maximumSequence = UInt64.max - 1
 
     /// The file name of the segment whose first record is `sequence`.
     static func segmentName(_ sequence: UInt64) -> String {
@@ -40,12 +43,15 @@ enum JournalFormat {
         return String(repeating: "0", count: max(0, 20 - digits.count)) + digits + segmentSuffix
     }
 
-    /// The first sequence of a segment named `name`, or nil when it is not a segment's name.
+    /// The first sequence of a segment named `name`, or nil when it is not a segment's name
+    /// (sequence numbers start at 1: `00000000000000000000.seg` is not one).
     static func segmentSequence(_ name: String) -> UInt64? {
         guard name.utf8.count == 24, name.hasSuffix(segmentSuffix) else { return nil }
         let digits = name.utf8.prefix(20)
-        guard digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
-        return UInt64(String(decoding: digits, as: UTF8.self))
+        guard digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+            let first = UInt64(String(decoding: digits, as: UTF8.self)), first >= 1
+        else { return nil }
+        return first
     }
 
     /// The header of a segment starting at `first`.

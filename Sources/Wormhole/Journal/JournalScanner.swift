@@ -69,6 +69,14 @@ struct JournalScan {
                             tailLike: false)
                         return scan
                     }
+                    if sequence > JournalFormat.maximumSequence {
+                        // The number after it would not fit in 64 bits (a crafted file).
+                        scan.stop = .invalid(
+                            reason: "record has sequence number \(sequence), past the largest a journal can hold "
+                                + "(\(JournalFormat.maximumSequence))",
+                            tailLike: false)
+                        return scan
+                    }
                     if collect {
                         let start = position + payload.lowerBound
                         scan.records.append(

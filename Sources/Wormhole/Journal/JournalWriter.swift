@@ -56,6 +56,14 @@ final class JournalWriter: Sendable {
             try lock.lock()
             defer { lock.unlock() }
             try locate(&state)
+            guard UInt64(payloads.count) <= JournalFormat.maximumSequence - state.last else {
+                // Only a crafted segment name comes near the end of the 64-bit numbers.
+                let path = state.segment?.path ?? location.identifier.rawValue
+                throw WormholeError(
+                    .journalCorrupt, value: path,
+                    "journal segment '\(path)' ends at sequence number \(state.last); \(payloads.count) more would pass "
+                        + "the largest a journal can hold (\(JournalFormat.maximumSequence)); nothing was appended")
+            }
             if state.end >= options.segmentSize && state.last >= state.segmentFirst {
                 try rollover(&state, time: time)
                 try applyRetention(&state)
