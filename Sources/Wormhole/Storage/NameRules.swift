@@ -12,7 +12,9 @@ enum NameRules {
     static func validate(
         _ string: String, kind: String, code: WormholeError.Code, maximumLength: Int
     ) throws(WormholeError) {
-        let shown = quoted(string)
+        // Built only for a refusal: a valid name (every send, read and listen checks one) never
+        // pays for the quoting.
+        var shown: String { quoted(string) }
         let length = string.utf8.count
         if length == 0 {
             throw WormholeError(
