@@ -254,3 +254,12 @@ final class BenchReport {
         }
     }
 }
+
+extension BenchReport {
+    /// Prints each row in order (with its ratio to the row it is measured against, if any) and
+    /// adds it to the report under `suite`.
+    func publish(_ rows: [(row: BenchRow, against: BenchRow?, target: Double?)], suite: String) {
+        for (row, reference, _) in rows { Console.output(row.line(against: reference)) }
+        for (row, reference, target) in rows { add(row, suite: suite, against: reference, target: target) }
+    }
+}

@@ -41,14 +41,9 @@ struct FallbackSuite {
         let ours = BenchRow(label: "Wormhole, \(label) raw, no bus", histogram: merged[1])
         let busFloor = BenchRow(label: "floor, \(label) files + signal", histogram: merged[2])
         let onBus = BenchRow(label: "Wormhole, \(label) raw, on the bus", histogram: merged[3])
-        Console.output(inotifyFloor.line(against: nil))
-        Console.output(ours.line(against: inotifyFloor))
-        Console.output(busFloor.line(against: nil))
-        Console.output(onBus.line(against: busFloor))
-        report.add(inotifyFloor, suite: "fallback")
-        report.add(ours, suite: "fallback", against: inotifyFloor, target: Self.target)
-        report.add(busFloor, suite: "fallback")
-        report.add(onBus, suite: "fallback", against: busFloor)
+        report.publish(
+            [(inotifyFloor, nil, nil), (ours, inotifyFloor, Self.target), (busFloor, nil, nil), (onBus, busFloor, nil)],
+            suite: "fallback")
         report.goal(
             "fallback", "no bus \(label) p50 / inotify floor p50", ratio: ours.median / inotifyFloor.median, target: Self.target)
         report.goal("fallback", "no bus \(label) p50 / on the bus p50", ratio: ours.median / onBus.median, target: nil)

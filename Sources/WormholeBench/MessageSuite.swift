@@ -97,14 +97,8 @@ struct MessageSuite {
         let ours = BenchRow(label: "transient, 100 B Codable", histogram: merged[1])
         let document = BenchRow(label: "transient, 100 B JSONDocument", histogram: merged[2])
         let stored = BenchRow(label: "mailbox, 100 B Codable", histogram: merged[3])
-        Console.output(floor.line(against: nil))
-        Console.output(ours.line(against: floor))
-        Console.output(document.line(against: floor))
-        Console.output(stored.line(against: floor))
-        report.add(floor, suite: "message")
-        report.add(ours, suite: "message", against: floor, target: 1.15)
-        report.add(document, suite: "message", against: floor, target: 1.15)
-        report.add(stored, suite: "message", against: floor)
+        report.publish(
+            [(floor, nil, nil), (ours, floor, 1.15), (document, floor, 1.15), (stored, floor, nil)], suite: "message")
         report.goal("message", "transient 100 B p50 / notification floor p50", ratio: ours.median / floor.median, target: 1.15)
         report.goal(
             "message", "transient JSONDocument p50 / notification floor p50", ratio: document.median / floor.median,
