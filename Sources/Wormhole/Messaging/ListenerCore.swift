@@ -224,8 +224,11 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
 
     /// Remembers what is stored now as known, so that a catch-up after a reconnect delivers only
     /// what changed since the listener started, not messages that were already there.
-    func recordBaseline() {
-        let identifiers = only.map { [$0] } ?? ((try? transiting.storedIdentifiers()) ?? [])
+    /// `stored`: the identifiers stored now, when the caller listed them once for many listeners
+    /// (an identifier not among them has nothing to remember, and its file is not opened).
+    func recordBaseline(stored: Set<MessageIdentifier>? = nil) {
+        var identifiers = only.map { [$0] } ?? ((try? transiting.storedIdentifiers()) ?? [])
+        if let stored, only != nil { identifiers = identifiers.filter(stored.contains) }
         var known: [MessageIdentifier: Fingerprint] = [:]
         for identifier in identifiers {
             if let data = try? transiting.messageData(identifier: identifier) { known[identifier] = Fingerprint(data) }

@@ -92,8 +92,10 @@ extension MessageCenter {
         }
         let listeners = cores.map { core in makeListener(core, only: core.only, options: options) }
         try wakeups.start(listeners)
+        // One listing of the directory, not one open per identifier (10,000 of them at start-up).
+        let stored = cores.count > 1 ? (try? transiting.storedIdentifiers()).map(Set.init) : nil
         for core in cores {
-            if options.deliversStoredMessageOnStart { core.checkStored() } else { core.recordBaseline() }
+            if options.deliversStoredMessageOnStart { core.checkStored() } else { core.recordBaseline(stored: stored) }
         }
         return listeners
     }
