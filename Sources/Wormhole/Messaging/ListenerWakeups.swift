@@ -158,7 +158,7 @@ final class ListenerWakeups: Sendable {
             try attach(listeners, to: center)
             register(listeners)
         } catch {
-            if let busError = canFallBack(error), listeners.allSatisfy(\.fallsBack) {
+            if let busError = fallsBack(error, listeners) {
                 try fallBack(listeners, because: busError)
             } else {
                 for listener in listeners { listener.cancel() }

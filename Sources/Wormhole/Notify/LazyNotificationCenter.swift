@@ -1,5 +1,5 @@
-import Glibc
 import Logging
+import SystemPackage
 import Synchronization
 import WormholeDBus
 
@@ -13,9 +13,14 @@ final class LazyNotificationCenter: Sendable {
     /// The last connection failure, when every socket of the address was missing: their paths.
     private let lastFailure = Mutex<(BusError, [String])?>(nil)
 
+    /// Whether something is at `path` (any answer but "no such file" counts: try to connect).
     private static func exists(_ path: String) -> Bool {
-        var status = stat()
-        return lstat(path, &status) == 0 || errno != ENOENT
+        do throws(Errno) {
+            _ = try Syscall.lstat(path)
+            return true
+        } catch {
+            return error != .noSuchFileOrDirectory
+        }
     }
 
     init(busAddress: BusAddress?, sharedStateDirectory: String?, logger: Logger) {
