@@ -35,6 +35,9 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         var strictArgumentPaths = false
         var deliver: @Sendable (Signal) -> Void
         var finish: @Sendable () -> Void
+        /// The scope that added the route (a shared connection's handle, see ``closeScope(_:)``);
+        /// 0 for a private connection's routes.
+        var scope: UInt64 = 0
     }
 
     /// What a route table entry carries.
@@ -43,6 +46,8 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         var finish: @Sendable () -> Void
         /// The route's rules as the bus daemon reads them.
         var texts: [String]
+        /// The scope that added the route; 0 for none.
+        var scope: UInt64
     }
 
     private struct TimeoutRecord {
@@ -57,6 +62,8 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         var connected = false
         var stopping = false
         var eventHandlers: [UInt64: @Sendable (BusConnectionEvent) -> Void] = [:]
+        /// The scope of each event handler added by a shared connection's handle.
+        var eventScopes: [UInt64: UInt64] = [:]
     }
 
     let address: BusAddress
@@ -85,6 +92,10 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     private var routes = RouteTable<Handlers>()
     /// Routes per well-known sender name whose owner the route table must know.
     private var trackedNames: [String: Int] = [:]
+    /// The routes each scope added (a shared connection's handles; see ``closeScope(_:)``).
+    private var scopedRoutes: [UInt64: Set<UInt64>] = [:]
+    /// The rules each scope took with ``acquireRule(_:scope:completion:)``, with their counts.
+    private var scopedRules: [UInt64: [String: Int]] = [:]
     private var flushWaiters: [@Sendable () -> Void] = []
     private var disconnectPending = false
     /// A greeting that failed inside a libdbus callback: the connection is given up after the
@@ -282,8 +293,9 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         routes.insert(
             RouteTable.Route(
                 rules: route.rules, strictArgumentPaths: route.strictArgumentPaths,
-                payload: Handlers(deliver: route.deliver, finish: route.finish, texts: route.texts)),
+                payload: Handlers(deliver: route.deliver, finish: route.finish, texts: route.texts, scope: route.scope)),
             id: id)
+        if route.scope != 0 { scopedRoutes[route.scope, default: []].insert(id) }
         let names = Set(route.rules.compactMap(\.sender).filter(Self.isWellKnown))
         let outcomes = OutcomeCollector(count: route.rules.count + names.count)
         let finished: @Sendable () -> Void = { [self] in
@@ -318,21 +330,69 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     private func removeRoute(confined id: UInt64) {
         loop.preconditionInEventLoop()
         guard let route = routes.remove(id: id) else { return }
+        let scope = route.payload.scope
+        if scope != 0 {
+            scopedRoutes[scope]?.remove(id)
+            if scopedRoutes[scope]?.isEmpty == true { scopedRoutes[scope] = nil }
+        }
         for text in route.payload.texts { perform(registry.release(text)) }
         for name in Set(route.rules.compactMap(\.sender).filter(Self.isWellKnown)) { untrack(name) }
     }
 
     /// Takes one reference on a rule outside any route (`BusConnection.addMatch`). Loop-confined.
-    func acquireRule(_ rule: MatchRule, completion: @escaping Completion) {
+    func acquireRule(_ rule: MatchRule, scope: UInt64 = 0, completion: @escaping Completion) {
         loop.preconditionInEventLoop()
-        perform(registry.acquire(rule.description, waiter: completion))
+        let text = rule.description
+        if scope != 0 { scopedRules[scope, default: [:]][text, default: 0] += 1 }
+        perform(registry.acquire(text, waiter: completion))
     }
 
     /// Drops one reference taken with `acquireRule`. Loop-confined.
-    func releaseRule(_ rule: MatchRule, completion: Completion? = nil) {
+    func releaseRule(_ rule: MatchRule, scope: UInt64 = 0, completion: Completion? = nil) {
         loop.preconditionInEventLoop()
-        perform(registry.release(rule.description))
+        let text = rule.description
+        if scope != 0 {
+            // A scope releases only what it took (a second release of one rule is not another's).
+            guard let count = scopedRules[scope]?[text] else {
+                completion?(.success(()))
+                return
+            }
+            scopedRules[scope]?[text] = count > 1 ? count - 1 : nil
+            if scopedRules[scope]?.isEmpty == true { scopedRules[scope] = nil }
+        }
+        perform(registry.release(text))
         completion?(.success(()))
+    }
+
+    // MARK: Scopes (the handles of a shared connection)
+
+    /// Ends everything one handle of a shared connection added: its routes are removed (their
+    /// rules released, their `finish` called, so its streams end), its event handlers dropped and
+    /// the rules it took with `acquireRule` released, while the connection and every other
+    /// handle's routes carry on. `completion` runs on the I/O thread once done, or at once
+    /// when the connection is closed (it finished every route then).
+    func closeScope(_ scope: UInt64, completion: @escaping @Sendable () -> Void = {}) {
+        shared.withLock { state in
+            for (id, owner) in state.eventScopes where owner == scope {
+                state.eventHandlers[id] = nil
+                state.eventScopes[id] = nil
+            }
+        }
+        let accepted = loop.execute { [self] in
+            for id in scopedRoutes[scope] ?? [] {
+                guard let route = routes.remove(id: id) else { continue }
+                for text in route.payload.texts { perform(registry.release(text)) }
+                for name in Set(route.rules.compactMap(\.sender).filter(Self.isWellKnown)) { untrack(name) }
+                route.payload.finish()
+            }
+            scopedRoutes[scope] = nil
+            for (text, count) in scopedRules[scope] ?? [:] {
+                for _ in 0..<count { perform(registry.release(text)) }
+            }
+            scopedRules[scope] = nil
+            completion()
+        }
+        if !accepted { completion() }
     }
 
     /// Carries out what the rule registry asked for. Loop-confined.
@@ -567,14 +627,20 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
 
     // MARK: Events
 
-    func addEventHandler(_ handler: @escaping @Sendable (BusConnectionEvent) -> Void) -> UInt64 {
+    func addEventHandler(scope: UInt64 = 0, _ handler: @escaping @Sendable (BusConnectionEvent) -> Void) -> UInt64 {
         let id = makeID()
-        shared.withLock { $0.eventHandlers[id] = handler }
+        shared.withLock {
+            $0.eventHandlers[id] = handler
+            if scope != 0 { $0.eventScopes[id] = scope }
+        }
         return id
     }
 
     func removeEventHandler(_ id: UInt64) {
-        _ = shared.withLock { $0.eventHandlers.removeValue(forKey: id) }
+        shared.withLock {
+            $0.eventHandlers[id] = nil
+            $0.eventScopes[id] = nil
+        }
     }
 
     private func report(_ event: BusConnectionEvent) {
@@ -717,12 +783,15 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         let dropped = shared.withLock { state -> Int in
             state.connected = false
             state.eventHandlers = [:]
+            state.eventScopes = [:]
             defer { state.outgoing = [] }
             return state.outgoing.count
         }
         if dropped > 0 { logger.debug("dropped \(dropped) queued signal(s): the connection was closed") }
         for route in routes.removeAll() { route.payload.finish() }
         trackedNames = [:]
+        scopedRoutes = [:]
+        scopedRules = [:]
         perform(registry.closed())
         forgetQuietAdds()
         let waiters = flushWaiters
@@ -769,6 +838,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         } else {
             for route in routes.removeAll() { route.payload.finish() }
             trackedNames = [:]
+            scopedRoutes = [:]
         }
         let waiters = flushWaiters
         flushWaiters = []
