@@ -76,6 +76,8 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     /// Serialises senders on other threads among themselves (see `send`).
     private let emitting = PThreadMutex()
     private let nextID = Atomic<UInt64>(1)
+    /// Set by ``stop()``: the connection has left the loop, which takes no more of its jobs.
+    private let detached = Atomic<Bool>(false)
     /// Signals the connection received (after the bus daemon's filtering), for tests and statistics.
     let signalsReceived = Atomic<UInt64>(0)
 
@@ -162,15 +164,24 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         self.automaticReconnect = automaticReconnect
         self.connectTimeout = connectTimeout
         self.logger = logger
-        loop = try EventLoop(name: "wormhole-dbus-io", logger: logger)
+        let loop = try RuntimeLoop.join()
+        self.loop = loop
         // Connected on the caller's thread (the socket only); it passes to the I/O thread when
-        // that starts, which authenticates and says Hello without blocking, within the deadline.
-        let connection = try LibDBus.Connection.open(address)
+        // this connection is attached to it, which authenticates and says Hello without
+        // blocking, within the deadline.
+        let connection: LibDBus.Connection
+        do throws(BusError) {
+            connection = try LibDBus.Connection.open(address)
+        } catch {
+            RuntimeLoop.detach(Placeholder(), from: loop)
+            throw error
+        }
         self.connection = connection
         let greeting = Greeting()
         phase = .greeting(initial: greeting)
         super.init()
-        loop.start(self)
+        precondition(!loop.inEventLoop, "a bus connection must not be made on the runtime loop's thread (a handler on .ioThread)")
+        loop.attach(self)
         if case .failure(let error) = greeting.wait() {
             stop()
             throw error
@@ -185,7 +196,15 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
 
     /// Queues `job` on the I/O thread. Returns false when the connection is closed.
     @discardableResult
-    func submit(_ job: @escaping @Sendable () -> Void) -> Bool { loop.execute(job) }
+    func submit(_ job: @escaping @Sendable () -> Void) -> Bool { execute(job) }
+
+    /// Queues `job` on the loop unless this connection was stopped (the loop is the process's,
+    /// and runs on for the other connections).
+    @discardableResult
+    private func execute(_ job: @escaping @Sendable () -> Void) -> Bool {
+        if detached.load(ordering: .acquiring) { return false }
+        return loop.execute(job)
+    }
 
     // MARK: Sending
 
@@ -245,7 +264,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     func flush() {
         if loop.inEventLoop { return }
         let done = DispatchSemaphore(value: 0)
-        let accepted = loop.execute { [self] in
+        let accepted = execute { [self] in
             drainOutgoing()
             if connection?.hasMessagesToSend == true {
                 flushWaiters.append { done.signal() }
@@ -262,7 +281,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     /// every rule (and, for a rule with a well-known sender, told who owns that name). If any
     /// fails, the route is removed and its rules released.
     func addRoute(id: UInt64, _ route: Route, completion: @escaping Completion) {
-        let accepted = loop.execute { [self] in addRoute(confined: id, route, completion: completion) }
+        let accepted = execute { [self] in addRoute(confined: id, route, completion: completion) }
         if !accepted { completion(.failure(closedError())) }
     }
 
@@ -274,7 +293,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     func addRoutes(
         _ batch: [(id: UInt64, route: Route)], completion: @escaping @Sendable ([Result<Void, BusError>]) -> Void
     ) {
-        let accepted = loop.execute { [self] in
+        let accepted = execute { [self] in
             whenQuietAddsKnown { [self] quiet in
                 let outcomes = BatchOutcomes(count: batch.count, completion: completion)
                 quietAdds = quiet
@@ -324,7 +343,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
 
     /// Removes a route and releases its rules.
     func removeRoute(id: UInt64) {
-        loop.execute { [self] in removeRoute(confined: id) }
+        execute { [self] in removeRoute(confined: id) }
     }
 
     private func removeRoute(confined id: UInt64) {
@@ -378,7 +397,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
                 state.eventScopes[id] = nil
             }
         }
-        let accepted = loop.execute { [self] in
+        let accepted = execute { [self] in
             for id in scopedRoutes[scope] ?? [] {
                 guard let route = routes.remove(id: id) else { continue }
                 for text in route.payload.texts { perform(registry.release(text)) }
@@ -799,10 +818,12 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         for waiter in waiters { waiter() }
     }
 
-    /// Stops the loop; the connection is closed on the I/O thread and every route finished.
+    /// Detaches the connection from the process's loop: it is closed on the I/O thread and every
+    /// route finished. Calling it again does nothing.
     func stop() {
         shared.withLock { $0.stopping = true }
-        loop.stop()
+        if detached.exchange(true, ordering: .acquiringAndReleasing) { return }
+        RuntimeLoop.detach(self, from: loop)
     }
 
     // MARK: Disconnection and reconnection
@@ -899,7 +920,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         watches = [:]
         timeouts = [:]
         earliestDeadline = .max
-        loop.removeAllInterests()
+        loop.removeAllInterests(of: self)
     }
 
     // MARK: libdbus callbacks (MainLoopOwner), on the owner's thread (the I/O thread, or a sender holding the ownership)
@@ -950,7 +971,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         loop.preconditionOwned()
         let fd = watch.fd
         watches[fd, default: []].append(watch)
-        loop.setInterest(fd: fd, interest(in: fd))
+        loop.setInterest(fd: fd, interest(in: fd), for: self)
     }
 
     override func watchRemoved(_ watch: LibDBus.Watch) {
@@ -958,14 +979,14 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         for (fd, list) in watches where list.contains(watch) {
             let rest = list.filter { $0 != watch }
             watches[fd] = rest.isEmpty ? nil : rest
-            loop.setInterest(fd: fd, interest(in: fd))
+            loop.setInterest(fd: fd, interest(in: fd), for: self)
         }
     }
 
     override func watchToggled(_ watch: LibDBus.Watch) {
         loop.preconditionOwned()
         for (fd, list) in watches where list.contains(watch) {
-            loop.setInterest(fd: fd, interest(in: fd))
+            loop.setInterest(fd: fd, interest(in: fd), for: self)
         }
     }
 
@@ -1052,4 +1073,10 @@ private final class BatchOutcomes: @unchecked Sendable {
         remaining -= 1
         if remaining == 0 { completion(results.map { $0! }) }
     }
+}
+
+/// Stands for a connection that was never made, to give back its place on the loop.
+private final class Placeholder: EventLoopHandler {
+    func loopStarted() {}
+    func loopStopped() {}
 }
