@@ -42,6 +42,11 @@ final class BusReports: Sendable {
             case .directory:
                 // At start: said after `ready` by sayWhereListening.
                 break
+            case .waitingForBus(let error) where error.code == .disconnected:
+                // "lost the bus at …; and the wormhole directory cannot be watched instead: …"
+                writeError("wormhole: \(error.message); waiting for the bus")
+            case .waitingForBus:
+                break
             case .bus:
                 let count = caughtUp.exchange(0, ordering: .relaxed)
                 let changed = count == 1 ? "1 message" : "\(count) messages"
@@ -52,9 +57,13 @@ final class BusReports: Sendable {
 
     /// After `ready`: says when the listeners started without a bus (woken through the directory).
     func sayWhereListening(_ wormhole: MessageCenter) {
-        if case .directory(let error) = wormhole.wakeSource, error.code != .disconnected {
+        switch wormhole.wakeSource {
+        case .directory(let error) where error.code != .disconnected:
             writeError(
                 "wormhole: \(error.message); listening through the wormhole directory (inotify) until the bus can be reached")
+        case .waitingForBus(let error):
+            writeError("wormhole: \(error.message); waiting for the bus")
+        default: break
         }
     }
 

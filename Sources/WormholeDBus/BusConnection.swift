@@ -2,13 +2,15 @@ import Dispatch
 public import Logging
 import Synchronization
 
-/// A private connection to a D-Bus bus, with its own I/O thread.
+/// A connection to a D-Bus bus, on the process's one event loop.
 ///
-/// Each connection owns one libdbus connection and one thread that sleeps on the
-/// connection's socket; nothing polls, and that thread alone touches the libdbus
-/// connection (<doc:Threading>). Emitting is a plain call from any thread that hands the
-/// signal to it and never waits. Receiving is either a ``SignalStream`` (an `AsyncSequence`
-/// that owns its match rule) or a handler that runs where a ``DeliveryQueue`` says.
+/// Each connection owns one libdbus connection. Its socket is read by the process's loop thread
+/// (`wormhole-loop`), which every connection of the process shares; nothing polls, and exactly
+/// one thread at a time touches the libdbus connection (<doc:Threading>). Emitting is a plain
+/// call from any thread that never waits: it writes on the calling thread while the loop
+/// sleeps, and hands the signal to the loop otherwise. Receiving is either a ``SignalStream``
+/// (an `AsyncSequence` that owns its match rule) or a handler that runs where a
+/// ``DeliveryQueue`` says.
 ///
 /// ```swift
 /// let bus = try BusConnection(address: BusAddress("unix:path=/tmp/bus"))
@@ -88,7 +90,7 @@ public final class BusConnection: Sendable {
     /// The process's connection to the bus at `address`, shared by every caller: the first call
     /// connects (as ``init(address:reconnect:connectTimeout:logger:)`` with
     /// ``ReconnectPolicy/automatic``), later calls for the same bus get a new handle of the same
-    /// connection, one unique name, one I/O thread. The bus is recognised whatever the address's
+    /// connection, one unique name, one socket. The bus is recognised whatever the address's
     /// spelling: `guid=`, the order of its keys (see ``BusAddress/sharingKey``).
     ///
     /// Each handle is a scope: ``close()`` (or releasing the handle) ends the routes, streams,
@@ -142,8 +144,9 @@ public final class BusConnection: Sendable {
     // MARK: Emitting
 
     /// Emits a signal. Thread-safe and never blocks: the message is built on the calling thread
-    /// and handed to the connection's I/O thread, which writes it (on the I/O thread itself,
-    /// in a handler, it is written at once). Call ``flush()`` to wait until it is on the bus.
+    /// and written there when the loop is asleep, else handed to the loop, which writes it (on
+    /// the loop's thread itself, in a handler, it is written at once). Call ``flush()`` to wait
+    /// until it is on the bus.
     ///
     /// Throws ``BusError/Code/disconnected`` when the bus is not connected, and
     /// ``BusError/Code/invalidString`` naming a string argument that is not valid UTF-8.

@@ -3,7 +3,9 @@ import Glibc
 import Logging
 import Synchronization
 
-/// Owns one libdbus connection at a time, on one thread: the connection's I/O thread.
+/// Owns one libdbus connection at a time, on one thread: the connection's I/O thread, which is
+/// the process's loop thread (``RuntimeLoop``), shared with every other connection, the inotify
+/// instance and the reconnection waits; a `BusIO` is one handler of that loop.
 ///
 /// Exactly one thread at a time touches the C connection: its owner, the holder of the loop's
 /// ownership lock (the design of GRDB's serialized database, with swift-nio's event loop as

@@ -134,10 +134,23 @@ package final class InotifyHub: Sendable {
         }
     }
 
+    /// The instance has no watch left: it is closed on the loop, unless a watch is added before
+    /// that (which then reuses it), so a process never holds two instances, not even while
+    /// one closes.
     private func closeInstance(_ state: inout State) {
         guard let instance = state.instance else { return }
-        state.instance = nil
-        instance.close()
+        instance.whenIdle { [self] in closeIfIdle(instance) }
+    }
+
+    /// On the loop's thread: closes `instance` if it is still the current one and unused.
+    private func closeIfIdle(_ instance: Instance) {
+        let close = state.withLock { state -> Bool in
+            guard state.instance === instance, state.watches.isEmpty else { return false }
+            state.instance = nil
+            instance.closeDescriptor()
+            return true
+        }
+        if close { instance.close() }
     }
 
     /// On the loop's thread: the events read from `instance`, handed to their subscribers.
@@ -164,7 +177,7 @@ package final class InotifyHub: Sendable {
 
     /// One inotify descriptor, read on the process's loop.
     fileprivate final class Instance: EventLoopHandler, @unchecked Sendable {
-        // @unchecked: `fd` and `loop` are set in init; `closed` is atomic.
+        // @unchecked: `fd` and `loop` are set in init; `closed` is loop-confined.
         let fd: Int32
         private unowned let hub: InotifyHub
         private let loop: EventLoop
@@ -183,17 +196,32 @@ package final class InotifyHub: Sendable {
             loop.attach(self)
         }
 
-        /// Leaves the loop; the descriptor is closed there, after its last read.
+        /// Loop-confined: whether the descriptor was closed.
+        private var closed = false
+
+        /// Leaves the loop; the descriptor is closed there (if it is not already).
         func close() { RuntimeLoop.detach(self, from: loop) }
 
-        func loopStarted() { loop.setInterest(fd: fd, Interest(readable: true), for: self) }
+        /// Runs `body` on the loop's thread, after the events already read.
+        func whenIdle(_ body: @escaping @Sendable () -> Void) { loop.execute(body) }
 
-        func loopStopped() {
+        /// On the loop's thread: stops reading and closes the descriptor.
+        func closeDescriptor() {
+            loop.preconditionInEventLoop()
+            guard !closed else { return }
+            closed = true
             loop.setInterest(fd: fd, Interest(), for: self)
             Glibc.close(fd)
         }
 
+        func loopStarted() {
+            if !closed { loop.setInterest(fd: fd, Interest(readable: true), for: self) }
+        }
+
+        func loopStopped() { closeDescriptor() }
+
         func ready(fd: Int32, _ readiness: Readiness) {
+            guard !closed else { return }
             // Room for at least 64 events with the longest names (16 + 256 bytes each).
             let capacity = 64 * 272
             var events: [(wd: Int32, event: Event)] = []

@@ -77,9 +77,74 @@ struct RuntimeResourceCLITests {
         try bus.start()
         let back = try await next(1, from: child.stderrLines, "the back line")
         #expect(back.first?.hasPrefix("wormhole: back on the bus") == true, "\(back)")
+        // The watch is closed by a job queued on the loop before the back line was written; a
+        // delivery read after that line comes from a later loop iteration, so the job has run.
+        let sent = try MessageCenterCLI.send(
+            bus: bus, root: root.path, runtime: runtime.path, group: Self.group, identifier: "inbox", json: #"{"n":2}"#,
+            busDown: false)
+        #expect(sent.status == 0, "\(sent.stderr)")
+        _ = try await next(1, from: child.stdoutLines, "the message sent on the bus")
         let after = Holdings(of: child.pid)
         #expect(after.threads.filter { $0 == "wormhole-loop" }.count == 1, "\(after)")
         #expect(after.epollInstances == 1, "\(after)")
         #expect(after.inotifyInstances == 0, "the watches went with the outage: \(after)")
+    }
+
+    /// Whether this machine lets a process make a user namespace of its own (`unshare -Ur`), in
+    /// which the per-user inotify limit can be lowered without touching the machine's.
+    static let userNamespaces: Bool = {
+        (try? run("/usr/bin/env", ["unshare", "-Ur", "true"]))?.status == 0
+    }()
+
+    @Test(
+        "listen past the per-user inotify limit, without a bus, waits for the bus and names the limit; then delivers",
+        .enabled(if: userNamespaces, "needs unshare -Ur (user namespaces)"))
+    func pastTheInotifyLimit() async throws {
+        let bus = try TestBus()
+        bus.kill()  // the socket's path is known, nothing listens on it yet
+        let root = try TemporaryDirectory("runtime-limit-root")
+        let runtime = try TemporaryDirectory("runtime-limit-runtime")
+        let environment = ["WORMHOLE_CONTAINER_ROOT": root.path, "XDG_RUNTIME_DIR": runtime.path]
+        // In a user namespace of its own, with no inotify instance allowed (the limit is per user
+        // namespace since Linux 5.11): this process is "the one past the limit".
+        let script = "echo 0 > /proc/sys/user/max_inotify_instances && exec \"$0\" \"$@\""
+        let child = try ChildProcess(
+            "/usr/bin/env",
+            ["unshare", "-Ur", "sh", "-c", script, try productPath("wormhole"), "listen", "inbox", "--group", Self.group,
+             "--bus-address", bus.address.rawValue, "--count", "1", "--timeout", "120"],
+            environment: environment)
+        defer {
+            child.signal(SIGKILL)
+            _ = child.wait()
+        }
+        let lines = try await next(2, from: child.stderrLines, "ready, then why it waits")
+        #expect(lines.first == "ready")
+        let why = lines.last ?? ""
+        #expect(why.hasPrefix("wormhole: cannot connect to the bus"), "\(why)")
+        #expect(why.contains("fs.inotify.max_user_instances"), "names the limit: \(why)")
+        #expect(why.contains("sysctl"), "says what raises it: \(why)")
+        #expect(why.hasSuffix("waiting for the bus"), "\(why)")
+        // Bus credentials inside the namespace are root's: only a root test run can connect.
+        guard getuid() == 0 else { return }
+        let writer = try MessageCenterCLI.send(
+            bus: bus, root: root.path, runtime: runtime.path, group: Self.group, identifier: "inbox", json: #"{"n":1}"#,
+            busDown: true)
+        #expect(writer.status == 0, "\(writer.stderr)")
+        try bus.start()
+        let delivered = try await next(1, from: child.stdoutLines, "the catch-up once the bus is there")
+        #expect(delivered.first?.contains(#""message":{"n":1}"#) == true, "\(delivered)")
+        #expect(delivered.first?.contains(#""reason":"catchUp""#) == true, "\(delivered)")
+    }
+}
+
+/// Runs `wormhole send` as a script would.
+enum MessageCenterCLI {
+    static func send(
+        bus: TestBus, root: String, runtime: String, group: String, identifier: String, json: String, busDown: Bool
+    ) throws -> ProcessOutput {
+        try run(
+            try productPath("wormhole"),
+            ["send", identifier, json, "--group", group, "--bus-address", bus.address.rawValue],
+            environment: ["WORMHOLE_CONTAINER_ROOT": root, "XDG_RUNTIME_DIR": runtime])
     }
 }

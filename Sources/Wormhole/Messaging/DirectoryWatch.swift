@@ -75,7 +75,9 @@ final class DirectoryWatch: Sendable {
                 return try InotifyHub.shared.watch(directory.path, mask: Self.mask | UInt32(IN_DONT_FOLLOW), handler: handler)
             }
         } catch {
-            throw WormholeError(.io, value: directory.path, "cannot watch '\(directory.path)': \(error)")
+            // A per-user limit is named as the value (the sysctl that raises it): the listeners
+            // then wait for the bus instead of failing.
+            throw WormholeError(.io, value: error.limit ?? directory.path, "cannot watch '\(directory.path)': \(error)")
         }
     }
 

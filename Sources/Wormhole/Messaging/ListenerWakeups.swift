@@ -15,11 +15,17 @@ extension MessageCenter {
         /// be reached the listeners' rules are added, the watch stops and every listener catches
         /// up (``MessageDelivery/Reason/catchUp``).
         case directory(BusError)
+        /// Neither: the bus cannot be reached and the wormhole directory cannot be watched either
+        /// (the error says both; typically the per-user inotify limit
+        /// `fs.inotify.max_user_instances` is reached, and it names that limit). The listeners wait
+        /// for the bus and catch up when it can be reached, as after ``directory(_:)``.
+        case waitingForBus(BusError)
 
         public var description: String {
             switch self {
             case .bus: "bus"
             case .directory(let error): "directory (\(error.message))"
+            case .waitingForBus(let error): "waiting for the bus (\(error.message))"
             }
         }
     }
@@ -183,11 +189,19 @@ final class ListenerWakeups: Sendable {
         do {
             try startWatching(because: error)
         } catch let watchError {
-            for listener in listeners { listener.cancel() }
             var combined = error
             let reason = (watchError as? WormholeError)?.message ?? "\(watchError)"
             combined.message += "; and the wormhole directory cannot be watched instead: \(reason)"
-            throw combined
+            guard Self.isKernelLimit(watchError) else {
+                for listener in listeners { listener.cancel() }
+                throw combined
+            }
+            // A limit the user can raise, shared with every other process: wait for the bus
+            // (the listeners catch up when it comes) instead of failing.
+            logger.warning("no bus, and the wormhole directory cannot be watched: waiting for the bus", metadata: ["reason": "\(combined.message)"])
+            setSource(.waitingForBus(combined))
+            waitForBus()
+            return
         }
         logger.notice(
             "no bus: listening through the wormhole directory until it can be reached",
@@ -244,6 +258,12 @@ final class ListenerWakeups: Sendable {
     }
 
     // MARK: The directory watch
+
+    /// Whether the watch failed on a per-user kernel limit (its error names the sysctl).
+    private static func isKernelLimit(_ error: any Error) -> Bool {
+        guard let error = error as? WormholeError else { return false }
+        return error.value?.hasPrefix("fs.inotify.") == true
+    }
 
     /// Starts the watch if it is not running, and sets the source.
     private func startWatching(because error: BusError) throws {
@@ -360,8 +380,11 @@ final class ListenerWakeups: Sendable {
         let error = BusError(.disconnected, value: address.rawValue, "lost the bus at \(quoted(address.rawValue))")
         do {
             try startWatching(because: error)
-        } catch {
-            logger.error("cannot watch the wormhole directory while the bus is away: \(error)")
+        } catch let watchError {
+            logger.error("cannot watch the wormhole directory while the bus is away: \(watchError)")
+            var combined = error
+            combined.message += "; and the wormhole directory cannot be watched instead: \((watchError as? WormholeError)?.message ?? "\(watchError)")"
+            setSource(.waitingForBus(combined))
             return
         }
         for listener in listeners { listener.core.catchUp() }
