@@ -5,12 +5,13 @@ import Wormhole
 import WormholeDBus
 import WormholeTestSupport
 
-@Suite("Notification delivery: filtering, prefixes, malformed signals, suspension, state")
+/// The tests share the suite's bus: each observes names no other test posts.
+@Suite("Notification delivery: filtering, prefixes, malformed signals, suspension, state", .sharedBus)
 struct NotifyDeliveryTests {
     let bus: TestBus
     let table: NotifyTempDirectory
     init() throws {
-        bus = try TestBus()
+        bus = try TestBus.shared()
         table = try NotifyTempDirectory()
     }
 
@@ -26,7 +27,7 @@ struct NotifyDeliveryTests {
 
     @Test("malformed Posted signals never crash an observer, which keeps delivering the next good post")
     func malformedSignals() async throws {
-        let target = "group/box/a"
+        let target = "malformed/box/a"
         let observing = try center()
         let (handled, handler) = NotifyHarness.recorder()
         let observer = try observing.addObserver(
@@ -35,7 +36,7 @@ struct NotifyDeliveryTests {
         let (ioHandled, ioHandler) = NotifyHarness.recorder()
         let ioObserver = try observing.addObserver(for: name(target), on: .ioThread, handler: ioHandler)
         defer { ioObserver.cancel() }
-        let prefixed = try await observing.notifications(prefix: name("group/box/"))
+        let prefixed = try await observing.notifications(prefix: name("malformed/box/"))
         // Everything named Posted reaches this connection; the observers' routes are offered each
         // signal their rules match, in the order sent.
         let everything = try await observing.connection.signals(matching: MatchRule(member: Self.posted))
@@ -47,7 +48,7 @@ struct NotifyDeliveryTests {
             (Self.path, Self.plain, [.int32(5)]),  // first argument not a string
             (Self.path, Self.bucket(target), [.int32(5), .string(target)]),
             (Self.path, Self.plain, [.uint64(1), .string(target)]),
-            (Self.path, Self.plain, [.objectPath(try ObjectPath("/group/box/a"))]),
+            (Self.path, Self.plain, [.objectPath(try ObjectPath("/malformed/box/a"))]),
             // The wrong bucket and a foreign interface reach the prefix observer (its rule names no interface).
             (Self.path, Self.bucket("not the name"), [.string(target), .uint64(2)]),
             (Self.path, Self.bucket("not the name"), [.string(target)]),

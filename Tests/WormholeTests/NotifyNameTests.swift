@@ -11,12 +11,14 @@ let notifyAwkwardNames = [
     "ünïcode/名前", "com.example.app.refresh",
 ]
 
-@Suite("Notification names, buckets and the wire format (contract §1)")
+/// The tests share the suite's bus; `wireFormat` posts a name that `awkwardNames` observes, so it
+/// has a bus of its own (shared by its cases).
+@Suite("Notification names, buckets and the wire format (contract §1)", .sharedBus)
 struct NotifyNameTests {
     let bus: TestBus
     let table: NotifyTempDirectory
     init() throws {
-        bus = try TestBus()
+        bus = try TestBus.shared()
         table = try NotifyTempDirectory()
     }
 
@@ -30,7 +32,7 @@ struct NotifyNameTests {
     }
 
     @Test(
-        "a post is Posted(s name, t state) on /org/wormhole/Notify1 and the name's bucket interface",
+        "a post is Posted(s name, t state) on /org/wormhole/Notify1 and the name's bucket interface", .sharedBus,
         arguments: [
             ("com.example.app.refresh", "org.wormhole.Notify1.BE6A2"),
             ("group.com.example.lines/wormhole/clip", "org.wormhole.Notify1.B5F31"),
@@ -38,10 +40,11 @@ struct NotifyNameTests {
     func wireFormat(name: String, interface: String) async throws {
         #expect(try NotificationName(name).bucketInterface == interface)
         #expect(NotifyContract.bucketInterface(for: name) == interface)
-        // A raw listener, not our own observer: it sees exactly what went on the wire.
-        let listener = try BusConnection(address: bus.address)
-        let raw = try await listener.signals(matching: MatchRule(member: try MemberName("Posted")))
+        // A raw listener, not our own observer: it sees exactly what the poster put on the wire.
         let poster = try center()
+        let listener = try BusConnection(address: bus.address)
+        let raw = try await listener.signals(
+            matching: MatchRule(sender: poster.connection.uniqueName, member: try MemberName("Posted")))
         try poster.post(NotificationName(name), state: 42)
         try poster.post(NotificationName(name), state: .max)
         let signals = try await NotifyHarness.next(2, from: raw, "raw Posted signals")
@@ -111,9 +114,11 @@ struct NotifyNameTests {
             guard let error = error as? WormholeError else { return false }
             return error.code == .invalidName && error.message.contains(problem)
         }
-        let listener = try BusConnection(address: bus.address)
-        let raw = try await listener.signals(matching: MatchRule(member: try MemberName("Posted")))
+        // Everything the poster sends (and nothing another test sends on the shared bus).
         let poster = try center()
+        let listener = try BusConnection(address: bus.address)
+        let raw = try await listener.signals(
+            matching: MatchRule(sender: poster.connection.uniqueName, member: try MemberName("Posted")))
         #expect(#expect(throws: WormholeError.self) { try poster.post(name) }?.code == .invalidName)
         #expect(#expect(throws: WormholeError.self) { try poster.post(name, state: 1) }?.code == .invalidName)
         try poster.post("sentinel")

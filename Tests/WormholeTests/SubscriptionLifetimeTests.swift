@@ -43,17 +43,20 @@ final class AfterCancelWitness: Sendable {
     func called() { if cancelled.load(ordering: .acquiring) { lateCount.wrappingAdd(1, ordering: .relaxed) } }
 }
 
-@Suite("Subscription handles: one lifetime rule, one delivery path")
+@Suite("Subscription handles: one lifetime rule, one delivery path", .sharedBus)
 struct SubscriptionLifetimeTests {
     let bus: TestBus
     let table: NotifyTempDirectory
+    /// This test's names start with it: the suite's tests (and cases) share one bus.
+    let scope = uniqueName("lifetime", separator: "-") + "/"
     init() throws {
-        bus = try TestBus()
+        bus = try TestBus.shared()
         table = try NotifyTempDirectory()
     }
 
     func center() throws -> DarwinNotificationCenter { try NotifyHarness.center(bus, table: table.path) }
-    func name(_ string: String) -> NotificationName { NotifyHarness.name(string) }
+    /// `string` in this test's scope.
+    func name(_ string: String) -> NotificationName { NotifyHarness.name(scope + string) }
 
     /// Posts `target` then a witness name from one connection (so in that order), and waits until
     /// the witness observer saw it: by then `target`'s signal was handled, or never arrived.
