@@ -58,6 +58,9 @@ enum DefaultsHarness {
     /// exact-name rules, and the first delivery after 20 writes to B is A's.
     @Test(.disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
     func keyObserverIsFilteredByTheDaemon() async throws {
+        // It counts the rules of the process's one connection to its bus: a bus of its own, not
+        // the suite's.
+        let world = try MessagingFixture(bus: TestBus())
         let observing = try world.defaults()
         let (changes, record) = DefaultsHarness.recorder()
         let observer = try observing.observe("a.key", handler: record)
@@ -81,6 +84,9 @@ enum DefaultsHarness {
     /// changes are all visible when the first of them is delivered.
     @Test(.disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
     func suiteObserverSeesEveryKeyAndWholeTransactions() async throws {
+        // It counts the rules of the process's one connection to its bus: a bus of its own, not
+        // the suite's.
+        let world = try MessagingFixture(bus: TestBus())
         let observing = try world.defaults()
         let (changes, record) = DefaultsHarness.recorder()
         let seenTogether = Mutex<[String: PropertyListValue?]>([:])

@@ -191,6 +191,9 @@ struct MessagingDeliveryTests {
 
     @Test("the async stream ends when its task is cancelled, and its match rules go", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
     func streamCancellation() async throws {
+        // It counts the rules of the process's one connection to its bus: a bus of its own, not
+        // the suite's.
+        let fixture = try MessagingFixture(bus: TestBus())
         let receiver = try fixture.wormhole()
         let connection = try receiver.notificationCenter().connection
         let baseline = try await MessagingHarness.settledRuleCount(fixture.bus, connection)

@@ -11,8 +11,9 @@ let notifyAwkwardNames = [
     "ünïcode/名前", "com.example.app.refresh",
 ]
 
-/// The tests share the suite's bus; `wireFormat` posts a name that `awkwardNames` observes, so it
-/// has a bus of its own (shared by its cases).
+/// The tests share the suite's bus. `awkwardNames` (which observes a name `wireFormat` posts and
+/// counts what the process's one connection to its bus received) and `invalidNames` (which
+/// watches everything that connection sends) have a bus of their own, their cases one at a time.
 @Suite("Notification names, buckets and the wire format (contract §1)", .sharedBus)
 struct NotifyNameTests {
     let bus: TestBus
@@ -32,7 +33,7 @@ struct NotifyNameTests {
     }
 
     @Test(
-        "a post is Posted(s name, t state) on /org/wormhole/Notify1 and the name's bucket interface", .sharedBus,
+        "a post is Posted(s name, t state) on /org/wormhole/Notify1 and the name's bucket interface",
         arguments: [
             ("com.example.app.refresh", "org.wormhole.Notify1.BE6A2"),
             ("group.com.example.lines/wormhole/clip", "org.wormhole.Notify1.B5F31"),
@@ -40,11 +41,13 @@ struct NotifyNameTests {
     func wireFormat(name: String, interface: String) async throws {
         #expect(try NotificationName(name).bucketInterface == interface)
         #expect(NotifyContract.bucketInterface(for: name) == interface)
-        // A raw listener, not our own observer: it sees exactly what the poster put on the wire.
+        // A raw listener, not our own observer: it sees exactly what the poster put on the wire for
+        // the name (the process's other tests post other names on the same connection).
         let poster = try center()
         let listener = try BusConnection(address: bus.address)
         let raw = try await listener.signals(
-            matching: MatchRule(sender: poster.connection.uniqueName, member: try MemberName("Posted")))
+            matching: MatchRule(
+                sender: poster.connection.uniqueName, member: try MemberName("Posted"), arguments: [0: name]))
         try poster.post(NotificationName(name), state: 42)
         try poster.post(NotificationName(name), state: .max)
         let signals = try await NotifyHarness.next(2, from: raw, "raw Posted signals")
@@ -60,10 +63,12 @@ struct NotifyNameTests {
 
     @Test(
         "names with quotes, backslashes, spaces, dots and slashes reach observers, look-alikes do not",
-        arguments: notifyAwkwardNames)
+        .sharedBus, .serialized, arguments: notifyAwkwardNames)
     func awkwardNames(name: String) async throws {
         let observing = try center()
         let posting = try center()
+        // The cases share a bus and (one at a time) the process's connection to it.
+        let before = observing.connection.signalsReceived
         let (handled, handler) = NotifyHarness.recorder()
         let observer = try observing.addObserver(
             for: NotificationName(name), on: .queue(DispatchQueue(label: "test.awkward")), handler: handler)
@@ -80,7 +85,7 @@ struct NotifyNameTests {
             #expect(delivered.map(\.name.rawValue) == [name])
             #expect(delivered.map(\.state) == [1])
         }
-        #expect(observing.connection.signalsReceived == 1, "the daemon filtered every look-alike")
+        #expect(observing.connection.signalsReceived == before + 1, "the daemon filtered every look-alike")
     }
 
     @Test(
@@ -102,7 +107,7 @@ struct NotifyNameTests {
     }
 
     @Test(
-        "invalid names are refused by name and by post, naming the problem, and nothing is sent",
+        "invalid names are refused by name and by post, naming the problem, and nothing is sent", .sharedBus, .serialized,
         arguments: [
             ("", "empty"),
             (String(repeating: "n", count: 901), "901 bytes"),
@@ -114,7 +119,8 @@ struct NotifyNameTests {
             guard let error = error as? WormholeError else { return false }
             return error.code == .invalidName && error.message.contains(problem)
         }
-        // Everything the poster sends (and nothing another test sends on the shared bus).
+        // Everything the poster's connection sends: this test's cases share a bus of their own, one
+        // case at a time.
         let poster = try center()
         let listener = try BusConnection(address: bus.address)
         let raw = try await listener.signals(
