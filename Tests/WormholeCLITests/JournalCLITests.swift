@@ -155,7 +155,9 @@ struct JournalCLITests {
         #expect(second.stderr.contains("'busy'") && second.stderr.contains("in use"), "\(second.stderr)")
         try world.journal().append(["n": 1])
         let output = try await world.wait(first)
-        #expect(output.status == 0 && output.stdout == world.line(1, #"{"n":1}"#) + "\n")
+        #expect(
+            output.status == 0 && output.stdout == world.line(1, #"{"n":1}"#) + "\n",
+            "the first listen: status \(output.status), \(output.stdout.debugDescription), \(output.stderr.debugDescription)")
     }
 
     @Test("journal stat prints first, last, records, bytes, segments and consumers; trim removes old segments")
