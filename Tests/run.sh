@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Wormhole's test command: installs what is missing, builds everything (no warnings
-# allowed in our own code) and runs the whole suite. Every bus test starts its own
-# private dbus-daemon from dbus/wormhole-session.conf; the user's session bus is never used.
+# allowed in our own code) and runs the whole suite. The tests of a suite share one private
+# dbus-daemon from dbus/wormhole-session.conf (a test that stops its bus has one of its own;
+# see Tests/WormholeTestSupport/TestBus.swift); the user's session bus is never used. It needs
+# no raised kernel limit: a run holds well under the 128 inotify instances a user gets by default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 .ci/install-deps

@@ -7,12 +7,14 @@ import WormholeTestSupport
 
 /// `wormhole bench` (which runs `wormhole-bench`) and the C floor's command-line modes, run as
 /// the built binaries against a private bus.
-@Suite("wormhole bench / wormhole-floor")
+/// The tests share the suite's bus: every bench measurement posts names of its own
+/// (`org.wormhole.bench.<random tag>.…`).
+@Suite("wormhole bench / wormhole-floor", .sharedBus)
 struct BenchCLITests {
     let bus: TestBus
     let runtime: NotifyCLITests.RuntimeDirectory
     init() throws {
-        bus = try TestBus()
+        bus = try TestBus.shared()
         runtime = try NotifyCLITests.RuntimeDirectory()
     }
 

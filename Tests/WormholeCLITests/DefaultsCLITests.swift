@@ -9,15 +9,17 @@ import Wormhole
 import WormholeDBus
 import WormholeTestSupport
 
+/// One test's world: its suite's bus, an application group of its own (so that tests sharing the
+/// bus never hear each other), an empty container root and runtime directory.
 private final class DefaultsCLIWorld: Sendable {
-    static let group = "group.com.example.cli-defaults"
+    let group = uniqueName("group.com.example.cli-defaults")
 
     let bus: TestBus
     let root: TemporaryDirectory
     let runtime: TemporaryDirectory
 
     init() throws {
-        bus = try TestBus()
+        bus = try TestBus.shared()
         root = try TemporaryDirectory("cli-defaults-root")
         runtime = try TemporaryDirectory("cli-defaults-runtime")
     }
@@ -25,7 +27,7 @@ private final class DefaultsCLIWorld: Sendable {
     var environment: [String: String] { ["WORMHOLE_CONTAINER_ROOT": root.path, "XDG_RUNTIME_DIR": runtime.path] }
 
     func arguments(_ rest: [String]) -> [String] {
-        ["defaults"] + rest + ["--group", Self.group, "--bus-address", bus.address.rawValue]
+        ["defaults"] + rest + ["--group", group, "--bus-address", bus.address.rawValue]
     }
 
     /// Runs `wormhole defaults …` to completion on a Dispatch thread.
@@ -54,14 +56,14 @@ private final class DefaultsCLIWorld: Sendable {
         var logger = Logger(label: "wormhole.cli-defaults-tests")
         logger.logLevel = .error
         return try GroupDefaults(
-            applicationGroupIdentifier: Self.group, containerRoot: root.path, busAddress: bus.address,
+            applicationGroupIdentifier: group, containerRoot: root.path, busAddress: bus.address,
             sharedStateDirectory: runtime.path + "/wormhole", logger: logger)
     }
 
-    var suitePath: String { "\(root.path)/\(Self.group)/Preferences/\(Self.group).json" }
+    var suitePath: String { "\(root.path)/\(group)/Preferences/\(group).json" }
 }
 
-@Suite struct DefaultsCLITests {
+@Suite(.sharedBus) struct DefaultsCLITests {
     @Test func writeReadDeleteRoundTrip() async throws {
         let world = try DefaultsCLIWorld()
         for (key, json) in [("int", "1"), ("double", "1.0"), ("text", #""Grüße/\"x\"""#), ("date", #"{"$date":1700000000.5}"#),

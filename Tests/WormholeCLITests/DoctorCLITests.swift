@@ -10,22 +10,30 @@ import Wormhole
 import WormholeDBus
 import WormholeTestSupport
 
-/// One test's world: a private bus, an empty container root, an empty runtime directory.
+/// One test's world: its suite's bus (or a bus of its own), an application group of its own (so
+/// that tests sharing the bus never see each other's listeners or posts), an empty container root,
+/// an empty runtime directory.
 private final class DoctorWorld: Sendable {
-    static let group = "group.com.example.doctor"
+    let group = uniqueName("group.com.example.doctor")
 
     let bus: TestBus
     let root: TemporaryDirectory
     let runtime: TemporaryDirectory
 
-    init(configFile: String? = nil) throws {
-        bus = try TestBus(configFile: configFile)
+    /// A world on the suite's shared bus; on a bus of its own with `configFile`, or on `bus` (a
+    /// test that stops its bus or watches all of it passes one of its own: `DoctorWorld(bus: TestBus())`).
+    init(configFile: String? = nil, bus: TestBus? = nil) throws {
+        if let configFile {
+            self.bus = try TestBus(configFile: configFile)
+        } else {
+            self.bus = try bus ?? TestBus.shared()
+        }
         root = try TemporaryDirectory("doctor-root")
         runtime = try TemporaryDirectory("doctor-runtime")
     }
 
     var environment: [String: String] { ["WORMHOLE_CONTAINER_ROOT": root.path, "XDG_RUNTIME_DIR": runtime.path] }
-    var container: String { "\(root.path)/\(Self.group)" }
+    var container: String { "\(root.path)/\(group)" }
     var directory: String { "\(container)/wormhole" }
 
     /// Runs `wormhole ARGUMENTS` to completion (on a Dispatch thread).
@@ -45,7 +53,7 @@ private final class DoctorWorld: Sendable {
     func doctor(_ identifiers: [String] = [], address: String? = nil, environment: [String: String] = [:]) async throws
         -> DoctorOutput
     {
-        var arguments = ["doctor", "--json", "--group", Self.group]
+        var arguments = ["doctor", "--json", "--group", group]
         if let address = address ?? Optional(bus.address.rawValue), !address.isEmpty {
             arguments += ["--bus-address", address]
         }
@@ -54,7 +62,7 @@ private final class DoctorWorld: Sendable {
     }
 
     func send(_ identifier: String, _ json: String) async throws {
-        let output = try await wormhole(["send", "--group", Self.group, "--bus-address", bus.address.rawValue, identifier, json])
+        let output = try await wormhole(["send", "--group", group, "--bus-address", bus.address.rawValue, identifier, json])
         if output.status != 0 { throw TestFailure("wormhole send failed: \(output.stderr)") }
     }
 
@@ -102,7 +110,9 @@ private struct DoctorOutput {
     var statuses: [String: String] { Dictionary(report.checks.map { ($0.check, $0.status) }) { $1 } }
 }
 
-@Suite("wormhole doctor and monitor")
+/// The tests share the suite's bus, each in a group of its own; those that stop the bus, need
+/// another policy or watch every post on the bus have a bus of their own.
+@Suite("wormhole doctor and monitor", .sharedBus)
 struct DoctorCLITests {
     @Test("no bus address: the first check fails with the fix, the bus checks are skipped")
     func noBus() async throws {
@@ -143,7 +153,8 @@ struct DoctorCLITests {
 
     @Test("a dead bus: not reachable, with the socket to look at")
     func deadBus() async throws {
-        let world = try DoctorWorld()
+        // It kills the bus: a bus of its own, not the suite's.
+        let world = try DoctorWorld(bus: TestBus())
         world.bus.kill()
         let output = try await world.doctor()
         #expect(output.status == 1)
@@ -157,7 +168,8 @@ struct DoctorCLITests {
 
     @Test("a bus that accepts and never answers (a stopped daemon): not reachable, within the deadline")
     func pausedBus() async throws {
-        let world = try DoctorWorld()
+        // It stops the bus: a bus of its own, not the suite's.
+        let world = try DoctorWorld(bus: TestBus())
         world.bus.pause()
         defer { world.bus.resume() }
         let output = try await world.doctor()
@@ -253,10 +265,10 @@ struct DoctorCLITests {
         #expect(output.status == 1)
         let listeners = try #require(output["listeners"])
         #expect(listeners.status == "fail")
-        #expect(listeners.detail.contains("\(DoctorWorld.group)/wormhole/button"))
+        #expect(listeners.detail.contains("\(world.group)/wormhole/button"))
         #expect(listeners.fix?.contains(world.bus.address.rawValue) == true)
         #expect(output["match rules"]?.items.count == 2)
-        #expect(output["match rules"]?.items.first?.contains("arg0='\(DoctorWorld.group)/wormhole/button'") == true)
+        #expect(output["match rules"]?.items.first?.contains("arg0='\(world.group)/wormhole/button'") == true)
         for check in ["bus address", "bus", "container root", "container", "directory", "stored messages", "round trip"] {
             #expect(output[check]?.status == "pass", "\(check): \(output[check]?.detail ?? "missing")")
         }
@@ -269,7 +281,7 @@ struct DoctorCLITests {
         let world = try DoctorWorld()
         try await world.send("button", #"{"n":1}"#)
         let listener = try await world.startReady(
-            ["listen", "--group", DoctorWorld.group, "--bus-address", world.bus.address.rawValue, "button"])
+            ["listen", "--group", world.group, "--bus-address", world.bus.address.rawValue, "button"])
         let output = try await world.doctor(["button"])
         #expect(output.status == 0, "\(output.raw.stdout)")
         #expect(output.report.ok)
@@ -281,7 +293,7 @@ struct DoctorCLITests {
         #expect(all["listeners"]?.detail.hasPrefix("1 connection") == true)
         // The text form: one line per check with its mark.
         let text = try await world.wormhole(
-            ["doctor", "--group", DoctorWorld.group, "--bus-address", world.bus.address.rawValue, "button"])
+            ["doctor", "--group", world.group, "--bus-address", world.bus.address.rawValue, "button"])
         #expect(text.status == 0)
         #expect(text.stdout.split(separator: "\n").filter { $0.hasPrefix("✓ ") }.count == 9)
         listener.signal(SIGTERM)
@@ -297,8 +309,8 @@ struct DoctorCLITests {
         let other = try await world.startReady(["listen", "--group", "group.com.example.other", "--bus-address", address, "button"])
         let none = try await world.doctor(["button"])
         #expect(none["listeners"]?.status == "fail")
-        let all = try await world.startReady(["listen", "--group", DoctorWorld.group, "--bus-address", address, "--all"])
-        let observer = try await world.startReady(["observe", "--prefix", "\(DoctorWorld.group)/", "--bus-address", address])
+        let all = try await world.startReady(["listen", "--group", world.group, "--bus-address", address, "--all"])
+        let observer = try await world.startReady(["observe", "--prefix", "\(world.group)/", "--bus-address", address])
         let output = try await world.doctor(["button"])
         #expect(output["listeners"]?.status == "pass")
         let pids = [all, observer].map { "pid \($0.pid) wormhole" }
@@ -341,12 +353,12 @@ struct DoctorCLITests {
         let world = try DoctorWorld()
         let burst = 40
         let monitor = try await world.startReady(
-            ["monitor", "--group", DoctorWorld.group, "--json", "--bus-address", world.bus.address.rawValue,
+            ["monitor", "--group", world.group, "--json", "--bus-address", world.bus.address.rawValue,
              "--count", String(burst + 2)])
         var logger = Logger(label: "doctor-tests")
         logger.logLevel = .error
         let center = try MessageCenter(
-            applicationGroupIdentifier: DoctorWorld.group, containerRoot: world.root.path, busAddress: world.bus.address,
+            applicationGroupIdentifier: world.group, containerRoot: world.root.path, busAddress: world.bus.address,
             sharedStateDirectory: world.runtime.path + "/wormhole", logger: logger)
         let other = try DarwinNotificationCenter(busAddress: world.bus.address, sharedStateDirectory: world.runtime.path + "/w2")
         try other.post(NotificationName("group.com.example.other/wormhole/x"))
@@ -354,10 +366,10 @@ struct DoctorCLITests {
             try center.passMessage(["n": n], identifier: "burst")
         }
         let defaults = try GroupDefaults(
-            applicationGroupIdentifier: DoctorWorld.group, containerRoot: world.root.path, busAddress: world.bus.address,
+            applicationGroupIdentifier: world.group, containerRoot: world.root.path, busAddress: world.bus.address,
             sharedStateDirectory: world.runtime.path + "/wormhole", logger: logger)
         try defaults.set("EUR", forKey: "currency")
-        try other.post(NotificationName("\(DoctorWorld.group)/wormhole/burst/journal"), state: 7)
+        try other.post(NotificationName("\(world.group)/wormhole/burst/journal"), state: 7)
         let output = try await monitor.finished("monitor to exit")
         #expect(output.status == 0, "\(output.stderr)")
         let lines = output.stdout.split(separator: "\n").map(String.init)
@@ -380,7 +392,8 @@ struct DoctorCLITests {
 
     @Test("monitor's text lines: time, name, state, sender, the message; a malformed Posted is shown")
     func monitorText() async throws {
-        let world = try DoctorWorld()
+        // Its monitor shows every post on the bus: a bus of its own, not the suite's.
+        let world = try DoctorWorld(bus: TestBus())
         let monitor = try await world.startReady(["monitor", "--bus-address", world.bus.address.rawValue, "--count", "3"])
         try await world.send("button", #"{ "buttonNumber" : 3 }"#)
         let post = try await world.wormhole(["post", "--bus-address", world.bus.address.rawValue, "com.example.plain", "--state", "5"])
@@ -393,7 +406,7 @@ struct DoctorCLITests {
         #expect(malformed.status == 0)
         let lines = try await next(3, from: monitor.stdoutLines, "monitor lines")
         #expect(lines[2].contains("malformed Posted on org.wormhole.Notify1: its first argument is int32 5, not a string"))
-        #expect(lines[0].contains("\(DoctorWorld.group)/wormhole/button  state="))
+        #expect(lines[0].contains("\(world.group)/wormhole/button  state="))
         #expect(lines[0].contains(#"message {"buttonNumber":3}"#))
         #expect(lines[0].contains(" from :1."))
         #expect(lines[0].contains("  age "))

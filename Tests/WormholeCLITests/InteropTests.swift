@@ -33,12 +33,14 @@ enum Interop {
     static func recipe(_ file: String) -> String { repositoryRoot.path + "/Examples/Interop/" + file }
 }
 
-@Suite("interop recipes (README): Python, shell tools and monitors against the wormhole binary")
+/// The recipes use the README's fixed names, and the monitors show every post on the bus: the
+/// tests share the suite's bus one at a time.
+@Suite("interop recipes (README): Python, shell tools and monitors against the wormhole binary", .sharedBus, .serialized)
 struct InteropTests {
     let bus: TestBus
     let runtime: TemporaryDirectory
     init() throws {
-        bus = try TestBus()
+        bus = try TestBus.shared()
         runtime = try TemporaryDirectory("interop")
     }
 

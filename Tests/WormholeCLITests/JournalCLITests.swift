@@ -9,16 +9,17 @@ import Wormhole
 import WormholeDBus
 import WormholeTestSupport
 
-/// One test's world: a private bus, an empty container root, an empty runtime directory.
+/// One test's world: its suite's bus, an application group of its own (so that tests sharing the
+/// bus never hear each other), an empty container root, an empty runtime directory.
 private final class JournalCLIWorld: Sendable {
-    static let group = "group.com.example.journal-cli"
+    let group = uniqueName("group.com.example.journal-cli")
 
     let bus: TestBus
     let root: TemporaryDirectory
     let runtime: TemporaryDirectory
 
     init() throws {
-        bus = try TestBus()
+        bus = try TestBus.shared()
         root = try TemporaryDirectory("journal-cli-root")
         runtime = try TemporaryDirectory("journal-cli-runtime")
     }
@@ -26,7 +27,7 @@ private final class JournalCLIWorld: Sendable {
     var environment: [String: String] { ["WORMHOLE_CONTAINER_ROOT": root.path, "XDG_RUNTIME_DIR": runtime.path] }
 
     func arguments(_ command: [String], _ rest: [String]) -> [String] {
-        command + ["--group", Self.group, "--bus-address", bus.address.rawValue] + rest
+        command + ["--group", group, "--bus-address", bus.address.rawValue] + rest
     }
 
     /// Runs `wormhole` to completion on a Dispatch thread.
@@ -70,7 +71,7 @@ private final class JournalCLIWorld: Sendable {
         var logger = Logger(label: "journal-cli-tests")
         logger.logLevel = .error
         return try MessageCenter(
-            applicationGroupIdentifier: Self.group, containerRoot: root.path, busAddress: bus.address,
+            applicationGroupIdentifier: group, containerRoot: root.path, busAddress: bus.address,
             sharedStateDirectory: runtime.path + "/wormhole", logger: logger
         ).journal(identifier)
     }
@@ -80,7 +81,8 @@ private final class JournalCLIWorld: Sendable {
     }
 }
 
-@Suite("wormhole send/listen --journal, journal stat/trim")
+/// The tests share the suite's bus, each in a group of its own.
+@Suite("wormhole send/listen --journal, journal stat/trim", .sharedBus)
 struct JournalCLITests {
     private let world: JournalCLIWorld
     init() throws { world = try JournalCLIWorld() }
@@ -153,7 +155,9 @@ struct JournalCLITests {
         #expect(second.stderr.contains("'busy'") && second.stderr.contains("in use"), "\(second.stderr)")
         try world.journal().append(["n": 1])
         let output = try await world.wait(first)
-        #expect(output.status == 0 && output.stdout == world.line(1, #"{"n":1}"#) + "\n")
+        #expect(
+            output.status == 0 && output.stdout == world.line(1, #"{"n":1}"#) + "\n",
+            "the first listen: status \(output.status), \(output.stdout.debugDescription), \(output.stderr.debugDescription)")
     }
 
     @Test("journal stat prints first, last, records, bytes, segments and consumers; trim removes old segments")
@@ -162,7 +166,7 @@ struct JournalCLITests {
         #expect(empty.status == 0)
         #expect(empty.stdout == #"{"identifier":"events","first":1,"last":0,"records":0,"bytes":0,"segments":0,"consumers":{}}"# + "\n")
         let journal = try MessageCenter(
-            applicationGroupIdentifier: JournalCLIWorld.group, containerRoot: world.root.path, busAddress: world.bus.address,
+            applicationGroupIdentifier: world.group, containerRoot: world.root.path, busAddress: world.bus.address,
             sharedStateDirectory: world.runtime.path + "/wormhole"
         ).journal("events", options: Journal.Options(segmentSize: 4096))
         for n in 0..<200 { try journal.append(["n": String(n), "pad": String(repeating: "p", count: 60)]) }

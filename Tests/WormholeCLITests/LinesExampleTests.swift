@@ -11,19 +11,20 @@ import WormholeDBus
 import WormholeTestSupport
 
 private final class LinesWorld: Sendable {
-    static let group = "group.com.example.lines-test"
+    /// This test's application group: tests that share the suite's bus never hear each other.
+    let group = uniqueName("group.com.example.lines-test")
     let bus: TestBus
     let root: TemporaryDirectory
     let runtime: TemporaryDirectory
 
     init() throws {
-        bus = try TestBus()
+        bus = try TestBus.shared()
         root = try TemporaryDirectory("lines-root")
         runtime = try TemporaryDirectory("lines-runtime")
     }
 
     var environment: [String: String] {
-        ["WORMHOLE_CONTAINER_ROOT": root.path, "XDG_RUNTIME_DIR": runtime.path, "LINES_GROUP": Self.group]
+        ["WORMHOLE_CONTAINER_ROOT": root.path, "XDG_RUNTIME_DIR": runtime.path, "LINES_GROUP": group]
     }
 
     /// Starts `lines` and returns once it listens.
@@ -168,7 +169,8 @@ private final class NativeHost: Sendable {
     }
 }
 
-@Suite("Examples/Lines and LineGrabber across processes")
+/// The tests share the suite's bus, each in a group of its own.
+@Suite("Examples/Lines and LineGrabber across processes", .sharedBus)
 struct LinesExampleTests {
     @Test("a line sent by the host reaches a running Lines at once, and a Lines started later finds it")
     func lineArrives() async throws {

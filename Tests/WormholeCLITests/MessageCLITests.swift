@@ -21,16 +21,24 @@ struct CLICounter: Codable, Sendable, Equatable {
 
 typealias CLITempDirectory = TemporaryDirectory
 
-/// One test's world: a private bus, an empty container root, an empty runtime directory.
+/// One test's world: its suite's bus (or a bus of its own), an application group of its own, an
+/// empty container root, an empty runtime directory.
 final class CLIWorld: Sendable {
-    static let group = "group.com.example.cli"
+    /// What each test's group starts with (followed by `.t<number>`).
+    static let baseGroup = "group.com.example.cli"
 
     let bus: TestBus
+    /// This test's application group: every notification name starts with it, so tests that
+    /// share the suite's bus never hear each other.
+    let group: String
     let root: CLITempDirectory
     let runtime: CLITempDirectory
 
-    init() throws {
-        bus = try TestBus()
+    /// A world on the suite's shared bus (the suite needs `.sharedBus`), or on `bus` (a test that
+    /// kills or restarts its bus passes one of its own: `CLIWorld(bus: TestBus())`).
+    init(bus: TestBus? = nil) throws {
+        self.bus = try bus ?? TestBus.shared()
+        group = uniqueName(Self.baseGroup)
         root = try CLITempDirectory("cli-root")
         runtime = try CLITempDirectory("cli-runtime")
     }
@@ -38,8 +46,8 @@ final class CLIWorld: Sendable {
     var environment: [String: String] { ["WORMHOLE_CONTAINER_ROOT": root.path, "XDG_RUNTIME_DIR": runtime.path] }
 
     /// `--group G --bus-address A`, then `rest`.
-    func arguments(_ command: String, _ rest: [String], group: String = CLIWorld.group) -> [String] {
-        [command, "--group", group, "--bus-address", bus.address.rawValue] + rest
+    func arguments(_ command: String, _ rest: [String], group: String? = nil) -> [String] {
+        [command, "--group", group ?? self.group, "--bus-address", bus.address.rawValue] + rest
     }
 
     /// Runs `wormhole` to completion (on a Dispatch thread, never blocking the cooperative pool).
@@ -69,7 +77,7 @@ final class CLIWorld: Sendable {
     /// A wormhole in this process, on the same bus and root.
     func inProcess() throws -> MessageCenter {
         try MessageCenter(
-            applicationGroupIdentifier: Self.group, containerRoot: root.path, busAddress: bus.address,
+            applicationGroupIdentifier: group, containerRoot: root.path, busAddress: bus.address,
             sharedStateDirectory: runtime.path + "/wormhole", logger: Self.quietLogger)
     }
 
@@ -80,11 +88,11 @@ final class CLIWorld: Sendable {
         return logger
     }
 
-    func messagePath(_ identifier: String) -> String { "\(root.path)/\(Self.group)/wormhole/\(identifier).json" }
+    func messagePath(_ identifier: String) -> String { "\(root.path)/\(group)/wormhole/\(identifier).json" }
 
     /// Writes `<root>/<group>/wormhole/ID.json` by hand: directories 0700, file 0600.
     func writeRawMessage(_ text: String, identifier: String) throws {
-        for path in ["\(root.path)/\(Self.group)", "\(root.path)/\(Self.group)/wormhole"] {
+        for path in ["\(root.path)/\(group)", "\(root.path)/\(group)/wormhole"] {
             if mkdir(path, 0o700) != 0 && errno != EEXIST { throw TestFailure("mkdir \(path): errno \(errno)") }
         }
         let fd = open(messagePath(identifier), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
@@ -113,11 +121,14 @@ final class CLIWorld: Sendable {
         if output.status != 0 { throw TestFailure("dbus-send failed: \(output.stderr)") }
     }
 
-    /// A plain connection seeing every `Posted` on the bus, and its stream.
+    /// A plain connection seeing every `Posted` of this test's group (every name below
+    /// `<group>/`), and its stream.
     func rawPosted() async throws -> (BusConnection, SignalStream) {
         let connection = try BusConnection(address: bus.address, logger: Self.quietLogger)
         let stream = try await connection.signals(
-            matching: MatchRule(member: try MemberName("Posted"), path: try ObjectPath("/org/wormhole/Notify1")))
+            matching: MatchRule(
+                member: try MemberName("Posted"), path: try ObjectPath("/org/wormhole/Notify1"),
+                argumentPaths: [0: group + "/"]))
         return (connection, stream)
     }
 }
@@ -190,7 +201,9 @@ struct ListenLine: Equatable, CustomStringConvertible {
     var description: String { "\(base) reason \(reason) sentAt \(sentAt.map(String.init) ?? "null")" }
 }
 
-@Suite("wormhole send/read/listen/clear across processes")
+/// The tests share the suite's bus, each in a group of its own; those that kill the bus have a
+/// bus of their own.
+@Suite("wormhole send/read/listen/clear across processes", .sharedBus)
 struct MessageCLITests {
     private let world: CLIWorld
     init() throws { world = try CLIWorld() }
@@ -263,7 +276,7 @@ struct MessageCLITests {
     func handWritten() async throws {
         let child = try await world.listen(["clip", "--count", "1", "--timeout", "120"])
         try world.writeRawMessage("{ \"n\" : 5,\n  \"s\": \"x y\" }\n", identifier: "clip")
-        try await world.dbusSend("\(CLIWorld.group)/wormhole/clip")
+        try await world.dbusSend("\(world.group)/wormhole/clip")
         let output = try await CLIWait.wait(child)
         #expect(output.status == 0)
         #expect(
@@ -276,7 +289,7 @@ struct MessageCLITests {
     func burstToListenChild() async throws {
         let child = try await world.listen(["--all"])
         let peer = try await withCheckedThrowingContinuation { continuation in
-            let arguments = ["send-many", world.root.path, CLIWorld.group, "count", "1000", world.bus.address.rawValue]
+            let arguments = ["send-many", world.root.path, world.group, "count", "1000", world.bus.address.rawValue]
             let environment = world.environment
             DispatchQueue.global().async {
                 continuation.resume(
@@ -307,7 +320,7 @@ struct MessageCLITests {
         let sender = try world.inProcess()
 
         try world.writeRawMessage(#"{"n": "#, identifier: "doc")
-        try await world.dbusSend("\(CLIWorld.group)/wormhole/doc")
+        try await world.dbusSend("\(world.group)/wormhole/doc")
         let corrupt = try await CLIWait.next(1, from: child.stderrLines, "the decoding error")
         #expect(corrupt.first?.hasPrefix("wormhole: doc: ") == true, "\(corrupt)")
         #expect(corrupt.first?.contains("'doc'") == true)
@@ -326,7 +339,7 @@ struct MessageCLITests {
             ])
 
         // So is a mailbox found empty after a hand-typed trigger (no time).
-        try await world.dbusSend("\(CLIWorld.group)/wormhole/doc")
+        try await world.dbusSend("\(world.group)/wormhole/doc")
         let missing = try await CLIWait.next(1, from: child.stdoutLines, "the empty mailbox's line")
         #expect(missing == [#"{"identifier":"doc","message":null,"reason":"cleared","sentAt":null}"#])
 
@@ -342,6 +355,8 @@ struct MessageCLITests {
 
     @Test("listen says when the bus is lost, prints what changed meanwhile as catchUp lines, then says it caught up")
     func listenReportsBus() async throws {
+        // It kills the bus: a bus of its own, not the suite's.
+        let world = try CLIWorld(bus: TestBus())
         // No --count: the command would exit on the catch-up line, before the line that follows it.
         // --require-bus: nothing wakes it while the bus is away (the default is the directory watch).
         let child = try await world.listen(["away", "still", "--require-bus"])
@@ -375,6 +390,8 @@ struct MessageCLITests {
 
     @Test("listen that loses the bus prints what another process sends through the directory, then goes back to the bus")
     func listenFallsBackToTheDirectory() async throws {
+        // It kills the bus: a bus of its own, not the suite's.
+        let world = try CLIWorld(bus: TestBus())
         let child = try await world.listen(["doc"])
         world.bus.kill()
         let address = "'\(world.bus.address.rawValue)'"
@@ -422,6 +439,8 @@ struct MessageCLITests {
 
     @Test("with the bus down, send and clear still store and exit 0 with one warning line")
     func busDown() async throws {
+        // It kills the bus: a bus of its own, not the suite's.
+        let world = try CLIWorld(bus: TestBus())
         world.bus.kill()
         let sent = try await world.wormhole("send", ["offline", #"{"n":1}"#])
         #expect(sent.status == 0)
@@ -463,7 +482,7 @@ struct MessageCLITests {
         arguments: MessageCLIHostile.cases)
     func hostile(_ hostile: MessageCLIHostile) async throws {
         let (connection, posted) = try await world.rawPosted()
-        let group = hostile.kind == .group ? hostile.value : CLIWorld.group
+        let group = hostile.kind == .group ? hostile.value : world.group
         let directory = hostile.kind == .directory ? hostile.value : "wormhole"
         let identifier = hostile.kind == .identifier ? hostile.value : "doc"
         let common = ["--directory", directory]
@@ -501,11 +520,11 @@ struct MessageCLITests {
             #expect(output.stderr.contains(hostile.shown), "\(command): \(output.stderr) names \(hostile.shown)")
         }
         #expect(try world.root.contents() == [], "nothing was written")
-        // Nothing was posted: a sentinel posted now is the first signal on the bus.
+        // Nothing was posted: a sentinel posted now is the first signal of the test's group.
         let sentinel = try world.inProcess().notificationCenter()
-        try sentinel.post("sentinel")
+        try sentinel.post("\(world.group)/sentinel")
         let first = try await CLIWait.next(1, from: posted, "the sentinel")
-        #expect(try first.first?.string(at: 0) == "sentinel")
+        #expect(try first.first?.string(at: 0) == "\(world.group)/sentinel")
         withExtendedLifetime(connection) {}
     }
 }

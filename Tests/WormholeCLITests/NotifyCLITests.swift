@@ -9,14 +9,23 @@ import WormholeTestSupport
 /// `wormhole post` and `wormhole observe`, run as the built binary against a private bus.
 /// Every child gets its own `XDG_RUNTIME_DIR` (a fresh 0700 directory), so no two tests share
 /// a notification table and none touches the user's.
-@Suite("wormhole post / observe")
+/// The tests share the suite's bus, each observing names no other test posts; those that kill
+/// the bus or observe every post on it have a bus of their own (``ownBus()``).
+@Suite("wormhole post / observe", .sharedBus)
 struct NotifyCLITests {
     let bus: TestBus
     let runtime: RuntimeDirectory
     init() throws {
-        bus = try TestBus()
+        try self.init(bus: TestBus.shared())
+    }
+
+    init(bus: TestBus) throws {
+        self.bus = bus
         runtime = try RuntimeDirectory()
     }
+
+    /// This harness on a bus of its own, for a test that kills the bus or observes all of it.
+    static func ownBus() throws -> NotifyCLITests { try NotifyCLITests(bus: TestBus()) }
 
     // MARK: Harness
 
@@ -148,7 +157,8 @@ struct NotifyCLITests {
     @Test(
         "a post made here reaches `wormhole observe` in another process",
         arguments: [
-            ("com.example.app.refresh", UInt64(42)), ("group.com.example.lines/wormhole/clip", UInt64.max),
+            // Not the dbus-send test's name: the tests share the bus.
+            ("com.example.app.reload", UInt64(42)), ("group.com.example.lines/wormhole/clip", UInt64.max),
         ])
     func postReachesObserver(name: String, state: UInt64) async throws {
         let child = try wormhole(["observe", name, "--count", "1"] + busArguments)
@@ -280,9 +290,10 @@ struct NotifyCLITests {
 
     @Test("malformed Posted signals do not stop observe, which prints the next good post")
     func malformedSignals() async throws {
-        let name = "group/box/a"
+        // Not the prefix test's family: the tests share the bus.
+        let name = "malformed/box/a"
         let child = try wormhole(["observe", name, "--count", "1"] + busArguments)
-        let prefixChild = try wormhole(["observe", "--prefix", "group/box/", "--count", "1"] + busArguments)
+        let prefixChild = try wormhole(["observe", "--prefix", "malformed/box/", "--count", "1"] + busArguments)
         try await ready(child)
         try await ready(prefixChild)
         let sender = try BusConnection(address: bus.address)
@@ -439,15 +450,17 @@ struct NotifyCLITests {
 
     @Test("observe --all sees every post whatever its name: Wormhole's on their buckets and hand-typed ones")
     func observeAll() async throws {
-        let child = try wormhole(["observe", "--all", "--count", "3"] + busArguments)
-        try await ready(child)
-        let poster = try center()
+        // It observes every post on the bus: a bus of its own, not the suite's.
+        let this = try Self.ownBus()
+        let child = try this.wormhole(["observe", "--all", "--count", "3"] + this.busArguments)
+        try await this.ready(child)
+        let poster = try this.center()
         try poster.post(NotificationName("nobody.observes/this"), state: 1)
         // A Posted on another name's bucket is not a valid post: dropped, as observers drop it.
-        try await dbusSend(interface: NotifyContract.bucketInterface(for: "other"), ["string:wrong/bucket", "uint64:9"])
-        try await dbusSend(interface: NotifyContract.plainInterface, ["string:typed.by/hand"])
+        try await this.dbusSend(interface: NotifyContract.bucketInterface(for: "other"), ["string:wrong/bucket", "uint64:9"])
+        try await this.dbusSend(interface: NotifyContract.plainInterface, ["string:typed.by/hand"])
         try poster.post(NotificationName("it's"), state: 3)
-        let output = await finish(child)
+        let output = await this.finish(child)
         #expect(output.status == 0, "\(output.stderr)")
         #expect(
             Self.lines(output.stdout) == [
@@ -463,17 +476,19 @@ struct NotifyCLITests {
 
     @Test("observe says on standard error when the bus is lost and when it is back, then prints posts again")
     func observeReportsBus() async throws {
-        let child = try wormhole(["observe", "back/again", "--count", "1"] + busArguments)
-        try await ready(child)
-        bus.kill()
+        // It kills the bus: a bus of its own, not the suite's.
+        let this = try Self.ownBus()
+        let child = try this.wormhole(["observe", "back/again", "--count", "1"] + this.busArguments)
+        try await this.ready(child)
+        this.bus.kill()
         let lost = try await Self.within("the lost line") { await child.stderrLines.firstLine { _ in true } }
-        #expect(lost == "wormhole: lost the bus at '\(bus.address.rawValue)'; waiting for it to come back")
-        try bus.start()
+        #expect(lost == "wormhole: lost the bus at '\(this.bus.address.rawValue)'; waiting for it to come back")
+        try this.bus.start()
         let back = try await Self.within("the back line") { await child.stderrLines.firstLine { _ in true } }
         #expect(
-            back == "wormhole: back on the bus at '\(bus.address.rawValue)'; posts made while it was away were missed")
-        try center().post(NotificationName("back/again"), state: 2)
-        let output = await finish(child)
+            back == "wormhole: back on the bus at '\(this.bus.address.rawValue)'; posts made while it was away were missed")
+        try this.center().post(NotificationName("back/again"), state: 2)
+        let output = await this.finish(child)
         #expect(output.status == 0, "\(output.stderr)")
         #expect(output.stdout == (try Self.line("back/again", 2)) + "\n", "the catch-up itself is not a line")
     }

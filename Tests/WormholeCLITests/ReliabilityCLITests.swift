@@ -9,16 +9,20 @@ import Wormhole
 import WormholeDBus
 import WormholeTestSupport
 
-/// One test's world: a private bus, an empty container root, an empty runtime directory.
+/// One test's world: its suite's bus (or a bus of its own), an application group of its own (so
+/// that tests sharing the bus never hear each other), an empty container root and runtime
+/// directory.
 private final class ReliabilityWorld: Sendable {
-    static let group = "group.com.example.reliability"
+    let group = uniqueName("group.com.example.reliability")
 
     let bus: TestBus
     let root: TemporaryDirectory
     let runtime: TemporaryDirectory
 
-    init() throws {
-        bus = try TestBus()
+    /// A world on the suite's shared bus, or on `bus` (a test that kills its bus passes one of its
+    /// own: `ReliabilityWorld(bus: TestBus())`).
+    init(bus: TestBus? = nil) throws {
+        self.bus = try bus ?? TestBus.shared()
         root = try TemporaryDirectory("reliability-root")
         runtime = try TemporaryDirectory("reliability-runtime")
     }
@@ -26,7 +30,7 @@ private final class ReliabilityWorld: Sendable {
     var environment: [String: String] { ["WORMHOLE_CONTAINER_ROOT": root.path, "XDG_RUNTIME_DIR": runtime.path] }
 
     func arguments(_ command: String, _ rest: [String]) -> [String] {
-        [command, "--group", Self.group, "--bus-address", bus.address.rawValue] + rest
+        [command, "--group", group, "--bus-address", bus.address.rawValue] + rest
     }
 
     /// Runs `wormhole` to completion on a Dispatch thread.
@@ -45,10 +49,10 @@ private final class ReliabilityWorld: Sendable {
         try ChildProcess(try productPath("wormhole"), arguments(command, rest), environment: environment)
     }
 
-    var directoryPath: String { "\(root.path)/\(Self.group)/wormhole" }
+    var directoryPath: String { "\(root.path)/\(group)/wormhole" }
 
     func makeDirectory() throws {
-        for path in ["\(root.path)/\(Self.group)", directoryPath] where mkdir(path, 0o700) != 0 && errno != EEXIST {
+        for path in ["\(root.path)/\(group)", directoryPath] where mkdir(path, 0o700) != 0 && errno != EEXIST {
             throw TestFailure("mkdir \(path): errno \(errno)")
         }
     }
@@ -82,7 +86,9 @@ private final class ReliabilityWorld: Sendable {
     }
 }
 
-@Suite("wormhole under hostile input and faults")
+/// The tests share the suite's bus, each in a group of its own; those that kill the bus have a bus
+/// of their own.
+@Suite("wormhole under hostile input and faults", .sharedBus)
 struct ReliabilityCLITests {
     private let world: ReliabilityWorld
     init() throws { world = try ReliabilityWorld() }
@@ -117,7 +123,7 @@ struct ReliabilityCLITests {
         #expect(first.first == "ready")
         #expect(first.last?.contains("huge: message 'huge'") == true && first.last?.contains("\(Self.huge) bytes") == true)
         let wormhole = try MessageCenter(
-            applicationGroupIdentifier: ReliabilityWorld.group, containerRoot: world.root.path,
+            applicationGroupIdentifier: world.group, containerRoot: world.root.path,
             busAddress: world.bus.address, sharedStateDirectory: world.runtime.path)
         try wormhole.passMessage(identifier: "huge")
         let second = try await next(1, from: child.stderrLines, "the posted error")
@@ -147,6 +153,8 @@ struct ReliabilityCLITests {
 
     @Test("listen started while the bus is down prints ready, says it listens through the directory, delivers, then moves to the bus")
     func listenStartedBeforeTheBus() async throws {
+        // It kills the bus: a bus of its own, not the suite's.
+        let world = try ReliabilityWorld(bus: TestBus())
         world.bus.kill()
         let child = try world.start("listen", ["late", "--timeout", "120"])
         let lines = try await next(2, from: child.stderrLines, "ready, then where it listens")
@@ -172,14 +180,14 @@ struct ReliabilityCLITests {
         var environment = world.environment
         environment["DBUS_SESSION_BUS_ADDRESS"] = ""
         let child = try ChildProcess(
-            try productPath("wormhole"), ["listen", "--group", ReliabilityWorld.group, "solo", "--count", "2", "--timeout", "120"],
+            try productPath("wormhole"), ["listen", "--group", world.group, "solo", "--count", "2", "--timeout", "120"],
             environment: environment)
         let lines = try await next(2, from: child.stderrLines, "ready, then where it listens")
         #expect(lines.first == "ready")
         #expect(lines.last?.contains("DBUS_SESSION_BUS_ADDRESS is not set") == true, "\(lines)")
         for n in 1...2 {
             let sent = try await ReliabilityWorld.runWithoutBus(
-                ["send", "--group", ReliabilityWorld.group, "solo", "{\"n\":\(n)}"], environment: environment)
+                ["send", "--group", world.group, "solo", "{\"n\":\(n)}"], environment: environment)
             #expect(sent.status == 0, "\(sent.stderr)")
             #expect(try await next(1, from: child.stdoutLines, "line \(n)").first?.contains("\"n\":\(n)") == true)
         }
@@ -190,8 +198,10 @@ struct ReliabilityCLITests {
     @Test("listen --require-bus and observe started while the bus is down say so, wait, then print ready and deliver",
           arguments: ["listen", "observe"])
     func startedBeforeTheBus(command: String) async throws {
+        // It kills the bus: a bus of its own, not the suite's.
+        let world = try ReliabilityWorld(bus: TestBus())
         world.bus.kill()
-        let name = "\(ReliabilityWorld.group)/wormhole/late"
+        let name = "\(world.group)/wormhole/late"
         let child =
             command == "listen"
             ? try world.start("listen", ["late", "--count", "1", "--timeout", "120", "--require-bus"])
@@ -206,7 +216,7 @@ struct ReliabilityCLITests {
         let ready = try await next(1, from: child.stderrLines, "ready once the bus is back")
         #expect(ready == ["ready"])
         let wormhole = try MessageCenter(
-            applicationGroupIdentifier: ReliabilityWorld.group, containerRoot: world.root.path,
+            applicationGroupIdentifier: world.group, containerRoot: world.root.path,
             busAddress: world.bus.address, sharedStateDirectory: world.runtime.path)
         let report = try wormhole.passMessage(["late": true], identifier: "late")
         #expect(report.notified)
@@ -222,6 +232,8 @@ struct ReliabilityCLITests {
 
     @Test("with the bus never coming back, --timeout still ends listen --require-bus (124 with --count)")
     func timeoutWhileWaitingForTheBus() async throws {
+        // It kills the bus: a bus of its own, not the suite's.
+        let world = try ReliabilityWorld(bus: TestBus())
         world.bus.kill()
         let child = try world.start("listen", ["never", "--count", "1", "--timeout", "1", "--require-bus"])
         let output = try await ReliabilityWorld.wait(child)

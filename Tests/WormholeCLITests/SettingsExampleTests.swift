@@ -10,13 +10,14 @@ import WormholeDBus
 import WormholeTestSupport
 
 private final class SettingsWorld: Sendable {
-    static let group = "group.com.example.settings"
+    /// This test's application group: tests that share the suite's bus never hear each other.
+    let group = uniqueName("group.com.example.settings")
     let bus: TestBus
     let root: TemporaryDirectory
     let runtime: TemporaryDirectory
 
     init() throws {
-        bus = try TestBus()
+        bus = try TestBus.shared()
         root = try TemporaryDirectory("settings-root")
         runtime = try TemporaryDirectory("settings-runtime")
     }
@@ -24,7 +25,7 @@ private final class SettingsWorld: Sendable {
     /// Starts `settings-ROLE` and returns once it has written `ready` (after its first line).
     func start(_ role: String) async throws -> (ChildProcess, first: String) {
         let child = try ChildProcess(
-            try productPath("settings-\(role)"), ["--group", Self.group, "--bus-address", bus.address.rawValue],
+            try productPath("settings-\(role)"), ["--group", group, "--bus-address", bus.address.rawValue],
             environment: ["WORMHOLE_CONTAINER_ROOT": root.path, "XDG_RUNTIME_DIR": runtime.path])
         let ready = try await next(1, from: child.stderrLines, "ready from settings-\(role)")
         guard ready == ["ready"] else { throw TestFailure("settings-\(role) wrote \(ready) before ready") }
@@ -44,7 +45,8 @@ private final class SettingsWorld: Sendable {
     }
 }
 
-@Suite("Examples/Settings across processes")
+/// The tests share the suite's bus, each in a group of its own.
+@Suite("Examples/Settings across processes", .sharedBus)
 struct SettingsExampleTests {
     @Test("each side shows the other's currency, theme and photo the moment they change")
     func liveBothWays() async throws {

@@ -8,21 +8,22 @@ import WormholeDBus
 import WormholeTestSupport
 
 private final class ShareWorld: Sendable {
-    static let group = "group.com.example.share"
+    /// This test's application group: tests that share the suite's bus never hear each other.
+    let group = uniqueName("group.com.example.share")
     let bus: TestBus
     let root: TemporaryDirectory
     let runtime: TemporaryDirectory
     let files: TemporaryDirectory
 
     init() throws {
-        bus = try TestBus()
+        bus = try TestBus.shared()
         root = try TemporaryDirectory("share-root")
         runtime = try TemporaryDirectory("share-runtime")
         files = try TemporaryDirectory("share-files")
     }
 
     var environment: [String: String] { ["WORMHOLE_CONTAINER_ROOT": root.path, "XDG_RUNTIME_DIR": runtime.path] }
-    var common: [String] { ["--group", Self.group, "--bus-address", bus.address.rawValue] }
+    var common: [String] { ["--group", group, "--bus-address", bus.address.rawValue] }
 
     /// Starts `share-host` and returns once it has written `ready`.
     func startHost(_ extra: [String] = []) async throws -> ChildProcess {
@@ -60,7 +61,8 @@ private final class ShareWorld: Sendable {
     }
 }
 
-@Suite("Examples/ShareHandoff across processes")
+/// The tests share the suite's bus, each in a group of its own.
+@Suite("Examples/ShareHandoff across processes", .sharedBus)
 struct ShareHandoffExampleTests {
     @Test("a hand-off killed with SIGKILL right after its write loses nothing")
     func killedAfterWrite() async throws {
@@ -80,7 +82,7 @@ struct ShareHandoffExampleTests {
         host.closeInput()
         #expect(try await host.finished().status == 0)
         // No temporary file is left in the container.
-        let directory = "\(world.root.path)/\(ShareWorld.group)/Shared"
+        let directory = "\(world.root.path)/\(world.group)/Shared"
         let shared = try FileManager.default.contentsOfDirectory(atPath: directory)
         #expect(shared.count == 2 && !shared.contains { $0.hasPrefix(".") }, "\(shared)")
 
@@ -161,7 +163,7 @@ struct ShareHandoffExampleTests {
         #expect(try await world.shares(1, from: host) == ["share-host: share 1: z.txt (text/plain, 1 bytes): save it to disk"])
         host.closeInput()
         #expect(try await host.finished().status == 0)
-        let shared = try FileManager.default.contentsOfDirectory(atPath: "\(world.root.path)/\(ShareWorld.group)/Shared")
+        let shared = try FileManager.default.contentsOfDirectory(atPath: "\(world.root.path)/\(world.group)/Shared")
         #expect(shared.count == 1, "\(shared)")
     }
 }

@@ -53,12 +53,13 @@ extension CLIWorld {
     }
 }
 
-@Suite("wormhole send --transient and listen across processes")
+/// The tests share the suite's bus, each in a group of its own.
+@Suite("wormhole send --transient and listen across processes", .sharedBus)
 struct TransientCLITests {
     private let world: CLIWorld
     init() throws { world = try CLIWorld() }
 
-    private var name: String { "\(CLIWorld.group)/wormhole/live" }
+    private var name: String { "\(world.group)/wormhole/live" }
 
     @Test("send --transient reaches wormhole listen as a delivery line; nothing is stored")
     func sendToListen() async throws {
@@ -114,7 +115,7 @@ struct TransientCLITests {
         let executable = try productPath("wormhole")
         let output = try await runOnOwnThread(
             executable,
-            ["send", "--transient", "--group", CLIWorld.group, "--bus-address", "unix:path=/nonexistent/bus", "live", "1"],
+            ["send", "--transient", "--group", world.group, "--bus-address", "unix:path=/nonexistent/bus", "live", "1"],
             environment: world.environment)
         #expect(output.status == 1)
         #expect(output.stderr.hasPrefix("wormhole: cannot send transient message for 'live'"), "\(output.stderr)")
@@ -159,7 +160,7 @@ struct TransientCLITests {
             for writer in 0..<writers {
                 group.addTask {
                     try await world.peer([
-                        "send-many", world.root.path, CLIWorld.group, "dup", "\(perWriter)", address, "w\(writer)",
+                        "send-many", world.root.path, world.group, "dup", "\(perWriter)", address, "w\(writer)",
                     ])
                 }
             }

@@ -5,10 +5,22 @@ import Testing
 import WormholeDBus
 import WormholeTestSupport
 
-@Suite("Many routes added at once (AddMatch pipelined)")
+/// The tests share the suite's bus, each on interfaces of its own; the one that kills the bus,
+/// and the one that needs a lower limit, have a bus of their own.
+@Suite("Many routes added at once (AddMatch pipelined)", .sharedBus)
 struct BatchRouteTests {
     let bus: TestBus
-    init() throws { bus = try TestBus() }
+    /// This test's interface, which no other test of the suite emits on.
+    let interface: InterfaceName
+    init() throws {
+        bus = try TestBus.shared()
+        interface = try InterfaceName(uniqueName(testInterface.rawValue))
+    }
+
+    /// A `Said` signal on this test's interface.
+    func signal(_ arguments: DBusValue...) -> Signal {
+        Signal(path: testPath, interface: interface, member: said, arguments: arguments)
+    }
 
     @Test("each route reports its own outcome; the ones that succeed are active on return")
     func perRouteOutcomes() async throws {
@@ -21,10 +33,10 @@ struct BatchRouteTests {
             }
         }
         let count = 500
-        var requests = (0..<count).map { route(MatchRule(interface: testInterface, arguments: [0: "n\($0)"]), "ok") }
+        var requests = (0..<count).map { route(MatchRule(interface: interface, arguments: [0: "n\($0)"]), "ok") }
         // Refused by the daemon (path and path_namespace together), and by our own check (too long).
-        let refusedByBus = MatchRule(interface: testInterface, path: testPath, pathNamespace: testPath)
-        let tooLong = MatchRule(interface: testInterface, arguments: [0: String(repeating: "x", count: 1100)])
+        let refusedByBus = MatchRule(interface: interface, path: testPath, pathNamespace: testPath)
+        let tooLong = MatchRule(interface: interface, arguments: [0: String(repeating: "x", count: 1100)])
         requests.insert(route(refusedByBus, "bus"), at: 200)
         requests.insert(route(tooLong, "long"), at: 400)
         let results = receiver.addRoutes(requests)
@@ -37,7 +49,7 @@ struct BatchRouteTests {
         let succeeded = results.indices.filter { if case .success = results[$0] { true } else { false } }
         #expect(succeeded.count == count)
         // Active on return: signals sent now arrive, first and last alike.
-        for value in ["n0", "n499"] { try sender.emit(said(.string(value))) }
+        for value in ["n0", "n499"] { try sender.emit(signal(.string(value))) }
         let got = try await next(2, from: delivered, "the signals for the first and last routes")
         #expect(Set(got) == ["ok:n0", "ok:n499"])
     }
@@ -93,7 +105,7 @@ struct BatchRouteTests {
         let receiver = try BusConnection(address: limitedBus.address)
         let sender = try BusConnection(address: limitedBus.address)
         let (delivered, continuation) = AsyncStream<String>.makeStream()
-        let rules = (0..<120).map { MatchRule(interface: testInterface, arguments: [0: "n\($0)"]) }
+        let rules = (0..<120).map { MatchRule(interface: interface, arguments: [0: "n\($0)"]) }
         let results = receiver.addRoutes(rules.map { rule in
             BusConnection.RouteRequest(rules: [rule]) { signal in
                 if case .string(let value)? = signal.arguments.first { continuation.yield(value) }
@@ -109,18 +121,20 @@ struct BatchRouteTests {
             #expect(error.value == rules[index].description)
             #expect(error.message.contains(rules[index].description))
         }
-        for value in ["n0", "n99", "n100"] { try sender.emit(said(.string(value))) }
-        try sender.emit(said(.string("n1")))
+        for value in ["n0", "n99", "n100"] { try sender.emit(signal(.string(value))) }
+        try sender.emit(signal(.string("n1")))
         let got = try await next(3, from: delivered, "signals for the accepted routes n0, n99, n1")
         #expect(got == ["n0", "n99", "n1"])
     }
 
     @Test("a batch on a connection whose bus is gone fails every route, at once")
     func batchAfterTheBusWentAway() async throws {
+        // It kills the bus: a bus of its own, not the suite's.
+        let bus = try TestBus()
         let receiver = try BusConnection(address: bus.address)
         bus.kill()
         let requests = (0..<50).map { index in
-            BusConnection.RouteRequest(rules: [MatchRule(interface: testInterface, arguments: [0: "n\(index)"])]) { _ in }
+            BusConnection.RouteRequest(rules: [MatchRule(interface: interface, arguments: [0: "n\(index)"])]) { _ in }
         }
         let results = try await race("addRoutes on a dead bus") { receiver.addRoutes(requests) }
         #expect(results.count == 50)

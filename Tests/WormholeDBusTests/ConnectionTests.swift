@@ -23,17 +23,29 @@ func collect(_ stream: SignalStream, count: Int) async -> [Signal] {
     return result
 }
 
-@Suite("Bus connections on a private dbus-daemon")
+/// The tests share the suite's bus, each on an interface of its own; the two that kill the bus
+/// have a bus of their own.
+@Suite("Bus connections on a private dbus-daemon", .sharedBus)
 struct ConnectionTests {
     let bus: TestBus
-    init() throws { bus = try TestBus() }
+    /// This test's interface, which no other test of the suite emits on.
+    let interface: InterfaceName
+    init() throws {
+        bus = try TestBus.shared()
+        interface = try InterfaceName(uniqueName(testInterface.rawValue))
+    }
+
+    /// A `Said` signal on this test's interface.
+    func signal(_ arguments: DBusValue...) -> Signal {
+        Signal(path: testPath, interface: interface, member: said, arguments: arguments)
+    }
 
     @Test("two connections in one process exchange a signal")
     func twoConnections() async throws {
         let sender = try BusConnection(address: bus.address)
         let receiver = try BusConnection(address: bus.address)
-        let stream = try await receiver.signals(matching: MatchRule(interface: testInterface, member: said))
-        try sender.emit(said(.string("hello"), .uint64(42), .bytes([1, 2, 3]), .boolean(true), .int32(-7),
+        let stream = try await receiver.signals(matching: MatchRule(interface: interface, member: said))
+        try sender.emit(signal(.string("hello"), .uint64(42), .bytes([1, 2, 3]), .boolean(true), .int32(-7),
                              .double(2.5), .strings(["a", "b"]), .objectPath(testPath), .byte(9)))
         let received = await collect(stream, count: 1)
         let signal = try #require(received.first)
@@ -49,11 +61,11 @@ struct ConnectionTests {
     func arg0Filtering() async throws {
         let sender = try BusConnection(address: bus.address)
         let receiver = try BusConnection(address: bus.address)
-        let stream = try await receiver.signals(matching: MatchRule(interface: testInterface, arguments: [0: "wanted"]))
-        try sender.emit(said(.string("unwanted")))
-        try sender.emit(said(.string("wanted"), .uint64(1)))
-        try sender.emit(said(.string("wanted-not")))
-        try sender.emit(said(.string("wanted"), .uint64(2)))
+        let stream = try await receiver.signals(matching: MatchRule(interface: interface, arguments: [0: "wanted"]))
+        try sender.emit(signal(.string("unwanted")))
+        try sender.emit(signal(.string("wanted"), .uint64(1)))
+        try sender.emit(signal(.string("wanted-not")))
+        try sender.emit(signal(.string("wanted"), .uint64(2)))
         let received = await collect(stream, count: 2)
         #expect(try received.map { try $0.uint64(at: 1) } == [1, 2])
         #expect(receiver.signalsReceived == 2, "the daemon filtered; the connection saw only matches")
@@ -63,9 +75,9 @@ struct ConnectionTests {
     func arg0PathFiltering() async throws {
         let sender = try BusConnection(address: bus.address)
         let receiver = try BusConnection(address: bus.address)
-        let stream = try await receiver.signals(matching: MatchRule(interface: testInterface, argumentPaths: [0: "group/box/"]))
+        let stream = try await receiver.signals(matching: MatchRule(interface: interface, argumentPaths: [0: "group/box/"]))
         for name in ["group/box/a", "group/other/a", "group/boxer", "group/box/deep/b", "group/box/"] {
-            try sender.emit(said(.string(name)))
+            try sender.emit(signal(.string(name)))
         }
         let received = await collect(stream, count: 3)
         #expect(try received.map { try $0.string(at: 0) } == ["group/box/a", "group/box/deep/b", "group/box/"])
@@ -79,9 +91,9 @@ struct ConnectionTests {
     func escaping(name: String) async throws {
         let sender = try BusConnection(address: bus.address)
         let receiver = try BusConnection(address: bus.address)
-        let stream = try await receiver.signals(matching: MatchRule(interface: testInterface, arguments: [0: name]))
-        try sender.emit(said(.string(name + "x")))
-        try sender.emit(said(.string(name)))
+        let stream = try await receiver.signals(matching: MatchRule(interface: interface, arguments: [0: name]))
+        try sender.emit(signal(.string(name + "x")))
+        try sender.emit(signal(.string(name)))
         let received = await collect(stream, count: 1)
         #expect(try received.first?.string(at: 0) == name)
         #expect(receiver.signalsReceived == 1)
@@ -97,9 +109,9 @@ struct ConnectionTests {
     func typeMismatch() async throws {
         let sender = try BusConnection(address: bus.address)
         let receiver = try BusConnection(address: bus.address)
-        let stream = try await receiver.signals(matching: MatchRule(interface: testInterface, member: said))
-        try sender.emit(said(.int32(5)))
-        try sender.emit(said())
+        let stream = try await receiver.signals(matching: MatchRule(interface: interface, member: said))
+        try sender.emit(signal(.int32(5)))
+        try sender.emit(signal())
         let received = await collect(stream, count: 2)
         #expect(throws: BusError.self) { try received[0].string(at: 0) }
         do {
@@ -132,7 +144,7 @@ struct ConnectionTests {
         #expect { try MemberName("has.dot") } throws: { ($0 as? BusError)?.code == .invalidMemberName }
         #expect { try ObjectPath("/a\0b") } throws: { ($0 as? BusError)?.message.contains("NUL") == true }
         let connection = try BusConnection(address: bus.address)
-        #expect { try connection.emit(said(.string("nul\0inside"))) } throws: { ($0 as? BusError)?.code == .invalidString }
+        #expect { try connection.emit(signal(.string("nul\0inside"))) } throws: { ($0 as? BusError)?.code == .invalidString }
     }
 
     @Test("ending an iteration, cancelling its task or dropping a stream removes the rule", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
@@ -140,13 +152,13 @@ struct ConnectionTests {
         let receiver = try BusConnection(address: bus.address)
         let baseline = try bus.matchRuleCount(of: receiver.uniqueName)
         do {
-            let stream = try await receiver.signals(matching: MatchRule(interface: testInterface, arguments: [0: "one"]))
+            let stream = try await receiver.signals(matching: MatchRule(interface: interface, arguments: [0: "one"]))
             #expect(try bus.matchRuleCount(of: receiver.uniqueName) == baseline + 1)
             _ = stream
         }
         try await waitForRuleCount(receiver, baseline)
 
-        let stream = try await receiver.signals(matching: MatchRule(interface: testInterface, arguments: [0: "two"]))
+        let stream = try await receiver.signals(matching: MatchRule(interface: interface, arguments: [0: "two"]))
         #expect(try bus.matchRuleCount(of: receiver.uniqueName) == baseline + 1)
         let task = Task { for await _ in stream {} }
         task.cancel()
@@ -157,7 +169,7 @@ struct ConnectionTests {
     /// Rule removal is asynchronous; round-trip a rule through the same connection, which the
     /// daemon handles in order, and then check.
     func waitForRuleCount(_ connection: BusConnection, _ expected: Int) async throws {
-        let probe = MatchRule(interface: testInterface, arguments: [0: "probe"])
+        let probe = MatchRule(interface: interface, arguments: [0: "probe"])
         try await connection.addMatch(probe)
         try await connection.removeMatch(probe)
         #expect(try bus.matchRuleCount(of: connection.uniqueName) == expected)
@@ -167,7 +179,7 @@ struct ConnectionTests {
     func ruleReferenceCounting() async throws {
         let receiver = try BusConnection(address: bus.address)
         let baseline = try bus.matchRuleCount(of: receiver.uniqueName)
-        let rule = MatchRule(interface: testInterface, arguments: [0: "shared"])
+        let rule = MatchRule(interface: interface, arguments: [0: "shared"])
         try await receiver.addMatch(rule)
         try await receiver.addMatch(rule)
         #expect(try bus.matchRuleCount(of: receiver.uniqueName) == baseline + 1)
@@ -187,24 +199,24 @@ struct ConnectionTests {
         let (events, continuation) = AsyncStream<(UInt64, Bool)>.makeStream()
         // dbus-broker has no Debug.Stats: there, the cancel is proven by the third signal alone.
         let baseline = TestBusDaemon.isBroker ? nil : try bus.matchRuleCount(of: receiver.uniqueName)
-        let subscription = try receiver.subscribe(MatchRule(interface: testInterface, member: said), on: .queue(queue)) {
+        let subscription = try receiver.subscribe(MatchRule(interface: interface, member: said), on: .queue(queue)) {
             signal in
             continuation.yield(((try? signal.uint64(at: 0)) ?? 0, DispatchQueue.getSpecific(key: key) == 7))
         }
-        try sender.emit(said(.uint64(1)))
+        try sender.emit(signal(.uint64(1)))
         var iterator = events.makeAsyncIterator()
         let first = await iterator.next()
         #expect(first?.0 == 1)
         #expect(first?.1 == true, "delivered on the caller's queue")
         subscription.cancel()
         if let baseline { try await waitForRuleCount(receiver, baseline) }
-        try sender.emit(said(.uint64(2)))
+        try sender.emit(signal(.uint64(2)))
         // emit hands the signal to the sender's I/O thread: wait until it is on the bus, so that
         // it cannot reach the rule added next.
         sender.flush()
         // A second, still-active subscription proves the signal was sent and delivered after the cancel.
-        let second = try await receiver.signals(matching: MatchRule(interface: testInterface, member: said))
-        try sender.emit(said(.uint64(3)))
+        let second = try await receiver.signals(matching: MatchRule(interface: interface, member: said))
+        try sender.emit(signal(.uint64(3)))
         let after = await collect(second, count: 1)
         #expect(try after.first?.uint64(at: 0) == 3)
         continuation.finish()
@@ -217,12 +229,12 @@ struct ConnectionTests {
     func concurrentEmit() async throws {
         let receiver = try BusConnection(address: bus.address)
         let sender = try BusConnection(address: bus.address)
-        let stream = try await receiver.signals(matching: MatchRule(interface: testInterface, member: said), bufferLimit: 100_000)
+        let stream = try await receiver.signals(matching: MatchRule(interface: interface, member: said), bufferLimit: 100_000)
         let threads = 8
         let perThread = 500
         DispatchQueue.concurrentPerform(iterations: threads) { thread in
             for index in 0..<perThread {
-                try! sender.emit(said(.uint64(UInt64(thread * perThread + index))))
+                try! sender.emit(signal(.uint64(UInt64(thread * perThread + index))))
             }
         }
         let received = await collect(stream, count: threads * perThread)
@@ -231,48 +243,63 @@ struct ConnectionTests {
 
     @Test("the bus daemon going away is detected and streams finish")
     func disconnectDetected() async throws {
+        // It kills the bus: a bus of its own, not the suite's.
+        let bus = try TestBus()
         let connection = try BusConnection(address: bus.address)
         let events = connection.events()
-        let stream = try await connection.signals(matching: MatchRule(interface: testInterface))
+        let stream = try await connection.signals(matching: MatchRule(interface: interface))
         bus.kill()
         var iterator = events.makeAsyncIterator()
         #expect(await iterator.next() == .disconnected)
         for await _ in stream {}
         #expect(connection.isConnected == false)
-        #expect { try connection.emit(said()) } throws: { ($0 as? BusError)?.code == .disconnected }
+        #expect { try connection.emit(signal()) } throws: { ($0 as? BusError)?.code == .disconnected }
     }
 
     @Test("automatic reconnection re-adds rules after the daemon restarts at the same address")
     func reconnect() async throws {
+        // It kills the bus: a bus of its own, not the suite's.
+        let bus = try TestBus()
         let receiver = try BusConnection(address: bus.address, reconnect: .automatic)
         let events = receiver.events()
-        let stream = try await receiver.signals(matching: MatchRule(interface: testInterface, member: said))
+        let stream = try await receiver.signals(matching: MatchRule(interface: interface, member: said))
         var eventIterator = events.makeAsyncIterator()
         bus.kill()
         #expect(await eventIterator.next() == .disconnected)
         try bus.start()
         #expect(await eventIterator.next() == .reconnected)
         let sender = try BusConnection(address: bus.address)
-        try sender.emit(said(.string("after restart")))
+        try sender.emit(signal(.string("after restart")))
         let received = await collect(stream, count: 1)
         #expect(try received.first?.string(at: 0) == "after restart")
     }
 }
 
-@Suite("Signals across processes")
+/// The tests share the suite's bus, each on an interface of its own.
+@Suite("Signals across processes", .sharedBus)
 struct CrossProcessTests {
     let bus: TestBus
-    init() throws { bus = try TestBus() }
+    /// This test's interface, which no other test of the suite emits on.
+    let interface: InterfaceName
+    init() throws {
+        bus = try TestBus.shared()
+        interface = try InterfaceName(uniqueName(testInterface.rawValue))
+    }
+
+    /// A `Said` signal on this test's interface.
+    func signal(_ arguments: DBusValue...) -> Signal {
+        Signal(path: testPath, interface: interface, member: said, arguments: arguments)
+    }
 
     @Test("a signal emitted here reaches a listener in another process")
     func toChild() async throws {
         let child = try ChildProcess(try productPath("wormhole-test-peer"),
-                                     ["listen", bus.address.rawValue, testInterface.rawValue, "2", "for-child"])
+                                     ["listen", bus.address.rawValue, interface.rawValue, "2", "for-child"])
         #expect(await child.stderrLines.firstLine { $0 == "ready" } == "ready")
         let sender = try BusConnection(address: bus.address)
-        try sender.emit(said(.string("not-for-child"), .uint64(0)))
-        try sender.emit(said(.string("for-child"), .uint64(1)))
-        try sender.emit(said(.string("for-child"), .uint64(2)))
+        try sender.emit(signal(.string("not-for-child"), .uint64(0)))
+        try sender.emit(signal(.string("for-child"), .uint64(1)))
+        try sender.emit(signal(.string("for-child"), .uint64(2)))
         let output = child.wait()
         #expect(output.status == 0)
         #expect(output.stdout == "s:for-child t:1\ns:for-child t:2\n")
@@ -281,9 +308,9 @@ struct CrossProcessTests {
     @Test("a signal emitted by another process reaches a stream here")
     func fromChild() async throws {
         let receiver = try BusConnection(address: bus.address)
-        let stream = try await receiver.signals(matching: MatchRule(interface: testInterface, member: said))
+        let stream = try await receiver.signals(matching: MatchRule(interface: interface, member: said))
         let output = try run(try productPath("wormhole-test-peer"),
-                             ["emit", bus.address.rawValue, testPath.rawValue, testInterface.rawValue, said.rawValue,
+                             ["emit", bus.address.rawValue, testPath.rawValue, interface.rawValue, said.rawValue,
                               "s:from child", "t:18446744073709551615"])
         #expect(output.status == 0, "\(output.stderr)")
         let received = await collect(stream, count: 1)

@@ -4,13 +4,13 @@ import WormholeDBus
 import WormholeTestSupport
 
 /// `matchRulesOnBus` (the daemon's `Debug.Stats.GetAllMatchRules`), used by `wormhole doctor`.
-@Suite("The daemon's statistics: every match rule on the bus")
+@Suite("The daemon's statistics: every match rule on the bus", .sharedBus)
 struct DaemonStatsTests {
     @Test(
         "the rules another connection added are listed under its unique name, as the daemon writes them",
         .disabled(if: TestBusDaemon.isBroker, "dbus-broker does not implement Debug.Stats"))
     func rulesOfAnotherConnection() async throws {
-        let bus = try TestBus()
+        let bus = try TestBus.shared()
         let listener = try BusConnection(address: bus.address)
         let rule = MatchRule(
             interface: try InterfaceName("org.wormhole.Notify1"), member: try MemberName("Posted"),
@@ -48,7 +48,7 @@ struct DaemonStatsTests {
         "dbus-broker has no Debug.Stats: a requestFailed error naming the call and the broker's D-Bus error",
         .enabled(if: TestBusDaemon.isBroker, "dbus-broker only"))
     func brokerHasNoStats() async throws {
-        let bus = try TestBus()
+        let bus = try TestBus.shared()
         let asker = try BusConnection(address: bus.address)
         do {
             _ = try await asker.matchRulesOnBus()

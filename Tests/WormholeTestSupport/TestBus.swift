@@ -1,5 +1,7 @@
 public import Foundation
 import Glibc
+import Synchronization
+public import Testing
 public import WormholeDBus
 
 /// The repository's root, found from this file's location.
@@ -35,6 +37,29 @@ public enum TestBusDaemon: String, Sendable {
 ///
 /// The daemon is `dbus-daemon`, or dbus-broker when `WORMHOLE_TEST_BUS=broker`
 /// (see ``BrokerProcess``). It is killed and the directory removed when the value is released.
+///
+/// ## One bus per suite
+///
+/// Every daemon holds an inotify instance, from a per-user limit (`fs.inotify.max_user_instances`,
+/// 128 by default) that the listeners of the directory fallback draw from too. So a suite's tests
+/// share one bus: the suite carries the trait ``Testing/Trait/sharedBus`` and its tests (or their
+/// fixtures) take ``shared()``, which starts the suite's daemon on first use; it is killed when the
+/// suite has finished. A parameterized test with the trait shares one bus among its cases.
+///
+/// ```swift
+/// @Suite(.sharedBus) struct SomeTests {
+///     let bus: TestBus
+///     init() throws { bus = try TestBus.shared() }
+/// }
+/// ```
+///
+/// Tests that share a bus run at the same time, so each test keeps to names of its own: its own
+/// application group (the fixtures make one per test), notification names, interfaces or
+/// argument values, and asserts only on what it sent or on its own connections (their match
+/// rules, their unique names), never on everything the bus carries. A test that kills, pauses or
+/// restarts the bus, or watches the whole bus, starts a bus of its own with ``init(configFile:)``,
+/// as does a test that needs another daemon configuration; ``kill()``, ``pause()``,
+/// ``resume()`` and ``start()`` on a shared bus record an issue and do nothing.
 public final class TestBus: @unchecked Sendable {
     // @unchecked: `running` and `printed` are only read and replaced under `lock`.
     public let directory: String
@@ -48,6 +73,8 @@ public final class TestBus: @unchecked Sendable {
     private let journal: JournalSink?
     /// The daemon's configuration file: `dbus/wormhole-session.conf` unless another was given.
     public let configFile: String
+    /// Whether this is a suite's bus (``shared()``), which no test may stop or restart.
+    public let isShared: Bool
 
     private enum Running {
         case daemon(pid_t)
@@ -86,7 +113,12 @@ public final class TestBus: @unchecked Sendable {
 
     /// Starts a daemon (with `configFile`, else `dbus/wormhole-session.conf`) and returns once it
     /// listens (dbus-daemon) or has answered a `Hello` (dbus-broker).
-    public init(configFile: String? = nil) throws {
+    public convenience init(configFile: String? = nil) throws {
+        try self.init(configFile: configFile, shared: false)
+    }
+
+    init(configFile: String?, shared: Bool) throws {
+        isShared = shared
         guard let daemon = TestBusDaemon.selected else {
             throw TestFailure(
                 "WORMHOLE_TEST_BUS=\(ProcessInfo.processInfo.environment["WORMHOLE_TEST_BUS"] ?? ""): "
@@ -101,7 +133,7 @@ public final class TestBus: @unchecked Sendable {
         address = try BusAddress("unix:path=\(socketPath)")
         do {
             journal = daemon == .broker && BrokerProcess.needsPrivateJournal ? try JournalSink(directory: directory) : nil
-            try start()
+            try launch()
         } catch {
             try? FileManager.default.removeItem(atPath: directory)
             throw error
@@ -109,12 +141,26 @@ public final class TestBus: @unchecked Sendable {
     }
 
     deinit {
-        kill()
+        stop()
         try? FileManager.default.removeItem(atPath: directory)
     }
 
+    /// Whether `action` may run on this bus; records an issue when the bus is shared.
+    private func mayDisturb(_ action: String, sourceLocation: SourceLocation) -> Bool {
+        guard isShared else { return true }
+        Issue.record(
+            "\(action) on the suite's shared bus would disturb the other tests: give this test a bus of its own (try TestBus())",
+            sourceLocation: sourceLocation)
+        return false
+    }
+
     /// Starts the daemon (again) at the same address; returns once it listens.
-    public func start() throws {
+    public func start(sourceLocation: SourceLocation = #_sourceLocation) throws {
+        guard mayDisturb("start()", sourceLocation: sourceLocation) else { return }
+        try launch()
+    }
+
+    private func launch() throws {
         switch daemon {
         case .dbusDaemon: try startDaemon()
         case .broker:
@@ -161,17 +207,25 @@ public final class TestBus: @unchecked Sendable {
     }
 
     /// Stops the daemon with SIGSTOP: its socket still accepts connections, nothing answers.
-    public func pause() {
+    public func pause(sourceLocation: SourceLocation = #_sourceLocation) {
+        guard mayDisturb("pause()", sourceLocation: sourceLocation) else { return }
         if let pid = messagePID { Glibc.kill(pid, SIGSTOP) }
     }
 
     /// Lets a paused daemon run again (SIGCONT).
-    public func resume() {
+    public func resume(sourceLocation: SourceLocation = #_sourceLocation) {
+        guard mayDisturb("resume()", sourceLocation: sourceLocation) else { return }
         if let pid = messagePID { Glibc.kill(pid, SIGCONT) }
     }
 
     /// Kills the daemon with SIGKILL and waits for it to exit; clients see the bus vanish.
-    public func kill() {
+    public func kill(sourceLocation: SourceLocation = #_sourceLocation) {
+        guard mayDisturb("kill()", sourceLocation: sourceLocation) else { return }
+        stop()
+    }
+
+    /// Kills the daemon and waits for it to exit (shared or not: the end of its suite).
+    func stop() {
         let running = lock.withLock { () -> Running? in
             let running = self.running
             self.running = nil
@@ -205,6 +259,79 @@ public final class TestBus: @unchecked Sendable {
         else { throw TestFailure("no MatchRules in stats (\(daemon.rawValue)): \(output.stdout)\(output.stderr)") }
         return value
     }
+}
+
+// MARK: - One bus per suite
+
+extension TestBus {
+    /// The bus of the running suite (or parameterized test), which has the trait
+    /// ``Testing/Trait/sharedBus``: started on the first call, shared by every test of the suite,
+    /// killed when the suite has finished. See "One bus per suite" above.
+    ///
+    /// - Throws: a ``TestFailure`` when no enclosing suite or test has the trait, or when the
+    ///   daemon cannot start.
+    public static func shared() throws -> TestBus {
+        guard let scope = SharedTestBus.scope else {
+            throw TestFailure("TestBus.shared() is for suites with the trait .sharedBus: add it, as in @Suite(.sharedBus)")
+        }
+        return try scope.bus()
+    }
+}
+
+/// The trait that gives a suite (or a parameterized test) one bus for all its tests:
+/// ``Testing/Trait/sharedBus``. Not recursive: a suite inside is covered by the same bus unless
+/// it has the trait itself.
+public struct SharedTestBus: SuiteTrait, TestTrait, TestScoping {
+    /// The bus of the innermost scope with the trait, for ``TestBus/shared()``.
+    @TaskLocal static var scope: Scope?
+
+    /// One scope's bus: none until the first ``bus()``, then one daemon until ``end()``.
+    final class Scope: @unchecked Sendable {
+        // @unchecked: `started` and `ended` are only read and replaced under `lock`.
+        private let lock = NSLock()
+        private var started: TestBus?
+        private var ended = false
+
+        func bus() throws -> TestBus {
+            try lock.withLock {
+                if let started { return started }
+                guard !ended else { throw TestFailure("the suite that shared this bus has finished") }
+                let bus = try TestBus(configFile: nil, shared: true)
+                started = bus
+                return bus
+            }
+        }
+
+        /// Kills the daemon, if it was started: every test of the scope has finished.
+        func end() {
+            let bus = lock.withLock {
+                ended = true
+                return started.take()
+            }
+            bus?.stop()
+        }
+    }
+
+    public var isRecursive: Bool { false }
+
+    /// One scope for the suite or the test function (all its cases), none per case.
+    public func scopeProvider(for test: Test, testCase: Test.Case?) -> SharedTestBus? {
+        testCase == nil ? self : nil
+    }
+
+    public func provideScope(
+        for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
+    ) async throws {
+        let scope = Scope()
+        defer { scope.end() }
+        try await Self.$scope.withValue(scope) { try await function() }
+    }
+}
+
+extension Trait where Self == SharedTestBus {
+    /// The suite's (or parameterized test's) tests share one private bus, started when a test
+    /// first calls ``TestBus/shared()`` and killed when they have all finished.
+    public static var sharedBus: Self { SharedTestBus() }
 }
 
 /// Reads one line from a pipe, blocking until it arrives (or end of file).
@@ -249,3 +376,12 @@ public final class SilentSocket: Sendable {
 
     deinit { close(fd) }
 }
+
+/// `base` followed by `separator`, `t` and a number no other call in this process returned:
+/// a name (an application group, a notification name, an interface) of one test's own, for
+/// tests that share their suite's bus (see ``TestBus``).
+public func uniqueName(_ base: String, separator: String = ".") -> String {
+    "\(base)\(separator)t\(uniqueNames.add(1, ordering: .relaxed).newValue)"
+}
+
+private let uniqueNames = Atomic<Int>(0)

@@ -25,7 +25,7 @@ enum DefaultsHarness {
     }
 }
 
-@Suite struct DefaultsNotifyTests {
+@Suite(.sharedBus) struct DefaultsNotifyTests {
     let world: MessagingFixture
     init() throws { world = try MessagingFixture() }
 
@@ -44,7 +44,7 @@ enum DefaultsHarness {
         try defaults.set(1, forKey: "a")  // equal: posts nothing
         try defaults.removeObject(forKey: "b/c")
         let signals = try await MessagingHarness.next(4, from: posted, "the posts")
-        let prefix = "\(MessagingFixture.group)/Preferences/\(MessagingFixture.group)/"
+        let prefix = "\(world.group)/Preferences/\(world.group)/"
         #expect(try signals.map { try $0.string(at: 0) } == [prefix + "a", prefix + "b/c", prefix + "it's", prefix + "b/c"])
         for signal in signals {
             #expect(signal.interface.rawValue == NotifyContract.bucketInterface(for: try signal.string(at: 0)))
@@ -58,6 +58,9 @@ enum DefaultsHarness {
     /// exact-name rules, and the first delivery after 20 writes to B is A's.
     @Test(.disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
     func keyObserverIsFilteredByTheDaemon() async throws {
+        // It counts the rules of the process's one connection to its bus: a bus of its own, not
+        // the suite's.
+        let world = try MessagingFixture(bus: TestBus())
         let observing = try world.defaults()
         let (changes, record) = DefaultsHarness.recorder()
         let observer = try observing.observe("a.key", handler: record)
@@ -81,6 +84,9 @@ enum DefaultsHarness {
     /// changes are all visible when the first of them is delivered.
     @Test(.disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
     func suiteObserverSeesEveryKeyAndWholeTransactions() async throws {
+        // It counts the rules of the process's one connection to its bus: a bus of its own, not
+        // the suite's.
+        let world = try MessagingFixture(bus: TestBus())
         let observing = try world.defaults()
         let (changes, record) = DefaultsHarness.recorder()
         let seenTogether = Mutex<[String: PropertyListValue?]>([:])
@@ -110,7 +116,7 @@ enum DefaultsHarness {
         defer { observer.cancel() }
         try defaults.set(1, forKey: "k")
         let output = try await DefaultsHarness.peer(
-            ["defaults-increment", world.root.path, MessagingFixture.group, "k", "1", world.bus.address.rawValue], world)
+            ["defaults-increment", world.root.path, world.group, "k", "1", world.bus.address.rawValue], world)
         #expect(output.status == 0, "\(output.stderr)")
         let got = try await MessagingHarness.next(1, from: changes, "the other process's write")
         #expect(got.first?.value == .integer(2) && got.first?.isOwnWrite == false)
@@ -119,6 +125,10 @@ enum DefaultsHarness {
     @Test func streamStartsWithTheCurrentValue() async throws {
         let defaults = try world.defaults()
         try defaults.set("EUR", forKey: "currency")
+        // Written to the bus before the observer's rule is added on the same connection (the
+        // daemon keeps one connection's messages in order), so these posts cannot reach it: a post
+        // still queued for the I/O thread could be sent after the rule (see the report of issue 18).
+        defaults.flush()
         let stream = try await defaults.changes(forKey: "currency", initial: true)
         try world.defaults().set("USD", forKey: "currency")
         let got = try await MessagingHarness.next(2, from: stream, "the initial value and the change")
@@ -131,8 +141,14 @@ enum DefaultsHarness {
 
     /// Observers survive a bus restart and then get one catch-up with what changed meanwhile.
     @Test func observersCatchUpAfterABusRestart() async throws {
+        // It kills the bus: a bus of its own, not the suite's.
+        let world = try MessagingFixture(bus: TestBus())
         let observing = try world.defaults()
         try observing.set(1, forKey: "unchanged")
+        // Written to the bus before the observer's rule is added on the same connection (the
+        // daemon keeps one connection's messages in order), so these posts cannot reach it: a post
+        // still queued for the I/O thread could be sent after the rule (see the report of issue 18).
+        observing.flush()
         let (key, recordKey) = DefaultsHarness.recorder()
         let keyObserver = try observing.observe("changed", handler: recordKey)
         defer { keyObserver.cancel() }
@@ -173,11 +189,11 @@ enum DefaultsHarness {
             for peer in 0..<4 {
                 group.addTask {
                     try await DefaultsHarness.peer(
-                        ["defaults-increment", root, MessagingFixture.group, "counter", "50", bus], world)
+                        ["defaults-increment", root, world.group, "counter", "50", bus], world)
                 }
                 group.addTask {
                     try await DefaultsHarness.peer(
-                        ["defaults-set-distinct", root, MessagingFixture.group, "p\(peer)", "50", bus], world)
+                        ["defaults-set-distinct", root, world.group, "p\(peer)", "50", bus], world)
                 }
             }
             for try await output in group { #expect(output.status == 0, "\(output.stderr)") }
@@ -194,7 +210,7 @@ enum DefaultsHarness {
     @Test func killedWriterLeavesAReadableSuite() throws {
         let peer = try StoragePeer.executable()
         let defaults = try world.defaults()
-        let arguments = ["defaults-write-loop", world.root.path, MessagingFixture.group, "seq"]
+        let arguments = ["defaults-write-loop", world.root.path, world.group, "seq"]
         var written = 0
         for kill in 0..<40 {
             let pid = try StoragePeer.spawnAndWaitForReady(peer, arguments)
@@ -214,7 +230,7 @@ enum DefaultsHarness {
             written += seq + 1
         }
         #expect(written > 40, "the writers wrote more than their first transaction")
-        let names = try FileManager.default.contentsOfDirectory(atPath: "\(world.root.path)/\(MessagingFixture.group)/Preferences")
+        let names = try FileManager.default.contentsOfDirectory(atPath: "\(world.root.path)/\(world.group)/Preferences")
         #expect(!names.contains { $0.contains("corrupt") })
     }
 
@@ -225,6 +241,10 @@ enum DefaultsHarness {
         try defaults.set(1.0, forKey: "double")
         try defaults.set(Data([1, 2, 3]), forKey: "data")
         try defaults.set(Date(timeIntervalSince1970: 1_700_000_000), forKey: "date")
+        // Written to the bus before the observer's rule is added on the same connection (the
+        // daemon keeps one connection's messages in order), so these posts cannot reach it: a post
+        // still queued for the I/O thread could be sent after the rule (see the report of issue 18).
+        defaults.flush()
         let (changes, record) = DefaultsHarness.recorder()
         let observer = try defaults.observeSuite(handler: record)
         defer { observer.cancel() }
@@ -275,17 +295,17 @@ enum DefaultsHarness {
         try defaults.set("small", forKey: "kept")
         let before = world.suiteText()
         let output = try await DefaultsHarness.peer(
-            ["defaults-write-limited", world.root.path, MessagingFixture.group, "big", "100000", "4096"], world)
+            ["defaults-write-limited", world.root.path, world.group, "big", "100000", "4096"], world)
         #expect(output.status == 1 && output.stderr.contains("File too large"), "\(output.stderr)")
         #expect(world.suiteText() == before)
-        let names = try FileManager.default.contentsOfDirectory(atPath: "\(world.root.path)/\(MessagingFixture.group)/Preferences")
-        #expect(names.sorted() == ["\(MessagingFixture.group).json", "\(MessagingFixture.group).json.lock"])
+        let names = try FileManager.default.contentsOfDirectory(atPath: "\(world.root.path)/\(world.group)/Preferences")
+        #expect(names.sorted() == ["\(world.group).json", "\(world.group).json.lock"])
     }
 
     /// `.synchronized` durability writes the same suite (fsync'ed).
     @Test func synchronizedDurabilityWrites() throws {
         let defaults = try GroupDefaults(
-            applicationGroupIdentifier: MessagingFixture.group, durability: .synchronized, containerRoot: world.root.path,
+            applicationGroupIdentifier: world.group, durability: .synchronized, containerRoot: world.root.path,
             busAddress: world.bus.address, sharedStateDirectory: world.state.path, logger: MessagingHarness.logger)
         try defaults.update("n") { _ in .integer(5) }
         #expect(try world.defaults().value(forKey: "n") == .integer(5))

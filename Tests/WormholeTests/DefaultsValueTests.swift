@@ -11,18 +11,18 @@ import WormholeTestSupport
 /// One test's world for shared defaults: the messaging fixture (a private bus, a fresh container
 /// root and shared-state directory) and suites on it.
 extension MessagingFixture {
-    func defaults(group: String = MessagingFixture.group, suite: String? = nil) throws -> GroupDefaults {
+    func defaults(group: String? = nil, suite: String? = nil) throws -> GroupDefaults {
         try GroupDefaults(
-            applicationGroupIdentifier: group, suiteName: suite, containerRoot: root.path, busAddress: bus.address,
+            applicationGroupIdentifier: group ?? self.group, suiteName: suite, containerRoot: root.path, busAddress: bus.address,
             sharedStateDirectory: state.path, logger: MessagingHarness.logger)
     }
 
     /// `<root>/<group>/Preferences/<suite>.json`.
-    func suitePath(_ suite: String = MessagingFixture.group, group: String = MessagingFixture.group) -> String {
-        "\(root.path)/\(group)/Preferences/\(suite).json"
+    func suitePath(_ suite: String? = nil, group: String? = nil) -> String {
+        "\(root.path)/\(group ?? self.group)/Preferences/\(suite ?? self.group).json"
     }
 
-    func suiteText(_ suite: String = MessagingFixture.group) -> String? {
+    func suiteText(_ suite: String? = nil) -> String? {
         FileManager.default.contents(atPath: suitePath(suite)).map { String(decoding: $0, as: UTF8.self) }
     }
 }
@@ -44,7 +44,7 @@ extension GroupDefaults.Keys {
     fileprivate static let ratio = GroupDefaults.Key<Double>("ratio", default: 0.5)
 }
 
-@Suite struct DefaultsValueTests {
+@Suite(.sharedBus) struct DefaultsValueTests {
     /// Each property-list type, its file form, and the value read back by another instance (its
     /// own cache) with its type.
     static let roundTrips: [(PropertyListValue, String)] = [
@@ -167,19 +167,20 @@ extension GroupDefaults.Keys {
         try defaults.set("other", forKey: key + "x")
         #expect(try world.defaults().string(forKey: key) == key)
         #expect(try world.defaults().values().count == 2)
-        #expect(try defaults.notificationName(forKey: key).rawValue == "\(MessagingFixture.group)/Preferences/\(MessagingFixture.group)/\(key)")
+        #expect(try defaults.notificationName(forKey: key).rawValue == "\(world.group)/Preferences/\(world.group)/\(key)")
     }
 
     static let invalidKeys: [(String, String)] = [
         ("", "empty"),
         ("a\u{0}b", "NUL"),
-        (String(repeating: "k", count: 900 - "\(MessagingFixture.group)/Preferences/\(MessagingFixture.group)/".utf8.count + 1), "over the limit"),
+        (String(repeating: "k", count: 900 - "\(MessagingFixture.baseGroup)/Preferences/\(MessagingFixture.baseGroup)/".utf8.count + 1), "over the limit"),
         (String(repeating: "'", count: 300), "match rule"),
     ]
 
     @Test(arguments: invalidKeys)
     func invalidKeyIsRefusedAndNothingIsWritten(key: String, reason: String) throws {
-        let world = try MessagingFixture()
+        // The group the keys were measured against (this test observes nothing: sharing it is harmless).
+        let world = try MessagingFixture(group: MessagingFixture.baseGroup)
         let defaults = try world.defaults()
         let error = try #require(throws: WormholeError.self) { try defaults.set(1, forKey: key) }
         #expect(error.code == .invalidKey)
@@ -192,7 +193,7 @@ extension GroupDefaults.Keys {
     /// The longest key that fits is accepted.
     @Test func longestKeyFits() throws {
         let world = try MessagingFixture()
-        let prefix = "\(MessagingFixture.group)/Preferences/\(MessagingFixture.group)/"
+        let prefix = "\(world.group)/Preferences/\(world.group)/"
         let key = String(repeating: "k", count: 900 - prefix.utf8.count)
         try world.defaults().set(1, forKey: key)
         #expect(try world.defaults().value(forKey: key) == .integer(1))
@@ -238,7 +239,7 @@ extension GroupDefaults.Keys {
 
     @Test func suiteNames() throws {
         let world = try MessagingFixture()
-        #expect(try world.defaults().suite.rawValue == MessagingFixture.group)
+        #expect(try world.defaults().suite.rawValue == world.group)
         #expect(try world.defaults(suite: "settings").path == world.suitePath("settings"))
         for bad in ["", "a/b", ".hidden", "sp ace", String(repeating: "s", count: 201)] {
             let error = try #require(throws: WormholeError.self) { try world.defaults(suite: bad) }
@@ -257,14 +258,14 @@ extension GroupDefaults.Keys {
         try world.defaults().set(1, forKey: "a")
         for (path, mode) in [
             (world.suitePath(), 0o600), (world.suitePath() + ".lock", 0o600),
-            ("\(world.root.path)/\(MessagingFixture.group)/Preferences", 0o700),
+            ("\(world.root.path)/\(world.group)/Preferences", 0o700),
         ] {
             var status = stat()
             #expect(lstat(path, &status) == 0, "\(path)")
             #expect(Int(status.st_mode & 0o777) == mode, "\(path)")
         }
-        #expect(try FileManager.default.contentsOfDirectory(atPath: "\(world.root.path)/\(MessagingFixture.group)/Preferences").sorted()
-            == ["\(MessagingFixture.group).json", "\(MessagingFixture.group).json.lock"])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: "\(world.root.path)/\(world.group)/Preferences").sorted()
+            == ["\(world.group).json", "\(world.group).json.lock"])
         let object = try JSONSerialization.jsonObject(with: Data(world.suiteText()!.utf8)) as? [String: Any]
         #expect(object?["a"] as? Int == 1)
     }
@@ -281,7 +282,7 @@ extension GroupDefaults.Keys {
         let error = try #require(throws: WormholeError.self) { try defaults.set(3, forKey: "a") }
         #expect(error.code == .unsafePath)
         #expect(String(decoding: FileManager.default.contents(atPath: target)!, as: UTF8.self) == "{\"a\":2}")
-        chmod("\(world.root.path)/\(MessagingFixture.group)/Preferences", 0o777)
+        chmod("\(world.root.path)/\(world.group)/Preferences", 0o777)
         let loose = try #require(throws: WormholeError.self) { try world.defaults().set(3, forKey: "a") }
         #expect(loose.code == .unsafePath && loose.message.contains("writable by group or others"))
     }
@@ -396,7 +397,7 @@ extension GroupDefaults.Keys {
     }
 }
 
-@Suite struct DefaultsImportTests {
+@Suite(.sharedBus) struct DefaultsImportTests {
     /// A suite that Foundation's own `UserDefaults(suiteName:)` wrote (in a child process, with its
     /// own `XDG_CONFIG_HOME`) is imported with every type intact, in one write.
     @Test func importsWhatFoundationWrote() async throws {

@@ -30,7 +30,7 @@ let pythonPath: String? = ["/usr/bin/python3", "/usr/local/bin/python3", "/bin/p
     FileManager.default.isExecutableFile(atPath: $0)
 }
 
-@Suite("Journal across processes")
+@Suite("Journal across processes", .sharedBus)
 struct JournalProcessTests {
     let fixture: MessagingFixture
     init() throws { fixture = try MessagingFixture() }
@@ -45,7 +45,7 @@ struct JournalProcessTests {
     func startAppender(count: Int, batch: Int, hold: Bool = false) throws -> ChildProcess {
         try ChildProcess(
             try peer,
-            ["journal-append", fixture.root.path, MessagingFixture.group, "events", String(count), String(batch),
+            ["journal-append", fixture.root.path, fixture.group, "events", String(count), String(batch),
              fixture.bus.address.rawValue] + (hold ? ["hold"] : []),
             environment: environment)
     }
@@ -90,6 +90,8 @@ struct JournalProcessTests {
 
     @Test("records appended while the bus was down are delivered after the reconnect")
     func drainsAfterAReconnect() async throws {
+        // It kills the bus: a bus of its own, not the suite's.
+        let fixture = try MessagingFixture(bus: TestBus())
         let journal = try fixture.wormhole().journal("events")
         let (deliveries, handler) = journalRecorder()
         let listener = try journal.listen(from: .end, as: JSONDocument.self, handler: handler)
@@ -99,7 +101,7 @@ struct JournalProcessTests {
         #expect(try first[0].get().sequence == 1)
         fixture.bus.kill()
         let appender = try MessageCenter(
-            applicationGroupIdentifier: MessagingFixture.group, containerRoot: fixture.root.path,
+            applicationGroupIdentifier: fixture.group, containerRoot: fixture.root.path,
             busAddress: fixture.bus.address, sharedStateDirectory: fixture.state.path, logger: MessagingHarness.logger)
         let other = appender.journal(try MessageIdentifier("events"))
         // The appender shares the process's connection, which may not have seen the daemon die
@@ -160,7 +162,7 @@ struct JournalProcessTests {
         func start(last: UInt64) throws -> ChildProcess {
             try ChildProcess(
                 try peer,
-                ["journal-consume", fixture.root.path, MessagingFixture.group, "events", "indexer", String(last),
+                ["journal-consume", fixture.root.path, fixture.group, "events", "indexer", String(last),
                  fixture.bus.address.rawValue],
                 environment: environment)
         }
@@ -213,7 +215,7 @@ struct JournalProcessTests {
     func fullDisk() async throws {
         let output = try await MessagingHarness.run(
             try peer,
-            ["journal-fill", fixture.root.path, MessagingFixture.group, "events", "50000", fixture.bus.address.rawValue],
+            ["journal-fill", fixture.root.path, fixture.group, "events", "50000", fixture.bus.address.rawValue],
             environment: environment)
         #expect(output.status == 0, "\(output.stderr)")
         let fields = output.stdout.split(whereSeparator: { $0 == " " || $0 == "\n" })

@@ -20,7 +20,7 @@ func plantSparseFile(_ path: String, size: Int) throws {
     guard ftruncate(fd, off_t(size)) == 0 else { throw TestFailure("ftruncate \(path) failed: errno \(errno)") }
 }
 
-@Suite struct MessageSizeLimitTests {
+@Suite(.sharedBus) struct MessageSizeLimitTests {
     /// 64 GiB: more than this machine's memory and swap together.
     static let hugeSize = 64 << 30
 
@@ -135,7 +135,7 @@ enum BusAddressForTests {
     static var unreachable: BusAddress { try! BusAddress("unix:path=/nonexistent/wormhole-no-bus") }
 }
 
-@Suite struct ListenManyTests {
+@Suite(.sharedBus) struct ListenManyTests {
     @Test func listenToManyIdentifiersAtOnceIsActiveOnReturnAndSerial() async throws {
         let fixture = try MessagingFixture()
         let receiver = try fixture.wormhole()

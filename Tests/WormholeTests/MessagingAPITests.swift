@@ -10,7 +10,7 @@ import Wormhole
 import WormholeDBus
 import WormholeTestSupport
 
-@Suite("Messaging: one API for identifiers, documents, streams and the center")
+@Suite("Messaging: one API for identifiers, documents, streams and the center", .sharedBus)
 struct MessagingAPITests {
     let fixture: MessagingFixture
     init() throws { fixture = try MessagingFixture() }
@@ -84,7 +84,7 @@ struct MessagingAPITests {
         let listener = try receiver.listenToAllMessages(as: MessagingCounter.self, on: .ioThread, handler: handler)
         let stream = try await receiver.allMessages(as: MessagingCounter.self)
         let center = try sender.notificationCenter()
-        let group = MessagingFixture.group
+        let group = fixture.group
         for name in [
             "\(group)/wormhole/clip/journal", "\(group)/wormhole/", "\(group)/wormhole/.hidden",
             "\(group)/wormhole/a b", "\(group)/wormholeX/clip", "\(group)/",

@@ -5,7 +5,7 @@ import Wormhole
 import WormholeDBus
 import WormholeTestSupport
 
-@Suite("Messaging: across processes")
+@Suite("Messaging: across processes", .sharedBus)
 struct MessagingCrossProcessTests {
     let fixture: MessagingFixture
     init() throws { fixture = try MessagingFixture() }
@@ -19,7 +19,7 @@ struct MessagingCrossProcessTests {
 
         let output = try await MessagingHarness.run(
             try productPath("wormhole-test-peer"),
-            ["send-many", fixture.root.path, MessagingFixture.group, "count", "1000", fixture.bus.address.rawValue],
+            ["send-many", fixture.root.path, fixture.group, "count", "1000", fixture.bus.address.rawValue],
             environment: ["XDG_RUNTIME_DIR": fixture.state.path])
         #expect(output.status == 0, "\(output.stderr)")
         // The peer has flushed and exited: a post made now reaches the bus after all of its posts.

@@ -5,7 +5,7 @@ import Wormhole
 import WormholeDBus
 import WormholeTestSupport
 
-@Suite("Messaging: what a listener is given")
+@Suite("Messaging: what a listener is given", .sharedBus)
 struct MessagingDeliveryTests {
     let fixture: MessagingFixture
     init() throws { fixture = try MessagingFixture() }
@@ -24,16 +24,16 @@ struct MessagingDeliveryTests {
             #expect(stored == expected, "the file holds exactly the encoded JSON")
             #expect(try StorageFileStatus.permissions(path) == 0o600)
         }
-        #expect(try StorageFileStatus.permissions("\(fixture.root.path)/\(MessagingFixture.group)") == 0o700)
-        #expect(try StorageFileStatus.permissions("\(fixture.root.path)/\(MessagingFixture.group)/wormhole") == 0o700)
+        #expect(try StorageFileStatus.permissions("\(fixture.root.path)/\(fixture.group)") == 0o700)
+        #expect(try StorageFileStatus.permissions("\(fixture.root.path)/\(fixture.group)/wormhole") == 0o700)
         #expect(
             try fixture.root.contents() == [
-                MessagingFixture.group, "\(MessagingFixture.group)/wormhole",
-                "\(MessagingFixture.group)/wormhole/clip.json",
+                fixture.group, "\(fixture.group)/wormhole",
+                "\(fixture.group)/wormhole/clip.json",
             ])
         #expect(reports.allSatisfy { $0.notified })
 
-        let name = "\(MessagingFixture.group)/wormhole/clip"
+        let name = "\(fixture.group)/wormhole/clip"
         let signals = try await MessagingHarness.next(texts.count, from: raw, "Posted signals")
         for (signal, report) in zip(signals, reports) {
             #expect(signal.path.rawValue == "/org/wormhole/Notify1")
@@ -89,7 +89,7 @@ struct MessagingDeliveryTests {
         // The same names again through the sender's own connection, so that they reach the bus
         // before the end message does (one connection's signals stay in order).
         let center = try sender.notificationCenter()
-        let group = MessagingFixture.group
+        let group = fixture.group
         try sender.passMessage(MessagingCounter(n: 1), identifier: "a")
         try center.post("\(group)/wormhole-other/a", state: 1)
         try center.post("\(group)/wormholeX/b", state: 2)
@@ -140,7 +140,7 @@ struct MessagingDeliveryTests {
         try sender.passMessage(MessagingNote(text: "once"), identifier: "clip")
         // A file replaced without a post (storage alone), then a wake: it changed, so it is delivered.
         let storage = FileTransiting(
-            container: try GroupContainer(group: GroupIdentifier(MessagingFixture.group), root: fixture.root.path))
+            container: try GroupContainer(group: GroupIdentifier(fixture.group), root: fixture.root.path))
         try storage.writeMessage(Data(#"{"text":"by hand"}"#.utf8), identifier: MessageIdentifier("clip"))
         try sender.passMessage(identifier: "clip")
         let next = try await MessagingHarness.next(1, from: deliveries, "the changed file")
@@ -166,7 +166,7 @@ struct MessagingDeliveryTests {
             #expect(delivery.error?.code == .noMessage)
             #expect(delivery.error?.value == delivery.identifier.rawValue)
         }
-        #expect(try fixture.root.contents() == [MessagingFixture.group, "\(MessagingFixture.group)/wormhole"])
+        #expect(try fixture.root.contents() == [fixture.group, "\(fixture.group)/wormhole"])
     }
 
     @Test("a coordinated-file wormhole round-trips through another coordinated-file wormhole")
@@ -191,6 +191,9 @@ struct MessagingDeliveryTests {
 
     @Test("the async stream ends when its task is cancelled, and its match rules go", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
     func streamCancellation() async throws {
+        // It counts the rules of the process's one connection to its bus: a bus of its own, not
+        // the suite's.
+        let fixture = try MessagingFixture(bus: TestBus())
         let receiver = try fixture.wormhole()
         let connection = try receiver.notificationCenter().connection
         let baseline = try await MessagingHarness.settledRuleCount(fixture.bus, connection)

@@ -21,7 +21,8 @@ private final class MemoryTransiting: WormholeTransiting {
 @Suite("Messaging: listening through the directory while there is no bus")
 struct MessagingDirectoryFallbackTests {
     let fixture: MessagingFixture
-    init() throws { fixture = try MessagingFixture() }
+    // Every test stops the bus: each has a bus of its own.
+    init() throws { fixture = try MessagingFixture(bus: TestBus()) }
 
     /// The wake-source changes of `wormhole`, as a stream.
     private static func sources(_ wormhole: MessageCenter) -> (AsyncStream<MessageCenter.WakeSource>, WakeSourceSubscription) {
@@ -33,7 +34,7 @@ struct MessagingDirectoryFallbackTests {
     private func sendFromAnotherProcess(_ identifier: String, count: Int) async throws {
         let output = try await MessagingHarness.run(
             try productPath("wormhole-test-peer"),
-            ["store-many", fixture.root.path, MessagingFixture.group, identifier, "\(count)", fixture.bus.address.rawValue],
+            ["store-many", fixture.root.path, fixture.group, identifier, "\(count)", fixture.bus.address.rawValue],
             environment: ["XDG_RUNTIME_DIR": fixture.state.path])
         #expect(output.status == 0, "\(output.stderr)")
     }
@@ -133,7 +134,7 @@ struct MessagingDirectoryFallbackTests {
         let (deliveries, handler) = MessagingHarness.recorder(MessagingCounter.self)
         let listener = try receiver.listenToAllMessages(on: .queue(DispatchQueue(label: "t")), handler: handler)
         defer { listener.cancel() }
-        let directory = "\(fixture.root.path)/\(MessagingFixture.group)/wormhole"
+        let directory = "\(fixture.root.path)/\(fixture.group)/wormhole"
         // Not mailboxes: a hidden name, a name that is no identifier, a directory, a temporary.
         for name in [".hidden.json", "bad name.json", ".x.123-ab.tmp"] {
             try Data("{}".utf8).write(to: URL(fileURLWithPath: "\(directory)/\(name).new"))

@@ -8,7 +8,8 @@ import WormholeTestSupport
 @Suite("Messaging: the bus going away and coming back")
 struct MessagingReconnectTests {
     let fixture: MessagingFixture
-    init() throws { fixture = try MessagingFixture() }
+    // Every test stops the bus: each has a bus of its own.
+    init() throws { fixture = try MessagingFixture(bus: TestBus()) }
 
     @Test("passMessage with the bus down stores the message and reports the notification error")
     func sendWhileDown() throws {
@@ -31,8 +32,11 @@ struct MessagingReconnectTests {
         // Without the directory watch, so that what changed while the bus was away comes as the
         // catch-up (MessagingDirectoryFallbackTests covers the default).
         let options = MessageCenter.ListenOptions(wakesThroughDirectoryWithoutBus: false)
-        // Stored before anyone listens, and never changed: not news after the outage either.
-        try fixture.wormhole().passMessage(MessagingCounter(n: 0), identifier: "old")
+        // Stored before anyone listens, and never changed: not news after the outage either. Its
+        // post is routed before the listeners' rules exist (they are on another connection).
+        let early = try fixture.wormhole()
+        try early.passMessage(MessagingCounter(n: 0), identifier: "old")
+        try await MessagingFixture.settle(try early.notificationCenter())
         let receiver = try fixture.wormhole()
         let queue = DispatchQueue(label: "test.messaging.catch-up")
         let (old, onOld) = MessagingHarness.recorder(MessagingCounter.self)

@@ -23,39 +23,46 @@ struct MessagingNote: Codable, Sendable, Equatable {
 
 typealias MessagingTempDirectory = TemporaryDirectory
 
-/// One test's world: a private bus, an empty container root and an empty shared-state directory.
+/// One test's world: its suite's bus (or a bus of its own), an application group of its own, an
+/// empty container root and an empty shared-state directory.
 final class MessagingFixture: Sendable {
-    static let group = "group.com.example.messaging"
+    /// What each test's group starts with (followed by `.t<number>`).
+    static let baseGroup = "group.com.example.messaging"
 
     let bus: TestBus
+    /// This test's application group: every notification name starts with it, so tests that
+    /// share the suite's bus never hear each other.
+    let group: String
     let root: MessagingTempDirectory
     let state: MessagingTempDirectory
 
-    init() throws {
-        bus = try TestBus()
+    /// A world on the suite's shared bus (the suite needs `.sharedBus`), or on `bus` (a test that
+    /// kills or restarts its bus passes one of its own: `MessagingFixture(bus: TestBus())`).
+    init(bus: TestBus? = nil, group: String? = nil) throws {
+        self.bus = try bus ?? TestBus.shared()
+        self.group = group ?? uniqueName(Self.baseGroup)
         root = try MessagingTempDirectory("messaging-root")
         state = try MessagingTempDirectory("messaging-state")
     }
 
     /// A wormhole on this fixture's bus, root and shared-state directory.
     func wormhole(
-        group: String = MessagingFixture.group, directory: String = "wormhole", transiting: MessageCenter.Transiting = .file
+        group: String? = nil, directory: String = "wormhole", transiting: MessageCenter.Transiting = .file
     ) throws -> MessageCenter {
         try MessageCenter(
-            applicationGroupIdentifier: group, directory: directory, transiting: transiting, containerRoot: root.path,
-            busAddress: bus.address, sharedStateDirectory: state.path, logger: MessagingHarness.logger)
+            applicationGroupIdentifier: group ?? self.group, directory: directory, transiting: transiting,
+            containerRoot: root.path, busAddress: bus.address, sharedStateDirectory: state.path,
+            logger: MessagingHarness.logger)
     }
 
     /// `<root>/<group>/<directory>/<identifier>.json`.
-    func messagePath(_ identifier: String, directory: String = "wormhole", group: String = MessagingFixture.group)
-        -> String
-    {
-        "\(root.path)/\(group)/\(directory)/\(identifier).json"
+    func messagePath(_ identifier: String, directory: String = "wormhole", group: String? = nil) -> String {
+        "\(root.path)/\(group ?? self.group)/\(directory)/\(identifier).json"
     }
 
     /// Writes a message file by hand, as another program would: directories 0700, file 0600.
     func writeRawMessage(_ bytes: String, identifier: String, directory: String = "wormhole") throws {
-        for path in ["\(root.path)/\(Self.group)", "\(root.path)/\(Self.group)/\(directory)"] {
+        for path in ["\(root.path)/\(group)", "\(root.path)/\(group)/\(directory)"] {
             if mkdir(path, 0o700) != 0 && errno != EEXIST {
                 throw TestFailure("mkdir \(path) failed: errno \(errno)")
             }
@@ -70,13 +77,24 @@ final class MessagingFixture: Sendable {
         }
     }
 
-    /// A plain connection that sees every `Posted` on the bus, whatever its interface.
+    /// A plain connection that sees every `Posted` of this test's group (every name below
+    /// `<group>/`), whatever its interface.
     func rawPosted() async throws -> MessagingRawPosted {
         let connection = try BusConnection(address: bus.address, logger: MessagingHarness.logger)
         let signals = try await connection.signals(
             matching: MatchRule(
-                member: try MemberName(NotifyContract.member), path: try ObjectPath(NotifyContract.objectPath)))
+                member: try MemberName(NotifyContract.member), path: try ObjectPath(NotifyContract.objectPath),
+                argumentPaths: [0: group + "/"]))
         return MessagingRawPosted(connection: connection, signals: signals)
+    }
+
+    /// Returns once the bus daemon has routed every signal `center` emitted before the call:
+    /// written to the socket (`flush`), then a round trip on the same connection, which the
+    /// daemon answers after the signals before it. A rule added afterwards, on any connection,
+    /// can no longer catch them.
+    static func settle(_ center: DarwinNotificationCenter) async throws {
+        center.flush()
+        _ = try await center.connection.callBusDaemon("GetId")
     }
 }
 

@@ -31,7 +31,7 @@ private final class CountingTransiting: WormholeTransiting {
     func storedIdentifiers() throws -> [MessageIdentifier] { try files.storedIdentifiers() }
 }
 
-@Suite("Messaging: transient messages")
+@Suite("Messaging: transient messages", .sharedBus)
 struct MessagingTransientTests {
     let fixture: MessagingFixture
     init() throws { fixture = try MessagingFixture() }
@@ -39,7 +39,7 @@ struct MessagingTransientTests {
     private func peer(_ command: String, _ identifier: String, _ count: Int) async throws {
         // On a thread of its own, not on Dispatch's few global-queue threads that other suites share.
         let output: ProcessOutput = try await withCheckedThrowingContinuation { continuation in
-            let arguments = [command, fixture.root.path, MessagingFixture.group, identifier, "\(count)", fixture.bus.address.rawValue]
+            let arguments = [command, fixture.root.path, fixture.group, identifier, "\(count)", fixture.bus.address.rawValue]
             let environment = ["XDG_RUNTIME_DIR": fixture.state.path]
             Thread {
                 continuation.resume(
@@ -54,7 +54,7 @@ struct MessagingTransientTests {
         let sender = try fixture.wormhole()
         try sender.passMessage(MessagingCounter(n: 100), identifier: "t")
         let storage = CountingTransiting(
-            FileTransiting(container: try GroupContainer(group: GroupIdentifier(MessagingFixture.group), root: fixture.root.path)))
+            FileTransiting(container: try GroupContainer(group: GroupIdentifier(fixture.group), root: fixture.root.path)))
         let receiver = try fixture.wormhole(transiting: .custom(storage))
         let (deliveries, handler) = MessagingHarness.recorder(MessagingCounter.self)
         let listener = try receiver.listen(
@@ -71,7 +71,7 @@ struct MessagingTransientTests {
         #expect(transients.allSatisfy { $0.reason == .transient && $0.sentAt == nil && $0.identifier.rawValue == "t" })
         #expect(storage.reads.load(ordering: .relaxed) == readsBefore, "a transient message reads no file")
         #expect(try sender.message(identifier: "t", as: MessagingCounter.self) == MessagingCounter(n: 100))
-        #expect(try FileManager.default.contentsOfDirectory(atPath: "\(fixture.root.path)/\(MessagingFixture.group)/wormhole") == ["t.json"])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: "\(fixture.root.path)/\(fixture.group)/wormhole") == ["t.json"])
 
         // What the listener knows of the mailbox is untouched: a wake that finds the stored
         // file (delivered at start) delivers nothing; the next stored message is delivered.
@@ -103,7 +103,7 @@ struct MessagingTransientTests {
         let received = try await MessagingHarness.next(2, from: deliveries, "two transient messages")
         #expect(received.map(\.identifier.rawValue) == ["a", "b"])
         #expect(received.map(\.message?.n) == [1, 2])
-        #expect(!FileManager.default.fileExists(atPath: "\(fixture.root.path)/\(MessagingFixture.group)"), "nothing on disk")
+        #expect(!FileManager.default.fileExists(atPath: "\(fixture.root.path)/\(fixture.group)"), "nothing on disk")
     }
 
     @Test("a transient message over 64 KiB is refused before anything is sent, naming its size and the limit")

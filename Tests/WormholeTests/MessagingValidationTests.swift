@@ -60,7 +60,7 @@ struct MessagingHostileCase: Sendable, CustomTestStringConvertible {
     }
 }
 
-@Suite("Messaging: hostile names are refused before the disk or the bus is touched")
+@Suite("Messaging: hostile names are refused before the disk or the bus is touched", .sharedBus)
 struct MessagingValidationTests {
     @Test("through the MessageCenter API", arguments: MessagingHostileCase.all())
     func refused(_ hostile: MessagingHostileCase) async throws {
@@ -92,12 +92,12 @@ struct MessagingValidationTests {
             #expect(performing: { try MessageIdentifier(id) }, throws: hostile.isRefusal)
         }
         #expect(try fixture.root.contents() == [], "nothing was written")
-        // Nothing was posted: a sentinel posted now is the first signal the bus carries.
+        // Nothing was posted: a sentinel posted now is the first signal of the test's group.
         let sentinel = try DarwinNotificationCenter(
             busAddress: fixture.bus.address, sharedStateDirectory: fixture.state.path, logger: MessagingHarness.logger)
-        try sentinel.post("sentinel")
+        try sentinel.post("\(fixture.group)/sentinel")
         let first = try await MessagingHarness.next(1, from: raw, "the sentinel")
-        #expect(try first.first?.string(at: 0) == "sentinel")
+        #expect(try first.first?.string(at: 0) == "\(fixture.group)/sentinel")
     }
 
     @Test("the longest names the contract allows are accepted, end to end")

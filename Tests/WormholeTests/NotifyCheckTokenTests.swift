@@ -5,12 +5,12 @@ import Wormhole
 import WormholeDBus
 import WormholeTestSupport
 
-@Suite("Check tokens (notify_register_check / notify_check)")
+@Suite("Check tokens (notify_register_check / notify_check)", .sharedBus)
 struct NotifyCheckTokenTests {
     let bus: TestBus
     let table: NotifyTempDirectory
     init() throws {
-        bus = try TestBus()
+        bus = try TestBus.shared()
         table = try NotifyTempDirectory()
     }
 

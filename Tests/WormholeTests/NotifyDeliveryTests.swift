@@ -5,14 +5,23 @@ import Wormhole
 import WormholeDBus
 import WormholeTestSupport
 
-@Suite("Notification delivery: filtering, prefixes, malformed signals, suspension, state")
+/// The tests share the suite's bus: each observes names no other test posts.
+@Suite("Notification delivery: filtering, prefixes, malformed signals, suspension, state", .sharedBus)
 struct NotifyDeliveryTests {
     let bus: TestBus
     let table: NotifyTempDirectory
     init() throws {
-        bus = try TestBus()
+        try self.init(bus: TestBus.shared())
+    }
+
+    init(bus: TestBus) throws {
+        self.bus = bus
         table = try NotifyTempDirectory()
     }
+
+    /// This harness on a bus of its own, for a test that counts what the process's one connection
+    /// to its bus holds or received (every test of the suite shares the shared bus's).
+    static func ownBus() throws -> NotifyDeliveryTests { try NotifyDeliveryTests(bus: TestBus()) }
 
     func center() throws -> DarwinNotificationCenter { try NotifyHarness.center(bus, table: table.path) }
     func name(_ string: String) -> NotificationName { NotifyHarness.name(string) }
@@ -26,7 +35,7 @@ struct NotifyDeliveryTests {
 
     @Test("malformed Posted signals never crash an observer, which keeps delivering the next good post")
     func malformedSignals() async throws {
-        let target = "group/box/a"
+        let target = "malformed/box/a"
         let observing = try center()
         let (handled, handler) = NotifyHarness.recorder()
         let observer = try observing.addObserver(
@@ -35,7 +44,7 @@ struct NotifyDeliveryTests {
         let (ioHandled, ioHandler) = NotifyHarness.recorder()
         let ioObserver = try observing.addObserver(for: name(target), on: .ioThread, handler: ioHandler)
         defer { ioObserver.cancel() }
-        let prefixed = try await observing.notifications(prefix: name("group/box/"))
+        let prefixed = try await observing.notifications(prefix: name("malformed/box/"))
         // Everything named Posted reaches this connection; the observers' routes are offered each
         // signal their rules match, in the order sent.
         let everything = try await observing.connection.signals(matching: MatchRule(member: Self.posted))
@@ -47,7 +56,7 @@ struct NotifyDeliveryTests {
             (Self.path, Self.plain, [.int32(5)]),  // first argument not a string
             (Self.path, Self.bucket(target), [.int32(5), .string(target)]),
             (Self.path, Self.plain, [.uint64(1), .string(target)]),
-            (Self.path, Self.plain, [.objectPath(try ObjectPath("/group/box/a"))]),
+            (Self.path, Self.plain, [.objectPath(try ObjectPath("/malformed/box/a"))]),
             // The wrong bucket and a foreign interface reach the prefix observer (its rule names no interface).
             (Self.path, Self.bucket("not the name"), [.string(target), .uint64(2)]),
             (Self.path, Self.bucket("not the name"), [.string(target)]),
@@ -128,8 +137,11 @@ struct NotifyDeliveryTests {
 
     @Test("an observer of A is never woken for B")
     func neverWokenForOthers() async throws {
-        let observing = try center()
-        let posting = try center()
+        // It counts the signals the process's one connection to its bus received: a bus of its
+        // own, not the suite's.
+        let this = try Self.ownBus()
+        let observing = try this.center()
+        let posting = try this.center()
         let stream = try await observing.notifications(named: name("iso/a"))
         for index in 0..<500 { try posting.post(name("iso/b"), state: UInt64(index)) }
         for index in 0..<500 { try posting.post(name("iso/a/\(index)")) }
@@ -141,30 +153,33 @@ struct NotifyDeliveryTests {
 
     @Test("two rules per observed name, one per prefix, shared between observers and removed with the last", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
     func ruleCounting() async throws {
-        let observing = try center()
+        // It counts the rules of the process's one connection to its bus: a bus of its own, not
+        // the suite's.
+        let this = try Self.ownBus()
+        let observing = try this.center()
         let connection = observing.connection
-        let baseline = try await NotifyHarness.settledRuleCount(bus, connection)
+        let baseline = try await NotifyHarness.settledRuleCount(this.bus, connection)
         let first = try observing.addObserver(for: name("rules/x"), on: .ioThread) { _ in }
-        #expect(try await NotifyHarness.settledRuleCount(bus, connection) == baseline + 2)
+        #expect(try await NotifyHarness.settledRuleCount(this.bus, connection) == baseline + 2)
         let stream = try await observing.notifications(named: name("rules/x"))
         let token = try observing.makeCheckToken(for: name("rules/x"))
-        #expect(try await NotifyHarness.settledRuleCount(bus, connection) == baseline + 2, "identical rules are shared")
+        #expect(try await NotifyHarness.settledRuleCount(this.bus, connection) == baseline + 2, "identical rules are shared")
         let prefix = try observing.addObserver(forPrefix: name("rules/"), on: .ioThread) { _ in }
-        #expect(try await NotifyHarness.settledRuleCount(bus, connection) == baseline + 3)
+        #expect(try await NotifyHarness.settledRuleCount(this.bus, connection) == baseline + 3)
         let other = try observing.addObserver(for: name("rules/y"), on: .ioThread) { _ in }
-        #expect(try await NotifyHarness.settledRuleCount(bus, connection) == baseline + 5)
+        #expect(try await NotifyHarness.settledRuleCount(this.bus, connection) == baseline + 5)
 
         first.cancel()
         token.cancel()
         #expect(
-            try await NotifyHarness.settledRuleCount(bus, connection) == baseline + 5, "the stream still holds rules/x")
+            try await NotifyHarness.settledRuleCount(this.bus, connection) == baseline + 5, "the stream still holds rules/x")
         let iteration = Task { for await _ in stream {} }
         iteration.cancel()
         await iteration.value
-        #expect(try await NotifyHarness.settledRuleCount(bus, connection) == baseline + 3)
+        #expect(try await NotifyHarness.settledRuleCount(this.bus, connection) == baseline + 3)
         prefix.cancel()
         other.cancel()
-        #expect(try await NotifyHarness.settledRuleCount(bus, connection) == baseline)
+        #expect(try await NotifyHarness.settledRuleCount(this.bus, connection) == baseline)
     }
 
     @Test("posts while suspended coalesce into one delivery with the count and the latest state")

@@ -11,12 +11,15 @@ let notifyAwkwardNames = [
     "ünïcode/名前", "com.example.app.refresh",
 ]
 
-@Suite("Notification names, buckets and the wire format (contract §1)")
+/// The tests share the suite's bus. `awkwardNames` (which observes a name `wireFormat` posts and
+/// counts what the process's one connection to its bus received) and `invalidNames` (which
+/// watches everything that connection sends) have a bus of their own, their cases one at a time.
+@Suite("Notification names, buckets and the wire format (contract §1)", .sharedBus)
 struct NotifyNameTests {
     let bus: TestBus
     let table: NotifyTempDirectory
     init() throws {
-        bus = try TestBus()
+        bus = try TestBus.shared()
         table = try NotifyTempDirectory()
     }
 
@@ -38,10 +41,13 @@ struct NotifyNameTests {
     func wireFormat(name: String, interface: String) async throws {
         #expect(try NotificationName(name).bucketInterface == interface)
         #expect(NotifyContract.bucketInterface(for: name) == interface)
-        // A raw listener, not our own observer: it sees exactly what went on the wire.
-        let listener = try BusConnection(address: bus.address)
-        let raw = try await listener.signals(matching: MatchRule(member: try MemberName("Posted")))
+        // A raw listener, not our own observer: it sees exactly what the poster put on the wire for
+        // the name (the process's other tests post other names on the same connection).
         let poster = try center()
+        let listener = try BusConnection(address: bus.address)
+        let raw = try await listener.signals(
+            matching: MatchRule(
+                sender: poster.connection.uniqueName, member: try MemberName("Posted"), arguments: [0: name]))
         try poster.post(NotificationName(name), state: 42)
         try poster.post(NotificationName(name), state: .max)
         let signals = try await NotifyHarness.next(2, from: raw, "raw Posted signals")
@@ -57,10 +63,12 @@ struct NotifyNameTests {
 
     @Test(
         "names with quotes, backslashes, spaces, dots and slashes reach observers, look-alikes do not",
-        arguments: notifyAwkwardNames)
+        .sharedBus, .serialized, arguments: notifyAwkwardNames)
     func awkwardNames(name: String) async throws {
         let observing = try center()
         let posting = try center()
+        // The cases share a bus and (one at a time) the process's connection to it.
+        let before = observing.connection.signalsReceived
         let (handled, handler) = NotifyHarness.recorder()
         let observer = try observing.addObserver(
             for: NotificationName(name), on: .queue(DispatchQueue(label: "test.awkward")), handler: handler)
@@ -77,7 +85,7 @@ struct NotifyNameTests {
             #expect(delivered.map(\.name.rawValue) == [name])
             #expect(delivered.map(\.state) == [1])
         }
-        #expect(observing.connection.signalsReceived == 1, "the daemon filtered every look-alike")
+        #expect(observing.connection.signalsReceived == before + 1, "the daemon filtered every look-alike")
     }
 
     @Test(
@@ -99,7 +107,7 @@ struct NotifyNameTests {
     }
 
     @Test(
-        "invalid names are refused by name and by post, naming the problem, and nothing is sent",
+        "invalid names are refused by name and by post, naming the problem, and nothing is sent", .sharedBus, .serialized,
         arguments: [
             ("", "empty"),
             (String(repeating: "n", count: 901), "901 bytes"),
@@ -111,9 +119,12 @@ struct NotifyNameTests {
             guard let error = error as? WormholeError else { return false }
             return error.code == .invalidName && error.message.contains(problem)
         }
-        let listener = try BusConnection(address: bus.address)
-        let raw = try await listener.signals(matching: MatchRule(member: try MemberName("Posted")))
+        // Everything the poster's connection sends: this test's cases share a bus of their own, one
+        // case at a time.
         let poster = try center()
+        let listener = try BusConnection(address: bus.address)
+        let raw = try await listener.signals(
+            matching: MatchRule(sender: poster.connection.uniqueName, member: try MemberName("Posted")))
         #expect(#expect(throws: WormholeError.self) { try poster.post(name) }?.code == .invalidName)
         #expect(#expect(throws: WormholeError.self) { try poster.post(name, state: 1) }?.code == .invalidName)
         try poster.post("sentinel")

@@ -43,17 +43,28 @@ final class AfterCancelWitness: Sendable {
     func called() { if cancelled.load(ordering: .acquiring) { lateCount.wrappingAdd(1, ordering: .relaxed) } }
 }
 
-@Suite("Subscription handles: one lifetime rule, one delivery path")
+@Suite("Subscription handles: one lifetime rule, one delivery path", .sharedBus)
 struct SubscriptionLifetimeTests {
     let bus: TestBus
     let table: NotifyTempDirectory
+    /// This test's names start with it: the suite's tests (and cases) share one bus.
+    let scope = uniqueName("lifetime", separator: "-") + "/"
     init() throws {
-        bus = try TestBus()
+        try self.init(bus: TestBus.shared())
+    }
+
+    init(bus: TestBus) throws {
+        self.bus = bus
         table = try NotifyTempDirectory()
     }
 
+    /// This harness on a bus of its own, for a test that counts the match rules of the process's
+    /// one connection to its bus (every test of the suite adds rules to the shared bus's).
+    static func ownBus() throws -> SubscriptionLifetimeTests { try SubscriptionLifetimeTests(bus: TestBus()) }
+
     func center() throws -> DarwinNotificationCenter { try NotifyHarness.center(bus, table: table.path) }
-    func name(_ string: String) -> NotificationName { NotifyHarness.name(string) }
+    /// `string` in this test's scope.
+    func name(_ string: String) -> NotificationName { NotifyHarness.name(scope + string) }
 
     /// Posts `target` then a witness name from one connection (so in that order), and waits until
     /// the witness observer saw it: by then `target`'s signal was handled, or never arrived.
@@ -71,10 +82,13 @@ struct SubscriptionLifetimeTests {
 
     @Test("releasing an observer (name or prefix) stops its deliveries and removes its bus rules", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"), arguments: [false, true])
     func releasedObserver(prefix: Bool) async throws {
-        let observing = try center()
-        let posting = try center()
+        // It counts the rules of the process's one connection to its bus: a bus of its own, not
+        // the suite's.
+        let this = try Self.ownBus()
+        let observing = try this.center()
+        let posting = try this.center()
         let connection = observing.connection
-        let baseline = try await NotifyHarness.settledRuleCount(bus, connection)
+        let baseline = try await NotifyHarness.settledRuleCount(this.bus, connection)
         let calls = Atomic<Int>(0)
         var observer: NotificationObserver? =
             prefix
@@ -85,16 +99,18 @@ struct SubscriptionLifetimeTests {
                 calls.wrappingAdd(1, ordering: .relaxed)
             }
         #expect(observer?.isCancelled == false)
-        #expect(try await NotifyHarness.settledRuleCount(bus, connection) == baseline + (prefix ? 1 : 2))
+        #expect(try await NotifyHarness.settledRuleCount(this.bus, connection) == baseline + (prefix ? 1 : 2))
         observer = nil
-        #expect(try await NotifyHarness.settledRuleCount(bus, connection) == baseline, "its rules went with it")
-        try await postThenWitness(name("lifetime/family/x"), from: posting, on: observing)
+        #expect(try await NotifyHarness.settledRuleCount(this.bus, connection) == baseline, "its rules went with it")
+        try await this.postThenWitness(name("lifetime/family/x"), from: posting, on: observing)
         #expect(calls.load(ordering: .relaxed) == 0)
     }
 
     @Test("releasing a message listener or a check token removes their bus rules", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
     func releasedListenerAndToken() async throws {
-        let fixture = try MessagingFixture()
+        // It counts the rules of the process's one connection to its bus: a bus of its own, not
+        // the suite's.
+        let fixture = try MessagingFixture(bus: TestBus())
         let receiver = try fixture.wormhole()
         let connection = try receiver.notificationCenter().connection
         let baseline = try await MessagingHarness.settledRuleCount(fixture.bus, connection)
@@ -128,7 +144,9 @@ struct SubscriptionLifetimeTests {
 
     @Test("releasing a stream that was never iterated removes its bus rules", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
     func releasedStreams() async throws {
-        let fixture = try MessagingFixture()
+        // It counts the rules of the process's one connection to its bus: a bus of its own, not
+        // the suite's.
+        let fixture = try MessagingFixture(bus: TestBus())
         let receiver = try fixture.wormhole()
         let center = try receiver.notificationCenter()
         let connection = center.connection
@@ -147,10 +165,13 @@ struct SubscriptionLifetimeTests {
 
     @Test("cancel() twice releases a shared rule once, and isCancelled says so", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
     func cancelTwice() async throws {
-        let observing = try center()
-        let posting = try center()
+        // It counts the rules of the process's one connection to its bus: a bus of its own, not
+        // the suite's.
+        let this = try Self.ownBus()
+        let observing = try this.center()
+        let posting = try this.center()
         let connection = observing.connection
-        let baseline = try await NotifyHarness.settledRuleCount(bus, connection)
+        let baseline = try await NotifyHarness.settledRuleCount(this.bus, connection)
         let target = name("lifetime/twice")
         let first = try observing.addObserver(for: target, on: .ioThread) { _ in }
         let (kept, keptHandler) = NotifyHarness.recorder()
@@ -161,7 +182,7 @@ struct SubscriptionLifetimeTests {
         token.cancel()
         token.cancel()
         #expect(first.isCancelled && token.isCancelled && !second.isCancelled)
-        #expect(try await NotifyHarness.settledRuleCount(bus, connection) == baseline + 2, "the second still holds them")
+        #expect(try await NotifyHarness.settledRuleCount(this.bus, connection) == baseline + 2, "the second still holds them")
         try posting.post(target, state: 7)
         #expect(try await NotifyHarness.next(1, from: kept).map(\.state) == [7])
 
@@ -171,7 +192,7 @@ struct SubscriptionLifetimeTests {
         listener.cancel()
         #expect(listener.isCancelled)
         second.cancel()
-        #expect(try await NotifyHarness.settledRuleCount(bus, connection) == baseline)
+        #expect(try await NotifyHarness.settledRuleCount(this.bus, connection) == baseline)
     }
 
     @Test("no handler call starts after cancel() returns", arguments: ["serial", "ioThread", "concurrent"])
