@@ -83,13 +83,14 @@ struct DefaultsWriteCommand: ParsableCommand {
     func run() throws {
         let defaults = try options.defaults(keys: [key])
         let text = json ?? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+        OneShot.arm("the value of '\(key)'")
         let report = try withCLIErrors {
             try defaults.set(try PropertyListValue(jsonText: text, key: key), forKey: key)
         }
         if let error = report.notificationError {
             writeError("wormhole: warning: value stored, but observers were not notified: \(error)")
         }
-        defaults.flush()
+        OneShot.confirm("the value", alreadyReported: report.notificationError != nil) { defaults.flush(timeout: $0) }
     }
 }
 
@@ -105,11 +106,12 @@ struct DefaultsDeleteCommand: ParsableCommand {
 
     func run() throws {
         let defaults = try options.defaults(keys: [key])
+        OneShot.arm("the removal of '\(key)'")
         let report = try withCLIErrors { try defaults.removeObject(forKey: key) }
         if let error = report.notificationError {
             writeError("wormhole: warning: key removed, but observers were not notified: \(error)")
         }
-        defaults.flush()
+        OneShot.confirm("the removal", alreadyReported: report.notificationError != nil) { defaults.flush(timeout: $0) }
     }
 }
 

@@ -35,8 +35,8 @@ struct JournalSend {
             }
             try journal.append(document)
         }
-        if let error = journal.flush() {
-            writeError("wormhole: warning: record appended, but listeners were not notified: \(error)")
+        if let error = journal.flush(timeout: OneShot.flushTimeout) {
+            writeError("wormhole: warning: record appended, but the notification was not sent: \(error)")
         }
     }
 }
