@@ -94,7 +94,9 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     private var routes = RouteTable<Handlers>()
     /// Routes per well-known sender name whose owner the route table must know.
     private var trackedNames: [String: Int] = [:]
-    private var flushWaiters: [@Sendable () -> Void] = []
+    /// Confirmations waiting for the bus's answer (``confirmOnLoop(deadline:completion:)``), by
+    /// id: a connection that goes away fails them (libdbus forgets its pending calls on close).
+    private var confirmations: [UInt64: (BusError?) -> Void] = [:]
     private var disconnectPending = false
     /// A greeting that failed inside a libdbus callback: the connection is given up after the
     /// dispatch returns (closing it from inside would free it under libdbus's feet).
@@ -297,7 +299,10 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
             completion(error)
             return
         }
+        let id = makeID()
+        confirmations[id] = completion
         let sent = connection.call(message, timeoutMilliseconds: ExitDrain.milliseconds(until: deadline)) { [self] reply in
+            guard let completion = confirmations.removeValue(forKey: id) else { return }
             if let reply, !Self.isLocalFailure(reply) {
                 confirmed(upTo: target)
                 completion(nil)
@@ -305,7 +310,14 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
                 completion(BusError(.timedOut, value: address.rawValue, "the bus at \(quoted(address.rawValue)) did not answer in time"))
             }
         }
-        if !sent { completion(notConnected()) }
+        if !sent, let completion = confirmations.removeValue(forKey: id) { completion(notConnected()) }
+    }
+
+    /// Fails every confirmation waiting for an answer: the connection is gone. Loop-confined.
+    private func failConfirmations() {
+        let waiting = confirmations
+        confirmations = [:]
+        for completion in waiting.values { completion(droppedError()) }
     }
 
     /// ``confirmOnLoop(deadline:completion:)`` waiting on the I/O thread itself. Loop-confined.
@@ -852,11 +864,6 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         connection?.dispatchAll()
         if let greetingFailure { abandonGreeting(greetingFailure) }
         if disconnectPending { handleDisconnect() }
-        if !flushWaiters.isEmpty && connection?.hasMessagesToSend != true {
-            let waiters = flushWaiters
-            flushWaiters = []
-            for waiter in waiters { waiter() }
-        }
     }
 
     func loopStopped() {
@@ -881,9 +888,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         trackedNames = [:]
         perform(registry.closed())
         forgetQuietAdds()
-        let waiters = flushWaiters
-        flushWaiters = []
-        for waiter in waiters { waiter() }
+        failConfirmations()
     }
 
     /// How long closing may wait for the bus to confirm the signals it accepted.
@@ -946,9 +951,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
             for route in routes.removeAll() { route.payload.finish() }
             trackedNames = [:]
         }
-        let waiters = flushWaiters
-        flushWaiters = []
-        for waiter in waiters { waiter() }
+        failConfirmations()
     }
 
     private func startReconnecting() {
