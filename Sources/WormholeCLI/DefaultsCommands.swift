@@ -148,8 +148,10 @@ struct DefaultsObserveCommand: ParsableCommand {
         let defaults = try options.defaults(keys: unique)
         let writer = LineWriter()
         let counter = DeliveryCounter(limit: count)
+        let reports = BusReports(.defaults, address: try options.bus.addressIfAny())
         // On the I/O thread: read, build and write the line where the signal was read.
         let handler: @Sendable (GroupDefaults.Change) -> Void = { change in
+            if change.reason == .catchUp { reports.caughtUpOne() }
             writer.writeLine { line in
                 line.raw(#"{"key":"#)
                 line.string(change.key)
@@ -163,6 +165,8 @@ struct DefaultsObserveCommand: ParsableCommand {
             if unique.isEmpty { return [try defaults.observeSuite(on: .ioThread, handler: handler)] }
             return try unique.map { try defaults.observe($0, on: .ioThread, handler: handler) }
         }
-        announceReadyAndServe(keeping: (defaults, observers))
+        // After the observers: on a reconnect their catch-up lines are written before this one.
+        let watching = reports.watch(try withCLIErrors { try defaults.notificationCenter().connection })
+        announceReadyAndServe(keeping: (defaults, observers, watching))
     }
 }
