@@ -903,7 +903,10 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
             defer { state.stopping = true }
             return (!state.stopping, state.connected)
         }
-        if first && connected && hasUnconfirmedSignals {
+        // A second call (a center's close, then its connection's deinit) changes nothing: the
+        // first arranged the stop, at once or once the confirmation is done.
+        guard first else { return }
+        if connected && hasUnconfirmedSignals {
             let deadline = ExitDrain.deadline(after: Self.closeBound)
             let queued = loop.execute { [self] in
                 confirmOnLoop(deadline: deadline) { [self] error in
