@@ -101,6 +101,10 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     /// A greeting that failed inside a libdbus callback: the connection is given up after the
     /// dispatch returns (closing it from inside would free it under libdbus's feet).
     private var greetingFailure: BusError?
+    /// When the greeting in flight gives up (monotonic milliseconds), whatever libdbus does: a
+    /// daemon killed during authentication can leave libdbus with neither a reply nor a timeout
+    /// to report, and the greeting would wait forever (seen in restart storms).
+    private var greetingDeadline: UInt64?
     private var reconnector: Reconnector?
     /// Whether the bus daemon on this connection reports a refused `AddMatch` sent with the
     /// no-reply flag (dbus-daemon 1.14 does; dbus-broker 33 stays silent, as the D-Bus
@@ -174,7 +178,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         super.init()
         loop.start(self)
         // The greeting has its own deadline; this one is a backstop should the loop never answer.
-        if case .failure(let error) = greeting.wait(timeout: ExitDrain.deadline(after: connectTimeout + .seconds(2))) {
+        if case .failure(let error) = greeting.wait(timeout: ExitDrain.deadline(after: connectTimeout + .seconds(1))) {
             stop()
             throw error
         }
@@ -760,6 +764,8 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     private func greet(_ connection: LibDBus.Connection) {
         let seconds = connectTimeout.components.seconds
         let milliseconds = Int32(clamping: seconds * 1_000 + connectTimeout.components.attoseconds / 1_000_000_000_000_000)
+        // libdbus's own timeout for Hello first; this one only if libdbus never reports.
+        greetingDeadline = Self.now() + UInt64(max(1, milliseconds)) + 250
         let context = "the bus at \(quoted(address.rawValue))"
         let sent: Bool
         do {
@@ -796,6 +802,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         switch outcome {
         case .success(let name):
             phase = .ready
+            greetingDeadline = nil
             shared.withLock {
                 $0.uniqueName = name
                 $0.connected = true
@@ -819,6 +826,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     /// Gives up a connection whose greeting failed: outside any libdbus call. Loop-confined.
     private func abandonGreeting(_ failure: BusError) {
         greetingFailure = nil
+        greetingDeadline = nil
         guard case .greeting(let initial) = phase else { return }
         connection?.closeAndRelease()
         connection = nil
@@ -848,6 +856,14 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     func timeoutMilliseconds() -> Int32 {
         // Work left over from inside a libdbus call is done in the next iteration, at once.
         if greetingFailure != nil || disconnectPending { return 0 }
+        if let greetingDeadline {
+            let now = Self.now()
+            if greetingDeadline <= now { return 0 }
+            let untilGreeting = Int32(clamping: greetingDeadline - now)
+            if timeouts.isEmpty || earliestDeadline == .max { return untilGreeting }
+            let next = earliestDeadline <= now ? 0 : Int32(clamping: earliestDeadline - now)
+            return min(next, untilGreeting)
+        }
         if timeouts.isEmpty { earliestDeadline = .max }
         let next = earliestDeadline
         guard next != UInt64.max else { return -1 }
@@ -862,6 +878,14 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
 
     func iterationEnded() {
         connection?.dispatchAll()
+        if let deadline = greetingDeadline, Self.now() >= deadline {
+            self.greetingDeadline = nil
+            if case .greeting = phase, greetingFailure == nil {
+                greetingFailure = BusError(
+                .connectionFailed, value: address.rawValue,
+                    "cannot connect to the bus at \(quoted(address.rawValue)): authentication and Hello did not finish within \(connectTimeout)")
+            }
+        }
         if let greetingFailure { abandonGreeting(greetingFailure) }
         if disconnectPending { handleDisconnect() }
     }
