@@ -16,9 +16,31 @@ import WormholeDBus
 ///   journal of ID, name `GROUP/wormhole/ID/journal`. Post: the name `GROUP/post/ID`. Defaults:
 ///   key ID of GROUP's default suite, name `GROUP/Preferences/GROUP/ID`. Transient: `Message`
 ///   with name `GROUP/wormhole/ID`.
+/// - `post-exit-in-handler BUS NAME`: observes `NAME/trigger` with a handler on the I/O thread,
+///   posts it, and in the handler posts `NAME` and calls `exit(0)` there (the drain at exit then
+///   runs on the connection's own I/O thread).
 let exitCommands: [String: @Sendable ([String]) throws -> Void] = [
-    "send-once": sendOnce
+    "send-once": sendOnce,
+    "post-exit-in-handler": postExitInHandler,
 ]
+
+private func postExitInHandler(_ arguments: [String]) throws {
+    guard arguments.count == 2 else { throw PeerError("post-exit-in-handler BUS NAME") }
+    let center = try DarwinNotificationCenter(busAddress: try BusAddress(arguments[0]))
+    let name = try NotificationName(arguments[1])
+    let trigger = try NotificationName(arguments[1] + "/trigger")
+    let observer = try center.addObserver(for: trigger, on: .ioThread) { _ in
+        do {
+            try center.post(name)
+        } catch {
+            printError("post-exit-in-handler: \(error)")
+            exit(1)
+        }
+        exit(0)
+    }
+    try center.post(trigger)
+    withExtendedLifetime(observer) { dispatchMain() }
+}
 
 /// Whether `main` should return instead of calling `exit(0)` (mode `return`).
 let returnFromMain = Atomic<Bool>(false)

@@ -70,6 +70,32 @@ struct ExitDrainTests {
         #expect(seen.intersection(expected).count == Self.perKind, "\(kind): \(expected.subtracting(seen).count) of \(Self.perKind) missing")
     }
 
+    @Test("a process that exits from a handler on the I/O thread, right after posting there: the post is on the bus")
+    func exitOnTheIOThread() async throws {
+        let listener = try BusConnection(address: fixture.bus.address)
+        let signals = try await listener.signals(
+            matching: MatchRule(path: try ObjectPath("/org/wormhole/Notify1")), bufferLimit: 10_000)
+        let peer = try productPath("wormhole-test-peer")
+        let count = 20
+        for n in 0..<count {
+            let output = try ChildProcess(peer, ["post-exit-in-handler", fixture.bus.address.rawValue, "com.example.exit.n\(n)"],
+                                          environment: ["XDG_RUNTIME_DIR": fixture.state.path]).wait()
+            #expect(output.status == 0, "\(output.stderr)")
+        }
+        let sentinel = try BusConnection(address: fixture.bus.address)
+        try sentinel.emit(Signal(
+            path: try ObjectPath("/org/wormhole/Notify1"), interface: try InterfaceName("org.wormhole.Notify1"),
+            member: try MemberName("Posted"), arguments: [.string("sentinel")]))
+        #expect(sentinel.flush() == nil)
+        var seen = Set<String>()
+        for await signal in signals {
+            guard case .string(let name)? = signal.arguments.first else { continue }
+            if name == "sentinel" { break }
+            seen.insert(name)
+        }
+        #expect(seen.intersection((0..<count).map { "com.example.exit.n\($0)" }).count == count)
+    }
+
     @Test("a flush reports a bus that does not answer, within its timeout, and a closed connection's drain does not hang exit")
     func flushIsBounded() async throws {
         let sender = try BusConnection(address: fixture.bus.address)
