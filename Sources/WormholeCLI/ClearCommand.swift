@@ -20,7 +20,7 @@ struct ClearCommand: ParsableCommand {
     }
 
     func run() throws {
-        OneShot.arm("the clear")
+        OneShot.arm("the clear", done: "cleared")
         let wormhole = try options.wormhole(identifiers: identifier.map { [$0] } ?? [])
         let reports = try withCLIErrors {
             if let identifier { return [try wormhole.clearMessage(identifier: identifier)] }
@@ -30,6 +30,6 @@ struct ClearCommand: ParsableCommand {
         if let error = failure {
             writeError("wormhole: warning: cleared, but listeners were not notified on the bus (listeners without a bus see the file): \(error)")
         }
-        OneShot.confirm("the clear", alreadyReported: failure != nil) { wormhole.flush(timeout: $0) }
+        OneShot.confirm("cleared", alreadyReported: failure != nil) { wormhole.flush(timeout: $0) }
     }
 }

@@ -83,14 +83,14 @@ struct DefaultsWriteCommand: ParsableCommand {
     func run() throws {
         let defaults = try options.defaults(keys: [key])
         let text = json ?? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
-        OneShot.arm("the value of '\(key)'")
+        OneShot.arm("the value of '\(key)'", done: "value stored")
         let report = try withCLIErrors {
             try defaults.set(try PropertyListValue(jsonText: text, key: key), forKey: key)
         }
         if let error = report.notificationError {
             writeError("wormhole: warning: value stored, but observers were not notified: \(error)")
         }
-        OneShot.confirm("the value", alreadyReported: report.notificationError != nil) { defaults.flush(timeout: $0) }
+        OneShot.confirm("value stored", alreadyReported: report.notificationError != nil) { defaults.flush(timeout: $0) }
     }
 }
 
@@ -106,12 +106,12 @@ struct DefaultsDeleteCommand: ParsableCommand {
 
     func run() throws {
         let defaults = try options.defaults(keys: [key])
-        OneShot.arm("the removal of '\(key)'")
+        OneShot.arm("the removal of '\(key)'", done: "key removed")
         let report = try withCLIErrors { try defaults.removeObject(forKey: key) }
         if let error = report.notificationError {
             writeError("wormhole: warning: key removed, but observers were not notified: \(error)")
         }
-        OneShot.confirm("the removal", alreadyReported: report.notificationError != nil) { defaults.flush(timeout: $0) }
+        OneShot.confirm("key removed", alreadyReported: report.notificationError != nil) { defaults.flush(timeout: $0) }
     }
 }
 

@@ -22,24 +22,25 @@ enum OneShot {
 
     private static let armed = Atomic<Bool>(false)
 
-    /// Arms the watchdog (once per process). `storesNothing`: the command's only effect is the
-    /// notification, so not sending it is a failure.
-    static func arm(_ what: String, storesNothing: Bool = false) {
+    /// Arms the watchdog (once per process). `done`: what the command has done when the bus is
+    /// all that is left ("message stored"); `nil` when the notification is its only effect (then
+    /// `what`, such as "the post of 'N'", was not sent, and that is a failure).
+    static func arm(_ what: String, done: String?) {
         guard !armed.exchange(true, ordering: .relaxed) else { return }
         DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(watchdogSeconds)) {
-            if storesNothing {
+            guard let done else {
                 writeError("wormhole: \(what) was not sent: the bus did not answer within \(watchdogSeconds) s")
                 _exit(1)
             }
-            writeError("wormhole: warning: \(what) is stored, but the notification was not sent: the bus did not answer within \(watchdogSeconds) s")
+            writeError("wormhole: warning: \(done), but the notification was not sent: the bus did not answer within \(watchdogSeconds) s")
             _exit(0)
         }
     }
 
     /// Waits for the bus to confirm the notification, at most ``flushTimeout``; on failure writes
     /// the one line saying it was not sent (unless the send already said so).
-    static func confirm(_ what: String, alreadyReported: Bool, flush: (Duration) -> (any Error)?) {
+    static func confirm(_ done: String, alreadyReported: Bool, flush: (Duration) -> (any Error)?) {
         guard let error = flush(flushTimeout), !alreadyReported else { return }
-        writeError("wormhole: warning: \(what) is stored, but the notification was not sent: \(error)")
+        writeError("wormhole: warning: \(done), but the notification was not sent: \(error)")
     }
 }

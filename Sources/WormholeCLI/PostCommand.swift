@@ -28,7 +28,7 @@ struct PostCommand: ParsableCommand {
     func run() throws {
         let name = try withCLIErrors { try NotificationName(self.name) }
         let address = try bus.address()
-        OneShot.arm("the post of '\(name)'", storesNothing: true)
+        OneShot.arm("the post of '\(name)'", done: nil)
         try withCLIErrors {
             let center = try DarwinNotificationCenter(busAddress: address)
             try center.post(name, state: state.flatMap { UInt64($0) })

@@ -44,7 +44,9 @@ struct SendCommand: ParsableCommand {
     }
 
     func run() throws {
-        OneShot.arm(transient ? "the transient message for '\(identifier)'" : "the message for '\(identifier)'", storesNothing: transient)
+        OneShot.arm(
+            "the transient message for '\(identifier)'",
+            done: transient ? nil : journal ? "record appended" : "message stored")
         if journal { return try JournalSend(identifier: identifier, json: json, options: options).run() }
         let wormhole = try options.wormhole(identifiers: [identifier], maximumMessageSize: sizeLimit.bytes)
         // Read into one buffer and trimmed in place: passing a document costs about its size.
@@ -73,7 +75,7 @@ struct SendCommand: ParsableCommand {
             }
             return
         }
-        OneShot.confirm("the message", alreadyReported: report?.notificationError != nil) { wormhole.flush(timeout: $0) }
+        OneShot.confirm("message stored", alreadyReported: report?.notificationError != nil) { wormhole.flush(timeout: $0) }
     }
 
     /// Emits the transient message and flushes it to the bus: it is not stored, so a bus that
