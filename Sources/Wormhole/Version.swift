@@ -4,7 +4,7 @@ package enum WormholeVersion {
     /// The package's version (semantic versioning; see `docs/public-api.md`).
     package static let package = "0.9.0"
     /// The wire and storage contract this build implements (README, "The contract").
-    package static let contract = "1.1"
-    /// What `--version` prints: `0.9.0 (contract 1.1)`.
+    package static let contract = "1.2"
+    /// What `--version` prints: `0.9.0 (contract 1.2)`.
     package static let description = "\(package) (contract \(contract))"
 }

@@ -61,6 +61,11 @@ public struct WormholeError: Error, Sendable, Hashable, CustomStringConvertible 
         /// `(s, s)`, over the limit, not JSON), or dropped because the listener fell more than
         /// its buffer behind (``MessageCenter/ListenOptions/transientBufferLimit``).
         public static let transientDropped = Code("transientDropped")
+        /// A file lock (`flock`) was not granted within the lock timeout (10 s by default,
+        /// `WORMHOLE_LOCK_TIMEOUT` seconds): another process holds it. The message names the
+        /// lock file and, when it can be found, the holder's pid; nothing was changed. The CLI
+        /// exits 75 (`EX_TEMPFAIL`).
+        public static let lockTimeout = Code("lockTimeout")
     }
 
     /// What kind of failure this is.

@@ -2,9 +2,11 @@ import Synchronization
 import Wormhole
 import WormholeDBus
 
-/// Says on standard error what happens to the bus under `observe` and `listen`: one line when
-/// the connection is lost, one when it is back and listening has caught up. Without it a lost
-/// bus would be silent unless `WORMHOLE_LOG` is set.
+/// Says on standard error what happens to the bus under `observe`, `listen` (every mode) and
+/// `defaults observe` (contract §4, v1.2): one line when the connection is lost, starting
+/// `wormhole: lost the bus`, one when it is back and what changed meanwhile was delivered,
+/// starting `wormhole: back on the bus`. Without it a lost bus would be silent unless
+/// `WORMHOLE_LOG` is set.
 final class BusReports: Sendable {
     /// What the command does after a reconnect.
     enum Kind {
@@ -12,6 +14,11 @@ final class BusReports: Sendable {
         case observe
         /// `listen`: the mailboxes that changed meanwhile are delivered again (`catchUp` lines).
         case listen
+        /// `listen --journal`: the records appended meanwhile are printed (the line is written by
+        /// the thread that prints them, once it has: see ``watch(_:whenBack:)``).
+        case journal
+        /// `defaults observe`: the keys that changed meanwhile are printed (`catchUp` changes).
+        case defaults
     }
 
     private let kind: Kind
@@ -70,21 +77,35 @@ final class BusReports: Sendable {
     /// Watches `connection`. Call after every subscription of the command is made: handlers
     /// run in the order they were added, so on a reconnect the catch-up (on the I/O thread) is
     /// done when this one runs.
-    func watch(_ connection: BusConnection) -> EventSubscription {
+    /// `whenBack`: instead of writing the back line at once, call it (the command writes
+    /// ``writeBackLine()`` once it has delivered what changed).
+    func watch(_ connection: BusConnection, whenBack: (@Sendable () -> Void)? = nil) -> EventSubscription {
         connection.onEvent(on: .ioThread) { [self] event in
             switch event {
             case .disconnected:
+                caughtUp.store(0, ordering: .relaxed)
                 writeError("wormhole: lost the bus at \(address); waiting for it to come back")
             case .reconnected:
-                switch kind {
-                case .observe:
-                    writeError("wormhole: back on the bus at \(address); posts made while it was away were missed")
-                case .listen:
-                    let count = caughtUp.exchange(0, ordering: .relaxed)
-                    let changed = count == 1 ? "1 message" : "\(count) messages"
-                    writeError("wormhole: back on the bus at \(address); caught up (\(changed) changed while it was away)")
-                }
+                if let whenBack { whenBack() } else { writeBackLine() }
             }
+        }
+    }
+
+    /// The line that says the bus is back, and what was delivered since it was lost.
+    func writeBackLine() {
+        let count = caughtUp.exchange(0, ordering: .relaxed)
+        switch kind {
+        case .observe:
+            writeError("wormhole: back on the bus at \(address); posts made while it was away were missed")
+        case .listen:
+            let changed = count == 1 ? "1 message" : "\(count) messages"
+            writeError("wormhole: back on the bus at \(address); caught up (\(changed) changed while it was away)")
+        case .journal:
+            let records = count == 1 ? "1 record" : "\(count) records"
+            writeError("wormhole: back on the bus at \(address); caught up (\(records) printed since it was lost)")
+        case .defaults:
+            let keys = count == 1 ? "1 key" : "\(count) keys"
+            writeError("wormhole: back on the bus at \(address); caught up (\(keys) changed while it was away)")
         }
     }
 }

@@ -15,6 +15,9 @@ func cliFailure(_ error: any Error) -> CLIFailure {
         case .invalidName, .invalidGroup, .invalidDirectory, .invalidIdentifier, .invalidJSON, .invalidSuite, .invalidKey,
             .invalidValue, .transientTooLarge:
             return CLIFailure(message: error.message, status: 64)
+        case .lockTimeout:
+            // EX_TEMPFAIL: another process holds the lock; trying again later may work.
+            return CLIFailure(message: error.message, status: 75)
         default:
             return CLIFailure(message: error.message)
         }

@@ -20,14 +20,16 @@ struct ClearCommand: ParsableCommand {
     }
 
     func run() throws {
+        OneShot.arm("the clear", done: "cleared")
         let wormhole = try options.wormhole(identifiers: identifier.map { [$0] } ?? [])
         let reports = try withCLIErrors {
             if let identifier { return [try wormhole.clearMessage(identifier: identifier)] }
             return try wormhole.clearAllMessages()
         }
-        if let error = reports.compactMap(\.notificationError).first {
+        let failure = reports.compactMap(\.notificationError).first
+        if let error = failure {
             writeError("wormhole: warning: cleared, but listeners were not notified on the bus (listeners without a bus see the file): \(error)")
         }
-        wormhole.flush()
+        OneShot.confirm("cleared", alreadyReported: failure != nil) { wormhole.flush(timeout: $0) }
     }
 }

@@ -83,13 +83,14 @@ struct DefaultsWriteCommand: ParsableCommand {
     func run() throws {
         let defaults = try options.defaults(keys: [key])
         let text = json ?? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+        OneShot.arm("the value of '\(key)'", done: "value stored")
         let report = try withCLIErrors {
             try defaults.set(try PropertyListValue(jsonText: text, key: key), forKey: key)
         }
         if let error = report.notificationError {
             writeError("wormhole: warning: value stored, but observers were not notified: \(error)")
         }
-        defaults.flush()
+        OneShot.confirm("value stored", alreadyReported: report.notificationError != nil) { defaults.flush(timeout: $0) }
     }
 }
 
@@ -105,11 +106,12 @@ struct DefaultsDeleteCommand: ParsableCommand {
 
     func run() throws {
         let defaults = try options.defaults(keys: [key])
+        OneShot.arm("the removal of '\(key)'", done: "key removed")
         let report = try withCLIErrors { try defaults.removeObject(forKey: key) }
         if let error = report.notificationError {
             writeError("wormhole: warning: key removed, but observers were not notified: \(error)")
         }
-        defaults.flush()
+        OneShot.confirm("key removed", alreadyReported: report.notificationError != nil) { defaults.flush(timeout: $0) }
     }
 }
 
@@ -146,8 +148,10 @@ struct DefaultsObserveCommand: ParsableCommand {
         let defaults = try options.defaults(keys: unique)
         let writer = LineWriter()
         let counter = DeliveryCounter(limit: count)
+        let reports = BusReports(.defaults, address: try options.bus.addressIfAny())
         // On the I/O thread: read, build and write the line where the signal was read.
         let handler: @Sendable (GroupDefaults.Change) -> Void = { change in
+            if change.reason == .catchUp { reports.caughtUpOne() }
             writer.writeLine { line in
                 line.raw(#"{"key":"#)
                 line.string(change.key)
@@ -161,6 +165,8 @@ struct DefaultsObserveCommand: ParsableCommand {
             if unique.isEmpty { return [try defaults.observeSuite(on: .ioThread, handler: handler)] }
             return try unique.map { try defaults.observe($0, on: .ioThread, handler: handler) }
         }
-        announceReadyAndServe(keeping: (defaults, observers))
+        // After the observers: on a reconnect their catch-up lines are written before this one.
+        let watching = reports.watch(try withCLIErrors { try defaults.notificationCenter().connection })
+        announceReadyAndServe(keeping: (defaults, observers, watching))
     }
 }

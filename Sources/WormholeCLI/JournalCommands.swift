@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
 import Foundation
+import Synchronization
 import Wormhole
 import WormholeDBus
 
@@ -35,8 +36,8 @@ struct JournalSend {
             }
             try journal.append(document)
         }
-        if let error = journal.flush() {
-            writeError("wormhole: warning: record appended, but listeners were not notified: \(error)")
+        if let error = journal.flush(timeout: OneShot.flushTimeout) {
+            writeError("wormhole: warning: record appended, but the notification was not sent: \(error)")
         }
     }
 }
@@ -76,9 +77,16 @@ struct JournalListen {
         let reader = try withJournalCLIErrors { try journal.makeConsumer(from: from, consumer: consumer) }
         let writer = LineWriter()
         let (name, limit) = (identifier, count)
-        announceReadyAndServe(keeping: (wormhole, observer, reader)) {
+        // Lost: said at once. Back: said by the printing thread once it has printed what was
+        // appended meanwhile (the observer's catch-up wakes it; so does this).
+        let lines = JournalBusLines(reports: BusReports(.journal, address: try options.bus.addressIfAny()))
+        let watching = lines.reports.watch(try withCLIErrors { try wormhole.notificationCenter().connection }) {
+            lines.back.store(true, ordering: .releasing)
+            wake.signal()
+        }
+        announceReadyAndServe(keeping: (wormhole, observer, reader, watching, lines)) {
             Thread {
-                Self.serve(reader, identifier: name, count: limit, writer: writer, wake: wake)
+                Self.serve(reader, identifier: name, count: limit, writer: writer, wake: wake, lines: lines)
             }.start()
         }
     }
@@ -86,7 +94,8 @@ struct JournalListen {
     /// Prints every record from the cursor on each wake; a gap or damage is one line on standard
     /// error (after a gap, printing goes on at the first available record).
     private static func serve(
-        _ reader: JournalPackageConsumer, identifier: String, count: Int?, writer: LineWriter, wake: DispatchSemaphore
+        _ reader: JournalPackageConsumer, identifier: String, count: Int?, writer: LineWriter, wake: DispatchSemaphore,
+        lines: JournalBusLines
     ) -> Never {
         var printed = 0
         while true {
@@ -102,6 +111,8 @@ struct JournalListen {
                 continue
             }
             if batch.isEmpty {
+                // Everything readable is printed: the bus's return can be said now.
+                if lines.back.exchange(false, ordering: .acquiringAndReleasing) { lines.reports.writeBackLine() }
                 wake.wait()
                 continue
             }
@@ -116,6 +127,7 @@ struct JournalListen {
                     line.raw("}")
                 }
                 printed += 1
+                lines.reports.caughtUpOne()
                 if let count, printed >= count {
                     do {
                         try reader.acknowledge(through: record.sequence)
@@ -229,4 +241,13 @@ struct JournalTrimCommand: ParsableCommand {
         let status = try withJournalCLIErrors { try journal.status() }
         writeOutput(statusLine(identifier, status, removed: removed))
     }
+}
+
+/// What the printing thread of `listen --journal` needs to say the bus is back.
+final class JournalBusLines: Sendable {
+    let reports: BusReports
+    /// The bus is back; the line is written once what was appended meanwhile is printed.
+    let back = Atomic<Bool>(false)
+
+    init(reports: BusReports) { self.reports = reports }
 }

@@ -28,10 +28,13 @@ struct PostCommand: ParsableCommand {
     func run() throws {
         let name = try withCLIErrors { try NotificationName(self.name) }
         let address = try bus.address()
+        OneShot.arm("the post of '\(name)'", done: nil)
         try withCLIErrors {
             let center = try DarwinNotificationCenter(busAddress: address)
             try center.post(name, state: state.flatMap { UInt64($0) })
-            center.flush()
+            if let error = center.flush(timeout: OneShot.flushTimeout) {
+                throw CLIFailure(message: "the post of '\(name)' may not have been sent: \(error)")
+            }
         }
     }
 }

@@ -44,6 +44,9 @@ struct SendCommand: ParsableCommand {
     }
 
     func run() throws {
+        OneShot.arm(
+            "the transient message for '\(identifier)'",
+            done: transient ? nil : journal ? "record appended" : "message stored")
         if journal { return try JournalSend(identifier: identifier, json: json, options: options).run() }
         let wormhole = try options.wormhole(identifiers: [identifier], maximumMessageSize: sizeLimit.bytes)
         // Read into one buffer and trimmed in place: passing a document costs about its size.
@@ -66,7 +69,13 @@ struct SendCommand: ParsableCommand {
         if let error = report?.notificationError {
             writeError("wormhole: warning: message stored, but listeners were not notified on the bus (listeners without a bus see the file): \(error)")
         }
-        wormhole.flush()
+        if transient {
+            if let error = wormhole.flush(timeout: OneShot.flushTimeout) {
+                throw CLIFailure(message: "the transient message for '\(identifier)' may not have been sent: \(error)")
+            }
+            return
+        }
+        OneShot.confirm("message stored", alreadyReported: report?.notificationError != nil) { wormhole.flush(timeout: $0) }
     }
 
     /// Emits the transient message and flushes it to the bus: it is not stored, so a bus that

@@ -125,7 +125,8 @@ public final class BusConnection: Sendable {
     package var signalsReceived: UInt64 { io.signalsReceived.load(ordering: .relaxed) }
 
     /// Closes the connection. Streams finish, handlers stop, later calls throw
-    /// ``BusError/Code/disconnected``.
+    /// ``BusError/Code/disconnected``. Signals emitted before are confirmed by the bus first
+    /// (at most 2 seconds, without the caller waiting).
     ///
     /// For a handle of a shared connection, only what this handle added ends; the connection
     /// closes with its last handle.
@@ -145,8 +146,9 @@ public final class BusConnection: Sendable {
 
     /// Emits a signal. Thread-safe and never blocks: the message is built on the calling thread
     /// and written there when the loop is asleep, else handed to the loop, which writes it (on
-    /// the loop's thread itself, in a handler, it is written at once). Call ``flush()`` to wait
-    /// until it is on the bus.
+    /// the loop's thread itself, in a handler, it is written at once). Call ``flush(timeout:)``
+    /// to wait until it is on the bus; a signal emitted is on the bus before the process exits
+    /// normally either way.
     ///
     /// Throws ``BusError/Code/disconnected`` when the bus is not connected, and
     /// ``BusError/Code/invalidString`` naming a string argument that is not valid UTF-8.
@@ -156,11 +158,25 @@ public final class BusConnection: Sendable {
         try io.send(try MessageCoding.makeSignal(signal))
     }
 
-    /// Blocks until every signal emitted before this call has been written to the socket (or
-    /// dropped because the bus went away, which is logged). Call it before a process that has
-    /// just emitted exits, or when another connection must not act before the signal is on the
-    /// bus. On the connection's I/O thread it returns at once (the loop cannot wait for itself).
-    public func flush() { io.flush() }
+    /// How long ``flush(timeout:)`` waits by default: 5 seconds.
+    public static let defaultFlushTimeout: Duration = .seconds(5)
+
+    /// Blocks until every signal emitted before this call is on the bus, at most `timeout`.
+    ///
+    /// On the bus means written to the socket and followed by one call the bus answered
+    /// (`GetNameOwner` of the connection's own name), so a proxy on the way (`xdg-dbus-proxy`)
+    /// has passed them on too. Returns at once when every signal emitted is confirmed already.
+    /// A program does not need to call it before exiting: returning from `main`, `exit()` and
+    /// the last reference going away confirm what was emitted (at most a few seconds; see
+    /// <doc:Threading>). Call it when another process must not act before the signals are on
+    /// the bus, or to learn whether they got there.
+    ///
+    /// - Returns: `nil` when they are on the bus; otherwise a ``BusError`` with
+    ///   ``BusError/Code/timedOut`` (the bus did not answer in time) or
+    ///   ``BusError/Code/disconnected`` (the bus went away and signals were dropped, which was
+    ///   also logged). On the connection's I/O thread the wait happens on that thread.
+    @discardableResult
+    public func flush(timeout: Duration = defaultFlushTimeout) -> BusError? { io.confirm(timeout: timeout) }
 
     // MARK: Match rules
 

@@ -37,6 +37,8 @@ public struct BusError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let typeMismatch = Code("typeMismatch")
         /// libdbus could not allocate memory.
         public static let outOfMemory = Code("outOfMemory")
+        /// The bus did not answer within the time allowed (a flush, or the drain at exit).
+        public static let timedOut = Code("timedOut")
     }
 
     /// What kind of failure this is.

@@ -82,6 +82,15 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     private let detached = Atomic<Bool>(false)
     /// Signals the connection received (after the bus daemon's filtering), for tests and statistics.
     let signalsReceived = Atomic<UInt64>(0)
+    /// Signals `send` accepted (written or queued), and how many of them the bus has confirmed
+    /// by answering a call made after them (``confirm(timeout:)``): a flush and the drain at exit
+    /// make that call only when the first is ahead, so a connection that sent nothing pays nothing.
+    private let acceptedSignals = Atomic<UInt64>(0)
+    private let confirmedSignals = Atomic<UInt64>(0)
+    /// Accepted signals were dropped because the bus went away; the next flush reports it.
+    private let lostSignals = Atomic<Bool>(false)
+    /// Signalled once, when the loop has stopped (the drain at exit waits for a closing connection).
+    private let stoppedSignal = DispatchSemaphore(value: 0)
 
     // Loop-confined.
     private var connection: LibDBus.Connection?
@@ -96,15 +105,21 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     private var routes = RouteTable<Handlers>()
     /// Routes per well-known sender name whose owner the route table must know.
     private var trackedNames: [String: Int] = [:]
+    /// Confirmations waiting for the bus's answer (``confirmOnLoop(deadline:completion:)``), by
+    /// id: a connection that goes away fails them (libdbus forgets its pending calls on close).
+    private var confirmations: [UInt64: (BusError?) -> Void] = [:]
     /// The routes each scope added (a shared connection's handles; see ``closeScope(_:)``).
     private var scopedRoutes: [UInt64: Set<UInt64>] = [:]
     /// The rules each scope took with ``acquireRule(_:scope:completion:)``, with their counts.
     private var scopedRules: [UInt64: [String: Int]] = [:]
-    private var flushWaiters: [@Sendable () -> Void] = []
     private var disconnectPending = false
     /// A greeting that failed inside a libdbus callback: the connection is given up after the
     /// dispatch returns (closing it from inside would free it under libdbus's feet).
     private var greetingFailure: BusError?
+    /// When the greeting in flight gives up (monotonic milliseconds), whatever libdbus does: a
+    /// daemon killed during authentication can leave libdbus with neither a reply nor a timeout
+    /// to report, and the greeting would wait forever (seen in restart storms).
+    private var greetingDeadline: UInt64?
     private var reconnector: Reconnector?
     /// Whether the bus daemon on this connection reports a refused `AddMatch` sent with the
     /// no-reply flag (dbus-daemon 1.14 does; dbus-broker 33 stays silent, as the D-Bus
@@ -154,8 +169,10 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
             if first { done.signal() }
         }
 
-        func wait() -> Result<Void, BusError> {
-            done.wait()
+        func wait(timeout: DispatchTime) -> Result<Void, BusError> {
+            if done.wait(timeout: timeout) == .timedOut {
+                complete(.failure(BusError(.connectionFailed, "no answer to Hello in time (the I/O thread did not report)")))
+            }
             return outcome.withLock { $0 } ?? .failure(BusError(.connectionFailed, "no answer"))
         }
     }
@@ -184,10 +201,12 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         super.init()
         precondition(!loop.inEventLoop, "a bus connection must not be made on the runtime loop's thread (a handler on .ioThread)")
         loop.attach(self)
-        if case .failure(let error) = greeting.wait() {
+        // The greeting has its own deadline; this one is a backstop should the loop never answer.
+        if case .failure(let error) = greeting.wait(timeout: ExitDrain.deadline(after: connectTimeout + .seconds(1))) {
             stop()
             throw error
         }
+        ExitDrain.register(self)
     }
 
     var isConnected: Bool { shared.withLock { $0.connected } }
@@ -216,6 +235,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         if loop.inEventLoop {
             guard let connection else { throw notConnected() }
             if !connection.send(message) { throw BusError(.outOfMemory, "libdbus could not queue a message") }
+            acceptedSignals.add(1, ordering: .releasing)
             return
         }
         // Senders take turns among themselves (never behind the reader): one at a time builds
@@ -231,6 +251,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
             if stopping { throw closedError() }
             guard connected, let connection, case .ready = phase else { throw notConnected() }
             if !connection.send(message) { throw BusError(.outOfMemory, "libdbus could not queue a message") }
+            acceptedSignals.add(1, ordering: .releasing)
             return
         }
         let mustWake = try shared.withLock { state throws(BusError) -> Bool in
@@ -239,6 +260,8 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
             state.outgoing.append(message)
             return state.outgoing.count == 1
         }
+        // Counted once queued: a confirmation that reads the count first drains the queue after.
+        acceptedSignals.add(1, ordering: .releasing)
         if mustWake { loop.wake() }
     }
 
@@ -260,21 +283,172 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         }
     }
 
-    /// Blocks until every message emitted before the call is written to the socket, or dropped
-    /// because the bus went away (which is logged). On the I/O thread it returns at once:
-    /// the loop cannot wait for itself, and writes what is queued when its socket is writable.
-    func flush() {
-        if loop.inEventLoop { return }
+    /// Whether signals were accepted that the bus has not confirmed yet.
+    var hasUnconfirmedSignals: Bool {
+        acceptedSignals.load(ordering: .acquiring) > confirmedSignals.load(ordering: .acquiring)
+    }
+
+    /// Blocks until every signal accepted before the call is on the bus: written, and followed by
+    /// one call the bus answered (`GetNameOwner` of our own name: a proxy on the way passes on
+    /// what came before it), at most `timeout`. Returns at once when nothing is unconfirmed.
+    /// Returns the error when the bus did not answer in time, or went away and signals were
+    /// dropped (logged when it happened). On the I/O thread the call waits on this thread
+    /// (libdbus reads and writes the socket itself), within the same bound.
+    func confirm(timeout: Duration) -> BusError? {
+        let deadline = ExitDrain.deadline(after: timeout)
+        if !hasUnconfirmedSignals {
+            return lostSignals.exchange(false, ordering: .acquiringAndReleasing) ? droppedError() : nil
+        }
+        if loop.inEventLoop { return confirmInline(deadline: deadline) }
+        let outcome = Locked<BusError??>(nil)
         let done = DispatchSemaphore(value: 0)
         let accepted = execute { [self] in
-            drainOutgoing()
-            if connection?.hasMessagesToSend == true {
-                flushWaiters.append { done.signal() }
-            } else {
+            confirmOnLoop(deadline: deadline) { error in
+                outcome.withLock { $0 = .some(error) }
                 done.signal()
             }
         }
-        if accepted { done.wait() }
+        guard accepted else { return closedError() }
+        if done.wait(timeout: deadline) == .timedOut {
+            return timedOut(timeout)
+        }
+        let result = outcome.withLock { $0 } ?? nil
+        if result == nil, lostSignals.exchange(false, ordering: .acquiringAndReleasing) { return droppedError() }
+        return result
+    }
+
+    /// Writes what is queued, then calls `GetNameOwner` of our own name; `completion` gets `nil`
+    /// once the bus answered (every signal accepted before is then confirmed). Loop-confined.
+    private func confirmOnLoop(deadline: DispatchTime, completion: @escaping (BusError?) -> Void) {
+        loop.preconditionInEventLoop()
+        // The count first, then the queue: a signal counted was queued before it was counted.
+        let target = acceptedSignals.load(ordering: .acquiring)
+        drainOutgoing()
+        guard let connection, case .ready = phase else {
+            completion(notConnected())
+            return
+        }
+        let message: LibDBus.Message
+        do {
+            message = try MessageCoding.makeBusCall("GetNameOwner", arguments: [.string(connection.uniqueName)])
+        } catch {
+            completion(error)
+            return
+        }
+        let id = makeID()
+        confirmations[id] = completion
+        let sent = connection.call(message, timeoutMilliseconds: ExitDrain.milliseconds(until: deadline)) { [self] reply in
+            guard let completion = confirmations.removeValue(forKey: id) else { return }
+            if let reply, !Self.isLocalFailure(reply) {
+                confirmed(upTo: target)
+                completion(nil)
+            } else {
+                completion(BusError(.timedOut, value: address.rawValue, "the bus at \(quoted(address.rawValue)) did not answer in time"))
+            }
+        }
+        if !sent, let completion = confirmations.removeValue(forKey: id) { completion(notConnected()) }
+    }
+
+    /// Fails every confirmation waiting for an answer: the connection is gone. Loop-confined.
+    private func failConfirmations() {
+        let waiting = confirmations
+        confirmations = [:]
+        for completion in waiting.values { completion(droppedError()) }
+    }
+
+    /// ``confirmOnLoop(deadline:completion:)`` waiting on the I/O thread itself. Loop-confined.
+    private func confirmInline(deadline: DispatchTime) -> BusError? {
+        loop.preconditionInEventLoop()
+        let target = acceptedSignals.load(ordering: .acquiring)
+        drainOutgoing()
+        guard let connection, case .ready = phase else { return notConnected() }
+        guard let message = try? MessageCoding.makeBusCall("GetNameOwner", arguments: [.string(connection.uniqueName)]) else {
+            return BusError(.outOfMemory, "libdbus could not build a call")
+        }
+        guard let reply = connection.callBlocking(message, timeoutMilliseconds: ExitDrain.milliseconds(until: deadline)),
+            !Self.isLocalFailure(reply)
+        else {
+            return BusError(.timedOut, value: address.rawValue, "the bus at \(quoted(address.rawValue)) did not answer in time")
+        }
+        confirmed(upTo: target)
+        return nil
+    }
+
+    /// An answer libdbus made up itself (no reply in time, or the connection closed), not the bus's.
+    private static func isLocalFailure(_ reply: LibDBus.Message) -> Bool {
+        guard let error = MessageCoding.readError(reply) else { return false }
+        return error.name == "org.freedesktop.DBus.Error.NoReply" || error.name == "org.freedesktop.DBus.Error.Disconnected"
+    }
+
+    private func confirmed(upTo target: UInt64) {
+        var current = confirmedSignals.load(ordering: .relaxed)
+        while current < target {
+            let (exchanged, original) = confirmedSignals.compareExchange(
+                expected: current, desired: target, ordering: .acquiringAndReleasing)
+            if exchanged { return }
+            current = original
+        }
+    }
+
+    /// Signals accepted and not yet confirmed were dropped with the connection: remembered for
+    /// the next flush, and no longer waited for. Loop-confined.
+    private func forgetUnconfirmed() {
+        let accepted = acceptedSignals.load(ordering: .acquiring)
+        if accepted > confirmedSignals.load(ordering: .acquiring) {
+            lostSignals.store(true, ordering: .releasing)
+            confirmed(upTo: accepted)
+        }
+    }
+
+    /// At exit (``ExitDrain/run()``): starts confirming what this connection accepted and returns
+    /// how to wait for it (true: confirmed), or `nil` when there is nothing to wait for. A closing
+    /// connection is waited for until its loop stops. On the I/O thread it confirms at once.
+    func beginExitDrain(deadline: DispatchTime) -> (() -> Bool)? {
+        let (stopping, connected) = shared.withLock { ($0.stopping, $0.connected) }
+        if stopping && loop.inEventLoop {
+            // An exit on the loop's thread: the loop cannot finish the closing; confirm here.
+            if connected && hasUnconfirmedSignals, let error = confirmInline(deadline: deadline) {
+                logger.warning("exiting: signals may not have reached the bus: \(error.message)")
+            }
+            return nil
+        }
+        if stopping {
+            return { [self] in
+                if stoppedSignal.wait(timeout: deadline) == .timedOut {
+                    logger.warning("exiting: a closing connection's signals were not confirmed by the bus in time")
+                    return false
+                }
+                stoppedSignal.signal()  // for anyone else waiting
+                return true
+            }
+        }
+        guard connected, hasUnconfirmedSignals else { return nil }
+        if loop.inEventLoop {
+            if let error = confirmInline(deadline: deadline) {
+                logger.warning("exiting: signals may not have reached the bus: \(error.message)")
+            }
+            return nil
+        }
+        let done = DispatchSemaphore(value: 0)
+        let failure = Locked<BusError?>(nil)
+        let accepted = execute { [self] in
+            confirmOnLoop(deadline: deadline) { error in
+                failure.withLock { $0 = error }
+                done.signal()
+            }
+        }
+        guard accepted else { return nil }
+        return { [self] in
+            if done.wait(timeout: deadline) == .timedOut {
+                logger.warning("exiting: signals may not have reached the bus at \(quoted(address.rawValue)): it did not answer within the exit drain's bound")
+                return false
+            }
+            if let error = failure.withLock({ $0 }) {
+                logger.warning("exiting: signals may not have reached the bus: \(error.message)")
+                return false
+            }
+            return true
+        }
     }
 
     // MARK: Routes and rules (on the I/O thread)
@@ -684,6 +858,8 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     private func greet(_ connection: LibDBus.Connection) {
         let seconds = connectTimeout.components.seconds
         let milliseconds = Int32(clamping: seconds * 1_000 + connectTimeout.components.attoseconds / 1_000_000_000_000_000)
+        // libdbus's own timeout for Hello first; this one only if libdbus never reports.
+        greetingDeadline = Self.now() + UInt64(max(1, milliseconds)) + 250
         let context = "the bus at \(quoted(address.rawValue))"
         let sent: Bool
         do {
@@ -720,6 +896,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         switch outcome {
         case .success(let name):
             phase = .ready
+            greetingDeadline = nil
             shared.withLock {
                 $0.uniqueName = name
                 $0.connected = true
@@ -743,6 +920,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     /// Gives up a connection whose greeting failed: outside any libdbus call. Loop-confined.
     private func abandonGreeting(_ failure: BusError) {
         greetingFailure = nil
+        greetingDeadline = nil
         guard case .greeting(let initial) = phase else { return }
         connection?.closeAndRelease()
         connection = nil
@@ -772,6 +950,14 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     func timeoutMilliseconds() -> Int32 {
         // Work left over from inside a libdbus call is done in the next iteration, at once.
         if greetingFailure != nil || disconnectPending { return 0 }
+        if let greetingDeadline {
+            let now = Self.now()
+            if greetingDeadline <= now { return 0 }
+            let untilGreeting = Int32(clamping: greetingDeadline - now)
+            if timeouts.isEmpty || earliestDeadline == .max { return untilGreeting }
+            let next = earliestDeadline <= now ? 0 : Int32(clamping: earliestDeadline - now)
+            return min(next, untilGreeting)
+        }
         if timeouts.isEmpty { earliestDeadline = .max }
         let next = earliestDeadline
         guard next != UInt64.max else { return -1 }
@@ -786,16 +972,24 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
 
     func iterationEnded() {
         connection?.dispatchAll()
+        if let deadline = greetingDeadline, Self.now() >= deadline {
+            self.greetingDeadline = nil
+            if case .greeting = phase, greetingFailure == nil {
+                greetingFailure = BusError(
+                .connectionFailed, value: address.rawValue,
+                    "cannot connect to the bus at \(quoted(address.rawValue)): authentication and Hello did not finish within \(connectTimeout)")
+            }
+        }
         if let greetingFailure { abandonGreeting(greetingFailure) }
         if disconnectPending { handleDisconnect() }
-        if !flushWaiters.isEmpty && connection?.hasMessagesToSend != true {
-            let waiters = flushWaiters
-            flushWaiters = []
-            for waiter in waiters { waiter() }
-        }
     }
 
     func loopStopped() {
+        defer {
+            ExitDrain.unregister(self)
+            stoppedSignal.signal()
+        }
+        forgetUnconfirmed()
         reconnector?.stop()
         reconnector = nil
         connection?.closeAndRelease()
@@ -815,15 +1009,41 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         scopedRules = [:]
         perform(registry.closed())
         forgetQuietAdds()
-        let waiters = flushWaiters
-        flushWaiters = []
-        for waiter in waiters { waiter() }
+        failConfirmations()
+    }
+
+    /// How long closing may wait for the bus to confirm the signals it accepted.
+    static let closeBound: Duration = .seconds(2)
+
+    /// Detaches the connection from the process's loop (``detach()``); the connection is closed on
+    /// the I/O thread and every route finished.
+    /// Sending stops at once; signals accepted before and not yet confirmed are confirmed first
+    /// (one call the bus answers, at most ``closeBound``), without the caller waiting: the drain
+    /// at exit waits for it.
+    func stop() {
+        let (first, connected) = shared.withLock { state -> (Bool, Bool) in
+            defer { state.stopping = true }
+            return (!state.stopping, state.connected)
+        }
+        // A second call (a center's close, then its connection's deinit) changes nothing: the
+        // first arranged the stop, at once or once the confirmation is done.
+        guard first else { return }
+        if connected && hasUnconfirmedSignals {
+            let deadline = ExitDrain.deadline(after: Self.closeBound)
+            let queued = execute { [self] in
+                confirmOnLoop(deadline: deadline) { [self] error in
+                    if let error { logger.warning("closing: signals may not have reached the bus: \(error.message)") }
+                    detach()
+                }
+            }
+            if queued { return }
+        }
+        detach()
     }
 
     /// Detaches the connection from the process's loop: it is closed on the I/O thread and every
     /// route finished. Calling it again does nothing.
-    func stop() {
-        shared.withLock { $0.stopping = true }
+    private func detach() {
         if detached.exchange(true, ordering: .acquiringAndReleasing) { return }
         RuntimeLoop.detach(self, from: loop)
     }
@@ -851,6 +1071,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         if dropped > 0 {
             logger.warning("dropped \(dropped) queued signal(s): the bus went away before they were written")
         }
+        forgetUnconfirmed()
         perform(registry.disconnected(keepRules: automaticReconnect))
         forgetQuietAdds()
         routes.owners = [:]
@@ -863,9 +1084,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
             trackedNames = [:]
             scopedRoutes = [:]
         }
-        let waiters = flushWaiters
-        flushWaiters = []
-        for waiter in waiters { waiter() }
+        failConfirmations()
     }
 
     private func startReconnecting() {
@@ -1034,6 +1253,16 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
 
     private func closedError() -> BusError {
         BusError(.disconnected, value: address.rawValue, "the connection to \(quoted(address.rawValue)) is closed")
+    }
+
+    private func droppedError() -> BusError {
+        BusError(
+            .disconnected, value: address.rawValue,
+            "signals were dropped: the bus at \(quoted(address.rawValue)) went away before it confirmed them")
+    }
+
+    private func timedOut(_ timeout: Duration) -> BusError {
+        BusError(.timedOut, value: address.rawValue, "the bus at \(quoted(address.rawValue)) did not confirm within \(timeout)")
     }
 
     private func notConnected() -> BusError {

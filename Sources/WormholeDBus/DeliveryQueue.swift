@@ -15,7 +15,7 @@ public import Dispatch
 public enum DeliveryQueue: Sendable {
     /// On the connection's I/O thread, the moment the signal is read: the lowest latency.
     /// The handler must return quickly and must not block or wait for the bus (no
-    /// `flush()`, no adding of subscriptions): every other subscription of the connection
+    /// `flush(timeout:)`, no adding of subscriptions): every other subscription of the connection
     /// waits behind it.
     case ioThread
     /// On `queue`, in the order the bus delivered. A concurrent queue may run two deliveries

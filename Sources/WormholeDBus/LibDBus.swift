@@ -249,6 +249,19 @@ extension LibDBus {
             dbus_pending_call_unref(pending)
             return true
         }
+
+        /// Sends a method call and waits for its reply on this thread, at most
+        /// `timeoutMilliseconds`: the reply, or `nil` when none came in time or the connection
+        /// closed. For the owner of a connection that cannot wait through its own loop (an exit
+        /// on the I/O thread). The corresponding C function is
+        /// `dbus_connection_send_with_reply_and_block`.
+        func callBlocking(_ message: Message, timeoutMilliseconds: Int32) -> Message? {
+            var error = DBusError()
+            dbus_error_init(&error)
+            defer { dbus_error_free(&error) }
+            return dbus_connection_send_with_reply_and_block(pointer, message.pointer, max(1, timeoutMilliseconds), &error)
+                .map(Message.init(taking:))
+        }
     }
 
     /// The C callbacks of the main-loop integration: no captures, the owner comes through `data`.

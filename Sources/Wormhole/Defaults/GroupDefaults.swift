@@ -326,6 +326,13 @@ public final class GroupDefaults: Sendable {
         return report
     }
 
-    /// Blocks until pending notifications are written to the bus (call before exiting).
-    public func flush() { centers.existing()?.flush() }
+    /// Blocks until the notifications of earlier writes are on the bus, at most `timeout`.
+    ///
+    /// Not needed before exiting: a notification a write accepted is on the bus before the
+    /// process exits normally. See ``DarwinNotificationCenter/flush(timeout:)``.
+    /// - Returns: `nil` when they are on the bus (or nothing was posted); else why not.
+    @discardableResult
+    public func flush(timeout: Duration = DarwinNotificationCenter.defaultFlushTimeout) -> (any Error)? {
+        centers.existing()?.flush(timeout: timeout)
+    }
 }

@@ -161,11 +161,16 @@ public final class Journal: Sendable {
         return range
     }
 
-    /// Waits until the notifications of earlier appends are written to the bus; returns the last
-    /// notification error since the previous call (`nil`: every reader was told). Call before exiting.
+    /// Waits until the notifications of earlier appends are on the bus, at most `timeout`;
+    /// returns the last notification error since the previous call (`nil`: every reader was
+    /// told).
+    ///
+    /// Not needed before exiting: the notification of an append is posted and on the bus before
+    /// the process exits normally (returning from `main`, `exit()`), within the drain's bound.
+    /// See ``DarwinNotificationCenter/flush(timeout:)``.
     @discardableResult
-    public func flush() -> (any Error)? {
-        poster.flush()
+    public func flush(timeout: Duration = DarwinNotificationCenter.defaultFlushTimeout) -> (any Error)? {
+        poster.flush(timeout: timeout)
     }
 
     // MARK: Reading
@@ -304,6 +309,14 @@ final class JournalPoster: Sendable {
     private let center: MessageCenter
     private let state = Mutex(State())
     private let queue = DispatchQueue(label: "wormhole.journal.post")
+    /// Entered while this poster's queue posts (`flush` waits for it, with a deadline).
+    private let busy = DispatchGroup()
+    /// Entered while any poster of the process posts: the drain at exit waits for it before the
+    /// connections are drained, so an append's notification is on the bus before the process exits.
+    private static let anyBusy = DispatchGroup()
+    private static let exitHook: UInt64 = ExitDrain.addHook { deadline in
+        _ = JournalPoster.anyBusy.wait(timeout: deadline)
+    }
 
     init(name: NotificationName, center: MessageCenter) {
         self.name = name
@@ -317,7 +330,16 @@ final class JournalPoster: Sendable {
             state.running = true
             return true
         }
-        if start { queue.async { self.run() } }
+        if start {
+            _ = Self.exitHook
+            busy.enter()
+            Self.anyBusy.enter()
+            queue.async {
+                self.run()
+                self.busy.leave()
+                Self.anyBusy.leave()
+            }
+        }
     }
 
     private func run() {
@@ -334,7 +356,7 @@ final class JournalPoster: Sendable {
                 let notifications = try center.notificationCenter()
                 try notifications.post(name, state: next)
                 // In flight until written to the bus: appends meanwhile share the next post.
-                notifications.flush()
+                if let error = notifications.flush() { throw error }
                 state.withLock { $0.posted = max($0.posted, next) }
             } catch {
                 center.logger.warning(
@@ -348,12 +370,16 @@ final class JournalPoster: Sendable {
         }
     }
 
-    func flush() -> (any Error)? {
-        queue.sync {}
-        center.flush()
-        return state.withLock { state in
+    func flush(timeout: Duration) -> (any Error)? {
+        let deadline = ExitDrain.deadline(after: timeout)
+        if busy.wait(timeout: deadline) == .timedOut {
+            return BusError(.timedOut, value: name.rawValue, "the notification of '\(name)' was not on the bus within \(timeout)")
+        }
+        let flushed = center.flush(timeout: ExitDrain.remaining(until: deadline))
+        let earlier = state.withLock { state in
             defer { state.error = nil }
             return state.error
         }
+        return earlier ?? flushed
     }
 }

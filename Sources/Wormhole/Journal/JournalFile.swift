@@ -212,6 +212,8 @@ final class JournalFile: Sendable {
     func lock() throws(WormholeError) {
         do throws(Errno) {
             try Syscall.flock(descriptor, LOCK_EX)
+        } catch .wouldBlock {
+            throw LockWait.timedOut(descriptor, path: path)
         } catch {
             throw ioError(error, "lock (exclusive)", path)
         }

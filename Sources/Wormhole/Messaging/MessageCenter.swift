@@ -279,11 +279,16 @@ public final class MessageCenter: Sendable {
         }
     }
 
-    /// Blocks until pending notifications are written to the bus (call before exiting). Sends
+    /// Blocks until the notifications of earlier sends are on the bus, at most `timeout`. Sends
     /// on other threads do not wait behind it.
-    public func flush() {
-        let center = centers.existing()
-        center?.flush()
+    ///
+    /// Not needed before exiting: a notification a send accepted (its ``SendReport`` carries no
+    /// error) is on the bus before the process exits normally. See
+    /// ``DarwinNotificationCenter/flush(timeout:)``.
+    /// - Returns: `nil` when they are on the bus (or nothing was sent); else why not.
+    @discardableResult
+    public func flush(timeout: Duration = DarwinNotificationCenter.defaultFlushTimeout) -> (any Error)? {
+        centers.existing()?.flush(timeout: timeout)
     }
 
     // MARK: Reading

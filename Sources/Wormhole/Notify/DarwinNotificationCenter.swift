@@ -102,8 +102,24 @@ public final class DarwinNotificationCenter: Sendable {
     /// the last facade that uses it.
     public func close() { connection.close() }
 
-    /// Blocks until every post has been written to the bus socket (call before exiting).
-    public func flush() { connection.flush() }
+    /// Blocks until every post made before the call is on the bus, at most `timeout` (the one
+    /// `flush` shape of every facade: ``MessageCenter/flush(timeout:)``,
+    /// ``GroupDefaults/flush(timeout:)``, ``Journal/flush(timeout:)``).
+    ///
+    /// Not needed before exiting: a post the call accepted is on the bus before the process
+    /// exits normally (returning from `main`, `exit()`, the last reference going away). Call it
+    /// when another process must not act before the post is on the bus, or to learn whether it
+    /// got there. On the bus means written and followed by one call the bus answered, so a
+    /// proxy on the way (`xdg-dbus-proxy`) passed it on.
+    /// - Returns: `nil` when every post is on the bus; else why not (a `BusError`:
+    ///   `timedOut`, or `disconnected` when the bus went away and posts were dropped).
+    @discardableResult
+    public func flush(timeout: Duration = DarwinNotificationCenter.defaultFlushTimeout) -> (any Error)? {
+        connection.flush(timeout: timeout)
+    }
+
+    /// How long `flush(timeout:)` waits by default, on every facade: 5 seconds.
+    public static let defaultFlushTimeout: Duration = BusConnection.defaultFlushTimeout
 
     // MARK: Posting
 

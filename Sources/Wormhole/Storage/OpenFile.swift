@@ -358,6 +358,8 @@ final class OpenFile {
     func lock(exclusive: Bool) throws(WormholeError) {
         do throws(Errno) {
             try Syscall.flock(descriptor, exclusive ? LOCK_EX : LOCK_SH)
+        } catch .wouldBlock {
+            throw LockWait.timedOut(descriptor, path: path)
         } catch {
             throw ioError(error, exclusive ? "lock (exclusive)" : "lock (shared)", path)
         }

@@ -109,10 +109,23 @@ enum Syscall {
         _ = try retrying { Glibc.fsync(descriptor) }
     }
 
-    /// The corresponding C function is `flock`. Blocks until the lock is granted.
+    /// The corresponding C function is `flock`. Waits until the lock is granted, at most
+    /// ``lockTimeout``; then throws `EWOULDBLOCK` (see ``LockWait``).
     static func flock(_ descriptor: Int32, _ operation: Int32) throws(Errno) {
-        // Inside this function, `flock` alone names the C struct; `flock(_:_:)` names the function.
-        _ = try retrying { Glibc.flock(_:_:)(descriptor, operation) }
+        if operation & LOCK_UN != 0 {
+            // Inside this function, `flock` alone names the C struct; `flock(_:_:)` names the function.
+            _ = try retrying { Glibc.flock(_:_:)(descriptor, operation) }
+            return
+        }
+        try LockWait.acquire(descriptor, operation, timeout: LockWait.timeout)
+    }
+
+    /// The corresponding C function is `nanosleep`: sleeps `nanoseconds` (less than a second),
+    /// resuming after a signal. For the bounded lock wait alone (``LockWait``).
+    static func pause(nanoseconds: Int) {
+        var request = timespec(tv_sec: 0, tv_nsec: min(nanoseconds, 999_999_999))
+        var remaining = timespec()
+        while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
     }
 
     /// The corresponding C function is `flock` with `LOCK_NB`: returns false, without waiting, when

@@ -1,0 +1,66 @@
+// A lock wait with a bound. `flock` has no timeout, and no descriptor reports a lock's release,
+// so the one sanctioned bounded retry of the package lives here: `LOCK_NB`, then a sleep that
+// doubles from 1 ms to 50 ms, until the lock is granted or the bound passes.
+
+import Foundation
+import Glibc
+import SystemPackage
+
+enum LockWait {
+    /// How long a lock wait may take: `WORMHOLE_LOCK_TIMEOUT` (seconds, fractions allowed) when
+    /// set to a number of 0 or more, else 10 seconds.
+    static let timeout: Duration = {
+        if let text = getenv("WORMHOLE_LOCK_TIMEOUT").map({ String(cString: $0) }), let seconds = Double(text), seconds >= 0,
+            seconds.isFinite
+        {
+            return .milliseconds(Int64(seconds * 1000))
+        }
+        return .seconds(10)
+    }()
+
+    /// Takes `operation` (`LOCK_EX` or `LOCK_SH`) on `descriptor`, retrying with `LOCK_NB` and a
+    /// backoff until `timeout` has passed; then throws `EWOULDBLOCK`.
+    static func acquire(_ descriptor: Int32, _ operation: Int32, timeout: Duration) throws(Errno) {
+        let start = ContinuousClock.now
+        var pause: Int64 = 1_000_000  // nanoseconds
+        while true {
+            if try Syscall.tryFlock(descriptor, operation) { return }
+            let elapsed = ContinuousClock.now - start
+            if elapsed >= timeout { throw Errno.wouldBlock }
+            let left = timeout - elapsed
+            let (seconds, attoseconds) = left.components
+            let leftNanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+            Syscall.pause(nanoseconds: Int(min(pause, max(1, leftNanoseconds))))
+            pause = min(pause * 2, 50_000_000)
+        }
+    }
+
+    /// The error for a lock on `path` not granted in time: it names the file and, when
+    /// `/proc/locks` shows one, the process holding it.
+    static func timedOut(_ descriptor: Int32, path: String) -> WormholeError {
+        let holder = holderPID(descriptor).map { " (held by pid \($0))" } ?? ""
+        return WormholeError(
+            .lockTimeout, value: path,
+            "timed out after \(timeout) waiting for the lock on '\(path)'\(holder); nothing was changed, try again")
+    }
+
+    /// The pid `/proc/locks` gives for a `flock` lock on the file open at `descriptor`, other than
+    /// this process's; `nil` when none is listed or the file cannot be read.
+    static func holderPID(_ descriptor: Int32) -> Int32? {
+        guard let status = try? Syscall.fstat(descriptor) else { return nil }
+        let device = UInt64(status.st_dev)
+        let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff))
+        let minor = (device & 0xff) | ((device >> 12) & ~UInt64(0xff))
+        let key = String(format: "%02x:%02x:%llu", major, minor, UInt64(status.st_ino))
+        guard let text = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return nil }
+        let own = getpid()
+        for line in text.split(separator: "\n") {
+            // `1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`; a waiter's line has `->` after the number.
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count >= 6, fields[1] == "FLOCK", fields[2] != "->" else { continue }
+            guard fields[5] == key, let pid = Int32(fields[4]), pid != own else { continue }
+            return pid
+        }
+        return nil
+    }
+}

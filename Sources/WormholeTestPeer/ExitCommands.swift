@@ -1,0 +1,87 @@
+import Foundation
+import Logging
+import Synchronization
+import Wormhole
+import WormholeDBus
+
+/// Commands that send once and exit without a flush (the drain at exit must put the signal on
+/// the bus):
+///
+/// - `send-once KIND ROOT GROUP ID BUS MODE`: one send of KIND (`mailbox`, `journal`, `post`,
+///   `defaults`, `transient`) for ID, without calling `flush`, then the process exits. MODE
+///   `release`: the facade is released before `exit(0)` (its connection closes on its own);
+///   `keep`: the facade is kept alive in a global until the process exits; `return`: kept and
+///   the process returns from `main` (top-level code ends).
+///   Mailbox: `ID.json` in GROUP's `wormhole` directory, name `GROUP/wormhole/ID`. Journal: the
+///   journal of ID, name `GROUP/wormhole/ID/journal`. Post: the name `GROUP/post/ID`. Defaults:
+///   key ID of GROUP's default suite, name `GROUP/Preferences/GROUP/ID`. Transient: `Message`
+///   with name `GROUP/wormhole/ID`.
+/// - `post-exit-in-handler BUS NAME`: observes `NAME/trigger` with a handler on the I/O thread,
+///   posts it, and in the handler posts `NAME` and calls `exit(0)` there (the drain at exit then
+///   runs on the connection's own I/O thread).
+let exitCommands: [String: @Sendable ([String]) throws -> Void] = [
+    "send-once": sendOnce,
+    "post-exit-in-handler": postExitInHandler,
+]
+
+private func postExitInHandler(_ arguments: [String]) throws {
+    guard arguments.count == 2 else { throw PeerError("post-exit-in-handler BUS NAME") }
+    let center = try DarwinNotificationCenter(busAddress: try BusAddress(arguments[0]))
+    let name = try NotificationName(arguments[1])
+    let trigger = try NotificationName(arguments[1] + "/trigger")
+    let observer = try center.addObserver(for: trigger, on: .ioThread) { _ in
+        do {
+            try center.post(name)
+        } catch {
+            printError("post-exit-in-handler: \(error)")
+            exit(1)
+        }
+        exit(0)
+    }
+    try center.post(trigger)
+    withExtendedLifetime(observer) { dispatchMain() }
+}
+
+/// Whether `main` should return instead of calling `exit(0)` (mode `return`).
+let returnFromMain = Atomic<Bool>(false)
+
+private func sendOnce(_ arguments: [String]) throws {
+    guard arguments.count == 6, ["release", "keep", "return"].contains(arguments[5]) else {
+        throw PeerError("send-once KIND ROOT GROUP ID BUS release|keep|return")
+    }
+    let (kind, root, group, identifier) = (arguments[0], arguments[1], arguments[2], arguments[3])
+    let bus = try BusAddress(arguments[4])
+    var logger = Logger(label: "wormhole-test-peer")
+    logger.logLevel = .warning
+    let facade: AnyObject
+    switch kind {
+    case "mailbox":
+        let wormhole = try MessageCenter(applicationGroupIdentifier: group, containerRoot: root, busAddress: bus, logger: logger)
+        let report = try wormhole.passMessage(["id": identifier], identifier: identifier)
+        if let error = report.notificationError { throw PeerError("not posted: \(error)") }
+        facade = wormhole
+    case "journal":
+        let wormhole = try MessageCenter(applicationGroupIdentifier: group, containerRoot: root, busAddress: bus, logger: logger)
+        let journal = try wormhole.journal(identifier)
+        try journal.append(["id": identifier])
+        facade = journal
+    case "post":
+        let center = try DarwinNotificationCenter(busAddress: bus, logger: logger)
+        try center.post("\(group)/post/\(identifier)")
+        facade = center
+    case "defaults":
+        let defaults = try GroupDefaults(applicationGroupIdentifier: group, containerRoot: root, busAddress: bus, logger: logger)
+        let report = try defaults.set(identifier, forKey: identifier)
+        if let error = report.notificationError { throw PeerError("not posted: \(error)") }
+        facade = defaults
+    case "transient":
+        let wormhole = try MessageCenter(applicationGroupIdentifier: group, containerRoot: root, busAddress: bus, logger: logger)
+        try wormhole.passTransientMessage(["id": identifier], identifier: identifier)
+        facade = wormhole
+    default:
+        throw PeerError("send-once: unknown kind '\(kind)' (mailbox, journal, post, defaults, transient)")
+    }
+    // Kept alive until the process exits: one reference that is never released.
+    if arguments[5] != "release" { _ = Unmanaged.passRetained(facade) }
+    if arguments[5] == "return" { returnFromMain.store(true, ordering: .relaxed) }
+}

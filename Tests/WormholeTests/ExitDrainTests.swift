@@ -1,0 +1,115 @@
+// Contract v1.2 §1: a signal a send call accepted is on the bus before the sending process exits
+// normally, with or without a flush. Children that send once and exit (releasing the facade
+// first, keeping it until exit, or returning from `main`) while a listener here counts what
+// reached the bus; a sentinel sent after the last child exited marks the end (the bus delivers
+// in order, so whatever a child put on the bus before it exited arrives before it).
+
+import Foundation
+import Synchronization
+import Testing
+import Wormhole
+import WormholeDBus
+import WormholeTestSupport
+
+@Suite("Sends survive the sender's exit", .serialized)
+struct ExitDrainTests {
+    static let perKind = 100
+    static let parallel = 4
+
+    let fixture: MessagingFixture
+    init() throws { fixture = try MessagingFixture(bus: TestBus()) }
+
+    /// The notification name the child's send produces (see `send-once` in the test peer).
+    static func expectedName(kind: String, group: String, identifier: String) -> String {
+        switch kind {
+        case "journal": "\(group)/wormhole/\(identifier)/journal"
+        case "post": "\(group)/post/\(identifier)"
+        case "defaults": "\(group)/Preferences/\(group)/\(identifier)"
+        default: "\(group)/wormhole/\(identifier)"
+        }
+    }
+
+    @Test(
+        "100 children per kind send once and exit without a flush: every signal reaches the bus",
+        arguments: ["mailbox", "journal", "post", "defaults", "transient"])
+    func shortLivedSenders(kind: String) async throws {
+        let group = fixture.group
+        let member = kind == "transient" ? "Message" : "Posted"
+        let listener = try BusConnection(address: fixture.bus.address)
+        let signals = try await listener.signals(
+            matching: MatchRule(path: try ObjectPath("/org/wormhole/Notify1")), bufferLimit: 100_000)
+        let peer = try productPath("wormhole-test-peer")
+        let modes = ["release", "keep", "return"]
+        var failures: [String] = []
+        for start in stride(from: 0, to: Self.perKind, by: Self.parallel) {
+            let children = try (start..<min(start + Self.parallel, Self.perKind)).map { n in
+                try ChildProcess(
+                    peer,
+                    ["send-once", kind, fixture.root.path, group, "id\(n)", fixture.bus.address.rawValue, modes[n % modes.count]],
+                    environment: ["XDG_RUNTIME_DIR": fixture.state.path])
+            }
+            for child in children {
+                let output = child.wait()
+                if output.status != 0 { failures.append("exit \(output.status): \(output.stderr)") }
+            }
+        }
+        #expect(failures.isEmpty, "children failed: \(failures.prefix(3))")
+        // The sentinel, confirmed by the bus: everything the children put on the bus is before it.
+        let sentinel = try BusConnection(address: fixture.bus.address)
+        try sentinel.emit(Signal(
+            path: try ObjectPath("/org/wormhole/Notify1"), interface: try InterfaceName("org.wormhole.Notify1"),
+            member: try MemberName("Posted"), arguments: [.string("sentinel")]))
+        #expect(sentinel.flush() == nil)
+        var seen = Set<String>()
+        for await signal in signals {
+            guard case .string(let name)? = signal.arguments.first else { continue }
+            if name == "sentinel" { break }
+            if signal.member.rawValue == member { seen.insert(name) }
+        }
+        let expected = Set((0..<Self.perKind).map { Self.expectedName(kind: kind, group: group, identifier: "id\($0)") })
+        #expect(seen.intersection(expected).count == Self.perKind, "\(kind): \(expected.subtracting(seen).count) of \(Self.perKind) missing")
+    }
+
+    @Test("a process that exits from a handler on the I/O thread, right after posting there: the post is on the bus")
+    func exitOnTheIOThread() async throws {
+        let listener = try BusConnection(address: fixture.bus.address)
+        let signals = try await listener.signals(
+            matching: MatchRule(path: try ObjectPath("/org/wormhole/Notify1")), bufferLimit: 10_000)
+        let peer = try productPath("wormhole-test-peer")
+        let count = 20
+        for n in 0..<count {
+            let output = try ChildProcess(peer, ["post-exit-in-handler", fixture.bus.address.rawValue, "com.example.exit.n\(n)"],
+                                          environment: ["XDG_RUNTIME_DIR": fixture.state.path]).wait()
+            #expect(output.status == 0, "\(output.stderr)")
+        }
+        let sentinel = try BusConnection(address: fixture.bus.address)
+        try sentinel.emit(Signal(
+            path: try ObjectPath("/org/wormhole/Notify1"), interface: try InterfaceName("org.wormhole.Notify1"),
+            member: try MemberName("Posted"), arguments: [.string("sentinel")]))
+        #expect(sentinel.flush() == nil)
+        var seen = Set<String>()
+        for await signal in signals {
+            guard case .string(let name)? = signal.arguments.first else { continue }
+            if name == "sentinel" { break }
+            seen.insert(name)
+        }
+        #expect(seen.intersection((0..<count).map { "com.example.exit.n\($0)" }).count == count)
+    }
+
+    @Test("a flush reports a bus that does not answer, within its timeout, and a closed connection's drain does not hang exit")
+    func flushIsBounded() async throws {
+        let sender = try BusConnection(address: fixture.bus.address)
+        try sender.emit(Signal(
+            path: try ObjectPath("/org/wormhole/Notify1"), interface: try InterfaceName("org.wormhole.Notify1"),
+            member: try MemberName("Posted"), arguments: [.string("before-pause")]))
+        #expect(sender.flush(timeout: .seconds(5)) == nil)
+        #expect(sender.flush(timeout: .seconds(5)) == nil, "nothing unconfirmed: returns at once")
+        fixture.bus.pause()
+        defer { fixture.bus.resume() }
+        try sender.emit(Signal(
+            path: try ObjectPath("/org/wormhole/Notify1"), interface: try InterfaceName("org.wormhole.Notify1"),
+            member: try MemberName("Posted"), arguments: [.string("during-pause")]))
+        let error = sender.flush(timeout: .milliseconds(300))
+        #expect(error?.code == .timedOut)
+    }
+}
