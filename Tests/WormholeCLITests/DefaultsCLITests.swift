@@ -117,12 +117,12 @@ private final class DefaultsCLIWorld: Sendable {
             ("unwatched", .integer(1), nil),
             ("watched", .double(1.5), #"{"key":"watched","value":1.5}"#),
             ("it's", .array([.string("x")]), #"{"key":"it's","value":["x"]}"#),
-            ("watched", nil, #"{"key":"watched","value":null}"#),
+            ("watched", nil, #"{"key":"watched","value":null,"removed":true}"#),
         ]
         for (key, value, line) in steps {
             try defaults.set(value, forKey: key)
             let all = try await next(1, from: suite.stdoutLines, "the suite observer's line for \(key)")
-            #expect(all == [#"{"key":"\#(key)","value":\#(value?.jsonText ?? "null")}"#])
+            #expect(all == [#"{"key":"\#(key)","value":\#(value?.jsonText ?? #"null,"removed":true"#)}"#])
             if let line { #expect(try await next(1, from: observer.stdoutLines, "the line for \(key)") == [line]) }
         }
         for child in [observer, suite] {
