@@ -182,7 +182,7 @@ struct DefaultsIncrementCommand: ParsableCommand {
     @Argument(help: "The key.")
     var key: String
 
-    @Option(help: "The amount to add (may be negative).")
+    @Option(parsing: .unconditional, help: "The amount to add (may be negative: --by -3).")
     var by = 1
 
     @OptionGroup var limit: SuiteLimitOption
