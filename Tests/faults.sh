@@ -12,7 +12,11 @@
 #   3. a full disk (a 1 MiB tmpfs; RLIMIT_FSIZE when mounting is not allowed): the send fails
 #      with a clear error, the old message stays whole, no temporary file is left;
 #   4. a read-only container (the tmpfs remounted read-only; `chattr +i` when mounting is not
-#      allowed): the send fails with a clear error, read and listen still work.
+#      allowed): the send fails with a clear error, read and listen still work;
+#   5. damage (Tests/faults-damage.sh, runnable alone): journal segments cut, removed, replaced
+#      and flipped are reported and read past; shared-defaults readers never write, writers
+#      SIGKILLed keep unknown values, concurrent `defaults increment` lose nothing, the suite
+#      limit holds. WORMHOLE_FAULTS_DAMAGE="READS KILLS PROCESSES INCREMENTS" sets its counts.
 # Prints one line per check and, last, `N passed, M failed`; exits 1 when anything failed.
 set -u
 
@@ -178,6 +182,16 @@ ok=0
 check "read-only container" $ok "$how: send exit $status ('${error:0:160}'), read '$kept', listen --stored '$listened'"
 if [[ -n $mounted ]]; then mount -o remount,rw "$small"; else chattr -i "$directory"; fi
 stop_daemon
+
+# ---------------------------------------------------------------------------------------------
+# 5. Damage (self-contained: its own bus and scratch directory).
+# shellcheck disable=SC2086
+while read -r line; do
+    case $line in
+    "PASS "*) passed=$((passed + 1)); echo "$line" ;;
+    "FAIL "*) failed=$((failed + 1)); echo "$line" ;;
+    esac
+done < <(WORMHOLE_BIN=$bin "$repository/Tests/faults-damage.sh" ${WORMHOLE_FAULTS_DAMAGE:-} 2>&1)
 
 echo "$passed passed, $failed failed"
 ((failed == 0))
