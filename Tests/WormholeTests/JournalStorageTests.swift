@@ -452,6 +452,30 @@ struct JournalStorageTests {
         }
     }
 
+    /// The case: a record a durable consumer stored is cut at the tail (a torn frame);
+    /// the next append must not take its number again, or the consumer would skip it silently.
+    @Test func aCutRecordAConsumerStoredIsNeverNumberedAgain() throws {
+        let disk = try JournalDisk()
+        _ = try disk.writer().append((0..<3).map { payload($0) })
+        let core = try JournalConsumerCore(location: try disk.location(), start: .beginning, consumer: "c", synchronized: false)
+        #expect(try core.nextBatch().map(\.record.sequence) == [1, 2, 3])
+        try core.acknowledgeHandedOut()
+        // Cut the last frame in half: a torn tail the next appender repairs.
+        let size = try fileSize(disk.segment(1))
+        #expect(truncate(disk.segment(1), off_t(size - 10)) == 0)
+        #expect(try disk.writer().append([payload(3)]) == 4...4)
+        #expect(try core.nextBatch().map(\.record.sequence) == [4])
+        let status = try Journal.statusForTests(disk.location())
+        #expect(status.damaged.map { [$0.from, $0.to] } == [[3, 3]] && status.damaged.first?.reason == .truncated)
+        #expect(status.last == 4 && status.readable == 3)
+        // Without a consumer that stored it, a torn frame was never a record: its number is reused.
+        let other = try JournalDisk()
+        _ = try other.writer().append((0..<3).map { payload($0) })
+        #expect(truncate(other.segment(1), off_t(try fileSize(other.segment(1)) - 10)) == 0)
+        #expect(try other.writer().append([payload(3)]) == 3...3)
+        #expect(try Journal.statusForTests(other.location()).damaged.isEmpty)
+    }
+
     /// A cursor past the last whole record (a frame it read was cut since) is not an error: the
     /// consumer waits there, and the next append numbers after it (contract §6, v1.2).
     @Test func aCursorPastTheEndWaitsAndTheNextAppendNumbersAfterIt() throws {
