@@ -123,8 +123,9 @@ final class JournalReader: Sendable {
         while true {
             if let target, state.next >= target { return }
             let reported = state.pending.count
-            let budget = target.map { Int(clamping: $0 - state.next) } ?? .max
-            let taken = try read(&state, collect: false, maximumRecords: budget, maximumBytes: .max, location: location).count
+            let taken = try read(
+                &state, collect: false, maximumRecords: .max, maximumBytes: .max, until: target, location: location
+            ).count
             if taken == 0 && state.pending.count == reported { return }
             if target == nil { state.pending = [] }
         }
@@ -173,7 +174,8 @@ final class JournalReader: Sendable {
     /// cannot be delivered (appended to `pending`; reading stops there, so that records after it
     /// come after its report). `count` is the number of records passed (collected or not).
     private static func read(
-        _ state: inout State, collect: Bool, maximumRecords: Int, maximumBytes: Int, location: JournalLocation
+        _ state: inout State, collect: Bool, maximumRecords: Int, maximumBytes: Int, until target: UInt64? = nil,
+        location: JournalLocation
     ) throws(WormholeError) -> (records: [RawJournalRecord], count: Int) {
         var records: [RawJournalRecord] = []
         var count = 0
@@ -182,14 +184,17 @@ final class JournalReader: Sendable {
         var rescanned = false
         let reported = state.pending.count
         while count < maximumRecords && bytes < maximumBytes {
+            // Positioning stops at `target` exactly (a jump may have moved `next` on meanwhile).
+            if let target, state.next >= target { return (records, count) }
             guard let segment = state.segment else {
                 let goOn = try openNext(&state)
                 if goOn && state.pending.count == reported { continue }
                 return (records, count)
             }
+            let budget = target.map { Int(clamping: $0 - state.next) } ?? .max
             let scan = try JournalScan.run(
                 segment, from: state.offset, expecting: state.next, collect: collect,
-                maximumRecords: maximumRecords - count, maximumBytes: maximumBytes - bytes)
+                maximumRecords: min(maximumRecords - count, budget), maximumBytes: maximumBytes - bytes)
             let taken = Int(scan.next - state.next)
             if collect { records += scan.records }
             count += taken
