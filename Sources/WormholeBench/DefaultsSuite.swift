@@ -20,7 +20,7 @@ struct DefaultsSuite {
         try latency()
         try getCost(reads: options.defaultsReads)
         try setRate(processes: 4, sets: options.defaultsSets)
-        try sizeLimit(rounds: 20)
+        if options.defaultsLimitRounds > 0 { try sizeLimit(rounds: options.defaultsLimitRounds) }
     }
 
     /// The suite limit (issue 20): a write into a suite of almost 4 MiB against a plain read and

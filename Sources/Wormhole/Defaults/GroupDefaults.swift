@@ -284,9 +284,7 @@ public final class GroupDefaults: Sendable {
     /// Refuses, before the suite is read or locked, a value that alone makes a suite over the
     /// limit (its key and value, in the file's JSON form, with the braces around them).
     func checkFits(_ value: PropertyListValue, forKey key: String) throws {
-        var member: [UInt8] = []
-        SuiteJSON.appendString(key, to: &member)
-        let size = member.count + SuiteJSON.encode(value).count + 5
+        let size = key.utf8.count + 2 + SuiteJSON.minimumSize(of: value) + 5
         if size > maximumSuiteBytes {
             throw WormholeError(
                 .suiteTooLarge, value: key,

@@ -33,19 +33,50 @@ enum SuiteJSON {
 
     /// The suite file, unknown values written back exactly as they were read.
     static func encodeSuite(_ suite: Contents) -> Data {
-        var output: [UInt8] = [UInt8(ascii: "{")]
+        var copy = suite
+        return encodeSuite(&copy)
+    }
+
+    /// The suite file; values not changed since the contents were read are copied as they are
+    /// in the file (unknown values included), the others encoded. `suite` then describes the new
+    /// file (its bytes and spans).
+    static func encodeSuite(_ suite: inout Contents) -> Data {
+        var output: [UInt8] = []
+        output.reserveCapacity(suite.source.count + 4096)
+        output.append(UInt8(ascii: "{"))
+        var spans: [String: Range<Int>] = [:]
+        spans.reserveCapacity(suite.values.count + suite.unknown.count)
         for (index, key) in suite.keys.sorted().enumerated() {
             output.append(contentsOf: index == 0 ? [0x0A] : [UInt8(ascii: ","), 0x0A])
             appendString(key, to: &output)
             output.append(UInt8(ascii: ":"))
-            if let raw = suite.unknown[key] {
+            let start = output.count
+            if let span = suite.spans[key] {
+                output.append(contentsOf: suite.source[span])
+            } else if let raw = suite.unknown[key] {
                 output.append(contentsOf: raw)
             } else if let value = suite.values[key] {
                 append(value, to: &output)
             }
+            spans[key] = start..<output.count
         }
         output.append(contentsOf: Array((suite.isEmpty ? "}\n" : "\n}\n").utf8))
+        suite.source = output
+        suite.spans = spans
         return Data(output)
+    }
+
+    /// A lower bound of the bytes `value` takes in the file, without encoding it (a string is
+    /// at least its UTF-8 bytes and two quotes): refuses a value that alone is over a suite's
+    /// limit at almost no cost.
+    static func minimumSize(of value: PropertyListValue) -> Int {
+        switch value {
+        case .string(let string): string.utf8.count + 2
+        case .data(let data): (data.count + 2) / 3 * 4 + 12
+        case .array(let values): values.reduce(2) { $0 + minimumSize(of: $1) + 1 }
+        case .dictionary(let values): values.reduce(2) { $0 + $1.key.utf8.count + 4 + minimumSize(of: $1.value) }
+        default: 1
+        }
     }
 
     /// The suite as one line of compact JSON (a plain object, keys sorted), unknown values as
@@ -160,8 +191,15 @@ enum SuiteJSON {
     /// unknown `$` tag, a tag whose content is not what this version expects, `null`, an integer
     /// past 64 bits), kept as their exact bytes so that writers keep them byte for byte.
     struct Contents: Sendable, Equatable {
-        var values: [String: PropertyListValue] = [:]
-        var unknown: [String: [UInt8]] = [:]
+        fileprivate(set) var values: [String: PropertyListValue] = [:]
+        fileprivate(set) var unknown: [String: [UInt8]] = [:]
+        /// The file these contents were read from (or last written as), and where each key's
+        /// value is in it: a writer copies the values it did not change as they are (a 4 MiB
+        /// suite is rewritten at the cost of a copy, not of encoding every value again).
+        fileprivate(set) var source: [UInt8] = []
+        fileprivate(set) var spans: [String: Range<Int>] = [:]
+
+        init(values: [String: PropertyListValue] = [:]) { self.values = values }
 
         /// The value for `key` as a writer sees it: setting it (nil removes it) replaces an
         /// unknown value of that key too.
@@ -169,8 +207,13 @@ enum SuiteJSON {
             get { values[key] }
             set {
                 unknown[key] = nil
+                spans[key] = nil
                 values[key] = newValue
             }
+        }
+
+        static func == (left: Contents, right: Contents) -> Bool {
+            left.values == right.values && left.unknown == right.unknown
         }
 
         var isEmpty: Bool { values.isEmpty && unknown.isEmpty }
@@ -223,6 +266,7 @@ enum SuiteJSON {
                     contents.unknown[key] = Array(parser.bytes[start..<syntax.index])
                     parser.index = syntax.index
                 }
+                contents.spans[key] = start..<parser.index
                 parser.skipSpace()
                 if parser.peek == UInt8(ascii: ",") { parser.index += 1; continue }
                 if parser.peek == UInt8(ascii: "}") { parser.index += 1; break }
@@ -230,6 +274,7 @@ enum SuiteJSON {
             }
         }
         try parser.expectEnd()
+        contents.source = parser.bytes
         return contents
     }
 

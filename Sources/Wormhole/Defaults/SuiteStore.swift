@@ -217,7 +217,7 @@ final class SuiteStore: Sendable {
                             + "nothing was written")
                 }
             }
-            let encoded = SuiteJSON.encodeSuite(contents)
+            let encoded = SuiteJSON.encodeSuite(&contents)
             if encoded.count > maximumBytes && !onlyRemovals {
                 throw WormholeError(
                     .suiteTooLarge, value: path,
