@@ -191,7 +191,7 @@ struct JournalCLITests {
     /// The damage of contract §6 v1.2 in the second of 4 segments (records 5…8 of 14):
     /// `listen --journal --from start` prints every record outside the damaged range, one
     /// `wormhole: records A..B` line for it, and `journal check` exits 1 listing exactly it.
-    @Test("damage in a middle segment: every intact record, one range line, journal check exits 1", arguments: [
+    @Test("damage in a middle segment: every intact record, one range line, journal check exits 1", .serialized, arguments: [
         ("truncate", 6, 8, "truncated"), ("remove", 5, 8, "missing"), ("fifo", 5, 8, "foreign"),
         ("headerless", 5, 8, "foreign"), ("directory", 5, 8, "foreign"), ("flip", 6, 6, "checksum"),
     ])
