@@ -46,7 +46,8 @@ enum SuiteJSON {
         output.append(UInt8(ascii: "{"))
         var spans: [String: Range<Int>] = [:]
         spans.reserveCapacity(suite.values.count + suite.unknown.count)
-        for (index, key) in suite.keys.sorted().enumerated() {
+        let keys = suite.sortedKeys ?? suite.keys.sorted()
+        for (index, key) in keys.enumerated() {
             output.append(contentsOf: index == 0 ? [0x0A] : [UInt8(ascii: ","), 0x0A])
             appendString(key, to: &output)
             output.append(UInt8(ascii: ":"))
@@ -63,6 +64,7 @@ enum SuiteJSON {
         output.append(contentsOf: Array((suite.isEmpty ? "}\n" : "\n}\n").utf8))
         suite.source = output
         suite.spans = spans
+        suite.sortedKeys = keys
         return Data(output)
     }
 
@@ -198,6 +200,9 @@ enum SuiteJSON {
         /// suite is rewritten at the cost of a copy, not of encoding every value again).
         fileprivate(set) var source: [UInt8] = []
         fileprivate(set) var spans: [String: Range<Int>] = [:]
+        /// Every key, sorted, as last written (nil once a key was added or removed): a write that
+        /// changes values only does not sort the keys again.
+        fileprivate(set) var sortedKeys: [String]?
 
         init(values: [String: PropertyListValue] = [:]) { self.values = values }
 
@@ -206,6 +211,8 @@ enum SuiteJSON {
         subscript(key: String) -> PropertyListValue? {
             get { values[key] }
             set {
+                let present = values[key] != nil || unknown[key] != nil
+                if present != (newValue != nil) { sortedKeys = nil }
                 unknown[key] = nil
                 spans[key] = nil
                 values[key] = newValue

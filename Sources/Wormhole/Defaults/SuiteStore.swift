@@ -198,10 +198,15 @@ final class SuiteStore: Sendable {
             }
             var contents = old.contents
             let result = try body(&contents)
+            // The keys whose value changed, found without sorting every key (a suite of thousands).
+            var changed = Set<String>()
+            for (key, value) in contents.values where old.contents.values[key] != value { changed.insert(key) }
+            for (key, raw) in contents.unknown where old.contents.unknown[key] != raw { changed.insert(key) }
+            for key in old.contents.values.keys where contents.values[key] == nil { changed.insert(key) }
+            for key in old.contents.unknown.keys where contents.unknown[key] == nil { changed.insert(key) }
             var changes: [(key: String, value: PropertyListValue?)] = []
             var onlyRemovals = true
-            for key in old.contents.keys.union(contents.keys).sorted()
-            where old.contents.values[key] != contents.values[key] || old.contents.unknown[key] != contents.unknown[key] {
+            for key in changed.sorted() {
                 changes.append((key, contents.values[key]))
                 if contents.values[key] != nil || contents.unknown[key] != nil { onlyRemovals = false }
             }
