@@ -22,6 +22,10 @@
 #      0.1-1 s intervals for STORM seconds while 4 loops run `send`, `send --journal`,
 #      `defaults write` and `post`: no command takes 15 s or more, and every storing command
 #      exits 0.
+#   7. damage (Tests/faults-damage.sh, runnable alone): journal segments cut, removed, replaced
+#      and flipped are reported and read past; shared-defaults readers never write, writers
+#      SIGKILLed keep unknown values, concurrent `defaults increment` lose nothing, the suite
+#      limit holds. WORMHOLE_FAULTS_DAMAGE="READS KILLS PROCESSES INCREMENTS" sets its counts.
 # Prints one line per check and, last, `N passed, M failed`; exits 1 when anything failed.
 set -u
 
@@ -33,7 +37,7 @@ kills=${1:-1000}
 restarts=${2:-100}
 senders=${3:-1000}
 storm=${4:-600}
-only=${FAULTS_ONLY:-1 2 3 4 5 6}
+only=${FAULTS_ONLY:-1 2 3 4 5 6 7}
 stage() { [[ " $only " == *" $1 "* ]]; }
 for tool in "$wormhole" "$peer"; do
     [[ -x $tool ]] || { echo "faults.sh: $tool is not built (swift build)" >&2; exit 2; }
@@ -299,6 +303,18 @@ unstored=$(cat "$scratch"/storm-send.txt "$scratch"/storm-journal.txt "$scratch"
 posts_failed=$(awk '$3 != 0' "$scratch/storm-post.txt" | wc -l)
 check "restart storm" $((over != 0 || unstored != 0)) \
     "$storm s: $over of $all commands took 15 s or more (slowest: $slowest ms), $unstored storing commands exited non-zero, $posts_failed of $(wc -l <"$scratch/storm-post.txt") posts reported not sent"
+fi
+
+# ---------------------------------------------------------------------------------------------
+# 7. Damage (self-contained: its own bus and scratch directory).
+if stage 7; then
+# shellcheck disable=SC2086
+while read -r line; do
+    case $line in
+    "PASS "*) passed=$((passed + 1)); echo "$line" ;;
+    "FAIL "*) failed=$((failed + 1)); echo "$line" ;;
+    esac
+done < <(WORMHOLE_BIN=$bin "$repository/Tests/faults-damage.sh" ${WORMHOLE_FAULTS_DAMAGE:-} 2>&1)
 fi
 
 echo "$passed passed, $failed failed"

@@ -14,6 +14,12 @@
 #   journal     journal segments (header, frames through JournalScan on a real file, against a
 #               reference walk), segment names and cursor files; built with the whole Wormhole
 #               module over a WormholeDBus module built here
+#   journaldamage  a journal written by the appender, then cut, removed, replaced by a FIFO,
+#               directory or symlink, flipped or overwritten: a reader delivers every intact record
+#               and reports every other number in a range (nothing skipped silently); like journal
+#   suite       the shared-defaults suite parser (unknown tags, BOMs, duplicate keys, deep
+#               nesting, numbers past 64 bits): a suite that parses writes back to itself, unknown
+#               values byte for byte; one that does not names a byte offset inside it; like journal
 # Each starts from its committed corpus (Tests/Fuzz/corpus/TARGET) and works in .build/fuzz/.
 # Prints one line per target with executions, time and crashes, then `N passed, M failed`; a
 # crash leaves its input in .build/fuzz/TARGET/crash-* (reproduce: .build/fuzz/TARGET/fuzz FILE)
@@ -37,7 +43,7 @@ elif [[ ${1:-} =~ ^[0-9]+$ ]]; then
     shift
 fi
 targets=("$@")
-all=(json names matchrule signal journal)
+all=(json names matchrule signal journal journaldamage suite)
 [[ ${#targets[@]} -gt 0 ]] || targets=("${all[@]}")
 work=$repository/.build/fuzz
 mkdir -p "$work"
@@ -56,7 +62,7 @@ sources() {
             Sources/Wormhole/WormholeError.swift
         ;;
     matchrule | signal) ls Sources/WormholeDBus/*.swift ;;
-    journal) find Sources/Wormhole -name '*.swift' | sort ;;
+    journal | journaldamage | suite) find Sources/Wormhole -name '*.swift' | sort ;;
     esac
 }
 harness() {
@@ -66,6 +72,8 @@ harness() {
     matchrule) echo Tests/Fuzz/MatchRuleFuzz.swift ;;
     signal) echo Tests/Fuzz/SignalDecodingFuzz.swift ;;
     journal) echo Tests/Fuzz/JournalFuzz.swift ;;
+    journaldamage) echo Tests/Fuzz/JournalDamageFuzz.swift ;;
+    suite) echo Tests/Fuzz/SuiteFuzz.swift ;;
     esac
 }
 # The longest input: past every limit the code has (names 255 bytes, rules 1,024 bytes), not
@@ -74,6 +82,7 @@ max_len() {
     case $1 in
     names) echo 320 ;;
     matchrule) echo 1200 ;;
+    journaldamage) echo 64 ;;
     *) echo 4096 ;;
     esac
 }
@@ -89,7 +98,7 @@ libraries() {
     extra=()
     case $1 in
     matchrule | signal) extra=(-I $debug/Modules $debug/Logging.build/*.swift.o -ldbus-1) ;;
-    journal)
+    journal | journaldamage | suite)
         local shims
         mapfile -t shims < <(find $debug/_AtomicsShims.build -name '*.o')
         extra=(-I "$work/modules" -I $debug/Modules
@@ -120,7 +129,7 @@ for target in "${targets[@]}"; do
     directory=$work/$target
     rm -rf "$directory"
     mkdir -p "$directory/corpus"
-    if [[ $target == journal ]] && ! build_wormhole_dbus; then
+    if [[ $target == journal || $target == journaldamage || $target == suite ]] && ! build_wormhole_dbus; then
         echo "FAIL $target: WormholeDBus does not build (see $work/modules/build.log)"
         failed=$((failed + 1))
         continue

@@ -74,6 +74,9 @@ public struct WormholeError: Error, Sendable, Hashable, CustomStringConvertible 
     public var value: String?
     /// A message that says what went wrong and, where possible, what to do.
     public var message: String
+    /// For ``Code/journalGap`` and ``Code/journalDamaged``: the records a journal reader cannot
+    /// deliver, and why; nil for every other error.
+    public var journalDamage: JournalDamage?
 
     /// Creates an error.
     public init(_ code: Code, value: String? = nil, _ message: String) {

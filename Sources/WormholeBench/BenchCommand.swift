@@ -107,6 +107,9 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "Cached reads timed for the defaults suite's get cost.")
     var defaultsReads = 100_000
 
+    @Option(help: "Rounds of each row of the defaults suite's size-limit table (a 4 MiB suite; 0 skips it).")
+    var defaultsLimitRounds = 20
+
     @Option(help: "sets per process (4 processes) for the defaults suite's rate.")
     var defaultsSets = 5_000
 
@@ -181,7 +184,7 @@ struct BenchCommand: ParsableCommand {
             throw ValidationError("--journal-kills must be at least 0, --journal-records 8, --journal-appends 20")
         }
         if defaultsProcesses < 1 || defaultsIncrements < 1 || defaultsKeys < 1 || defaultsReads < 1
-            || defaultsSets < 1 || defaultsKills < 0 || defaultsRoundTrips < rounds
+            || defaultsSets < 1 || defaultsKills < 0 || defaultsRoundTrips < rounds || defaultsLimitRounds < 0
         {
             throw ValidationError(
                 "--defaults-processes, -increments, -keys, -reads and -sets must be at least 1, --defaults-kills "

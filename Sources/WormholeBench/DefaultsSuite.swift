@@ -20,6 +20,82 @@ struct DefaultsSuite {
         try latency()
         try getCost(reads: options.defaultsReads)
         try setRate(processes: 4, sets: options.defaultsSets)
+        if options.defaultsLimitRounds > 0 { try sizeLimit(rounds: options.defaultsLimitRounds) }
+    }
+
+    /// The suite limit (issue 20): a write into a suite of almost 4 MiB against a plain read and
+    /// atomic replace of the same bytes, side by side; a 5 MiB value refused against reading the
+    /// suite once.
+    private func sizeLimit(rounds: Int) throws {
+        let base = FileManager.default.isWritableFile(atPath: "/dev/shm") ? "/dev/shm" : nil
+        let work = try ScratchDirectory("defaults", in: base)
+        let defaults = try LibraryAPI.defaults(group: Self.group, root: work.path, address: context.address)
+        // ~4,000 keys of ~1 KiB: just under 4 MiB of JSON.
+        let pad = String(repeating: "v", count: 1000)
+        var values: [String: PropertyListValue] = [:]
+        for index in 0..<4000 { values["key-\(index)"] = .string(pad) }
+        try defaults.setValues(values)
+        let path = defaults.path
+        let size = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+        Console.progress("defaults: a \(size)-byte suite, \(rounds) rounds")
+        func time(_ body: () throws -> Void) rethrows -> Histogram<UInt64> {
+            var histogram = BenchRow.makeHistogram()
+            for _ in 0..<rounds {
+                let start = MonotonicClock.now()
+                try body()
+                histogram.record(max(1, MonotonicClock.now() - start))
+            }
+            return histogram
+        }
+        // The floor: read the file, write the same bytes to a temporary file, rename it over.
+        let directory = (path as NSString).deletingLastPathComponent
+        let plain = try time {
+            guard let bytes = FileManager.default.contents(atPath: path) else { throw BenchFailure("cannot read \(path)") }
+            let temporary = directory + "/.plain.tmp"
+            guard FileManager.default.createFile(atPath: temporary, contents: bytes), rename(temporary, path) == 0 else {
+                throw BenchFailure("cannot replace \(path): errno \(errno)")
+            }
+        }
+        var counter = 0
+        let cachedWrite = try time {
+            counter += 1
+            try defaults.set(counter, forKey: "counter")
+        }
+        let freshWrite = try time {
+            counter += 1
+            try LibraryAPI.defaults(group: Self.group, root: work.path, address: context.address).set(counter, forKey: "counter")
+        }
+        let freshRead = try time {
+            _ = try LibraryAPI.defaults(group: Self.group, root: work.path, address: context.address).values()
+        }
+        let huge = String(repeating: "x", count: 5 << 20)
+        let before = FileManager.default.contents(atPath: path)
+        let refused = try time {
+            do {
+                try defaults.set(huge, forKey: "huge")
+                throw BenchFailure("a 5 MiB value was accepted")
+            } catch let error as WormholeError where error.code == .suiteTooLarge {}
+        }
+        guard FileManager.default.contents(atPath: path) == before else { throw BenchFailure("a refused write changed the suite") }
+        let rows = [
+            BenchRow(label: "plain read + atomic replace", histogram: plain, isRoundTrip: false),
+            BenchRow(label: "set, this process's cache", histogram: cachedWrite, isRoundTrip: false),
+            BenchRow(label: "set, a new GroupDefaults", histogram: freshWrite, isRoundTrip: false),
+            BenchRow(label: "read the suite once (new)", histogram: freshRead, isRoundTrip: false),
+            BenchRow(label: "5 MiB value refused", histogram: refused, isRoundTrip: false),
+        ]
+        Console.output("\nthe suite limit: writes into a \(size)-byte suite, \(rounds) each, against a plain read + replace")
+        Console.output(BenchRow.header)
+        Console.output(rows[0].line(against: nil))
+        for row in rows[1...] { Console.output(row.line(against: rows[0])) }
+        context.report.add(rows[0], suite: "defaults")
+        for row in rows[1...] { context.report.add(row, suite: "defaults", against: rows[0]) }
+        context.report.figure(
+            "defaults", "set into a 4 MiB suite / plain read + replace", value: rows[1].median / rows[0].median,
+            unit: "x", count: rounds, target: 1.5)
+        context.report.figure(
+            "defaults", "5 MiB value refused / reading the suite once", value: rows[4].median / rows[3].median,
+            unit: "x", count: rounds, target: 1)
     }
 
     /// `processes` children at once, each `_bench-defaults` with `arguments`; every one must exit 0.

@@ -13,6 +13,7 @@ struct DefaultsCommand: ParsableCommand {
             {"$date":SECONDS}, {"$data":"BASE64"} and {"$url":"URL"} tag the other types.
             """,
         subcommands: [DefaultsReadCommand.self, DefaultsWriteCommand.self, DefaultsDeleteCommand.self,
+                      DefaultsIncrementCommand.self, DefaultsLoadCommand.self, DefaultsRepairCommand.self,
                       DefaultsObserveCommand.self])
 }
 
@@ -27,14 +28,33 @@ struct DefaultsOptions: ParsableArguments {
     @OptionGroup var bus: BusOptions
 
     /// The suite, with the group, the suite and `keys` validated first.
-    func defaults(keys: [String] = []) throws -> GroupDefaults {
+    func defaults(keys: [String] = [], maximumBytes: Int = GroupDefaults.defaultMaximumSuiteBytes) throws -> GroupDefaults {
         try withCLIErrors {
             let defaults = try GroupDefaults(
-                applicationGroupIdentifier: group, suiteName: suite, busAddress: bus.busAddress.map(BusAddress.init))
+                applicationGroupIdentifier: group, suiteName: suite, busAddress: bus.busAddress.map(BusAddress.init),
+                maximumSuiteBytes: maximumBytes)
             for key in keys { _ = try defaults.notificationName(forKey: key) }
             return defaults
         }
     }
+}
+
+/// `--max-bytes`, taken by the writing commands: the suite's limit (contract §5, v1.2).
+struct SuiteLimitOption: ParsableArguments {
+    @Option(
+        name: .customLong("max-bytes"),
+        help: ArgumentHelp(
+            "Refuse a write that leaves the suite larger than this (default 4M): bytes, or a number with K, M or G.",
+            valueName: "size"))
+    var maxBytes = ByteCount(GroupDefaults.defaultMaximumSuiteBytes)
+}
+
+/// Prints the notification warning of a write, then waits for the posts.
+private func finish(_ defaults: GroupDefaults, _ report: GroupDefaults.WriteReport, _ what: String) {
+    if let error = report.notificationError {
+        writeError("wormhole: warning: \(what), but observers were not notified: \(error)")
+    }
+    OneShot.confirm(what, alreadyReported: report.notificationError != nil) { defaults.flush(timeout: $0) }
 }
 
 /// `wormhole defaults read --group G [--suite S] [KEY]`.
@@ -42,23 +62,42 @@ struct DefaultsReadCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "read",
         abstract: "Print a value as one line of compact JSON (the whole suite as an object without KEY).",
-        discussion: "Exits 1 with a message when the key has no value.")
+        discussion: """
+            Exits 1 with a message when the key has no value. A value this version does not \
+            understand (an unknown {"$tag":…}) is printed as it is stored. Reading never changes \
+            the disk.
+            """)
 
     @Argument(help: "The key (any UTF-8 text without NUL).")
     var key: String?
 
+    @Flag(help: "Print the suite's keys, one JSON string per line, sorted (no KEY).")
+    var keys = false
+
     @OptionGroup var options: DefaultsOptions
+
+    func validate() throws {
+        if keys && key != nil { throw ValidationError("--keys lists every key; give no KEY with it") }
+    }
 
     func run() throws {
         let defaults = try options.defaults(keys: key.map { [$0] } ?? [])
+        if keys {
+            for name in try withCLIErrors({ try defaults.keys() }) {
+                var line = JSONLine(bytes: [])
+                line.string(name)
+                writeOutput(String(decoding: line.bytes, as: UTF8.self))
+            }
+            return
+        }
         guard let key else {
             writeOutput(try withCLIErrors { try defaults.jsonText() })
             return
         }
-        guard let value = try withCLIErrors({ try defaults.value(forKey: key) }) else {
+        guard let json = try withCLIErrors({ try defaults.storedJSON(forKey: key) }) else {
             throw CLIFailure(message: "no value for key '\(key)' in suite '\(defaults.suite)' (\(defaults.path))")
         }
-        writeOutput(value.jsonText)
+        writeOutput(json)
     }
 }
 
@@ -69,7 +108,10 @@ struct DefaultsWriteCommand: ParsableCommand {
         abstract: "Store a JSON value for a key and notify observers.",
         discussion: """
             The value is the JSON argument, or standard input when it is absent, in the suite \
-            file's format; it is checked before anything is written. Exits 0 once stored.
+            file's format; it is checked before anything is written (null is refused: use \
+            delete). Exits 0 once stored. With --expect JSON (or --expect-absent) the value is \
+            written only if the stored one equals JSON as a typed value (1 is not 1.0), or is \
+            absent; otherwise exit 3 with the stored value on standard error, nothing changed.
             """)
 
     @Argument(help: "The key.")
@@ -78,19 +120,137 @@ struct DefaultsWriteCommand: ParsableCommand {
     @Argument(help: "The JSON value (default: read standard input).")
     var json: String?
 
+    @Option(help: ArgumentHelp("Write only if the stored value equals this JSON value.", valueName: "json"))
+    var expect: String?
+
+    @Flag(help: "Write only if the key has no value.")
+    var expectAbsent = false
+
+    @OptionGroup var limit: SuiteLimitOption
+
+    @OptionGroup var options: DefaultsOptions
+
+    func validate() throws {
+        if expect != nil && expectAbsent { throw ValidationError("--expect and --expect-absent exclude each other") }
+    }
+
+    /// The compare-and-set found another value: exit 3.
+    private struct Mismatch: Error {
+        var stored: PropertyListValue?
+    }
+
+    func run() throws {
+        let defaults = try options.defaults(keys: [key], maximumBytes: limit.maxBytes.bytes)
+        let expected = try withCLIErrors { try expect.map { try PropertyListValue(jsonText: $0, key: key) } }
+        let text = json ?? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+        let value = try withCLIErrors { try PropertyListValue(jsonText: text, key: key) }
+        OneShot.arm("the value of '\(key)'", done: "value stored")
+        let report: GroupDefaults.WriteReport
+        if expected == nil && !expectAbsent {
+            report = try withCLIErrors { try defaults.set(value, forKey: key) }
+        } else {
+            do {
+                report = try defaults.update(forKey: key) { stored in
+                    guard stored == expected else { throw Mismatch(stored: stored) }
+                    return value
+                }
+            } catch let mismatch as Mismatch {
+                writeError(mismatch.stored?.jsonText ?? "null")
+                throw CLIFailure(
+                    message: mismatch.stored == nil
+                        ? "key '\(key)' has no value, not the one expected; nothing was written"
+                        : "key '\(key)' holds another value than the one expected (above); nothing was written",
+                    status: 3)
+            } catch {
+                throw cliFailure(error)
+            }
+        }
+        finish(defaults, report, "value stored")
+    }
+}
+
+/// `wormhole defaults increment --group G [--suite S] KEY [--by N]`.
+struct DefaultsIncrementCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "increment",
+        abstract: "Add N (default 1) to an integer under the suite's lock and print the new value.",
+        discussion: """
+            An absent key counts as 0. A value that is not an integer (1.0 is a Double), or an \
+            overflow, is an error naming the key and its type, and nothing changes. Any number of \
+            processes incrementing at once lose nothing.
+            """)
+
+    @Argument(help: "The key.")
+    var key: String
+
+    @Option(parsing: .unconditional, help: "The amount to add (may be negative: --by -3).")
+    var by = 1
+
+    @OptionGroup var limit: SuiteLimitOption
+
     @OptionGroup var options: DefaultsOptions
 
     func run() throws {
-        let defaults = try options.defaults(keys: [key])
-        let text = json ?? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
-        OneShot.arm("the value of '\(key)'", done: "value stored")
-        let report = try withCLIErrors {
-            try defaults.set(try PropertyListValue(jsonText: text, key: key), forKey: key)
+        let defaults = try options.defaults(keys: [key], maximumBytes: limit.maxBytes.bytes)
+        OneShot.arm("the increment of '\(key)'", done: "value stored")
+        let value = try withCLIErrors { try defaults.increment(forKey: key, by: by) }
+        writeOutput(String(value))
+        OneShot.confirm("value stored", alreadyReported: false) { defaults.flush(timeout: $0) }
+    }
+}
+
+/// `wormhole defaults load --group G [--suite S] [--replace]`.
+struct DefaultsLoadCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "load",
+        abstract: "Write every key of one JSON object read on standard input in one atomic write.",
+        discussion: """
+            One rename, one post per changed key. With --replace, the keys the object does not \
+            name are removed too. {} changes nothing (with --replace: empties the suite). \
+            Anything but an object, null, or an invalid key is refused and nothing changes. \
+            `defaults read` without KEY prints the matching dump.
+            """)
+
+    @Flag(help: "Also remove every key the object does not name.")
+    var replace = false
+
+    @OptionGroup var limit: SuiteLimitOption
+
+    @OptionGroup var options: DefaultsOptions
+
+    func run() throws {
+        let defaults = try options.defaults(maximumBytes: limit.maxBytes.bytes)
+        let input = FileHandle.standardInput.readDataToEndOfFile()
+        let values = try withCLIErrors { try GroupDefaults.parseValues(input) }
+        OneShot.arm("the suite", done: "suite written")
+        let report = try withCLIErrors { try defaults.setValues(values, replacingAll: replace) }
+        finish(defaults, report, "suite written")
+    }
+}
+
+/// `wormhole defaults repair --group G [--suite S]`.
+struct DefaultsRepairCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "repair",
+        abstract: "Move a suite file that is not one JSON object aside and start an empty suite.",
+        discussion: """
+            The file is renamed to <suite>.json.corrupt-<n> (never deleted) and the path is \
+            printed. On a suite that reads, or none, nothing changes and nothing is printed; \
+            exit 0 either way. Reads and writes never move a suite aside.
+            """)
+
+    @OptionGroup var options: DefaultsOptions
+
+    func run() throws {
+        let defaults = try options.defaults()
+        if let aside = try withCLIErrors({ try defaults.repair() }) {
+            writeError("wormhole: '\(defaults.path)' was not one JSON object; moved aside to '\(aside)'")
+            var line = JSONLine(bytes: [])
+            line.raw(#"{"movedTo":"#)
+            line.string(aside)
+            line.raw("}")
+            writeOutput(String(decoding: line.bytes, as: UTF8.self))
         }
-        if let error = report.notificationError {
-            writeError("wormhole: warning: value stored, but observers were not notified: \(error)")
-        }
-        OneShot.confirm("value stored", alreadyReported: report.notificationError != nil) { defaults.flush(timeout: $0) }
     }
 }
 
@@ -108,10 +268,7 @@ struct DefaultsDeleteCommand: ParsableCommand {
         let defaults = try options.defaults(keys: [key])
         OneShot.arm("the removal of '\(key)'", done: "key removed")
         let report = try withCLIErrors { try defaults.removeObject(forKey: key) }
-        if let error = report.notificationError {
-            writeError("wormhole: warning: key removed, but observers were not notified: \(error)")
-        }
-        OneShot.confirm("key removed", alreadyReported: report.notificationError != nil) { defaults.flush(timeout: $0) }
+        finish(defaults, report, "key removed")
     }
 }
 
@@ -122,7 +279,7 @@ struct DefaultsObserveCommand: ParsableCommand {
         abstract: "Print one JSON line per change of the keys (every key of the suite without KEY).",
         discussion: """
             Writes `ready` to standard error once observing, then {"key":K,"value":V} per change \
-            ("value":null when the key was removed).
+            ({"key":K,"value":null,"removed":true} when the key was removed).
             """)
 
     @Argument(help: "Keys to observe (default: every key of the suite).")
@@ -156,7 +313,11 @@ struct DefaultsObserveCommand: ParsableCommand {
                 line.raw(#"{"key":"#)
                 line.string(change.key)
                 line.raw(#","value":"#)
-                if let value = change.value { line.bytes.append(contentsOf: value.jsonBytes) } else { line.raw("null") }
+                if let value = change.value {
+                    line.bytes.append(contentsOf: value.jsonBytes)
+                } else {
+                    line.raw(#"null,"removed":true"#)
+                }
                 line.raw("}")
             }
             counter.delivered()

@@ -102,8 +102,9 @@ struct JournalListen {
             let batch: [JournalRecord<JSONDocument>]
             do {
                 batch = try reader.nextBatch()
-            } catch let error as WormholeError where error.code == .journalGap {
-                writeError("wormhole: \(identifier): \(error.message)")
+            } catch let error as WormholeError where error.code == .journalGap || error.code == .journalDamaged {
+                // One line per range (contract §6, v1.2): `wormhole: records A..B …`, then on.
+                writeError("wormhole: \(error.message)")
                 continue
             } catch {
                 writeError("wormhole: \(identifier): \(error)")
@@ -147,7 +148,27 @@ struct JournalCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "journal",
         abstract: "Inspect and trim an identifier's journal (see also send --journal and listen --journal).",
-        subcommands: [JournalStatCommand.self, JournalTrimCommand.self])
+        subcommands: [JournalStatCommand.self, JournalCheckCommand.self, JournalTrimCommand.self])
+}
+
+/// Appends `"damaged":[{"from":A,"to":B,"file":F,"reason":R},…]` to a line.
+private func appendDamaged(_ damaged: [JournalDamage], to line: inout JSONLine) {
+    line.raw(#""damaged":["#)
+    for (index, damage) in damaged.enumerated() {
+        if index > 0 { line.raw(",") }
+        line.raw(#"{"from":"#)
+        line.number(damage.from)
+        line.raw(#","to":"#)
+        line.number(damage.to)
+        line.raw(#","file":"#)
+        line.string(damage.file)
+        line.raw(#","reason":"#)
+        line.string(damage.reason.rawValue)
+        line.raw(#","detail":"#)
+        line.string(damage.detail)
+        line.raw("}")
+    }
+    line.raw("]")
 }
 
 /// Writes a journal's status as one line of JSON.
@@ -173,6 +194,18 @@ private func statusLine(_ identifier: String, _ status: JournalStatus, removed: 
         line.number(status.consumers[name] ?? 0)
     }
     line.raw("}")
+    if !status.badConsumers.isEmpty {
+        line.raw(#","badConsumers":{"#)
+        for (index, name) in status.badConsumers.keys.sorted().enumerated() {
+            if index > 0 { line.raw(",") }
+            line.string(name)
+            line.raw(":")
+            line.string(status.badConsumers[name] ?? "")
+        }
+        line.raw("}")
+    }
+    line.raw(",")
+    appendDamaged(status.damaged, to: &line)
     if let removed {
         line.raw(#","removed":["#)
         for (index, name) in removed.enumerated() {
@@ -201,6 +234,47 @@ struct JournalStatCommand: ParsableCommand {
         let wormhole = try options.wormhole(identifiers: [identifier])
         let status = try withJournalCLIErrors { try wormhole.journal(identifier).status() }
         writeOutput(statusLine(identifier, status))
+    }
+}
+
+/// `wormhole journal check --group G [--directory D] ID`: exit 0 when whole, 1 when damaged, 2
+/// on other errors (contract §6, v1.2).
+struct JournalCheckCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check",
+        abstract: "Read every frame; print the damaged ranges; exit 0 when whole, 1 when damaged.",
+        discussion: """
+            Prints one JSON object like `journal stat` (with "damaged", a list of \
+            {"from":A,"to":B,"file":F,"reason":R}; reasons: missing, truncated, foreign, checksum), \
+            then, on standard error, one line per damaged range. Exits 0 when nothing is damaged, \
+            1 when something is, 2 on other errors (64 for bad arguments).
+            """)
+
+    @Argument(help: "The message identifier.")
+    var identifier: String
+
+    @OptionGroup var options: WormholeOptions
+
+    func run() throws {
+        let status: JournalStatus
+        do {
+            let wormhole = try options.wormhole(identifiers: [identifier])
+            status = try withJournalCLIErrors { try wormhole.journal(identifier).status() }
+        } catch {
+            // 64 for bad arguments like every command; 2 for anything else that stops the check.
+            let failure = cliFailure(error)
+            throw CLIFailure(message: failure.message, status: failure.status == 64 ? 64 : 2)
+        }
+        writeOutput(statusLine(identifier, status))
+        guard status.damaged.isEmpty else {
+            for damage in status.damaged {
+                writeError(
+                    "wormhole: records \(damage.from)..\(damage.to) of journal '\(identifier)': \(damage.reason.rawValue), "
+                        + "file \(damage.file)\(damage.detail.isEmpty ? "" : " (\(damage.detail))")")
+            }
+            throw CLIFailure(
+                message: "journal '\(identifier)' has \(status.damaged.count) damaged range(s)", status: 1)
+        }
     }
 }
 

@@ -14,13 +14,39 @@ import WormholeDBus
 ///   changes size.
 /// - `foundation-write-suite SUITE`: writes values with Foundation's `UserDefaults(suiteName:)`.
 /// - `defaults-write-limited ROOT GROUP KEY SIZE LIMIT`: a write that fails as on a full disk.
+/// - `defaults-read-loop ROOT GROUP SUITE COUNT`: COUNT reads of every key of SUITE, each with a
+///   new `GroupDefaults` (a fresh parse of the file; COUNT 0: until killed); prints
+///   `reads N failed M` (the first failure on standard error).
 let defaultsCommands: [String: @Sendable ([String]) throws -> Void] = [
     "defaults-increment": defaultsIncrement,
     "defaults-set-distinct": defaultsSetDistinct,
     "defaults-write-loop": defaultsWriteLoop,
     "foundation-write-suite": foundationWriteSuite,
     "defaults-write-limited": defaultsWriteLimited,
+    "defaults-read-loop": defaultsReadLoop,
 ]
+
+private func defaultsReadLoop(_ arguments: [String]) throws {
+    guard arguments.count == 4, let count = Int(arguments[3]), count >= 0 else {
+        throw DefaultsCommandError(description: "usage: defaults-read-loop ROOT GROUP SUITE COUNT")
+    }
+    var logger = Logger(label: "wormhole-test-peer")
+    logger.logLevel = .critical
+    var (reads, failed) = (0, 0)
+    while count == 0 || reads < count {
+        reads += 1
+        do {
+            let defaults = try GroupDefaults(
+                applicationGroupIdentifier: arguments[1], suiteName: arguments[2], containerRoot: arguments[0], logger: logger)
+            for key in try defaults.keys() { _ = try defaults.storedJSON(forKey: key) }
+        } catch {
+            if failed == 0 { FileHandle.standardError.write(Data("read \(reads): \(error)\n".utf8)) }
+            failed += 1
+        }
+        if count == 0 && reads % 100 == 0 { FileHandle.standardOutput.write(Data("reads \(reads) failed \(failed)\n".utf8)) }
+    }
+    FileHandle.standardOutput.write(Data("reads \(reads) failed \(failed)\n".utf8))
+}
 
 struct DefaultsCommandError: Error, CustomStringConvertible {
     var description: String

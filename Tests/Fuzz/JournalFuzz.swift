@@ -11,7 +11,7 @@
 // - JournalScan.run over the file agrees exactly with a reference walk written here from
 //   docs/journal-format.md (a byte-table CRC-32C independent of the slicing-by-8 one): the same
 //   whole records (sequence, time, payload bytes), end offset, next sequence, and stop (end, seal,
-//   incomplete, damage and whether it looks like a torn tail);
+//   incomplete, a jump to a later number, damage and whether it looks like a torn tail);
 // - segment names: segmentSequence(segmentName(n)) == n, and a name that parses is exactly 20
 //   digits + ".seg"; no segment is named 0;
 // - a record numbered 2^64 − 1 (no number would follow it) is damage.
@@ -55,7 +55,7 @@ private func little<T: FixedWidthInteger>(_ type: T.Type, _ bytes: UnsafeRawBuff
 }
 
 private enum Stop: Equatable {
-    case end, seal(UInt64), budget, incomplete, invalid(tailLike: Bool)
+    case end, seal(UInt64), budget, incomplete, invalid(tailLike: Bool), jump(UInt64)
 }
 
 private struct Walk {
@@ -96,6 +96,9 @@ private func referenceWalk(
             walk.stop = .invalid(tailLike: walk.end + frameSize >= size || allZero(from: walk.end))
             return walk
         }
+        // A whole frame numbered after the expected one: the numbers between are not in the
+        // file (an append numbered past a stored cursor); the frame is not consumed.
+        if sequence > walk.next && (seal || sequence <= .max - 1) { walk.stop = .jump(sequence); return walk }
         if sequence != walk.next { walk.stop = .invalid(tailLike: false); return walk }
         // No record can carry the last 64-bit number: the sequence after it would not fit.
         if !seal && sequence == .max { walk.stop = .invalid(tailLike: false); return walk }
@@ -153,6 +156,7 @@ private func stop(of scan: JournalScan) -> Stop {
     case .seal(let next): return .seal(next)
     case .budget: return .budget
     case .incomplete: return .incomplete
+    case .jump(let to): return .jump(to)
     case .invalid(let reason, let tailLike):
         if reason.isEmpty { fatalError("damage reported without a reason") }
         return .invalid(tailLike: tailLike)

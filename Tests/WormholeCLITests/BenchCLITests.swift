@@ -81,7 +81,8 @@ struct BenchCLITests {
             [
                 "bench", "--suite", "defaults", "--defaults-processes", "2", "--defaults-increments", "20",
                 "--defaults-keys", "10", "--defaults-kills", "3", "--defaults-round-trips", "20", "--rounds", "2",
-                "--warmup", "2", "--defaults-reads", "1000", "--defaults-sets", "50", "--json", json,
+                "--warmup", "2", "--defaults-reads", "1000", "--defaults-sets", "50", "--defaults-limit-rounds", "0",
+                "--json", json,
                 "--bus-address", bus.address.rawValue,
             ],
             environment: environment)

@@ -9,6 +9,15 @@ import Wormhole
 import WormholeDBus
 import WormholeTestSupport
 
+/// A counter shared by Dispatch threads.
+private final class ManagedAtomicCounter: @unchecked Sendable {
+    // @unchecked: every access holds the lock.
+    private let lock = NSLock()
+    private var count = 0
+    func add() { lock.withLock { count += 1 } }
+    var value: Int { lock.withLock { count } }
+}
+
 /// One test's world: its suite's bus, an application group of its own (so that tests sharing the
 /// bus never hear each other), an empty container root and runtime directory.
 private final class DefaultsCLIWorld: Sendable {
@@ -64,6 +73,83 @@ private final class DefaultsCLIWorld: Sendable {
 }
 
 @Suite(.sharedBus) struct DefaultsCLITests {
+    /// 4 processes × 10 `defaults increment` of one key lose nothing (the hand-run figure,
+    /// 8 × 200, is in Tests/faults.sh damage).
+    @Test func concurrentIncrementsLoseNothing() async throws {
+        let world = try DefaultsCLIWorld()
+        let executable = try productPath("wormhole")
+        let arguments = world.arguments(["increment", "counter"])
+        let environment = world.environment
+        let failures = await withCheckedContinuation { (continuation: CheckedContinuation<Int, Never>) in
+            DispatchQueue.global().async {
+                let failed = ManagedAtomicCounter()
+                DispatchQueue.concurrentPerform(iterations: 4) { _ in
+                    for _ in 0..<10 {
+                        let output = try? WormholeTestSupport.run(executable, arguments, environment: environment)
+                        if output?.status != 0 { failed.add() }
+                    }
+                }
+                continuation.resume(returning: failed.value)
+            }
+        }
+        #expect(failures == 0)
+        let read = try await world.run(["read", "counter"])
+        #expect(read.stdout == "40\n")
+        let by = try await world.run(["increment", "counter", "--by", "-41"])
+        #expect(by.status == 0 && by.stdout == "-1\n", "\(by.stderr)")
+        _ = try await world.run(["write", "ratio", "2.0"])
+        let notInteger = try await world.run(["increment", "ratio"])
+        #expect(notInteger.status == 1 && notInteger.stderr.contains("'ratio'") && notInteger.stderr.contains("a Double"))
+    }
+
+    @Test func compareAndSetLoadKeysRepairAndLimits() async throws {
+        let world = try DefaultsCLIWorld()
+        // --expect-absent, then --expect with a typed value (1 is not 1.0).
+        #expect(try await world.run(["write", "k", "1", "--expect-absent"]).status == 0)
+        let again = try await world.run(["write", "k", "2", "--expect-absent"])
+        #expect(again.status == 3 && again.stderr.hasPrefix("1\n"), "\(again.stderr)")
+        let typed = try await world.run(["write", "k", "2", "--expect", "1.0"])
+        #expect(typed.status == 3 && typed.stderr.hasPrefix("1\n"), "\(typed.stderr)")
+        #expect(try await world.run(["write", "k", "2", "--expect", "1"]).status == 0)
+        #expect(try await world.run(["read", "k"]).stdout == "2\n")
+        // null is refused by write and load.
+        let null = try await world.run(["write", "k", "null"])
+        #expect(null.status == 64 && null.stderr.contains("null"), "\(null.stderr)")
+        let nullLoad = try await world.run(["load"], input: #"{"a":1,"b":null}"#)
+        #expect(nullLoad.status == 64 && nullLoad.stderr.contains("'b'"), "\(nullLoad.stderr)")
+        // load: one object, one write; --replace removes the others.
+        let load = try await world.run(["load"], input: #"{"a":1,"b":"two","a":3}"#)
+        #expect(load.status == 0, "\(load.stderr)")
+        #expect(try await world.run(["read"]).stdout == #"{"a":3,"b":"two","k":2}"# + "\n")
+        let keys = try await world.run(["read", "--keys"])
+        #expect(keys.stdout == "\"a\"\n\"b\"\n\"k\"\n")
+        #expect(try await world.run(["load", "--replace"], input: #"{"b":"two"}"#).status == 0)
+        #expect(try await world.run(["read"]).stdout == #"{"b":"two"}"# + "\n")
+        #expect(try await world.run(["load"], input: "[1]").status == 64)
+        // The limit: refused naming size and limit, the suite unchanged.
+        let before = FileManager.default.contents(atPath: world.suitePath)
+        let big = try await world.run(["write", "big", "\"" + String(repeating: "x", count: 2000) + "\"", "--max-bytes", "1K"])
+        #expect(big.status == 1 && big.stderr.contains("1024"), "\(big.stderr)")
+        #expect(FileManager.default.contents(atPath: world.suitePath) == before)
+        // Unknown values: read prints them as stored; writers keep them; reads never move the file.
+        try Data(#"{"b":"two","x":{"$future":1}}"#.utf8).write(to: URL(fileURLWithPath: world.suitePath))
+        #expect(try await world.run(["read", "x"]).stdout == #"{"$future":1}"# + "\n")
+        #expect(try await world.run(["write", "c", "3"]).status == 0)
+        #expect(try await world.run(["read"]).stdout == #"{"b":"two","c":3,"x":{"$future":1}}"# + "\n")
+        // A file that is not one object: read and write fail naming repair; repair moves it aside.
+        try Data("{oops".utf8).write(to: URL(fileURLWithPath: world.suitePath))
+        let read = try await world.run(["read", "b"])
+        #expect(read.status == 1 && read.stderr.contains("at byte 1") && read.stderr.contains("defaults repair"), "\(read.stderr)")
+        let write = try await world.run(["write", "b", "1"])
+        #expect(write.status == 1 && write.stderr.contains("nothing was written"))
+        #expect(FileManager.default.contents(atPath: world.suitePath) == Data("{oops".utf8))
+        let repair = try await world.run(["repair"])
+        #expect(repair.status == 0 && repair.stdout.contains(".corrupt-1"), "\(repair.stderr)")
+        #expect(FileManager.default.contents(atPath: world.suitePath + ".corrupt-1") == Data("{oops".utf8))
+        let clean = try await world.run(["repair"])
+        #expect(clean.status == 0 && clean.stdout.isEmpty)
+        #expect(try await world.run(["read"]).stdout == "{}\n")
+    }
     @Test func writeReadDeleteRoundTrip() async throws {
         let world = try DefaultsCLIWorld()
         for (key, json) in [("int", "1"), ("double", "1.0"), ("text", #""Grüße/\"x\"""#), ("date", #"{"$date":1700000000.5}"#),
@@ -119,12 +205,12 @@ private final class DefaultsCLIWorld: Sendable {
             ("unwatched", .integer(1), nil),
             ("watched", .double(1.5), #"{"key":"watched","value":1.5}"#),
             ("it's", .array([.string("x")]), #"{"key":"it's","value":["x"]}"#),
-            ("watched", nil, #"{"key":"watched","value":null}"#),
+            ("watched", nil, #"{"key":"watched","value":null,"removed":true}"#),
         ]
         for (key, value, line) in steps {
             try defaults.set(value, forKey: key)
             let all = try await next(1, from: suite.stdoutLines, "the suite observer's line for \(key)")
-            #expect(all == [#"{"key":"\#(key)","value":\#(value?.jsonText ?? "null")}"#])
+            #expect(all == [#"{"key":"\#(key)","value":\#(value?.jsonText ?? #"null,"removed":true"#)}"#])
             if let line { #expect(try await next(1, from: observer.stdoutLines, "the line for \(key)") == [line]) }
         }
         for child in [observer, suite] {

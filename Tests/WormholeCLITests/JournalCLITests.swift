@@ -164,7 +164,7 @@ struct JournalCLITests {
     func statAndTrim() async throws {
         let empty = try await world.wormhole("journal", "stat", rest: ["events"])
         #expect(empty.status == 0)
-        #expect(empty.stdout == #"{"identifier":"events","first":1,"last":0,"records":0,"bytes":0,"segments":0,"consumers":{}}"# + "\n")
+        #expect(empty.stdout == #"{"identifier":"events","first":1,"last":0,"records":0,"bytes":0,"segments":0,"consumers":{},"damaged":[]}"# + "\n")
         let journal = try MessageCenter(
             applicationGroupIdentifier: world.group, containerRoot: world.root.path, busAddress: world.bus.address,
             sharedStateDirectory: world.runtime.path + "/wormhole"
@@ -174,7 +174,7 @@ struct JournalCLITests {
         let stat = try await world.wormhole("journal", "stat", rest: ["events"])
         #expect(
             stat.stdout
-                == #"{"identifier":"events","first":1,"last":200,"records":200,"bytes":\#(status.bytes),"segments":\#(status.segments.count),"consumers":{}}"#
+                == #"{"identifier":"events","first":1,"last":200,"records":200,"bytes":\#(status.bytes),"segments":\#(status.segments.count),"consumers":{},"damaged":[]}"#
                 + "\n")
         #expect(status.segments.count > 3)
         let trimmed = try await world.wormhole("journal", "trim", rest: ["events", "--max-records", "50"])
@@ -190,6 +190,82 @@ struct JournalCLITests {
         #expect(gap.stdout.hasPrefix(#"{"identifier":"events","sequence":\#(after.first),"#))
         let noLimit = try await world.wormhole("journal", "trim", rest: ["events"])
         #expect(noLimit.status == 64)
+    }
+
+    /// The damage of contract §6 v1.2 in the second of 4 segments (records 5…8 of 14):
+    /// `listen --journal --from start` prints every record outside the damaged range, one
+    /// `wormhole: records A..B` line for it, and `journal check` exits 1 listing exactly it.
+    @Test("damage in a middle segment: every intact record, one range line, journal check exits 1", .serialized, arguments: [
+        ("truncate", 6, 8, "truncated"), ("remove", 5, 8, "missing"), ("fifo", 5, 8, "foreign"),
+        ("headerless", 5, 8, "foreign"), ("directory", 5, 8, "foreign"), ("flip", 6, 6, "checksum"),
+    ])
+    func damageIsReportedAndReadPast(kind: String, from: Int, to: Int, reason: String) async throws {
+        var logger = Logger(label: "journal-cli-tests")
+        logger.logLevel = .critical
+        let journal = try MessageCenter(
+            applicationGroupIdentifier: world.group, containerRoot: world.root.path, busAddress: world.bus.address,
+            sharedStateDirectory: world.runtime.path + "/wormhole", logger: logger
+        ).journal("events", options: Journal.Options(segmentSize: 4096))
+        let pad = String(repeating: "p", count: 1000)
+        for n in 1...14 { try journal.append(["n": String(n), "pad": pad]) }
+        #expect(try journal.status().segments.count == 4)
+        let segment = journal.path + "/00000000000000000005.seg"
+        let frame = 24 + 1000 + #"{"n":"5","pad":""}"#.utf8.count
+        switch kind {
+        case "truncate": #expect(truncate(segment, off_t(16 + frame + frame / 2)) == 0)
+        case "remove": try FileManager.default.removeItem(atPath: segment)
+        case "fifo":
+            try FileManager.default.removeItem(atPath: segment)
+            #expect(mkfifo(segment, 0o600) == 0)
+        case "headerless": try Data(repeating: 0x41, count: 5000).write(to: URL(fileURLWithPath: segment))
+        case "directory":
+            try FileManager.default.removeItem(atPath: segment)
+            try FileManager.default.createDirectory(atPath: segment, withIntermediateDirectories: false)
+        default:
+            let handle = try FileHandle(forUpdating: URL(fileURLWithPath: segment))
+            try handle.seek(toOffset: UInt64(16 + frame + 40))
+            try handle.write(contentsOf: Data("X".utf8))
+            try handle.close()
+        }
+        let expected = (1...14).filter { $0 < from || $0 > to }
+        let listened = try await world.wormhole(
+            "listen", "--journal", rest: ["events", "--from", "start", "--count", String(expected.count), "--timeout", "60"])
+        #expect(listened.status == 0, "\(listened.stderr)")
+        let numbers = listened.stdout.split(separator: "\n").compactMap { line -> Int? in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
+            return object["sequence"] as? Int
+        }
+        #expect(numbers == expected)
+        let ranges = listened.stderr.split(separator: "\n").filter { $0.hasPrefix("wormhole: records ") }
+        #expect(ranges.count == 1, "\(listened.stderr)")
+        #expect(ranges.first?.hasPrefix("wormhole: records \(from)..\(to) ") == true, "\(listened.stderr)")
+        #expect(ranges.first?.contains(reason) == true && ranges.first?.contains("00000000000000000005.seg") == true)
+        let check = try await world.wormhole("journal", "check", rest: ["events"])
+        #expect(check.status == 1, "\(check.stderr)")
+        #expect(
+            check.stdout.contains(
+                #""damaged":[{"from":\#(from),"to":\#(to),"file":"00000000000000000005.seg","reason":"\#(reason)","#),
+            "\(check.stdout)")
+        #expect(check.stdout.components(separatedBy: #""from":"#).count == 2, "one range: \(check.stdout)")
+        let stat = try await world.wormhole("journal", "stat", rest: ["events"])
+        #expect(stat.status == 0 && stat.stdout.contains(#""reason":"\#(reason)""#), "\(stat.stdout)")
+        // A whole journal checks clean.
+        let clean = try await world.wormhole("journal", "check", rest: ["other"])
+        #expect(clean.status == 0 && clean.stdout.contains(#""damaged":[]"#), "\(clean.stdout) \(clean.stderr)")
+    }
+
+    @Test("a bad cursor file is reported for that consumer alone")
+    func badCursorIsThatConsumersAlone() async throws {
+        let journal = try world.journal()
+        try journal.append(["n": 1])
+        let good = try await world.wormhole("listen", "--journal", rest: ["events", "--consumer", "good", "--from", "start", "--count", "1", "--timeout", "30"])
+        #expect(good.status == 0)
+        try Data("garbage".utf8).write(to: URL(fileURLWithPath: journal.path + "/bad.cursor"))
+        let stat = try await world.wormhole("journal", "stat", rest: ["events"])
+        #expect(stat.status == 0, "\(stat.stderr)")
+        #expect(stat.stdout.contains(#""consumers":{"good":1}"#) && stat.stdout.contains(#""badConsumers":{"bad":"#), "\(stat.stdout)")
+        let bad = try await world.wormhole("listen", "--journal", rest: ["events", "--consumer", "bad", "--count", "1", "--timeout", "30"])
+        #expect(bad.status != 0 && bad.stderr.contains("bad.cursor"), "\(bad.stderr)")
     }
 
     @Test(arguments: [

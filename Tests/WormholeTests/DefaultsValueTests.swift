@@ -229,10 +229,12 @@ extension GroupDefaults.Keys {
 
     @Test func invalidJSONValuesAreRefused() throws {
         for text in ["null", "[null]", "01", "1.", "{\"$what\":1}", "{\"$date\":\"x\"}", "{\"$data\":\"***\"}", "99999999999999999999",
-                     "\"unterminated", "1 2", "{\"a\":1,\"a\":2}", ""] {
+                     "\"unterminated", "1 2", ""] {
             #expect(throws: WormholeError.self, "\(text)") { try PropertyListValue(jsonText: text) }
         }
         #expect(try PropertyListValue(jsonText: " 1e2 ") == .double(100))
+        // Duplicate keys: the last one wins (contract §5, v1.2).
+        #expect(try PropertyListValue(jsonText: "{\"a\":1,\"a\":2}") == .dictionary(["a": .integer(2)]))
         #expect(try PropertyListValue(jsonText: "\"\\ud83c\\udf89\"") == .string("🎉"))
         #expect(try PropertyListValue(jsonText: "{\"$date\":0}") == .date(Date(timeIntervalSince1970: 0)))
     }
@@ -371,29 +373,103 @@ extension GroupDefaults.Keys {
         #expect(defaults[.launches] == 0)
     }
 
-    /// An unparseable suite is moved aside (never read as empty while the original is lost),
-    /// reported by an error, and writers never overwrite it.
-    @Test func corruptSuiteIsMovedAsideAndReported() throws {
+    /// A suite that is not one JSON object is an error naming the file and byte offset for
+    /// readers and writers alike; neither changes the disk. Only repair() moves it aside.
+    @Test func aCorruptSuiteIsNeverMovedByReadersOrWritersOnlyByRepair() throws {
         let world = try MessagingFixture()
         let defaults = try world.defaults()
         try defaults.set(1, forKey: "a")
         let garbage = Data("{\"a\":1, truncated".utf8)
         try garbage.write(to: URL(fileURLWithPath: world.suitePath()))
         let error = try #require(throws: WormholeError.self) { try defaults.value(forKey: "a") }
-        #expect(error.code == .corruptSuite && error.message.contains(".corrupt-1"))
+        #expect(error.code == .corruptSuite && error.value == world.suitePath())
+        #expect(error.message.contains("at byte 8") && error.message.contains("wormhole defaults repair"), "\(error)")
+        #expect(defaults.integer(forKey: "a") == 0)
+        let writeError = try #require(throws: WormholeError.self) { try defaults.set(3, forKey: "c") }
+        #expect(writeError.code == .corruptSuite && writeError.message.contains("nothing was written"))
+        #expect(FileManager.default.contents(atPath: world.suitePath()) == garbage)
+        #expect(!FileManager.default.fileExists(atPath: world.suitePath() + ".corrupt-1"))
+        // The explicit repair moves it aside (never deleted); the suite starts empty.
+        #expect(try defaults.repair() == world.suitePath() + ".corrupt-1")
         #expect(FileManager.default.contents(atPath: world.suitePath() + ".corrupt-1") == garbage)
         #expect(try defaults.values().isEmpty)
-
-        // A writer finding a corrupt file moves it aside too, and writes nothing.
-        try defaults.set(2, forKey: "b")
-        try Data("[not an object]".utf8).write(to: URL(fileURLWithPath: world.suitePath()))
-        let writeError = try #require(throws: WormholeError.self) { try defaults.set(3, forKey: "c") }
-        #expect(writeError.code == .corruptSuite)
-        #expect(FileManager.default.contents(atPath: world.suitePath() + ".corrupt-2") == Data("[not an object]".utf8))
-        #expect(FileManager.default.contents(atPath: world.suitePath() + ".corrupt-1") == garbage)
-        #expect(!FileManager.default.fileExists(atPath: world.suitePath()))
+        #expect(try defaults.repair() == nil)
         try defaults.set(3, forKey: "c")
+        #expect(try defaults.repair() == nil)
         #expect(try world.defaults().values() == ["c": .integer(3)])
+    }
+
+    @Test(arguments: [
+        ("bom", [0xEF, 0xBB, 0xBF] + Array("{\"a\":1}".utf8), 0),
+        ("invalid UTF-8", Array("{\"a\":\"".utf8) + [0xFF] + Array("\"}".utf8), 8),
+        ("deep", Array(("{\"a\":" + String(repeating: "[", count: 600) + String(repeating: "]", count: 600) + "}").utf8), 517),
+        ("empty", [], 0),
+        ("not an object", Array("[1]".utf8), 0),
+    ] as [(String, [UInt8], Int)])
+    func aFileThatIsNotOneObjectNamesTheOffset(kind: String, bytes: [UInt8], offset: Int) throws {
+        let world = try MessagingFixture()
+        let defaults = try world.defaults()
+        try defaults.set(1, forKey: "a")
+        try Data(bytes).write(to: URL(fileURLWithPath: world.suitePath()))
+        let error = try #require(throws: WormholeError.self) { try defaults.values() }
+        #expect(error.code == .corruptSuite && error.message.contains("at byte \(offset)"), "\(kind): \(error)")
+        #expect(throws: WormholeError.self) { try defaults.increment(forKey: "n") }
+        #expect(FileManager.default.contents(atPath: world.suitePath()) == Data(bytes))
+    }
+
+    /// A value a newer version might write is kept byte for byte by writers that change other
+    /// keys, and is a type mismatch for that key only.
+    @Test func unknownValuesAreKeptByteForByte() throws {
+        let world = try MessagingFixture()
+        let defaults = try world.defaults()
+        try defaults.set(0, forKey: "keep")
+        let text = "{\"keep\":\"yes\",\"x\":{\"$future\":  [1, {\"b\":null}]},\"d\":{\"$date\":\"soon\"},\"big\":123456789012345678901234,\"dup\":1,\"dup\":2}"
+        try Data(text.utf8).write(to: URL(fileURLWithPath: world.suitePath()))
+        #expect(defaults.string(forKey: "keep") == "yes")
+        #expect(try defaults.value(forKey: "dup") == .integer(2))
+        let mismatch = try #require(throws: WormholeError.self) { try defaults.value(forKey: "x") }
+        #expect(mismatch.code == .typeMismatch && mismatch.value == "x")
+        #expect(defaults.object(forKey: "x") == nil)
+        #expect(try defaults.keys() == ["big", "d", "dup", "keep", "x"])
+        #expect(try defaults.storedJSON(forKey: "x") == "{\"$future\":  [1, {\"b\":null}]}")
+        try defaults.set("other", forKey: "keep")
+        try defaults.transaction { try $0.set(5, forKey: "t") }
+        _ = try defaults.increment(forKey: "n", by: 2)
+        let written = String(decoding: FileManager.default.contents(atPath: world.suitePath()) ?? Data(), as: UTF8.self)
+        #expect(written.contains("\"x\":{\"$future\":  [1, {\"b\":null}]}"), "\(written)")
+        #expect(written.contains("\"d\":{\"$date\":\"soon\"}") && written.contains("\"big\":123456789012345678901234"))
+        #expect(try defaults.jsonText().contains("\"x\":{\"$future\":  [1, {\"b\":null}]}"))
+        // Updating the unknown value itself is refused; setting or removing it is explicit.
+        #expect(throws: WormholeError.self) { try defaults.increment(forKey: "x") }
+        try defaults.removeObject(forKey: "x")
+        #expect(try defaults.storedJSON(forKey: "x") == nil)
+    }
+
+    @Test func incrementUpdateAndLimits() throws {
+        let world = try MessagingFixture()
+        let defaults = try world.defaults()
+        #expect(try defaults.increment(forKey: "n") == 1)
+        #expect(try defaults.increment(forKey: "n", by: -5) == -4)
+        try defaults.set(2.0, forKey: "d")
+        let notInteger = try #require(throws: WormholeError.self) { try defaults.increment(forKey: "d") }
+        #expect(notInteger.code == .typeMismatch && notInteger.message.contains("a Double"))
+        try defaults.set(Int.max, forKey: "max")
+        #expect(throws: WormholeError.self) { try defaults.increment(forKey: "max") }
+        #expect(try defaults.value(forKey: "max") == .integer(.max))
+        try defaults.update(forKey: "s") { _ in .string("x") }
+        #expect(defaults.string(forKey: "s") == "x")
+        // The limit: a write over it is refused, the suite unchanged; removals always work.
+        let small = try GroupDefaults(
+            applicationGroupIdentifier: world.group, containerRoot: world.root.path, busAddress: world.bus.address,
+            sharedStateDirectory: world.state.path, maximumSuiteBytes: 200, logger: MessagingHarness.logger)
+        let before = FileManager.default.contents(atPath: world.suitePath())
+        let tooLarge = try #require(throws: WormholeError.self) { try small.set(String(repeating: "x", count: 300), forKey: "big") }
+        #expect(tooLarge.code == .suiteTooLarge && tooLarge.message.contains("200"))
+        try small.set(String(repeating: "y", count: 100), forKey: "pad")
+        let over = try #require(throws: WormholeError.self) { try small.set(String(repeating: "z", count: 100), forKey: "pad2") }
+        #expect(over.code == .suiteTooLarge && over.message.contains("bytes, over its limit of 200"))
+        #expect(try small.value(forKey: "pad2") == nil && before != nil)
+        try small.removeObject(forKey: "pad")
     }
 }
 

@@ -166,7 +166,7 @@ struct JournalStorageTests {
         #expect(numbers(try drain(try disk.reader())) == [0, 2])
     }
 
-    @Test func damageInAMiddleSegmentIsReportedWithItsPathAndNothingAfterItIsDelivered() throws {
+    @Test func damageInAMiddleSegmentIsReportedOnceWithItsRangeAndReadPast() throws {
         let disk = try JournalDisk()
         let writer = try disk.writer(options: Journal.Options(segmentSize: 4096))
         for n in 0..<100 { _ = try writer.append([payload(n, size: 80)]) }
@@ -177,21 +177,26 @@ struct JournalStorageTests {
         try flipByte(at: JournalFormat.headerSize + 4 * frameSize + 30, in: disk.segment(1))
         let reader = try disk.reader()
         var delivered: [UInt64] = []
-        var failure: WormholeError?
-        for _ in 0..<10 {
+        var failures: [WormholeError] = []
+        while true {
             do {
-                delivered += try reader.poll().map(\.sequence)
+                let batch = try reader.poll()
+                if batch.isEmpty { break }
+                delivered += batch.map(\.sequence)
             } catch {
-                failure = error
-                break
+                failures.append(error)
             }
         }
-        #expect(delivered == [1, 2, 3, 4])
-        #expect(failure?.code == .journalCorrupt)
-        #expect(failure?.value == disk.segment(1))
-        #expect(failure?.message.contains("offset \(JournalFormat.headerSize + 4 * frameSize)") == true)
-        // Reported again, never skipped.
-        #expect(throws: WormholeError.self) { try reader.poll() }
+        // Every record but the damaged one, in order; one report, in its place.
+        #expect(delivered == [1, 2, 3, 4] + Array(6...100))
+        #expect(failures.count == 1)
+        #expect(failures.first?.code == .journalDamaged)
+        #expect(failures.first?.value == disk.segment(1))
+        #expect(failures.first?.journalDamage?.from == 5 && failures.first?.journalDamage?.to == 5)
+        #expect(failures.first?.journalDamage?.reason == .checksum)
+        #expect(failures.first?.message.hasPrefix("records 5..5 ") == true)
+        #expect(failures.first?.message.contains("offset \(JournalFormat.headerSize + 4 * frameSize)") == true)
+        #expect(try Journal.statusForTests(disk.location()).damaged.map { [$0.from, $0.to] } == [[5, 5]])
         // Appending goes on: the damage is not in the last segment.
         #expect(try writer.append([payload(100)]) == 101...101)
     }
@@ -243,18 +248,21 @@ struct JournalStorageTests {
         #expect(
             FileManager.default.createFile(
                 atPath: disk.segment(first), contents: Data(bytes), attributes: [.posixPermissions: 0o600]))
-        for attempt in 0..<2 {
-            do {
-                if attempt == 0 { _ = try disk.reader(from: .end) } else { _ = try disk.writer().append([payload(4)]) }
-                Issue.record("attempt \(attempt) accepted a record numbered 2^64 - 1")
-            } catch let error as WormholeError {
-                #expect(error.code == .journalCorrupt && error.value == disk.segment(first))
-                #expect(error.message.contains("18446744073709551615"))
-            }
+        do {
+            _ = try disk.writer().append([payload(4)])
+            Issue.record("appended after a record numbered 2^64 - 1")
+        } catch let error as WormholeError {
+            #expect(error.code == .journalCorrupt && error.value == disk.segment(first))
+            #expect(error.message.contains("18446744073709551615"))
         }
+        #expect(try disk.reader(from: .end).poll().isEmpty)
         let reader = try disk.reader(from: .sequence(first))
         #expect(try reader.poll().map(\.sequence) == [first])
-        #expect(throws: WormholeError.self) { try reader.poll() }
+        let damage = #expect(throws: WormholeError.self) { try reader.poll() }
+        #expect(damage?.code == .journalDamaged && damage?.value == disk.segment(first))
+        #expect(damage?.message.contains("18446744073709551615") == true)
+        // Reported once; nothing readable follows.
+        #expect(try reader.poll().isEmpty)
     }
 
     /// A last segment starting at 2^64 − 2 (a crafted name) takes that one record, then appends
@@ -287,7 +295,7 @@ struct JournalStorageTests {
         close(fd)
         for attempt in 0..<2 {
             do {
-                if attempt == 0 { _ = try disk.reader() } else { _ = try disk.writer().append([payload(1)]) }
+                if attempt == 0 { _ = try disk.reader().poll() } else { _ = try disk.writer().append([payload(1)]) }
                 Issue.record("a version 2 segment was accepted")
             } catch let error as WormholeError {
                 #expect(error.code == .journalVersion)
@@ -344,7 +352,8 @@ struct JournalStorageTests {
         let beforeGap = delivered.filter { $0 < firstKept }
         #expect(beforeGap == Array(1...UInt64(beforeGap.count)))
         #expect(delivered.filter { $0 >= firstKept } == Array(firstKept...400))
-        #expect(gap?.message.contains("\(beforeGap.count + 1)…\(firstKept - 1)") == true)
+        #expect(gap?.message.hasPrefix("records \(beforeGap.count + 1)..\(firstKept - 1) ") == true)
+        #expect(gap?.journalDamage?.reason == .retention)
         // A reader asking for a removed record gets the report first, then the first available.
         let late = try disk.reader(from: .sequence(2))
         #expect(throws: WormholeError.self) { try late.poll() }
@@ -443,19 +452,53 @@ struct JournalStorageTests {
         }
     }
 
-    @Test func aCursorFromTheFutureIsRefusedNamingIt() throws {
+    /// The issue's case: a record a durable consumer stored is cut at the tail (a torn frame);
+    /// the next append must not take its number again, or the consumer would skip it silently.
+    @Test func aCutRecordAConsumerStoredIsNeverNumberedAgain() throws {
+        let disk = try JournalDisk()
+        _ = try disk.writer().append((0..<3).map { payload($0) })
+        do {
+            let core = try JournalConsumerCore(location: try disk.location(), start: .beginning, consumer: "c", synchronized: false)
+            #expect(try core.nextBatch().map(\.record.sequence) == [1, 2, 3])
+            try core.acknowledgeHandedOut()
+        }
+        // Cut the last frame in half: a torn tail the next appender repairs.
+        let size = try fileSize(disk.segment(1))
+        #expect(truncate(disk.segment(1), off_t(size - 10)) == 0)
+        #expect(try disk.writer().append([payload(3)]) == 4...4)
+        // The consumer, restarted, gets the new record (not skipped as "3, already handled").
+        let core = try JournalConsumerCore(location: try disk.location(), start: .beginning, consumer: "c", synchronized: false)
+        #expect(try core.nextBatch().map(\.record.sequence) == [4])
+        let status = try Journal.statusForTests(disk.location())
+        #expect(status.damaged.map { [$0.from, $0.to] } == [[3, 3]] && status.damaged.first?.reason == .truncated)
+        #expect(status.last == 4 && status.readable == 3)
+        // Without a consumer that stored it, a torn frame was never a record: its number is reused.
+        let other = try JournalDisk()
+        _ = try other.writer().append((0..<3).map { payload($0) })
+        #expect(truncate(other.segment(1), off_t(try fileSize(other.segment(1)) - 10)) == 0)
+        #expect(try other.writer().append([payload(3)]) == 3...3)
+        #expect(try Journal.statusForTests(other.location()).damaged.isEmpty)
+    }
+
+    /// A cursor past the last whole record (a frame it read was cut since) is not an error: the
+    /// consumer waits there, and the next append numbers after it (contract §6, v1.2).
+    @Test func aCursorPastTheEndWaitsAndTheNextAppendNumbersAfterIt() throws {
         let disk = try JournalDisk()
         _ = try disk.writer().append((0..<5).map { payload($0) })
         let path = disk.directory() + "/ahead.cursor"
-        let text = "{\"format\":1,\"acknowledged\":99,\"delivering\":99}"
+        let text = "{\"format\":1,\"acknowledged\":9,\"delivering\":9}"
         _ = FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600])
-        do {
-            _ = try JournalConsumerCore(location: try disk.location(), start: .beginning, consumer: "ahead", synchronized: false)
-            Issue.record("accepted a cursor from the future")
-        } catch let error as WormholeError {
-            #expect(error.code == .invalidCursor && error.value == path)
-            #expect(error.message.contains("99"))
-        }
+        let core = try JournalConsumerCore(location: try disk.location(), start: .beginning, consumer: "ahead", synchronized: false)
+        #expect(try core.nextBatch().isEmpty)
+        #expect(try disk.writer().append([payload(5)]) == 10...10)
+        #expect(try core.nextBatch().map(\.record.sequence) == [10])
+        // Another reader is told that 6...9 are gone.
+        let reader = try disk.reader()
+        #expect(try reader.poll().map(\.sequence) == [1, 2, 3, 4, 5])
+        let error = #expect(throws: WormholeError.self) { try reader.poll() }
+        #expect(error?.journalDamage == JournalDamage(
+            from: 6, to: 9, file: JournalFormat.segmentName(1), reason: .truncated, detail: error?.journalDamage?.detail ?? ""))
+        #expect(try reader.poll().map(\.sequence) == [10])
     }
 
     @Test func groupCommitRecordsWhatWasSynchronised() async throws {

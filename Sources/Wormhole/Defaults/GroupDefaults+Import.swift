@@ -39,7 +39,7 @@ extension GroupDefaults {
             _ = try notificationName(forKey: key)
             converted[key] = try PropertyListValue(value, key: key)
         }
-        return try write { values in values.merge(converted) { _, imported in imported } }
+        return try write { contents in for (key, value) in converted { contents[key] = value } }
     }
 
     /// `$XDG_CONFIG_HOME`, else `$HOME/.config` (where Foundation on Linux keeps suites).

@@ -83,6 +83,7 @@ extension GroupDefaults {
     public func update<Value>(_ key: Key<Value>, _ body: (inout Value) throws -> Void) throws -> WriteReport {
         _ = try notificationName(forKey: key.name)
         return try write { values in
+            if let raw = values.unknown[key.name] { throw Self.unknownValue(key.name, raw) }
             var value = values[key.name]?.decoded(as: Value.self) ?? key.defaultValue
             try body(&value)
             values[key.name] = try PropertyListValue.encoding(value, key: key.name)

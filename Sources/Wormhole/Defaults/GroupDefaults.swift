@@ -34,6 +34,14 @@ public final class GroupDefaults: Sendable {
     public var path: String { store.path }
     /// The prefix of every key's notification name, `<group>/Preferences/<suite>/`.
     public let notificationPrefix: NotificationName
+    /// The largest suite file this object writes, in bytes of JSON (contract §5, v1.2): a write
+    /// that adds or changes a value and would leave the suite larger is refused with
+    /// ``WormholeError/Code/suiteTooLarge``; removing keys is always allowed. Readers read
+    /// suites of any size.
+    public let maximumSuiteBytes: Int
+
+    /// The default suite limit: 4 MiB of JSON.
+    public static let defaultMaximumSuiteBytes = 4 << 20
 
     let store: SuiteStore
     let logger: Logger
@@ -50,14 +58,23 @@ public final class GroupDefaults: Sendable {
     ///   - containerRoot: the root of all group containers; `nil` resolves it from the environment.
     ///   - busAddress: the bus; `nil` for the session bus.
     ///   - sharedStateDirectory: see ``DarwinNotificationCenter/init(busAddress:sharedStateDirectory:logger:)``.
+    ///   - maximumSuiteBytes: the largest suite this object writes (``maximumSuiteBytes``; 4 MiB
+    ///     by default).
     ///   - logger: where the library logs (swift-log).
     /// - Throws: ``WormholeError`` naming an invalid group or suite (a group identifier over 200
-    ///   bytes has no default suite), before touching disk or bus.
+    ///   bytes has no default suite) or a limit below 2 bytes, before touching disk or bus.
     public init(
         applicationGroupIdentifier: String, suiteName: String? = nil, durability: FileTransiting.Durability = .atomic,
         containerRoot: String? = nil, busAddress: BusAddress? = nil, sharedStateDirectory: String? = nil,
+        maximumSuiteBytes: Int = GroupDefaults.defaultMaximumSuiteBytes,
         logger: Logger = Logger(label: "wormhole.defaults")
     ) throws {
+        guard maximumSuiteBytes >= 2 else {
+            throw WormholeError(
+                .invalidValue, value: String(maximumSuiteBytes),
+                "suite limit \(maximumSuiteBytes) is too small; a suite is at least 2 bytes ({})")
+        }
+        self.maximumSuiteBytes = maximumSuiteBytes
         let group = try GroupIdentifier(applicationGroupIdentifier)
         suite = try suiteName.map(SuiteName.init) ?? SuiteName(defaultFor: group)
         container = try GroupContainer(group: group, root: containerRoot)
@@ -83,30 +100,58 @@ public final class GroupDefaults: Sendable {
 
     // MARK: Reading
 
-    /// Every stored value (without the registered defaults).
+    /// Every stored value this version understands (without the registered defaults). A value
+    /// it does not understand (an unknown `$` tag a newer version wrote) is left out; ``keys()``
+    /// lists it and ``storedJSON(forKey:)`` returns it.
     ///
-    /// - Throws: ``WormholeError`` with ``WormholeError/Code/corruptSuite`` when the file does not
-    ///   parse (it has been moved aside), or a storage error.
+    /// Reading never changes the disk.
+    ///
+    /// - Throws: ``WormholeError`` with ``WormholeError/Code/corruptSuite`` when the file is not
+    ///   one JSON object (naming the file and byte offset; the file is left as it is; see
+    ///   ``repair()``), or a storage error.
     public func values() throws -> [String: PropertyListValue] { try store.snapshot().values }
+
+    /// Every stored key, sorted, values this version does not understand included.
+    ///
+    /// - Throws: as ``values()``.
+    public func keys() throws -> [String] { try store.snapshot().contents.keys.sorted() }
 
     /// The stored value for `key`, else its registered default, else nil.
     ///
     /// A key that could never be stored (empty, too long) reads as absent.
     ///
-    /// - Throws: as ``values()``.
+    /// - Throws: as ``values()``, and ``WormholeError/Code/typeMismatch`` for a value this
+    ///   version does not understand (an unknown `$` tag: that key only; it is kept as it is).
     public func value(forKey key: String) throws -> PropertyListValue? {
         // One lstat and a dictionary lookup when the file has not changed since the last read.
-        return try store.snapshot().values[key] ?? registered.withLock { $0[key] }
+        let contents = try store.snapshot().contents
+        if let value = contents.values[key] { return value }
+        if let raw = contents.unknown[key] { throw Self.unknownValue(key, raw) }
+        return registered.withLock { $0[key] }
+    }
+
+    static func unknownValue(_ key: String, _ raw: [UInt8]) -> WormholeError {
+        let shown = raw.count > 80 ? String(decoding: raw.prefix(80), as: UTF8.self) + "…" : String(decoding: raw, as: UTF8.self)
+        return WormholeError(
+            .typeMismatch, value: key,
+            "the value of key \(NameRules.quoted(key)) is not one this version understands (\(shown)); it is kept as it is")
+    }
+
+    /// The stored JSON of `key` as one line (compact for values this version understands, as
+    /// stored for the others), or nil when absent: what `wormhole defaults read KEY` prints.
+    ///
+    /// - Throws: as ``values()``.
+    public func storedJSON(forKey key: String) throws -> String? {
+        try store.snapshot().contents.jsonBytes(forKey: key).map { String(decoding: $0, as: UTF8.self) }
     }
 
     /// The stored suite as one line of compact JSON in the file's format (a plain object, keys
-    /// sorted): what `wormhole defaults read` prints without a key.
+    /// sorted; values this version does not understand as they are stored): what
+    /// `wormhole defaults read` prints without a key.
     ///
     /// - Throws: as ``values()``.
     public func jsonText() throws -> String {
-        var output: [UInt8] = []
-        SuiteJSON.appendObject(try values(), to: &output)
-        return String(decoding: output, as: UTF8.self)
+        String(decoding: SuiteJSON.compactSuite(try store.snapshot().contents), as: UTF8.self)
     }
 
     /// The value for `key` as Foundation types (`String`, `Int`, `Double`, `Bool`, `Date`, `Data`,
@@ -232,7 +277,20 @@ public final class GroupDefaults: Sendable {
     public func set(_ value: Any?, forKey key: String) throws -> WriteReport {
         _ = try notificationName(forKey: key)
         let converted = try value.map { try PropertyListValue($0, key: key) }
+        if let converted { try checkFits(converted, forKey: key) }
         return try write { $0[key] = converted }
+    }
+
+    /// Refuses, before the suite is read or locked, a value that alone makes a suite over the
+    /// limit (its key and value, in the file's JSON form, with the braces around them).
+    func checkFits(_ value: PropertyListValue, forKey key: String) throws {
+        let size = key.utf8.count + 2 + SuiteJSON.minimumSize(of: value) + 5
+        if size > maximumSuiteBytes {
+            throw WormholeError(
+                .suiteTooLarge, value: key,
+                "the value for key \(NameRules.quoted(key)) makes suite '\(suite)' at least \(size) bytes, over its limit of "
+                    + "\(maximumSuiteBytes) bytes; nothing was written")
+        }
     }
 
     /// Removes the value for `key`, like `UserDefaults.removeObject(forKey:)`.
@@ -246,14 +304,108 @@ public final class GroupDefaults: Sendable {
     /// process's write comes in between, so a counter never loses an increment.
     ///
     /// ```swift
-    /// try defaults.update("launches") { .integer(($0?.intValue ?? 0) + 1) }
+    /// try defaults.update(forKey: "launches") { .integer(($0?.intValue ?? 0) + 1) }
     /// ```
+    ///
+    /// - Throws: what `transform` throws (nothing is written then), ``WormholeError/Code/typeMismatch``
+    ///   when the stored value is one this version does not understand (it is kept), and the
+    ///   errors of ``set(_:forKey:)``.
+    @discardableResult
+    public func update(
+        forKey key: String, _ transform: (PropertyListValue?) throws -> PropertyListValue?
+    ) throws -> WriteReport {
+        _ = try notificationName(forKey: key)
+        return try write { contents in
+            if let raw = contents.unknown[key] { throw Self.unknownValue(key, raw) }
+            let new = try transform(contents.values[key])?.normalized
+            contents[key] = new
+        }
+    }
+
+    /// The same as ``update(forKey:_:)``.
     @discardableResult
     public func update(
         _ key: String, _ transform: (PropertyListValue?) throws -> PropertyListValue?
     ) throws -> WriteReport {
-        _ = try notificationName(forKey: key)
-        return try write { values in values[key] = try transform(values[key]) }
+        try update(forKey: key, transform)
+    }
+
+    /// Adds `amount` (which may be negative) to the integer stored for `key` under the suite's
+    /// lock, an absent key counting as 0, and returns the new value: any number of processes
+    /// incrementing at once lose nothing.
+    ///
+    /// - Throws: ``WormholeError/Code/typeMismatch`` naming the key and the stored type when the
+    ///   value is not an `Int` (a `Double` included: `2.0` is not an integer), or an overflow;
+    ///   nothing changes then.
+    @discardableResult
+    public func increment(forKey key: String, by amount: Int = 1) throws -> Int {
+        var result = 0
+        try update(forKey: key) { old in
+            let current: Int
+            switch old {
+            case nil: current = 0
+            case .integer(let value)?: current = value
+            case let other?:
+                throw WormholeError(
+                    .typeMismatch, value: key,
+                    "key \(NameRules.quoted(key)) holds \(other.typeName) \(other.jsonText), not an integer; nothing changed")
+            }
+            let (sum, overflow) = current.addingReportingOverflow(amount)
+            if overflow {
+                throw WormholeError(
+                    .typeMismatch, value: key,
+                    "key \(NameRules.quoted(key)) holds the integer \(current); adding \(amount) overflows a signed 64-bit Int; "
+                        + "nothing changed")
+            }
+            result = sum
+            return .integer(sum)
+        }
+        return result
+    }
+
+    /// Stores every value of `values` in one atomic write (observers are told once per changed
+    /// key); with `replacingAll`, also removes every key `values` does not name. An empty
+    /// dictionary changes nothing (with `replacingAll`: empties the suite).
+    ///
+    /// - Throws: ``WormholeError`` naming a bad key (before anything is written), or the errors
+    ///   of ``set(_:forKey:)``.
+    @discardableResult
+    public func setValues(_ values: [String: PropertyListValue], replacingAll: Bool = false) throws -> WriteReport {
+        for key in values.keys { _ = try notificationName(forKey: key) }
+        let normalized = values.mapValues(\.normalized)
+        return try write { contents in
+            if replacingAll {
+                for key in contents.keys where normalized[key] == nil { contents[key] = nil }
+            }
+            for (key, value) in normalized { contents[key] = value }
+        }
+    }
+
+    /// Parses one JSON object of values in the suite file's format (what `wormhole defaults
+    /// load` reads): duplicate keys, the last wins; `null`, an unknown tag or anything but an
+    /// object is refused, naming the key or the byte offset.
+    package static func parseValues(_ data: Data) throws -> [String: PropertyListValue] {
+        let contents: SuiteJSON.Contents
+        do throws(SuiteJSON.ParseError) {
+            contents = try SuiteJSON.decodeSuite(data)
+        } catch {
+            throw WormholeError(.invalidValue, "the input is not one JSON object of values: \(error)")
+        }
+        if let key = contents.unknown.keys.sorted().first, let raw = contents.unknown[key] {
+            let text = String(decoding: raw.prefix(80), as: UTF8.self)
+            let reason = text == "null" ? "null is not a storable value (use 'wormhole defaults delete')" : "it is not a property-list value"
+            throw WormholeError(.invalidValue, value: key, "value for key \(NameRules.quoted(key)) (\(text)) is refused: \(reason)")
+        }
+        return contents.values
+    }
+
+    /// Moves a suite file that is not one JSON object aside to `<suite>.json.corrupt-<n>` (never
+    /// deleted) so that the suite starts again empty, and returns where it went; on a suite that
+    /// reads, or none, it changes nothing and returns nil. The only call that moves a suite
+    /// aside: reads and writes never do (`wormhole defaults repair`).
+    @discardableResult
+    public func repair() throws -> String? {
+        try store.repair()
     }
 
     /// Changes several keys at once under the suite's lock: the suite file is replaced once, so
@@ -269,10 +421,15 @@ public final class GroupDefaults: Sendable {
     @discardableResult
     public func transaction(_ body: (inout Transaction) throws -> Void) throws -> WriteReport {
         let prefix = notificationPrefix.rawValue
-        return try write { values in
-            var transaction = Transaction(values: values, prefix: prefix)
+        return try write { contents in
+            var transaction = Transaction(values: contents.values, prefix: prefix)
+            let before = contents.values
             try body(&transaction)
-            values = transaction.values
+            // Values a newer version wrote stay unless the transaction set or removed their key.
+            for key in Set(before.keys).union(transaction.values.keys).union(transaction.touched)
+            where transaction.touched.contains(key) || before[key] != transaction.values[key] {
+                contents[key] = transaction.values[key]
+            }
         }
     }
 
@@ -281,6 +438,13 @@ public final class GroupDefaults: Sendable {
         /// The values as they will be written.
         public private(set) var values: [String: PropertyListValue]
         let prefix: String
+        /// The keys set or removed in this transaction.
+        var touched: Set<String> = []
+
+        init(values: [String: PropertyListValue], prefix: String) {
+            self.values = values
+            self.prefix = prefix
+        }
 
         /// The value for `key` (stored or set earlier in this transaction).
         public subscript(key: String) -> PropertyListValue? { values[key] }
@@ -290,18 +454,20 @@ public final class GroupDefaults: Sendable {
         /// - Throws: ``WormholeError`` for a bad key or a value that is not a property-list type.
         public mutating func set(_ value: Any?, forKey key: String) throws {
             _ = try DefaultsKeyRules.name(for: key, prefix: prefix)
-            values[key] = try value.map { try PropertyListValue($0, key: key) }
+            values[key] = try value.map { try PropertyListValue($0, key: key).normalized }
+            touched.insert(key)
         }
 
         /// Removes the value for `key`.
         public mutating func removeObject(forKey key: String) {
             values[key] = nil
+            touched.insert(key)
         }
     }
 
     /// Runs `body` under the lock, writes, and posts one notification per changed key.
-    func write(_ body: (inout [String: PropertyListValue]) throws -> Void) throws -> WriteReport {
-        let outcome = try store.modify(body)
+    func write(_ body: (inout SuiteJSON.Contents) throws -> Void) throws -> WriteReport {
+        let outcome = try store.modify(maximumBytes: maximumSuiteBytes, body)
         var report = WriteReport(changedKeys: outcome.changes.map(\.key), generation: outcome.generation)
         guard !outcome.changes.isEmpty else { return report }
         do {

@@ -120,6 +120,21 @@ public enum PropertyListValue: Sendable, Hashable, CustomStringConvertible {
     /// The value in the suite file's JSON form, compact (see the README's format table).
     public var description: String { jsonText }
 
+    /// The type's name, for messages: `an Int`, `a Double`, `a String`…
+    var typeName: String {
+        switch self {
+        case .string: "a String"
+        case .integer: "an Int"
+        case .double: "a Double"
+        case .bool: "a Bool"
+        case .date: "a Date"
+        case .data: "a Data"
+        case .url: "a URL"
+        case .array: "an array"
+        case .dictionary: "a dictionary"
+        }
+    }
+
     /// The value in the suite file's JSON form, compact (see the README's format table).
     public var jsonText: String { String(decoding: SuiteJSON.encode(self), as: UTF8.self) }
 

@@ -28,15 +28,75 @@ enum SuiteJSON {
 
     /// The suite file: one JSON object, keys sorted, one member per line, ending with a newline.
     static func encodeSuite(_ suite: [String: PropertyListValue]) -> Data {
-        var output: [UInt8] = [UInt8(ascii: "{")]
-        for (index, key) in suite.keys.sorted().enumerated() {
-            output.append(contentsOf: Array((index == 0 ? "\n" : ",\n").utf8))
+        encodeSuite(Contents(values: suite))
+    }
+
+    /// The suite file, unknown values written back exactly as they were read.
+    static func encodeSuite(_ suite: Contents) -> Data {
+        var copy = suite
+        return encodeSuite(&copy)
+    }
+
+    /// The suite file; values not changed since the contents were read are copied as they are
+    /// in the file (unknown values included), the others encoded. `suite` then describes the new
+    /// file (its bytes and spans).
+    static func encodeSuite(_ suite: inout Contents) -> Data {
+        var output: [UInt8] = []
+        output.reserveCapacity(suite.source.count + 4096)
+        output.append(UInt8(ascii: "{"))
+        var spans: [String: Range<Int>] = [:]
+        spans.reserveCapacity(suite.values.count + suite.unknown.count)
+        let keys = suite.sortedKeys ?? suite.keys.sorted()
+        for (index, key) in keys.enumerated() {
+            output.append(contentsOf: index == 0 ? [0x0A] : [UInt8(ascii: ","), 0x0A])
             appendString(key, to: &output)
             output.append(UInt8(ascii: ":"))
-            append(suite[key]!, to: &output)
+            let start = output.count
+            if let span = suite.spans[key] {
+                output.append(contentsOf: suite.source[span])
+            } else if let raw = suite.unknown[key] {
+                output.append(contentsOf: raw)
+            } else if let value = suite.values[key] {
+                append(value, to: &output)
+            }
+            spans[key] = start..<output.count
         }
         output.append(contentsOf: Array((suite.isEmpty ? "}\n" : "\n}\n").utf8))
+        suite.source = output
+        suite.spans = spans
+        suite.sortedKeys = keys
         return Data(output)
+    }
+
+    /// A lower bound of the bytes `value` takes in the file, without encoding it (a string is
+    /// at least its UTF-8 bytes and two quotes): refuses a value that alone is over a suite's
+    /// limit at almost no cost.
+    static func minimumSize(of value: PropertyListValue) -> Int {
+        switch value {
+        case .string(let string): string.utf8.count + 2
+        case .data(let data): (data.count + 2) / 3 * 4 + 12
+        case .array(let values): values.reduce(2) { $0 + minimumSize(of: $1) + 1 }
+        case .dictionary(let values): values.reduce(2) { $0 + $1.key.utf8.count + 4 + minimumSize(of: $1.value) }
+        default: 1
+        }
+    }
+
+    /// The suite as one line of compact JSON (a plain object, keys sorted), unknown values as
+    /// they are stored: what `wormhole defaults read` prints without a key.
+    static func compactSuite(_ suite: Contents) -> [UInt8] {
+        var output: [UInt8] = [UInt8(ascii: "{")]
+        for (index, key) in suite.keys.sorted().enumerated() {
+            if index > 0 { output.append(UInt8(ascii: ",")) }
+            appendString(key, to: &output)
+            output.append(UInt8(ascii: ":"))
+            if let raw = suite.unknown[key] {
+                output.append(contentsOf: raw)
+            } else if let value = suite.values[key] {
+                append(value, to: &output)
+            }
+        }
+        output.append(UInt8(ascii: "}"))
+        return output
     }
 
     static func append(_ value: PropertyListValue, to output: inout [UInt8]) {
@@ -125,16 +185,113 @@ enum SuiteJSON {
         var description: String { "\(reason) at byte \(offset)" }
     }
 
-    /// Parses a whole suite file: one JSON object of values.
-    static func decodeSuite(_ data: Data) throws(ParseError) -> [String: PropertyListValue] {
+    /// The deepest nesting of arrays and objects a suite file (and a value written to it) may
+    /// have (contract §5: at least 64).
+    static let maximumDepth = 512
+
+    /// A parsed suite file: the values this version understands, and the ones it does not (an
+    /// unknown `$` tag, a tag whose content is not what this version expects, `null`, an integer
+    /// past 64 bits), kept as their exact bytes so that writers keep them byte for byte.
+    struct Contents: Sendable, Equatable {
+        fileprivate(set) var values: [String: PropertyListValue] = [:]
+        fileprivate(set) var unknown: [String: [UInt8]] = [:]
+        /// The file these contents were read from (or last written as), and where each key's
+        /// value is in it: a writer copies the values it did not change as they are (a 4 MiB
+        /// suite is rewritten at the cost of a copy, not of encoding every value again).
+        fileprivate(set) var source: [UInt8] = []
+        fileprivate(set) var spans: [String: Range<Int>] = [:]
+        /// Every key, sorted, as last written (nil once a key was added or removed): a write that
+        /// changes values only does not sort the keys again.
+        fileprivate(set) var sortedKeys: [String]?
+
+        init(values: [String: PropertyListValue] = [:]) { self.values = values }
+
+        /// The value for `key` as a writer sees it: setting it (nil removes it) replaces an
+        /// unknown value of that key too.
+        subscript(key: String) -> PropertyListValue? {
+            get { values[key] }
+            set {
+                let present = values[key] != nil || unknown[key] != nil
+                if present != (newValue != nil) { sortedKeys = nil }
+                unknown[key] = nil
+                spans[key] = nil
+                values[key] = newValue
+            }
+        }
+
+        static func == (left: Contents, right: Contents) -> Bool {
+            left.values == right.values && left.unknown == right.unknown
+        }
+
+        var isEmpty: Bool { values.isEmpty && unknown.isEmpty }
+        var keys: Set<String> { Set(values.keys).union(unknown.keys) }
+
+        /// The stored JSON of `key` (compact for known values, as stored for unknown ones).
+        func jsonBytes(forKey key: String) -> [UInt8]? {
+            if let raw = unknown[key] { return raw }
+            return values[key].map(SuiteJSON.encode)
+        }
+    }
+
+    /// Parses a whole suite file: one JSON object of values. Duplicate keys: the last one wins.
+    ///
+    /// - Throws: ``ParseError`` (with the byte offset) when the text is not one JSON object
+    ///   (not JSON, a byte-order mark, invalid UTF-8, nesting past ``maximumDepth``). A member
+    ///   whose value is JSON but not a value this version understands is not an error: it is
+    ///   kept in ``Contents/unknown``.
+    static func decodeSuite(_ data: Data) throws(ParseError) -> Contents {
         var parser = Parser(bytes: [UInt8](data))
+        if parser.bytes.starts(with: [0xEF, 0xBB, 0xBF]) {
+            throw ParseError(offset: 0, reason: "the file starts with a UTF-8 byte-order mark (JSON text has none)")
+        }
         parser.skipSpace()
-        guard parser.peek == UInt8(ascii: "{") else { throw parser.error("the suite is not a JSON object") }
-        // The suite's own object is never a tag: a suite whose only key is "$date" is just that.
-        let value = try parser.parseObject(depth: 0, plain: true)
+        guard parser.peek == UInt8(ascii: "{") else {
+            throw parser.error(parser.peek == nil ? "the file is empty, not a JSON object" : "the suite is not a JSON object")
+        }
+        var contents = Contents()
+        parser.index += 1
+        parser.skipSpace()
+        if parser.peek == UInt8(ascii: "}") {
+            parser.index += 1
+        } else {
+            while true {
+                parser.skipSpace()
+                guard parser.peek == UInt8(ascii: "\"") else { throw parser.error("expected a string key in an object") }
+                let key = try parser.parseString()
+                parser.skipSpace()
+                guard parser.peek == UInt8(ascii: ":") else { throw parser.error("expected ':' after an object key") }
+                parser.index += 1
+                parser.skipSpace()
+                let start = parser.index
+                do throws(ParseError) {
+                    contents[key] = try parser.parseValue(depth: 1)
+                } catch {
+                    // JSON, but not a value this version reads: kept as it is. Not JSON: the error.
+                    var syntax = Parser(bytes: parser.bytes, index: start)
+                    try syntax.skipValue(depth: 1)
+                    contents.values[key] = nil
+                    contents.unknown[key] = Array(parser.bytes[start..<syntax.index])
+                    parser.index = syntax.index
+                }
+                contents.spans[key] = start..<parser.index
+                parser.skipSpace()
+                if parser.peek == UInt8(ascii: ",") { parser.index += 1; continue }
+                if parser.peek == UInt8(ascii: "}") { parser.index += 1; break }
+                throw parser.error("expected ',' or '}' in an object")
+            }
+        }
         try parser.expectEnd()
-        guard case .dictionary(let suite) = value else { throw ParseError(offset: 0, reason: "the suite is not an object") }
-        return suite
+        contents.source = parser.bytes
+        return contents
+    }
+
+    /// How deep `value` nests arrays and dictionaries (a scalar is 0).
+    static func depth(of value: PropertyListValue) -> Int {
+        switch value {
+        case .array(let values): 1 + (values.map(depth).max() ?? 0)
+        case .dictionary(let values): 1 + (values.values.map(depth).max() ?? 0)
+        default: 0
+        }
     }
 
     /// Parses one value (the command line's `defaults write KEY JSON`).
@@ -170,7 +327,7 @@ enum SuiteJSON {
         }
 
         mutating func parseValue(depth: Int = 0) throws(ParseError) -> PropertyListValue {
-            if depth > 512 { throw error("nested too deeply") }
+            if depth > SuiteJSON.maximumDepth { throw error("nested deeper than \(SuiteJSON.maximumDepth) levels") }
             skipSpace()
             guard let byte = peek else { throw error("unexpected end of the text") }
             switch byte {
@@ -250,12 +407,9 @@ enum SuiteJSON {
         func plainDictionary(
             _ members: [(key: String, value: PropertyListValue)], at start: Int
         ) throws(ParseError) -> PropertyListValue {
+            // Duplicate keys: the last one wins (contract §5, v1.2).
             var dictionary: [String: PropertyListValue] = [:]
-            for (key, value) in members {
-                if dictionary.updateValue(value, forKey: key) != nil {
-                    throw ParseError(offset: start, reason: "the key \(NameRules.quoted(key)) appears twice in one object")
-                }
-            }
+            for (key, value) in members { dictionary[key] = value }
             return .dictionary(dictionary)
         }
 
@@ -323,6 +477,55 @@ enum SuiteJSON {
                     }
                 case 0..<0x20: throw error("control character in a string")
                 default: output.append(byte)
+                }
+            }
+        }
+
+        /// Checks the JSON value at `index` for syntax only (any JSON, `null` and unknown tags
+        /// included) and moves past it.
+        mutating func skipValue(depth: Int) throws(ParseError) {
+            if depth > SuiteJSON.maximumDepth { throw error("nested deeper than \(SuiteJSON.maximumDepth) levels") }
+            skipSpace()
+            guard let byte = peek else { throw error("unexpected end of the text") }
+            switch byte {
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                let close = byte == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")
+                index += 1
+                skipSpace()
+                if peek == close {
+                    index += 1
+                    return
+                }
+                while true {
+                    skipSpace()
+                    if close == UInt8(ascii: "}") {
+                        guard peek == UInt8(ascii: "\"") else { throw error("expected a string key in an object") }
+                        _ = try parseString()
+                        skipSpace()
+                        guard peek == UInt8(ascii: ":") else { throw error("expected ':' after an object key") }
+                        index += 1
+                    }
+                    try skipValue(depth: depth + 1)
+                    skipSpace()
+                    if peek == UInt8(ascii: ",") { index += 1; continue }
+                    if peek == close { index += 1; return }
+                    throw error(close == UInt8(ascii: "}") ? "expected ',' or '}' in an object" : "expected ',' or ']' in an array")
+                }
+            case UInt8(ascii: "\""): _ = try parseString()
+            case UInt8(ascii: "t"): try expect("true")
+            case UInt8(ascii: "f"): try expect("false")
+            case UInt8(ascii: "n"): try expect("null")
+            default:
+                let start = index
+                do throws(ParseError) {
+                    _ = try parseNumber()
+                } catch {
+                    // Grammar only: an integer past 64 bits is still JSON.
+                    if index == start || error.reason.hasPrefix("not a JSON value") || error.reason.contains("digits")
+                        || error.reason.contains("leading zero")
+                    {
+                        throw error
+                    }
                 }
             }
         }

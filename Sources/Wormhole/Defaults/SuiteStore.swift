@@ -41,8 +41,10 @@ final class SuiteStore: Sendable {
 
     /// One version of the suite as read; `signature` nil when there was no file.
     struct Snapshot: Sendable {
-        var values: [String: PropertyListValue]
+        var contents: SuiteJSON.Contents
         var signature: Signature?
+        /// The values this version understands (unknown ones are in `contents.unknown`).
+        var values: [String: PropertyListValue] { contents.values }
         /// The version's generation: its modification time in nanoseconds (0 when absent).
         var generation: UInt64 { signature?.modified ?? 0 }
     }
@@ -60,41 +62,34 @@ final class SuiteStore: Sendable {
     // MARK: Reading
 
     /// The suite as it is now: from the cache when the file has not changed since it was read.
+    /// Reading never changes the disk (contract §5, v1.2).
     ///
-    /// - Throws: ``WormholeError`` with ``WormholeError/Code/corruptSuite`` when the file does not
-    ///   parse (it is moved aside first), ``WormholeError/Code/unsafePath`` or ``WormholeError/Code/io``.
+    /// - Throws: ``WormholeError`` with ``WormholeError/Code/corruptSuite`` when the file is not
+    ///   one JSON object (naming the file and the byte offset; the file is left as it is),
+    ///   ``WormholeError/Code/unsafePath`` or ``WormholeError/Code/io``.
     func snapshot() throws(WormholeError) -> Snapshot {
+        if let cached = cachedIfCurrent() { return cached }
+        guard let directory = try container.openDirectory(named: Self.directoryName, create: false) else {
+            return remember(Snapshot(contents: SuiteJSON.Contents(), signature: nil))
+        }
+        switch try read(in: directory) {
+        case .success(let snapshot): return remember(snapshot)
+        case .failure(let problem): throw unreadable(problem, writing: false)
+        }
+    }
+
+    /// The cached snapshot when the file is still the one it was read from (one `lstat`).
+    private func cachedIfCurrent() -> Snapshot? {
         let current: Signature?
         do throws(Errno) {
             current = Signature(try Syscall.lstat(path))
         } catch .noSuchFileOrDirectory, .notDirectory {
             current = nil
         } catch {
-            return try reload()
+            return nil
         }
         if let cached = cache.withLock({ $0 }), cached.signature == current { return cached }
-        return try reload()
-    }
-
-    /// Reads the file through the container's checked, descriptor-relative opens.
-    private func reload() throws(WormholeError) -> Snapshot {
-        guard let directory = try container.openDirectory(named: Self.directoryName, create: false) else {
-            return remember(Snapshot(values: [:], signature: nil))
-        }
-        switch try read(in: directory) {
-        case .success(let snapshot): return remember(snapshot)
-        case .failure:
-            // Quarantine under the writers' lock, so that a good file renamed in meanwhile is not
-            // the one moved aside.
-            let lock = try directory.openOrCreateFile(suite.lockName)
-            return try withExtendedLifetime(lock) { () throws(WormholeError) -> Snapshot in
-                try lock.lock(exclusive: true)
-                switch try read(in: directory) {
-                case .success(let snapshot): return remember(snapshot)
-                case .failure(let problem): throw try quarantine(in: directory, problem)
-                }
-            }
-        }
+        return nil
     }
 
     private func remember(_ snapshot: Snapshot) -> Snapshot {
@@ -104,14 +99,14 @@ final class SuiteStore: Sendable {
 
     /// Why a suite file did not parse.
     struct Unparseable: Error {
-        var reason: String
+        var error: SuiteJSON.ParseError
         var size: Int
     }
 
     /// The suite in `directory`: parsed, or why it did not parse.
     private func read(in directory: OpenFile) throws(WormholeError) -> Result<Snapshot, Unparseable> {
         guard let file = try directory.openFileForReading(suite.fileName) else {
-            return .success(Snapshot(values: [:], signature: nil))
+            return .success(Snapshot(contents: SuiteJSON.Contents(), signature: nil))
         }
         let status: stat
         do throws(Errno) {
@@ -121,26 +116,46 @@ final class SuiteStore: Sendable {
         }
         let data = try file.readToEnd()
         do throws(SuiteJSON.ParseError) {
-            return .success(Snapshot(values: try SuiteJSON.decodeSuite(data), signature: Signature(status)))
+            return .success(Snapshot(contents: try SuiteJSON.decodeSuite(data), signature: Signature(status)))
         } catch {
-            return .failure(Unparseable(reason: error.description, size: data.count))
+            return .failure(Unparseable(error: error, size: data.count))
         }
     }
 
-    /// Moves the unparseable suite file aside to the first free `<suite>.json.corrupt-<n>`, logs it,
-    /// and returns the error to throw. The caller holds the lock.
-    private func quarantine(in directory: OpenFile, _ problem: Unparseable) throws(WormholeError) -> WormholeError {
-        var number = 1
-        while (try? Syscall.lstatat(directory.descriptor, suite.corruptName(number))) != nil { number += 1 }
-        let aside = directory.child(suite.corruptName(number))
-        try directory.rename(suite.fileName, to: suite.corruptName(number))
-        cache.withLock { $0 = nil }
-        let error = WormholeError(
+    /// The error for a suite file that is not one JSON object: it names the file and the byte
+    /// offset, and the command that repairs it.
+    private func unreadable(_ problem: Unparseable, writing: Bool) -> WormholeError {
+        let suiteOption = suite.rawValue == container.group.rawValue ? "" : " --suite \(suite.rawValue)"
+        return WormholeError(
             .corruptSuite, value: path,
-            "suite file '\(path)' (\(problem.size) bytes) is not a suite by the book (\(problem.reason)); "
-                + "it was moved aside to '\(aside)', and the suite starts again empty")
-        logger.error("\(error.message)")
-        return error
+            "suite file '\(path)' (\(problem.size) bytes) is not one JSON object: \(problem.error.reason) at byte "
+                + "\(problem.error.offset); \(writing ? "nothing was written" : "it was left as it is"). Fix it by hand, or run "
+                + "'wormhole defaults repair --group \(container.group.rawValue)\(suiteOption)' to move it aside and start "
+                + "an empty suite")
+    }
+
+    // MARK: Repair
+
+    /// Moves a suite file that is not one JSON object aside to the first free
+    /// `<suite>.json.corrupt-<n>` (never deleted), under the writers' lock, so that the suite
+    /// starts again empty. Returns the path it was moved to; nil (nothing changed) when the
+    /// suite reads, or there is none.
+    func repair() throws(WormholeError) -> String? {
+        guard let directory = try container.openDirectory(named: Self.directoryName, create: false) else { return nil }
+        let lock = try directory.openOrCreateFile(suite.lockName)
+        return try withExtendedLifetime(lock) { () throws(WormholeError) -> String? in
+            try lock.lock(exclusive: true)
+            guard case .failure(let problem) = try read(in: directory) else { return nil }
+            var number = 1
+            while (try? Syscall.lstatat(directory.descriptor, suite.corruptName(number))) != nil { number += 1 }
+            let aside = directory.child(suite.corruptName(number))
+            try directory.rename(suite.fileName, to: suite.corruptName(number))
+            cache.withLock { $0 = nil }
+            logger.warning(
+                "suite file moved aside; the suite starts again empty",
+                metadata: ["path": "\(path)", "aside": "\(aside)", "reason": "\(problem.error)"])
+            return aside
+        }
     }
 
     // MARK: Writing
@@ -154,12 +169,17 @@ final class SuiteStore: Sendable {
         var generation: UInt64
     }
 
-    /// Runs `body` on the suite's values under the writers' exclusive `flock`, then, if anything
-    /// changed, replaces the file atomically with a strictly newer modification time.
+    /// Runs `body` on the suite under the writers' exclusive `flock`, then, if anything changed,
+    /// replaces the file atomically with a strictly newer modification time. Unknown values are
+    /// written back byte for byte unless `body` replaced or removed them.
     ///
     /// - Throws: what `body` throws (nothing is written then), ``WormholeError/Code/corruptSuite``
-    ///   when the current file does not parse (moved aside, nothing written), or a storage error.
-    func modify<Result>(_ body: (inout [String: PropertyListValue]) throws -> Result) throws -> Outcome<Result> {
+    ///   when the current file is not one JSON object (nothing is written, nothing moved),
+    ///   ``WormholeError/Code/suiteTooLarge`` when the suite would be over `maximumBytes` after a
+    ///   write that adds or changes a value, or a storage error.
+    func modify<Result>(
+        maximumBytes: Int = .max, _ body: (inout SuiteJSON.Contents) throws -> Result
+    ) throws -> Outcome<Result> {
         guard let directory = try container.openDirectory(named: Self.directoryName, create: true) else {
             throw WormholeError(.io, value: path, "cannot create the directory of '\(path)'")
         }
@@ -167,29 +187,57 @@ final class SuiteStore: Sendable {
         return try withExtendedLifetime(lock) {
             try lock.lock(exclusive: true)
             let old: Snapshot
-            switch try read(in: directory) {
-            case .success(let snapshot): old = snapshot
-            case .failure(let problem): throw try quarantine(in: directory, problem)
+            if let cached = cachedIfCurrent() {
+                // Under the lock the file cannot change: the cached parse of this very file serves.
+                old = cached
+            } else {
+                switch try read(in: directory) {
+                case .success(let snapshot): old = snapshot
+                case .failure(let problem): throw unreadable(problem, writing: true)
+                }
             }
-            var values = old.values
-            let result = try body(&values)
+            var contents = old.contents
+            let result = try body(&contents)
+            // The keys whose value changed, found without sorting every key (a suite of thousands).
+            var changed = Set<String>()
+            for (key, value) in contents.values where old.contents.values[key] != value { changed.insert(key) }
+            for (key, raw) in contents.unknown where old.contents.unknown[key] != raw { changed.insert(key) }
+            for key in old.contents.values.keys where contents.values[key] == nil { changed.insert(key) }
+            for key in old.contents.unknown.keys where contents.unknown[key] == nil { changed.insert(key) }
             var changes: [(key: String, value: PropertyListValue?)] = []
-            for key in Set(old.values.keys).union(values.keys).sorted() where old.values[key] != values[key] {
-                changes.append((key, values[key]))
+            var onlyRemovals = true
+            for key in changed.sorted() {
+                changes.append((key, contents.values[key]))
+                if contents.values[key] != nil || contents.unknown[key] != nil { onlyRemovals = false }
             }
             if changes.isEmpty {
                 _ = remember(old)
                 return Outcome(result: result, changes: [], generation: old.generation)
             }
+            for change in changes {
+                if let value = change.value, SuiteJSON.depth(of: value) >= SuiteJSON.maximumDepth {
+                    throw WormholeError(
+                        .invalidValue, value: change.key,
+                        "value for key \(NameRules.quoted(change.key)) nests deeper than \(SuiteJSON.maximumDepth - 1) levels; "
+                            + "nothing was written")
+                }
+            }
+            let encoded = SuiteJSON.encodeSuite(&contents)
+            if encoded.count > maximumBytes && !onlyRemovals {
+                throw WormholeError(
+                    .suiteTooLarge, value: path,
+                    "the write would make suite '\(suite)' \(encoded.count) bytes, over its limit of \(maximumBytes) bytes; "
+                        + "nothing was written (removing keys is always allowed)")
+            }
             let generation = max(Self.now(), old.generation &+ 1)
             try directory.replaceAtomically(
-                suite.fileName, with: SuiteJSON.encodeSuite(values), temporaryName: suite.temporaryName,
+                suite.fileName, with: encoded, temporaryName: suite.temporaryName,
                 durability: durability, modified: generation)
             OpportunisticSweep.onFirstWrite(
                 in: directory, olderThan: FileTransiting.staleTemporaryAge.wholeNanoseconds)
             // Still under the lock: the file now in place is the one just written.
             if let status = try? Syscall.lstatat(directory.descriptor, suite.fileName) {
-                _ = remember(Snapshot(values: values, signature: Signature(status)))
+                _ = remember(Snapshot(contents: contents, signature: Signature(status)))
             }
             return Outcome(result: result, changes: changes, generation: generation)
         }
@@ -201,4 +249,13 @@ final class SuiteStore: Sendable {
         clock_gettime(CLOCK_REALTIME, &spec)
         return UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
     }
+}
+
+extension WormholeError.Code {
+    /// A write would make a shared-defaults suite larger than its limit (4 MiB by default); the
+    /// suite is unchanged. The error names the size and the limit.
+    public static let suiteTooLarge = WormholeError.Code("suiteTooLarge")
+    /// A shared-defaults value is not of the type asked for, or is a value this version does not
+    /// understand (an unknown `$` tag, kept as it is).
+    public static let typeMismatch = WormholeError.Code("typeMismatch")
 }

@@ -192,9 +192,11 @@ public final class Journal: Sendable {
     ///   - type: the type each record's message is decoded as (`JSONDocument` for the raw JSON).
     /// - Throws (from the iteration): ``WormholeError/Code/journalGap`` once when records were
     ///   removed by retention before they were read (the error's `value` is the first available
-    ///   sequence number; iterating again goes on there), ``WormholeError/Code/journalCorrupt``
-    ///   for damage, ``WormholeError/Code/decodingFailed`` for a record that does not decode
-    ///   (iterating again goes on after it).
+    ///   sequence number; iterating again goes on there), ``WormholeError/Code/journalDamaged``
+    ///   once per range that cannot be read (a missing, truncated or foreign segment, a bad
+    ///   checksum; ``WormholeError/journalDamage`` says which; iterating again goes on with the
+    ///   next readable record), ``WormholeError/Code/decodingFailed`` for a record that does not
+    ///   decode (iterating again goes on after it).
     public func records<Message: Decodable & Sendable>(
         from start: JournalPosition = .end, consumer: String? = nil, as type: Message.Type = Message.self
     ) async throws -> JournalRecordStream<Message> {
@@ -218,8 +220,9 @@ public final class Journal: Sendable {
     /// Calls `handler` for every record in order, from `start` (or after a durable consumer's
     /// stored cursor), until the listener is cancelled or released. Active when this returns.
     ///
-    /// A failure (a gap report, damage, a record that does not decode) is a `.failure` delivery
-    /// naming what happened; delivery goes on (after a gap, at the first available record).
+    /// A failure (a gap report, a damaged range, a record that does not decode) is a `.failure`
+    /// delivery naming what happened (for gaps and damage, ``WormholeError/journalDamage`` has
+    /// the range and the reason); delivery goes on with the next readable record.
     /// For a durable consumer the cursor is stored after each batch of calls (and, when the
     /// listener is cancelled from the handler, through the record being handled).
     ///
@@ -254,9 +257,16 @@ public final class Journal: Sendable {
 
     // MARK: Maintenance
 
-    /// What the journal holds now (reads the directory and the last segment; takes no lock).
+    /// What the journal holds now, with its damaged ranges and unreadable consumer cursors
+    /// (reads every frame; takes no lock).
     public func status() throws -> JournalStatus {
         try JournalStatus.read(location)
+    }
+
+    /// The ranges of the journal that cannot be read, in order (reads every frame; takes no
+    /// lock): empty when the journal is whole. `wormhole journal check` prints them.
+    public func check() throws -> [JournalDamage] {
+        try JournalStatus.read(location).damaged
     }
 
     /// Removes whole segments by `retention` now (never the last one); returns the removed files' names.

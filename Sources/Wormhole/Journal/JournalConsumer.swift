@@ -111,14 +111,10 @@ final class JournalConsumerCore: Sendable {
             do throws(WormholeError) {
                 reader = try JournalReader(location: location, start: .sequence(stored.acknowledged + 1))
             } catch where error.code == .invalidPosition {
-                throw WormholeError(
-                    .invalidCursor, value: cursor.path,
-                    "cursor file '\(cursor.path)' says records up to \(stored.acknowledged) were handled, but journal "
-                        + "'\(location.identifier)' has fewer records (\(error.message)); remove the cursor file to "
-                        + "start the consumer afresh")
-            }
-            if stored.delivering < stored.acknowledged {
-                throw WormholeError(.invalidCursor, value: cursor.path, "cursor file '\(cursor.path)' is inconsistent")
+                // The cursor is past the last whole record (a frame it read was cut since): wait at
+                // the end. Appenders number after the highest stored cursor, so the next record
+                // this consumer gets is one it never saw (contract §6, v1.2).
+                reader = try JournalReader(location: location, start: .end, floor: stored.delivering)
             }
         } else {
             reader = try JournalReader(location: location, start: start)
@@ -143,8 +139,8 @@ final class JournalConsumerCore: Sendable {
         let batch: [RawJournalRecord]
         do throws(WormholeError) {
             batch = try reader.poll(maximumRecords: maximumRecords)
-        } catch where error.code == .journalGap {
-            // Reported: from now on the consumer is at the first available record.
+        } catch where error.code == .journalGap || error.code == .journalDamaged {
+            // Reported: from now on the consumer is at the next readable record.
             let skipped = reader.nextSequence - 1
             progress.withLock {
                 $0.acknowledged = max($0.acknowledged, skipped)

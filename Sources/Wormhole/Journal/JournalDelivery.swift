@@ -215,8 +215,8 @@ final class JournalDrainer<Message: Decodable & Sendable>: JournalDrainControl {
                 batch = try core.nextBatch()
             } catch {
                 handler(.failure(error))
-                // A gap was reported and skipped: go on. Damage stays where it is until the next wake.
-                if error.code == .journalGap { continue }
+                // A gap or damaged range was reported and skipped: go on with the next readable record.
+                if error.code == .journalGap || error.code == .journalDamaged { continue }
                 return
             }
             if batch.isEmpty { return }

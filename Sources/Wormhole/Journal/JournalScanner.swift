@@ -18,6 +18,10 @@ struct JournalScan {
         case seal(next: UInt64)
         /// The stop budget (records or bytes) was reached.
         case budget
+        /// The frame at `end` is whole and valid but numbered `to`, after the expected number (an
+        /// append numbered past a stored consumer cursor, or records lost before it): the numbers
+        /// in between are not in the file. The frame is not consumed.
+        case jump(to: UInt64)
         /// The last frame is not all there (being written, or torn by a killed writer).
         case incomplete
         /// The frame at `end` is damaged. `tailLike`: nothing valid can follow it (it reaches the
@@ -63,6 +67,10 @@ struct JournalScan {
                 }
                 switch parsed {
                 case .record(let sequence, let time, let payload, let frameSize):
+                    if sequence > scan.next && sequence <= JournalFormat.maximumSequence {
+                        scan.stop = .jump(to: sequence)
+                        return scan
+                    }
                     if sequence != scan.next {
                         scan.stop = .invalid(
                             reason: "record has sequence number \(sequence) where \(scan.next) was expected",
@@ -89,6 +97,10 @@ struct JournalScan {
                     scan.end += frameSize
                     position += frameSize
                 case .seal(let next):
+                    if next > scan.next && next <= JournalFormat.maximumSequence + 1 {
+                        scan.stop = .jump(to: next)
+                        return scan
+                    }
                     if next != scan.next {
                         scan.stop = .invalid(
                             reason: "seal names sequence number \(next) where \(scan.next) was expected", tailLike: false)
@@ -121,6 +133,45 @@ struct JournalScan {
         }
         scan.stop = .end
         return scan
+    }
+
+    /// After a damaged frame at `offset`: the offset and number of the next whole, valid frame
+    /// (record or seal) numbered after `next` and at most `bound`, found by trying every later
+    /// offset (a frame's length field may be what is damaged). Nil when there is none in the file.
+    /// A candidate's number and length are checked before its checksum, so garbage costs little.
+    static func resynchronise(
+        _ file: JournalFile, from offset: Int, after next: UInt64, through bound: UInt64
+    ) throws(WormholeError) -> (offset: Int, sequence: UInt64)? {
+        let size = try file.size()
+        let window = 4 << 20
+        let largestFrame = Journal.maximumRecordSize + JournalFormat.frameOverhead
+        var start = offset + 1
+        while start + JournalFormat.frameOverhead <= size {
+            let buffer = try file.read(at: start, count: min(size - start, window + largestFrame))
+            let candidates = min(buffer.count, window)
+            let found = buffer.withUnsafeBytes { bytes -> (Int, UInt64)? in
+                var index = 0
+                while index < candidates, bytes.count - index >= JournalFormat.frameOverhead {
+                    defer { index += 1 }
+                    let sequence = JournalFormat.load(UInt64.self, bytes, at: index + 4)
+                    guard sequence > next, sequence <= bound else { continue }
+                    let length = JournalFormat.load(UInt32.self, bytes, at: index)
+                    guard length == JournalFormat.sealLength || Int(length) <= Journal.maximumRecordSize else { continue }
+                    switch JournalFormat.parse(
+                        UnsafeRawBufferPointer(rebasing: bytes[index...]), maximumPayload: Journal.maximumRecordSize)
+                    {
+                    case .record(let number, _, _, _) where number <= JournalFormat.maximumSequence:
+                        return (index, number)
+                    case .seal(let number): return (index, number)
+                    default: continue
+                    }
+                }
+                return nil
+            }
+            if let found { return (start + found.0, found.1) }
+            start += candidates
+        }
+        return nil
     }
 
     /// Whether every byte of `file` in `start..<end` is zero (a tail a power loss can leave).

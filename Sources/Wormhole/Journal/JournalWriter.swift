@@ -21,6 +21,9 @@ final class JournalWriter: Sendable {
         var end = 0
         var last: UInt64 = 0
         var encodeBuffer: [UInt8] = []
+        /// The view was rebuilt or a tail cut since the consumers' cursors were last read: the
+        /// next append numbers after the highest one stored (contract §6, v1.2).
+        var readCursors = true
     }
 
     /// What a synchronising appender needs: the segment and the offset its records end at.
@@ -144,7 +147,11 @@ final class JournalWriter: Sendable {
                     try resynchronise(&state, directory)
                     continue
                 }
+                numberAfterStoredCursors(&state, directory)
                 return
+            case .jump(let to):
+                // Numbers skipped by an appender that numbered past a stored cursor: records go on at `to`.
+                state.last = to - 1
             case .seal(let next):
                 if let following = try directory.openFile(JournalFormat.segmentName(next), writable: true) {
                     let first = try readHeader(following)
@@ -161,6 +168,8 @@ final class JournalWriter: Sendable {
                 }
             case .incomplete:
                 try repair(segment, at: state.end, reason: "an incomplete last frame")
+                state.readCursors = true
+                numberAfterStoredCursors(&state, directory)
                 return
             case .invalid(let reason, let tailLike):
                 guard tailLike else {
@@ -170,7 +179,31 @@ final class JournalWriter: Sendable {
                             + "records after it cannot be trusted (see docs/journal-format.md, 'Damage')")
                 }
                 try repair(segment, at: state.end, reason: reason)
+                state.readCursors = true
+                numberAfterStoredCursors(&state, directory)
                 return
+            }
+        }
+    }
+
+    /// A number a durable consumer has stored is never given to another record: when a frame it
+    /// read was cut since (a torn or truncated tail), the next append numbers after the highest
+    /// `delivering` of the cursor files (unreadable ones are skipped; they are that consumer's
+    /// problem). The skipped numbers are then a damaged range readers report.
+    private func numberAfterStoredCursors(_ state: inout State, _ directory: JournalFile) {
+        guard state.readCursors else { return }
+        state.readCursors = false
+        guard let names = try? JournalListing(directory).consumers else { return }
+        for name in names {
+            let fileName = name + JournalFormat.cursorSuffix
+            guard let file = try? directory.openFile(fileName), let bytes = try? file.read(at: 0, count: 4096),
+                let stored = try? JournalCursorFile.parse(bytes, path: file.path, consumer: name)
+            else { continue }
+            if stored.delivering > state.last {
+                location.logger.warning(
+                    "journal consumer stored a record that is no longer there; numbering after it",
+                    metadata: ["consumer": "\(name)", "stored": "\(stored.delivering)", "last": "\(state.last)"])
+                state.last = stored.delivering
             }
         }
     }
@@ -203,6 +236,7 @@ final class JournalWriter: Sendable {
         state.segmentFirst = first
         state.end = JournalFormat.headerSize
         state.last = first - 1
+        state.readCursors = true
     }
 
     private func readHeader(_ segment: JournalFile) throws(WormholeError) -> UInt64 {
