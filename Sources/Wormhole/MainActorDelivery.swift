@@ -1,4 +1,5 @@
-public import WormholeDBus
+import Dispatch
+import WormholeDBus
 
 /// Delivery on the main actor, for UI code: pass `on: .mainActor` to a listener or an observer,
 /// and its handler is `@MainActor`, so it may update views and other main-actor state directly.

@@ -47,7 +47,7 @@ struct MainActorDeliveryTests {
             applicationGroupIdentifier: MessagingFixture.group, containerRoot: fixture.root.path,
             busAddress: fixture.bus.address, sharedStateDirectory: fixture.state.path, logger: MessagingHarness.logger)
         let observer = try defaults.observe("currency", on: .mainActor) { change in
-            model.show("currency \(change.value?.description ?? "removed")")
+            model.show("currency \(change.value?.stringValue ?? "removed")")
         }
         defer { observer.cancel() }
         try defaults.set("EUR", forKey: "currency")
