@@ -84,7 +84,7 @@ struct DefaultsWriteCommand: ParsableCommand {
         let defaults = try options.defaults(keys: [key])
         let text = json ?? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
         let report = try withCLIErrors {
-            try defaults.set(try PropertyListValue(jsonText: text, key: key), forKey: key)
+            try defaults.set(try propertyListArgument(text, key: key, argument: json), forKey: key)
         }
         if let error = report.notificationError {
             writeError("wormhole: warning: value stored, but observers were not notified: \(error)")
