@@ -112,9 +112,9 @@ cleanup() {
 trap cleanup EXIT
 mkfifo "$work/address" "$work/tour"
 dbus-daemon --config-file=dbus/wormhole-session.conf --nofork --print-address \
-    --address="unix:path=$work/bus" >"$work/address" &
+    --address="unix:path=$work/bus" >"$work/address" 2>"$work/daemon.log" &
 pids+=($!)
-read -r address <"$work/address"
+read -r address <"$work/address" || fail "dbus-daemon did not start: $(cat "$work/daemon.log")"
 export DBUS_SESSION_BUS_ADDRESS=$address WORMHOLE_CONTAINER_ROOT=$work/containers
 unset XDG_DATA_HOME
 
@@ -180,7 +180,7 @@ echo "snippets: the Python recipes work on a fresh container under WORMHOLE_CONT
 # --- 4. One version ---------------------------------------------------------------------------
 version=$(sed -n 's/^ *package static let package = "\(.*\)"$/\1/p' Sources/Wormhole/Version.swift)
 [ -n "$version" ] || fail "no package version in Sources/Wormhole/Version.swift"
-wormhole --version | grep -q "^$version " || fail "wormhole --version says $(wormhole --version), not $version"
+wormhole --version | grep -q "^wormhole $version " || fail "wormhole --version says $(wormhole --version), not $version"
 others=$(grep -rnoE 'from: "[0-9]+\.[0-9]+\.[0-9]+"' README.md docs Sources/*/*.docc | grep -v "from: \"$version\"" || true)
 [ -z "$others" ] || fail "a version other than $version in the documentation: $others"
 grep -q "^## \[$version\]" CHANGELOG.md || fail "CHANGELOG.md has no section for $version"

@@ -13,8 +13,8 @@ struct DoctorCommand: ParsableCommand {
         commandName: "doctor",
         abstract: "Check the bus, the container and the listeners; say why nothing arrives.",
         discussion: """
-            One line per check, ✓ or ✗ (? when the bus does not allow the check, - when skipped), \
-            and under each ✗ the fix: the bus address and where it came from; the bus is reachable \
+            One line per check, marked with a check mark when it passes and a cross when it fails \
+            (? when the bus does not allow the check, - when skipped), and under each failure the fix: the bus address and where it came from; the bus is reachable \
             (daemon, version); the container root and where it came from; the container and the \
             directory exist with safe modes and owner; the stored messages (sizes, ages, invalid \
             JSON); the match rules a listener for each ID adds; whether a connection on the bus is \
