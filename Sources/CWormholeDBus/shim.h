@@ -9,6 +9,13 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
+#include <sys/prctl.h>
+
+/// Names the calling thread (what /proc/PID/task/TID/comm and `ps -T` show; 15 bytes at most).
+/// prctl is variadic, which Swift cannot call.
+static inline int cwormhole_name_this_thread(const char *name) {
+    return prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
+}
 
 static const int cwormhole_type_invalid = DBUS_TYPE_INVALID;
 static const int cwormhole_type_byte = DBUS_TYPE_BYTE;

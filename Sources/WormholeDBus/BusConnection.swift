@@ -38,6 +38,14 @@ public final class BusConnection: Sendable {
     /// The address this connection talks to.
     public let address: BusAddress
     let io: BusIO
+    /// For a handle of a shared connection (``shared(address:connectTimeout:logger:)``): the scope
+    /// of what this handle adds (routes, rules, event handlers), ended by ``close()``; 0 for a
+    /// private connection.
+    let scope: UInt64
+    /// For a handle of a shared connection: the entry it holds a reference to.
+    private let sharing: SharedConnections.Entry?
+    /// Whether this handle was closed (a private connection: its `io` knows).
+    private let handleClosed = Atomic<Bool>(false)
 
     /// How long connecting may take by default: authentication and the `Hello` call, 5 seconds.
     public static let defaultConnectTimeout: Duration = .seconds(5)
@@ -65,20 +73,49 @@ public final class BusConnection: Sendable {
         self.address = address
         self.io = try BusIO(
             address: address, automaticReconnect: reconnect == .automatic, connectTimeout: connectTimeout, logger: logger)
+        scope = 0
+        sharing = nil
     }
+
+    /// A handle of the process's one connection to the bus at `address`.
+    private init(address: BusAddress, sharing: SharedConnections.Entry) {
+        self.address = address
+        self.io = sharing.io
+        self.sharing = sharing
+        scope = sharing.io.makeID()
+    }
+
+    /// The process's connection to the bus at `address`, shared by every caller: the first call
+    /// connects (as ``init(address:reconnect:connectTimeout:logger:)`` with
+    /// ``ReconnectPolicy/automatic``), later calls for the same bus get a new handle of the same
+    /// connection, one unique name, one I/O thread. The bus is recognised whatever the address's
+    /// spelling: `guid=`, the order of its keys (see ``BusAddress/sharingKey``).
+    ///
+    /// Each handle is a scope: ``close()`` (or releasing the handle) ends the routes, streams,
+    /// rules and event handlers added through it, and the connection closes with its last handle.
+    /// The first caller's `logger` and `connectTimeout` serve the connection.
+    package static func shared(
+        address: BusAddress, connectTimeout: Duration = defaultConnectTimeout, logger: Logger = Logger(label: "wormhole.dbus")
+    ) throws -> BusConnection {
+        let entry = try SharedConnections.acquire(address: address, connectTimeout: connectTimeout, logger: logger)
+        return BusConnection(address: address, sharing: entry)
+    }
+
+    /// Whether this is a handle of a shared connection.
+    package var isShared: Bool { sharing != nil }
 
     /// Connects to the session bus named by `DBUS_SESSION_BUS_ADDRESS`.
     public convenience init(sessionBus reconnect: ReconnectPolicy = .never) throws {
         try self.init(address: BusAddress.session(), reconnect: reconnect)
     }
 
-    deinit { io.stop() }
+    deinit { close() }
 
     /// The connection's unique bus name (`:1.42`); it changes after a reconnect.
     public var uniqueName: String { io.uniqueName }
 
     /// Whether the connection is up.
-    public var isConnected: Bool { io.isConnected }
+    public var isConnected: Bool { !handleClosed.load(ordering: .relaxed) && io.isConnected }
 
     /// How many signals from other connections this connection has received (after the
     /// daemon's filtering by match rules), whether or not any subscription wanted them.
@@ -87,7 +124,20 @@ public final class BusConnection: Sendable {
 
     /// Closes the connection. Streams finish, handlers stop, later calls throw
     /// ``BusError/Code/disconnected``.
-    public func close() { io.stop() }
+    ///
+    /// For a handle of a shared connection, only what this handle added ends; the connection
+    /// closes with its last handle.
+    public func close() {
+        if handleClosed.exchange(true, ordering: .acquiringAndReleasing) { return }
+        guard let sharing else { return io.stop() }
+        io.closeScope(scope)
+        SharedConnections.release(sharing)
+    }
+
+    /// Throws ``BusError/Code/disconnected`` when this handle was closed.
+    private func checkOpen() throws(BusError) {
+        if handleClosed.load(ordering: .relaxed) { throw closedError() }
+    }
 
     // MARK: Emitting
 
@@ -99,6 +149,7 @@ public final class BusConnection: Sendable {
     /// ``BusError/Code/invalidString`` naming a string argument that is not valid UTF-8.
     /// The corresponding C function is `dbus_connection_send`.
     public func emit(_ signal: Signal) throws {
+        if sharing != nil { try checkOpen() }
         try io.send(try MessageCoding.makeSignal(signal))
     }
 
@@ -114,9 +165,10 @@ public final class BusConnection: Sendable {
     /// emitted afterwards is delivered to this connection. Rules are reference counted.
     public func addMatch(_ rule: MatchRule) async throws {
         try rule.validate()
+        try checkOpen()
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let accepted = io.submit { [io] in
-                io.acquireRule(rule) { continuation.resume(with: $0.mapError { $0 as any Error }) }
+            let accepted = io.submit { [io, scope] in
+                io.acquireRule(rule, scope: scope) { continuation.resume(with: $0.mapError { $0 as any Error }) }
             }
             if !accepted { continuation.resume(throwing: closedError()) }
         }
@@ -126,8 +178,8 @@ public final class BusConnection: Sendable {
     /// forgets it when the last reference goes. Returns once the daemon has answered.
     public func removeMatch(_ rule: MatchRule) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let accepted = io.submit { [io] in
-                io.releaseRule(rule) { continuation.resume(with: $0.mapError { $0 as any Error }) }
+            let accepted = io.submit { [io, scope] in
+                io.releaseRule(rule, scope: scope) { continuation.resume(with: $0.mapError { $0 as any Error }) }
             }
             if !accepted { continuation.resume(throwing: closedError()) }
         }
@@ -177,7 +229,7 @@ public final class BusConnection: Sendable {
     ) -> EventSubscription {
         let box = EventSubscription.Box()
         let executor = delivery.makeExecutor(label: "wormhole.dbus.events")
-        let id = io.addEventHandler { event in
+        let id = io.addEventHandler(scope: scope) { event in
             executor.run { if !box.cancelled.load(ordering: .acquiring) { handler(event) } }
         }
         return EventSubscription(io: io, id: id, box: box)
@@ -187,7 +239,7 @@ public final class BusConnection: Sendable {
     /// ``BusConnectionEvent/reconnected``. The stream ends when the connection closes.
     public func events() -> AsyncStream<BusConnectionEvent> {
         let (stream, continuation) = AsyncStream<BusConnectionEvent>.makeStream()
-        let id = io.addEventHandler { continuation.yield($0) }
+        let id = io.addEventHandler(scope: scope) { continuation.yield($0) }
         continuation.onTermination = { [io] _ in io.removeEventHandler(id) }
         return stream
     }
@@ -205,11 +257,13 @@ public final class BusConnection: Sendable {
         finish: @escaping @Sendable () -> Void = {}
     ) throws -> UInt64 {
         let texts = try Self.validated(rules)
+        try checkOpen()
         precondition(!io.isOnIOThread, "routes must not be added from the connection's I/O thread")
         let id = io.makeID()
         let result = Locked<Result<Void, BusError>?>(nil)
         let done = DispatchSemaphore(value: 0)
-        let route = BusIO.Route(rules: rules, texts: texts, strictArgumentPaths: strictArgumentPaths, deliver: deliver, finish: finish)
+        let route = BusIO.Route(
+            rules: rules, texts: texts, strictArgumentPaths: strictArgumentPaths, deliver: deliver, finish: finish, scope: scope)
         io.addRoute(id: id, route) { outcome in
             result.withLock { $0 = outcome }
             done.signal()
@@ -226,8 +280,10 @@ public final class BusConnection: Sendable {
         finish: @escaping @Sendable () -> Void = {}
     ) async throws -> UInt64 {
         let texts = try Self.validated(rules)
+        try checkOpen()
         let id = io.makeID()
-        let route = BusIO.Route(rules: rules, texts: texts, strictArgumentPaths: strictArgumentPaths, deliver: deliver, finish: finish)
+        let route = BusIO.Route(
+            rules: rules, texts: texts, strictArgumentPaths: strictArgumentPaths, deliver: deliver, finish: finish, scope: scope)
         try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
             io.addRoute(id: id, route) {
                 done.resume(with: $0.mapError { $0 as any Error })
@@ -265,6 +321,7 @@ public final class BusConnection: Sendable {
     /// not one per rule.
     package func addRoutes(_ requests: [RouteRequest]) -> [Result<UInt64, BusError>] {
         precondition(!io.isOnIOThread, "routes must not be added from the connection's I/O thread")
+        if handleClosed.load(ordering: .relaxed) { return Array(repeating: .failure(closedError()), count: requests.count) }
         var results = [Result<UInt64, BusError>?](repeating: nil, count: requests.count)
         var batch: [(id: UInt64, route: BusIO.Route)] = []
         var positions: [Int] = []
@@ -282,7 +339,7 @@ public final class BusConnection: Sendable {
             }
             let route = BusIO.Route(
                 rules: request.rules, texts: texts, strictArgumentPaths: request.strictArgumentPaths,
-                deliver: request.deliver, finish: request.finish)
+                deliver: request.deliver, finish: request.finish, scope: scope)
             batch.append((io.makeID(), route))
             positions.append(index)
         }

@@ -35,6 +35,9 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         var strictArgumentPaths = false
         var deliver: @Sendable (Signal) -> Void
         var finish: @Sendable () -> Void
+        /// The scope that added the route (a shared connection's handle, see ``closeScope(_:)``);
+        /// 0 for a private connection's routes.
+        var scope: UInt64 = 0
     }
 
     /// What a route table entry carries.
@@ -43,6 +46,8 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         var finish: @Sendable () -> Void
         /// The route's rules as the bus daemon reads them.
         var texts: [String]
+        /// The scope that added the route; 0 for none.
+        var scope: UInt64
     }
 
     private struct TimeoutRecord {
@@ -57,6 +62,8 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         var connected = false
         var stopping = false
         var eventHandlers: [UInt64: @Sendable (BusConnectionEvent) -> Void] = [:]
+        /// The scope of each event handler added by a shared connection's handle.
+        var eventScopes: [UInt64: UInt64] = [:]
     }
 
     let address: BusAddress
@@ -69,6 +76,8 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     /// Serialises senders on other threads among themselves (see `send`).
     private let emitting = PThreadMutex()
     private let nextID = Atomic<UInt64>(1)
+    /// Set by ``stop()``: the connection has left the loop, which takes no more of its jobs.
+    private let detached = Atomic<Bool>(false)
     /// Signals the connection received (after the bus daemon's filtering), for tests and statistics.
     let signalsReceived = Atomic<UInt64>(0)
 
@@ -85,6 +94,10 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     private var routes = RouteTable<Handlers>()
     /// Routes per well-known sender name whose owner the route table must know.
     private var trackedNames: [String: Int] = [:]
+    /// The routes each scope added (a shared connection's handles; see ``closeScope(_:)``).
+    private var scopedRoutes: [UInt64: Set<UInt64>] = [:]
+    /// The rules each scope took with ``acquireRule(_:scope:completion:)``, with their counts.
+    private var scopedRules: [UInt64: [String: Int]] = [:]
     private var flushWaiters: [@Sendable () -> Void] = []
     private var disconnectPending = false
     /// A greeting that failed inside a libdbus callback: the connection is given up after the
@@ -151,15 +164,24 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         self.automaticReconnect = automaticReconnect
         self.connectTimeout = connectTimeout
         self.logger = logger
-        loop = try EventLoop(name: "wormhole-dbus-io", logger: logger)
+        let loop = try RuntimeLoop.join()
+        self.loop = loop
         // Connected on the caller's thread (the socket only); it passes to the I/O thread when
-        // that starts, which authenticates and says Hello without blocking, within the deadline.
-        let connection = try LibDBus.Connection.open(address)
+        // this connection is attached to it, which authenticates and says Hello without
+        // blocking, within the deadline.
+        let connection: LibDBus.Connection
+        do throws(BusError) {
+            connection = try LibDBus.Connection.open(address)
+        } catch {
+            RuntimeLoop.detach(Placeholder(), from: loop)
+            throw error
+        }
         self.connection = connection
         let greeting = Greeting()
         phase = .greeting(initial: greeting)
         super.init()
-        loop.start(self)
+        precondition(!loop.inEventLoop, "a bus connection must not be made on the runtime loop's thread (a handler on .ioThread)")
+        loop.attach(self)
         if case .failure(let error) = greeting.wait() {
             stop()
             throw error
@@ -174,7 +196,15 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
 
     /// Queues `job` on the I/O thread. Returns false when the connection is closed.
     @discardableResult
-    func submit(_ job: @escaping @Sendable () -> Void) -> Bool { loop.execute(job) }
+    func submit(_ job: @escaping @Sendable () -> Void) -> Bool { execute(job) }
+
+    /// Queues `job` on the loop unless this connection was stopped (the loop is the process's,
+    /// and runs on for the other connections).
+    @discardableResult
+    private func execute(_ job: @escaping @Sendable () -> Void) -> Bool {
+        if detached.load(ordering: .acquiring) { return false }
+        return loop.execute(job)
+    }
 
     // MARK: Sending
 
@@ -234,7 +264,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     func flush() {
         if loop.inEventLoop { return }
         let done = DispatchSemaphore(value: 0)
-        let accepted = loop.execute { [self] in
+        let accepted = execute { [self] in
             drainOutgoing()
             if connection?.hasMessagesToSend == true {
                 flushWaiters.append { done.signal() }
@@ -251,7 +281,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     /// every rule (and, for a rule with a well-known sender, told who owns that name). If any
     /// fails, the route is removed and its rules released.
     func addRoute(id: UInt64, _ route: Route, completion: @escaping Completion) {
-        let accepted = loop.execute { [self] in addRoute(confined: id, route, completion: completion) }
+        let accepted = execute { [self] in addRoute(confined: id, route, completion: completion) }
         if !accepted { completion(.failure(closedError())) }
     }
 
@@ -263,7 +293,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     func addRoutes(
         _ batch: [(id: UInt64, route: Route)], completion: @escaping @Sendable ([Result<Void, BusError>]) -> Void
     ) {
-        let accepted = loop.execute { [self] in
+        let accepted = execute { [self] in
             whenQuietAddsKnown { [self] quiet in
                 let outcomes = BatchOutcomes(count: batch.count, completion: completion)
                 quietAdds = quiet
@@ -282,8 +312,9 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         routes.insert(
             RouteTable.Route(
                 rules: route.rules, strictArgumentPaths: route.strictArgumentPaths,
-                payload: Handlers(deliver: route.deliver, finish: route.finish, texts: route.texts)),
+                payload: Handlers(deliver: route.deliver, finish: route.finish, texts: route.texts, scope: route.scope)),
             id: id)
+        if route.scope != 0 { scopedRoutes[route.scope, default: []].insert(id) }
         let names = Set(route.rules.compactMap(\.sender).filter(Self.isWellKnown))
         let outcomes = OutcomeCollector(count: route.rules.count + names.count)
         let finished: @Sendable () -> Void = { [self] in
@@ -312,27 +343,75 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
 
     /// Removes a route and releases its rules.
     func removeRoute(id: UInt64) {
-        loop.execute { [self] in removeRoute(confined: id) }
+        execute { [self] in removeRoute(confined: id) }
     }
 
     private func removeRoute(confined id: UInt64) {
         loop.preconditionInEventLoop()
         guard let route = routes.remove(id: id) else { return }
+        let scope = route.payload.scope
+        if scope != 0 {
+            scopedRoutes[scope]?.remove(id)
+            if scopedRoutes[scope]?.isEmpty == true { scopedRoutes[scope] = nil }
+        }
         for text in route.payload.texts { perform(registry.release(text)) }
         for name in Set(route.rules.compactMap(\.sender).filter(Self.isWellKnown)) { untrack(name) }
     }
 
     /// Takes one reference on a rule outside any route (`BusConnection.addMatch`). Loop-confined.
-    func acquireRule(_ rule: MatchRule, completion: @escaping Completion) {
+    func acquireRule(_ rule: MatchRule, scope: UInt64 = 0, completion: @escaping Completion) {
         loop.preconditionInEventLoop()
-        perform(registry.acquire(rule.description, waiter: completion))
+        let text = rule.description
+        if scope != 0 { scopedRules[scope, default: [:]][text, default: 0] += 1 }
+        perform(registry.acquire(text, waiter: completion))
     }
 
     /// Drops one reference taken with `acquireRule`. Loop-confined.
-    func releaseRule(_ rule: MatchRule, completion: Completion? = nil) {
+    func releaseRule(_ rule: MatchRule, scope: UInt64 = 0, completion: Completion? = nil) {
         loop.preconditionInEventLoop()
-        perform(registry.release(rule.description))
+        let text = rule.description
+        if scope != 0 {
+            // A scope releases only what it took (a second release of one rule is not another's).
+            guard let count = scopedRules[scope]?[text] else {
+                completion?(.success(()))
+                return
+            }
+            scopedRules[scope]?[text] = count > 1 ? count - 1 : nil
+            if scopedRules[scope]?.isEmpty == true { scopedRules[scope] = nil }
+        }
+        perform(registry.release(text))
         completion?(.success(()))
+    }
+
+    // MARK: Scopes (the handles of a shared connection)
+
+    /// Ends everything one handle of a shared connection added: its routes are removed (their
+    /// rules released, their `finish` called, so its streams end), its event handlers dropped and
+    /// the rules it took with `acquireRule` released, while the connection and every other
+    /// handle's routes carry on. `completion` runs on the I/O thread once done, or at once
+    /// when the connection is closed (it finished every route then).
+    func closeScope(_ scope: UInt64, completion: @escaping @Sendable () -> Void = {}) {
+        shared.withLock { state in
+            for (id, owner) in state.eventScopes where owner == scope {
+                state.eventHandlers[id] = nil
+                state.eventScopes[id] = nil
+            }
+        }
+        let accepted = execute { [self] in
+            for id in scopedRoutes[scope] ?? [] {
+                guard let route = routes.remove(id: id) else { continue }
+                for text in route.payload.texts { perform(registry.release(text)) }
+                for name in Set(route.rules.compactMap(\.sender).filter(Self.isWellKnown)) { untrack(name) }
+                route.payload.finish()
+            }
+            scopedRoutes[scope] = nil
+            for (text, count) in scopedRules[scope] ?? [:] {
+                for _ in 0..<count { perform(registry.release(text)) }
+            }
+            scopedRules[scope] = nil
+            completion()
+        }
+        if !accepted { completion() }
     }
 
     /// Carries out what the rule registry asked for. Loop-confined.
@@ -567,14 +646,20 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
 
     // MARK: Events
 
-    func addEventHandler(_ handler: @escaping @Sendable (BusConnectionEvent) -> Void) -> UInt64 {
+    func addEventHandler(scope: UInt64 = 0, _ handler: @escaping @Sendable (BusConnectionEvent) -> Void) -> UInt64 {
         let id = makeID()
-        shared.withLock { $0.eventHandlers[id] = handler }
+        shared.withLock {
+            $0.eventHandlers[id] = handler
+            if scope != 0 { $0.eventScopes[id] = scope }
+        }
         return id
     }
 
     func removeEventHandler(_ id: UInt64) {
-        _ = shared.withLock { $0.eventHandlers.removeValue(forKey: id) }
+        shared.withLock {
+            $0.eventHandlers[id] = nil
+            $0.eventScopes[id] = nil
+        }
     }
 
     private func report(_ event: BusConnectionEvent) {
@@ -717,12 +802,15 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         let dropped = shared.withLock { state -> Int in
             state.connected = false
             state.eventHandlers = [:]
+            state.eventScopes = [:]
             defer { state.outgoing = [] }
             return state.outgoing.count
         }
         if dropped > 0 { logger.debug("dropped \(dropped) queued signal(s): the connection was closed") }
         for route in routes.removeAll() { route.payload.finish() }
         trackedNames = [:]
+        scopedRoutes = [:]
+        scopedRules = [:]
         perform(registry.closed())
         forgetQuietAdds()
         let waiters = flushWaiters
@@ -730,10 +818,12 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         for waiter in waiters { waiter() }
     }
 
-    /// Stops the loop; the connection is closed on the I/O thread and every route finished.
+    /// Detaches the connection from the process's loop: it is closed on the I/O thread and every
+    /// route finished. Calling it again does nothing.
     func stop() {
         shared.withLock { $0.stopping = true }
-        loop.stop()
+        if detached.exchange(true, ordering: .acquiringAndReleasing) { return }
+        RuntimeLoop.detach(self, from: loop)
     }
 
     // MARK: Disconnection and reconnection
@@ -769,6 +859,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         } else {
             for route in routes.removeAll() { route.payload.finish() }
             trackedNames = [:]
+            scopedRoutes = [:]
         }
         let waiters = flushWaiters
         flushWaiters = []
@@ -829,7 +920,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         watches = [:]
         timeouts = [:]
         earliestDeadline = .max
-        loop.removeAllInterests()
+        loop.removeAllInterests(of: self)
     }
 
     // MARK: libdbus callbacks (MainLoopOwner), on the owner's thread (the I/O thread, or a sender holding the ownership)
@@ -880,7 +971,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         loop.preconditionOwned()
         let fd = watch.fd
         watches[fd, default: []].append(watch)
-        loop.setInterest(fd: fd, interest(in: fd))
+        loop.setInterest(fd: fd, interest(in: fd), for: self)
     }
 
     override func watchRemoved(_ watch: LibDBus.Watch) {
@@ -888,14 +979,14 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         for (fd, list) in watches where list.contains(watch) {
             let rest = list.filter { $0 != watch }
             watches[fd] = rest.isEmpty ? nil : rest
-            loop.setInterest(fd: fd, interest(in: fd))
+            loop.setInterest(fd: fd, interest(in: fd), for: self)
         }
     }
 
     override func watchToggled(_ watch: LibDBus.Watch) {
         loop.preconditionOwned()
         for (fd, list) in watches where list.contains(watch) {
-            loop.setInterest(fd: fd, interest(in: fd))
+            loop.setInterest(fd: fd, interest(in: fd), for: self)
         }
     }
 
@@ -982,4 +1073,10 @@ private final class BatchOutcomes: @unchecked Sendable {
         remaining -= 1
         if remaining == 0 { completion(results.map { $0! }) }
     }
+}
+
+/// Stands for a connection that was never made, to give back its place on the loop.
+private final class Placeholder: EventLoopHandler {
+    func loopStarted() {}
+    func loopStopped() {}
 }

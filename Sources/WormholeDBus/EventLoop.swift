@@ -4,20 +4,31 @@ import Glibc
 import Logging
 import Synchronization
 
-/// What an ``EventLoop`` drives. Every method runs on the loop's thread.
-protocol EventLoopHandler: AnyObject {
-    /// First thing on the new thread, before waiting for anything.
+/// What an ``EventLoop`` drives: a bus connection (`BusIO`), the process's inotify instance
+/// (`InotifyHub`), a reconnection's wait. One loop drives many handlers (see ``RuntimeLoop``);
+/// every method runs on the loop's thread, holding the loop's ownership.
+protocol EventLoopHandler: AnyObject, Sendable {
+    /// The handler was attached (``EventLoop/attach(_:)``): first thing on the loop's thread.
     func loopStarted()
-    /// A registered descriptor is ready.
+    /// A descriptor this handler registered is ready.
     func ready(fd: Int32, _ readiness: Readiness)
-    /// How long the loop may sleep: milliseconds, or -1 for as long as nothing happens.
+    /// How long the loop may sleep for this handler: milliseconds, or -1 for as long as nothing
+    /// happens. The loop sleeps for the shortest of its handlers' answers.
     func timeoutMilliseconds() -> Int32
     /// After the ready descriptors, before the queued jobs of this iteration.
     func beforeJobs()
     /// After the queued jobs of this iteration.
     func iterationEnded()
-    /// The loop is stopping: the last thing on the thread.
+    /// The handler was detached (``EventLoop/detach(_:)``), or the loop is stopping: the last
+    /// call it gets. Its descriptors are unregistered right after.
     func loopStopped()
+}
+
+extension EventLoopHandler {
+    func ready(fd: Int32, _ readiness: Readiness) {}
+    func timeoutMilliseconds() -> Int32 { -1 }
+    func beforeJobs() {}
+    func iterationEnded() {}
 }
 
 /// What a descriptor is ready for, or what is wrong with it.
@@ -36,22 +47,23 @@ struct Interest: Hashable {
     var isEmpty: Bool { !readable && !writable }
 }
 
-/// One thread that sleeps in `epoll_wait` on the descriptors its handler registers and on an
+/// One thread that sleeps in `epoll_wait` on the descriptors its handlers register and on an
 /// `eventfd` that other threads write to when they queue work. It never polls: its only
-/// timed sleep is the one its handler asks for.
+/// timed sleep is the shortest one its handlers ask for. A process has one (``RuntimeLoop``),
+/// which every bus connection, the inotify instance and every reconnection share.
 ///
 /// Everything marked *loop-confined* is touched only on the loop's thread; ``inEventLoop``
 /// says whether the caller is there, and ``preconditionInEventLoop()`` checks it in debug
 /// builds (the habit swift-nio's event loops have).
 ///
-/// What the loop drives (a libdbus connection) is *owned*: exactly one thread at a time may
-/// touch it, the holder of the ownership lock. The loop's thread holds it whenever it is not
+/// What the loop drives (its handlers' libdbus connections) is *owned*: exactly one thread at a
+/// time may touch it, the holder of the ownership lock. The loop's thread holds it whenever it is not
 /// asleep in `epoll_wait`; another thread may take it only with ``tryTakeOwnership()``, which
 /// never waits, so nothing ever waits behind the loop (the way GRDB serialises a database
 /// connection across threads). ``preconditionOwned()`` checks it in debug builds.
 ///
 /// `@unchecked Sendable`: the descriptors are immutable, the job queue is behind a `Mutex`,
-/// the thread identity is atomic, and `interests` is loop-confined.
+/// the thread identity is atomic, and `interests` and `handlers` are owner-confined.
 final class EventLoop: @unchecked Sendable {
     private struct Queue {
         var jobs: [@Sendable () -> Void] = []
@@ -65,8 +77,10 @@ final class EventLoop: @unchecked Sendable {
     private let thread = Atomic<UInt>(0)
     private let queue = Locked(Queue())
     private let ownership = OwnershipLock()
-    /// Owner only: the epoll interest of each registered descriptor.
-    private var interests: [Int32: Interest] = [:]
+    /// Owner only: the epoll interest of each registered descriptor, and the handler it is for.
+    private var interests: [Int32: (interest: Interest, handler: any EventLoopHandler)] = [:]
+    /// Owner only: the attached handlers, in the order they were attached.
+    private var handlers: [any EventLoopHandler] = []
 
     init(name: String, logger: Logger) throws(BusError) {
         self.name = name
@@ -93,11 +107,37 @@ final class EventLoop: @unchecked Sendable {
         if wakeFD >= 0 { Glibc.close(wakeFD) }
     }
 
-    /// Starts the thread; it keeps `handler` alive until it stops.
-    func start(_ handler: some EventLoopHandler & Sendable) {
-        let thread = Thread { [self] in run(handler) }
+    /// Starts the thread.
+    func start() {
+        let thread = Thread { [self] in run() }
         thread.name = name
         thread.start()
+    }
+
+    /// Attaches `handler`: its ``EventLoopHandler/loopStarted()`` runs on the loop's thread, then
+    /// it takes part in every iteration until detached. The loop keeps it alive meanwhile.
+    /// Returns false when the loop is stopping.
+    @discardableResult
+    func attach(_ handler: any EventLoopHandler) -> Bool {
+        execute { [self] in
+            handlers.append(handler)
+            handler.loopStarted()
+        }
+    }
+
+    /// Detaches `handler`: its ``EventLoopHandler/loopStopped()`` runs on the loop's thread and
+    /// its descriptors are unregistered. Jobs queued before still run first.
+    /// When the loop is stopping already, its thread finishes every handler still attached.
+    func detach(_ handler: any EventLoopHandler) {
+        execute { [self] in finish(handler) }
+    }
+
+    /// Loop thread: the handler's last call, and its descriptors dropped.
+    private func finish(_ handler: any EventLoopHandler) {
+        guard let index = handlers.firstIndex(where: { $0 === handler }) else { return }
+        handlers.remove(at: index)
+        handler.loopStopped()
+        removeAllInterests(of: handler)
     }
 
     /// Whether the caller runs on the loop's thread.
@@ -159,11 +199,15 @@ final class EventLoop: @unchecked Sendable {
         if first { signalWake() }
     }
 
-    /// Sets the events a descriptor is watched for; an empty interest removes it. Owner only.
-    func setInterest(fd: Int32, _ interest: Interest) {
+    /// Sets the events a descriptor of `handler` is watched for; an empty interest removes it.
+    /// Owner only.
+    func setInterest(fd: Int32, _ interest: Interest, for handler: any EventLoopHandler) {
         preconditionOwned()
-        let current = interests[fd]
-        if current == interest || (current == nil && interest.isEmpty) { return }
+        let current = interests[fd]?.interest
+        if current == interest || (current == nil && interest.isEmpty) {
+            if current != nil { interests[fd]?.handler = handler }
+            return
+        }
         var event = epoll_event()
         event.events = (interest.readable ? EPOLLIN.rawValue : 0) | (interest.writable ? EPOLLOUT.rawValue : 0)
         event.data.fd = fd
@@ -173,7 +217,7 @@ final class EventLoop: @unchecked Sendable {
             interests[fd] = nil
             operation = EPOLL_CTL_DEL
         } else {
-            interests[fd] = interest
+            interests[fd] = (interest, handler)
             operation = current == nil ? EPOLL_CTL_ADD : EPOLL_CTL_MOD
         }
         if epoll_ctl(epollFD, operation, fd, &event) != 0 {
@@ -185,19 +229,33 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    /// Forgets every descriptor (after the connection that owned them is gone). Owner only.
-    func removeAllInterests() {
+    /// Forgets every descriptor of `handler` (after what owned them is gone). Owner only.
+    func removeAllInterests(of handler: any EventLoopHandler) {
         preconditionOwned()
-        for fd in Array(interests.keys) { setInterest(fd: fd, Interest()) }
+        for (fd, entry) in interests where entry.handler === handler { setInterest(fd: fd, Interest(), for: handler) }
     }
 
-    private func run(_ handler: some EventLoopHandler) {
+    /// The shortest sleep the handlers ask for (-1: none asks for one).
+    private func timeoutMilliseconds() -> Int32 {
+        var shortest: Int32 = -1
+        for handler in handlers {
+            let timeout = handler.timeoutMilliseconds()
+            if timeout >= 0 && (shortest < 0 || timeout < shortest) { shortest = timeout }
+            if shortest == 0 { break }
+        }
+        return shortest
+    }
+
+    private func run() {
         thread.store(UInt(pthread_self()), ordering: .releasing)
+        // The name `ps -T`, /proc/PID/task/*/comm and debuggers show (at most 15 bytes).
+        _ = cwormhole_name_this_thread(String(name.utf8.prefix(15))!)
         ownership.lock()
-        handler.loopStarted()
         var events = [epoll_event](repeating: epoll_event(), count: 16)
         while true {
-            let timeout = handler.timeoutMilliseconds()
+            // Jobs queued on this thread after this iteration's jobs ran (a handler's own, which
+            // wrote no eventfd) run at once, not after the next event.
+            let timeout = queue.withLock { $0.jobs.isEmpty } ? timeoutMilliseconds() : 0
             // Asleep, the loop lends the connection: a sender may write on its own thread meanwhile.
             ownership.unlock()
             let count = epoll_wait(epollFD, &events, Int32(events.count), timeout)
@@ -212,7 +270,7 @@ final class EventLoop: @unchecked Sendable {
                 if fd == wakeFD {
                     var value: UInt64 = 0
                     _ = Glibc.read(wakeFD, &value, 8)  // EAGAIN: another wake-up already drained it
-                } else {
+                } else if let handler = interests[fd]?.handler {
                     let bits = events[index].events
                     handler.ready(
                         fd: fd,
@@ -221,16 +279,16 @@ final class EventLoop: @unchecked Sendable {
                             error: bits & EPOLLERR.rawValue != 0, hangup: bits & EPOLLHUP.rawValue != 0))
                 }
             }
-            handler.beforeJobs()
+            for handler in handlers { handler.beforeJobs() }
             let (jobs, stopping) = queue.withLock { queue in
                 defer { queue.jobs = [] }
                 return (queue.jobs, queue.stopping)
             }
             for job in jobs { job() }
-            handler.iterationEnded()
+            for handler in handlers { handler.iterationEnded() }
             if stopping { break }
         }
-        handler.loopStopped()
+        for handler in handlers.reversed() { finish(handler) }
         // Jobs queued while the last iteration ran: run them so their completions are called.
         let late = queue.withLock { queue in
             defer { queue.jobs = [] }

@@ -1,32 +1,38 @@
 import Dispatch
 package import Logging
 import Glibc
+import Synchronization
 
 /// Brings a connection back after the bus daemon went away.
 ///
-/// For `unix:path=` addresses it watches the socket's directory with inotify and tries
-/// to connect as soon as the socket reappears, so a restarted daemon is found at once.
-/// A daemon creates its socket a moment before it listens, and other transports
-/// (abstract sockets, TCP) give no file to watch, so a failed attempt is also retried
-/// after a backoff (10 ms, doubling, at most 2 s): no event exists to wait for there.
+/// For `unix:path=` addresses it watches the socket's directory (on the process's one inotify
+/// instance, ``InotifyHub``) and tries to connect as soon as the socket reappears, so a
+/// restarted daemon is found at once. A daemon creates its socket a moment before it listens,
+/// and other transports (abstract sockets, TCP) give no file to watch, so a failed attempt is
+/// also retried after a backoff (10 ms, doubling, at most 2 s): no event exists to wait for
+/// there. It runs on the process's loop (``RuntimeLoop``): the backoff is the loop's sleep, and
+/// no thread of its own waits.
 ///
-/// `@unchecked Sendable`: every mutable property is touched only on `queue`.
-final class Reconnector: @unchecked Sendable {
+/// `@unchecked Sendable`: every mutable property but `stopped` is loop-confined; `stopped` is atomic.
+final class Reconnector: EventLoopHandler, @unchecked Sendable {
     private let address: BusAddress
     private let logger: Logger
-    /// Takes the connection that was opened (on `queue`); it owns it from then on.
+    /// Takes the connection that was opened (on the loop's thread); it owns it from then on.
     private let adopt: (LibDBus.Connection) -> Void
-    private let queue = DispatchQueue(label: "wormhole-dbus-reconnect")
-    private var sources: [any DispatchSourceRead] = []
-    private var stopped = false
-    private var delay = 0.01
-    private var generation = 0
+    private let stopped = Atomic<Bool>(false)
+    private let started = Atomic<Bool>(false)
+    private var loop: EventLoop?
+    private var watches: [InotifyHub.Watch] = []
+    private var delay: UInt64 = 10
+    /// When the next attempt is due (monotonic milliseconds); nil while none is planned.
+    private var nextAttempt: UInt64?
 
     /// Brings `io`'s connection back.
     convenience init(io: BusIO) {
         self.init(address: io.address, logger: io.logger) { connection in
             let handover = Handover(connection)
-            // The new connection passes from this queue to the I/O thread, which owns it from then on.
+            // The new connection passes to the I/O thread's connection job (the same thread),
+            // which owns it from then on.
             let accepted = io.submit { io.adoptReconnected(handover.connection) }
             if !accepted { handover.connection.closeAndRelease() }
         }
@@ -39,63 +45,87 @@ final class Reconnector: @unchecked Sendable {
         self.adopt = adopt
     }
 
+    /// Starts trying (once). When no loop can be had (no epoll or eventfd left) it logs why and
+    /// does nothing.
     func start() {
-        queue.async { [self] in
-            watchSocketDirectories()
-            attempt()
+        if started.exchange(true, ordering: .acquiringAndReleasing) { return }
+        do throws(BusError) {
+            loop = try RuntimeLoop.join()
+        } catch {
+            logger.error("cannot wait for the bus at \(address.rawValue): \(error.message)")
+            return
         }
+        loop?.attach(self)
     }
 
+    /// Stops trying; `adopt` is not called after the loop has seen it. Calling it again does nothing.
     func stop() {
-        queue.async { [self] in
-            stopped = true
-            for source in sources { source.cancel() }
-            sources = []
-        }
+        if stopped.exchange(true, ordering: .acquiringAndReleasing) { return }
+        guard started.load(ordering: .acquiring), let loop else { return }
+        RuntimeLoop.detach(self, from: loop)
+    }
+
+    func loopStarted() {
+        watchSocketDirectories()
+        attempt()
+    }
+
+    func loopStopped() {
+        stopped.store(true, ordering: .releasing)
+        for watch in watches { watch.cancel() }
+        watches = []
+        nextAttempt = nil
+    }
+
+    func timeoutMilliseconds() -> Int32 {
+        guard let due = nextAttempt else { return -1 }
+        let now = monotonicMilliseconds()
+        return due <= now ? 0 : Int32(clamping: due - now)
+    }
+
+    func beforeJobs() {
+        if let due = nextAttempt, due <= monotonicMilliseconds() { attempt() }
     }
 
     private func watchSocketDirectories() {
         for path in address.unixSocketPaths {
             let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
-            let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
-            guard fd >= 0 else { continue }
-            let mask = UInt32(IN_CREATE | IN_MOVED_TO | IN_ATTRIB)
-            guard inotify_add_watch(fd, directory.isEmpty ? "/" : directory, mask) >= 0 else {
-                Glibc.close(fd)
-                continue
+            do throws(InotifyHub.Failure) {
+                let watch = try InotifyHub.shared.watch(
+                    directory.isEmpty ? "/" : directory, mask: UInt32(IN_CREATE | IN_MOVED_TO | IN_ATTRIB)
+                ) { [weak self] _ in
+                    // On the loop's thread.
+                    guard let self, !stopped.load(ordering: .acquiring) else { return }
+                    delay = 10
+                    attempt()
+                }
+                watches.append(watch)
+            } catch {
+                logger.debug("cannot watch \(directory) for the bus socket (\(error)); retrying after a backoff only")
             }
-            let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
-            source.setEventHandler { [self] in
-                var buffer = [UInt8](repeating: 0, count: 4096)
-                while Glibc.read(fd, &buffer, buffer.count) > 0 {}
-                delay = 0.01
-                attempt()
-            }
-            source.setCancelHandler { Glibc.close(fd) }
-            source.resume()
-            sources.append(source)
         }
     }
 
     private func attempt() {
-        guard !stopped else { return }
-        generation += 1
+        nextAttempt = nil
+        guard !stopped.load(ordering: .acquiring) else { return }
         do {
             // A restarted daemon has a new guid: the address's `guid=` (as `dbus-daemon
             // --print-address` and `dbus-launch` print it) would make libdbus refuse it forever.
             let connection = try LibDBus.Connection.open(address.withoutGUID)
-            stopped = true
-            for source in sources { source.cancel() }
-            sources = []
+            stop()
             adopt(connection)
         } catch {
-            logger.debug("reconnect attempt failed; retrying in \(Int(delay * 1000)) ms or when the socket appears: \(error)")
-            let expected = generation
-            queue.asyncAfter(deadline: .now() + delay) { [self] in
-                if generation == expected { attempt() }
-            }
-            delay = min(delay * 2, 2.0)
+            logger.debug("reconnect attempt failed; retrying in \(delay) ms or when the socket appears: \(error)")
+            nextAttempt = monotonicMilliseconds() + delay
+            delay = min(delay * 2, 2_000)
         }
+    }
+
+    private func monotonicMilliseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return UInt64(now.tv_sec) * 1_000 + UInt64(now.tv_nsec) / 1_000_000
     }
 }
 
@@ -124,7 +154,7 @@ package enum BusWait {
 }
 
 /// Waits, without blocking anyone, for a bus that cannot be reached yet: calls `reachable` once
-/// (on a private queue) as soon as a connection to the address can be opened (that connection is
+/// (on the process's loop: it must return quickly) as soon as a connection to the address can be opened (that connection is
 /// closed again), until cancelled. For a `unix:path=` address the socket's directory is watched
 /// with inotify; other addresses are tried after a backoff of 10 ms doubling to 2 s.
 package final class BusArrivalWatch: Sendable {
@@ -138,6 +168,6 @@ package final class BusArrivalWatch: Sendable {
         reconnector.start()
     }
 
-    /// Stops waiting; `reachable` is not called after the watch's queue has seen it.
+    /// Stops waiting; `reachable` is not called after the loop has seen it.
     package func cancel() { reconnector.stop() }
 }

@@ -102,8 +102,11 @@ struct JournalProcessTests {
             applicationGroupIdentifier: MessagingFixture.group, containerRoot: fixture.root.path,
             busAddress: fixture.bus.address, sharedStateDirectory: fixture.state.path, logger: MessagingHarness.logger)
         let other = appender.journal(try MessageIdentifier("events"))
+        // The appender shares the process's connection, which may not have seen the daemon die
+        // yet: its posts fail, or are accepted and lost with the socket. Either way the reader
+        // learns of the records only from its catch-up after the reconnect.
         for n in 1...5 { try other.append(["n": n]) }
-        #expect(other.flush() != nil, "the posts failed: the bus is down")
+        _ = other.flush()
         try fixture.bus.start()
         let rest = try await next(5, from: deliveries, "the records appended during the outage")
         #expect(try rest.map { try $0.get().sequence } == [2, 3, 4, 5, 6])

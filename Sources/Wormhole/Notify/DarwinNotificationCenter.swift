@@ -60,7 +60,9 @@ public final class DarwinNotificationCenter: Sendable {
     ) throws {
         let address = try busAddress ?? BusAddress.session()
         self.logger = logger
-        connection = try BusConnection(address: address, reconnect: .automatic, logger: logger)
+        // The process's one connection to this bus, shared with every other facade; this
+        // center's handle scopes its observers, so `close()` ends them and nobody else's.
+        connection = try BusConnection.shared(address: address, logger: logger)
         do {
             table = try SharedStateTable(directory: sharedStateDirectory ?? SharedStateTable.defaultDirectory())
         } catch {
@@ -95,7 +97,9 @@ public final class DarwinNotificationCenter: Sendable {
         }
     }
 
-    /// Closes the connection; observers stop and streams finish.
+    /// Closes this center: its observers stop, its streams finish and its check tokens stop
+    /// seeing posts. The process's connection to the bus, which every facade shares, closes with
+    /// the last facade that uses it.
     public func close() { connection.close() }
 
     /// Blocks until every post has been written to the bus socket (call before exiting).

@@ -1,0 +1,225 @@
+import Glibc
+import Synchronization
+
+/// The process's one inotify instance, on the process's loop (``RuntimeLoop``): the wormhole
+/// directories that listeners watch while no bus can be reached, and the socket directories a
+/// reconnection watches for a restarted bus, all share it. The per-user limit on instances
+/// (`fs.inotify.max_user_instances`, 128 by default) is so spent once per process, however
+/// many directories it watches; each directory takes a watch (`fs.inotify.max_user_watches`).
+///
+/// The instance is made with the first watch and closed with the last. Handlers run on the
+/// loop's thread and must return quickly.
+package final class InotifyHub: Sendable {
+    /// The process's hub.
+    package static let shared = InotifyHub()
+
+    /// One event, as the kernel reported it.
+    package struct Event: Sendable {
+        /// The event's bits (`IN_MOVED_TO`, `IN_IGNORED`, `IN_Q_OVERFLOW`, …).
+        package var mask: UInt32
+        /// The entry's name inside the watched directory; nil for the directory itself.
+        package var name: String?
+
+        package func has(_ bits: Int32) -> Bool { mask & UInt32(bits) != 0 }
+    }
+
+    /// Why a watch could not be added.
+    package struct Failure: Error, Sendable, CustomStringConvertible {
+        /// The call that failed: `inotify_init1` or `inotify_add_watch`.
+        package var call: String
+        /// Its `errno`.
+        package var code: Int32
+        /// What went wrong, when it is not what `errno` says.
+        package var detail: String?
+        /// The kernel limit that the failure points at, when it is one: what raises it.
+        package var limit: String? {
+            switch (call, code) {
+            case ("inotify_init1", EMFILE): "fs.inotify.max_user_instances"
+            case ("inotify_add_watch", ENOSPC): "fs.inotify.max_user_watches"
+            default: nil
+            }
+        }
+
+        package var description: String {
+            let reason = detail ?? String(cString: strerror(code))
+            guard let limit else { return "\(call) failed: \(reason)" }
+            return "\(call) failed: \(reason): the per-user limit \(limit) is reached "
+                + "(raise it with `sysctl \(limit)=N` as root)"
+        }
+    }
+
+    /// A watch; the handler is not called after ``cancel()`` returns on the loop's thread, nor
+    /// after the next loop iteration elsewhere. Releasing it cancels it.
+    package final class Watch: Sendable {
+        private let hub: InotifyHub
+        private let id: UInt64
+        private let cancelled = Atomic<Bool>(false)
+
+        fileprivate init(hub: InotifyHub, id: UInt64) {
+            self.hub = hub
+            self.id = id
+        }
+
+        deinit { cancel() }
+
+        package func cancel() {
+            if cancelled.exchange(true, ordering: .acquiringAndReleasing) { return }
+            hub.remove(id)
+        }
+    }
+
+    private struct Subscriber {
+        var mask: UInt32
+        var handler: @Sendable ([Event]) -> Void
+    }
+
+    private struct State {
+        var instance: Instance?
+        /// The subscribers of each watch descriptor.
+        var watches: [Int32: [UInt64: Subscriber]] = [:]
+        /// The watch descriptor of each subscriber.
+        var descriptors: [UInt64: Int32] = [:]
+        var nextID: UInt64 = 1
+    }
+
+    private let state = Mutex(State())
+    /// The event bits (`IN_ALL_EVENTS`, a macro Swift does not import), without the flags.
+    private static let allEvents = UInt32(
+        IN_ACCESS | IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE | IN_OPEN | IN_MOVED_FROM | IN_MOVED_TO
+            | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF)
+
+    /// Whether the process holds an inotify instance now (for tests and `doctor`).
+    package var isOpen: Bool { state.withLock { $0.instance != nil } }
+
+    /// Watches `path` for `mask` (`IN_*` bits; `IN_ONLYDIR`, `IN_DONT_FOLLOW` as usual) and calls
+    /// `handler` on the loop's thread with each batch of its events: those in `mask`, plus
+    /// `IN_IGNORED` (the watch is gone: the path was removed, or its file system unmounted) and
+    /// `IN_Q_OVERFLOW` (events were lost). Two watches of one directory share one descriptor.
+    package func watch(
+        _ path: String, mask: UInt32, handler: @escaping @Sendable ([Event]) -> Void
+    ) throws(Failure) -> Watch {
+        let id = try state.withLock { state throws(Failure) -> UInt64 in
+            let instance: Instance
+            if let open = state.instance {
+                instance = open
+            } else {
+                instance = try Instance(hub: self)
+                state.instance = instance
+            }
+            // IN_MASK_ADD: another subscriber of the same directory keeps the events it asked for.
+            let wd = inotify_add_watch(instance.fd, path, mask | UInt32(IN_MASK_ADD))
+            guard wd >= 0 else {
+                let failure = Failure(call: "inotify_add_watch", code: errno)
+                if state.watches.isEmpty { closeInstance(&state) }
+                throw failure
+            }
+            let id = state.nextID
+            state.nextID += 1
+            state.watches[wd, default: [:]][id] = Subscriber(mask: mask, handler: handler)
+            state.descriptors[id] = wd
+            return id
+        }
+        return Watch(hub: self, id: id)
+    }
+
+    private func remove(_ id: UInt64) {
+        state.withLock { state in
+            guard let wd = state.descriptors.removeValue(forKey: id) else { return }
+            state.watches[wd]?[id] = nil
+            if state.watches[wd]?.isEmpty == true {
+                state.watches[wd] = nil
+                if let instance = state.instance { _ = inotify_rm_watch(instance.fd, wd) }
+            }
+            if state.watches.isEmpty { closeInstance(&state) }
+        }
+    }
+
+    private func closeInstance(_ state: inout State) {
+        guard let instance = state.instance else { return }
+        state.instance = nil
+        instance.close()
+    }
+
+    /// On the loop's thread: the events read from `instance`, handed to their subscribers.
+    fileprivate func deliver(_ events: [(wd: Int32, event: Event)], from instance: Instance) {
+        var batches: [UInt64: (handler: @Sendable ([Event]) -> Void, events: [Event])] = [:]
+        state.withLock { state in
+            guard state.instance === instance else { return }
+            for (wd, event) in events {
+                let overflow = event.has(IN_Q_OVERFLOW)
+                let targets = overflow ? state.watches.values.flatMap { $0 } : Array(state.watches[wd] ?? [:])
+                for (id, subscriber) in targets
+                where overflow || event.has(IN_IGNORED) || event.mask & subscriber.mask & Self.allEvents != 0 {
+                    batches[id, default: (subscriber.handler, [])].events.append(event)
+                }
+                if event.has(IN_IGNORED), let subscribers = state.watches.removeValue(forKey: wd) {
+                    // The kernel dropped the watch: its subscribers are told (above) and forgotten.
+                    for id in subscribers.keys { state.descriptors[id] = nil }
+                }
+            }
+            if state.watches.isEmpty && state.descriptors.isEmpty { closeInstance(&state) }
+        }
+        for (_, batch) in batches.sorted(by: { $0.key < $1.key }) { batch.handler(batch.events) }
+    }
+
+    /// One inotify descriptor, read on the process's loop.
+    fileprivate final class Instance: EventLoopHandler, @unchecked Sendable {
+        // @unchecked: `fd` and `loop` are set in init; `closed` is atomic.
+        let fd: Int32
+        private unowned let hub: InotifyHub
+        private let loop: EventLoop
+
+        init(hub: InotifyHub) throws(Failure) {
+            self.hub = hub
+            let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
+            guard fd >= 0 else { throw Failure(call: "inotify_init1", code: errno) }
+            self.fd = fd
+            do throws(BusError) {
+                loop = try RuntimeLoop.join()
+            } catch {
+                Glibc.close(fd)
+                throw Failure(call: "the runtime loop", code: 0, detail: error.message)
+            }
+            loop.attach(self)
+        }
+
+        /// Leaves the loop; the descriptor is closed there, after its last read.
+        func close() { RuntimeLoop.detach(self, from: loop) }
+
+        func loopStarted() { loop.setInterest(fd: fd, Interest(readable: true), for: self) }
+
+        func loopStopped() {
+            loop.setInterest(fd: fd, Interest(), for: self)
+            Glibc.close(fd)
+        }
+
+        func ready(fd: Int32, _ readiness: Readiness) {
+            // Room for at least 64 events with the longest names (16 + 256 bytes each).
+            let capacity = 64 * 272
+            var events: [(wd: Int32, event: Event)] = []
+            withUnsafeTemporaryAllocation(byteCount: capacity, alignment: 8) { buffer in
+                guard let base = buffer.baseAddress else { return }
+                while true {
+                    let count = Glibc.read(fd, base, capacity)
+                    if count < 0 && errno == EINTR { continue }
+                    guard count > 0 else { break }
+                    var offset = 0
+                    while offset + 16 <= count {
+                        let wd = base.load(fromByteOffset: offset, as: Int32.self)
+                        let mask = base.load(fromByteOffset: offset + 4, as: UInt32.self)
+                        let length = Int(base.load(fromByteOffset: offset + 12, as: UInt32.self))
+                        var name: String?
+                        if length > 0 {
+                            name = String(cString: base.advanced(by: offset + 16).assumingMemoryBound(to: CChar.self))
+                        }
+                        events.append((wd, Event(mask: mask, name: name)))
+                        offset += 16 + length
+                    }
+                    // Less than a full buffer: the queue was drained (no further read just to see EAGAIN).
+                    if count < capacity - 272 { break }
+                }
+            }
+            if !events.isEmpty { hub.deliver(events, from: self) }
+        }
+    }
+}

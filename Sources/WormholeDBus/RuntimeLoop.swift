@@ -1,0 +1,64 @@
+import Logging
+import Synchronization
+
+/// The process's one event loop: a single thread on which every bus connection (`BusIO`), the
+/// process's inotify instance (`InotifyHub`) and every wait for a bus (`Reconnector`) run, the
+/// shape of GDBus's one worker thread per process and swift-nio's singleton event loop group.
+///
+/// The loop starts with its first handler and stops when its last one is detached, so an idle
+/// process holds no thread of the library's own (and a process whose main thread ends with
+/// `pthread_exit` is not kept alive). A handler attached after that gets a new loop.
+enum RuntimeLoop {
+    private struct State {
+        var loop: EventLoop?
+        var handlers = 0
+    }
+
+    private static let state = Mutex(State())
+
+    /// Attaches `handler` to the process's loop (starting one when none runs) and returns it.
+    /// - Throws: ``BusError`` when a loop cannot be made (no epoll or eventfd left).
+    static func attach(_ handler: any EventLoopHandler) throws(BusError) -> EventLoop {
+        let loop = try join()
+        loop.attach(handler)
+        return loop
+    }
+
+    /// Takes a place on the process's loop (starting one when none runs) for a handler that is
+    /// not made yet: the caller attaches it (``EventLoop/attach(_:)``) once it can, and calls
+    /// ``detach(_:from:)`` once in any case.
+    static func join() throws(BusError) -> EventLoop {
+        try state.withLock { state throws(BusError) -> EventLoop in
+            let loop: EventLoop
+            if let running = state.loop {
+                loop = running
+            } else {
+                loop = try EventLoop(name: "wormhole-loop", logger: Logger(label: "wormhole.runtime"))
+                loop.start()
+                state.loop = loop
+            }
+            state.handlers += 1
+            return loop
+        }
+    }
+
+    /// Detaches `handler` from `loop` (where ``attach(_:)`` put it); the last handler stops the
+    /// loop. Call it once per attach.
+    static func detach(_ handler: any EventLoopHandler, from loop: EventLoop) {
+        state.withLock { state in
+            loop.detach(handler)
+            guard state.loop === loop else { return }
+            state.handlers -= 1
+            if state.handlers == 0 {
+                state.loop = nil
+                loop.stop()
+            }
+        }
+    }
+
+    /// How many handlers are attached (for tests): connections, the inotify instance, waits.
+    static var handlerCount: Int { state.withLock { $0.handlers } }
+
+    /// Whether a loop thread runs (for tests).
+    static var isRunning: Bool { state.withLock { $0.loop != nil } }
+}

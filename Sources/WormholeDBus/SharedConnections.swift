@@ -1,0 +1,83 @@
+import Logging
+import Synchronization
+
+/// The process's shared connections, one per bus (``BusConnection/shared(address:connectTimeout:logger:)``):
+/// every facade of the layers above (notification centers, message centers, shared defaults,
+/// journals) holds a handle of the same connection, so a process has one unique name, one I/O
+/// thread and one epoll instance per bus, as a GDBus process has one session connection that
+/// every proxy shares.
+///
+/// Entries are keyed by ``BusAddress/sharingKey``, so every spelling of one address (with or
+/// without `guid=`, keys in another order) finds the same connection. An entry counts its
+/// handles; the connection stops when the last one is released. A connection that could not be
+/// made leaves no entry: the next caller tries again.
+enum SharedConnections {
+    /// One shared connection and how many handles hold it.
+    final class Entry: Sendable {
+        let key: String
+        let io: BusIO
+        /// Handles holding the entry; changed only under ``table``'s lock.
+        let handles = Atomic<Int>(1)
+
+        init(key: String, io: BusIO) {
+            self.key = key
+            self.io = io
+        }
+    }
+
+    private static let table = Mutex<[String: Entry]>([:])
+
+    /// A reference to the shared connection for `address`, connecting first when there is none.
+    /// The connection is made outside the table's lock (a slow bus delays only its own callers);
+    /// when two threads connect at once the first to finish wins and the other's connection is
+    /// closed.
+    static func acquire(address: BusAddress, connectTimeout: Duration, logger: Logger) throws(BusError) -> Entry {
+        let key = address.sharingKey
+        if let entry = table.withLock({ table -> Entry? in
+            guard let entry = table[key] else { return nil }
+            entry.handles.wrappingAdd(1, ordering: .relaxed)
+            return entry
+        }) {
+            return entry
+        }
+        let io = try BusIO(address: address, automaticReconnect: true, connectTimeout: connectTimeout, logger: logger)
+        let (entry, lost) = table.withLock { table -> (Entry, Bool) in
+            if let existing = table[key] {
+                existing.handles.wrappingAdd(1, ordering: .relaxed)
+                return (existing, true)
+            }
+            let entry = Entry(key: key, io: io)
+            table[key] = entry
+            return (entry, false)
+        }
+        if lost { io.stop() }
+        return entry
+    }
+
+    /// Drops one handle's reference; the last one stops the connection.
+    static func release(_ entry: Entry) {
+        let last = table.withLock { table -> Bool in
+            guard entry.handles.wrappingSubtract(1, ordering: .relaxed).newValue == 0 else { return false }
+            if table[entry.key] === entry { table[entry.key] = nil }
+            return true
+        }
+        if last { entry.io.stop() }
+    }
+
+    /// How many shared connections the process holds (for tests and `doctor`).
+    static var count: Int { table.withLock { $0.count } }
+}
+
+extension BusAddress {
+    /// What identifies the bus an address names, whatever its spelling: each entry's transport
+    /// and key-value pairs as libdbus parses them (unescaped), sorted by key, without `guid=`
+    /// (one daemon's addresses are written with and without it). Two addresses with the same
+    /// key reach the same bus; a process shares one connection per key.
+    package var sharingKey: String {
+        guard let entries = try? LibDBus.parseAddress(rawValue) else { return rawValue }
+        return entries.map { entry in
+            let pairs = entry.values.filter { $0.key != "guid" }.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+            return "\(entry.method):\(pairs.joined(separator: ","))"
+        }.joined(separator: ";")
+    }
+}
