@@ -120,4 +120,4 @@ say "the journal keeps every share in order, and the host's durable cursor shows
 eval "exec ${HOST[1]}>&-"
 wait "$HOST_PID" || true
 
-step "Done. Each example runs by hand too: see \"The examples\" in README.md."
+step "Done. Each example runs by hand too: see docs/examples.md."

@@ -143,7 +143,7 @@ struct DefaultsWriteCommand: ParsableCommand {
         let defaults = try options.defaults(keys: [key], maximumBytes: limit.maxBytes.bytes)
         let expected = try withCLIErrors { try expect.map { try PropertyListValue(jsonText: $0, key: key) } }
         let text = json ?? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
-        let value = try withCLIErrors { try PropertyListValue(jsonText: text, key: key) }
+        let value = try withCLIErrors { try propertyListArgument(text, key: key, argument: json) }
         OneShot.arm("the value of '\(key)'", done: "value stored")
         let report: GroupDefaults.WriteReport
         if expected == nil && !expectAbsent {

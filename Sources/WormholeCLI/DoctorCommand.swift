@@ -13,8 +13,8 @@ struct DoctorCommand: ParsableCommand {
         commandName: "doctor",
         abstract: "Check the bus, the container and the listeners; say why nothing arrives.",
         discussion: """
-            One line per check, ✓ or ✗ (? when the bus does not allow the check, - when skipped), \
-            and under each ✗ the fix: the bus address and where it came from; the bus is reachable \
+            One line per check, marked with a check mark when it passes and a cross when it fails \
+            (? when the bus does not allow the check, - when skipped), and under each failure the fix: the bus address and where it came from; the bus is reachable \
             (daemon, version); the container root and where it came from; the container and the \
             directory exist with safe modes and owner; the stored messages (sizes, ages, invalid \
             JSON); the match rules a listener for each ID adds; whether a connection on the bus is \
@@ -401,39 +401,79 @@ final class Doctor {
                     + "send_interface=\"org.freedesktop.DBus.Debug.Stats\"/>), or watch the bus with wormhole monitor"))
             return
         }
+        // Monitors (`wormhole monitor`, `observe --all`, any rule for every post of the bus) see
+        // the posts but are nobody's listener: they are named apart, and never pass the check.
         let others = rules.filter { $0.key != connection.uniqueName }
+        let monitors = Set(others.filter { isMonitor($0.key, rules: $0.value.map(RuleText.init)) }.keys)
+        let listeners = others.filter { !monitors.contains($0.key) }
         if identifiers.isEmpty {
-            let listening = others.filter { $0.value.contains { self.listensBelow(prefix, RuleText($0)) } }
+            let listening = listeners.filter { $0.value.contains { self.listensBelow(prefix, RuleText($0)) } }
+            let watching = monitors.filter { unique in others[unique]!.contains { self.listensBelow(prefix, RuleText($0)) } }
             record(DoctorCheck(
                 check: "listeners", status: .pass,
-                detail: "\(listening.count) connection(s) listening below \(prefix)",
-                items: listening.keys.sorted().map { describeConnection($0, connection) }))
+                detail: "\(listening.count) connection(s) listening below \(prefix)"
+                    + (watching.isEmpty ? "" : "; \(watching.count) monitor(s) watching, which are not listeners"),
+                items: listening.keys.sorted().map { describeConnection($0, connection) }
+                    + watching.sorted().map { "monitor: " + describeConnection($0, connection) }))
             return
         }
         var items: [String] = []
         var silent: [MessageIdentifier] = []
+        var watched = false
         for identifier in identifiers {
             let name = self.name(identifier)
             let bucket = NotifyContract.bucketInterface(for: name)
-            let listening = others.filter {
+            let hearing = others.filter {
                 $0.value.contains {
                     RuleText($0).delivers(
                         name: name, interface: bucket, path: NotifyContract.objectPath, member: NotifyContract.member)
                 }
             }.keys.sorted()
+            let listening = hearing.filter { !monitors.contains($0) }
+            let watching = hearing.filter { monitors.contains($0) }
             if listening.isEmpty { silent.append(identifier) }
-            items.append("\(identifier): " + (listening.isEmpty ? "nobody" : listening.map { describeConnection($0, connection) }.joined(separator: ", ")))
+            if !watching.isEmpty { watched = true }
+            var line = "\(identifier): " + (listening.isEmpty ? "nobody" : listening.map { describeConnection($0, connection) }.joined(separator: ", "))
+            if !watching.isEmpty {
+                line += " (seen by monitor " + watching.map { describeConnection($0, connection) }.joined(separator: ", ") + ")"
+            }
+            items.append(line)
         }
         if silent.isEmpty {
             record(DoctorCheck(check: "listeners", status: .pass, detail: "every identifier has a listener on this bus", items: items))
         } else {
             record(DoctorCheck(
                 check: "listeners", status: .fail,
-                detail: "no connection on this bus is listening for \(silent.map { self.name($0) }.joined(separator: ", "))",
+                detail: "no connection on this bus is listening for \(silent.map { self.name($0) }.joined(separator: ", "))"
+                    + (watched ? " (a monitor sees the posts, but a monitor is not a listener)" : ""),
                 fix: "start the listener on this same bus (\(address?.rawValue ?? "")); a listener on another bus "
                     + "(another DBUS_SESSION_BUS_ADDRESS: ssh, sudo, a container, a sandbox) never hears it",
                 items: items))
         }
+    }
+
+    /// Whether the connection `unique` is a monitor rather than a listener: a `wormhole monitor`
+    /// process (its rule may equal a prefix observer's), or a connection whose every rule on the
+    /// notification path takes every post, whatever its name (`observe --all`, a bus monitor).
+    private func isMonitor(_ unique: String, rules: [RuleText]) -> Bool {
+        let posted = rules.filter { rule in rule.pairs.contains { $0.key == "member" && $0.value == NotifyContract.member } }
+        if !posted.isEmpty && posted.allSatisfy({ rule in !rule.pairs.contains { $0.key.hasPrefix("arg0") } }) {
+            return true
+        }
+        guard let pid = processID(of: unique),
+            let command = try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8)
+        else { return false }
+        let arguments = command.split(separator: "\0", omittingEmptySubsequences: false).map(String.init)
+        return arguments.count > 1 && arguments[0].hasSuffix("wormhole") && arguments[1] == "monitor"
+    }
+
+    /// The process ID of the connection `unique`, from the bus daemon.
+    private func processID(of unique: String) -> UInt32? {
+        guard let connection,
+            let reply = try? blocking({ try await connection.callBusDaemon("GetConnectionUnixProcessID", [.string(unique)]) }),
+            case .uint32(let pid)? = reply.first
+        else { return nil }
+        return pid
     }
 
     /// Whether a rule delivers some name below `prefix` (ending in `/`).

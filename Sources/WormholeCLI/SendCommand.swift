@@ -58,7 +58,7 @@ struct SendCommand: ParsableCommand {
                 document = try JSONDocument(data: bytes)
             } catch let error as WormholeError {
                 throw WormholeError(
-                    .invalidJSON, value: identifier, "message for '\(identifier)' is \(error.message)")
+                    .invalidJSON, value: identifier, "message for '\(identifier)' is \(error.message)" + bareWordHint(json))
             }
             if transient {
                 try sendTransient(document, through: wormhole)

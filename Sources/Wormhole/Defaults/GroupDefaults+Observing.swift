@@ -63,7 +63,7 @@ extension GroupDefaults {
     }
 
     /// Calls `handler` for every change of every key of the suite (the prefix
-    /// `<group>/Preferences/<suite>/`), as ``observe(_:on:options:initial:handler:)`` does for one key.
+    /// `<group>/Preferences/<suite>/`), as ``observe(_:on:options:initial:handler:)-(_,DeliveryQueue,_,_,_)`` does for one key.
     /// With `initial`, every stored key is delivered first.
     public func observeSuite(
         on delivery: DeliveryQueue = .serial, options: ObserverOptions = ObserverOptions(), initial: Bool = false,
@@ -112,7 +112,7 @@ extension GroupDefaults {
 /// Changes of shared defaults as an `AsyncSequence` (see ``GroupDefaults/changes(forKey:initial:options:)``).
 public typealias DefaultsChangeStream = SubscriptionStream<GroupDefaults.Change>
 
-/// A registered observer of shared defaults (see ``GroupDefaults/observe(_:on:options:initial:handler:)``):
+/// A registered observer of shared defaults (see ``GroupDefaults/observe(_:on:options:initial:handler:)-(_,DeliveryQueue,_,_,_)``):
 /// active until ``cancel()`` or until the last reference to it is released.
 public final class DefaultsObserver: SubscriptionHandle {
     private let observer: NotificationObserver

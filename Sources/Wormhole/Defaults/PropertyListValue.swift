@@ -3,7 +3,7 @@ public import Foundation
 /// A value that shared defaults can store: the property-list types of `UserDefaults`.
 ///
 /// Every case round-trips with its type through the suite file (contract §5; the file format is
-/// in the README): an ``integer(_:)`` stays an `Int` (`1`), a ``double(_:)`` stays a `Double`
+/// in docs/shared-defaults.md): an ``integer(_:)`` stays an `Int` (`1`), a ``double(_:)`` stays a `Double`
 /// (`1.0`), a ``date(_:)``, ``data(_:)`` or ``url(_:)`` comes back as a `Date`, `Data` or `URL`.
 public enum PropertyListValue: Sendable, Hashable, CustomStringConvertible {
     /// A string.
@@ -117,7 +117,7 @@ public enum PropertyListValue: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// The value in the suite file's JSON form, compact (see the README's format table).
+    /// The value in the suite file's JSON form, compact (see the format table of docs/shared-defaults.md).
     public var description: String { jsonText }
 
     /// The type's name, for messages: `an Int`, `a Double`, `a String`…
@@ -135,7 +135,7 @@ public enum PropertyListValue: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// The value in the suite file's JSON form, compact (see the README's format table).
+    /// The value in the suite file's JSON form, compact (see the format table of docs/shared-defaults.md).
     public var jsonText: String { String(decoding: SuiteJSON.encode(self), as: UTF8.self) }
 
     /// The UTF-8 bytes of ``jsonText`` (for writers that reuse a buffer).

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The suite file's JSON form of property-list values (the README's "File format" table):
+/// The suite file's JSON form of property-list values (the "File format" table of docs/shared-defaults.md):
 ///
 /// | type | JSON |
 /// | --- | --- |

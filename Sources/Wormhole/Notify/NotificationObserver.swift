@@ -1,6 +1,6 @@
 public import WormholeDBus
 
-/// A registered observer (see ``DarwinNotificationCenter/addObserver(for:on:options:handler:)``).
+/// A registered observer (see ``DarwinNotificationCenter/addObserver(for:on:options:handler:)-(_,DeliveryQueue,_,_)``).
 ///
 /// Active until ``cancel()`` or until the last reference to it is released, whichever comes
 /// first (the rule of every `SubscriptionHandle`): keep it for as long as you want deliveries.

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The install steps of docs/install.md, run as written (CI runs this): every shell block marked
+# `<!-- install -->` runs in order in one shell, twice, as on a fresh machine where no target
+# directory exists: once into a prefix that does not exist yet (as ~/.local on a fresh account), once staged
+# into a temporary DESTDIR under the prefix /usr/local. Then the installed files are checked:
+# the tool runs and says its version, `wormhole bench` finds wormhole-bench, the completion
+# scripts parse, and the man page is lint-clean (`mandoc -Tlint -W warning`: no line) with no
+# other page generated beside it.
+#
+# To reuse the debug build CI already has, `swift build -c release`, `.build/release/` and the
+# man page script's `release` are run as their debug forms; nothing else is changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fail() { echo "install: $*" >&2; exit 1; }
+command -v mandoc >/dev/null || fail "mandoc is not installed (.ci/install-deps installs it)"
+steps=$(python3 - <<'PY'
+lines = open("docs/install.md", encoding="utf-8").read().split("\n")
+out, inside = [], False
+for i, line in enumerate(lines):
+    if line.strip() == "```sh" and i > 0 and lines[i - 1].strip() == "<!-- install -->":
+        inside = True
+    elif inside and line.strip() == "```":
+        inside = False
+    elif inside:
+        out.append(line)
+print("\n".join(out))
+PY
+)
+[ -n "$steps" ] || fail "docs/install.md has no block marked <!-- install -->"
+debug=${steps//swift build -c release/swift build}
+debug=${debug//.build\/release\//.build\/debug\/}
+debug=${debug//generate-man-page.sh release/generate-man-page.sh debug}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+check() {  # ROOT: where $PREFIX landed
+    local root=$1
+    for file in bin/wormhole bin/wormhole-bench share/wormhole/wormhole-session.conf share/man/man1/wormhole.1 \
+        share/bash-completion/completions/wormhole share/zsh/site-functions/_wormhole \
+        share/fish/vendor_completions.d/wormhole.fish; do
+        [ -s "$root/$file" ] || fail "$root/$file was not installed"
+    done
+    [ "$(stat -c %a "$root/bin/wormhole")" = 755 ] || fail "bin/wormhole is not mode 755"
+    [ "$(stat -c %a "$root/share/man/man1/wormhole.1")" = 644 ] || fail "wormhole.1 is not mode 644"
+    [[ $("$root/bin/wormhole" --version) == "wormhole "[0-9]* ]] || fail "the installed wormhole does not run"
+    [[ $("$root/bin/wormhole" bench --help) == *--suite* ]] || fail "the installed wormhole bench does not find wormhole-bench"
+    bash -n "$root/share/bash-completion/completions/wormhole" || fail "the bash completion does not parse"
+    lint=$(mandoc -Tlint -W warning "$root/share/man/man1/wormhole.1" 2>&1 || true)
+    [ -z "$lint" ] || fail "mandoc -Tlint -W warning on wormhole.1: $lint"
+    man_pages=$(find .build/plugins/GenerateManual/outputs -name '*.1' | wc -l)
+    [ "$man_pages" -eq 1 ] || fail "the man page step left $man_pages pages: $(find .build/plugins/GenerateManual/outputs -name '*.1')"
+}
+
+echo "install: PREFIX set to a directory that does not exist yet, no DESTDIR"
+(export PREFIX=$work/prefix; unset DESTDIR; set +u -x; eval "$debug")
+check "$work/prefix"
+
+echo "install: PREFIX=/usr/local staged into a fresh DESTDIR (the build and the man page are made already)"
+staged=$(grep -v -e '^swift build' -e '^scripts/generate-man-page.sh' <<<"$debug")
+(export PREFIX=/usr/local DESTDIR=$work/stage; set +u -x; eval "$staged")
+check "$work/stage/usr/local"
+[ -z "$(find "$work/stage" -mindepth 1 -maxdepth 1 ! -name usr)" ] || fail "DESTDIR got files outside its prefix"
+echo "install: docs/install.md works on a fresh machine (2 runs, man page: 0 mandoc warnings)"
