@@ -82,7 +82,7 @@ package final class InotifyHub: Sendable {
         var nextID: UInt64 = 1
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// The event bits (`IN_ALL_EVENTS`, a macro Swift does not import), without the flags.
     private static let allEvents = UInt32(
         IN_ACCESS | IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE | IN_OPEN | IN_MOVED_FROM | IN_MOVED_TO

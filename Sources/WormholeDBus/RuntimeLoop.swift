@@ -14,7 +14,7 @@ enum RuntimeLoop {
         var handlers = 0
     }
 
-    private static let state = Mutex(State())
+    private static let state = Locked(State())
 
     /// Attaches `handler` to the process's loop (starting one when none runs) and returns it.
     /// - Throws: ``BusError`` when a loop cannot be made (no epoll or eventfd left).

@@ -25,7 +25,7 @@ enum SharedConnections {
         }
     }
 
-    private static let table = Mutex<[String: Entry]>([:])
+    private static let table = Locked<[String: Entry]>([:])
 
     /// A reference to the shared connection for `address`, connecting first when there is none.
     /// The connection is made outside the table's lock (a slow bus delays only its own callers);
