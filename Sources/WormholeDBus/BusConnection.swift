@@ -103,9 +103,6 @@ public final class BusConnection: Sendable {
         return BusConnection(address: address, sharing: entry)
     }
 
-    /// Whether this is a handle of a shared connection.
-    package var isShared: Bool { sharing != nil }
-
     /// Connects to the session bus named by `DBUS_SESSION_BUS_ADDRESS`.
     public convenience init(sessionBus reconnect: ReconnectPolicy = .never) throws {
         try self.init(address: BusAddress.session(), reconnect: reconnect)

@@ -192,7 +192,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         do throws(BusError) {
             connection = try LibDBus.Connection.open(address)
         } catch {
-            RuntimeLoop.detach(Placeholder(), from: loop)
+            RuntimeLoop.leave(loop)
             throw error
         }
         self.connection = connection
@@ -522,9 +522,11 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         execute { [self] in removeRoute(confined: id) }
     }
 
-    private func removeRoute(confined id: UInt64) {
+    /// Removes a route and releases its rules; returns what it carried (nil: no such route).
+    @discardableResult
+    private func removeRoute(confined id: UInt64) -> Handlers? {
         loop.preconditionInEventLoop()
-        guard let route = routes.remove(id: id) else { return }
+        guard let route = routes.remove(id: id) else { return nil }
         let scope = route.payload.scope
         if scope != 0 {
             scopedRoutes[scope]?.remove(id)
@@ -532,6 +534,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         }
         for text in route.payload.texts { perform(registry.release(text)) }
         for name in Set(route.rules.compactMap(\.sender).filter(Self.isWellKnown)) { untrack(name) }
+        return route.payload
     }
 
     /// Takes one reference on a rule outside any route (`BusConnection.addMatch`). Loop-confined.
@@ -564,30 +567,22 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     /// Ends everything one handle of a shared connection added: its routes are removed (their
     /// rules released, their `finish` called, so its streams end), its event handlers dropped and
     /// the rules it took with `acquireRule` released, while the connection and every other
-    /// handle's routes carry on. `completion` runs on the I/O thread once done, or at once
-    /// when the connection is closed (it finished every route then).
-    func closeScope(_ scope: UInt64, completion: @escaping @Sendable () -> Void = {}) {
+    /// handle's routes carry on. A closed connection has finished every route already.
+    func closeScope(_ scope: UInt64) {
         shared.withLock { state in
             for (id, owner) in state.eventScopes where owner == scope {
                 state.eventHandlers[id] = nil
                 state.eventScopes[id] = nil
             }
         }
-        let accepted = execute { [self] in
-            for id in scopedRoutes[scope] ?? [] {
-                guard let route = routes.remove(id: id) else { continue }
-                for text in route.payload.texts { perform(registry.release(text)) }
-                for name in Set(route.rules.compactMap(\.sender).filter(Self.isWellKnown)) { untrack(name) }
-                route.payload.finish()
-            }
+        execute { [self] in
+            for id in scopedRoutes[scope] ?? [] { removeRoute(confined: id)?.finish() }
             scopedRoutes[scope] = nil
             for (text, count) in scopedRules[scope] ?? [:] {
                 for _ in 0..<count { perform(registry.release(text)) }
             }
             scopedRules[scope] = nil
-            completion()
         }
-        if !accepted { completion() }
     }
 
     /// Carries out what the rule registry asked for. Loop-confined.
@@ -1243,11 +1238,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         earliestDeadline = timeouts.values.lazy.filter(\.enabled).map(\.deadline).min() ?? .max
     }
 
-    private static func now() -> UInt64 {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return UInt64(spec.tv_sec) * 1_000 + UInt64(spec.tv_nsec) / 1_000_000
-    }
+    private static func now() -> UInt64 { EventLoop.nowMilliseconds() }
 
     // MARK: Errors
 
@@ -1304,10 +1295,4 @@ private final class BatchOutcomes: @unchecked Sendable {
         remaining -= 1
         if remaining == 0 { completion(results.map { $0! }) }
     }
-}
-
-/// Stands for a connection that was never made, to give back its place on the loop.
-private final class Placeholder: EventLoopHandler {
-    func loopStarted() {}
-    func loopStopped() {}
 }

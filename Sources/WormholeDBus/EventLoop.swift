@@ -107,6 +107,13 @@ final class EventLoop: @unchecked Sendable {
         if wakeFD >= 0 { Glibc.close(wakeFD) }
     }
 
+    /// Monotonic milliseconds, for the deadlines the handlers keep (`CLOCK_MONOTONIC`).
+    static func nowMilliseconds() -> UInt64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        return UInt64(spec.tv_sec) * 1_000 + UInt64(spec.tv_nsec) / 1_000_000
+    }
+
     /// Starts the thread.
     func start() {
         let thread = Thread { [self] in run() }

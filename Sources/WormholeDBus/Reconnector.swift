@@ -79,12 +79,12 @@ final class Reconnector: EventLoopHandler, @unchecked Sendable {
 
     func timeoutMilliseconds() -> Int32 {
         guard let due = nextAttempt else { return -1 }
-        let now = monotonicMilliseconds()
+        let now = EventLoop.nowMilliseconds()
         return due <= now ? 0 : Int32(clamping: due - now)
     }
 
     func beforeJobs() {
-        if let due = nextAttempt, due <= monotonicMilliseconds() { attempt() }
+        if let due = nextAttempt, due <= EventLoop.nowMilliseconds() { attempt() }
     }
 
     private func watchSocketDirectories() {
@@ -117,15 +117,9 @@ final class Reconnector: EventLoopHandler, @unchecked Sendable {
             adopt(connection)
         } catch {
             logger.debug("reconnect attempt failed; retrying in \(delay) ms or when the socket appears: \(error)")
-            nextAttempt = monotonicMilliseconds() + delay
+            nextAttempt = EventLoop.nowMilliseconds() + delay
             delay = min(delay * 2, 2_000)
         }
-    }
-
-    private func monotonicMilliseconds() -> UInt64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return UInt64(now.tv_sec) * 1_000 + UInt64(now.tv_nsec) / 1_000_000
     }
 }
 

@@ -16,17 +16,10 @@ enum RuntimeLoop {
 
     private static let state = Locked(State())
 
-    /// Attaches `handler` to the process's loop (starting one when none runs) and returns it.
-    /// - Throws: ``BusError`` when a loop cannot be made (no epoll or eventfd left).
-    static func attach(_ handler: any EventLoopHandler) throws(BusError) -> EventLoop {
-        let loop = try join()
-        loop.attach(handler)
-        return loop
-    }
-
     /// Takes a place on the process's loop (starting one when none runs) for a handler that is
-    /// not made yet: the caller attaches it (``EventLoop/attach(_:)``) once it can, and calls
-    /// ``detach(_:from:)`` once in any case.
+    /// not made yet: the caller attaches it (``EventLoop/attach(_:)``) once it can, and gives the
+    /// place back once with ``detach(_:from:)``, or with ``leave(_:)`` if it never attached.
+    /// - Throws: ``BusError`` when a loop cannot be made (no epoll or eventfd left).
     static func join() throws(BusError) -> EventLoop {
         try state.withLock { state throws(BusError) -> EventLoop in
             let loop: EventLoop
@@ -42,11 +35,16 @@ enum RuntimeLoop {
         }
     }
 
-    /// Detaches `handler` from `loop` (where ``attach(_:)`` put it); the last handler stops the
-    /// loop. Call it once per attach.
+    /// Detaches `handler` from `loop` (attached after ``join()``) and gives its place back; the
+    /// last place stops the loop. Call it once per attach.
     static func detach(_ handler: any EventLoopHandler, from loop: EventLoop) {
+        loop.detach(handler)
+        leave(loop)
+    }
+
+    /// Gives back a place taken with ``join()``; the last one stops the loop.
+    static func leave(_ loop: EventLoop) {
         state.withLock { state in
-            loop.detach(handler)
             guard state.loop === loop else { return }
             state.handlers -= 1
             if state.handlers == 0 {
@@ -55,10 +53,4 @@ enum RuntimeLoop {
             }
         }
     }
-
-    /// How many handlers are attached (for tests): connections, the inotify instance, waits.
-    static var handlerCount: Int { state.withLock { $0.handlers } }
-
-    /// Whether a loop thread runs (for tests).
-    static var isRunning: Bool { state.withLock { $0.loop != nil } }
 }

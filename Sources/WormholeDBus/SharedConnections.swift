@@ -1,5 +1,4 @@
 import Logging
-import Synchronization
 
 /// The process's shared connections, one per bus (``BusConnection/shared(address:connectTimeout:logger:)``):
 /// every facade of the layers above (notification centers, message centers, shared defaults,
@@ -12,12 +11,10 @@ import Synchronization
 /// handles; the connection stops when the last one is released. A connection that could not be
 /// made leaves no entry: the next caller tries again.
 enum SharedConnections {
-    /// One shared connection and how many handles hold it.
+    /// One shared connection.
     final class Entry: Sendable {
         let key: String
         let io: BusIO
-        /// Handles holding the entry; changed only under ``table``'s lock.
-        let handles = Atomic<Int>(1)
 
         init(key: String, io: BusIO) {
             self.key = key
@@ -25,7 +22,8 @@ enum SharedConnections {
         }
     }
 
-    private static let table = Locked<[String: Entry]>([:])
+    /// Each bus's connection and how many handles hold it.
+    private static let table = Locked<[String: (entry: Entry, handles: Int)]>([:])
 
     /// A reference to the shared connection for `address`, connecting first when there is none.
     /// The connection is made outside the table's lock (a slow bus delays only its own callers);
@@ -33,39 +31,43 @@ enum SharedConnections {
     /// closed.
     static func acquire(address: BusAddress, connectTimeout: Duration, logger: Logger) throws(BusError) -> Entry {
         let key = address.sharingKey
-        if let entry = table.withLock({ table -> Entry? in
-            guard let entry = table[key] else { return nil }
-            entry.handles.wrappingAdd(1, ordering: .relaxed)
-            return entry
-        }) {
-            return entry
-        }
+        if let entry = retain(key) { return entry }
         let io = try BusIO(address: address, automaticReconnect: true, connectTimeout: connectTimeout, logger: logger)
         let (entry, lost) = table.withLock { table -> (Entry, Bool) in
-            if let existing = table[key] {
-                existing.handles.wrappingAdd(1, ordering: .relaxed)
-                return (existing, true)
+            if let held = table[key] {
+                table[key]?.handles += 1
+                return (held.entry, true)
             }
             let entry = Entry(key: key, io: io)
-            table[key] = entry
+            table[key] = (entry, 1)
             return (entry, false)
         }
         if lost { io.stop() }
         return entry
     }
 
+    /// One more handle of the connection under `key`, if there is one.
+    private static func retain(_ key: String) -> Entry? {
+        table.withLock { table -> Entry? in
+            guard let held = table[key] else { return nil }
+            table[key]?.handles += 1
+            return held.entry
+        }
+    }
+
     /// Drops one handle's reference; the last one stops the connection.
     static func release(_ entry: Entry) {
         let last = table.withLock { table -> Bool in
-            guard entry.handles.wrappingSubtract(1, ordering: .relaxed).newValue == 0 else { return false }
-            if table[entry.key] === entry { table[entry.key] = nil }
+            guard let held = table[entry.key], held.entry === entry else { return false }
+            if held.handles > 1 {
+                table[entry.key]?.handles -= 1
+                return false
+            }
+            table[entry.key] = nil
             return true
         }
         if last { entry.io.stop() }
     }
-
-    /// How many shared connections the process holds (for tests and `doctor`).
-    static var count: Int { table.withLock { $0.count } }
 }
 
 extension BusAddress {
