@@ -191,6 +191,6 @@ extension MessageCenter {
     ) -> MessageListener {
         MessageListener(
             core: core, target: only.map(notificationName(for:)) ?? notificationPrefix, isPrefix: only == nil,
-            fallsBack: options.wakesThroughDirectoryWithoutBus)
+            fallsBack: options.wakesThroughDirectoryWithoutBus, watchTarget: files.map(WatchTarget.mailboxes))
     }
 }

@@ -54,8 +54,11 @@ public final class MessageCenter: Sendable {
     public let maximumMessageSize: Int
     let logger: Logger
     let centers: LazyNotificationCenter
-    /// Where the listeners are registered, and how they are woken (the bus, or the directory).
-    let wakeups: ListenerWakeups
+    /// Where the listeners and journal readers are registered, and how they are woken (the bus,
+    /// or the directories).
+    let wakeups: WakeEngine
+    /// The layout of the wormhole directory; nil for a custom transiting (no directory to watch).
+    let files: MessageFiles?
     private let lastSentAt = Atomic<UInt64>(0)
 
     /// Opens a wormhole (like MMWormhole's `initWithApplicationGroupIdentifier:optionalDirectory:`).
@@ -100,9 +103,8 @@ public final class MessageCenter: Sendable {
         self.busAddress = busAddress
         self.logger = logger
         centers = LazyNotificationCenter(busAddress: busAddress, sharedStateDirectory: sharedStateDirectory, logger: logger)
-        wakeups = ListenerWakeups(
-            centers: centers, files: (self.transiting as? FileTransiting)?.files ?? (self.transiting as? CoordinatedFileTransiting)?.files,
-            logger: logger)
+        files = (self.transiting as? FileTransiting)?.files ?? (self.transiting as? CoordinatedFileTransiting)?.files
+        wakeups = WakeEngine(centers: centers, logger: logger)
     }
 
     /// The notification name for `identifier`: `<group>/<directory>/<identifier>`.

@@ -24,15 +24,18 @@ public final class MessageListener: SubscriptionHandle {
     let isPrefix: Bool
     /// Whether the directory watch may wake it when the bus cannot be reached.
     let fallsBack: Bool
+    /// The wormhole directory; nil for a custom transiting (no directory to watch).
+    let watchTarget: WatchTarget?
     private let bus = Mutex(BusSide())
     /// Where it is registered, to be told when the bus comes and goes; set once, at start.
-    private let registry = Mutex<ListenerWakeups?>(nil)
+    private let registry = Mutex<WakeEngine?>(nil)
 
-    init(core: any ListenerControl, target: NotificationName, isPrefix: Bool, fallsBack: Bool) {
+    init(core: any ListenerControl, target: NotificationName, isPrefix: Bool, fallsBack: Bool, watchTarget: WatchTarget?) {
         self.core = core
         self.target = target
         self.isPrefix = isPrefix
         self.fallsBack = fallsBack
+        self.watchTarget = watchTarget
     }
 
     deinit { cancel() }
@@ -58,14 +61,14 @@ public final class MessageListener: SubscriptionHandle {
         return kept
     }
 
-    /// Keeps the registry that wakes it; when it was cancelled meanwhile, unregisters at once.
-    func attach(registry wakeups: ListenerWakeups) {
+    /// Keeps the engine that wakes it; when it was cancelled meanwhile, unregisters at once.
+    func attach(engine: WakeEngine) {
         let kept = registry.withLock { registry -> Bool in
             if core.isCancelled { return false }
-            registry = wakeups
+            registry = engine
             return true
         }
-        if !kept { wakeups.unregister(self) }
+        if !kept { engine.unregister(self) }
     }
 
     /// Stops the listener and removes its bus rules; no handler call starts after this
@@ -91,6 +94,59 @@ public final class MessageListener: SubscriptionHandle {
     /// ``MessageCenter/ListenOptions/deliversStoredMessageOnStart`` does at start); for a tool
     /// that must announce readiness first.
     package func deliverStoredMessages() { core.checkStored() }
+}
+
+extension MessageListener: WakeSubscriber {
+    func directoryChanged(_ names: [String]) {
+        let identifiers = names.compactMap(MessageIdentifier.init(fileName:))
+        if !identifiers.isEmpty { core.filesChanged(identifiers) }
+    }
+
+    func catchUp() { core.catchUp() }
+
+    func cancelForEngine() { cancel() }
+
+    func attach(to center: DarwinNotificationCenter) throws { try Self.attach([self], to: center) }
+
+    /// Adds each listener's observer and transient route on `center`, batched (one round trip for
+    /// all the exact names, one for their transient rules). Listeners attached before a failure
+    /// stay attached (the connection re-adds their rules after a reconnect).
+    static func attach(_ listeners: [MessageListener], to center: DarwinNotificationCenter) throws {
+        let exact = listeners.filter { !$0.isPrefix }
+        if !exact.isEmpty {
+            let observers = try center.addObservers(
+                exact.map { listener in
+                    let core = listener.core
+                    return (listener.target, { @Sendable note in core.notified(note) })
+                }, on: .ioThread)
+            let routes: [UInt64]
+            do {
+                routes = try center.addMessageRoutes(
+                    exact.map { listener in
+                        let core = listener.core
+                        return (listener.target, { @Sendable signal in core.received(signal) })
+                    })
+            } catch {
+                for observer in observers { observer.cancel() }
+                throw error
+            }
+            for ((listener, observer), route) in zip(zip(exact, observers), routes) {
+                listener.attach(observer: observer) { center.removeMessageRoute(route) }
+            }
+        }
+        for listener in listeners where listener.isPrefix {
+            let core = listener.core
+            let observer = try center.addObserver(forPrefix: listener.target, on: .ioThread) { core.notified($0) }
+            let route: UInt64
+            do {
+                route = try center.addMessageRoute(listener.target, isPrefix: true) { core.received($0) }
+            } catch {
+                observer.cancel()
+                throw error
+            }
+            listener.attach(observer: observer) { center.removeMessageRoute(route) }
+        }
+    }
 }
 
 /// What a ``MessageListener`` and its registry need of its core, whatever the message type.

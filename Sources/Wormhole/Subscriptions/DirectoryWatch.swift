@@ -4,22 +4,50 @@ import WormholeDBus
 
 /// What a ``DirectoryWatch`` saw.
 enum DirectoryChange: Sendable {
-    /// These mailboxes were replaced (a file renamed onto `ID.json`) or removed, in the order seen.
-    case mailboxes([MessageIdentifier])
+    /// These entries of the directory changed (in the order seen; a name may repeat).
+    case names([String])
     /// Events may have been lost (the kernel's queue overflowed, or the directory was removed or
-    /// moved and watched again): every mailbox must be compared with what was last delivered.
+    /// moved and watched again): whatever the directory holds must be compared with what was
+    /// last delivered.
     case rescan
     /// The directory cannot be watched any more (it was removed and cannot be made again, or
     /// inotify failed); the reason. Nothing more is reported.
     case failed(WormholeError)
 }
 
-/// inotify on one wormhole directory: wakes on `IN_MOVED_TO` (the contract's atomic replace
-/// renames a temporary onto `ID.json`), `IN_MOVED_FROM` and `IN_DELETE` (a cleared mailbox) of
-/// names `ID.json`. The watch is one of the process's inotify instance (`InotifyHub`), read on
-/// the process's loop: no thread or instance of its own. The temporaries
-/// (`.ID.pid-random.tmp`) are not mailboxes and are ignored, so a write wakes it once, on its
-/// rename.
+/// A directory that can be watched: opened with the container's checks.
+protocol WatchableDirectory {
+    var descriptor: Int32 { get }
+    var path: String { get }
+}
+
+extension OpenFile: WatchableDirectory {}
+extension JournalFile: WatchableDirectory {}
+
+/// What a subscription wants watched while it has no bus (see ``WakeEngine``): one directory,
+/// opened (and created when missing) with the container's checks, and the events that mean
+/// "something changed" there. Subscriptions with the same ``key`` share one watch.
+struct WatchTarget: Sendable {
+    /// The directory's path: the key under which subscriptions share a watch.
+    let key: String
+    /// The events watched on the directory's entries (`IN_MOVED_TO`, `IN_MODIFY`, …).
+    let events: UInt32
+    /// Opens (or makes) the directory, checked; the watch is added on what was opened.
+    let open: @Sendable () throws(WormholeError) -> any WatchableDirectory
+
+    /// A wormhole directory: mailboxes are replaced by a rename onto `ID.json` and cleared by
+    /// removing it. The temporaries (`.ID.pid-random.tmp`) are written, not renamed onto, so a
+    /// write is seen once, on its rename.
+    static func mailboxes(_ files: MessageFiles) -> WatchTarget {
+        WatchTarget(
+            key: files.container.directoryPath(files.directory), events: UInt32(IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE)
+        ) { () throws(WormholeError) in try files.openOrCreateDirectory() }
+    }
+}
+
+/// inotify on one directory (a ``WatchTarget``): reports the names of the entries whose events
+/// it asked for, in batches. The watch is one of the process's inotify instance (`InotifyHub`),
+/// read on the process's loop: no thread or instance of its own.
 ///
 /// The directory is opened (and created, mode 0700, when missing) with the container's checks
 /// (no symlink, owned by this user, not writable by others), and the watch is added on that
@@ -27,23 +55,23 @@ enum DirectoryChange: Sendable {
 /// removed or moved away it is made again, watched again, and a ``DirectoryChange/rescan`` is
 /// reported.
 final class DirectoryWatch: Sendable {
-    private let files: MessageFiles
+    private let target: WatchTarget
     private let report: @Sendable (DirectoryChange) -> Void
     private let stopped = Atomic<Bool>(false)
     /// The watch on the directory now watched (replaced, on the loop's thread, when the
     /// directory is made again).
     private let watch = Mutex<InotifyHub.Watch?>(nil)
 
-    /// The events watched on the directory itself and on its entries.
-    private static let mask = UInt32(IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+    /// The events watched on the directory itself.
+    private static let selfEvents = UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
 
-    /// Watches the wormhole directory of `files` (creating it when missing). `report` runs on the
-    /// process's loop, one call per batch of events read: it must return quickly.
+    /// Watches `target` (creating the directory when missing). `report` runs on the process's
+    /// loop, one call per batch of events read: it must return quickly.
     /// - Throws: ``WormholeError`` when the directory cannot be made or opened safely, or inotify
     ///   is unavailable (for example the process cannot get an instance because
-    ///   `fs.inotify.max_user_instances` is reached: the message names the limit).
-    init(files: MessageFiles, report: @escaping @Sendable (DirectoryChange) -> Void) throws(WormholeError) {
-        self.files = files
+    ///   `fs.inotify.max_user_instances` is reached: the error's value names the limit).
+    init(_ target: WatchTarget, report: @escaping @Sendable (DirectoryChange) -> Void) throws(WormholeError) {
+        self.target = target
         self.report = report
         let added = try addWatch()
         watch.withLock { $0 = added }
@@ -64,18 +92,19 @@ final class DirectoryWatch: Sendable {
 
     /// Opens (or makes) the directory safely and watches what was opened.
     private func addWatch() throws(WormholeError) -> InotifyHub.Watch {
-        let directory = try files.openOrCreateDirectory()
+        let directory = try target.open()
+        let mask = target.events | Self.selfEvents
         // The open descriptor, through /proc: the directory that passed the checks, not whatever
         // the path names a moment later. Without /proc, the path (checked just above).
         let handler: @Sendable ([InotifyHub.Event]) -> Void = { [weak self] events in self?.handle(events) }
         do throws(InotifyHub.Failure) {
             do throws(InotifyHub.Failure) {
-                return try InotifyHub.shared.watch("/proc/self/fd/\(directory.descriptor)", mask: Self.mask, handler: handler)
+                return try InotifyHub.shared.watch("/proc/self/fd/\(directory.descriptor)", mask: mask, handler: handler)
             } catch where error.call == "inotify_add_watch" && error.code == ENOENT {
-                return try InotifyHub.shared.watch(directory.path, mask: Self.mask | UInt32(IN_DONT_FOLLOW), handler: handler)
+                return try InotifyHub.shared.watch(directory.path, mask: mask | UInt32(IN_DONT_FOLLOW), handler: handler)
             }
         } catch {
-            // A per-user limit is named as the value (the sysctl that raises it): the listeners
+            // A per-user limit is named as the value (the sysctl that raises it): the subscribers
             // then wait for the bus instead of failing.
             throw WormholeError(.io, value: error.limit ?? directory.path, "cannot watch '\(directory.path)': \(error)")
         }
@@ -84,16 +113,16 @@ final class DirectoryWatch: Sendable {
     /// On the loop's thread: one batch of the directory's events.
     private func handle(_ events: [InotifyHub.Event]) {
         guard !stopped.load(ordering: .acquiring) else { return }
-        var identifiers: [MessageIdentifier] = []
+        var names: [String] = []
         var rescan = false
         var directoryGone = false
         for event in events {
             if event.has(IN_Q_OVERFLOW) { rescan = true }
             if event.has(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED) { directoryGone = true }
-            guard let name = event.name, !event.has(IN_ISDIR) else { continue }
-            if let identifier = MessageIdentifier(fileName: name) { identifiers.append(identifier) }
+            guard let name = event.name, !event.has(IN_ISDIR), event.mask & target.events != 0 else { continue }
+            names.append(name)
         }
-        if !identifiers.isEmpty { deliver(.mailboxes(identifiers)) }
+        if !names.isEmpty { deliver(.names(names)) }
         if directoryGone {
             // Removed or moved away: make it again, watch the new one, compare everything. The
             // old watch is gone with its directory (or moved with it: cancelled here).

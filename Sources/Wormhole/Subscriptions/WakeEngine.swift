@@ -1,0 +1,459 @@
+import Dispatch
+import Logging
+import Synchronization
+public import WormholeDBus
+
+/// How a facade's subscriptions are woken now (``MessageCenter/wakeSource``,
+/// ``GroupDefaults/wakeSource``): the same for every kind of subscription that has files behind it
+/// (mailbox listeners, journal readers, defaults observers).
+public enum WakeSource: Sendable, Hashable, CustomStringConvertible {
+    /// Signals on the bus (contract §1, §3, §5, §6, §7): the normal way.
+    case bus
+    /// inotify on the directories that hold what is subscribed to (the wormhole directory for
+    /// mailboxes, a journal's directory, the `Preferences` directory for a defaults suite),
+    /// because the bus cannot be reached or was lost (the error says why). A change there wakes
+    /// the subscriptions as a post would, with the same delivery rules (no signal carried it, so
+    /// a mailbox delivery's ``MessageDelivery/sentAt`` is `nil`). Transient messages and plain
+    /// notifications need the bus. As soon as the bus can be reached the subscriptions' rules are
+    /// added, the watches stop and every subscription catches up once.
+    case directory(BusError)
+    /// Neither: the bus cannot be reached and the directories cannot be watched either (the
+    /// error says both; typically the per-user inotify limit `fs.inotify.max_user_instances` is
+    /// reached, and it names that limit). The subscriptions wait for the bus and catch up when it
+    /// can be reached, as after ``directory(_:)``.
+    case waitingForBus(BusError)
+
+    public var description: String {
+        switch self {
+        case .bus: "bus"
+        case .directory(let error): "directory (\(error.message))"
+        case .waitingForBus(let error): "waiting for the bus (\(error.message))"
+        }
+    }
+}
+
+extension MessageCenter {
+    /// How a wormhole's listeners are woken now (the ``Wormhole/WakeSource`` of every facade).
+    public typealias WakeSource = Wormhole.WakeSource
+
+    /// How this wormhole's listeners and journal readers are woken now: ``WakeSource/bus``, or
+    /// ``WakeSource/directory(_:)`` while the bus cannot be reached (`.bus` while it has none).
+    public var wakeSource: WakeSource { wakeups.source }
+
+    /// Calls `handler` with the new ``WakeSource`` each time this wormhole's listeners and journal
+    /// readers switch from the bus to the directory watch or back, until the subscription is
+    /// cancelled or released. On the switch back it runs once their catch-up was asked for.
+    public func onWakeSourceChange(
+        on delivery: DeliveryQueue = .serial, _ handler: @escaping @Sendable (WakeSource) -> Void
+    ) -> WakeSourceSubscription {
+        wakeups.subscribe(delivery.makeExecutor(label: "wormhole.wake-source"), handler)
+    }
+}
+
+/// A subscription to a facade's ``WakeSource`` changes
+/// (``MessageCenter/onWakeSourceChange(on:_:)``, ``GroupDefaults/onWakeSourceChange(on:_:)``):
+/// active until cancelled or released.
+public final class WakeSourceSubscription: SubscriptionHandle {
+    private let wakeups: WakeEngine
+    private let id: UInt64
+    private let cancelled = Atomic<Bool>(false)
+
+    init(wakeups: WakeEngine, id: UInt64) {
+        self.wakeups = wakeups
+        self.id = id
+    }
+
+    deinit { cancel() }
+
+    public func cancel() {
+        if cancelled.exchange(true, ordering: .acquiringAndReleasing) { return }
+        wakeups.unsubscribe(id)
+    }
+
+    public var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
+}
+
+/// One subscription as the ``WakeEngine`` sees it, whatever its kind (a mailbox listener, a
+/// journal reader, a defaults observer): how to tell it that something may have changed, and
+/// what to watch while there is no bus. Its reader (what to read on a wake) is its own.
+protocol WakeSubscriber: AnyObject, Sendable {
+    /// Whether a directory watch may wake it while the bus cannot be reached.
+    var fallsBack: Bool { get }
+    /// Whether it listens on the bus (its rules were accepted, or will be re-added by the
+    /// connection on a reconnect).
+    var isAttached: Bool { get }
+    var isCancelled: Bool { get }
+    /// The directory that holds what it reads; nil when it has none (it then needs the bus).
+    var watchTarget: WatchTarget? { get }
+    /// Entries of its watched directory changed (on the loop's thread): read what changed.
+    func directoryChanged(_ names: [String])
+    /// Compare everything with what was last delivered and deliver what differs.
+    func catchUp()
+    /// Keeps the engine that wakes it, to unregister from it when cancelled; when it was
+    /// cancelled meanwhile, unregisters at once.
+    func attach(engine: WakeEngine)
+    /// Adds its rules (and routes) on `center`'s bus, throwing what the bus said.
+    func attach(to center: DarwinNotificationCenter) throws
+    /// Cancels it because it could not start (the error is thrown to its caller).
+    func cancelForEngine()
+}
+
+/// The wake-up side of one facade's subscriptions, whatever their kind: on the bus when it can
+/// be reached; else (for the subscriptions that allow it) through a ``DirectoryWatch`` on each
+/// directory they read, while the bus is waited for (`BusArrivalWatch`: inotify on a
+/// `unix:path=` socket's directory, else a backoff). When the bus can be reached, the
+/// subscriptions' rules are added (batched), the watches stop and every subscription catches up
+/// once. A connection lost later (`disconnected`) starts the watches again until the
+/// connection's own reconnect. Every subscription kind contributes only its reader
+/// (``WakeSubscriber``); coalescing and serial delivery are its delivery's.
+///
+/// Transitions run on one serial queue; the state is behind a `Mutex`; the subscribers are
+/// called outside it.
+final class WakeEngine: Sendable {
+    private struct Registration {
+        weak var subscriber: (any WakeSubscriber)?
+    }
+
+    private struct State {
+        var registered: [ObjectIdentifier: Registration] = [:]
+        /// The directory watches running, by ``WatchTarget/key``.
+        var watches: [String: DirectoryWatch] = [:]
+        var arrival: BusArrivalWatch?
+        var source: WakeSource = .bus
+        /// Whether the connection's events are watched (once per connection).
+        var watchedConnection: ObjectIdentifier?
+        var eventSubscription: EventSubscription?
+        var subscribers: [UInt64: (DeliveryExecutor, @Sendable (WakeSource) -> Void)] = [:]
+        var nextSubscriber: UInt64 = 1
+        /// The backoff after the bus was reachable but could not be listened on (seconds).
+        var retryDelay = 0.0
+
+        /// The subscribers still alive (strong references: see `withLive`); forgets the others.
+        mutating func live() -> [any WakeSubscriber] {
+            let live = registered.values.compactMap(\.subscriber)
+            if live.count != registered.count {
+                registered = Dictionary(uniqueKeysWithValues: live.map { (ObjectIdentifier($0), Registration(subscriber: $0)) })
+            }
+            return live
+        }
+    }
+
+    private let centers: LazyNotificationCenter
+    private let logger: Logger
+    private let state = Mutex(State())
+    private let queue = DispatchQueue(label: "wormhole.wake-engine")
+
+    init(centers: LazyNotificationCenter, logger: Logger) {
+        self.centers = centers
+        self.logger = logger
+    }
+
+    deinit {
+        let (watches, arrival, events) = state.withLock { ($0.watches.values, $0.arrival, $0.eventSubscription) }
+        for watch in watches { watch.stop() }
+        arrival?.cancel()
+        events?.cancel()
+    }
+
+    var source: WakeSource { state.withLock { $0.source } }
+
+    /// Runs `body` under the lock with the live subscribers, which are released only after the
+    /// lock is: a subscriber's last release runs its deinit, which unregisters it and takes the lock.
+    private func withLive<T: Sendable>(_ body: (inout State, [any WakeSubscriber]) -> T) -> T {
+        let (result, live) = state.withLock { state -> (T, [any WakeSubscriber]) in
+            let live = state.live()
+            return (body(&state, live), live)
+        }
+        withExtendedLifetime(live) {}
+        return result
+    }
+
+    private static func mayFallBack(_ subscriber: any WakeSubscriber) -> Bool {
+        subscriber.fallsBack && subscriber.watchTarget != nil && !subscriber.isCancelled
+    }
+
+    /// The live subscribers that a directory watch may wake.
+    private func fallingBack() -> [any WakeSubscriber] {
+        withLive { _, live in live }.filter(Self.mayFallBack)
+    }
+
+    // MARK: Starting subscriptions
+
+    /// Attaches `subscribers` to the bus and registers them; when the bus cannot be reached and
+    /// every one of them allows it, registers them with the directory watches instead (started
+    /// here, so they are active when this returns). On any other failure the subscribers are
+    /// cancelled and the error thrown.
+    func start(_ subscribers: [any WakeSubscriber]) throws {
+        do {
+            let center = try centers.get()
+            watchEvents(of: center)
+            try Self.attach(subscribers, to: center)
+            register(subscribers)
+        } catch {
+            if let busError = fallsBack(error, subscribers) {
+                try fallBack(subscribers, because: busError)
+            } else {
+                for subscriber in subscribers { subscriber.cancelForEngine() }
+                throw error
+            }
+        }
+    }
+
+    /// Registers subscribers already attached to the bus (streams attach without blocking).
+    func register(_ subscribers: [any WakeSubscriber]) {
+        state.withLock { state in
+            for subscriber in subscribers { state.registered[ObjectIdentifier(subscriber)] = Registration(subscriber: subscriber) }
+        }
+        for subscriber in subscribers { subscriber.attach(engine: self) }
+    }
+
+    /// Registers subscribers the bus could not take because of `error`, and makes sure their
+    /// directories are watched and the bus is waited for. Throws `error` (with why a directory
+    /// cannot be watched either) when a watch cannot start on anything but a kernel limit.
+    func fallBack(_ subscribers: [any WakeSubscriber], because error: BusError) throws {
+        register(subscribers)
+        do {
+            try startWatching(because: error)
+        } catch let watchError {
+            var combined = error
+            let reason = (watchError as? WormholeError)?.message ?? "\(watchError)"
+            combined.message += "; and the directory cannot be watched instead: \(reason)"
+            guard Self.isKernelLimit(watchError) else {
+                for subscriber in subscribers { subscriber.cancelForEngine() }
+                throw combined
+            }
+            // A limit the user can raise, shared with every other process: wait for the bus
+            // (the subscriptions catch up when it comes) instead of failing.
+            logger.warning("no bus, and the directory cannot be watched: waiting for the bus", metadata: ["reason": "\(combined.message)"])
+            setSource(.waitingForBus(combined))
+            waitForBus()
+            return
+        }
+        logger.notice(
+            "no bus: woken through the directories until it can be reached",
+            metadata: ["reason": "\(error.message)", "directories": "\(subscribers.compactMap(\.watchTarget?.key))"])
+        waitForBus()
+    }
+
+    /// Whether `error` (from attaching to the bus) lets these subscribers fall back.
+    func fallsBack(_ error: any Error, _ subscribers: [any WakeSubscriber]) -> BusError? {
+        guard let error = error as? BusError, subscribers.allSatisfy(Self.mayFallBack) else { return nil }
+        switch error.code {
+        case .connectionFailed, .noSessionBus, .disconnected: return error
+        default: return nil
+        }
+    }
+
+    func unregister(_ subscriber: any WakeSubscriber) {
+        let key = ObjectIdentifier(subscriber)
+        let (stale, arrival) = withLive { state, live -> ([DirectoryWatch], BusArrivalWatch?) in
+            state.registered.removeValue(forKey: key)
+            let needed = Set(live.filter { ObjectIdentifier($0) != key && Self.mayFallBack($0) }.compactMap(\.watchTarget?.key))
+            var stale: [DirectoryWatch] = []
+            for (path, watch) in state.watches where !needed.contains(path) {
+                stale.append(watch)
+                state.watches[path] = nil
+            }
+            guard needed.isEmpty else { return (stale, nil) }
+            defer { state.arrival = nil }
+            return (stale, state.arrival)
+        }
+        for watch in stale { watch.stop() }
+        arrival?.cancel()
+    }
+
+    // MARK: Subscribers of the wake source
+
+    func subscribe(
+        _ executor: DeliveryExecutor, _ handler: @escaping @Sendable (WakeSource) -> Void
+    ) -> WakeSourceSubscription {
+        let id = state.withLock { state in
+            defer { state.nextSubscriber += 1 }
+            state.subscribers[state.nextSubscriber] = (executor, handler)
+            return state.nextSubscriber
+        }
+        return WakeSourceSubscription(wakeups: self, id: id)
+    }
+
+    func unsubscribe(_ id: UInt64) {
+        _ = state.withLock { $0.subscribers.removeValue(forKey: id) }
+    }
+
+    /// Sets the source; tells the subscribers when it changed.
+    private func setSource(_ source: WakeSource) {
+        let subscribers = state.withLock { state -> [(DeliveryExecutor, @Sendable (WakeSource) -> Void)] in
+            if state.source == source { return [] }
+            state.source = source
+            return Array(state.subscribers.values)
+        }
+        for (executor, handler) in subscribers { executor.run { handler(source) } }
+    }
+
+    // MARK: The directory watches
+
+    /// Whether a watch failed on a per-user kernel limit (its error names the sysctl).
+    private static func isKernelLimit(_ error: any Error) -> Bool {
+        guard let error = error as? WormholeError else { return false }
+        return error.value?.hasPrefix("fs.inotify.") == true
+    }
+
+    /// Starts the watch of every directory a falling-back subscriber reads (those not running),
+    /// and sets the source.
+    private func startWatching(because error: BusError) throws {
+        let failure = withLive { state, live -> WormholeError? in
+            for subscriber in live where Self.mayFallBack(subscriber) {
+                guard let target = subscriber.watchTarget, state.watches[target.key] == nil else { continue }
+                let key = target.key
+                do throws(WormholeError) {
+                    state.watches[key] = try DirectoryWatch(target) { [weak self] change in self?.directoryChanged(change, key: key) }
+                } catch {
+                    return error
+                }
+            }
+            return nil
+        }
+        if let failure { throw failure }
+        setSource(.directory(error))
+    }
+
+    private func directoryChanged(_ change: DirectoryChange, key: String) {
+        let subscribers = fallingBack().filter { $0.watchTarget?.key == key }
+        switch change {
+        case .names(let names):
+            for subscriber in subscribers { subscriber.directoryChanged(names) }
+        case .rescan:
+            for subscriber in subscribers { subscriber.catchUp() }
+        case .failed(let error):
+            logger.error("the watch of \(key) stopped; its subscriptions wait for the bus: \(error.message)")
+            _ = state.withLock { $0.watches.removeValue(forKey: key) }
+        }
+    }
+
+    /// Stops the watches (when no subscriber is still off the bus).
+    private func stopWatching() {
+        let watches = withLive { state, live -> [DirectoryWatch] in
+            if live.contains(where: { !$0.isAttached && !$0.isCancelled }) {
+                return []  // some subscriber is still off the bus
+            }
+            defer { state.watches = [:] }
+            return Array(state.watches.values)
+        }
+        for watch in watches { watch.stop() }
+    }
+
+    // MARK: The bus
+
+    /// Waits for the bus in the background (once), unless there is no address to wait for.
+    private func waitForBus() {
+        guard let address = try? centers.address() else { return }
+        let arrival = withLive { state, live -> Bool in
+            if state.arrival != nil || !live.contains(where: Self.mayFallBack) { return false }
+            state.arrival = BusArrivalWatch(address: address, logger: logger) { [weak self] in
+                guard let self else { return }
+                queue.async { self.busReachable() }
+            }
+            return true
+        }
+        if arrival { logger.debug("waiting for the bus", metadata: ["address": "\(address.rawValue)"]) }
+    }
+
+    /// On `queue`: the bus can be reached. Attaches the subscribers that are not, switches back.
+    private func busReachable() {
+        state.withLock { $0.arrival = nil }
+        let pending = fallingBack().filter { !$0.isAttached }
+        guard !pending.isEmpty else { return }
+        do {
+            let center = try centers.get()
+            watchEvents(of: center)
+            try Self.attach(pending, to: center)
+        } catch {
+            // Reachable, yet not usable (a daemon that refuses, or an address whose guid= names a
+            // daemon that was restarted): nothing will change that an fd could report, so wait
+            // again after a backoff (10 ms doubling to 2 s) rather than at once.
+            let delay = state.withLock { state -> Double in
+                state.retryDelay = min(max(state.retryDelay * 2, 0.01), 2)
+                return state.retryDelay
+            }
+            logger.info("the bus answered, but listening on it failed; trying again in \(Int(delay * 1000)) ms: \(error)")
+            queue.asyncAfter(deadline: .now() + delay) { [weak self] in self?.waitForBus() }
+            return
+        }
+        state.withLock { $0.retryDelay = 0 }
+        switchedToBus()
+    }
+
+    /// The subscribers are all on the bus again: stop the watches, catch up, tell the subscribers.
+    private func switchedToBus() {
+        stopWatching()
+        for subscriber in fallingBack() { subscriber.catchUp() }
+        setSource(.bus)
+    }
+
+    /// Follows the connection's losses and returns (once per connection).
+    private func watchEvents(of center: DarwinNotificationCenter) {
+        let connection = center.connection
+        let id = ObjectIdentifier(connection)
+        let isNew = state.withLock { state -> Bool in
+            if state.watchedConnection == id { return false }
+            state.watchedConnection = id
+            return true
+        }
+        guard isNew else { return }
+        let subscription = connection.onEvent(on: .ioThread) { [weak self] event in
+            guard let self else { return }
+            queue.async {
+                switch event {
+                case .disconnected: self.busLost(connection.address)
+                case .reconnected: self.busBack(center)
+                }
+            }
+        }
+        state.withLock { $0.eventSubscription = subscription }
+    }
+
+    /// On `queue`: the connection was lost. Subscribers that may are woken through their
+    /// directories until the connection is back; each catches up once the watches run (what
+    /// changed between the loss and the watch).
+    private func busLost(_ address: BusAddress) {
+        let subscribers = fallingBack()
+        guard !subscribers.isEmpty else { return }
+        let error = BusError(.disconnected, value: address.rawValue, "lost the bus at \(quoted(address.rawValue))")
+        do {
+            try startWatching(because: error)
+        } catch let watchError {
+            logger.error("cannot watch the directories while the bus is away: \(watchError)")
+            var combined = error
+            combined.message += "; and the directory cannot be watched instead: \((watchError as? WormholeError)?.message ?? "\(watchError)")"
+            setSource(.waitingForBus(combined))
+            return
+        }
+        for subscriber in subscribers { subscriber.catchUp() }
+    }
+
+    /// On `queue`: the connection is back (its rules re-added). Subscribers started while it was
+    /// away are attached now.
+    private func busBack(_ center: DarwinNotificationCenter) {
+        let pending = fallingBack().filter { !$0.isAttached }
+        if !pending.isEmpty {
+            do {
+                try Self.attach(pending, to: center)
+            } catch {
+                logger.info("back on the bus, but listening on it failed; still on the directories: \(error)")
+                return
+            }
+        }
+        switchedToBus()
+    }
+
+    /// Adds each subscriber's rules on `center`: the mailbox listeners batched (one round trip
+    /// for all their exact names, one for their transient rules), the others one by one.
+    /// Subscribers attached before a failure stay attached (the connection re-adds their rules
+    /// after a reconnect).
+    private static func attach(_ subscribers: [any WakeSubscriber], to center: DarwinNotificationCenter) throws {
+        let listeners = subscribers.compactMap { $0 as? MessageListener }
+        if !listeners.isEmpty { try MessageListener.attach(listeners, to: center) }
+        for subscriber in subscribers where !(subscriber is MessageListener) {
+            try subscriber.attach(to: center)
+        }
+    }
+}
