@@ -139,8 +139,10 @@ enum DefaultsHarness {
         #expect(initial.first?.key == "currency" && initial.first?.reason == .initial)
     }
 
-    /// Observers survive a bus restart and then get one catch-up with what changed meanwhile.
-    @Test func observersCatchUpAfterABusRestart() async throws {
+    /// Observers survive a bus restart: while it is away they are woken through the
+    /// `Preferences` directory (the changes another writer makes then arrive as `.changed`), and
+    /// when it is back they are on the bus again, with nothing delivered twice.
+    @Test func observersAreWokenThroughTheDirectoryWhileTheBusIsAway() async throws {
         // It kills the bus: a bus of its own, not the suite's.
         let world = try MessagingFixture(bus: TestBus())
         let observing = try world.defaults()
@@ -155,26 +157,63 @@ enum DefaultsHarness {
         let (suite, recordSuite) = DefaultsHarness.recorder()
         let suiteObserver = try observing.observeSuite(handler: recordSuite)
         defer { suiteObserver.cancel() }
+        let (sources, continuation) = AsyncStream<WakeSource>.makeStream()
+        let watching = observing.onWakeSourceChange { continuation.yield($0) }
+        defer { watching.cancel() }
+        #expect(observing.wakeSource == .bus)
 
-        let events = try observing.notificationCenter().connection.events()
         world.bus.kill()
-        _ = try await MessagingHarness.until(events, "the disconnection") { $0 == .disconnected }
+        _ = try await MessagingHarness.until(sources, "the switch to the directory") {
+            if case .directory(let error) = $0 { return error.code == .disconnected }
+            return false
+        }
         let writer = try world.defaults()
         let report = try writer.transaction { suite in
             try suite.set("new", forKey: "changed")
             try suite.set(true, forKey: "added")
         }
         #expect(report.notificationError != nil)
-        try world.bus.start()
+        let changed = try await MessagingHarness.next(1, from: key, "the key's change through the directory")
+        #expect(changed == [GroupDefaults.Change(key: "changed", value: .string("new"), reason: .changed)])
+        let suiteChanged = try await MessagingHarness.next(2, from: suite, "the suite's changes through the directory")
+        #expect(suiteChanged.map(\.key) == ["added", "changed"])
+        #expect(suiteChanged.allSatisfy { $0.reason == .changed })
 
-        let caughtUp = try await MessagingHarness.next(1, from: key, "the key's catch-up")
-        #expect(caughtUp == [GroupDefaults.Change(key: "changed", value: .string("new"), reason: .catchUp)])
-        let suiteCaughtUp = try await MessagingHarness.next(2, from: suite, "the suite's catch-up")
-        #expect(suiteCaughtUp.map(\.key) == ["added", "changed"])
-        #expect(suiteCaughtUp.allSatisfy { $0.reason == .catchUp })
-        // Nothing more: the next change is a sentinel written now.
+        try world.bus.start()
+        _ = try await MessagingHarness.until(sources, "the return to the bus") { $0 == .bus }
+        // Back on the bus: a post reaches the observers (a change the directory watch, now
+        // stopped, would not report with the writer's generation), and nothing came twice.
         try writer.set(0, forKey: "sentinel")
+        writer.flush()
         #expect(try await MessagingHarness.next(1, from: suite, "the sentinel").first?.key == "sentinel")
+    }
+
+    /// An observer started while there is no bus is woken through the `Preferences` directory by
+    /// another process's write, and moves to the bus when it comes.
+    @Test func observersStartedWithoutABusMoveToItWhenItComes() async throws {
+        let world = try MessagingFixture(bus: TestBus())
+        world.bus.kill()
+        let observing = try world.defaults()
+        let (key, recordKey) = DefaultsHarness.recorder()
+        let observer = try observing.observe("colour", handler: recordKey)
+        defer { observer.cancel() }
+        guard case .directory = observing.wakeSource else {
+            Issue.record("expected the directory watch without a bus, got \(observing.wakeSource)")
+            return
+        }
+        let (sources, continuation) = AsyncStream<WakeSource>.makeStream()
+        let watching = observing.onWakeSourceChange { continuation.yield($0) }
+        defer { watching.cancel() }
+        // Another process writes while there is no bus: woken through the directory.
+        try await world.runCLI(["defaults", "write", "--group", world.group, "colour", "\"red\""], allowFailure: true)
+        #expect(try await MessagingHarness.next(1, from: key, "the write without a bus")
+            == [GroupDefaults.Change(key: "colour", value: .string("red"), reason: .changed)])
+        try world.bus.start()
+        _ = try await MessagingHarness.until(sources, "the move to the bus") { $0 == .bus }
+        try await world.runCLI(["defaults", "write", "--group", world.group, "colour", "\"blue\""])
+        let onBus = try await MessagingHarness.next(1, from: key, "the write on the bus")
+        #expect(onBus.map(\.value) == [.string("blue")])
+        #expect(onBus.map(\.reason) == [.changed])
     }
 
     /// 4 processes × 50 `update` increments of one key end at exactly 200; 4 × 50 distinct keys

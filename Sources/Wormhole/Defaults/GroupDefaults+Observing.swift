@@ -1,3 +1,4 @@
+import Glibc
 import Logging
 import Synchronization
 public import WormholeDBus
@@ -11,7 +12,8 @@ extension GroupDefaults {
             case initial
             /// A writer changed the key and posted it.
             case changed
-            /// The bus connection was lost and is back: the key changed meanwhile.
+            /// The bus connection was lost and is back (or the observer started without it and it
+            /// came): the key changed meanwhile.
             case catchUp
         }
 
@@ -40,7 +42,9 @@ extension GroupDefaults {
     /// process (the bus daemon filters them); the value delivered is read from the suite when the
     /// handler is about to run, so a burst of writes may be delivered once, with the latest value.
     /// After a bus outage the handler is called once more (``Change/Reason/catchUp``) if the key
-    /// changed meanwhile.
+    /// changed meanwhile. Without a bus (none running, or lost) the observer is woken by the
+    /// suite file's replacement in the `Preferences` directory instead (``wakeSource``), and
+    /// moves back to the bus when it can be reached.
     ///
     /// - Parameters:
     ///   - key: the key to observe.
@@ -48,18 +52,17 @@ extension GroupDefaults {
     ///   - options: ``ObserverOptions/ignoresOwnPosts`` skips this process's own writes.
     ///   - initial: first deliver the current value (``Change/Reason/initial``, nil when absent).
     ///   - handler: called with each ``Change``.
-    /// - Throws: ``WormholeError`` for a bad key, `BusError` when the bus cannot be reached.
+    /// - Throws: ``WormholeError`` for a bad key; `BusError` when the bus refuses the observer.
     public func observe(
         _ key: String, on delivery: DeliveryQueue = .serial, options: ObserverOptions = ObserverOptions(),
         initial: Bool = false, handler: @escaping @Sendable (Change) -> Void
     ) throws -> DefaultsObserver {
         let name = try notificationName(forKey: key)
         let tracker = ChangeTracker(defaults: self, key: key, executor: delivery.makeExecutor(label: "wormhole.defaults"), handler: handler)
-        let observer = try notificationCenter().addObserver(for: name, on: .ioThread, options: options) { note in
-            tracker.notified(note)
-        }
+        let subscriber = makeSubscriber(name, isPrefix: false, options: options, tracker: tracker)
+        try wakeups.start([subscriber])
         tracker.start(initial: initial)
-        return DefaultsObserver(observer: observer)
+        return DefaultsObserver(subscriber: subscriber)
     }
 
     /// Calls `handler` for every change of every key of the suite (the prefix
@@ -70,11 +73,10 @@ extension GroupDefaults {
         handler: @escaping @Sendable (Change) -> Void
     ) throws -> DefaultsObserver {
         let tracker = ChangeTracker(defaults: self, key: nil, executor: delivery.makeExecutor(label: "wormhole.defaults"), handler: handler)
-        let observer = try notificationCenter().addObserver(forPrefix: notificationPrefix, on: .ioThread, options: options) { note in
-            tracker.notified(note)
-        }
+        let subscriber = makeSubscriber(notificationPrefix, isPrefix: true, options: options, tracker: tracker)
+        try wakeups.start([subscriber])
         tracker.start(initial: initial)
-        return DefaultsObserver(observer: observer)
+        return DefaultsObserver(subscriber: subscriber)
     }
 
     /// The changes of `key` as an `AsyncSequence`, optionally starting with the current value.
@@ -93,6 +95,18 @@ extension GroupDefaults {
         try await stream(name: notificationPrefix, key: nil, initial: initial, options: options)
     }
 
+    /// How this suite's observers are woken now: ``WakeSource/bus``, or
+    /// ``WakeSource/directory(_:)`` (the `Preferences` directory) while the bus cannot be reached.
+    public var wakeSource: WakeSource { wakeups.source }
+
+    /// Calls `handler` with the new ``WakeSource`` each time this suite's observers switch from
+    /// the bus to the directory watch or back, until the subscription is cancelled or released.
+    public func onWakeSourceChange(
+        on delivery: DeliveryQueue = .serial, _ handler: @escaping @Sendable (WakeSource) -> Void
+    ) -> WakeSourceSubscription {
+        wakeups.subscribe(delivery.makeExecutor(label: "wormhole.wake-source"), handler)
+    }
+
     private func stream(
         name: NotificationName, key: String?, initial: Bool, options: ObserverOptions
     ) async throws -> DefaultsChangeStream {
@@ -100,12 +114,46 @@ extension GroupDefaults {
         let tracker = ChangeTracker(
             defaults: self, key: key, executor: DeliveryQueue.ioThread.makeExecutor(label: "wormhole.defaults"),
             handler: { continuation.yield($0) })
-        let observer = try await notificationCenter().addObserver(
-            name, isPrefix: key == nil, on: .ioThread, options: options, handler: { tracker.notified($0) },
-            finish: { continuation.finish() })
-        continuation.onTermination = { _ in observer.cancel() }
+        let subscriber = makeSubscriber(name, isPrefix: key == nil, options: options, tracker: tracker)
+        do {
+            // On the bus without blocking the task; the stream ends when the connection closes.
+            let observer = try await notificationCenter().addObserver(
+                name, isPrefix: key == nil, on: .ioThread, options: options, handler: { tracker.notified($0) },
+                finish: { continuation.finish() })
+            subscriber.keep(observer)
+            wakeups.register([subscriber])
+        } catch {
+            guard let busError = wakeups.fallsBack(error, [subscriber]) else {
+                subscriber.cancel()
+                throw error
+            }
+            try wakeups.fallBack([subscriber], because: busError)
+        }
+        continuation.onTermination = { _ in subscriber.cancel() }
         tracker.start(initial: initial)
         return DefaultsChangeStream(stream)
+    }
+
+    /// An observer's wake-ups for the ``WakeEngine``: the writers' posts on the bus; without a
+    /// bus, the `Preferences` directory (a write renames a new suite file onto `<suite>.json`).
+    private func makeSubscriber(
+        _ name: NotificationName, isPrefix: Bool, options: ObserverOptions, tracker: ChangeTracker
+    ) -> NotificationSubscriber {
+        let container = container
+        let fileName = suite.fileName
+        let target = WatchTarget(
+            key: container.path + "/" + SuiteStore.directoryName, events: UInt32(IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE)
+        ) { () throws(WormholeError) in
+            guard let directory = try container.openDirectory(named: SuiteStore.directoryName, create: true) else {
+                throw WormholeError(.io, value: container.path, "cannot create the Preferences directory in '\(container.path)'")
+            }
+            return directory
+        }
+        return NotificationSubscriber(
+            target: name, isPrefix: isPrefix, options: options, watchTarget: target,
+            onNotification: { tracker.notified($0) },
+            onFiles: { names in if names.contains(fileName) { tracker.fileChanged() } },
+            onCatchUp: { tracker.catchUp() })
     }
 }
 
@@ -115,15 +163,15 @@ public typealias DefaultsChangeStream = SubscriptionStream<GroupDefaults.Change>
 /// A registered observer of shared defaults (see ``GroupDefaults/observe(_:on:options:initial:handler:)-(_,DeliveryQueue,_,_,_)``):
 /// active until ``cancel()`` or until the last reference to it is released.
 public final class DefaultsObserver: SubscriptionHandle {
-    private let observer: NotificationObserver
+    private let subscriber: NotificationSubscriber
 
-    init(observer: NotificationObserver) { self.observer = observer }
+    init(subscriber: NotificationSubscriber) { self.subscriber = subscriber }
 
     /// Stops deliveries and removes the observer's match rules; calling it twice does nothing.
-    public func cancel() { observer.cancel() }
+    public func cancel() { subscriber.cancel() }
 
     /// Whether ``cancel()`` was called.
-    public var isCancelled: Bool { observer.isCancelled }
+    public var isCancelled: Bool { subscriber.isCancelled }
 }
 
 /// Turns notifications into changes: reads the suite and hands each change to the handler
@@ -181,47 +229,61 @@ final class ChangeTracker: Sendable {
 
     /// Runs on the I/O thread for each post (or catch-up) that reached the observer.
     func notified(_ note: DarwinNotification) {
-        executor.run { [self] in deliver(note) }
+        switch note.reason {
+        case .posted: executor.run { [self] in deliverPost(note) }
+        case .catchUp: catchUp()
+        }
     }
 
-    private func deliver(_ note: DarwinNotification) {
-        let changes: [GroupDefaults.Change]
-        switch note.reason {
-        case .posted:
-            let name: String
-            if let key {
-                name = key
-            } else {
-                let prefix = defaults.notificationPrefix.rawValue
-                guard note.name.rawValue.hasPrefix(prefix), note.name.rawValue.utf8.count > prefix.utf8.count else { return }
-                name = String(note.name.rawValue.dropFirst(prefix.count))
-            }
-            if let generation = note.state, let done = state.withLock({ $0.delivered[name] }), done >= generation {
-                return
-            }
-            guard let snapshot = read() else { return }
-            let value = snapshot.values[name]
-            changes = state.withLock { state in
-                if let generation = note.state, let done = state.delivered[name], done >= generation { return [] }
+    /// Compares the suite with the values last delivered and delivers the keys that differ
+    /// (``GroupDefaults/Change/Reason/catchUp``): after the bus came back.
+    func catchUp() {
+        executor.run { [self] in deliverDifferences(reason: .catchUp) }
+    }
+
+    /// The suite file was replaced or removed (seen by the directory watch while there is no
+    /// bus): the keys that differ from what was last delivered, as ``GroupDefaults/Change/Reason/changed``.
+    func fileChanged() {
+        executor.run { [self] in deliverDifferences(reason: .changed) }
+    }
+
+    private func deliverPost(_ note: DarwinNotification) {
+        let name: String
+        if let key {
+            name = key
+        } else {
+            let prefix = defaults.notificationPrefix.rawValue
+            guard note.name.rawValue.hasPrefix(prefix), note.name.rawValue.utf8.count > prefix.utf8.count else { return }
+            name = String(note.name.rawValue.dropFirst(prefix.count))
+        }
+        if let generation = note.state, let done = state.withLock({ $0.delivered[name] }), done >= generation {
+            return
+        }
+        guard let snapshot = read() else { return }
+        let value = snapshot.values[name]
+        let changes = state.withLock { state -> [GroupDefaults.Change] in
+            if let generation = note.state, let done = state.delivered[name], done >= generation { return [] }
+            state.delivered[name] = snapshot.generation
+            if state.known == nil { state.known = snapshot.values }
+            state.known![name] = value
+            return [GroupDefaults.Change(key: name, value: value, reason: .changed, isOwnWrite: note.isOwnPost)]
+        }
+        for change in changes { handler(change) }
+    }
+
+    private func deliverDifferences(reason: GroupDefaults.Change.Reason) {
+        guard let snapshot = read() else { return }
+        let changes = state.withLock { state -> [GroupDefaults.Change] in
+            let before = state.known ?? [:]
+            let names = key.map { [$0] } ?? Set(before.keys).union(snapshot.values.keys).sorted()
+            var changes: [GroupDefaults.Change] = []
+            for name in names where before[name] != snapshot.values[name] {
                 state.delivered[name] = snapshot.generation
-                if state.known == nil { state.known = snapshot.values }
-                state.known![name] = value
-                return [GroupDefaults.Change(key: name, value: value, reason: .changed, isOwnWrite: note.isOwnPost)]
+                changes.append(GroupDefaults.Change(key: name, value: snapshot.values[name], reason: reason))
             }
-        case .catchUp:
-            guard let snapshot = read() else { return }
-            changes = state.withLock { state in
-                let before = state.known ?? [:]
-                let names = key.map { [$0] } ?? Set(before.keys).union(snapshot.values.keys).sorted()
-                var changes: [GroupDefaults.Change] = []
-                for name in names where before[name] != snapshot.values[name] {
-                    state.delivered[name] = snapshot.generation
-                    changes.append(GroupDefaults.Change(key: name, value: snapshot.values[name], reason: .catchUp))
-                }
-                state.known = key == nil ? snapshot.values : before.merging(snapshot.values.filter { $0.key == key }) { $1 }
-                if let key, snapshot.values[key] == nil { state.known?[key] = nil }
-                return changes
-            }
+            state.known = key == nil ? snapshot.values : before.merging(snapshot.values.filter { $0.key == key }) { $1 }
+            if let key, snapshot.values[key] == nil { state.known?[key] = nil }
+            return changes
         }
         for change in changes { handler(change) }
     }

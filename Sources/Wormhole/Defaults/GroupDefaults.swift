@@ -46,6 +46,9 @@ public final class GroupDefaults: Sendable {
     let store: SuiteStore
     let logger: Logger
     let centers: LazyNotificationCenter
+    /// Where the observers are registered, and how they are woken (the bus, or the
+    /// `Preferences` directory while there is none).
+    let wakeups: WakeEngine
     private let registered = Mutex<[String: PropertyListValue]>([:])
 
     /// Opens a suite (like `UserDefaults(suiteName:)`). Nothing is written and no bus connection is
@@ -85,6 +88,7 @@ public final class GroupDefaults: Sendable {
             "\(group.rawValue)/\(WormholeDirectoryName.reservedForDefaults)/\(suite.rawValue)/")
         store = SuiteStore(container: container, suite: suite, durability: durability, logger: logger)
         centers = LazyNotificationCenter(busAddress: busAddress, sharedStateDirectory: sharedStateDirectory, logger: logger)
+        wakeups = WakeEngine(centers: centers, logger: logger)
     }
 
     /// The notification name of `key`, `<group>/Preferences/<suite>/<key>`.

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Logging
 import Synchronization
 public import WormholeDBus
@@ -201,20 +202,32 @@ public final class Journal: Sendable {
         from start: JournalPosition = .end, consumer: String? = nil, as type: Message.Type = Message.self
     ) async throws -> JournalRecordStream<Message> {
         let (doorbell, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let notifications = try center.notificationCenter()
-        let observer = try await notifications.addObserver(
-            location.notificationName, isPrefix: false, on: .ioThread, handler: { _ in continuation.yield(()) },
-            finish: { continuation.finish() })
+        // The wake-ups first, then the cursor: nothing appended after the cursor's start is missed.
+        let subscriber = makeSubscriber { continuation.yield(()) }
+        do {
+            // On the bus without blocking the task; the stream ends when the connection closes.
+            let observer = try await center.notificationCenter().addObserver(
+                location.notificationName, isPrefix: false, on: .ioThread, handler: { _ in continuation.yield(()) },
+                finish: { continuation.finish() })
+            subscriber.keep(observer)
+            center.wakeups.register([subscriber])
+        } catch {
+            guard let busError = center.wakeups.fallsBack(error, [subscriber]) else {
+                subscriber.cancel()
+                throw error
+            }
+            try center.wakeups.fallBack([subscriber], because: busError)
+        }
         let core: JournalConsumerCore
         do {
             core = try JournalConsumerCore(
                 location: location, start: start, consumer: consumer, synchronized: options.durability == .fdatasync)
         } catch {
-            observer.cancel()
+            subscriber.cancel()
             throw error
         }
-        continuation.onTermination = { _ in observer.cancel() }
-        return JournalRecordStream(doorbell: doorbell, core: core, identifier: identifier, observer: observer)
+        continuation.onTermination = { _ in subscriber.cancel() }
+        return JournalRecordStream(doorbell: doorbell, core: core, identifier: identifier, subscriber: subscriber)
     }
 
     /// Calls `handler` for every record in order, from `start` (or after a durable consumer's
@@ -239,12 +252,41 @@ public final class Journal: Sendable {
             location: location, start: start, consumer: consumer, synchronized: options.durability == .fdatasync)
         let drainer = JournalDrainer<Message>(
             core: core, identifier: identifier, executor: delivery.makeExecutor(label: "wormhole.journal"), handler: handler)
-        let notifications = try center.notificationCenter()
-        let observer = try notifications.addObserver(for: location.notificationName, on: .ioThread) { _ in drainer.wake() }
-        let listener = JournalListener(drainer: drainer, observer: observer)
+        let subscriber = makeSubscriber { drainer.wake() }
+        try center.wakeups.start([subscriber])
+        let listener = JournalListener(drainer: drainer, subscriber: subscriber)
         // Records already there (a start before the end, a stored cursor) are delivered now.
         drainer.wake()
         return listener
+    }
+
+    /// Calls `wake` (on the loop's thread) whenever records may have been appended: on its
+    /// appenders' posts, and while there is no bus on changes of the journal's directory (the
+    /// wormhole's ``MessageCenter/wakeSource`` says which), and once after each return of the bus.
+    /// For tools that read with their own cursor (the `wormhole` command). Active when this returns.
+    package func onAppend(_ wake: @escaping @Sendable () -> Void) throws -> any SubscriptionHandle {
+        let subscriber = makeSubscriber(wake)
+        try center.wakeups.start([subscriber])
+        return subscriber
+    }
+
+    /// The journal's wake-ups for the wormhole's ``WakeEngine``: the appenders' posts of
+    /// ``notificationName``; without a bus, the journal directory (a record is a write to a
+    /// segment, a new segment a rename into it).
+    private func makeSubscriber(_ wake: @escaping @Sendable () -> Void) -> NotificationSubscriber {
+        let location = location
+        let target = WatchTarget(key: location.path, events: UInt32(IN_MODIFY | IN_MOVED_TO | IN_CREATE)) {
+            () throws(WormholeError) in
+            guard let directory = try location.open(create: true) else {
+                throw WormholeError(.io, value: location.path, "cannot create the journal directory '\(location.path)'")
+            }
+            return directory
+        }
+        return NotificationSubscriber(
+            target: location.notificationName, isPrefix: false, watchTarget: target,
+            onNotification: { _ in wake() },
+            onFiles: { names in if names.contains(where: { JournalFormat.segmentSequence($0) != nil }) { wake() } },
+            onCatchUp: wake)
     }
 
     /// A cursor to read with, for tools that run their own loop (the `wormhole` command).

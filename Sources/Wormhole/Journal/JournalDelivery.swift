@@ -42,13 +42,13 @@ public struct JournalRecordStream<Message: Decodable & Sendable>: AsyncSequence,
     private let doorbell: AsyncStream<Void>
     private let core: JournalConsumerCore
     private let identifier: MessageIdentifier
-    private let observer: NotificationObserver
+    private let subscriber: NotificationSubscriber
 
-    init(doorbell: AsyncStream<Void>, core: JournalConsumerCore, identifier: MessageIdentifier, observer: NotificationObserver) {
+    init(doorbell: AsyncStream<Void>, core: JournalConsumerCore, identifier: MessageIdentifier, subscriber: NotificationSubscriber) {
         self.doorbell = doorbell
         self.core = core
         self.identifier = identifier
-        self.observer = observer
+        self.subscriber = subscriber
     }
 
     /// Iterates the records; the reader goes when the iteration ends.
@@ -56,7 +56,7 @@ public struct JournalRecordStream<Message: Decodable & Sendable>: AsyncSequence,
         private var doorbell: AsyncStream<Void>.AsyncIterator
         private let core: JournalConsumerCore
         private let identifier: MessageIdentifier
-        private let observer: NotificationObserver
+        private let subscriber: NotificationSubscriber
         private var batch: [(record: RawJournalRecord, isRedelivery: Bool)] = []
         private var index = 0
 
@@ -64,7 +64,7 @@ public struct JournalRecordStream<Message: Decodable & Sendable>: AsyncSequence,
             doorbell = stream.doorbell.makeAsyncIterator()
             core = stream.core
             identifier = stream.identifier
-            observer = stream.observer
+            subscriber = stream.subscriber
         }
 
         /// The next record, or `nil` when the stream ended (task cancelled, connection closed).
@@ -121,11 +121,11 @@ extension JournalRecordStream.AsyncIterator: Sendable {}
 /// first (the rule of every `SubscriptionHandle`).
 public final class JournalListener: SubscriptionHandle {
     private let drainer: any JournalDrainControl
-    private let observer: NotificationObserver
+    private let subscriber: NotificationSubscriber
 
-    init(drainer: any JournalDrainControl, observer: NotificationObserver) {
+    init(drainer: any JournalDrainControl, subscriber: NotificationSubscriber) {
         self.drainer = drainer
-        self.observer = observer
+        self.subscriber = subscriber
     }
 
     deinit { cancel() }
@@ -135,7 +135,7 @@ public final class JournalListener: SubscriptionHandle {
     /// records handled). Calling it twice does nothing.
     public func cancel() {
         if drainer.cancel() { return }
-        observer.cancel()
+        subscriber.cancel()
     }
 
     /// Whether ``cancel()`` was called.

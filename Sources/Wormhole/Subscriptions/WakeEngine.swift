@@ -201,6 +201,8 @@ final class WakeEngine: Sendable {
 
     /// Registers subscribers already attached to the bus (streams attach without blocking).
     func register(_ subscribers: [any WakeSubscriber]) {
+        // A stream attached on its own: its engine follows the connection's losses too.
+        if let center = centers.existing(), subscribers.contains(where: \.isAttached) { watchEvents(of: center) }
         state.withLock { state in
             for subscriber in subscribers { state.registered[ObjectIdentifier(subscriber)] = Registration(subscriber: subscriber) }
         }

@@ -1,0 +1,93 @@
+import Synchronization
+import WormholeDBus
+
+/// A subscription woken by the posts of one notification name (or every name below a prefix)
+/// on the bus, and by its directory while there is no bus: what a journal reader and a defaults
+/// observer are to the ``WakeEngine``. What it reads on a wake is its owner's (the closures).
+final class NotificationSubscriber: WakeSubscriber, SubscriptionHandle {
+    private struct Side {
+        var observer: NotificationObserver?
+        var engine: WakeEngine?
+        var cancelled = false
+    }
+
+    /// The name observed on the bus, or the prefix (ending in `/`).
+    let target: NotificationName
+    let isPrefix: Bool
+    let options: ObserverOptions
+    let fallsBack: Bool
+    let watchTarget: WatchTarget?
+    /// A post (or the bus connection's own catch-up) on the bus, on the loop's thread.
+    private let onNotification: @Sendable (DarwinNotification) -> Void
+    /// Entries of the watched directory changed (the names), on the loop's thread.
+    private let onFiles: @Sendable ([String]) -> Void
+    /// Compare with what was last delivered (the bus came back, or events may have been lost).
+    private let onCatchUp: @Sendable () -> Void
+    private let side = Mutex(Side())
+
+    init(
+        target: NotificationName, isPrefix: Bool, options: ObserverOptions = ObserverOptions(), watchTarget: WatchTarget?,
+        fallsBack: Bool = true, onNotification: @escaping @Sendable (DarwinNotification) -> Void,
+        onFiles: @escaping @Sendable ([String]) -> Void, onCatchUp: @escaping @Sendable () -> Void
+    ) {
+        self.target = target
+        self.isPrefix = isPrefix
+        self.options = options
+        self.watchTarget = watchTarget
+        self.fallsBack = fallsBack
+        self.onNotification = onNotification
+        self.onFiles = onFiles
+        self.onCatchUp = onCatchUp
+    }
+
+    deinit { cancel() }
+
+    var isAttached: Bool { side.withLock { $0.observer != nil } }
+    var isCancelled: Bool { side.withLock { $0.cancelled } }
+
+    func directoryChanged(_ names: [String]) { onFiles(names) }
+    func catchUp() { onCatchUp() }
+    func cancelForEngine() { cancel() }
+
+    func attach(engine: WakeEngine) {
+        let kept = side.withLock { side -> Bool in
+            if side.cancelled { return false }
+            side.engine = engine
+            return true
+        }
+        if !kept { engine.unregister(self) }
+    }
+
+    func attach(to center: DarwinNotificationCenter) throws {
+        let observer =
+            isPrefix
+            ? try center.addObserver(forPrefix: target, on: .ioThread, options: options, handler: onNotification)
+            : try center.addObserver(for: target, on: .ioThread, options: options, handler: onNotification)
+        keep(observer)
+    }
+
+    /// Keeps the observer added on the bus for it; when it was cancelled meanwhile, removes it.
+    func keep(_ observer: NotificationObserver) {
+        let kept = side.withLock { side -> Bool in
+            if side.cancelled { return false }
+            side.observer = observer
+            return true
+        }
+        if !kept { observer.cancel() }
+    }
+
+    /// Removes its observer and unregisters it from the engine; calling it twice does nothing.
+    func cancel() {
+        let (observer, engine) = side.withLock { side -> (NotificationObserver?, WakeEngine?) in
+            if side.cancelled { return (nil, nil) }
+            side.cancelled = true
+            defer {
+                side.observer = nil
+                side.engine = nil
+            }
+            return (side.observer, side.engine)
+        }
+        observer?.cancel()
+        engine?.unregister(self)
+    }
+}
