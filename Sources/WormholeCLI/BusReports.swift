@@ -37,37 +37,47 @@ final class BusReports: Sendable {
         caughtUp.add(1, ordering: .relaxed)
     }
 
-    /// Watches where `wormhole`'s listeners are woken (`listen`, when they may fall back to the
-    /// directory): one line when they move to the directory watch, one when they are back on
-    /// the bus and have caught up. Handlers run on the I/O thread or the switching thread, after
-    /// the catch-up deliveries were written.
-    func watch(_ wormhole: MessageCenter) -> WakeSourceSubscription {
-        wormhole.onWakeSourceChange(on: .ioThread) { [self] source in
+    /// What is watched while there is no bus, as the lines name it.
+    private var directory: String {
+        switch kind {
+        case .observe, .listen: "the wormhole directory"
+        case .journal: "the journal directory"
+        case .defaults: "the Preferences directory"
+        }
+    }
+
+    /// Watches where a facade's subscriptions are woken (`listen` in every mode and `defaults
+    /// observe`, which fall back to a directory watch): one line when they move to the watch
+    /// because the bus was lost, one when they are back on the bus and have caught up.
+    /// Handlers run on the I/O thread or the switching thread, after the catch-up deliveries
+    /// were written. `whenBack`: instead of writing the back line at once, call it (the command
+    /// writes ``writeBackLine()`` once it has delivered what changed).
+    func watch(_ facade: some WakeSourceReporting, whenBack: (@Sendable () -> Void)? = nil) -> WakeSourceSubscription {
+        facade.onWakeSourceChange(on: .ioThread) { [self] source in
             switch source {
             case .directory(let error) where error.code == .disconnected:
-                writeError("wormhole: lost the bus at \(address); listening through the wormhole directory until it is back")
+                caughtUp.store(0, ordering: .relaxed)
+                writeError("wormhole: lost the bus at \(address); listening through \(directory) until it is back")
             case .directory:
                 // At start: said after `ready` by sayWhereListening.
                 break
             case .waitingForBus(let error) where error.code == .disconnected:
-                // "lost the bus at …; and the wormhole directory cannot be watched instead: …"
+                // "lost the bus at …; and the directory cannot be watched instead: …"
+                caughtUp.store(0, ordering: .relaxed)
                 writeError("wormhole: \(error.message); waiting for the bus")
             case .waitingForBus:
                 break
             case .bus:
-                let count = caughtUp.exchange(0, ordering: .relaxed)
-                let changed = count == 1 ? "1 message" : "\(count) messages"
-                writeError("wormhole: back on the bus at \(address); caught up (\(changed) changed while it was away)")
+                if let whenBack { whenBack() } else { writeBackLine() }
             }
         }
     }
 
-    /// After `ready`: says when the listeners started without a bus (woken through the directory).
-    func sayWhereListening(_ wormhole: MessageCenter) {
-        switch wormhole.wakeSource {
+    /// After `ready`: says when the subscriptions started without a bus (woken through a directory).
+    func sayWhereListening(_ facade: some WakeSourceReporting) {
+        switch facade.wakeSource {
         case .directory(let error) where error.code != .disconnected:
-            writeError(
-                "wormhole: \(error.message); listening through the wormhole directory (inotify) until the bus can be reached")
+            writeError("wormhole: \(error.message); listening through \(directory) (inotify) until the bus can be reached")
         case .waitingForBus(let error):
             writeError("wormhole: \(error.message); waiting for the bus")
         default: break
@@ -109,3 +119,14 @@ final class BusReports: Sendable {
         }
     }
 }
+
+/// A facade whose subscriptions fall back to a directory watch without a bus.
+protocol WakeSourceReporting {
+    var wakeSource: WakeSource { get }
+    func onWakeSourceChange(
+        on delivery: DeliveryQueue, _ handler: @escaping @Sendable (WakeSource) -> Void
+    ) -> WakeSourceSubscription
+}
+
+extension MessageCenter: WakeSourceReporting {}
+extension GroupDefaults: WakeSourceReporting {}

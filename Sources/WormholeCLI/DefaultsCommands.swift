@@ -326,8 +326,9 @@ struct DefaultsObserveCommand: ParsableCommand {
             if unique.isEmpty { return [try defaults.observeSuite(on: .ioThread, handler: handler)] }
             return try unique.map { try defaults.observe($0, on: .ioThread, handler: handler) }
         }
-        // After the observers: on a reconnect their catch-up lines are written before this one.
-        let watching = reports.watch(try withCLIErrors { try defaults.notificationCenter().connection })
-        announceReadyAndServe(keeping: (defaults, observers, watching))
+        // After the observers: on the bus's return their catch-up lines are written before this one.
+        // Without a bus the observers are woken through the Preferences directory meanwhile.
+        let watching = reports.watch(defaults)
+        announceReadyAndServe(keeping: (defaults, observers, watching)) { reports.sayWhereListening(defaults) }
     }
 }

@@ -70,21 +70,21 @@ struct JournalListen {
         let wormhole = try options.wormhole(identifiers: [identifier])
         let journal = try withJournalCLIErrors { try wormhole.journal(identifier) }
         let wake = DispatchSemaphore(value: 0)
-        // The rule first, then the cursor: nothing appended after the cursor's start is missed.
-        let observer = try withCLIErrors {
-            try wormhole.notificationCenter().addObserver(for: journal.notificationName, on: .ioThread) { _ in wake.signal() }
-        }
+        // The wake-ups first, then the cursor: nothing appended after the cursor's start is missed.
+        // Without a bus the journal directory wakes it until the bus can be reached.
+        let observer = try withCLIErrors { try journal.onAppend { wake.signal() } }
         let reader = try withJournalCLIErrors { try journal.makeConsumer(from: from, consumer: consumer) }
         let writer = LineWriter()
         let (name, limit) = (identifier, count)
         // Lost: said at once. Back: said by the printing thread once it has printed what was
         // appended meanwhile (the observer's catch-up wakes it; so does this).
         let lines = JournalBusLines(reports: BusReports(.journal, address: try options.bus.addressIfAny()))
-        let watching = lines.reports.watch(try withCLIErrors { try wormhole.notificationCenter().connection }) {
+        let watching = lines.reports.watch(wormhole) {
             lines.back.store(true, ordering: .releasing)
             wake.signal()
         }
         announceReadyAndServe(keeping: (wormhole, observer, reader, watching, lines)) {
+            lines.reports.sayWhereListening(wormhole)
             Thread {
                 Self.serve(reader, identifier: name, count: limit, writer: writer, wake: wake, lines: lines)
             }.start()

@@ -29,8 +29,9 @@ private final class ReliabilityWorld: Sendable {
 
     var environment: [String: String] { ["WORMHOLE_CONTAINER_ROOT": root.path, "XDG_RUNTIME_DIR": runtime.path] }
 
+    /// `command` may name a subcommand too (`defaults observe`).
     func arguments(_ command: String, _ rest: [String]) -> [String] {
-        [command, "--group", group, "--bus-address", bus.address.rawValue] + rest
+        command.split(separator: " ").map(String.init) + ["--group", group, "--bus-address", bus.address.rawValue] + rest
     }
 
     /// Runs `wormhole` to completion on a Dispatch thread.
@@ -169,6 +170,40 @@ struct ReliabilityCLITests {
         try world.bus.start()
         let back = try await next(1, from: child.stderrLines, "the line saying it is on the bus")
         #expect(back.first?.hasPrefix("wormhole: back on the bus at") == true, "\(back)")
+        child.signal(SIGTERM)
+        _ = try await ReliabilityWorld.wait(child)
+    }
+
+    @Test("listen --journal and defaults observe started while the bus is down: ready, where they listen, deliver, then the bus",
+          arguments: ["journal", "defaults"])
+    func filesBackedSubscriptionsStartBeforeTheBus(kind: String) async throws {
+        // It kills the bus: a bus of its own, not the suite's.
+        let world = try ReliabilityWorld(bus: TestBus())
+        world.bus.kill()
+        let (command, arguments, directory): (String, [String], String) =
+            kind == "journal"
+            ? ("listen", ["--journal", "log", "--timeout", "120"], "the journal directory")
+            : ("defaults observe", ["key", "--timeout", "120"], "the Preferences directory")
+        let write: (Int) -> (String, [String]) = { n in
+            kind == "journal" ? ("send", ["--journal", "log", "\(n)"]) : ("defaults write", ["key", "\(n)"])
+        }
+        let expected: (Int) -> String = { n in kind == "journal" ? #""message":\#(n)}"# : #""value":\#(n)}"# }
+        let child = try world.start(command, arguments)
+        let lines = try await next(2, from: child.stderrLines, "ready, then where it listens")
+        #expect(lines.first == "ready")
+        #expect(lines.last?.hasPrefix("wormhole: cannot connect to the bus at") == true, "\(lines)")
+        #expect(lines.last?.hasSuffix("listening through \(directory) (inotify) until the bus can be reached") == true, "\(lines)")
+        let (first, firstArguments) = write(1)
+        #expect(try await world.wormhole(first, firstArguments).status == 0)
+        let line = try await next(1, from: child.stdoutLines, "the change without a bus")
+        #expect(line.first?.hasSuffix(expected(1)) == true, "\(line)")
+        try world.bus.start()
+        let back = try await next(1, from: child.stderrLines, "the line saying it is on the bus")
+        #expect(back.first?.hasPrefix("wormhole: back on the bus at") == true, "\(back)")
+        let (second, secondArguments) = write(2)
+        #expect(try await world.wormhole(second, secondArguments).status == 0)
+        let onBus = try await next(1, from: child.stdoutLines, "the change on the bus")
+        #expect(onBus.first?.hasSuffix(expected(2)) == true, "\(onBus)")
         child.signal(SIGTERM)
         _ = try await ReliabilityWorld.wait(child)
     }
