@@ -143,8 +143,9 @@ extension GroupDefaults {
         let fileName = suite.fileName
         let target = WatchTarget(
             key: container.path + "/" + SuiteStore.directoryName, events: UInt32(IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE)
-        ) { () throws(WormholeError) in
-            guard let directory = try container.openDirectory(named: SuiteStore.directoryName, create: true) else {
+        ) { create throws(WormholeError) in
+            guard let directory = try container.openDirectory(named: SuiteStore.directoryName, create: create) else {
+                if !create { return nil }
                 throw WormholeError(.io, value: container.path, "cannot create the Preferences directory in '\(container.path)'")
             }
             return directory

@@ -276,8 +276,9 @@ public final class Journal: Sendable {
     private func makeSubscriber(_ wake: @escaping @Sendable () -> Void) -> NotificationSubscriber {
         let location = location
         let target = WatchTarget(key: location.path, events: UInt32(IN_MODIFY | IN_MOVED_TO | IN_CREATE)) {
-            () throws(WormholeError) in
-            guard let directory = try location.open(create: true) else {
+            create throws(WormholeError) in
+            guard let directory = try location.open(create: create) else {
+                if !create { return nil }
                 throw WormholeError(.io, value: location.path, "cannot create the journal directory '\(location.path)'")
             }
             return directory

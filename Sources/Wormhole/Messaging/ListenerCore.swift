@@ -49,6 +49,15 @@ private struct ListenerState {
     /// What each mailbox held when last actually delivered (not the start-up baseline): a
     /// post that finds the same file is a duplicate of that delivery.
     var delivered: [MessageIdentifier: Fingerprint] = [:]
+    /// Mailboxes the directory watch saw replaced while on the bus, with no post seen for them
+    /// yet: when the post does not come within ``ListenerCore/orphanGrace`` (a sender that died
+    /// between its write and its signal), they are compared with what was last delivered.
+    var orphans: [MessageIdentifier: UInt64] = [:]
+    /// When each mailbox's last post arrived (monotonic ns), to tell a rename its post already
+    /// accounted for (the two are read in the same loop iteration, in either order).
+    var postedAt: [MessageIdentifier: UInt64] = [:]
+    /// An orphan check is scheduled.
+    var orphanCheckScheduled = false
 
     var hasWork: Bool { catchUp || !order.isEmpty || !dropped.isEmpty }
 }
@@ -85,6 +94,13 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
     let deliversEveryPost: Bool
     /// The most transient messages kept for a reader that is behind; the oldest go first.
     let transientLimit: Int
+    /// Whether the wormhole directory is also watched while on the bus (posts are then
+    /// timed, to tell which renames they account for).
+    let catchesWritesWithoutSignal: Bool
+    /// How long a rename seen on the bus waits for its post before the mailbox is compared.
+    static var orphanGrace: UInt64 { 500_000_000 }
+    /// A post that arrived this shortly before a rename was seen is taken to be that rename's.
+    static var sameIteration: UInt64 { 50_000_000 }
     private let sink: Sink
     private let state = Mutex(ListenerState())
 
@@ -97,6 +113,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         self.only = only
         deliversEveryPost = options.deliversEveryPost
         transientLimit = max(1, options.transientBufferLimit)
+        catchesWritesWithoutSignal = options.catchesWritesWithoutSignal && options.wakesThroughDirectoryWithoutBus
         self.sink = sink
     }
 
@@ -127,8 +144,18 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         switch note.reason {
         case .posted:
             guard let identifier = identifier(in: note.name) else { return }
+            if catchesWritesWithoutSignal { postArrived(identifier) }
             record([identifier], reason: .posted, sentAt: note.state)
         case .catchUp: catchUp()
+        }
+    }
+
+    /// A post of `identifier` arrived: it accounts for a rename seen just before (or just after).
+    private func postArrived(_ identifier: MessageIdentifier) {
+        let now = DispatchTime.now().uptimeNanoseconds
+        state.withLock { state in
+            state.postedAt[identifier] = now
+            state.orphans[identifier] = nil
         }
     }
 
@@ -152,6 +179,52 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         } else {
             record(identifiers, reason: .posted)
         }
+    }
+
+    /// Called by the directory watch kept beside the bus (on the loop's thread) with the
+    /// mailboxes whose `ID.json` was replaced or removed. Normally their posts arrive at once and
+    /// deliver them; a rename whose post has not come within ``orphanGrace`` (its sender died
+    /// between the write and the signal) is compared with what was last delivered and, if it
+    /// changed, delivered as a catch-up.
+    func filesChangedOnBus(_ identifiers: [MessageIdentifier]) {
+        let mine = only.map { only in identifiers.contains(only) ? [only] : [] } ?? identifiers
+        guard !mine.isEmpty else { return }
+        let now = DispatchTime.now().uptimeNanoseconds
+        let schedule = state.withLock { state -> Bool in
+            if state.cancelled { return false }
+            for identifier in mine {
+                if let posted = state.postedAt[identifier], now &- posted < Self.sameIteration { continue }
+                state.orphans[identifier] = now
+            }
+            if state.orphans.isEmpty || state.orphanCheckScheduled { return false }
+            state.orphanCheckScheduled = true
+            return true
+        }
+        if schedule { scheduleOrphanCheck() }
+    }
+
+    private func scheduleOrphanCheck() {
+        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(Self.orphanGrace))) { [weak self] in
+            self?.checkOrphans()
+        }
+    }
+
+    /// The renames still without a post after the grace: compared and, when changed, delivered.
+    private func checkOrphans() {
+        let now = DispatchTime.now().uptimeNanoseconds
+        let (due, again, wake) = state.withLock { state -> ([MessageIdentifier], Bool, Bool) in
+            state.orphanCheckScheduled = false
+            if state.cancelled { return ([], false, false) }
+            let due = state.orphans.filter { now &- $0.value >= Self.orphanGrace }.map(\.key)
+            for identifier in due { state.orphans[identifier] = nil }
+            if !due.isEmpty { Self.merge(due, reason: .catchUp, sentAt: nil, into: &state) }
+            let again = !state.orphans.isEmpty
+            if again { state.orphanCheckScheduled = true }
+            return (due, again, !due.isEmpty && mustWake(&state))
+        }
+        _ = due
+        if again { scheduleOrphanCheck() }
+        if wake { ring() }
     }
 
     /// The identifier a name of this listener's route stands for, or `nil` for a name below the

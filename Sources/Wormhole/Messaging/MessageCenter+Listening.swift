@@ -30,15 +30,27 @@ extension MessageCenter {
         /// caught up on its return.
         public var wakesThroughDirectoryWithoutBus: Bool
 
+        /// Keep watching the wormhole directory while on the bus too (on the process's one
+        /// inotify instance), so that a message whose sender died between storing it and
+        /// sending its signal (a share extension killed right after its write) still reaches
+        /// this listener: a mailbox replaced without its post arriving within half a second is
+        /// compared with what was last delivered and, if it changed, delivered as
+        /// ``MessageDelivery/Reason/catchUp`` (`sentAt` `nil`). Posts that do arrive are
+        /// delivered as usual, never twice. Default `true`; needs
+        /// ``wakesThroughDirectoryWithoutBus``. When no inotify instance can be had, listening
+        /// goes on with the bus alone.
+        public var catchesWritesWithoutSignal: Bool
+
         /// Creates options.
         public init(
             deliversStoredMessageOnStart: Bool = false, deliversEveryPost: Bool = false, transientBufferLimit: Int = 1024,
-            wakesThroughDirectoryWithoutBus: Bool = true
+            wakesThroughDirectoryWithoutBus: Bool = true, catchesWritesWithoutSignal: Bool = true
         ) {
             self.deliversStoredMessageOnStart = deliversStoredMessageOnStart
             self.deliversEveryPost = deliversEveryPost
             self.transientBufferLimit = transientBufferLimit
             self.wakesThroughDirectoryWithoutBus = wakesThroughDirectoryWithoutBus
+            self.catchesWritesWithoutSignal = catchesWritesWithoutSignal
         }
     }
 

@@ -104,6 +104,13 @@ extension MessageListener: WakeSubscriber {
 
     func catchUp() { core.catchUp() }
 
+    var watchesBesideBus: Bool { core.catchesWritesWithoutSignal && watchTarget != nil }
+
+    func directoryChangedBesideBus(_ names: [String]) {
+        let identifiers = names.compactMap(MessageIdentifier.init(fileName:))
+        if !identifiers.isEmpty { core.filesChangedOnBus(identifiers) }
+    }
+
     func cancelForEngine() { cancel() }
 
     func attach(to center: DarwinNotificationCenter) throws { try Self.attach([self], to: center) }
@@ -161,6 +168,10 @@ protocol ListenerControl: Sendable {
     func received(_ signal: TransientSignal)
     /// Mailboxes whose files the directory watch saw change.
     func filesChanged(_ identifiers: [MessageIdentifier])
+    /// Mailboxes whose files the watch kept beside the bus saw change.
+    func filesChangedOnBus(_ identifiers: [MessageIdentifier])
+    /// Whether the wormhole directory is watched beside the bus too.
+    var catchesWritesWithoutSignal: Bool { get }
     /// Compare every mailbox with what was last delivered.
     func catchUp()
 }

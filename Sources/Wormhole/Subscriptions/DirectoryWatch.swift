@@ -32,8 +32,9 @@ struct WatchTarget: Sendable {
     let key: String
     /// The events watched on the directory's entries (`IN_MOVED_TO`, `IN_MODIFY`, …).
     let events: UInt32
-    /// Opens (or makes) the directory, checked; the watch is added on what was opened.
-    let open: @Sendable () throws(WormholeError) -> any WatchableDirectory
+    /// Opens the directory, checked, making it when `create` (nil when it does not exist and
+    /// `create` is false); the watch is added on what was opened.
+    let open: @Sendable (_ create: Bool) throws(WormholeError) -> (any WatchableDirectory)?
 
     /// A wormhole directory: mailboxes are replaced by a rename onto `ID.json` and cleared by
     /// removing it. The temporaries (`.ID.pid-random.tmp`) are written, not renamed onto, so a
@@ -41,7 +42,7 @@ struct WatchTarget: Sendable {
     static func mailboxes(_ files: MessageFiles) -> WatchTarget {
         WatchTarget(
             key: files.container.directoryPath(files.directory), events: UInt32(IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE)
-        ) { () throws(WormholeError) in try files.openOrCreateDirectory() }
+        ) { create throws(WormholeError) in create ? try files.openOrCreateDirectory() : try files.openExistingDirectory() }
     }
 }
 
@@ -65,15 +66,16 @@ final class DirectoryWatch: Sendable {
     /// The events watched on the directory itself.
     private static let selfEvents = UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
 
-    /// Watches `target` (creating the directory when missing). `report` runs on the process's
-    /// loop, one call per batch of events read: it must return quickly.
+    /// Watches `target` (creating the directory when missing, unless `create` is false: then
+    /// nil when it does not exist). `report` runs on the process's loop, one call per batch of
+    /// events read: it must return quickly.
     /// - Throws: ``WormholeError`` when the directory cannot be made or opened safely, or inotify
     ///   is unavailable (for example the process cannot get an instance because
     ///   `fs.inotify.max_user_instances` is reached: the error's value names the limit).
-    init(_ target: WatchTarget, report: @escaping @Sendable (DirectoryChange) -> Void) throws(WormholeError) {
+    init?(_ target: WatchTarget, create: Bool = true, report: @escaping @Sendable (DirectoryChange) -> Void) throws(WormholeError) {
         self.target = target
         self.report = report
-        let added = try addWatch()
+        guard let added = try addWatch(create: create) else { return nil }
         watch.withLock { $0 = added }
     }
 
@@ -91,8 +93,8 @@ final class DirectoryWatch: Sendable {
     }
 
     /// Opens (or makes) the directory safely and watches what was opened.
-    private func addWatch() throws(WormholeError) -> InotifyHub.Watch {
-        let directory = try target.open()
+    private func addWatch(create: Bool = true) throws(WormholeError) -> InotifyHub.Watch? {
+        guard let directory = try target.open(create) else { return nil }
         let mask = target.events | Self.selfEvents
         // The open descriptor, through /proc: the directory that passed the checks, not whatever
         // the path names a moment later. Without /proc, the path (checked just above).
@@ -132,7 +134,7 @@ final class DirectoryWatch: Sendable {
             }
             old?.cancel()
             do {
-                let added = try addWatch()
+                guard let added = try addWatch() else { return deliver(.rescan) }
                 let keep = watch.withLock { watch -> Bool in
                     guard !stopped.load(ordering: .acquiring) else { return false }
                     watch = added

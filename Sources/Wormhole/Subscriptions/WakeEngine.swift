@@ -96,6 +96,16 @@ protocol WakeSubscriber: AnyObject, Sendable {
     func attach(to center: DarwinNotificationCenter) throws
     /// Cancels it because it could not start (the error is thrown to its caller).
     func cancelForEngine()
+    /// Whether its directory is watched while on the bus too (a mailbox listener, for the
+    /// messages whose sender died before its signal).
+    var watchesBesideBus: Bool { get }
+    /// Entries of its directory changed while on the bus (on the loop's thread).
+    func directoryChangedBesideBus(_ names: [String])
+}
+
+extension WakeSubscriber {
+    var watchesBesideBus: Bool { false }
+    func directoryChangedBesideBus(_ names: [String]) {}
 }
 
 /// The wake-up side of one facade's subscriptions, whatever their kind: on the bus when it can
@@ -189,6 +199,7 @@ final class WakeEngine: Sendable {
             watchEvents(of: center)
             try Self.attach(subscribers, to: center)
             register(subscribers)
+            watchBesideBus()
         } catch {
             if let busError = fallsBack(error, subscribers) {
                 try fallBack(subscribers, because: busError)
@@ -207,6 +218,7 @@ final class WakeEngine: Sendable {
             for subscriber in subscribers { state.registered[ObjectIdentifier(subscriber)] = Registration(subscriber: subscriber) }
         }
         for subscriber in subscribers { subscriber.attach(engine: self) }
+        if subscribers.contains(where: \.watchesBesideBus) && source == .bus { watchBesideBus() }
     }
 
     /// Registers subscribers the bus could not take because of `error`, and makes sure their
@@ -319,8 +331,11 @@ final class WakeEngine: Sendable {
     }
 
     private func directoryChanged(_ change: DirectoryChange, key: String) {
-        let subscribers = fallingBack().filter { $0.watchTarget?.key == key }
+        let onBus = source == .bus
+        let subscribers = fallingBack().filter { $0.watchTarget?.key == key && (!onBus || $0.watchesBesideBus) }
         switch change {
+        case .names(let names) where onBus:
+            for subscriber in subscribers { subscriber.directoryChangedBesideBus(names) }
         case .names(let names):
             for subscriber in subscribers { subscriber.directoryChanged(names) }
         case .rescan:
@@ -331,16 +346,46 @@ final class WakeEngine: Sendable {
         }
     }
 
-    /// Stops the watches (when no subscriber is still off the bus).
+    /// Stops the watches (when no subscriber is still off the bus), but those kept beside the bus.
     private func stopWatching() {
         let watches = withLive { state, live -> [DirectoryWatch] in
             if live.contains(where: { !$0.isAttached && !$0.isCancelled }) {
                 return []  // some subscriber is still off the bus
             }
-            defer { state.watches = [:] }
-            return Array(state.watches.values)
+            let kept = Set(live.filter { Self.mayFallBack($0) && $0.watchesBesideBus }.compactMap(\.watchTarget?.key))
+            var stopped: [DirectoryWatch] = []
+            for (key, watch) in state.watches where !kept.contains(key) {
+                stopped.append(watch)
+                state.watches[key] = nil
+            }
+            return stopped
         }
         for watch in watches { watch.stop() }
+    }
+
+    /// Starts the watches kept beside the bus that are not running. A watch that cannot start
+    /// (no inotify instance to be had) is not an error: the subscriptions go on with the bus.
+    private func watchBesideBus() {
+        let failure = withLive { state, live -> WormholeError? in
+            var failure: WormholeError?
+            for subscriber in live where Self.mayFallBack(subscriber) && subscriber.watchesBesideBus {
+                guard let target = subscriber.watchTarget, state.watches[target.key] == nil else { continue }
+                let key = target.key
+                // Only a directory that exists: listening makes nothing on disk (it is made
+                // when the bus is lost, or by the first send).
+                do throws(WormholeError) {
+                    state.watches[key] = try DirectoryWatch(target, create: false) { [weak self] change in
+                        self?.directoryChanged(change, key: key)
+                    }
+                } catch {
+                    failure = error
+                }
+            }
+            return failure
+        }
+        if let failure {
+            logger.info("the directory is not watched beside the bus (a sender that dies before its signal is caught up only on the next post or reconnect): \(failure.message)")
+        }
     }
 
     // MARK: The bus
@@ -389,6 +434,7 @@ final class WakeEngine: Sendable {
         stopWatching()
         for subscriber in fallingBack() { subscriber.catchUp() }
         setSource(.bus)
+        watchBesideBus()
     }
 
     /// Follows the connection's losses and returns (once per connection).
