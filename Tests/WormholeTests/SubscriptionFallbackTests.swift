@@ -70,3 +70,44 @@ struct SubscriptionFallbackTests {
         #expect(try await reader.value == [1, 2, 3])
     }
 }
+
+/// A message stored by a sender that died before its signal reached the bus (a share extension
+/// killed right after its write, scenario 4) still reaches a listener on the bus: the wormhole
+/// directory is watched beside the bus, and a rename whose post does not follow is caught up.
+@Suite("Writes without a signal reach listeners on the bus", .sharedBus)
+struct UnsignalledWriteTests {
+    let fixture: MessagingFixture
+    init() throws { fixture = try MessagingFixture() }
+
+    /// Another process renames a message onto `ID.json` and posts nothing, as a sender killed
+    /// between the two would: delivered once as a catch-up. A send after it is delivered as
+    /// posted, with its `sentAt`, and nothing twice.
+    @Test func aRenameWithoutItsPostIsDeliveredAsACatchUp() async throws {
+        let wormhole = try fixture.wormhole()
+        try wormhole.passMessage(JSONDocument(data: Data("0".utf8)), identifier: "inbox")
+        wormhole.flush()
+        let (deliveries, record) = MessagingHarness.recorder(JSONDocument.self)
+        let listener = try wormhole.listenToAllMessages(as: JSONDocument.self, handler: record)
+        defer { listener.cancel() }
+        try await writeWithoutSignal(#"{"orphan":1}"#, identifier: "inbox")
+        let orphan = try await MessagingHarness.next(1, from: deliveries, "the message stored without a signal")
+        #expect(orphan.first?.reason == .catchUp)
+        #expect(orphan.first?.sentAt == nil)
+        #expect(orphan.first?.message.map { String(decoding: $0.data, as: UTF8.self) } == #"{"orphan":1}"#)
+
+        try await fixture.runCLI(["send", "--group", fixture.group, "inbox", #"{"posted":2}"#])
+        try await fixture.runCLI(["send", "--group", fixture.group, "sentinel", "3"])
+        let next = try await MessagingHarness.next(2, from: deliveries, "the posted message, then the sentinel")
+        #expect(next.map(\.identifier.rawValue) == ["inbox", "sentinel"])
+        #expect(next.map(\.reason) == [.posted, .posted])
+        #expect(next.allSatisfy { $0.sentAt != nil })
+    }
+
+    /// Writes `<identifier>.json` by the contract's atomic replace, from a shell, posting nothing.
+    private func writeWithoutSignal(_ json: String, identifier: String) async throws {
+        let directory = "\(fixture.root.path)/\(fixture.group)/wormhole"
+        let script = "printf '%s' \"$1\" > \"$2/.\(identifier).1-1.tmp\" && mv \"$2/.\(identifier).1-1.tmp\" \"$2/\(identifier).json\""
+        let output = try await MessagingHarness.run("/bin/sh", ["-c", script, "sh", json, directory])
+        #expect(output.status == 0, "\(output.stderr)")
+    }
+}

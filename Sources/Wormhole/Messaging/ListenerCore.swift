@@ -203,9 +203,13 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         if schedule { scheduleOrphanCheck() }
     }
 
+    /// On the loop: its own timed sleep, no thread or descriptor (the absence of a post is the
+    /// one thing no descriptor reports).
     private func scheduleOrphanCheck() {
-        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(Self.orphanGrace))) { [weak self] in
-            self?.checkOrphans()
+        do throws(BusError) {
+            try LoopDeadline.schedule(after: Self.orphanGrace / 1_000_000) { [weak self] in self?.checkOrphans() }
+        } catch {
+            state.withLock { $0.orphanCheckScheduled = false }
         }
     }
 
