@@ -49,14 +49,6 @@ extension MessageCenter {
         try listen(identifier: identifier, as: type, on: delivery.queue, options: options, handler: delivery.wrap(handler))
     }
 
-    /// Listens to an identifier given as a string, with a `@MainActor` handler (`on: .mainActor`).
-    public func listen<Message: Decodable & Sendable>(
-        identifier: String, as type: Message.Type = Message.self, on delivery: MainActorDelivery,
-        options: ListenOptions = ListenOptions(), handler: @escaping @MainActor @Sendable (MessageDelivery<Message>) -> Void
-    ) throws -> MessageListener {
-        try listen(identifier: identifier, as: type, on: delivery.queue, options: options, handler: delivery.wrap(handler))
-    }
-
     /// Listens to many identifiers at once, with a `@MainActor` handler (`on: .mainActor`).
     public func listen<Message: Decodable & Sendable>(
         identifiers: [MessageIdentifier], as type: Message.Type = Message.self, on delivery: MainActorDelivery,

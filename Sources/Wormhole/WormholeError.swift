@@ -7,7 +7,8 @@
 ///
 /// ```swift
 /// do {
-///     try wormhole.passMessage(["n": 1], identifier: "a/b")
+///     let identifier = try MessageIdentifier(userInput)  // "a/b"
+///     try wormhole.passMessage(["n": 1], identifier: identifier)
 /// } catch let error as WormholeError where error.code == .invalidIdentifier {
 ///     print(error)  // message identifier 'a/b' contains '/' ...
 /// }

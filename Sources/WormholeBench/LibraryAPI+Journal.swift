@@ -9,7 +9,7 @@ extension LibraryAPI {
         group: String, root: String, address: BusAddress, identifier: String, synchronized: Bool = false
     ) throws -> Journal {
         try Mailbox(applicationGroupIdentifier: group, containerRoot: root, busAddress: address)
-            .journal(identifier, options: Journal.Options(durability: synchronized ? .fdatasync : .none))
+            .journal(MessageIdentifier(identifier), options: Journal.Options(durability: synchronized ? .fdatasync : .none))
     }
 
     /// Appends one record.

@@ -45,19 +45,19 @@ enum LibraryAPI {
     static func listen(
         _ mailbox: Mailbox, identifier: String, handler: @escaping @Sendable (BenchPayload) -> Void
     ) throws -> MessageListener {
-        try mailbox.listen(identifier: identifier, as: BenchPayload.self, on: .ioThread) { delivery in
+        try mailbox.listen(identifier: MessageIdentifier(identifier), as: BenchPayload.self, on: .ioThread) { delivery in
             if case .success(let payload) = delivery.result { handler(payload) }
         }
     }
 
     /// Stores `payload` for `identifier` and posts.
     static func send(_ mailbox: Mailbox, _ payload: BenchPayload, identifier: String) throws {
-        _ = try mailbox.passMessage(payload, identifier: identifier)
+        _ = try mailbox.passMessage(payload, identifier: MessageIdentifier(identifier))
     }
 
     /// Sends `payload` to the running listeners of `identifier` in the signal itself (not stored).
     static func sendTransient(_ mailbox: Mailbox, _ payload: BenchPayload, identifier: String) throws {
-        try mailbox.passTransientMessage(payload, identifier: identifier)
+        try mailbox.passTransientMessage(payload, identifier: MessageIdentifier(identifier))
     }
 
     /// Calls `handler` with each delivery for `identifier` (stored or transient) as its raw JSON
@@ -65,19 +65,19 @@ enum LibraryAPI {
     static func listenDocument(
         _ mailbox: Mailbox, identifier: String, handler: @escaping @Sendable (JSONDocument) -> Void
     ) throws -> MessageListener {
-        try mailbox.listen(identifier: identifier, as: JSONDocument.self, on: .ioThread) { delivery in
+        try mailbox.listen(identifier: MessageIdentifier(identifier), as: JSONDocument.self, on: .ioThread) { delivery in
             if case .success(let document) = delivery.result { handler(document) }
         }
     }
 
     /// Stores the raw document for `identifier` as it is and posts (no encoder).
     static func send(_ mailbox: Mailbox, _ document: JSONDocument, identifier: String) throws {
-        _ = try mailbox.passMessage(document, identifier: identifier)
+        _ = try mailbox.passMessage(document, identifier: MessageIdentifier(identifier))
     }
 
     /// Sends a JSON document as a transient message (checked and compacted, no encoder).
     static func sendTransient(_ mailbox: Mailbox, _ document: JSONDocument, identifier: String) throws {
-        try mailbox.passTransientMessage(document, identifier: identifier)
+        try mailbox.passTransientMessage(document, identifier: MessageIdentifier(identifier))
     }
 
     /// The raw document of a payload, `{"seq":N,"pad":"xx…"}` (`pad`: its UTF-8 bytes), checked

@@ -23,7 +23,7 @@ struct ClearCommand: ParsableCommand {
         OneShot.arm("the clear", done: "cleared")
         let wormhole = try options.wormhole(identifiers: identifier.map { [$0] } ?? [])
         let reports = try withCLIErrors {
-            if let identifier { return [try wormhole.clearMessage(identifier: identifier)] }
+            if let identifier { return [try wormhole.clearMessage(identifier: MessageIdentifier(identifier))] }
             return try wormhole.clearAllMessages()
         }
         let failure = reports.compactMap(\.notificationError).first

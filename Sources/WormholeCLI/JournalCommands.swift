@@ -26,7 +26,7 @@ struct JournalSend {
         let wormhole = try options.wormhole(identifiers: [identifier])
         let text = json ?? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
         let bytes = Data(text.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
-        let journal = try withJournalCLIErrors { try wormhole.journal(identifier) }
+        let journal = try withJournalCLIErrors { try wormhole.journal(MessageIdentifier(identifier)) }
         try withJournalCLIErrors {
             let document: JSONDocument
             do {
@@ -68,7 +68,7 @@ struct JournalListen {
     func run() throws -> Never {
         armTimeout(timeout, countGiven: count != nil)
         let wormhole = try options.wormhole(identifiers: [identifier])
-        let journal = try withJournalCLIErrors { try wormhole.journal(identifier) }
+        let journal = try withJournalCLIErrors { try wormhole.journal(MessageIdentifier(identifier)) }
         let wake = DispatchSemaphore(value: 0)
         // The wake-ups first, then the cursor: nothing appended after the cursor's start is missed.
         // Without a bus the journal directory wakes it until the bus can be reached.
@@ -232,7 +232,7 @@ struct JournalStatCommand: ParsableCommand {
 
     func run() throws {
         let wormhole = try options.wormhole(identifiers: [identifier])
-        let status = try withJournalCLIErrors { try wormhole.journal(identifier).status() }
+        let status = try withJournalCLIErrors { try wormhole.journal(MessageIdentifier(identifier)).status() }
         writeOutput(statusLine(identifier, status))
     }
 }
@@ -259,7 +259,7 @@ struct JournalCheckCommand: ParsableCommand {
         let status: JournalStatus
         do {
             let wormhole = try options.wormhole(identifiers: [identifier])
-            status = try withJournalCLIErrors { try wormhole.journal(identifier).status() }
+            status = try withJournalCLIErrors { try wormhole.journal(MessageIdentifier(identifier)).status() }
         } catch {
             // 64 for bad arguments like every command; 2 for anything else that stops the check.
             let failure = cliFailure(error)
@@ -309,7 +309,7 @@ struct JournalTrimCommand: ParsableCommand {
 
     func run() throws {
         let wormhole = try options.wormhole(identifiers: [identifier])
-        let journal = try withJournalCLIErrors { try wormhole.journal(identifier) }
+        let journal = try withJournalCLIErrors { try wormhole.journal(MessageIdentifier(identifier)) }
         let retention = Journal.Retention(maximumBytes: maxBytes, maximumAge: maxAge, maximumRecords: maxRecords)
         let removed = try withJournalCLIErrors { try journal.trim(retention) }
         let status = try withJournalCLIErrors { try journal.status() }

@@ -17,7 +17,7 @@ struct ReadCommand: ParsableCommand {
 
     func run() throws {
         let wormhole = try options.wormhole(identifiers: [identifier], maximumMessageSize: sizeLimit.bytes)
-        let data = try withCLIErrors { try wormhole.messageData(identifier: identifier) }
+        let data = try withCLIErrors { try wormhole.messageData(identifier: MessageIdentifier(identifier)) }
         guard let data else {
             // Which part is missing (container, directory, or just this identifier), and the
             // nearest name that exists: most "no message" reports are a typo.

@@ -64,7 +64,7 @@ struct SendCommand: ParsableCommand {
                 try sendTransient(document, through: wormhole)
                 return nil
             }
-            return try wormhole.passMessage(document, identifier: identifier)
+            return try wormhole.passMessage(document, identifier: MessageIdentifier(identifier))
         }
         if let error = report?.notificationError {
             writeError("wormhole: warning: message stored, but listeners were not notified on the bus (listeners without a bus see the file): \(error)")
@@ -82,7 +82,7 @@ struct SendCommand: ParsableCommand {
     /// cannot be reached is a failure (exit 1), not a warning.
     private func sendTransient(_ document: JSONDocument, through wormhole: MessageCenter) throws {
         do {
-            try wormhole.passTransientMessage(document, identifier: identifier)
+            try wormhole.passTransientMessage(document, identifier: MessageIdentifier(identifier))
         } catch let error as BusError {
             throw CLIFailure(
                 message: "cannot send transient message for '\(identifier)': \(error.message) "

@@ -57,17 +57,17 @@ private func sendOnce(_ arguments: [String]) throws {
     switch kind {
     case "mailbox":
         let wormhole = try MessageCenter(applicationGroupIdentifier: group, containerRoot: root, busAddress: bus, logger: logger)
-        let report = try wormhole.passMessage(["id": identifier], identifier: identifier)
+        let report = try wormhole.passMessage(["id": identifier], identifier: MessageIdentifier(identifier))
         if let error = report.notificationError { throw PeerError("not posted: \(error)") }
         facade = wormhole
     case "journal":
         let wormhole = try MessageCenter(applicationGroupIdentifier: group, containerRoot: root, busAddress: bus, logger: logger)
-        let journal = try wormhole.journal(identifier)
+        let journal = try wormhole.journal(MessageIdentifier(identifier))
         try journal.append(["id": identifier])
         facade = journal
     case "post":
         let center = try DarwinNotificationCenter(busAddress: bus, logger: logger)
-        try center.post("\(group)/post/\(identifier)")
+        try center.post(NotificationName("\(group)/post/\(identifier)"))
         facade = center
     case "defaults":
         let defaults = try GroupDefaults(applicationGroupIdentifier: group, containerRoot: root, busAddress: bus, logger: logger)
@@ -76,7 +76,7 @@ private func sendOnce(_ arguments: [String]) throws {
         facade = defaults
     case "transient":
         let wormhole = try MessageCenter(applicationGroupIdentifier: group, containerRoot: root, busAddress: bus, logger: logger)
-        try wormhole.passTransientMessage(["id": identifier], identifier: identifier)
+        try wormhole.passTransientMessage(["id": identifier], identifier: MessageIdentifier(identifier))
         facade = wormhole
     default:
         throw PeerError("send-once: unknown kind '\(kind)' (mailbox, journal, post, defaults, transient)")

@@ -34,9 +34,9 @@ private func sendMany(_ arguments: [String], requireBus: Bool) throws {
     for n in 0..<count {
         let report =
             if let tag {
-                try wormhole.passMessage(Tagged(n: n, w: tag), identifier: arguments[2])
+                try wormhole.passMessage(Tagged(n: n, w: tag), identifier: MessageIdentifier(arguments[2]))
             } else {
-                try wormhole.passMessage(["n": n], identifier: arguments[2])
+                try wormhole.passMessage(["n": n], identifier: MessageIdentifier(arguments[2]))
             }
         if requireBus, let error = report.notificationError {
             throw MessagingCommandError(description: "message \(n) was stored but not posted: \(error)")
@@ -52,7 +52,7 @@ private func sendTransientMany(_ arguments: [String]) throws {
     let wormhole = try MessageCenter(
         applicationGroupIdentifier: arguments[1], containerRoot: arguments[0], busAddress: BusAddress(arguments[4]))
     for n in 0..<count {
-        try wormhole.passTransientMessage(["n": n], identifier: arguments[2])
+        try wormhole.passTransientMessage(["n": n], identifier: MessageIdentifier(arguments[2]))
     }
     wormhole.flush()
 }

@@ -73,7 +73,7 @@ private final class JournalCLIWorld: Sendable {
         return try MessageCenter(
             applicationGroupIdentifier: group, containerRoot: root.path, busAddress: bus.address,
             sharedStateDirectory: runtime.path + "/wormhole", logger: logger
-        ).journal(identifier)
+        ).journal(MessageIdentifier(identifier))
     }
 
     func line(_ sequence: Int, _ message: String, identifier: String = "events") -> String {

@@ -522,7 +522,7 @@ struct MessageCLITests {
         #expect(try world.root.contents() == [], "nothing was written")
         // Nothing was posted: a sentinel posted now is the first signal of the test's group.
         let sentinel = try world.inProcess().notificationCenter()
-        try sentinel.post("\(world.group)/sentinel")
+        try sentinel.post(NotificationName("\(world.group)/sentinel"))
         let first = try await CLIWait.next(1, from: posted, "the sentinel")
         #expect(try first.first?.string(at: 0) == "\(world.group)/sentinel")
         withExtendedLifetime(connection) {}

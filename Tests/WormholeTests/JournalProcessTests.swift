@@ -39,7 +39,7 @@ struct JournalProcessTests {
     var environment: [String: String] { ["XDG_RUNTIME_DIR": fixture.state.path] }
 
     func location(_ identifier: String = "events") throws -> JournalLocation {
-        try fixture.wormhole().journal(identifier).location
+        try fixture.wormhole().journal(MessageIdentifier(identifier)).location
     }
 
     func startAppender(count: Int, batch: Int, hold: Bool = false) throws -> ChildProcess {

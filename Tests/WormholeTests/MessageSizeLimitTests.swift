@@ -143,14 +143,14 @@ enum BusAddressForTests {
         let identifiers = (0..<300).map { "id\($0)" }
         let (deliveries, handler) = MessagingHarness.recorder(MessagingCounter.self)
         let overlap = ListenManyOverlap()
-        let listeners = try receiver.listen(identifiers: identifiers, as: MessagingCounter.self) { delivery in
+        let listeners = try receiver.listen(identifiers: identifiers.map(MessageIdentifier.init), as: MessagingCounter.self) { delivery in
             overlap.enter()
             handler(delivery)
             overlap.leave()
         }
         defer { for listener in listeners { listener.cancel() } }
         #expect(listeners.count == 300)
-        for index in [0, 149, 299] { try sender.passMessage(MessagingCounter(n: index), identifier: "id\(index)") }
+        for index in [0, 149, 299] { try sender.passMessage(MessagingCounter(n: index), identifier: MessageIdentifier("id\(index)")) }
         let got = try await MessagingHarness.next(3, from: deliveries, "the three deliveries")
         #expect(Set(got.map(\.identifier.rawValue)) == ["id0", "id149", "id299"])
         #expect(got.allSatisfy { (try? $0.result.get().n) == Int($0.identifier.rawValue.dropFirst(2)) })

@@ -17,7 +17,7 @@ struct MessagingAPITests {
 
     /// Sends through a generic context, as code that forwards any `Encodable` would.
     static func sendAnything<T: Encodable>(_ value: T, via wormhole: MessageCenter, as identifier: String) throws {
-        try wormhole.passMessage(value, identifier: identifier)
+        try wormhole.passMessage(value, identifier: MessageIdentifier(identifier))
     }
 
     @Test("raw bytes go through JSONDocument as they are; Data is refused by name, nothing stored")

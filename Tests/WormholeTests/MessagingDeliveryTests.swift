@@ -91,11 +91,11 @@ struct MessagingDeliveryTests {
         let center = try sender.notificationCenter()
         let group = fixture.group
         try sender.passMessage(MessagingCounter(n: 1), identifier: "a")
-        try center.post("\(group)/wormhole-other/a", state: 1)
-        try center.post("\(group)/wormholeX/b", state: 2)
-        try center.post("\(group)/wormhole", state: 3)
+        try center.post(NotificationName("\(group)/wormhole-other/a"), state: 1)
+        try center.post(NotificationName("\(group)/wormholeX/b"), state: 2)
+        try center.post(NotificationName("\(group)/wormhole"), state: 3)
         try sender.passMessage(MessagingCounter(n: 2), identifier: "b")
-        try center.post("\(group)/wormhole-other/end", state: 4)
+        try center.post(NotificationName("\(group)/wormhole-other/end"), state: 4)
         try sender.passMessage(MessagingCounter(n: 3), identifier: "end")
         let received = try await MessagingHarness.until(deliveries, "the end message") {
             $0.identifier.rawValue == "end"
@@ -151,7 +151,7 @@ struct MessagingDeliveryTests {
     @Test("clearAllMessages notifies each identifier that had a message, which then delivers .noMessage")
     func clearAll() async throws {
         let sender = try fixture.wormhole()
-        for identifier in ["a", "b", "c"] { try sender.passMessage(MessagingCounter(n: 1), identifier: identifier) }
+        for identifier in ["a", "b", "c"] { try sender.passMessage(MessagingCounter(n: 1), identifier: MessageIdentifier(identifier)) }
         let receiver = try fixture.wormhole()
         let (deliveries, handler) = MessagingHarness.recorder(MessagingCounter.self)
         let listener = try receiver.listenToAllMessages(on: .queue(DispatchQueue(label: "t")), handler: handler)

@@ -162,7 +162,7 @@ struct MessagingDirectoryFallbackTests {
         let churners = (0..<4).map { index in
             Task.detached {
                 for round in 0..<200 {
-                    let listener = try receiver.listen(identifier: round % 2 == 0 ? "count" : "other\(index)", as: MessagingCounter.self) { _ in }
+                    let listener = try receiver.listen(identifier: MessageIdentifier(round % 2 == 0 ? "count" : "other\(index)"), as: MessagingCounter.self) { _ in }
                     if round % 3 == 0 { listener.cancel() }
                 }
             }

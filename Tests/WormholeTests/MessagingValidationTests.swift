@@ -75,27 +75,27 @@ struct MessagingValidationTests {
             let wormhole = try fixture.wormhole()
             let id = hostile.value
             #expect(
-                performing: { try wormhole.passMessage(MessagingCounter(n: 1), identifier: id) },
+                performing: { try wormhole.passMessage(MessagingCounter(n: 1), identifier: MessageIdentifier(id)) },
                 throws: hostile.isRefusal)
-            #expect(performing: { try wormhole.passMessage(identifier: id) }, throws: hostile.isRefusal)
+            #expect(performing: { try wormhole.passMessage(identifier: MessageIdentifier(id)) }, throws: hostile.isRefusal)
             #expect(
-                performing: { try wormhole.message(identifier: id, as: MessagingCounter.self) },
+                performing: { try wormhole.message(identifier: MessageIdentifier(id), as: MessagingCounter.self) },
                 throws: hostile.isRefusal)
-            #expect(performing: { try wormhole.clearMessage(identifier: id) }, throws: hostile.isRefusal)
+            #expect(performing: { try wormhole.clearMessage(identifier: MessageIdentifier(id)) }, throws: hostile.isRefusal)
             #expect(
-                performing: { try wormhole.listen(identifier: id, as: MessagingCounter.self, on: .ioThread) { _ in } },
+                performing: { try wormhole.listen(identifier: MessageIdentifier(id), as: MessagingCounter.self, on: .ioThread) { _ in } },
                 throws: hostile.isRefusal)
             await #expect(
-                performing: { try await wormhole.messages(identifier: id, as: MessagingCounter.self) },
+                performing: { try await wormhole.messages(identifier: MessageIdentifier(id), as: MessagingCounter.self) },
                 throws: hostile.isRefusal)
-            #expect(performing: { try wormhole.messageData(identifier: id) }, throws: hostile.isRefusal)
+            #expect(performing: { try wormhole.messageData(identifier: MessageIdentifier(id)) }, throws: hostile.isRefusal)
             #expect(performing: { try MessageIdentifier(id) }, throws: hostile.isRefusal)
         }
         #expect(try fixture.root.contents() == [], "nothing was written")
         // Nothing was posted: a sentinel posted now is the first signal of the test's group.
         let sentinel = try DarwinNotificationCenter(
             busAddress: fixture.bus.address, sharedStateDirectory: fixture.state.path, logger: MessagingHarness.logger)
-        try sentinel.post("\(fixture.group)/sentinel")
+        try sentinel.post(NotificationName("\(fixture.group)/sentinel"))
         let first = try await MessagingHarness.next(1, from: raw, "the sentinel")
         #expect(try first.first?.string(at: 0) == "\(fixture.group)/sentinel")
     }
@@ -109,9 +109,9 @@ struct MessagingValidationTests {
         let sender = try fixture.wormhole(group: group, directory: directory)
         let receiver = try fixture.wormhole(group: group, directory: directory)
         let (deliveries, handler) = MessagingHarness.recorder(MessagingCounter.self)
-        let listener = try receiver.listen(identifier: identifier, on: .queue(DispatchQueue(label: "t")), handler: handler)
+        let listener = try receiver.listen(identifier: MessageIdentifier(identifier), on: .queue(DispatchQueue(label: "t")), handler: handler)
         defer { listener.cancel() }
-        #expect(try sender.passMessage(MessagingCounter(n: 9), identifier: identifier).notified)
+        #expect(try sender.passMessage(MessagingCounter(n: 9), identifier: MessageIdentifier(identifier)).notified)
         let delivery = try await MessagingHarness.next(1, from: deliveries, "the message")
         #expect(delivery.first?.message == MessagingCounter(n: 9))
         #expect(FileManager.default.fileExists(atPath: "\(fixture.root.path)/\(group)/\(directory)/\(identifier).json"))

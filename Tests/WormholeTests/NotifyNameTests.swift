@@ -76,9 +76,9 @@ struct NotifyNameTests {
         let stream = try await observing.notifications(named: NotificationName(name))
         for lookalike in [name + "x", "x" + name, name + "'", "\\" + name, String(name.dropLast())]
         where !lookalike.isEmpty {
-            try posting.post(lookalike, state: 0)
+            try posting.post(NotificationName(lookalike), state: 0)
         }
-        try posting.post(name, state: 1)
+        try posting.post(NotificationName(name), state: 1)
         for delivered in [
             try await NotifyHarness.next(1, from: handled), try await NotifyHarness.next(1, from: stream),
         ] {
@@ -125,8 +125,8 @@ struct NotifyNameTests {
         let listener = try BusConnection(address: bus.address)
         let raw = try await listener.signals(
             matching: MatchRule(sender: poster.connection.uniqueName, member: try MemberName("Posted")))
-        #expect(#expect(throws: WormholeError.self) { try poster.post(name) }?.code == .invalidName)
-        #expect(#expect(throws: WormholeError.self) { try poster.post(name, state: 1) }?.code == .invalidName)
+        #expect(#expect(throws: WormholeError.self) { try poster.post(NotificationName(name)) }?.code == .invalidName)
+        #expect(#expect(throws: WormholeError.self) { try poster.post(NotificationName(name), state: 1) }?.code == .invalidName)
         try poster.post("sentinel")
         let signals = try await NotifyHarness.next(1, from: raw, "the sentinel")
         #expect(signals.map { $0.arguments.first } == [.string("sentinel")], "the refused posts sent nothing")
@@ -173,7 +173,7 @@ struct NotifyNameTests {
         #expect(error?.code == .invalidName)
         #expect(error?.message.contains("accepts at most 1024") == true)
         let observing = try center()
-        #expect(throws: WormholeError.self) { try observing.post(heavy) }
+        #expect(throws: WormholeError.self) { try observing.post(NotificationName(heavy)) }
         // The longest name that fits: the rule is exactly 1024 bytes.
         let fixed = NotifyContract.exactRuleLength(of: "")
         let quotes = (MatchRule.maximumLength - fixed) / 4

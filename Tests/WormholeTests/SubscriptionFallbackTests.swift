@@ -15,7 +15,7 @@ struct SubscriptionFallbackTests {
         let world = try MessagingFixture(bus: TestBus())
         world.bus.kill()
         let wormhole = try world.wormhole()
-        let journal = try wormhole.journal("events")
+        let journal = wormhole.journal("events")
         let (records, continuation) = AsyncStream<UInt64>.makeStream()
         let listener = try journal.listen(as: JSONDocument.self) { result in
             if case .success(let record) = result { continuation.yield(record.sequence) }
@@ -44,7 +44,7 @@ struct SubscriptionFallbackTests {
     @Test func aJournalStreamReadsThroughALostBus() async throws {
         let world = try MessagingFixture(bus: TestBus())
         let wormhole = try world.wormhole()
-        let journal = try wormhole.journal("events")
+        let journal = wormhole.journal("events")
         let stream = try await journal.records(as: JSONDocument.self)
         let (sources, sourceChanges) = AsyncStream<WakeSource>.makeStream()
         let watching = wormhole.onWakeSourceChange { sourceChanges.yield($0) }

@@ -267,7 +267,7 @@ struct SubscriptionLifetimeTests {
             detector.enter()
             if delivery.message?.n == -1 { finishedContinuation.yield() }
         }
-        for n in 0..<300 { try sender.passMessage(MessagingCounter(n: n), identifier: "id\(n % 7)") }
+        for n in 0..<300 { try sender.passMessage(MessagingCounter(n: n), identifier: MessageIdentifier("id\(n % 7)")) }
         try sender.passMessage(MessagingCounter(n: -1), identifier: "end")
         _ = try await MessagingHarness.next(1, from: finished, "the end message")
         #expect(detector.overlaps == 0)

@@ -8,7 +8,6 @@
 import Dispatch
 import Foundation
 import Wormhole
-import WormholeDBus
 
 struct ButtonMessage: Codable, Sendable {
     var buttonNumber: Int

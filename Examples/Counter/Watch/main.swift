@@ -7,7 +7,6 @@
 // comes from WORMHOLE_CONTAINER_ROOT (or XDG_DATA_HOME, HOME).
 import Foundation
 import Wormhole
-import WormholeDBus
 
 struct ButtonMessage: Codable {
     var buttonNumber: Int

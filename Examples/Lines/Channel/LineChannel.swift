@@ -2,8 +2,7 @@
 // and an outbox. The extension's native host writes `toShell`, the app reads it; the app writes
 // `toExtension`, the host reads it. `LineChannel` hides how, so the mechanism can be swapped.
 import Foundation
-import Wormhole
-public import WormholeDBus
+public import Wormhole
 
 /// One clipped line of text (or one answer back), with where it came from.
 public struct Line: Codable, Sendable, Hashable {
@@ -30,6 +29,15 @@ public enum LineDirection: String, Sendable, CaseIterable {
     case toShell
     /// Written by the app, read by the extension's host.
     case toExtension
+
+    /// The mailbox (and journal) of this direction: identifiers written in the source are
+    /// string literals.
+    var identifier: MessageIdentifier {
+        switch self {
+        case .toShell: "toShell"
+        case .toExtension: "toExtension"
+        }
+    }
 }
 
 /// How lines travel between the extension and the app: write one, read the latest, be woken
@@ -69,20 +77,20 @@ public final class GroupLineChannel: LineChannel {
         try defaults.set(
             ["id": line.id, "text": line.text, "url": line.url ?? "", "sentAt": line.sentAt] as [String: Any],
             forKey: direction.rawValue)
-        try wormhole.passMessage(line, identifier: direction.rawValue)
+        try wormhole.passMessage(line, identifier: direction.identifier)
         wormhole.flush()
     }
 
     public func latest(_ direction: LineDirection) throws -> Line? {
         // The message is what the writer stored last; the key is its durable twin.
-        try wormhole.message(identifier: direction.rawValue, as: Line.self)
+        try wormhole.message(identifier: direction.identifier, as: Line.self)
     }
 
     public func receive(
         _ direction: LineDirection, includingStored: Bool, handler: @escaping @Sendable (Line, Bool) -> Void
     ) throws -> any SubscriptionHandle {
         try wormhole.listen(
-            identifier: direction.rawValue, as: Line.self,
+            identifier: direction.identifier, as: Line.self,
             options: .init(deliversStoredMessageOnStart: includingStored)
         ) { delivery in
             guard case .success(let line) = delivery.result else { return }
@@ -113,7 +121,7 @@ public final class JournalLineChannel: LineChannel {
     }
 
     func journal(_ direction: LineDirection) throws -> Journal {
-        try wormhole.journal(direction.rawValue)
+        try wormhole.journal(direction.identifier)
     }
 
     public func send(_ line: Line, _ direction: LineDirection) throws {

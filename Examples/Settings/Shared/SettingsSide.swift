@@ -16,7 +16,6 @@
 public import Foundation
 import Glibc
 import Wormhole
-import WormholeDBus
 
 /// The shared theme, stored as its raw string.
 public enum Theme: String, Codable, Sendable {

@@ -8,7 +8,6 @@
 public import Foundation
 import Glibc
 public import Wormhole
-import WormholeDBus
 
 /// The modules a host app can enable for its share extension.
 public enum ShareAction: String, Codable, Sendable, CaseIterable {
@@ -86,7 +85,7 @@ public struct ShareGroup: Sendable {
         let address = try busAddress.map(BusAddress.init)
         defaults = try GroupDefaults(applicationGroupIdentifier: group, busAddress: address)
         wormhole = try MessageCenter(applicationGroupIdentifier: group, directory: "share", busAddress: address)
-        journal = try wormhole.journal("shares")
+        journal = wormhole.journal("shares")
         sharedDirectory = try wormhole.container.createDirectory(WormholeDirectoryName("Shared"))
     }
 

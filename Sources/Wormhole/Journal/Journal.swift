@@ -9,7 +9,7 @@ public import WormholeDBus
 ///
 /// ```swift
 /// let wormhole = try MessageCenter(applicationGroupIdentifier: "group.com.example.app")
-/// let journal = try wormhole.journal("events")
+/// let journal = wormhole.journal("events")
 /// try journal.append(["kind": "tap"])                 // sequence 1, 2, 3… across processes
 /// for try await record in try await journal.records(from: .beginning, consumer: "indexer", as: [String: String].self) {
 ///     print(record.sequence, record.message, record.isRedelivery)
@@ -335,12 +335,6 @@ public struct JournalRecord<Message: Sendable>: Sendable {
 }
 
 extension MessageCenter {
-    /// The journal for `identifier` of this wormhole: a lossless, ordered log beside the mailbox
-    /// (see ``Journal``). Nothing is touched on disk until the first append or reader.
-    public func journal(_ identifier: String, options: Journal.Options = Journal.Options()) throws -> Journal {
-        Journal(center: self, identifier: try MessageIdentifier(identifier), options: options)
-    }
-
     /// The journal for `identifier` of this wormhole.
     public func journal(_ identifier: MessageIdentifier, options: Journal.Options = Journal.Options()) -> Journal {
         Journal(center: self, identifier: identifier, options: options)

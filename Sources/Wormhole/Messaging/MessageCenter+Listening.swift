@@ -77,14 +77,6 @@ extension MessageCenter {
         return try start(core, options: options)
     }
 
-    /// Listens to an identifier given as a string (checked before anything else happens).
-    public func listen<Message: Decodable & Sendable>(
-        identifier: String, as type: Message.Type = Message.self, on delivery: DeliveryQueue = .serial,
-        options: ListenOptions = ListenOptions(), handler: @escaping @Sendable (MessageDelivery<Message>) -> Void
-    ) throws -> MessageListener {
-        try listen(identifier: MessageIdentifier(identifier), as: type, on: delivery, options: options, handler: handler)
-    }
-
     /// Listens to many identifiers at once, calling `handler` for each delivery (each names its
     /// identifier): one listener per identifier, returned in the order given, all active when
     /// this returns. The match rules of every identifier are sent to the bus before any answer is
@@ -112,15 +104,6 @@ extension MessageCenter {
         return listeners
     }
 
-    /// Listens to many identifiers given as strings (all checked before anything else happens).
-    public func listen<Message: Decodable & Sendable>(
-        identifiers: [String], as type: Message.Type = Message.self, on delivery: DeliveryQueue = .serial,
-        options: ListenOptions = ListenOptions(), handler: @escaping @Sendable (MessageDelivery<Message>) -> Void
-    ) throws -> [MessageListener] {
-        try listen(
-            identifiers: identifiers.map(MessageIdentifier.init), as: type, on: delivery, options: options, handler: handler)
-    }
-
     /// Calls `handler` for every identifier of this wormhole (one prefix rule on the bus for
     /// `<group>/<directory>/`), each delivery naming its identifier. Names below the prefix that
     /// are not an identifier (such as a journal's `<group>/<directory>/I/journal`) are ignored.
@@ -141,13 +124,6 @@ extension MessageCenter {
         identifier: MessageIdentifier, as type: Message.Type = Message.self, options: ListenOptions = ListenOptions()
     ) async throws -> MessageStream<Message> {
         try await stream(only: identifier, options: options)
-    }
-
-    /// The deliveries for an identifier given as a string, as an `AsyncSequence`.
-    public func messages<Message: Decodable & Sendable>(
-        identifier: String, as type: Message.Type = Message.self, options: ListenOptions = ListenOptions()
-    ) async throws -> MessageStream<Message> {
-        try await stream(only: MessageIdentifier(identifier), options: options)
     }
 
     /// The deliveries for every identifier of this wormhole as an `AsyncSequence`.

@@ -27,11 +27,6 @@ extension MessageCenter {
         try sendTransient(try Self.encode(message, identifier: identifier), identifier: identifier)
     }
 
-    /// Sends a transient message to an identifier given as a string (checked first).
-    public func passTransientMessage(_ message: some Encodable, identifier: String) throws {
-        try passTransientMessage(message, identifier: MessageIdentifier(identifier))
-    }
-
     /// Sends a JSON document as a transient message: its ``JSONDocument/compactText`` (white
     /// space outside strings removed), which must be at most ``transientMessageLimit`` bytes.
     public func passTransientMessage(_ document: JSONDocument, identifier: MessageIdentifier) throws {
@@ -39,11 +34,6 @@ extension MessageCenter {
         compact.reserveCapacity(document.data.count)
         document.appendCompact(to: &compact)
         try sendTransient(compact, identifier: identifier)
-    }
-
-    /// Sends a JSON document as a transient message to an identifier given as a string.
-    public func passTransientMessage(_ document: JSONDocument, identifier: String) throws {
-        try passTransientMessage(document, identifier: MessageIdentifier(identifier))
     }
 
     /// Checks the size, then emits `Message(name, payload)`. The bytes are one JSON text

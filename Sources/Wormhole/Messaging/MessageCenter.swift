@@ -114,11 +114,6 @@ public final class MessageCenter: Sendable {
         NotificationName(valid: "\(container.group.rawValue)/\(directory.rawValue)/\(identifier.rawValue)")
     }
 
-    /// The notification name for an identifier given as a string (checked first).
-    public func notificationName(for identifier: String) throws -> NotificationName {
-        notificationName(for: try MessageIdentifier(identifier))
-    }
-
     /// The prefix every notification of this wormhole starts with: `<group>/<directory>/`.
     public var notificationPrefix: NotificationName {
         try! NotificationName("\(container.group.rawValue)/\(directory.rawValue)/")
@@ -163,12 +158,6 @@ public final class MessageCenter: Sendable {
         return notify(identifier)
     }
 
-    /// Stores `message` for an identifier given as a string (checked before anything is written).
-    @discardableResult
-    public func passMessage(_ message: some Encodable, identifier: String) throws -> SendReport {
-        try passMessage(message, identifier: MessageIdentifier(identifier))
-    }
-
     /// Stores a JSON document exactly as given (its bytes, already checked to be one JSON
     /// value by ``JSONDocument/init(data:)``) and notifies listeners. This is how raw bytes
     /// are sent.
@@ -177,12 +166,6 @@ public final class MessageCenter: Sendable {
         try checkSize(document.data.count, identifier: identifier)
         try transiting.writeMessage(document.data, identifier: identifier)
         return notify(identifier)
-    }
-
-    /// Stores a JSON document for an identifier given as a string.
-    @discardableResult
-    public func passMessage(_ document: JSONDocument, identifier: String) throws -> SendReport {
-        try passMessage(document, identifier: MessageIdentifier(identifier))
     }
 
     /// Refused: `Data` is `Encodable` as a base64 JSON string, which is almost never what is
@@ -196,13 +179,6 @@ public final class MessageCenter: Sendable {
     @discardableResult
     public func passMessage(_ data: Data, identifier: MessageIdentifier) throws -> SendReport {
         throw Self.refuseData(identifier.rawValue)
-    }
-
-    /// Refused, like the `MessageIdentifier` form.
-    @available(*, deprecated, message: "Data would be stored as a base64 JSON string; pass JSONDocument(data: data)")
-    @discardableResult
-    public func passMessage(_ data: Data, identifier: String) throws -> SendReport {
-        throw Self.refuseData(identifier)
     }
 
     static func refuseData(_ identifier: String) -> WormholeError {
@@ -219,24 +195,12 @@ public final class MessageCenter: Sendable {
         notify(identifier)
     }
 
-    /// Wakes listeners of an identifier given as a string.
-    @discardableResult
-    public func passMessage(identifier: String) throws -> SendReport {
-        notify(try MessageIdentifier(identifier))
-    }
-
     /// Removes the message for `identifier` and notifies, so listeners learn the mailbox is
     /// empty (they receive a ``WormholeError/Code/noMessage`` delivery).
     @discardableResult
     public func clearMessage(identifier: MessageIdentifier) throws -> SendReport {
         try transiting.deleteMessage(identifier: identifier)
         return notify(identifier)
-    }
-
-    /// Removes the message for an identifier given as a string, and notifies.
-    @discardableResult
-    public func clearMessage(identifier: String) throws -> SendReport {
-        try clearMessage(identifier: MessageIdentifier(identifier))
     }
 
     /// Removes every message of this wormhole and notifies each identifier that had one.
@@ -304,19 +268,9 @@ public final class MessageCenter: Sendable {
         return try Self.decode(data, as: type, identifier: identifier)
     }
 
-    /// The message stored for an identifier given as a string, decoded, or `nil`.
-    public func message<T: Decodable>(identifier: String, as type: T.Type = T.self) throws -> T? {
-        try message(identifier: MessageIdentifier(identifier), as: type)
-    }
-
     /// The stored JSON document for `identifier`, as stored, or `nil`.
     public func messageData(identifier: MessageIdentifier) throws -> Data? {
         try transiting.messageData(identifier: identifier)
-    }
-
-    /// The stored JSON document for an identifier given as a string, or `nil`.
-    public func messageData(identifier: String) throws -> Data? {
-        try messageData(identifier: MessageIdentifier(identifier))
     }
 
     // MARK: Coding

@@ -149,11 +149,6 @@ public final class DarwinNotificationCenter: Sendable {
         try connection.emit(signal)
     }
 
-    /// Posts a name given as a string; throws ``WormholeError/Code/invalidName`` for a bad name.
-    public func post(_ name: String, state: UInt64? = nil) throws {
-        try post(NotificationName(name), state: state)
-    }
-
     // MARK: State
 
     /// The last state this center has seen for `name`: posted by it, or carried by a

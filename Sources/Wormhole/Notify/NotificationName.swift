@@ -75,3 +75,17 @@ public struct NotificationName: Hashable, Sendable, CustomStringConvertible, Com
     /// `org.wormhole.Notify1.B` + four upper-case hex digits, the low 16 bits of FNV-1a-32.
     public var bucketInterface: String { NotifyContract.bucketInterface(for: rawValue) }
 }
+
+extension NotificationName: ExpressibleByStringLiteral {
+    /// A name written in the source, such as `"com.example.app.refresh"` where a
+    /// ``NotificationName`` is expected. An invalid literal is a programmer error, like an
+    /// invalid static URL: it stops the program with a message naming it. Names from outside go
+    /// through the throwing ``init(_:)``.
+    public init(stringLiteral value: String) {
+        do {
+            try self.init(value)
+        } catch {
+            preconditionFailure("invalid notification name literal: \(error)")
+        }
+    }
+}

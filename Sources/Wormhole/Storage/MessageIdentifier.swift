@@ -35,3 +35,17 @@ public struct MessageIdentifier: Hashable, Sendable, CustomStringConvertible {
         self = identifier
     }
 }
+
+extension MessageIdentifier: ExpressibleByStringLiteral {
+    /// An identifier written in the source, such as `"clip"` where a ``MessageIdentifier`` is
+    /// expected. An invalid literal is a programmer error, like an invalid static URL: it stops
+    /// the program with a message naming it. Values from outside (arguments, files, the user)
+    /// go through the throwing ``init(_:)``.
+    public init(stringLiteral value: String) {
+        do {
+            try self.init(value)
+        } catch {
+            preconditionFailure("invalid message identifier literal: \(error)")
+        }
+    }
+}
