@@ -14,4 +14,22 @@ if grep -E '^(/[^:]*/)?(Sources|Tests|Examples)/[^:]*:[0-9]+:[0-9]+: warning:' "
     echo "error: the build has warnings in the project's own code (listed above)" >&2
     exit 1
 fi
-swift test --skip-build "$@"
+# The tests run in a process group of their own (`set -m`): every process they start is in it
+# unless it leaves it, so whatever a test left running is killed when the run ends, however it
+# ends (Ctrl-C included), and named, so that the leak gets fixed.
+set -m
+swift test --skip-build "$@" &
+tests=$!
+set +m
+leftovers() {
+    local left
+    left=$(pgrep -g "$tests" -a || true)
+    [ -z "$left" ] && return 0
+    printf 'run.sh: the tests left these running; killed:\n%s\n' "$left" >&2
+    kill -KILL -- "-$tests" 2>/dev/null || true
+}
+trap 'leftovers; rm -f "$log"' EXIT
+trap 'exit 130' INT TERM
+status=0
+wait "$tests" || status=$?
+exit "$status"

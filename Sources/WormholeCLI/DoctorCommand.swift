@@ -446,7 +446,8 @@ final class Doctor {
                 check: "listeners", status: .fail,
                 detail: "no connection on this bus is listening for \(silent.map { self.name($0) }.joined(separator: ", "))"
                     + (watched ? " (a monitor sees the posts, but a monitor is not a listener)" : ""),
-                fix: "start the listener on this same bus (\(address?.rawValue ?? "")); a listener on another bus "
+                fix: replacedDaemonHint()
+                    + "start the listener on this same bus (\(address?.rawValue ?? "")); a listener on another bus "
                     + "(another DBUS_SESSION_BUS_ADDRESS: ssh, sudo, a container, a sandbox) never hears it",
                 items: items))
         }
@@ -465,6 +466,27 @@ final class Doctor {
         else { return false }
         let arguments = command.split(separator: "\0", omittingEmptySubsequences: false).map(String.init)
         return arguments.count > 1 && arguments[0].hasSuffix("wormhole") && arguments[1] == "monitor"
+    }
+
+    /// When other `dbus-daemon` processes were started on this bus's socket path: the last one
+    /// started took the socket file over, so a listener connected to another one is out of reach
+    /// (it runs, yet no new connection finds its bus). Empty otherwise.
+    private func replacedDaemonHint() -> String {
+        guard let address, let socket = Self.socketPath(address), let bus = processID(of: "org.freedesktop.DBus"),
+            let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc")
+        else { return "" }
+        let others = entries.compactMap { UInt32($0) }.filter { pid in
+            guard pid != bus, let command = try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8) else { return false }
+            let arguments = command.split(separator: "\0").map(String.init)
+            guard arguments.first.map({ ($0 as NSString).lastPathComponent == "dbus-daemon" }) == true else { return false }
+            let given = zip(arguments, arguments.dropFirst()).compactMap { $0 == "--address" ? $1 : nil }
+                + arguments.compactMap { $0.hasPrefix("--address=") ? String($0.dropFirst("--address=".count)) : nil }
+            return given.contains { Self.socketPath(raw: $0) == socket }
+        }.sorted()
+        guard !others.isEmpty else { return "" }
+        return "another dbus-daemon runs on this socket path (pid \(others.map(String.init).joined(separator: ", "))); "
+            + "the last one started took \(socket) over, and a listener connected to an earlier one cannot be reached: "
+            + "stop the extra daemons and restart the listener; else "
     }
 
     /// The process ID of the connection `unique`, from the bus daemon.
@@ -576,8 +598,11 @@ final class Doctor {
         }
     }
 
-    static func socketPath(_ address: BusAddress) -> String? {
-        for part in address.rawValue.split(separator: ";").first?.split(separator: ",") ?? [] where part.contains("path=") {
+    static func socketPath(_ address: BusAddress) -> String? { socketPath(raw: address.rawValue) }
+
+    /// The socket path of an address given as text (its first `path=`).
+    static func socketPath(raw: String) -> String? {
+        for part in raw.split(separator: ";").first?.split(separator: ",") ?? [] where part.contains("path=") {
             return part.split(separator: "=", maxSplits: 1).last.map(String.init)
         }
         return nil

@@ -131,6 +131,8 @@ struct BoundsCLITests {
             ("observe", ["observe", "com.example.bounds.name"], false),
         ]
         var children: [(String, ChildProcess)] = []
+        // Each runs until it is killed: kill and reap them all however the test ends.
+        defer { for (_, child) in children { child.signal(SIGKILL); _ = child.wait() } }
         for (name, arguments, group) in commands {
             let child = try world.start(arguments, group: group)
             _ = try await within("ready from \(name)") { await child.stderrLines.firstLine { $0 == "ready" } }

@@ -147,10 +147,15 @@ struct JournalCLITests {
 
     @Test("a durable consumer in use by another listen is refused with exit 1, naming it")
     func consumerInUse() async throws {
-        // Both bounded by --timeout, so that neither can outlive the test on a starved machine.
-        let first = try await world.listen(["events", "--consumer", "busy", "--count", "1", "--timeout", "60"])
+        // The first holds the consumer's lock before it writes `ready`; the second is refused when
+        // it opens the consumer, before it waits for anything, so no time limit decides the
+        // outcome. Each --timeout only bounds a process that would otherwise wait for ever (if
+        // the second were wrongly let in, it would wait for a record appended only after it
+        // exits, and fail the test by timing out). A timer starts with the process, so a short
+        // one fired before the second even reached the lock on a loaded machine (exit 124).
+        let first = try await world.listen(["events", "--consumer", "busy", "--count", "1", "--timeout", "120"])
         let second = try await world.wormhole(
-            "listen", "--journal", rest: ["events", "--consumer", "busy", "--count", "1", "--timeout", "5"])
+            "listen", "--journal", rest: ["events", "--consumer", "busy", "--count", "1", "--timeout", "120"])
         #expect(second.status == 1, "\(second.stderr)")
         #expect(second.stderr.contains("'busy'") && second.stderr.contains("in use"), "\(second.stderr)")
         try world.journal().append(["n": 1])

@@ -92,7 +92,10 @@ public final class ChildProcess: @unchecked Sendable {
 
     private func startReader(_ fd: Int32, _ continuation: AsyncStream<String>.Continuation, isError: Bool) {
         readers.enter()
-        let thread = Thread { [self] in
+        // The thread holds what it writes to, never `self`: it runs until the child closes the
+        // pipe, so holding `self` would keep `deinit` (which kills the child) from ever running.
+        let (collected, readers) = (collected, readers)
+        let thread = Thread {
             var pending: [UInt8] = []
             var buffer = [UInt8](repeating: 0, count: 65536)
             while true {
