@@ -1,5 +1,6 @@
 import Dispatch
 import Logging
+import Synchronization
 
 // The well-known name a sandboxed sender owns before it emits (contract §8). `xdg-dbus-proxy`,
 // between a Flatpak app and the session bus, passes a broadcast signal to the app only when its
@@ -30,6 +31,12 @@ final class AppNameClaim: Sendable {
     }
 
     let state = Locked<State>(.none)
+    /// Whether the connection tells this claim when it goes down (added with the first claim).
+    let watching = Atomic<Bool>(false)
+
+    /// Forgets the name: the connection went down, and the name with it. (A restarted daemon
+    /// numbers unique names from `:1.0` again, so the unique name alone cannot tell.)
+    func forget() { state.withLock { $0 = .none } }
 
     /// The name owned for `unique` by now, if any (for `doctor` and tests).
     func owned(for unique: String) -> String? {
@@ -68,6 +75,12 @@ extension BusConnection {
     ///   did not answer in time (asked again next time).
     package func claimAppName(appID: String, timeout: Duration = appNameTimeout) throws(BusError) -> String {
         let claim = io.appNameClaim
+        if !claim.watching.exchange(true, ordering: .acquiringAndReleasing) {
+            // Reported on the I/O thread when the connection is lost, before any reconnection.
+            _ = io.addEventHandler { [weak claim] event in
+                if event == .disconnected { claim?.forget() }
+            }
+        }
         let unique = io.uniqueName
         guard isConnected, !unique.isEmpty else {
             throw BusError(.disconnected, value: address.rawValue, "the connection to \(quoted(address.rawValue)) is down")

@@ -39,6 +39,11 @@ public struct AppIdentity: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { "\(appID) (from \(source.rawValue))" }
 
+    package init(appID: String, source: Source) {
+        self.appID = appID
+        self.source = source
+    }
+
     /// Where Flatpak describes the sandbox to the app inside it.
     public static let flatpakInfoPath = "/.flatpak-info"
 
