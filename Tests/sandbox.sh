@@ -8,7 +8,7 @@
 # dbus/wormhole-session.conf. Tests run as the CI user (root here); Flatpak runs apps as the user.
 #
 # Usage: Tests/sandbox.sh [SENDERS]   (SENDERS: short-lived sandboxed senders, 50 by default;
-# 1000 by hand). Prints one line per check and "N passed, N failed" last; exit 1 on a failure.
+# 1000 by hand; SANDBOX_VERBOSE=1 also prints doctor's reports). Prints one line per check and "N passed, N failed" last; exit 1 on a failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 senders=${1:-50}
@@ -74,10 +74,11 @@ sandboxed() {
     local info=${as_app:-$app}
     local data=$home/.var/app/$app/data
     mkdir -p "$data" "$home/.var/app/$app/cache"
+    local info_file=${info_file:-$T/$info.info}
     [ -f "$T/$info.info" ] || printf '[Application]\nname=%s\nruntime=runtime/org.freedesktop.Platform/x86_64/23.08\n\n[Instance]\ninstance-id=1\n' "$info" >"$T/$info.info"
     local args=(--unshare-pid --die-with-parent --ro-bind /usr /usr --ro-bind /etc /etc --proc /proc --dev /dev
         --tmpfs /tmp --tmpfs /run --dir /run/user/0 --bind "$socket" /run/flatpak/bus --ro-bind "$bin" "$bin"
-        --ro-bind "$T/$info.info" /.flatpak-info --tmpfs "$home" --bind "$home/.var/app/$app" "$home/.var/app/$app")
+        --ro-bind "$info_file" /.flatpak-info --tmpfs "$home" --bind "$home/.var/app/$app" "$home/.var/app/$app")
     for top in /bin /lib /lib64 /sbin; do
         if [ -L "$top" ]; then args+=(--symlink "$(readlink "$top")" "$top"); elif [ -d "$top" ]; then args+=(--ro-bind "$top" "$top"); fi
     done
@@ -202,15 +203,34 @@ if [ $code -eq 0 ] && [ $post_code -ne 0 ] && grep -q "$A.Wormhole.c" <<<"$out" 
     && [ -f "$home/.local/share/group-containers/$group/wormhole/refused.json" ]; then pass "refused name: stored, reported as not sent; post exits $post_code"
 else fail "refused name: stored, reported as not sent" "send exit $code, post exit $post_code" "$out"; fi
 
-# 10. Without a filesystem permission the container root is the app's own data directory.
+# 10. doctor inside the sandbox: the app ID, the owned name, a round trip through the proxy,
+# and the exact permission for a group that is not visible and a peer that is not talkable.
+report=$(sandboxed $A '' '' "$wormhole" doctor --group $group --peer $B 2>&1)
+code=$?
+[ -n "${SANDBOX_VERBOSE:-}" ] && echo "$report"
+want=("✓ sandbox: Flatpak, app ID $A (from /.flatpak-info); the session bus is behind xdg-dbus-proxy"
+    "✓ sender name: owns $A.Wormhole.c" "✓ round trip:" "--filesystem=xdg-data/group-containers/$group:create"
+    "--talk-name=$B.*")
+missing=()
+for line in "${want[@]}"; do grep -qF -- "$line" <<<"$report" || missing+=("$line"); done
+if [ $code -eq 1 ] && [ ${#missing[@]} -eq 0 ]; then pass "doctor in the sandbox names the missing --filesystem and --talk-name"
+else fail "doctor in the sandbox names the missing --filesystem and --talk-name" "exit $code; missing: ${missing[*]}" "$report"; fi
+printf '[Application]\nname=%s\n\n[Session Bus Policy]\n%s.*=talk\n' $A $B >"$T/talks.info"
+report=$(info_file=$T/talks.info sandboxed $A "--talk=$B.*" group "$wormhole" doctor --group $group --peer $B 2>&1)
+code=$?
+[ -n "${SANDBOX_VERBOSE:-}" ] && echo "$report"
+if [ $code -eq 0 ] && grep -qF "✓ peer $B: talkable" <<<"$report" && grep -qF "✓ group files:" <<<"$report"; then pass "doctor in the sandbox passes with both permissions"
+else fail "doctor in the sandbox passes with both permissions" "exit $code" "$report"; fi
+
+# 11. Without a filesystem permission the container root is the app's own data directory.
 sandboxed $A '' '' "$wormhole" send --group $group private '{"p":1}' >/dev/null 2>&1
 if [ -f "$home/.var/app/$A/data/group-containers/$group/wormhole/private.json" ] \
     && [ ! -e "$home/.local/share/group-containers/$group/wormhole/private.json" ]; then pass "container root without a filesystem permission: \$XDG_DATA_HOME/group-containers"
 else fail "container root without a filesystem permission: \$XDG_DATA_HOME/group-containers"; fi
 
-# 11. Short-lived senders: each posts once and exits at once (no flush); the exit drain's
+# 12. Short-lived senders: each posts once and exits at once (no flush); the exit drain's
 # answered call must get every post through its proxy before the proxy drops the client.
-started burst11 sandboxed $A '' '' "$wormhole" observe lines.burst --count "$senders" --timeout 60
+started burst12 sandboxed $A '' '' "$wormhole" observe lines.burst --count "$senders" --timeout 60
 pids=()
 for ((n = 1; n <= senders; n++)); do
     sandboxed $A '' '' "$wormhole" post lines.burst --state "$n" &
@@ -218,10 +238,10 @@ for ((n = 1; n <= senders; n++)); do
     if ((${#pids[@]} == 4)); then wait "${pids[@]}"; pids=(); fi
 done
 ((${#pids[@]})) && wait "${pids[@]}"
-finished burst11
-got=$(grep -o '"state":[0-9]*' "$T/burst11.out" | sort -u | wc -l)
+finished burst12
+got=$(grep -o '"state":[0-9]*' "$T/burst12.out" | sort -u | wc -l)
 if [ $status -eq 0 ] && [ "$got" -eq "$senders" ]; then pass "$senders of $senders short-lived sandboxed senders heard"
-else fail "$got of $senders short-lived sandboxed senders heard" "exit $status" "$(tail -3 "$T/burst11.err")"; fi
+else fail "$got of $senders short-lived sandboxed senders heard" "exit $status" "$(tail -3 "$T/burst12.err")"; fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -98,18 +98,29 @@ public struct AppIdentity: Sendable, Hashable, CustomStringConvertible {
 
     /// The `name` key of the `[Application]` group of a `/.flatpak-info` text (a GLib key file).
     package static func applicationName(inFlatpakInfo text: String) -> String? {
-        var group = ""
+        keys(of: "Application", inFlatpakInfo: text).first { $0.key == "name" }?.value
+    }
+
+    /// The keys of one group of a `/.flatpak-info` text, in order (`[Session Bus Policy]` holds
+    /// the app's D-Bus permissions, `[Context]` its filesystems and sockets).
+    package static func keys(of group: String, inFlatpakInfo text: String) -> [(key: String, value: String)] {
+        var current = ""
+        var found: [(key: String, value: String)] = []
         for raw in text.split(whereSeparator: \.isNewline) {
             let line = raw.trimmingCharacters(in: .whitespaces)
             if line.hasPrefix("[") && line.hasSuffix("]") {
-                group = String(line.dropFirst().dropLast())
-            } else if group == "Application", let equals = line.firstIndex(of: "=") {
-                let key = line[..<equals].trimmingCharacters(in: .whitespaces)
-                if key == "name" { return line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces) }
+                current = String(line.dropFirst().dropLast())
+            } else if current == group, !line.hasPrefix("#"), let equals = line.firstIndex(of: "=") {
+                found.append((
+                    line[..<equals].trimmingCharacters(in: .whitespaces),
+                    line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)))
             }
         }
-        return nil
+        return found
     }
+
+    /// The text of `/.flatpak-info`, or `nil` outside a Flatpak sandbox.
+    package static var flatpakInfoText: String? { flatpakInfo.contents }
 
     /// Checks that `appID` is a D-Bus well-known name (two or more elements of `A-Z a-z 0-9 _ -`,
     /// none empty or starting with a digit, at most 255 bytes), as Flatpak's app IDs are.
