@@ -43,9 +43,12 @@ extension Doctor {
             return
         }
         guard let sandbox = Self.sandbox else {
-            let detail = identity.map { "none; app ID \($0.appID) (from \($0.source.rawValue)): posts own \($0.appID).Wormhole.c<unique>, so the app's sandboxed processes hear them" }
-                ?? "none; no app ID: posts are anonymous, which a sandboxed listener does not hear (a helper of a Flatpak app: WORMHOLE_APP_ID=<the app's ID>)"
-            record(DoctorCheck(check: "sandbox", status: .pass, detail: detail))
+            // Outside a sandbox without an app ID nothing changes (posts are anonymous): no line.
+            guard let identity else { return }
+            record(DoctorCheck(
+                check: "sandbox", status: .pass,
+                detail: "none; app ID \(identity.appID) (from \(identity.source.rawValue)): posts own "
+                    + "\(identity.appID).Wormhole.c<unique>, so the app's sandboxed processes hear them"))
             return
         }
         let proxy = sandbox.proxied

@@ -60,8 +60,8 @@ extension BusConnection {
     package static let appNameTimeout: Duration = .seconds(5)
 
     /// Makes sure this connection owns `<appID>.Wormhole.c<unique>` before the caller emits: asks
-    /// the bus once per connection (and once again after a reconnect, which brings a new unique
-    /// name), then answers from memory. Returns the name owned.
+    /// the bus once per connection (and once again after each reconnect: a new connection, a new
+    /// unique name), then answers from memory. Returns the name owned.
     ///
     /// Off the I/O thread it waits for the bus's answer, at most `timeout`; concurrent callers
     /// wait for the same answer. On the I/O thread it cannot wait: it sends `RequestName` and
@@ -112,7 +112,13 @@ extension BusConnection {
         case .done: return name
         case .fail(let error): throw error
         case .wait(let pending):
-            if io.isOnIOThread { return name }  // the request is ahead of our signal on the socket
+            if io.isOnIOThread {
+                // The pending request may still be a job behind this one: ask again here, so a
+                // request is ahead of our signal on the socket (a second one answers "already
+                // the owner"; its answer settles nothing).
+                requestName(name, unique: unique, pending: AppNameClaim.Pending())
+                return name
+            }
             return try wait(for: pending, name: name, timeout: timeout)
         case .ask(let pending):
             if io.isOnIOThread {
