@@ -230,10 +230,10 @@ else fail "container root without a filesystem permission: \$XDG_DATA_HOME/group
 
 # 12. Short-lived senders: each posts once and exits at once (no flush); the exit drain's
 # answered call must get every post through its proxy before the proxy drops the client.
-started burst12 sandboxed $A '' '' "$wormhole" observe lines.burst --count "$senders" --timeout 60
+started burst12 sandboxed $A '' '' "$wormhole" observe lines.burst --count "$senders" --timeout $((60 + senders))
 pids=()
 for ((n = 1; n <= senders; n++)); do
-    sandboxed $A '' '' "$wormhole" post lines.burst --state "$n" &
+    { sandboxed $A '' '' "$wormhole" post lines.burst --state "$n" || echo "sender $n exited $?" >>"$T/burst-senders.err"; } &
     pids+=($!)
     if ((${#pids[@]} == 4)); then wait "${pids[@]}"; pids=(); fi
 done
@@ -241,7 +241,8 @@ done
 finished burst12
 got=$(grep -o '"state":[0-9]*' "$T/burst12.out" | sort -u | wc -l)
 if [ $status -eq 0 ] && [ "$got" -eq "$senders" ]; then pass "$senders of $senders short-lived sandboxed senders heard"
-else fail "$got of $senders short-lived sandboxed senders heard" "exit $status" "$(tail -3 "$T/burst12.err")"; fi
+else fail "$got of $senders short-lived sandboxed senders heard" "exit $status" "$(tail -3 "$T/burst12.err")" \
+    "$(head -5 "$T/burst-senders.err" 2>/dev/null)"; fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -7,7 +7,7 @@ import Synchronization
 import Wormhole
 import WormholeDBus
 
-/// `wormhole doctor [--group G] [--directory D] [ID…] [--json]`: why nothing arrives.
+/// `wormhole doctor [--group G] [--directory D] [ID…] [--peer APPID…] [--json]`: why nothing arrives.
 struct DoctorCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "doctor",
