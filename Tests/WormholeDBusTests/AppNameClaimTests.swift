@@ -54,6 +54,55 @@ struct AppNameClaimTests {
         }
     }
 
+    @Test("on the I/O thread the claim is pipelined: the bus gives the name before it routes the signal that follows")
+    func pipelinedOnIOThread() async throws {
+        let bus = try TestBus.shared()
+        let appID = "org.example.Pipelined\(UInt32.random(in: 0...UInt32.max))"
+        let interface = try InterfaceName("org.example.ClaimTest")
+        let (trigger, answer) = (try MemberName("Trigger"), try MemberName("Answer"))
+        let path = try ObjectPath("/org/example/ClaimTest")
+        let sender = try BusConnection(address: bus.address)
+        let watcher = try BusConnection(address: bus.address)
+        defer {
+            sender.close()
+            watcher.close()
+        }
+        let (stream, continuation) = AsyncStream<String>.makeStream()
+        let owners = MatchRule(
+            sender: "org.freedesktop.DBus", interface: try InterfaceName("org.freedesktop.DBus"),
+            member: try MemberName("NameOwnerChanged"))
+        _ = try await watcher.addRoute([owners]) { signal in
+            if case .string(let name)? = signal.arguments.first, name.hasPrefix(appID + "."),
+                case .string(let owner)? = signal.arguments.last, !owner.isEmpty
+            {
+                continuation.yield("owner \(name) \(owner)")
+            }
+        }
+        _ = try await watcher.addRoute([MatchRule(interface: interface, member: answer)]) { signal in
+            continuation.yield("answer \(signal.sender ?? "")")
+        }
+        // The sender claims and emits from a handler on its I/O thread, where it cannot wait.
+        _ = try await sender.addRoute([MatchRule(interface: interface, member: trigger)]) { _ in
+            do {
+                _ = try sender.claimAppName(appID: appID)
+                try sender.emit(Signal(path: path, interface: interface, member: answer))
+            } catch {
+                continuation.yield("error \(error)")
+            }
+        }
+        try watcher.emit(Signal(path: path, interface: interface, member: trigger))
+        let seen = try await within("the name and the answer") {
+            var seen: [String] = []
+            for await event in stream {
+                seen.append(event)
+                if seen.count == 2 { break }
+            }
+            return seen
+        }
+        let unique = sender.uniqueName
+        #expect(seen == ["owner \(BusConnection.appSenderName(appID: appID, unique: unique)) \(unique)", "answer \(unique)"])
+    }
+
     @Test("a name over 255 bytes is refused without asking the bus")
     func tooLong() throws {
         let bus = try TestBus.shared()
