@@ -28,15 +28,7 @@ struct SandboxNameCLITests {
         defer { watcher.close() }
         let (stream, continuation) = AsyncStream<Seen>.makeStream()
         // Both routes deliver on the watcher's one I/O thread, in the order the bus sent them.
-        let owners = MatchRule(
-            sender: "org.freedesktop.DBus", interface: try InterfaceName("org.freedesktop.DBus"),
-            member: try MemberName("NameOwnerChanged"))
-        _ = try await watcher.addRoute([owners]) { signal in
-            guard case .string(let owned)? = signal.arguments.first, owned.hasPrefix(appID + "."),
-                case .string(let owner)? = signal.arguments.last, !owner.isEmpty
-            else { return }
-            continuation.yield(.owner(name: owned, owner: owner))
-        }
+        try await watchOwners(below: appID, on: watcher) { continuation.yield(.owner(name: $0, owner: $1)) }
         let posted = MatchRule(
             member: try MemberName("Posted"), path: try ObjectPath(NotifyContract.objectPath), arguments: [0: name])
         _ = try await watcher.addRoute([posted]) { signal in

@@ -68,16 +68,7 @@ struct AppNameClaimTests {
             watcher.close()
         }
         let (stream, continuation) = AsyncStream<String>.makeStream()
-        let owners = MatchRule(
-            sender: "org.freedesktop.DBus", interface: try InterfaceName("org.freedesktop.DBus"),
-            member: try MemberName("NameOwnerChanged"))
-        _ = try await watcher.addRoute([owners]) { signal in
-            if case .string(let name)? = signal.arguments.first, name.hasPrefix(appID + "."),
-                case .string(let owner)? = signal.arguments.last, !owner.isEmpty
-            {
-                continuation.yield("owner \(name) \(owner)")
-            }
-        }
+        try await watchOwners(below: appID, on: watcher) { continuation.yield("owner \($0) \($1)") }
         _ = try await watcher.addRoute([MatchRule(interface: interface, member: answer)]) { signal in
             continuation.yield("answer \(signal.sender ?? "")")
         }
