@@ -145,6 +145,9 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "The private bus daemon: dbus-daemon or broker (dbus-broker-launch; needs the dbus-broker package).")
     var daemon = BusDaemonKind.dbusDaemon
 
+    @Flag(help: "Also measure post -> wormhole observe with both ends behind xdg-dbus-proxy, the observer in bwrap (cli suite; needs bubblewrap and xdg-dbus-proxy).")
+    var sandboxed = false
+
     @OptionGroup var bus: BusOptions
 
     /// The suites to run, in order.

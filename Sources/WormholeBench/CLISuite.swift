@@ -102,6 +102,12 @@ struct CLISuite {
             target: 1.5)
         report.goal(
             "cli", "wormhole listen p50 / floor p50", ratio: listenOurs.median / listenFloor.median, target: 1.3)
+
+        if options.sandboxed {
+            try runSandboxed(wormhole: wormhole) { executable, arguments, line, post in
+                try round(executable, arguments, prepare: line, post: post)
+            }
+        }
     }
 
     /// Replaces `path` atomically with `bytes` (a temporary file in the same directory, mode

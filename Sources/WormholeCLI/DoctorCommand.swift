@@ -7,7 +7,7 @@ import Synchronization
 import Wormhole
 import WormholeDBus
 
-/// `wormhole doctor [--group G] [--directory D] [ID…] [--json]`: why nothing arrives.
+/// `wormhole doctor [--group G] [--directory D] [ID…] [--peer APPID…] [--json]`: why nothing arrives.
 struct DoctorCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "doctor",
@@ -31,6 +31,9 @@ struct DoctorCommand: ParsableCommand {
     @Argument(help: "Message identifiers whose message and listeners to check.")
     var identifiers: [String] = []
 
+    @Option(name: .customLong("peer"), help: "Inside a sandbox: another app's ID whose posts this app must hear (repeatable).")
+    var peers: [String] = []
+
     @Flag(help: "Print one JSON object instead of lines.")
     var json = false
 
@@ -46,14 +49,14 @@ struct DoctorCommand: ParsableCommand {
             let group = try self.group.map(GroupIdentifier.init)
             let directory = try WormholeDirectoryName(self.directory)
             var seen = Set<String>()
-            let identifiers = try self.identifiers.filter { seen.insert($0).inserted }.map(MessageIdentifier.init)
+            let identifiers = try self.identifiers.filter { seen.insert($0).inserted }.map { try MessageIdentifier($0) }
             return (group, directory, identifiers)
         }
         // A malformed --bus-address is bad input (64), not a finding.
         if bus.busAddress != nil { _ = try bus.address() }
         let doctor = Doctor(
             group: names.0, directory: names.1, identifiers: names.2, explicitAddress: bus.busAddress,
-            emit: json ? nil : { writeOutput($0.text) })
+            peers: peers, emit: json ? nil : { writeOutput($0.text) })
         let checks = doctor.runAll()
         if json { writeOutput(DoctorReport(checks: checks).json) }
         if checks.contains(where: { $0.status == .fail || $0.status == .skipped }) { Foundation.exit(1) }
@@ -118,6 +121,7 @@ final class Doctor {
     let directory: WormholeDirectoryName
     let identifiers: [MessageIdentifier]
     let explicitAddress: String?
+    let peers: [String]
     let emit: ((DoctorCheck) -> Void)?
     let environment = ProcessInfo.processInfo.environment
 
@@ -128,8 +132,9 @@ final class Doctor {
 
     init(
         group: GroupIdentifier?, directory: WormholeDirectoryName, identifiers: [MessageIdentifier],
-        explicitAddress: String?, emit: ((DoctorCheck) -> Void)?
+        explicitAddress: String?, peers: [String] = [], emit: ((DoctorCheck) -> Void)?
     ) {
+        self.peers = peers
         self.group = group
         self.directory = directory
         self.identifiers = identifiers
@@ -140,7 +145,10 @@ final class Doctor {
     func runAll() -> [DoctorCheck] {
         checkAddress()
         checkBus()
+        checkSandbox()
+        if let connection { _ = checkSenderName(connection) }
         checkRoot()
+        checkSandboxPermissions(group: group, peers: peers)
         if group != nil {
             checkContainer()
             checkDirectory()
@@ -153,7 +161,7 @@ final class Doctor {
         return checks
     }
 
-    private func record(_ check: DoctorCheck) {
+    func record(_ check: DoctorCheck) {
         checks.append(check)
         emit?(check)
     }
@@ -234,7 +242,7 @@ final class Doctor {
     // MARK: The container
 
     private func checkRoot() {
-        let source: String
+        var source: String
         if let explicit = environment["WORMHOLE_CONTAINER_ROOT"], !explicit.isEmpty {
             source = "WORMHOLE_CONTAINER_ROOT"
         } else if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") {
@@ -250,6 +258,11 @@ final class Doctor {
                 check: "container root", status: .fail, detail: cliFailure(error).message,
                 fix: "set WORMHOLE_CONTAINER_ROOT to an absolute directory, the same in both processes"))
             return
+        }
+        if source != "WORMHOLE_CONTAINER_ROOT", Self.sandbox != nil, let home = environment["HOME"],
+            root == home + "/.local/share/group-containers"
+        {
+            source = "HOME: the host's root, visible in the sandbox"
         }
         if let group { container = try? GroupContainer(group: group, root: root) }
         let exists = (try? ContainerInspection.root(root)) != nil ? "" : "; it does not exist yet (created on first use)"
@@ -529,7 +542,7 @@ final class Doctor {
             return
         }
         do {
-            let (elapsed, name) = try Self.roundTrip(address)
+            let (elapsed, name) = try Self.roundTrip(address, appID: (try? AppIdentity.current())?.appID)
             guard let elapsed else {
                 record(DoctorCheck(
                     check: "round trip", status: .fail,
@@ -537,9 +550,10 @@ final class Doctor {
                     fix: "the daemon did not route it: check its policy (receive/send rules) and its log"))
                 return
             }
+            let reach = Self.sandbox != nil ? "; posts reach this app's own processes through the proxy" : ""
             record(DoctorCheck(
                 check: "round trip", status: .pass,
-                detail: "a signal posted now on the private name \(name) was delivered in \(Self.age(nanoseconds: elapsed))"))
+                detail: "a signal posted now on the private name \(name) was delivered in \(Self.age(nanoseconds: elapsed))\(reach)"))
         } catch {
             record(DoctorCheck(
                 check: "round trip", status: .fail, detail: cliFailure(error).message,
@@ -547,9 +561,10 @@ final class Doctor {
         }
     }
 
-    /// Subscribes on one new connection, posts from another; the time to delivery, or nil when
-    /// nothing came within 5 s.
-    private static func roundTrip(_ address: BusAddress) throws -> (UInt64?, String) {
+    /// Subscribes on one new connection, posts from another (owning the app's sender name first,
+    /// as every post does, when there is an app ID); the time to delivery, or nil when nothing
+    /// came within 5 s.
+    private static func roundTrip(_ address: BusAddress, appID: String?) throws -> (UInt64?, String) {
         let name = "org.wormhole.doctor.p\(getpid()).r\(UInt32.random(in: .min ... .max))"
         let interface = try InterfaceName(NotifyContract.bucketInterface(for: name))
         let member = try MemberName(NotifyContract.member)
@@ -564,6 +579,7 @@ final class Doctor {
         let subscription = try listener.subscribe(
             MatchRule(interface: interface, member: member, path: path, arguments: [0: name]), on: .ioThread
         ) { _ in arrived.signal() }
+        if let appID { _ = try poster.claimAppName(appID: appID) }
         let start = DispatchTime.now().uptimeNanoseconds
         try poster.emit(Signal(path: path, interface: interface, member: member, arguments: [.string(name), .uint64(1)]))
         poster.flush()

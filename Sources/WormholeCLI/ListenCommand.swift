@@ -129,7 +129,7 @@ struct ListenCommand: ParsableCommand {
                 ]
             }
             return try wormhole.listen(
-                identifiers: try identifiers.map(MessageIdentifier.init), as: JSONDocument.self, on: .ioThread, options: listenOptions, handler: handler)
+                identifiers: try identifiers.map { try MessageIdentifier($0) }, as: JSONDocument.self, on: .ioThread, options: listenOptions, handler: handler)
         }
         let listeners: [MessageListener]
         let watching: any SubscriptionHandle

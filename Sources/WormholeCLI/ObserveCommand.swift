@@ -43,7 +43,7 @@ struct ObserveCommand: ParsableCommand {
         // Each name once: observing a name twice would print every post twice.
         var seen = Set<String>()
         let unique = self.names.filter { seen.insert($0).inserted }
-        let names = try withCLIErrors { try unique.map(NotificationName.init) }
+        let names = try withCLIErrors { try unique.map { try NotificationName($0) } }
         if prefix, let bad = names.first(where: { !$0.isPrefix }) {
             throw CLIFailure(message: "prefix '\(bad)' must end with '/'", status: 64)
         }

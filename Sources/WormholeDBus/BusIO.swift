@@ -82,6 +82,8 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     private let detached = Atomic<Bool>(false)
     /// Signals the connection received (after the bus daemon's filtering), for tests and statistics.
     let signalsReceived = Atomic<UInt64>(0)
+    /// The sender name this connection owns inside a sandbox (contract §8; AppNameClaim.swift).
+    let appNameClaim = AppNameClaim()
     /// Signals `send` accepted (written or queued), and how many of them the bus has confirmed
     /// by answering a call made after them (``confirm(timeout:)``): a flush and the drain at exit
     /// make that call only when the first is ahead, so a connection that sent nothing pays nothing.

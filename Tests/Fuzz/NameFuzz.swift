@@ -52,7 +52,7 @@ public func fuzzNames(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let allowed = allowedLength(string.utf8)
     _ = check(string, expected(allowed, maximum: 255), GroupIdentifier.init)
     _ = check(string, expected(allowed, maximum: 255) && string != "Preferences", WormholeDirectoryName.init)
-    if let identifier = check(string, expected(allowed, maximum: 200), MessageIdentifier.init) {
+    if let identifier = check(string, expected(allowed, maximum: 200), { try MessageIdentifier($0) }) {
         guard MessageIdentifier(fileName: identifier.fileName) == identifier else { fatalError("file name round trip") }
     }
     // As a file name: `<identifier>.json` parses to the identifier; anything else does not parse.

@@ -126,7 +126,7 @@ struct ReliabilityCLITests {
         let wormhole = try MessageCenter(
             applicationGroupIdentifier: world.group, containerRoot: world.root.path,
             busAddress: world.bus.address, sharedStateDirectory: world.runtime.path)
-        try wormhole.passMessage(identifier: "huge")
+        wormhole.passMessage(identifier: "huge")
         let second = try await next(1, from: child.stderrLines, "the posted error")
         #expect(second.first?.contains("over the limit of 67108864 bytes") == true, "\(second)")
         try wormhole.passMessage(["fits": 1], identifier: "huge")

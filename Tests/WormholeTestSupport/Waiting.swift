@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import WormholeDBus
+public import WormholeDBus
 
 /// A fresh directory from `mkdtemp` (mode 0700), removed with everything in it on release.
 public final class TemporaryDirectory: Sendable {
@@ -87,4 +87,21 @@ final class FirstOutcome<T: Sendable>: Sendable {
     private let continuation = Locked<CheckedContinuation<Result<T, any Error>?, Never>?>(nil)
     func set(_ value: CheckedContinuation<Result<T, any Error>?, Never>) { continuation.withLock { $0 = value } }
     func resume(_ value: Result<T, any Error>?) { continuation.withLock { $0.take() }?.resume(returning: value) }
+}
+
+/// Calls `gained(name, owner)` for every well-known name below `prefix` (`prefix.` + more) that a
+/// connection comes to own, from the bus daemon's `NameOwnerChanged`, on `watcher`'s I/O thread
+/// (so in the order the bus delivered it among the watcher's other routes). Active on return.
+public func watchOwners(
+    below prefix: String, on watcher: BusConnection, _ gained: @escaping @Sendable (_ name: String, _ owner: String) -> Void
+) async throws {
+    let owners = MatchRule(
+        sender: "org.freedesktop.DBus", interface: try InterfaceName("org.freedesktop.DBus"),
+        member: try MemberName("NameOwnerChanged"))
+    _ = try await watcher.addRoute([owners]) { signal in
+        guard case .string(let name)? = signal.arguments.first, name.hasPrefix(prefix + "."),
+            case .string(let owner)? = signal.arguments.last, !owner.isEmpty
+        else { return }
+        gained(name, owner)
+    }
 }

@@ -103,7 +103,7 @@ struct JournalProcessTests {
         let appender = try MessageCenter(
             applicationGroupIdentifier: fixture.group, containerRoot: fixture.root.path,
             busAddress: fixture.bus.address, sharedStateDirectory: fixture.state.path, logger: MessagingHarness.logger)
-        let other = appender.journal(try MessageIdentifier("events"))
+        let other = appender.journal(MessageIdentifier("events"))
         // The appender shares the process's connection, which may not have seen the daemon die
         // yet: its posts fail, or are accepted and lost with the socket. Either way the reader
         // learns of the records only from its catch-up after the reconnect.

@@ -43,7 +43,7 @@ struct MessagingAPITests {
     @Test("the String and MessageIdentifier forms do the same")
     func bothForms() throws {
         let wormhole = try fixture.wormhole()
-        let typed = try MessageIdentifier("typed")
+        let typed = MessageIdentifier("typed")
         let first = try wormhole.passMessage(MessagingCounter(n: 1), identifier: typed)
         let second = try wormhole.passMessage(MessagingCounter(n: 2), identifier: "stringly")
         #expect(second.sentAt > first.sentAt)

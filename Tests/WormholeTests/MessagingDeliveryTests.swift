@@ -117,7 +117,7 @@ struct MessagingDeliveryTests {
         let stored = try sender.passMessage(MessagingNote(text: "once"), identifier: "clip")
         let first = try await MessagingHarness.next(1, from: deliveries, "the message")
         // Waiting for the first delivery keeps the two posts from being coalesced into one.
-        let woken = try sender.passMessage(identifier: "clip")
+        let woken = sender.passMessage(identifier: "clip")
         let second = try await MessagingHarness.next(1, from: deliveries, "the wake-up")
         let received = first + second
         #expect(received.map(\.message) == [MessagingNote(text: "once"), MessagingNote(text: "once")])
@@ -136,13 +136,13 @@ struct MessagingDeliveryTests {
         try sender.passMessage(MessagingNote(text: "once"), identifier: "clip")
         #expect(try await MessagingHarness.next(1, from: deliveries, "the message").map(\.message?.text) == ["once"])
         // The same file again: a wake, and the same document stored again. Neither is delivered.
-        try sender.passMessage(identifier: "clip")
+        sender.passMessage(identifier: "clip")
         try sender.passMessage(MessagingNote(text: "once"), identifier: "clip")
         // A file replaced without a post (storage alone), then a wake: it changed, so it is delivered.
         let storage = FileTransiting(
             container: try GroupContainer(group: GroupIdentifier(fixture.group), root: fixture.root.path))
         try storage.writeMessage(Data(#"{"text":"by hand"}"#.utf8), identifier: MessageIdentifier("clip"))
-        try sender.passMessage(identifier: "clip")
+        sender.passMessage(identifier: "clip")
         let next = try await MessagingHarness.next(1, from: deliveries, "the changed file")
         #expect(next.map(\.message?.text) == ["by hand"], "the unchanged posts before it delivered nothing")
         #expect(next.map(\.reason) == [.posted])
@@ -267,7 +267,7 @@ struct MessagingDeliveryTests {
             (#"{"n": "#, "truncated JSON"), (#"{"n":"one"}"#, "the wrong type"), ("", "an empty file"),
         ] {
             try fixture.writeRawMessage(corrupt, identifier: "doc")
-            try sender.passMessage(identifier: "doc")
+            sender.passMessage(identifier: "doc")
             let failed = try #require(try await MessagingHarness.next(1, from: deliveries, what).first)
             #expect(failed.error?.code == .decodingFailed, "\(what)")
             #expect(failed.error?.value == "doc")

@@ -75,7 +75,7 @@ struct MessagingTransientTests {
 
         // What the listener knows of the mailbox is untouched: a wake that finds the stored
         // file (delivered at start) delivers nothing; the next stored message is delivered.
-        try sender.passMessage(identifier: "t")
+        sender.passMessage(identifier: "t")
         try sender.passMessage(MessagingCounter(n: 101), identifier: "t")
         let next = try await MessagingHarness.next(1, from: deliveries, "the next stored message")
         #expect(next.map(\.message?.n) == [101] && next.map(\.reason) == [.posted])

@@ -10,8 +10,8 @@ import WormholeDBus
 struct QualifiedNameTests {
     @Test("Wormhole.MessageIdentifier, Wormhole.MessageCenter and friends compile and resolve")
     func qualified() throws {
-        let identifier: Wormhole.MessageIdentifier = try Wormhole.MessageIdentifier("clip")
-        let name: Wormhole.NotificationName = try Wormhole.NotificationName("com.example.app.refresh")
+        let identifier: Wormhole.MessageIdentifier = Wormhole.MessageIdentifier("clip")
+        let name: Wormhole.NotificationName = Wormhole.NotificationName("com.example.app.refresh")
         let options = Wormhole.MessageCenter.ListenOptions(deliversStoredMessageOnStart: true)
         let transiting: Wormhole.MessageCenter.Transiting = .file
         let centerType: Wormhole.MessageCenter.Type = Wormhole.MessageCenter.self

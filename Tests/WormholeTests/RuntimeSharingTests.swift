@@ -98,7 +98,7 @@ struct RuntimeSharingTests {
     @Test("closing one facade ends its observers and streams; another facade's go on")
     func closingOneFacade() async throws {
         let bus = try TestBus()
-        let name = try NotificationName("com.example.runtime.close")
+        let name = NotificationName("com.example.runtime.close")
         let closing = try DarwinNotificationCenter(busAddress: bus.address)
         let staying = try DarwinNotificationCenter(busAddress: bus.address)
         let ended = try await closing.notifications(named: name)

@@ -121,7 +121,7 @@ public final class JournalLineChannel: LineChannel {
     }
 
     func journal(_ direction: LineDirection) throws -> Journal {
-        try wormhole.journal(direction.identifier)
+        wormhole.journal(direction.identifier)
     }
 
     public func send(_ line: Line, _ direction: LineDirection) throws {

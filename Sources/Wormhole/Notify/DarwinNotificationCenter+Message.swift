@@ -22,6 +22,7 @@ extension DarwinNotificationCenter {
         let signal = Signal(
             path: NotifyContract.path, interface: NotifyContract.bucket(for: name.rawValue),
             member: NotifyContract.message, arguments: [.string(name.rawValue), .string(payload)])
+        try claimSenderName()
         try connection.emit(signal)
     }
 

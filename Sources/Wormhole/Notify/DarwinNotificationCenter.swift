@@ -146,7 +146,21 @@ public final class DarwinNotificationCenter: Sendable {
         let signal = Signal(
             path: NotifyContract.path, interface: NotifyContract.bucket(for: name.rawValue), member: NotifyContract.posted,
             arguments: [.string(name.rawValue), .uint64(carried ?? 0)])
+        try claimSenderName()
         try connection.emit(signal)
+    }
+
+    /// Inside a sandbox (the process has an app ID, ``AppIdentity``): makes sure the connection
+    /// owns `<APPID>.Wormhole.c<unique>` before a signal goes out (contract §8), so that
+    /// `xdg-dbus-proxy` passes it to the app's processes. Asks the bus once per connection; a
+    /// process without an app ID posts anonymously and pays nothing. Every sending path (posts,
+    /// mailbox sends and clears, transient messages, journal appends, defaults writes) comes here.
+    ///
+    /// - Throws: ``WormholeError/Code/invalidAppID``; `BusError` with
+    ///   `BusError/Code/nameRefused` when the bus or the proxy refused the name.
+    func claimSenderName() throws {
+        guard let identity = try AppIdentity.current() else { return }
+        _ = try connection.claimAppName(appID: identity.appID)
     }
 
     // MARK: State

@@ -80,7 +80,8 @@ extension NotificationName: ExpressibleByStringLiteral {
     /// A name written in the source, such as `"com.example.app.refresh"` where a
     /// ``NotificationName`` is expected. An invalid literal is a programmer error, like an
     /// invalid static URL: it stops the program with a message naming it. Names from outside go
-    /// through the throwing ``init(_:)``.
+    /// through the throwing ``init(_:)`` (a closure, `{ try NotificationName($0) }`, not
+    /// `NotificationName.init`, which picks this initializer).
     public init(stringLiteral value: String) {
         do {
             try self.init(value)

@@ -5,7 +5,7 @@ public import Foundation
 ///
 /// Every process of the same user that names the same group gets the same directory. The root is
 /// `$WORMHOLE_CONTAINER_ROOT`, else `$XDG_DATA_HOME/group-containers`, else
-/// `$HOME/.local/share/group-containers` (see ``rootDirectory(environment:)``).
+/// `$HOME/.local/share/group-containers` (see ``rootDirectory(environment:inFlatpakSandbox:)``).
 ///
 /// Making a `GroupContainer` does not touch the disk. The container is created, with mode 0700, on
 /// first use (``create()``, ``createDirectory(_:)`` or a first write through a transiting). The
@@ -37,12 +37,26 @@ public struct GroupContainer: Sendable, Hashable {
     /// Base Directory specification says; a relative `$WORMHOLE_CONTAINER_ROOT` is an error, because
     /// it was set on purpose and would mean a different directory in every working directory.
     ///
+    /// Inside a Flatpak sandbox (`inFlatpakSandbox`: `/.flatpak-info` exists; contract §8), where
+    /// `$XDG_DATA_HOME` is the app's own `~/.var/app/<APPID>/data`: `$WORMHOLE_CONTAINER_ROOT`,
+    /// else the host's default root `$HOME/.local/share/group-containers` when that directory
+    /// exists in the sandbox (the app was given `--filesystem=xdg-data/group-containers`, or one
+    /// group of it), else `$XDG_DATA_HOME/group-containers` (shared by that app's processes only).
+    ///
     /// - Throws: ``WormholeError`` with code ``WormholeError/Code/noContainerRoot`` when none applies.
     public static func rootDirectory(
-        environment: [String: String] = ProcessInfo.processInfo.environment
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        inFlatpakSandbox: Bool = AppIdentity.isFlatpakSandbox
     ) throws -> String {
         if let explicit = environment["WORMHOLE_CONTAINER_ROOT"], !explicit.isEmpty {
             return try absolute(explicit, source: "$WORMHOLE_CONTAINER_ROOT")
+        }
+        if inFlatpakSandbox, let home = environment["HOME"], home.hasPrefix("/") {
+            let hostRoot = join(normalized(home), ".local/share/group-containers")
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: hostRoot, isDirectory: &isDirectory), isDirectory.boolValue {
+                return hostRoot
+            }
         }
         if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") {
             return join(normalized(data), "group-containers")
@@ -56,7 +70,7 @@ public struct GroupContainer: Sendable, Hashable {
                 + "is set to an absolute path; set WORMHOLE_CONTAINER_ROOT to a directory")
     }
 
-    /// The container of `group` under `root`, or under ``rootDirectory(environment:)`` of this
+    /// The container of `group` under `root`, or under ``rootDirectory(environment:inFlatpakSandbox:)`` of this
     /// process's environment when `root` is nil. Does not touch the disk.
     ///
     /// - Throws: ``WormholeError`` with code ``WormholeError/Code/noContainerRoot`` when `root` is nil

@@ -40,7 +40,8 @@ extension MessageIdentifier: ExpressibleByStringLiteral {
     /// An identifier written in the source, such as `"clip"` where a ``MessageIdentifier`` is
     /// expected. An invalid literal is a programmer error, like an invalid static URL: it stops
     /// the program with a message naming it. Values from outside (arguments, files, the user)
-    /// go through the throwing ``init(_:)``.
+    /// go through the throwing ``init(_:)``: write `strings.map { try MessageIdentifier($0) }`,
+    /// not `strings.map(MessageIdentifier.init)`, which picks this initializer.
     public init(stringLiteral value: String) {
         do {
             try self.init(value)

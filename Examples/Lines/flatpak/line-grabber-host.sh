@@ -1,0 +1,4 @@
+#!/bin/sh
+# The native-messaging host's `path` for a browser outside Flatpak: starts LineGrabber's host
+# inside the Lines app's sandbox, as a second process of the app (docs/sandbox.md).
+exec flatpak run --command=line-grabber-host org.example.Lines "$@"
