@@ -155,7 +155,7 @@ enum BusAddressForTests {
         #expect(Set(got.map(\.identifier.rawValue)) == ["id0", "id149", "id299"])
         #expect(got.allSatisfy { (try? $0.result.get().n) == Int($0.identifier.rawValue.dropFirst(2)) })
         #expect(!overlap.overlapped)
-        #expect(throws: WormholeError.self) { _ = try receiver.listen(identifiers: ["ok", "a/b"]) { (_: MessageDelivery<MessagingCounter>) in } }
+        #expect(throws: WormholeError.self) { _ = try receiver.listen(identifiers: ["ok", "a/b"].map { try MessageIdentifier($0) }) { (_: MessageDelivery<MessagingCounter>) in } }
     }
 }
 

@@ -14,13 +14,19 @@ final class JournalCursorFile: Sendable {
     private let lock: JournalFile
     private let synchronized: Bool
 
+    /// How long a consumer's lock is waited for before it is reported in use.
+    static let busyBound: Duration = .milliseconds(250)
+
     init(directory: JournalFile, name: JournalConsumerName, synchronized: Bool, identifier: MessageIdentifier) throws(WormholeError) {
         self.name = name
         self.directory = directory
         self.synchronized = synchronized
         path = directory.child(name.rawValue + JournalFormat.cursorSuffix)
         lock = try directory.openOrCreate(name.rawValue + JournalFormat.consumerLockSuffix)
-        guard try lock.tryLock() else {
+        // Not at once: a process of this program that is starting another (posix_spawn) holds a
+        // copy of every descriptor until the child's exec closes it, flock included, for an
+        // instant. A reader that really holds the consumer still holds it after the bound.
+        guard try lock.lock(within: Self.busyBound) else {
             throw WormholeError(
                 .consumerBusy, value: name.rawValue,
                 "consumer '\(name.rawValue)' of journal '\(identifier)' is in use by another reader "

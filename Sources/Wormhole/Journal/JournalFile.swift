@@ -227,6 +227,19 @@ final class JournalFile: Sendable {
         }
     }
 
+    /// Takes the lock, waiting at most `bound` (the bounded retry of ``LockWait``); false when
+    /// it is still held then.
+    func lock(within bound: Duration) throws(WormholeError) -> Bool {
+        do throws(Errno) {
+            try LockWait.acquire(descriptor, LOCK_EX, timeout: bound)
+            return true
+        } catch .wouldBlock {
+            return false
+        } catch {
+            throw ioError(error, "lock (exclusive)", path)
+        }
+    }
+
     func unlock() {
         // Closing the descriptor would release it too; an unlock that fails leaves nothing to fix.
         try? Syscall.unlock(descriptor)
