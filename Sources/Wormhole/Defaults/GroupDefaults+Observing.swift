@@ -115,19 +115,12 @@ extension GroupDefaults {
             defaults: self, key: key, executor: DeliveryQueue.ioThread.makeExecutor(label: "wormhole.defaults"),
             handler: { continuation.yield($0) })
         let subscriber = makeSubscriber(name, isPrefix: key == nil, options: options, tracker: tracker)
-        do {
-            // On the bus without blocking the task; the stream ends when the connection closes.
+        // On the bus without blocking the task; the stream ends when the connection closes.
+        try await wakeups.startStream(subscriber) {
             let observer = try await notificationCenter().addObserver(
                 name, isPrefix: key == nil, on: .ioThread, options: options, handler: { tracker.notified($0) },
                 finish: { continuation.finish() })
             subscriber.keep(observer)
-            wakeups.register([subscriber])
-        } catch {
-            guard let busError = wakeups.fallsBack(error, [subscriber]) else {
-                subscriber.cancel()
-                throw error
-            }
-            try wakeups.fallBack([subscriber], because: busError)
         }
         continuation.onTermination = { _ in subscriber.cancel() }
         tracker.start(initial: initial)

@@ -204,19 +204,12 @@ public final class Journal: Sendable {
         let (doorbell, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         // The wake-ups first, then the cursor: nothing appended after the cursor's start is missed.
         let subscriber = makeSubscriber { continuation.yield(()) }
-        do {
-            // On the bus without blocking the task; the stream ends when the connection closes.
+        // On the bus without blocking the task; the stream ends when the connection closes.
+        try await center.wakeups.startStream(subscriber) {
             let observer = try await center.notificationCenter().addObserver(
                 location.notificationName, isPrefix: false, on: .ioThread, handler: { _ in continuation.yield(()) },
                 finish: { continuation.finish() })
             subscriber.keep(observer)
-            center.wakeups.register([subscriber])
-        } catch {
-            guard let busError = center.wakeups.fallsBack(error, [subscriber]) else {
-                subscriber.cancel()
-                throw error
-            }
-            try center.wakeups.fallBack([subscriber], because: busError)
         }
         let core: JournalConsumerCore
         do {

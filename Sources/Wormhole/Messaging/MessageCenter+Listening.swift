@@ -141,7 +141,7 @@ extension MessageCenter {
             transiting: transiting, prefix: notificationPrefix, only: identifier, options: options,
             sink: .doorbell(continuation))
         let listener = makeListener(core, only: identifier, options: options)
-        do {
+        try await wakeups.startStream(listener) {
             let center = try notificationCenter()
             let observer = try await center.addObserver(
                 listener.target, isPrefix: listener.isPrefix, on: .ioThread, handler: { core.notified($0) },
@@ -154,13 +154,6 @@ extension MessageCenter {
                 throw error
             }
             listener.attach(observer: observer) { center.removeMessageRoute(route) }
-            wakeups.register([listener])
-        } catch {
-            guard let busError = wakeups.fallsBack(error, [listener]) else {
-                listener.cancel()
-                throw error
-            }
-            try wakeups.fallBack([listener], because: busError)
         }
         continuation.onTermination = { _ in listener.cancel() }
         if options.deliversStoredMessageOnStart { core.checkStored() } else { core.recordBaseline() }

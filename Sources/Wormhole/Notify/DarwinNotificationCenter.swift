@@ -8,7 +8,7 @@ public import WormholeDBus
 ///
 /// ```swift
 /// let center = try DarwinNotificationCenter()          // the session bus
-/// let name = try NotificationName("com.example.app.refresh")
+/// let name: NotificationName = "com.example.app.refresh"
 /// let observer = try center.addObserver(for: name) { note in
 ///     print("refresh!", note.state ?? 0)
 /// }

@@ -210,6 +210,23 @@ final class WakeEngine: Sendable {
         }
     }
 
+    /// Starts a stream's subscriber: `attach` adds its rules on the bus without blocking the
+    /// task, and keeps them on the subscriber; when the bus cannot be reached and the subscriber
+    /// may, it is woken through its directory instead. On any other failure it is cancelled and
+    /// the error thrown.
+    func startStream(_ subscriber: any WakeSubscriber, attach: () async throws -> Void) async throws {
+        do {
+            try await attach()
+            register([subscriber])
+        } catch {
+            guard let busError = fallsBack(error, [subscriber]) else {
+                subscriber.cancelForEngine()
+                throw error
+            }
+            try fallBack([subscriber], because: busError)
+        }
+    }
+
     /// Registers subscribers already attached to the bus (streams attach without blocking).
     func register(_ subscribers: [any WakeSubscriber]) {
         // A stream attached on its own: its engine follows the connection's losses too.
