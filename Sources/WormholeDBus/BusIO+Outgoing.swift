@@ -1,0 +1,268 @@
+import Dispatch
+import Logging
+import Synchronization
+
+/// Sending: the outgoing queue, the trylock fast path on which a sender writes on its own
+/// thread, confirmation by the bus (`flush`), the drain at exit and the bounded close.
+/// Which thread may call what: <doc:Threading>.
+extension BusIO {
+    // MARK: Sending
+
+    /// Sends a message: at once on the I/O thread, otherwise through the outgoing queue.
+    /// Throws `disconnected` while the connection is down or closed.
+    func send(_ message: LibDBus.Message) throws(BusError) {
+        if loop.inEventLoop {
+            guard let connection else { throw notConnected() }
+            if !connection.send(message) { throw BusError(.outOfMemory, "libdbus could not queue a message") }
+            acceptedSignals.add(1, ordering: .releasing)
+            return
+        }
+        // Senders take turns among themselves (never behind the reader): one at a time builds
+        // up the queue or writes, which paces many posting threads to what the socket takes
+        // instead of letting them outrun the one writer (libdbus's own lock did this before).
+        emitting.lock()
+        defer { emitting.unlock() }
+        if loop.tryTakeOwnership() {
+            defer { loop.releaseOwnership() }
+            // What other threads queued first goes first: a thread's own posts stay in order.
+            drainOutgoing()
+            let (stopping, connected) = shared.withLock { ($0.stopping, $0.connected) }
+            if stopping { throw closedError() }
+            guard connected, let connection, case .ready = phase else { throw notConnected() }
+            if !connection.send(message) { throw BusError(.outOfMemory, "libdbus could not queue a message") }
+            acceptedSignals.add(1, ordering: .releasing)
+            return
+        }
+        let mustWake = try shared.withLock { state throws(BusError) -> Bool in
+            if state.stopping { throw closedError() }
+            if !state.connected { throw notConnected() }
+            state.outgoing.append(message)
+            return state.outgoing.count == 1
+        }
+        // Counted once queued: a confirmation that reads the count first drains the queue after.
+        acceptedSignals.add(1, ordering: .releasing)
+        if mustWake { loop.wake() }
+    }
+
+    /// Hands the queued outgoing messages to libdbus. Owner only.
+    func drainOutgoing() {
+        loop.preconditionOwned()
+        let messages = shared.withLock { state -> [LibDBus.Message] in
+            if state.outgoing.isEmpty { return [] }
+            defer { state.outgoing = [] }
+            return state.outgoing
+        }
+        guard !messages.isEmpty else { return }
+        guard let connection else {
+            logger.warning("dropped \(messages.count) queued signal(s): the bus went away before they were written")
+            return
+        }
+        for message in messages where !connection.send(message) {
+            logger.error("libdbus could not queue a signal (out of memory); it was dropped")
+        }
+    }
+
+    /// Whether signals were accepted that the bus has not confirmed yet.
+    var hasUnconfirmedSignals: Bool {
+        acceptedSignals.load(ordering: .acquiring) > confirmedSignals.load(ordering: .acquiring)
+    }
+
+    /// Blocks until every signal accepted before the call is on the bus: written, and followed by
+    /// one call the bus answered (`GetNameOwner` of our own name: a proxy on the way passes on
+    /// what came before it), at most `timeout`. Returns at once when nothing is unconfirmed.
+    /// Returns the error when the bus did not answer in time, or went away and signals were
+    /// dropped (logged when it happened). On the I/O thread the call waits on this thread
+    /// (libdbus reads and writes the socket itself), within the same bound.
+    func confirm(timeout: Duration) -> BusError? {
+        let deadline = ExitDrain.deadline(after: timeout)
+        if !hasUnconfirmedSignals {
+            return lostSignals.exchange(false, ordering: .acquiringAndReleasing) ? droppedError() : nil
+        }
+        if loop.inEventLoop { return confirmInline(deadline: deadline) }
+        let outcome = Locked<BusError??>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let accepted = execute { [self] in
+            confirmOnLoop(deadline: deadline) { error in
+                outcome.withLock { $0 = .some(error) }
+                done.signal()
+            }
+        }
+        guard accepted else { return closedError() }
+        if done.wait(timeout: deadline) == .timedOut {
+            return timedOut(timeout)
+        }
+        let result = outcome.withLock { $0 } ?? nil
+        if result == nil, lostSignals.exchange(false, ordering: .acquiringAndReleasing) { return droppedError() }
+        return result
+    }
+
+    /// Writes what is queued, then calls `GetNameOwner` of our own name; `completion` gets `nil`
+    /// once the bus answered (every signal accepted before is then confirmed). Loop-confined.
+    func confirmOnLoop(deadline: DispatchTime, completion: @escaping (BusError?) -> Void) {
+        loop.preconditionInEventLoop()
+        // The count first, then the queue: a signal counted was queued before it was counted.
+        let target = acceptedSignals.load(ordering: .acquiring)
+        drainOutgoing()
+        guard let connection, case .ready = phase else {
+            completion(notConnected())
+            return
+        }
+        let message: LibDBus.Message
+        do {
+            message = try MessageCoding.makeBusCall("GetNameOwner", arguments: [.string(connection.uniqueName)])
+        } catch {
+            completion(error)
+            return
+        }
+        let id = makeID()
+        confirmations[id] = completion
+        let sent = connection.call(message, timeoutMilliseconds: ExitDrain.milliseconds(until: deadline)) { [self] reply in
+            guard let completion = confirmations.removeValue(forKey: id) else { return }
+            if let reply, !Self.isLocalFailure(reply) {
+                confirmed(upTo: target)
+                completion(nil)
+            } else {
+                completion(BusError(.timedOut, value: address.rawValue, "the bus at \(quoted(address.rawValue)) did not answer in time"))
+            }
+        }
+        if !sent, let completion = confirmations.removeValue(forKey: id) { completion(notConnected()) }
+    }
+
+    /// Fails every confirmation waiting for an answer: the connection is gone. Loop-confined.
+    func failConfirmations() {
+        let waiting = confirmations
+        confirmations = [:]
+        for completion in waiting.values { completion(droppedError()) }
+    }
+
+    /// ``confirmOnLoop(deadline:completion:)`` waiting on the I/O thread itself. Loop-confined.
+    func confirmInline(deadline: DispatchTime) -> BusError? {
+        loop.preconditionInEventLoop()
+        let target = acceptedSignals.load(ordering: .acquiring)
+        drainOutgoing()
+        guard let connection, case .ready = phase else { return notConnected() }
+        guard let message = try? MessageCoding.makeBusCall("GetNameOwner", arguments: [.string(connection.uniqueName)]) else {
+            return BusError(.outOfMemory, "libdbus could not build a call")
+        }
+        guard let reply = connection.callBlocking(message, timeoutMilliseconds: ExitDrain.milliseconds(until: deadline)),
+            !Self.isLocalFailure(reply)
+        else {
+            return BusError(.timedOut, value: address.rawValue, "the bus at \(quoted(address.rawValue)) did not answer in time")
+        }
+        confirmed(upTo: target)
+        return nil
+    }
+
+    /// An answer libdbus made up itself (no reply in time, or the connection closed), not the bus's.
+    static func isLocalFailure(_ reply: LibDBus.Message) -> Bool {
+        guard let error = MessageCoding.readError(reply) else { return false }
+        return error.name == "org.freedesktop.DBus.Error.NoReply" || error.name == "org.freedesktop.DBus.Error.Disconnected"
+    }
+
+    func confirmed(upTo target: UInt64) {
+        var current = confirmedSignals.load(ordering: .relaxed)
+        while current < target {
+            let (exchanged, original) = confirmedSignals.compareExchange(
+                expected: current, desired: target, ordering: .acquiringAndReleasing)
+            if exchanged { return }
+            current = original
+        }
+    }
+
+    /// Signals accepted and not yet confirmed were dropped with the connection: remembered for
+    /// the next flush, and no longer waited for. Loop-confined.
+    func forgetUnconfirmed() {
+        let accepted = acceptedSignals.load(ordering: .acquiring)
+        if accepted > confirmedSignals.load(ordering: .acquiring) {
+            lostSignals.store(true, ordering: .releasing)
+            confirmed(upTo: accepted)
+        }
+    }
+
+    /// At exit (``ExitDrain/run()``): starts confirming what this connection accepted and returns
+    /// how to wait for it (true: confirmed), or `nil` when there is nothing to wait for. A closing
+    /// connection is waited for until its loop stops. On the I/O thread it confirms at once.
+    func beginExitDrain(deadline: DispatchTime) -> (() -> Bool)? {
+        let (stopping, connected) = shared.withLock { ($0.stopping, $0.connected) }
+        if stopping && loop.inEventLoop {
+            // An exit on the loop's thread: the loop cannot finish the closing; confirm here.
+            if connected && hasUnconfirmedSignals, let error = confirmInline(deadline: deadline) {
+                logger.warning("exiting: signals may not have reached the bus: \(error.message)")
+            }
+            return nil
+        }
+        if stopping {
+            return { [self] in
+                if stoppedSignal.wait(timeout: deadline) == .timedOut {
+                    logger.warning("exiting: a closing connection's signals were not confirmed by the bus in time")
+                    return false
+                }
+                stoppedSignal.signal()  // for anyone else waiting
+                return true
+            }
+        }
+        guard connected, hasUnconfirmedSignals else { return nil }
+        if loop.inEventLoop {
+            if let error = confirmInline(deadline: deadline) {
+                logger.warning("exiting: signals may not have reached the bus: \(error.message)")
+            }
+            return nil
+        }
+        let done = DispatchSemaphore(value: 0)
+        let failure = Locked<BusError?>(nil)
+        let accepted = execute { [self] in
+            confirmOnLoop(deadline: deadline) { error in
+                failure.withLock { $0 = error }
+                done.signal()
+            }
+        }
+        guard accepted else { return nil }
+        return { [self] in
+            if done.wait(timeout: deadline) == .timedOut {
+                logger.warning("exiting: signals may not have reached the bus at \(quoted(address.rawValue)): it did not answer within the exit drain's bound")
+                return false
+            }
+            if let error = failure.withLock({ $0 }) {
+                logger.warning("exiting: signals may not have reached the bus: \(error.message)")
+                return false
+            }
+            return true
+        }
+    }
+
+    /// How long closing may wait for the bus to confirm the signals it accepted.
+    static let closeBound: Duration = .seconds(2)
+
+    /// Detaches the connection from the process's loop (``detach()``); the connection is closed on
+    /// the I/O thread and every route finished.
+    /// Sending stops at once; signals accepted before and not yet confirmed are confirmed first
+    /// (one call the bus answers, at most ``closeBound``), without the caller waiting: the drain
+    /// at exit waits for it.
+    func stop() {
+        let (first, connected) = shared.withLock { state -> (Bool, Bool) in
+            defer { state.stopping = true }
+            return (!state.stopping, state.connected)
+        }
+        // A second call (a center's close, then its connection's deinit) changes nothing: the
+        // first arranged the stop, at once or once the confirmation is done.
+        guard first else { return }
+        if connected && hasUnconfirmedSignals {
+            let deadline = ExitDrain.deadline(after: Self.closeBound)
+            let queued = execute { [self] in
+                confirmOnLoop(deadline: deadline) { [self] error in
+                    if let error { logger.warning("closing: signals may not have reached the bus: \(error.message)") }
+                    detach()
+                }
+            }
+            if queued { return }
+        }
+        detach()
+    }
+
+    /// Detaches the connection from the process's loop: it is closed on the I/O thread and every
+    /// route finished. Calling it again does nothing.
+    func detach() {
+        if detached.exchange(true, ordering: .acquiringAndReleasing) { return }
+        RuntimeLoop.detach(self, from: loop)
+    }
+}
