@@ -108,9 +108,9 @@ extension BusIO {
         clearWatchesAndTimeouts()
         let (dropped, stopping) = shared.withLock { state -> (Int, Bool) in
             state.connected = false
-            defer { state.outgoing = [] }
-            return (state.outgoing.count, state.stopping)
+            return (state.outgoing.removeAll(), state.stopping)
         }
+        wakeRoomWaiters()
         if dropped > 0 {
             logger.warning("dropped \(dropped) queued signal(s): the bus went away before they were written")
         }

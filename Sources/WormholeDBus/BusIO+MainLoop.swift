@@ -38,10 +38,12 @@ extension BusIO {
 
     func beforeJobs() {
         fireTimeouts()
-        drainOutgoing()
+        pumpOutgoing()
     }
 
     func iterationEnded() {
+        // What was queued behind this iteration's jobs, or while they ran.
+        pumpOutgoing()
         connection?.dispatchAll()
         if let deadline = greetingDeadline, Self.now() >= deadline {
             self.greetingDeadline = nil
@@ -70,9 +72,9 @@ extension BusIO {
             state.connected = false
             state.eventHandlers = [:]
             state.eventScopes = [:]
-            defer { state.outgoing = [] }
-            return state.outgoing.count
+            return state.outgoing.removeAll()
         }
+        wakeRoomWaiters()
         if dropped > 0 { logger.debug("dropped \(dropped) queued signal(s): the connection was closed") }
         for route in routes.removeAll() { route.payload.finish() }
         trackedNames = [:]

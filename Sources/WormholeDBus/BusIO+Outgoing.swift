@@ -8,15 +8,63 @@ import Synchronization
 extension BusIO {
     // MARK: Sending
 
-    /// Sends a message: at once on the I/O thread, otherwise through the outgoing queue.
-    /// Throws `disconnected` while the connection is down or closed.
-    func send(_ message: LibDBus.Message) throws(BusError) {
+    /// Sends a message of about `bytes` bytes (its size on the wire, for the bounded queue).
+    ///
+    /// Off the loop, when the loop is asleep (`trylock` on its ownership) and nothing waits
+    /// before it, the message is written on the caller's thread; otherwise it joins the
+    /// outgoing queue, which holds at most ``outgoingLimit`` bytes. On the loop's thread it is
+    /// written at once when nothing waits before it. libdbus itself is given at most
+    /// ``libdbusHighWater`` bytes beyond what the socket took: the rest waits in the queue,
+    /// where `policy` may replace an older message or refuse this one.
+    ///
+    /// Throws `disconnected` while the connection is down or closed, `queueFull` when the
+    /// queue cannot take the message (for `.refusable`, after waiting at most its bound).
+    func send(_ message: LibDBus.Message, bytes: Int, policy: SendPolicy = .plain) throws(BusError) {
+        let key: String? = if case .replacing(let key) = policy { key } else { nil }
         if loop.inEventLoop {
+            pumpOutgoing()
+            let direct = try shared.withLock { state throws(BusError) -> Bool in
+                if state.stopping { throw closedError() }
+                return state.outgoing.isEmpty && !state.outgoing.hasPendingJobs
+            }
             guard let connection else { throw notConnected() }
-            if !connection.send(message) { throw BusError(.outOfMemory, "libdbus could not queue a message") }
-            acceptedSignals.add(1, ordering: .releasing)
+            if direct && connection.outgoingSize < Self.libdbusHighWater {
+                if !connection.send(message) { throw BusError(.outOfMemory, "libdbus could not queue a message") }
+                acceptedSignals.add(1, ordering: .releasing)
+                return
+            }
+            // Written by the loop once the socket takes more (it cannot wait for itself).
+            if try enqueue(message, bytes: bytes, key: key) == nil { throw refuse(bytes) }
             return
         }
+        let deadline: DispatchTime? = if case .refusable(let wait) = policy { ExitDrain.deadline(after: wait) } else { nil }
+        while true {
+            switch try attemptSend(message, bytes: bytes, key: key) {
+            case .sent: return
+            case .full:
+                guard let deadline else { throw refuse(bytes) }
+                try waitForRoom(until: deadline, bytes: bytes)
+            }
+        }
+    }
+
+    /// How a message joins the outgoing queue when it cannot be written at once.
+    enum SendPolicy {
+        /// Queued when it fits; refused (``BusError/Code/queueFull``) at once otherwise.
+        case plain
+        /// Replaces the queued message with the same key (a `Posted` signal for one name: the
+        /// latest carries the state); refused at once when it does not fit even so.
+        case replacing(key: String)
+        /// Waits at most `wait` for room, then is refused. Once a wait ran out, later ones are
+        /// refused at once until the queue moves again (a stopped receiver holding up the bus
+        /// costs each call nothing).
+        case refusable(wait: Duration)
+    }
+
+    enum Attempt { case sent, full }
+
+    /// One try of `send` on another thread than the loop's.
+    private func attemptSend(_ message: LibDBus.Message, bytes: Int, key: String?) throws(BusError) -> Attempt {
         // Senders take turns among themselves (never behind the reader): one at a time builds
         // up the queue or writes, which paces many posting threads to what the socket takes
         // instead of letting them outrun the one writer (libdbus's own lock did this before).
@@ -25,34 +73,116 @@ extension BusIO {
         if loop.tryTakeOwnership() {
             defer { loop.releaseOwnership() }
             // What other threads queued first goes first: a thread's own posts stay in order.
-            drainOutgoing()
-            let (stopping, connected) = shared.withLock { ($0.stopping, $0.connected) }
-            if stopping { throw closedError() }
-            guard connected, let connection, case .ready = phase else { throw notConnected() }
-            if !connection.send(message) { throw BusError(.outOfMemory, "libdbus could not queue a message") }
-            acceptedSignals.add(1, ordering: .releasing)
-            return
+            pumpOutgoing()
+            let direct = try shared.withLock { state throws(BusError) -> Bool in
+                if state.stopping { throw closedError() }
+                if !state.connected { throw notConnected() }
+                return state.outgoing.isEmpty && !state.outgoing.hasPendingJobs
+            }
+            guard let connection, case .ready = phase else { throw notConnected() }
+            if direct && connection.outgoingSize < Self.libdbusHighWater {
+                if !connection.send(message) { throw BusError(.outOfMemory, "libdbus could not queue a message") }
+                acceptedSignals.add(1, ordering: .releasing)
+                return .sent
+            }
+            // libdbus holds enough (the socket is full) or jobs wait first: the loop writes it
+            // when the socket takes more (libdbus watches it for writing meanwhile).
+            return try enqueue(message, bytes: bytes, key: key) == nil ? .full : .sent
         }
-        let mustWake = try shared.withLock { state throws(BusError) -> Bool in
-            if state.stopping { throw closedError() }
-            if !state.connected { throw notConnected() }
-            state.outgoing.append(message)
-            return state.outgoing.count == 1
-        }
-        // Counted once queued: a confirmation that reads the count first drains the queue after.
-        acceptedSignals.add(1, ordering: .releasing)
-        if mustWake { loop.wake() }
+        guard let wasEmpty = try enqueue(message, bytes: bytes, key: key) else { return .full }
+        if wasEmpty { loop.wake() }
+        return .sent
     }
 
-    /// Hands the queued outgoing messages to libdbus. Owner only.
+    /// Appends to the outgoing queue: whether it was empty before, or `nil` when it is full.
+    private func enqueue(_ message: LibDBus.Message, bytes: Int, key: String?) throws(BusError) -> Bool? {
+        let wasEmpty = try shared.withLock { state throws(BusError) -> Bool? in
+            if state.stopping { throw closedError() }
+            if !state.connected { throw notConnected() }
+            let wasEmpty = state.outgoing.isEmpty
+            return state.outgoing.append(message, bytes: bytes, key: key) ? wasEmpty : nil
+        }
+        // Counted once queued: a confirmation that reads the count first drains the queue after.
+        if wasEmpty != nil { acceptedSignals.add(1, ordering: .releasing) }
+        return wasEmpty
+    }
+
+    /// Waits until the loop wrote some of the queue, at most until `deadline`; throws
+    /// `queueFull` when the wait runs out, or at once while the queue is known to be stuck.
+    private func waitForRoom(until deadline: DispatchTime, bytes: Int) throws(BusError) {
+        let room = DispatchSemaphore(value: 0)
+        let stuck = shared.withLock { state -> Bool in
+            if state.stalled { return true }
+            state.roomWaiters.append(room)
+            return false
+        }
+        if stuck { throw refuse(bytes) }
+        if room.wait(timeout: deadline) == .timedOut {
+            shared.withLock { state in
+                state.stalled = true
+                state.roomWaiters.removeAll { $0 === room }
+            }
+            throw refuse(bytes)
+        }
+    }
+
+    /// Counts and reports a message the queue could not take.
+    private func refuse(_ bytes: Int) -> BusError {
+        refusedSignals.add(1, ordering: .relaxed)
+        return BusError(
+            .queueFull, value: address.rawValue,
+            "not sent: the outgoing queue to the bus at \(quoted(address.rawValue)) is full (\(outgoingLimit) bytes; "
+                + "a receiver or the bus is not reading), so this \(bytes)-byte message was refused")
+    }
+
+    /// Hands queued messages to libdbus while it holds less than ``libdbusHighWater`` bytes
+    /// (libdbus writes what the socket takes at once), and wakes senders waiting for room.
+    /// Owner only.
+    func pumpOutgoing() {
+        loop.preconditionOwned()
+        guard let connection else { return }
+        var moved = false
+        while true {
+            let room = Self.libdbusHighWater - connection.outgoingSize
+            if room <= 0 { break }
+            let batch = shared.withLock { $0.outgoing.take(maximumBytes: room) }
+            if batch.isEmpty { break }
+            moved = true
+            for message in batch where !connection.send(message) {
+                logger.error("libdbus could not queue a signal (out of memory); it was dropped")
+            }
+        }
+        if moved { wakeRoomWaiters() }
+    }
+
+    /// Wakes the senders waiting for room (they try again).
+    func wakeRoomWaiters() {
+        let waiters = shared.withLock { state -> [DispatchSemaphore] in
+            state.stalled = false
+            defer { state.roomWaiters = [] }
+            return state.roomWaiters
+        }
+        for waiter in waiters { waiter.signal() }
+    }
+
+    /// A job queued through ``execute(_:)`` is about to run: the messages queued before it are
+    /// handed to libdbus first, whatever it holds (they were accepted before the job). Owner only.
+    func writeBeforeJob() {
+        loop.preconditionOwned()
+        let messages = shared.withLock { $0.outgoing.takeBeforeJob() }
+        write(messages)
+    }
+
+    /// Hands everything queued that may go (nothing after a job that has not run) to libdbus,
+    /// whatever it holds: before a confirmation and at exit. Owner only.
     func drainOutgoing() {
         loop.preconditionOwned()
-        let messages = shared.withLock { state -> [LibDBus.Message] in
-            if state.outgoing.isEmpty { return [] }
-            defer { state.outgoing = [] }
-            return state.outgoing
-        }
+        write(shared.withLock { $0.outgoing.take(maximumBytes: .max) })
+    }
+
+    private func write(_ messages: [LibDBus.Message]) {
         guard !messages.isEmpty else { return }
+        defer { wakeRoomWaiters() }
         guard let connection else {
             logger.warning("dropped \(messages.count) queued signal(s): the bus went away before they were written")
             return
@@ -81,8 +211,9 @@ extension BusIO {
         if loop.inEventLoop { return confirmInline(deadline: deadline) }
         let outcome = Locked<BusError??>(nil)
         let done = DispatchSemaphore(value: 0)
+        let target = acceptedSignals.load(ordering: .acquiring)
         let accepted = execute { [self] in
-            confirmOnLoop(deadline: deadline) { error in
+            confirmOnLoop(target: target, deadline: deadline) { error in
                 outcome.withLock { $0 = .some(error) }
                 done.signal()
             }
@@ -98,10 +229,12 @@ extension BusIO {
 
     /// Writes what is queued, then calls `GetNameOwner` of our own name; `completion` gets `nil`
     /// once the bus answered (every signal accepted before is then confirmed). Loop-confined.
-    func confirmOnLoop(deadline: DispatchTime, completion: @escaping (BusError?) -> Void) {
+    ///
+    /// `target` is the count of accepted signals read before the job was queued: each of them
+    /// was queued before the job, so written before it runs (``writeBeforeJob()``), while
+    /// signals accepted later may still wait in the queue behind a full socket.
+    func confirmOnLoop(target: UInt64, deadline: DispatchTime, completion: @escaping (BusError?) -> Void) {
         loop.preconditionInEventLoop()
-        // The count first, then the queue: a signal counted was queued before it was counted.
-        let target = acceptedSignals.load(ordering: .acquiring)
         drainOutgoing()
         guard let connection, case .ready = phase else {
             completion(notConnected())
@@ -210,8 +343,9 @@ extension BusIO {
         }
         let done = DispatchSemaphore(value: 0)
         let failure = Locked<BusError?>(nil)
+        let target = acceptedSignals.load(ordering: .acquiring)
         let accepted = execute { [self] in
-            confirmOnLoop(deadline: deadline) { error in
+            confirmOnLoop(target: target, deadline: deadline) { error in
                 failure.withLock { $0 = error }
                 done.signal()
             }
@@ -248,8 +382,9 @@ extension BusIO {
         guard first else { return }
         if connected && hasUnconfirmedSignals {
             let deadline = ExitDrain.deadline(after: Self.closeBound)
+            let target = acceptedSignals.load(ordering: .acquiring)
             let queued = execute { [self] in
-                confirmOnLoop(deadline: deadline) { [self] error in
+                confirmOnLoop(target: target, deadline: deadline) { [self] error in
                     if let error { logger.warning("closing: signals may not have reached the bus: \(error.message)") }
                     detach()
                 }

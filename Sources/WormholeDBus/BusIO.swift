@@ -57,7 +57,12 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     }
 
     struct Shared {
-        var outgoing: [LibDBus.Message] = []
+        var outgoing: OutgoingQueue<LibDBus.Message>
+        /// Senders waiting for room in `outgoing` (``SendPolicy/refusable(wait:)``).
+        var roomWaiters: [DispatchSemaphore] = []
+        /// A wait for room ran out and the queue has not moved since: refusable sends are
+        /// refused at once.
+        var stalled = false
         var uniqueName = ""
         var connected = false
         var stopping = false
@@ -72,7 +77,14 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     let connectTimeout: Duration
     let logger: Logger
     let loop: EventLoop
-    let shared = Locked(Shared())
+    let shared: Locked<Shared>
+    /// The most bytes the outgoing queue holds (``BusConnection/defaultOutgoingLimit``).
+    let outgoingLimit: Int
+    /// How many bytes libdbus may hold unwritten before new messages wait in the outgoing
+    /// queue instead (where they can be replaced or refused): what the socket did not take.
+    static let libdbusHighWater = 256 * 1024
+    /// Messages refused because the outgoing queue was full.
+    let refusedSignals = Atomic<UInt64>(0)
     /// Serialises senders on other threads among themselves (see `send`).
     let emitting = PThreadMutex()
     let nextID = Atomic<UInt64>(1)
@@ -175,8 +187,12 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         }
     }
 
-    init(address: BusAddress, automaticReconnect: Bool, connectTimeout: Duration, logger: Logger) throws(BusError) {
+    init(
+        address: BusAddress, automaticReconnect: Bool, connectTimeout: Duration, outgoingLimit: Int, logger: Logger
+    ) throws(BusError) {
         LibDBus.initialiseThreads
+        self.outgoingLimit = outgoingLimit
+        shared = Locked(Shared(outgoing: OutgoingQueue(limit: outgoingLimit)))
         self.address = address
         self.automaticReconnect = automaticReconnect
         self.connectTimeout = connectTimeout
@@ -218,11 +234,20 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     func submit(_ job: @escaping @Sendable () -> Void) -> Bool { execute(job) }
 
     /// Queues `job` on the loop unless this connection was stopped (the loop is the process's,
-    /// and runs on for the other connections).
+    /// and runs on for the other connections). The signals queued before it are written before
+    /// it runs, those queued after it only once it ran (``OutgoingQueue``).
     @discardableResult
     func execute(_ job: @escaping @Sendable () -> Void) -> Bool {
         if detached.load(ordering: .acquiring) { return false }
-        return loop.execute(job)
+        return shared.withLock { state in
+            state.outgoing.markJob()
+            let accepted = loop.execute { [self] in
+                writeBeforeJob()
+                job()
+            }
+            if !accepted { state.outgoing.unmarkLastJob() }
+            return accepted
+        }
     }
 
     // MARK: libdbus callbacks (MainLoopOwner)
