@@ -100,7 +100,7 @@ extension BusIO {
             if state.stopping { throw closedError() }
             if !state.connected { throw notConnected() }
             let wasEmpty = state.outgoing.isEmpty
-            return state.outgoing.append(message, bytes: bytes, key: key) ? wasEmpty : nil
+            return state.outgoing.append(message, bytes: bytes, key: key, replacing: state.congested) ? wasEmpty : nil
         }
         // Counted once queued: a confirmation that reads the count first drains the queue after.
         if wasEmpty != nil { acceptedSignals.add(1, ordering: .releasing) }
@@ -142,9 +142,13 @@ extension BusIO {
         loop.preconditionOwned()
         guard let connection else { return }
         var moved = false
+        var congested = false
         while true {
             let room = Self.libdbusHighWater - connection.outgoingSize
-            if room <= 0 { break }
+            if room <= 0 {
+                congested = true
+                break
+            }
             let batch = shared.withLock { $0.outgoing.take(maximumBytes: room) }
             if batch.isEmpty { break }
             moved = true
@@ -152,6 +156,7 @@ extension BusIO {
                 logger.error("libdbus could not queue a signal (out of memory); it was dropped")
             }
         }
+        shared.withLock { $0.congested = congested }
         if moved { wakeRoomWaiters() }
     }
 

@@ -63,6 +63,10 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         /// A wait for room ran out and the queue has not moved since: refusable sends are
         /// refused at once.
         var stalled = false
+        /// libdbus held ``BusIO/libdbusHighWater`` bytes or more the last time the owner looked:
+        /// the socket is full, and only then does a `Posted` replace a queued one (a loop that is
+        /// merely busy writes every post).
+        var congested = false
         var uniqueName = ""
         var connected = false
         var stopping = false

@@ -46,26 +46,31 @@ struct OutgoingQueue<Message> {
     /// Whether jobs queued on the loop have not run yet.
     var hasPendingJobs: Bool { markHead < marks.count }
 
-    /// Whether a message of `size` bytes with `key` fits now (a replacement always fits when its
-    /// size does not grow the queue past the limit).
-    func fits(_ size: Int, key: String?) -> Bool {
-        if let key, let sequence = keyed[key], let old = entries[Int(sequence - base)] {
+    /// Whether a message of `size` bytes fits now (replacing the queued message with `key`
+    /// when `replacing`).
+    func fits(_ size: Int, key: String?, replacing: Bool = true) -> Bool {
+        if replacing, let key, let sequence = keyed[key], let old = entries[Int(sequence - base)] {
             return bytes - old.bytes + size <= limit
         }
         return bytes + size <= limit || isEmpty
     }
 
-    /// Appends a message, or replaces the queued one with the same key. Returns false (and
-    /// queues nothing) when it does not fit. An empty queue always takes one message, so a
-    /// message larger than the limit is not refused forever.
-    mutating func append(_ message: Message, bytes size: Int, key: String?) -> Bool {
-        guard fits(size, key: key) else { return false }
-        if let key, let sequence = keyed[key], let old = entries[Int(sequence - base)] {
+    /// Appends a message, or, when `replacing`, replaces the queued one with the same key.
+    /// Returns false (and queues nothing) when it does not fit. An empty queue always takes one
+    /// message, so a message larger than the limit is not refused forever. A message appended
+    /// with a key is the one a later replacement of that key replaces (the newest).
+    mutating func append(_ message: Message, bytes size: Int, key: String?, replacing: Bool = true) -> Bool {
+        guard fits(size, key: key, replacing: replacing) else { return false }
+        if replacing, let key, let sequence = keyed[key], let old = entries[Int(sequence - base)] {
             entries[Int(sequence - base)] = Entry(message: message, bytes: size, key: key)
             bytes += size - old.bytes
             return true
         }
-        if let key { keyed[key] = next }
+        if let key {
+            // An older entry with the key stays, no longer the one to replace.
+            if let sequence = keyed[key] { entries[Int(sequence - base)]?.key = nil }
+            keyed[key] = next
+        }
         entries.append(Entry(message: message, bytes: size, key: key))
         bytes += size
         return true

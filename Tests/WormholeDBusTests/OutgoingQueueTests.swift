@@ -84,3 +84,16 @@ struct OutgoingQueueTests {
         #expect(queue.isEmpty)
     }
 }
+
+extension OutgoingQueueTests {
+    @Test("a message appended without replacing is the newest of its key: a later replacement replaces it, not an older one")
+    func appendedWithoutReplacing() {
+        var queue = OutgoingQueue<String>(limit: 100)
+        let first = queue.append("a1", bytes: 10, key: "a", replacing: false)
+        let second = queue.append("a2", bytes: 10, key: "a", replacing: false)
+        let third = queue.append("a3", bytes: 10, key: "a")
+        #expect(first && second && third)
+        let taken = queue.take(maximumBytes: .max)
+        #expect(taken == ["a1", "a3"], "the latest state is the last one written")
+    }
+}
