@@ -64,3 +64,39 @@ private func peakResidentKilobytes() -> Int {
     }
     return -1
 }
+
+/// `post-storm ROOT GROUP NAME MAILBOX COUNT BUS`: posts NAME COUNT times with states 1…COUNT
+/// (`DarwinNotificationCenter.post`), passes `{"n":N}` to the mailbox MAILBOX after every
+/// 100,000th post and `{"n":"last"}` at the end, then prints `posted=… refused=… slowest_ms=…`.
+let stormCommands: [String: @Sendable ([String]) throws -> Void] = [
+    "post-storm": postStorm
+]
+
+private func postStorm(_ arguments: [String]) throws {
+    guard arguments.count == 6, let count = Int(arguments[4]), count > 0 else {
+        throw PeerError("post-storm ROOT GROUP NAME MAILBOX COUNT BUS")
+    }
+    let bus = try BusAddress(arguments[5])
+    let wormhole = try MessageCenter(applicationGroupIdentifier: arguments[1], containerRoot: arguments[0], busAddress: bus)
+    let center = try wormhole.notificationCenter()
+    let name = try NotificationName(arguments[2])
+    var posted = 0
+    var refused = 0
+    var slowest: Duration = .zero
+    let clock = ContinuousClock()
+    for state in 1...count {
+        let start = clock.now
+        do {
+            try center.post(name, state: UInt64(state))
+            posted += 1
+        } catch let error as BusError where error.code == .queueFull {
+            refused += 1
+        }
+        slowest = max(slowest, clock.now - start)
+        if state % 100_000 == 0 { _ = try wormhole.passMessage(["n": state], identifier: arguments[3]) }
+    }
+    _ = try wormhole.passMessage(["n": "last"], identifier: arguments[3])
+    _ = wormhole.flush()
+    let milliseconds = slowest.components.seconds * 1_000 + slowest.components.attoseconds / 1_000_000_000_000_000
+    print("posted=\(posted) refused=\(refused) slowest_ms=\(milliseconds)")
+}
