@@ -5,11 +5,9 @@ import Synchronization
 
 /// A connection to a D-Bus bus, on the process's one event loop.
 ///
-/// Each connection owns one libdbus connection. Its socket is read by the process's loop thread
-/// (`wormhole-loop`), which every connection of the process shares; nothing polls, and exactly
-/// one thread at a time touches the libdbus connection (<doc:Threading>). Emitting is a plain
-/// call from any thread that never waits: it writes on the calling thread while the loop
-/// sleeps, and hands the signal to the loop otherwise. Receiving is either a ``SignalStream``
+/// Each connection owns one libdbus connection, driven by the process's one event loop. Which
+/// thread runs what, what each call may wait for and where handlers run is written once, in
+/// <doc:Threading>. Receiving is either a ``SignalStream``
 /// (an `AsyncSequence` that owns its match rule) or a handler that runs where a
 /// ``DeliveryQueue`` says.
 ///
@@ -176,19 +174,15 @@ public final class BusConnection: Sendable {
 
     // MARK: Emitting
 
-    /// Emits a signal. Thread-safe and never blocks: the message is built on the calling thread
-    /// and written there when the loop is asleep, else handed to the loop, which writes it (on
-    /// the loop's thread itself, in a handler, it is written at once). Call ``flush(timeout:)``
-    /// to wait until it is on the bus; a signal emitted is on the bus before the process exits
-    /// normally either way.
+    /// Emits a signal, from any thread, without waiting (where it is written, and what waits
+    /// when the socket is full: <doc:Threading>). Call ``flush(timeout:)`` to wait until it is
+    /// on the bus; a signal emitted is on the bus before the process exits normally either way.
     ///
-    /// Throws ``BusError/Code/disconnected`` when the bus is not connected, and
-    /// ``BusError/Code/invalidString`` naming a string argument that is not valid UTF-8.
+    /// Throws ``BusError/Code/disconnected`` when the bus is not connected,
+    /// ``BusError/Code/invalidString`` naming a string argument that is not valid UTF-8, and
+    /// ``BusError/Code/queueFull`` when the bus is not reading this connection and its bounded
+    /// outgoing queue is full: nothing was sent (counted in ``refusedSignals``).
     /// The corresponding C function is `dbus_connection_send`.
-    ///
-    /// A signal that finds the socket full (the bus is not reading this connection) waits in a
-    /// queue of at most the connection's `outgoingLimit` bytes; when that is full too, `emit`
-    /// throws ``BusError/Code/queueFull`` and nothing is sent (counted in ``refusedSignals``).
     public func emit(_ signal: Signal) throws {
         try emit(signal, policy: .plain)
     }

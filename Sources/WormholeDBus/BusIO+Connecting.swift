@@ -6,6 +6,7 @@ extension BusIO {
     // MARK: The loop (EventLoopHandler)
 
     func loopStarted() {
+        loop.preconditionInEventLoop()
         guard let connection else { return }
         connection.installMainLoop(self)
         greet(connection)
@@ -14,6 +15,7 @@ extension BusIO {
     /// Sends `Hello` on a new connection (libdbus authenticates first, through the watches) and
     /// moves to `.ready` with its answer, or gives the connection up when the deadline passes.
     func greet(_ connection: LibDBus.Connection) {
+        loop.preconditionInEventLoop()
         let seconds = connectTimeout.components.seconds
         let milliseconds = Int32(clamping: seconds * 1_000 + connectTimeout.components.attoseconds / 1_000_000_000_000_000)
         // libdbus's own timeout for Hello first; this one only if libdbus never reports.
@@ -46,6 +48,7 @@ extension BusIO {
 
     /// The bus answered (or did not answer) `Hello` on `connection`.
     func greeted(_ connection: LibDBus.Connection, _ outcome: Result<String, BusError>) {
+        loop.preconditionInEventLoop()
         guard case .greeting(let initial) = phase, self.connection == connection else { return }
         var outcome = outcome
         if case .success(let name) = outcome, !connection.setUniqueName(name) {
@@ -77,6 +80,7 @@ extension BusIO {
 
     /// Gives up a connection whose greeting failed: outside any libdbus call. Loop-confined.
     func abandonGreeting(_ failure: BusError) {
+        loop.preconditionInEventLoop()
         greetingFailure = nil
         greetingDeadline = nil
         guard case .greeting(let initial) = phase else { return }
@@ -94,6 +98,7 @@ extension BusIO {
     // MARK: Disconnection and reconnection
 
     func handleDisconnect() {
+        loop.preconditionInEventLoop()
         disconnectPending = false
         if case .greeting = phase {
             // Lost while greeting: the greeting fails (the initialiser throws, or the reconnector
@@ -131,6 +136,7 @@ extension BusIO {
     }
 
     func startReconnecting() {
+        loop.preconditionInEventLoop()
         phase = .greeting(initial: nil)
         reconnector?.stop()
         reconnector = Reconnector(io: self)
@@ -155,6 +161,7 @@ extension BusIO {
     /// After a reconnection's `Hello`: re-add every rule, learn the tracked names' owners, then
     /// report `.reconnected`.
     func restoreRules() {
+        loop.preconditionInEventLoop()
         let actions = registry.reconnected()
         let names = Array(trackedNames.keys)
         let remaining = OutcomeCollector(count: actions.count + names.count)

@@ -5,6 +5,7 @@ import Logging
 /// and the handler calls the loop makes each iteration. Owner-confined; see <doc:Threading>.
 extension BusIO {
     func ready(fd: Int32, _ readiness: Readiness) {
+        loop.preconditionOwned()
         var index = 0
         while true {
             // Look the watch up again each time: handling one may remove the others (on this thread).
@@ -19,6 +20,7 @@ extension BusIO {
     }
 
     func timeoutMilliseconds() -> Int32 {
+        loop.preconditionOwned()
         // Work left over from inside a libdbus call is done in the next iteration, at once.
         if greetingFailure != nil || disconnectPending { return 0 }
         if let greetingDeadline {
@@ -37,11 +39,13 @@ extension BusIO {
     }
 
     func beforeJobs() {
+        loop.preconditionInEventLoop()
         fireTimeouts()
         pumpOutgoing()
     }
 
     func iterationEnded() {
+        loop.preconditionInEventLoop()
         // What was queued behind this iteration's jobs, or while they ran.
         pumpOutgoing()
         connection?.dispatchAll()
@@ -58,6 +62,7 @@ extension BusIO {
     }
 
     func loopStopped() {
+        loop.preconditionInEventLoop()
         defer {
             ExitDrain.unregister(self)
             stoppedSignal.signal()
@@ -86,6 +91,7 @@ extension BusIO {
     }
 
     func clearWatchesAndTimeouts() {
+        loop.preconditionOwned()
         watches = [:]
         timeouts = [:]
         earliestDeadline = .max
@@ -138,6 +144,7 @@ extension BusIO {
     }
 
     func fireTimeouts() {
+        loop.preconditionOwned()
         // Most iterations have no libdbus timeout at all (they exist only while a reply is awaited).
         if timeouts.isEmpty {
             earliestDeadline = .max

@@ -30,6 +30,7 @@ extension BusIO {
 
     /// Carries out what the rule registry asked for. Loop-confined.
     func perform(_ actions: [RuleRegistry<Completion>.Action]) {
+        loop.preconditionInEventLoop()
         for action in actions {
             switch action {
             case .add(let rule, let generation):
@@ -120,6 +121,7 @@ extension BusIO {
     /// the probe is an `AddMatch` of a rule it refuses, sent without reply, then `GetId`. Its
     /// refusal arriving before `GetId`'s answer means refusals are reported. Loop-confined.
     func whenQuietAddsKnown(_ body: @escaping (Bool) -> Void) {
+        loop.preconditionInEventLoop()
         if let known = quietAddsReported {
             body(known)
             return
@@ -145,6 +147,7 @@ extension BusIO {
     /// Hands the probe's answer to the batches waiting for it (`false` when there is none:
     /// they then use one reply per rule). Loop-confined.
     func finishProbe(reported: Bool) {
+        loop.preconditionInEventLoop()
         probe = nil
         let waiters = quietAddsWaiters
         quietAddsWaiters = []
@@ -155,6 +158,7 @@ extension BusIO {
     /// a refusal is an error naming its serial, and the barrier acknowledges it otherwise.
     /// Loop-confined.
     func addMatchQuietly(_ rule: String, generation: UInt64) {
+        loop.preconditionInEventLoop()
         guard let message = MessageCoding.makeAddMatch(rule, noReply: true) else {
             perform(registry.answered(rule, generation: generation, .failure(BusError(
                 .outOfMemory, value: rule, "libdbus could not build AddMatch for \(rule)"))))
@@ -167,6 +171,7 @@ extension BusIO {
     /// every one of them that was not refused (the daemon answers a connection's calls in
     /// order). Loop-confined.
     func sendBarrier() {
+        loop.preconditionInEventLoop()
         guard !unsent.isEmpty else { return }
         let batch = unsent
         unsent = []
@@ -201,6 +206,7 @@ extension BusIO {
     /// Forgets the quiet calls and the probe of a connection that is gone (the registry fails
     /// the waiters); batches waiting for the probe go on without it. Loop-confined.
     func forgetQuietAdds() {
+        loop.preconditionInEventLoop()
         quietMatches = [:]
         unsent = []
         quietAddsReported = nil
@@ -210,6 +216,7 @@ extension BusIO {
     /// A reply no pending call waited for: the probe's refusal, or the answer to a quiet
     /// `AddMatch` (a refusal, or a daemon that answers calls sent without reply). Owner-confined.
     func quietAddAnswered(serial: UInt32, error: (name: String, message: String)?) {
+        loop.preconditionOwned()
         if let asked = probe, asked.serial == serial {
             if error != nil { probe?.refused = true }
             return

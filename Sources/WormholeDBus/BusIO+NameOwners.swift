@@ -17,6 +17,7 @@ extension BusIO {
     /// Starts following who owns `name` (a rule for its `NameOwnerChanged`, then `GetNameOwner`);
     /// `completion` runs once the owner is known. Loop-confined.
     func track(_ name: String, completion: @escaping Completion) {
+        loop.preconditionInEventLoop()
         trackedNames[name, default: 0] += 1
         perform(registry.acquire(Self.ownerRule(for: name).description, waiter: { [self] result in
             if case .failure = result {
@@ -28,6 +29,7 @@ extension BusIO {
     }
 
     func askOwner(of name: String, completion: Completion?) {
+        loop.preconditionInEventLoop()
         callBus("GetNameOwner", name) { [self] result in
             switch result {
             case .success(let arguments):
@@ -43,6 +45,7 @@ extension BusIO {
     }
 
     func untrack(_ name: String) {
+        loop.preconditionInEventLoop()
         guard let count = trackedNames[name] else { return }
         if count > 1 {
             trackedNames[name] = count - 1
@@ -56,6 +59,7 @@ extension BusIO {
     /// A `NameOwnerChanged` for a tracked name updates the route table's owners. Owner-confined
     /// (called from libdbus's filter while the signal is dispatched).
     func noteOwnerChange(_ signal: Signal) {
+        loop.preconditionOwned()
         guard signal.sender == MatchRule.busDaemonName && signal.member.rawValue == "NameOwnerChanged",
             signal.arguments.count == 3, case .string(let name) = signal.arguments[0], trackedNames[name] != nil,
             case .string(let owner) = signal.arguments[2]

@@ -268,6 +268,7 @@ extension BusIO {
 
     /// Fails every confirmation waiting for an answer: the connection is gone. Loop-confined.
     func failConfirmations() {
+        loop.preconditionInEventLoop()
         let waiting = confirmations
         confirmations = [:]
         for completion in waiting.values { completion(droppedError()) }
@@ -310,6 +311,7 @@ extension BusIO {
     /// Signals accepted and not yet confirmed were dropped with the connection: remembered for
     /// the next flush, and no longer waited for. Loop-confined.
     func forgetUnconfirmed() {
+        loop.preconditionInEventLoop()
         let accepted = acceptedSignals.load(ordering: .acquiring)
         if accepted > confirmedSignals.load(ordering: .acquiring) {
             lostSignals.store(true, ordering: .releasing)

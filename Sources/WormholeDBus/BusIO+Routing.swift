@@ -117,6 +117,7 @@ extension BusIO {
     }
 
     func report(_ event: BusConnectionEvent) {
+        loop.preconditionInEventLoop()
         // In the order they were added (IDs increase): a layer above that added its handler
         // first (a notification center's catch-up) has acted when a later one runs.
         let handlers = shared.withLock { $0.eventHandlers.sorted { $0.key < $1.key }.map(\.value) }
