@@ -91,7 +91,16 @@ stopped=$started
 start_ready "$scratch/healthy.out" "$wormhole" listen --group "$group" --bus-address "$address" healthy || true
 healthy=$started
 kill -STOP "$stopped"
-result=$("$peer" flood-transient "$WORMHOLE_CONTAINER_ROOT" "$group" slow "$messages" "$size" "$address" healthy 100)
+# The sender stays alive (reading its standard input) until the stopped listener was continued:
+# what it accepted drains meanwhile.
+mkfifo "$scratch/sender.in"
+"$peer" flood-transient "$WORMHOLE_CONTAINER_ROOT" "$group" slow "$messages" "$size" "$address" healthy 100 \
+    <"$scratch/sender.in" >"$scratch/sender.out" &
+sender=$!
+children+=("$sender")
+exec {sender_in}>"$scratch/sender.in"
+await "$scratch/sender.out" 'accepted=' 7200
+result=$(cat "$scratch/sender.out")
 echo "  sender: $result"
 value() { sed -n "s/.* \?$1=\([-0-9]*\).*/\1/p" <<<"$result"; }
 accepted=$(value accepted)
@@ -109,6 +118,8 @@ await "$scratch/stopped.out" "^\"seq\":$last\$" 600
 status=$?
 check "the stopped listener, continued, receives the last accepted message" $status \
     "seq $last after $(seconds_between "$continued" "$(date +%s.%N)") s"
+exec {sender_in}>&-
+wait "$sender"
 kill "$stopped" "$healthy" 2>/dev/null
 fi
 

@@ -28,10 +28,13 @@ extension BusIO {
                 return state.outgoing.isEmpty && !state.outgoing.hasPendingJobs
             }
             guard let connection else { throw notConnected() }
-            if direct && connection.outgoingSize < Self.libdbusHighWater {
-                if !connection.send(message) { throw BusError(.outOfMemory, "libdbus could not queue a message") }
-                acceptedSignals.add(1, ordering: .releasing)
-                return
+            if direct {
+                if connection.outgoingSize < Self.libdbusHighWater {
+                    if !connection.send(message) { throw BusError(.outOfMemory, "libdbus could not queue a message") }
+                    acceptedSignals.add(1, ordering: .releasing)
+                    return
+                }
+                shared.withLock { $0.congested = true }
             }
             // Written by the loop once the socket takes more (it cannot wait for itself).
             if try enqueue(message, bytes: bytes, key: key) == nil { throw refuse(bytes) }
@@ -80,10 +83,13 @@ extension BusIO {
                 return state.outgoing.isEmpty && !state.outgoing.hasPendingJobs
             }
             guard let connection, case .ready = phase else { throw notConnected() }
-            if direct && connection.outgoingSize < Self.libdbusHighWater {
-                if !connection.send(message) { throw BusError(.outOfMemory, "libdbus could not queue a message") }
-                acceptedSignals.add(1, ordering: .releasing)
-                return .sent
+            if direct {
+                if connection.outgoingSize < Self.libdbusHighWater {
+                    if !connection.send(message) { throw BusError(.outOfMemory, "libdbus could not queue a message") }
+                    acceptedSignals.add(1, ordering: .releasing)
+                    return .sent
+                }
+                shared.withLock { $0.congested = true }
             }
             // libdbus holds enough (the socket is full) or jobs wait first: the loop writes it
             // when the socket takes more (libdbus watches it for writing meanwhile).
@@ -141,6 +147,8 @@ extension BusIO {
     func pumpOutgoing() {
         loop.preconditionOwned()
         guard let connection else { return }
+        // The common case costs one lock: nothing waits, and the socket took everything.
+        if shared.withLock({ $0.outgoing.isEmpty && !$0.congested }) { return }
         var moved = false
         var congested = false
         while true {

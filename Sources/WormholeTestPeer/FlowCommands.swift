@@ -10,7 +10,10 @@ import WormholeDBus
 ///   A refused transient message (`queueFull`) is counted, not a failure. Prints one line:
 ///   `accepted=… refused=… last=… slowest_ms=… peak_rss_kb=… mailbox_last=…`, where `last` is the
 ///   seq of the last accepted transient message, `slowest_ms` the longest single send call and
-///   `peak_rss_kb` the process's peak resident memory (`VmHWM`).
+///   `peak_rss_kb` the process's peak resident memory (`VmHWM`). Then it waits for the end of
+///   its standard input before it exits, so that what it accepted can still drain to a
+///   receiver that is continued meanwhile (an exiting process gives up what the bus did not
+///   take within the drain's bound).
 let flowCommands: [String: @Sendable ([String]) throws -> Void] = [
     "flood-transient": floodTransient
 ]
@@ -51,9 +54,12 @@ private func floodTransient(_ arguments: [String]) throws {
         }
     }
     let milliseconds = slowest.components.seconds * 1_000 + slowest.components.attoseconds / 1_000_000_000_000_000
-    print(
+    let line =
         "accepted=\(accepted) refused=\(refused) last=\(last) slowest_ms=\(milliseconds) peak_rss_kb=\(peakResidentKilobytes()) "
-            + "mailbox_last=\(mailboxLast) counted=\(wormhole.refusedTransientMessages)")
+        + "mailbox_last=\(mailboxLast) counted=\(wormhole.refusedTransientMessages)\n"
+    FileHandle.standardOutput.write(Data(line.utf8))
+    while readLine() != nil {}
+    if let error = wormhole.flush(timeout: .seconds(30)) { printError("flood-transient: flush: \(error)") }
 }
 
 /// `VmHWM` of /proc/self/status: the peak resident set, in kB.
