@@ -102,7 +102,7 @@ exec {sender_in}>"$scratch/sender.in"
 await "$scratch/sender.out" 'accepted=' 7200
 result=$(cat "$scratch/sender.out")
 echo "  sender: $result"
-value() { sed -n "s/.* \?$1=\([-0-9]*\).*/\1/p" <<<"$result"; }
+value() { grep -oE "(^| )$1=[-0-9]+" <<<"$result" | cut -d= -f2; }
 accepted=$(value accepted)
 last=$(value last)
 slowest=$(value slowest_ms)
