@@ -117,12 +117,15 @@ extension BusIO {
     /// `queueFull` when the wait runs out, or at once while the queue is known to be stuck.
     private func waitForRoom(until deadline: DispatchTime, bytes: Int) throws(BusError) {
         let room = DispatchSemaphore(value: 0)
-        let stuck = shared.withLock { state -> Bool in
-            if state.stalled { return true }
+        let outcome = shared.withLock { state -> Bool? in
+            if state.stalled { return false }
+            // The loop may have written since the attempt: try again at once.
+            if state.outgoing.fits(bytes, key: nil) { return true }
             state.roomWaiters.append(room)
-            return false
+            return nil
         }
-        if stuck { throw refuse(bytes) }
+        if outcome == false { throw refuse(bytes) }
+        if outcome == true { return }
         if room.wait(timeout: deadline) == .timedOut {
             shared.withLock { state in
                 state.stalled = true
