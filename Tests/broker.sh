@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the CLI suites, the cross-process suites and the bus-restart suites on a private
 # dbus-broker (Fedora's and Arch's session bus) instead of dbus-daemon: WORMHOLE_TEST_BUS=broker.
-# Extra arguments go to `swift test` (for example --filter NotifyCLITests).
+# Extra arguments go to `swift test` (for example --filter NotifyCLITests). Then
+# Tests/faults-flow.sh with CI-sized counts (flow control toward stopped receivers).
 #
 # Each test bus is a dbus-broker-launch, which takes one inotify instance from a per-user limit
 # (fs.inotify.max_user_instances, 128 by default) and exits when there is none left. The tests
@@ -20,3 +21,8 @@ filter=(--filter "$suites")
 for argument in "$@"; do [ "$argument" = --filter ] && filter=(); done
 WORMHOLE_TEST_BUS=broker SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${WORMHOLE_BROKER_WIDTH:-16}" \
     swift test --skip-build "${filter[@]}" "$@"
+# Flow control toward stopped receivers (contract 1.2 section 7), CI-sized: transient messages
+# toward a stopped listener on dbus-daemon, a post storm toward stopped observers on dbus-broker.
+# By hand, `Tests/faults-flow.sh` with no arguments runs the full counts (40,000 messages of
+# 60 KiB, 1,000,000 posts).
+Tests/faults-flow.sh "${WORMHOLE_FLOW_MESSAGES:-2000}" 61440 "${WORMHOLE_FLOW_POSTS:-100000}" 5

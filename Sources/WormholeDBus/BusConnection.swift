@@ -1,14 +1,13 @@
 import Dispatch
+import Glibc
 public import Logging
 import Synchronization
 
 /// A connection to a D-Bus bus, on the process's one event loop.
 ///
-/// Each connection owns one libdbus connection. Its socket is read by the process's loop thread
-/// (`wormhole-loop`), which every connection of the process shares; nothing polls, and exactly
-/// one thread at a time touches the libdbus connection (<doc:Threading>). Emitting is a plain
-/// call from any thread that never waits: it writes on the calling thread while the loop
-/// sleeps, and hands the signal to the loop otherwise. Receiving is either a ``SignalStream``
+/// Each connection owns one libdbus connection, driven by the process's one event loop. Which
+/// thread runs what, what each call may wait for and where handlers run is written once, in
+/// <doc:Threading>. Receiving is either a ``SignalStream``
 /// (an `AsyncSequence` that owns its match rule) or a handler that runs where a
 /// ``DeliveryQueue`` says.
 ///
@@ -40,7 +39,7 @@ public final class BusConnection: Sendable {
     /// The address this connection talks to.
     public let address: BusAddress
     let io: BusIO
-    /// For a handle of a shared connection (``shared(address:connectTimeout:logger:)``): the scope
+    /// For a handle of a shared connection (``shared(address:purpose:connectTimeout:logger:)``): the scope
     /// of what this handle adds (routes, rules, event handlers), ended by ``close()``; 0 for a
     /// private connection.
     let scope: UInt64
@@ -48,6 +47,30 @@ public final class BusConnection: Sendable {
     private let sharing: SharedConnections.Entry?
     /// Whether this handle was closed (a private connection: its `io` knows).
     private let handleClosed = Atomic<Bool>(false)
+
+    /// What a shared connection carries (``shared(address:purpose:connectTimeout:logger:)``).
+    package enum SharedPurpose: String, Sendable {
+        /// Notifications and wake-ups: every facade's signals and subscriptions.
+        case signals
+        /// Transient messages, which a stopped receiver may hold up.
+        case transient
+    }
+
+    /// How many bytes of signals a connection holds for a bus or receiver that is not reading
+    /// before ``emit(_:)`` refuses: 8 MiB. Shared connections read `WORMHOLE_OUTGOING_LIMIT`
+    /// (bytes) from the environment instead when it is set.
+    public static let defaultOutgoingLimit = 8 * 1024 * 1024
+
+    /// The limit of the process's shared connections.
+    static let sharedOutgoingLimit: Int = {
+        if let text = getenv("WORMHOLE_OUTGOING_LIMIT").map({ String(cString: $0) }), let value = Int(text), value > 0 {
+            return value
+        }
+        return defaultOutgoingLimit
+    }()
+
+    /// How long a refusable send (a transient message) waits for room by default: 1 second.
+    package static let defaultRefusalWait: Duration = .seconds(1)
 
     /// How long connecting may take by default: authentication and the `Hello` call, 5 seconds.
     public static let defaultConnectTimeout: Duration = .seconds(5)
@@ -64,17 +87,20 @@ public final class BusConnection: Sendable {
     ///   - connectTimeout: how long authentication and `Hello` may take
     ///     (``defaultConnectTimeout``, 5 s).
     ///   - logger: where the connection logs disconnections, reconnections and dropped signals.
+    ///   - outgoingLimit: how many bytes of signals may wait for a bus or receiver that is not
+    ///     reading (``defaultOutgoingLimit``); past it ``emit(_:)`` refuses (see <doc:Threading>).
     /// - Throws: ``BusError/Code/connectionFailed`` naming the address when the bus cannot be
     ///   reached, refuses the connection, or does not answer in time. The corresponding C
     ///   function is `dbus_connection_open_private`; `Hello` is sent without blocking, in
     ///   place of `dbus_bus_register`, which waits without a deadline.
     public init(
         address: BusAddress, reconnect: ReconnectPolicy = .never, connectTimeout: Duration = defaultConnectTimeout,
-        logger: Logger = Logger(label: "wormhole.dbus")
+        logger: Logger = Logger(label: "wormhole.dbus"), outgoingLimit: Int = defaultOutgoingLimit
     ) throws {
         self.address = address
         self.io = try BusIO(
-            address: address, automaticReconnect: reconnect == .automatic, connectTimeout: connectTimeout, logger: logger)
+            address: address, automaticReconnect: reconnect == .automatic, connectTimeout: connectTimeout,
+            outgoingLimit: outgoingLimit, logger: logger)
         scope = 0
         sharing = nil
     }
@@ -88,7 +114,7 @@ public final class BusConnection: Sendable {
     }
 
     /// The process's connection to the bus at `address`, shared by every caller: the first call
-    /// connects (as ``init(address:reconnect:connectTimeout:logger:)`` with
+    /// connects (as ``init(address:reconnect:connectTimeout:logger:outgoingLimit:)`` with
     /// ``ReconnectPolicy/automatic``), later calls for the same bus get a new handle of the same
     /// connection, one unique name, one socket. The bus is recognised whatever the address's
     /// spelling: `guid=`, the order of its keys (see ``BusAddress/sharingKey``).
@@ -96,10 +122,17 @@ public final class BusConnection: Sendable {
     /// Each handle is a scope: ``close()`` (or releasing the handle) ends the routes, streams,
     /// rules and event handlers added through it, and the connection closes with its last handle.
     /// The first caller's `logger` and `connectTimeout` serve the connection.
+    ///
+    /// `purpose` picks one of the process's connections to that bus: ``SharedPurpose/transient``
+    /// is a second one, made on first use, for transient messages (contract section 7: the bus
+    /// daemon charges a message to its sender's connection until every recipient read it, so a
+    /// stopped transient receiver must not hold up the other signals).
     package static func shared(
-        address: BusAddress, connectTimeout: Duration = defaultConnectTimeout, logger: Logger = Logger(label: "wormhole.dbus")
+        address: BusAddress, purpose: SharedPurpose = .signals, connectTimeout: Duration = defaultConnectTimeout,
+        logger: Logger = Logger(label: "wormhole.dbus")
     ) throws -> BusConnection {
-        let entry = try SharedConnections.acquire(address: address, connectTimeout: connectTimeout, logger: logger)
+        let entry = try SharedConnections.acquire(
+            address: address, purpose: purpose, connectTimeout: connectTimeout, logger: logger)
         return BusConnection(address: address, sharing: entry)
     }
 
@@ -141,19 +174,44 @@ public final class BusConnection: Sendable {
 
     // MARK: Emitting
 
-    /// Emits a signal. Thread-safe and never blocks: the message is built on the calling thread
-    /// and written there when the loop is asleep, else handed to the loop, which writes it (on
-    /// the loop's thread itself, in a handler, it is written at once). Call ``flush(timeout:)``
-    /// to wait until it is on the bus; a signal emitted is on the bus before the process exits
-    /// normally either way.
+    /// Emits a signal, from any thread, without waiting (where it is written, and what waits
+    /// when the socket is full: <doc:Threading>). Call ``flush(timeout:)`` to wait until it is
+    /// on the bus; a signal emitted is on the bus before the process exits normally either way.
     ///
-    /// Throws ``BusError/Code/disconnected`` when the bus is not connected, and
-    /// ``BusError/Code/invalidString`` naming a string argument that is not valid UTF-8.
+    /// Throws ``BusError/Code/disconnected`` when the bus is not connected,
+    /// ``BusError/Code/invalidString`` naming a string argument that is not valid UTF-8, and
+    /// ``BusError/Code/queueFull`` when the bus is not reading this connection and its bounded
+    /// outgoing queue is full: nothing was sent (counted in ``refusedSignals``).
     /// The corresponding C function is `dbus_connection_send`.
     public func emit(_ signal: Signal) throws {
-        if sharing != nil { try checkOpen() }
-        try io.send(try MessageCoding.makeSignal(signal))
+        try emit(signal, policy: .plain)
     }
+
+    /// How a signal waits when the socket is full (see ``emit(_:)``).
+    package enum EmitPolicy: Sendable {
+        /// Queued when it fits; refused at once otherwise.
+        case plain
+        /// Replaces a queued signal with the same key (a `Posted` signal of one name: the latest
+        /// carries the state).
+        case replacing(key: String)
+        /// Waits at most `wait` for room, then is refused (a transient message).
+        case refusable(wait: Duration)
+    }
+
+    /// Emits a signal with a queueing policy (``emit(_:)``).
+    package func emit(_ signal: Signal, policy: EmitPolicy) throws {
+        if sharing != nil { try checkOpen() }
+        let message = try MessageCoding.makeSignal(signal)
+        let size = signal.estimatedSize
+        switch policy {
+        case .plain: try io.send(message, bytes: size, policy: .plain)
+        case .replacing(let key): try io.send(message, bytes: size, policy: .replacing(key: key))
+        case .refusable(let wait): try io.send(message, bytes: size, policy: .refusable(wait: wait))
+        }
+    }
+
+    /// How many signals ``emit(_:)`` refused because the outgoing queue was full.
+    public var refusedSignals: UInt64 { io.refusedSignals.load(ordering: .relaxed) }
 
     /// How long ``flush(timeout:)`` waits by default: 5 seconds.
     public static let defaultFlushTimeout: Duration = .seconds(5)

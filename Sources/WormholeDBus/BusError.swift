@@ -37,6 +37,9 @@ public struct BusError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let typeMismatch = Code("typeMismatch")
         /// libdbus could not allocate memory.
         public static let outOfMemory = Code("outOfMemory")
+        /// A message was not sent: the connection's bounded outgoing queue could not take it
+        /// (a receiver or the bus is not reading). Nothing of it was queued.
+        public static let queueFull = Code("queueFull")
         /// The bus did not answer within the time allowed (a flush, or the drain at exit).
         public static let timedOut = Code("timedOut")
     }

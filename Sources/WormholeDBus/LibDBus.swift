@@ -214,6 +214,10 @@ extension LibDBus {
             return dbus_connection_send(pointer, message.pointer, &serial) != 0 ? serial : nil
         }
 
+        /// How many bytes of queued messages libdbus has not written yet (the socket did not
+        /// take them). The corresponding C function is `dbus_connection_get_outgoing_size`.
+        var outgoingSize: Int { Int(dbus_connection_get_outgoing_size(pointer)) }
+
         /// Whether queued outgoing data is waiting for the socket.
         var hasMessagesToSend: Bool { dbus_connection_has_messages_to_send(pointer) != 0 }
 

@@ -1,6 +1,6 @@
 import Logging
 
-/// The process's shared connections, one per bus (``BusConnection/shared(address:connectTimeout:logger:)``):
+/// The process's shared connections, one per bus and purpose (``BusConnection/shared(address:purpose:connectTimeout:logger:)``):
 /// every facade of the layers above (notification centers, message centers, shared defaults,
 /// journals) holds a handle of the same connection, so a process has one unique name, one I/O
 /// thread and one epoll instance per bus, as a GDBus process has one session connection that
@@ -29,10 +29,14 @@ enum SharedConnections {
     /// The connection is made outside the table's lock (a slow bus delays only its own callers);
     /// when two threads connect at once the first to finish wins and the other's connection is
     /// closed.
-    static func acquire(address: BusAddress, connectTimeout: Duration, logger: Logger) throws(BusError) -> Entry {
-        let key = address.sharingKey
+    static func acquire(
+        address: BusAddress, purpose: BusConnection.SharedPurpose, connectTimeout: Duration, logger: Logger
+    ) throws(BusError) -> Entry {
+        let key = purpose == .signals ? address.sharingKey : "\(purpose.rawValue) \(address.sharingKey)"
         if let entry = retain(key) { return entry }
-        let io = try BusIO(address: address, automaticReconnect: true, connectTimeout: connectTimeout, logger: logger)
+        let io = try BusIO(
+            address: address, automaticReconnect: true, connectTimeout: connectTimeout,
+            outgoingLimit: BusConnection.sharedOutgoingLimit, logger: logger)
         let (entry, lost) = table.withLock { table -> (Entry, Bool) in
             if let held = table[key] {
                 table[key]?.handles += 1

@@ -67,3 +67,22 @@ public struct Signal: Hashable, Sendable, CustomStringConvertible {
         "\(interface).\(member) on \(path) from \(sender ?? "(unsent)") (\(arguments.map(\.description).joined(separator: ", ")))"
     }
 }
+
+extension Signal {
+    /// About how many bytes the signal takes on the wire: its header fields and arguments
+    /// (for the bounded outgoing queue; a little over rather than under).
+    var estimatedSize: Int {
+        var size = 64 + path.rawValue.utf8.count + interface.rawValue.utf8.count + member.rawValue.utf8.count
+        for argument in arguments {
+            size += 8
+            switch argument {
+            case .string(let text): size += text.utf8.count
+            case .objectPath(let path): size += path.rawValue.utf8.count
+            case .bytes(let bytes): size += bytes.count
+            case .strings(let strings): size += strings.reduce(0) { $0 + $1.utf8.count + 5 }
+            default: break
+            }
+        }
+        return size
+    }
+}

@@ -17,13 +17,18 @@ extension DarwinNotificationCenter {
     /// Emits `Message(name, payload)` on the name's bucket interface. The payload must already
     /// be one compact JSON document of at most ``NotifyContract/transientMessageLimit`` bytes.
     ///
-    /// - Throws: ``BusError`` with ``BusError/Code/disconnected`` while the bus is away.
+    /// It travels on the transient connection (``transientSender()``); when that connection's
+    /// bounded queue cannot take it within ``BusConnection/defaultRefusalWait``, it is refused.
+    ///
+    /// - Throws: ``BusError`` with ``BusError/Code/disconnected`` while the bus is away,
+    ///   ``BusError/Code/queueFull`` when it was refused (nothing was sent).
     func emitMessage(_ name: NotificationName, payload: String) throws {
         let signal = Signal(
             path: NotifyContract.path, interface: NotifyContract.bucket(for: name.rawValue),
             member: NotifyContract.message, arguments: [.string(name.rawValue), .string(payload)])
-        try claimSenderName()
-        try connection.emit(signal)
+        let sender = try transientSender()
+        try claimSenderName(on: sender)
+        try sender.emit(signal, policy: .refusable(wait: BusConnection.defaultRefusalWait))
     }
 
     /// The rules that receive the `Message` signals of `target` (a name, or a prefix ending in

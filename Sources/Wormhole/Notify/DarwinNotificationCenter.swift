@@ -33,6 +33,9 @@ public final class DarwinNotificationCenter: Sendable {
     private let lastStates = Mutex<[String: UInt64]>([:])
     private let nextID = Atomic<UInt64>(1)
     private let eventSubscription = Mutex<EventSubscription?>(nil)
+    /// The process's second connection to the bus, for transient messages, made on first use
+    /// (``transientSender()``).
+    private let transientConnection = Mutex<BusConnection?>(nil)
 
     /// Every center's connection in this process, to recognise own posts. A sender is this
     /// process when it is the *current* unique name of one of them on the same bus address:
@@ -82,7 +85,31 @@ public final class DarwinNotificationCenter: Sendable {
         eventSubscription.withLock { $0?.cancel() }
         let key = ObjectIdentifier(self)
         _ = Self.ownConnections.withLock { $0.removeValue(forKey: key) }
+        closeTransientConnection()
         connection.close()
+    }
+
+    /// The connection transient messages travel on: the process's second connection to the bus
+    /// (shared like the first), made on first use. A transient receiver that stops reading holds
+    /// up only this one (contract section 7).
+    func transientSender() throws -> BusConnection {
+        try transientConnection.withLock { held in
+            if let held { return held }
+            let made = try BusConnection.shared(address: connection.address, purpose: .transient, logger: logger)
+            held = made
+            Self.ownConnections.withLock { $0[ObjectIdentifier(made)] = made }
+            return made
+        }
+    }
+
+    /// How many transient messages this center's process refused because the transient
+    /// connection's outgoing queue was full.
+    var refusedTransientMessages: UInt64 { transientConnection.withLock { $0?.refusedSignals ?? 0 } }
+
+    private func closeTransientConnection() {
+        guard let held = transientConnection.withLock({ value in defer { value = nil }; return value }) else { return }
+        _ = Self.ownConnections.withLock { $0.removeValue(forKey: ObjectIdentifier(held)) }
+        held.close()
     }
 
     private func connectionChanged(_ event: BusConnectionEvent) {
@@ -100,7 +127,10 @@ public final class DarwinNotificationCenter: Sendable {
     /// Closes this center: its observers stop, its streams finish and its check tokens stop
     /// seeing posts. The process's connection to the bus, which every facade shares, closes with
     /// the last facade that uses it.
-    public func close() { connection.close() }
+    public func close() {
+        closeTransientConnection()
+        connection.close()
+    }
 
     /// Blocks until every post made before the call is on the bus, at most `timeout` (the one
     /// `flush` shape of every facade: ``MessageCenter/flush(timeout:)``,
@@ -115,7 +145,10 @@ public final class DarwinNotificationCenter: Sendable {
     ///   `timedOut`, or `disconnected` when the bus went away and posts were dropped).
     @discardableResult
     public func flush(timeout: Duration = DarwinNotificationCenter.defaultFlushTimeout) -> (any Error)? {
-        connection.flush(timeout: timeout)
+        let start = ContinuousClock.now
+        if let error = connection.flush(timeout: timeout) { return error }
+        guard let transient = transientConnection.withLock({ $0 }) else { return nil }
+        return transient.flush(timeout: max(.zero, timeout - (ContinuousClock.now - start)))
     }
 
     /// How long `flush(timeout:)` waits by default, on every facade: 5 seconds.
@@ -146,8 +179,10 @@ public final class DarwinNotificationCenter: Sendable {
         let signal = Signal(
             path: NotifyContract.path, interface: NotifyContract.bucket(for: name.rawValue), member: NotifyContract.posted,
             arguments: [.string(name.rawValue), .uint64(carried ?? 0)])
-        try claimSenderName()
-        try connection.emit(signal)
+        try claimSenderName(on: connection)
+        // Queued behind a full socket, a newer post of the name replaces an older one: the
+        // state travels with the latest (contract section 7).
+        try connection.emit(signal, policy: .replacing(key: "\(signal.interface.rawValue) \(name.rawValue)"))
     }
 
     /// Inside a sandbox (the process has an app ID, ``AppIdentity``): makes sure the connection
@@ -158,7 +193,7 @@ public final class DarwinNotificationCenter: Sendable {
     ///
     /// - Throws: ``WormholeError/Code/invalidAppID``; `BusError` with
     ///   `BusError/Code/nameRefused` when the bus or the proxy refused the name.
-    func claimSenderName() throws {
+    func claimSenderName(on connection: BusConnection) throws {
         guard let identity = try AppIdentity.current() else { return }
         _ = try connection.claimAppName(appID: identity.appID)
     }

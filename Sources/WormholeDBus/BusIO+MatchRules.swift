@@ -1,0 +1,235 @@
+import Logging
+
+/// Match rules: references taken outside routes, the calls to the bus daemon, and `AddMatch`
+/// batches sent without replies behind one barrier. Loop-confined; see <doc:Threading>.
+extension BusIO {
+    /// Takes one reference on a rule outside any route (`BusConnection.addMatch`). Loop-confined.
+    func acquireRule(_ rule: MatchRule, scope: UInt64 = 0, completion: @escaping Completion) {
+        loop.preconditionInEventLoop()
+        let text = rule.description
+        if scope != 0 { scopedRules[scope, default: [:]][text, default: 0] += 1 }
+        perform(registry.acquire(text, waiter: completion))
+    }
+
+    /// Drops one reference taken with `acquireRule`. Loop-confined.
+    func releaseRule(_ rule: MatchRule, scope: UInt64 = 0, completion: Completion? = nil) {
+        loop.preconditionInEventLoop()
+        let text = rule.description
+        if scope != 0 {
+            // A scope releases only what it took (a second release of one rule is not another's).
+            guard let count = scopedRules[scope]?[text] else {
+                completion?(.success(()))
+                return
+            }
+            scopedRules[scope]?[text] = count > 1 ? count - 1 : nil
+            if scopedRules[scope]?.isEmpty == true { scopedRules[scope] = nil }
+        }
+        perform(registry.release(text))
+        completion?(.success(()))
+    }
+
+    /// Carries out what the rule registry asked for. Loop-confined.
+    func perform(_ actions: [RuleRegistry<Completion>.Action]) {
+        loop.preconditionInEventLoop()
+        for action in actions {
+            switch action {
+            case .add(let rule, let generation):
+                if quietAdds {
+                    addMatchQuietly(rule, generation: generation)
+                } else {
+                    callBus("AddMatch", rule) { [self] result in
+                        perform(registry.answered(rule, generation: generation, result.map { _ in () }))
+                    }
+                }
+            case .remove(let rule):
+                // A quiet AddMatch of the rule may wait to be sent: it must reach the daemon first.
+                if !unsent.isEmpty { sendBarrier() }
+                callBus("RemoveMatch", rule) { [self] result in
+                    if case .failure(let error) = result, connection != nil {
+                        logger.warning("the bus refused RemoveMatch: \(error)")
+                    }
+                }
+            case .complete(let waiters, let result):
+                for waiter in waiters { waiter(result) }
+            }
+        }
+    }
+
+    /// Calls a method of the bus daemon with one string argument; `completion` gets the reply's
+    /// arguments, or the daemon's error. Loop-confined.
+    func callBus(
+        _ method: String, _ argument: String, completion: @escaping (Result<[DBusValue], BusError>) -> Void
+    ) {
+        callBus(method, arguments: [.string(argument)], naming: argument, completion: completion)
+    }
+
+    /// Calls a method of the bus daemon (`org.freedesktop.DBus`); `completion` gets the reply's
+    /// arguments, or the daemon's error, which names `naming`. Loop-confined.
+    func callBus(
+        _ method: String, arguments: [DBusValue], naming argument: String,
+        completion: @escaping (Result<[DBusValue], BusError>) -> Void
+    ) {
+        callBus(
+            method, interface: "org.freedesktop.DBus", arguments: arguments, naming: argument,
+            decode: { .success(MessageCoding.readArguments($0)) }, completion: completion)
+    }
+
+    /// Calls a method of the bus daemon on `interface` (one of the daemon's own interfaces);
+    /// `decode` reads the reply, `completion` gets what it read, or the daemon's error, which
+    /// names `naming`. Loop-confined.
+    func callBus<Reply>(
+        _ method: String, interface: String, arguments: [DBusValue], naming argument: String,
+        decode: @escaping (LibDBus.Message) -> Result<Reply, BusError>,
+        completion: @escaping (Result<Reply, BusError>) -> Void
+    ) {
+        loop.preconditionInEventLoop()
+        guard let connection else {
+            completion(.failure(notConnected()))
+            return
+        }
+        let message: LibDBus.Message
+        do {
+            message = try MessageCoding.makeBusCall(method, interface: interface, arguments: arguments)
+        } catch {
+            completion(.failure(error))
+            return
+        }
+        let sent = connection.call(message) { reply in
+            guard let reply else {
+                completion(.failure(BusError(.disconnected, value: argument, "no reply to \(method) for \(argument)")))
+                return
+            }
+            if let error = MessageCoding.readError(reply) {
+                completion(.failure(BusError(
+                    .requestFailed, value: argument, dbusName: error.name,
+                    "the bus refused \(method) for \(argument): \(error.message)")))
+            } else {
+                completion(decode(reply))
+            }
+        }
+        if !sent {
+            completion(.failure(BusError(.disconnected, value: argument, "cannot send \(method) for \(argument): the connection is closed")))
+        }
+    }
+
+    // MARK: AddMatch without replies, for batches
+
+    /// The rule of the probe: one every daemon refuses (there is no message type `wormhole-probe`).
+    static let probeRule = "type='wormhole-probe'"
+
+    /// Runs `body` with `quietAddsReported` once it is known, asking the daemon first if needed:
+    /// the probe is an `AddMatch` of a rule it refuses, sent without reply, then `GetId`. Its
+    /// refusal arriving before `GetId`'s answer means refusals are reported. Loop-confined.
+    func whenQuietAddsKnown(_ body: @escaping (Bool) -> Void) {
+        loop.preconditionInEventLoop()
+        if let known = quietAddsReported {
+            body(known)
+            return
+        }
+        quietAddsWaiters.append(body)
+        guard quietAddsWaiters.count == 1 else { return }  // a probe is on its way
+        guard let connection, case .ready = phase, let message = MessageCoding.makeAddMatch(Self.probeRule, noReply: true),
+            let serial = connection.sendReturningSerial(message)
+        else {
+            finishProbe(reported: false)
+            return
+        }
+        probeGeneration &+= 1
+        let generation = probeGeneration
+        probe = (serial, false, generation)
+        callBus("GetId", arguments: [], naming: "GetId") { [self] result in
+            guard let asked = probe, asked.generation == generation else { return }
+            if case .success = result { quietAddsReported = asked.refused }
+            finishProbe(reported: quietAddsReported ?? false)
+        }
+    }
+
+    /// Hands the probe's answer to the batches waiting for it (`false` when there is none:
+    /// they then use one reply per rule). Loop-confined.
+    func finishProbe(reported: Bool) {
+        loop.preconditionInEventLoop()
+        probe = nil
+        let waiters = quietAddsWaiters
+        quietAddsWaiters = []
+        for waiter in waiters { waiter(reported) }
+    }
+
+    /// Builds `AddMatch(rule)` without reply, sent with the batch's others by ``sendBarrier()``;
+    /// a refusal is an error naming its serial, and the barrier acknowledges it otherwise.
+    /// Loop-confined.
+    func addMatchQuietly(_ rule: String, generation: UInt64) {
+        loop.preconditionInEventLoop()
+        guard let message = MessageCoding.makeAddMatch(rule, noReply: true) else {
+            perform(registry.answered(rule, generation: generation, .failure(BusError(
+                .outOfMemory, value: rule, "libdbus could not build AddMatch for \(rule)"))))
+            return
+        }
+        unsent.append((message, rule, generation))
+    }
+
+    /// Sends the batch's quiet `AddMatch` calls, then one `GetId`, whose answer acknowledges
+    /// every one of them that was not refused (the daemon answers a connection's calls in
+    /// order). Loop-confined.
+    func sendBarrier() {
+        loop.preconditionInEventLoop()
+        guard !unsent.isEmpty else { return }
+        let batch = unsent
+        unsent = []
+        var covered: [UInt32] = []
+        covered.reserveCapacity(batch.count)
+        for call in batch {
+            guard let connection, let serial = connection.sendReturningSerial(call.message) else {
+                perform(registry.answered(call.rule, generation: call.generation, .failure(BusError(
+                    .disconnected, value: call.rule, "cannot send AddMatch for \(call.rule): the connection is closed"))))
+                continue
+            }
+            quietMatches[serial] = (call.rule, call.generation)
+            covered.append(serial)
+        }
+        guard !covered.isEmpty else { return }
+        callBus("GetId", arguments: [], naming: "GetId") { [self] result in
+            for serial in covered {
+                guard let pending = quietMatches.removeValue(forKey: serial) else { continue }
+                let outcome: Result<Void, BusError> =
+                    switch result {
+                    case .success: .success(())
+                    case .failure(let error):
+                        .failure(BusError(
+                            error.code, value: pending.rule, dbusName: error.dbusName,
+                            "no answer to AddMatch for \(pending.rule): \(error.message)"))
+                    }
+                perform(registry.answered(pending.rule, generation: pending.generation, outcome))
+            }
+        }
+    }
+
+    /// Forgets the quiet calls and the probe of a connection that is gone (the registry fails
+    /// the waiters); batches waiting for the probe go on without it. Loop-confined.
+    func forgetQuietAdds() {
+        loop.preconditionInEventLoop()
+        quietMatches = [:]
+        unsent = []
+        quietAddsReported = nil
+        if probe != nil || !quietAddsWaiters.isEmpty { finishProbe(reported: false) }
+    }
+
+    /// A reply no pending call waited for: the probe's refusal, or the answer to a quiet
+    /// `AddMatch` (a refusal, or a daemon that answers calls sent without reply). Owner-confined.
+    func quietAddAnswered(serial: UInt32, error: (name: String, message: String)?) {
+        loop.preconditionOwned()
+        if let asked = probe, asked.serial == serial {
+            if error != nil { probe?.refused = true }
+            return
+        }
+        guard let pending = quietMatches.removeValue(forKey: serial) else { return }
+        let outcome: Result<Void, BusError> =
+            if let error {
+                .failure(BusError(
+                    .requestFailed, value: pending.rule, dbusName: error.name,
+                    "the bus refused AddMatch for \(pending.rule): \(error.message)"))
+            } else {
+                .success(())  // a daemon that answers even calls sent without reply
+            }
+        perform(registry.answered(pending.rule, generation: pending.generation, outcome))
+    }
+}
