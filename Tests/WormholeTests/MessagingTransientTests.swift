@@ -81,6 +81,27 @@ struct MessagingTransientTests {
         #expect(next.map(\.message?.n) == [101] && next.map(\.reason) == [.posted])
     }
 
+    @Test("a transient reply sent from an .ioThread handler goes out (the first transient send on the loop's thread)")
+    func replyFromTheLoopThread() async throws {
+        // Separate processes for the ping and for the echo, so the echo's first transient send
+        // is made on the loop's thread, where the transient connection cannot be waited for.
+        let echo = try fixture.wormhole()
+        let replier = try echo.listen(identifier: "ping", as: JSONDocument.self, on: .ioThread) { delivery in
+            guard case .success(let document) = delivery.result else { return }
+            try? echo.passTransientMessage(document, identifier: "pong")
+        }
+        defer { replier.cancel() }
+        let asker = try fixture.wormhole()
+        let (pongs, record) = MessagingHarness.recorder(JSONDocument.self)
+        let listener = try asker.listen(identifier: "pong", as: JSONDocument.self, handler: record)
+        defer { listener.cancel() }
+        try await fixture.runCLI(["send", "--transient", "--group", fixture.group, "ping", #"{"n":1}"#])
+        try await fixture.runCLI(["send", "--transient", "--group", fixture.group, "ping", #"{"n":2}"#])
+        let got = try await MessagingHarness.next(2, from: pongs, "the two replies")
+        #expect(got.map { $0.message.map { String(decoding: $0.data, as: UTF8.self) } } == [#"{"n":1}"#, #"{"n":2}"#])
+        #expect(got.allSatisfy { $0.reason == .transient })
+    }
+
     @Test("1,000 transient messages from another process reach a stream in order, none coalesced")
     func ordering() async throws {
         let receiver = try fixture.wormhole()

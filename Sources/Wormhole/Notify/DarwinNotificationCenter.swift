@@ -1,3 +1,4 @@
+import Dispatch
 public import Logging
 import Synchronization
 public import WormholeDBus
@@ -36,6 +37,8 @@ public final class DarwinNotificationCenter: Sendable {
     /// The process's second connection to the bus, for transient messages, made on first use
     /// (``transientSender()``).
     private let transientConnection = Mutex<BusConnection?>(nil)
+    /// The transient connection is being made off the loop.
+    private let openingTransient = Atomic<Bool>(false)
 
     /// Every center's connection in this process, to recognise own posts. A sender is this
     /// process when it is the *current* unique name of one of them on the same bus address:
@@ -92,13 +95,42 @@ public final class DarwinNotificationCenter: Sendable {
     /// The connection transient messages travel on: the process's second connection to the bus
     /// (shared like the first), made on first use. A transient receiver that stops reading holds
     /// up only this one (contract section 7).
+    ///
+    /// Connecting waits for the process's loop; on the loop's own thread (a transient message
+    /// sent from an `.ioThread` handler, such as a reply) that wait could never end, so the first
+    /// such send goes on the first connection and the second is made off the loop for the next.
     func transientSender() throws -> BusConnection {
-        try transientConnection.withLock { held in
-            if let held { return held }
-            let made = try BusConnection.shared(address: connection.address, purpose: .transient, logger: logger)
+        // The lock is never held while connecting: the loop's thread may take it.
+        if let held = transientConnection.withLock({ $0 }) { return held }
+        if connection.isOnIOThread {
+            openTransientConnectionOffTheLoop()
+            return connection
+        }
+        let made = try BusConnection.shared(address: connection.address, purpose: .transient, logger: logger)
+        let (kept, extra) = transientConnection.withLock { held -> (BusConnection, BusConnection?) in
+            if let held { return (held, made) }
             held = made
+            return (made, nil)
+        }
+        if let extra {
+            extra.close()  // another thread made one meanwhile: one handle of the same connection
+        } else {
             Self.ownConnections.withLock { $0[ObjectIdentifier(made)] = made }
-            return made
+        }
+        return kept
+    }
+
+    /// Makes the transient connection on a thread of its own (once at a time).
+    private func openTransientConnectionOffTheLoop() {
+        if openingTransient.exchange(true, ordering: .acquiringAndReleasing) { return }
+        DispatchQueue.global().async { [weak self] in
+            guard let self else { return }
+            do {
+                _ = try transientSender()
+            } catch {
+                logger.info("cannot open the transient connection yet: \(error)")
+            }
+            openingTransient.store(false, ordering: .releasing)
         }
     }
 
