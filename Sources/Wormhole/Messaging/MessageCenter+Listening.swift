@@ -36,15 +36,18 @@ extension MessageCenter {
         /// this listener: a mailbox replaced without its post arriving within half a second is
         /// compared with what was last delivered and, if it changed, delivered as
         /// ``MessageDelivery/Reason/catchUp`` (`sentAt` `nil`). Posts that do arrive are
-        /// delivered as usual, never twice. Default `true`; needs
-        /// ``wakesThroughDirectoryWithoutBus``. When no inotify instance can be had, listening
-        /// goes on with the bus alone.
+        /// delivered as usual, never twice. Needs ``wakesThroughDirectoryWithoutBus`` and a
+        /// wormhole directory that exists. Default `false`: it keeps an inotify instance for as
+        /// long as the process listens, and those are limited per user
+        /// (`fs.inotify.max_user_instances`, 128 by default, shared with every other program
+        /// of the user); turn it on where a sender may be killed between its write and its
+        /// signal. When no instance can be had, listening goes on with the bus alone.
         public var catchesWritesWithoutSignal: Bool
 
         /// Creates options.
         public init(
             deliversStoredMessageOnStart: Bool = false, deliversEveryPost: Bool = false, transientBufferLimit: Int = 1024,
-            wakesThroughDirectoryWithoutBus: Bool = true, catchesWritesWithoutSignal: Bool = true
+            wakesThroughDirectoryWithoutBus: Bool = true, catchesWritesWithoutSignal: Bool = false
         ) {
             self.deliversStoredMessageOnStart = deliversStoredMessageOnStart
             self.deliversEveryPost = deliversEveryPost
