@@ -29,9 +29,10 @@ package final class LoopDeadline: EventLoopHandler, @unchecked Sendable {
         let loop = try RuntimeLoop.join()
         let deadline = LoopDeadline(due: EventLoop.nowMilliseconds() + milliseconds, loop: loop, action: action)
         if !loop.attach(deadline) {
-            // The loop is stopping: it never fires, and its place is given back now.
+            // The loop is stopping: it would never fire; its place is given back now.
             deadline.finished.store(true, ordering: .releasing)
             RuntimeLoop.leave(loop)
+            throw BusError(.disconnected, "the process's loop is stopping: no deadline can be kept")
         }
         return deadline
     }

@@ -268,7 +268,11 @@ final class ChangeTracker: Sendable {
     private func deliverDifferences(reason: GroupDefaults.Change.Reason) {
         guard let snapshot = read() else { return }
         let changes = state.withLock { state -> [GroupDefaults.Change] in
-            let before = state.known ?? [:]
+            // Before the observer's baseline was taken: this is the baseline, nothing changed.
+            guard let before = state.known else {
+                state.known = snapshot.values
+                return []
+            }
             let names = key.map { [$0] } ?? Set(before.keys).union(snapshot.values.keys).sorted()
             var changes: [GroupDefaults.Change] = []
             for name in names where before[name] != snapshot.values[name] {

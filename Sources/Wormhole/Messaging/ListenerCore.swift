@@ -207,7 +207,8 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
     /// one thing no descriptor reports).
     private func scheduleOrphanCheck() {
         do throws(BusError) {
-            try LoopDeadline.schedule(after: Self.orphanGrace / 1_000_000) { [weak self] in self?.checkOrphans() }
+            // One millisecond more: the loop counts whole milliseconds, the stamps nanoseconds.
+            try LoopDeadline.schedule(after: Self.orphanGrace / 1_000_000 + 1) { [weak self] in self?.checkOrphans() }
         } catch {
             state.withLock { $0.orphanCheckScheduled = false }
         }

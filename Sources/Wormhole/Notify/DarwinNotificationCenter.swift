@@ -39,6 +39,8 @@ public final class DarwinNotificationCenter: Sendable {
     private let transientConnection = Mutex<BusConnection?>(nil)
     /// The transient connection is being made off the loop.
     private let openingTransient = Atomic<Bool>(false)
+    /// ``close()`` was called: no transient connection is made after it.
+    private let closed = Atomic<Bool>(false)
 
     /// Every center's connection in this process, to recognise own posts. A sender is this
     /// process when it is the *current* unique name of one of them on the same bus address:
@@ -102,6 +104,8 @@ public final class DarwinNotificationCenter: Sendable {
     func transientSender() throws -> BusConnection {
         // The lock is never held while connecting: the loop's thread may take it.
         if let held = transientConnection.withLock({ $0 }) { return held }
+        // Closed: the first connection (closed too) says so when used.
+        if closed.load(ordering: .acquiring) { return connection }
         if connection.isOnIOThread {
             openTransientConnectionOffTheLoop()
             return connection
@@ -109,6 +113,8 @@ public final class DarwinNotificationCenter: Sendable {
         let made = try BusConnection.shared(address: connection.address, purpose: .transient, logger: logger)
         let (kept, extra) = transientConnection.withLock { held -> (BusConnection, BusConnection?) in
             if let held { return (held, made) }
+            // Closed meanwhile: not kept (the closed first connection answers the send).
+            if closed.load(ordering: .acquiring) { return (connection, made) }
             held = made
             return (made, nil)
         }
@@ -160,6 +166,7 @@ public final class DarwinNotificationCenter: Sendable {
     /// seeing posts. The process's connection to the bus, which every facade shares, closes with
     /// the last facade that uses it.
     public func close() {
+        closed.store(true, ordering: .releasing)
         closeTransientConnection()
         connection.close()
     }

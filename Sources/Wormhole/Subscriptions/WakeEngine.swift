@@ -235,7 +235,12 @@ final class WakeEngine: Sendable {
             for subscriber in subscribers { state.registered[ObjectIdentifier(subscriber)] = Registration(subscriber: subscriber) }
         }
         for subscriber in subscribers { subscriber.attach(engine: self) }
-        if subscribers.contains(where: \.watchesBesideBus) && source == .bus { watchBesideBus() }
+        switch source {
+        case .bus: if subscribers.contains(where: \.watchesBesideBus) { watchBesideBus() }
+        // Attached on a connection that is away: woken through the directory until it is back.
+        case .directory(let error): try? startWatching(because: error)
+        case .waitingForBus: break
+        }
     }
 
     /// Registers subscribers the bus could not take because of `error`, and makes sure their
@@ -291,6 +296,8 @@ final class WakeEngine: Sendable {
         }
         for watch in stale { watch.stop() }
         arrival?.cancel()
+        // No subscription left off the bus: nothing waits for it any more (`.bus` while it has none).
+        if arrival != nil { setSource(.bus) }
     }
 
     // MARK: Subscribers of the wake source
@@ -388,10 +395,10 @@ final class WakeEngine: Sendable {
             for subscriber in live where Self.mayFallBack(subscriber) && subscriber.watchesBesideBus {
                 guard let target = subscriber.watchTarget, state.watches[target.key] == nil else { continue }
                 let key = target.key
-                // Only a directory that exists: listening makes nothing on disk (it is made
-                // when the bus is lost, or by the first send).
+                // Made when missing (0700, as a send would): a listener that asked for this
+                // watch may start before the first send.
                 do throws(WormholeError) {
-                    state.watches[key] = try DirectoryWatch(target, create: false) { [weak self] change in
+                    state.watches[key] = try DirectoryWatch(target) { [weak self] change in
                         self?.directoryChanged(change, key: key)
                     }
                 } catch {
