@@ -33,7 +33,7 @@ extension MessageCenter {
         try sendTransient(try Self.encode(message, identifier: identifier), identifier: identifier)
     }
 
-    /// How many transient messages this process refused (``passTransientMessage(_:identifier:)``
+    /// How many transient messages this process refused (`passTransientMessage(_:identifier:)`
     /// threw `queueFull`): nothing of them was sent.
     public var refusedTransientMessages: UInt64 { centers.existing()?.refusedTransientMessages ?? 0 }
 
