@@ -20,17 +20,12 @@
 # Prints one line per check and, last, `N passed, M failed`; exits 1 when anything failed.
 set -u
 
-repository=$(cd "$(dirname "$0")/.." && pwd)
-bin=${WORMHOLE_BIN:-$repository/.build/debug}
-wormhole=$bin/wormhole
-peer=$bin/wormhole-test-peer
+source "$(dirname "$0")/faults-common.sh"
 reads=${1:-10000}
 kills=${2:-1000}
 processes=${3:-8}
 increments=${4:-200}
-for tool in "$wormhole" "$peer"; do
-    [[ -x $tool ]] || { echo "faults-damage.sh: $tool is not built (swift build)" >&2; exit 2; }
-done
+require_tools faults-damage.sh
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/wormhole-damage-XXXXXX")
 daemon_pid=""
@@ -41,17 +36,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-passed=0
-failed=0
-check() {  # check NAME CONDITION-STATUS DETAIL
-    if [[ $2 == 0 ]]; then
-        passed=$((passed + 1))
-        echo "PASS $1${3:+: $3}"
-    else
-        failed=$((failed + 1))
-        echo "FAIL $1${3:+: $3}"
-    fi
-}
 
 address="unix:path=$scratch/bus"
 exec {daemon_out}< <(exec dbus-daemon --config-file="$repository/dbus/wormhole-session.conf" --nofork \
@@ -207,5 +191,4 @@ ok=0
 [[ $status != 0 && $before == "$after" && $error == *"over its limit of 4194304 bytes"* ]] || ok=1
 check "suite limit" $ok "5 MiB write: exit $status in ${elapsed} s, suite unchanged: $([[ $before == "$after" ]] && echo yes || echo no) ('${error:0:140}')"
 
-echo "$passed passed, $failed failed"
-((failed == 0))
+report

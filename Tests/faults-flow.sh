@@ -23,19 +23,14 @@
 # Prints one line per check and, last, `N passed, M failed`; exits 1 when anything failed.
 set -u
 
-repository=$(cd "$(dirname "$0")/.." && pwd)
-bin=${WORMHOLE_BIN:-$repository/.build/debug}
-wormhole=$bin/wormhole
-peer=$bin/wormhole-test-peer
+source "$(dirname "$0")/faults-common.sh"
 messages=${1:-40000}
 size=${2:-61440}
 posts=${3:-1000000}
 stop_seconds=${4:-5}
 only=${FLOW_ONLY:-1 2}
 stage() { [[ " $only " == *" $1 "* ]]; }
-for tool in "$wormhole" "$peer"; do
-    [[ -x $tool ]] || { echo "faults-flow.sh: $tool is not built (swift build)" >&2; exit 2; }
-done
+require_tools faults-flow.sh
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/wormhole-flow-XXXXXX")
 children=()
@@ -47,17 +42,6 @@ trap cleanup EXIT
 export XDG_RUNTIME_DIR=$scratch/runtime WORMHOLE_CONTAINER_ROOT=$scratch/root
 mkdir -m 700 "$XDG_RUNTIME_DIR" "$WORMHOLE_CONTAINER_ROOT"
 
-passed=0
-failed=0
-check() {  # check NAME CONDITION-STATUS DETAIL
-    if [[ $2 == 0 ]]; then
-        passed=$((passed + 1))
-        echo "PASS $1${3:+: $3}"
-    else
-        failed=$((failed + 1))
-        echo "FAIL $1${3:+: $3}"
-    fi
-}
 # await FILE PATTERN SECONDS: whether FILE has a line matching PATTERN within SECONDS (tail
 # follows the file, inotify; nothing polls).
 await() {
@@ -206,5 +190,4 @@ check "the mailbox listener delivers the latest stored message" $? "$(grep -c . 
 fi
 fi
 
-echo "$passed passed, $failed failed"
-[[ $failed == 0 ]]
+report

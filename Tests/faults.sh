@@ -29,19 +29,14 @@
 # Prints one line per check and, last, `N passed, M failed`; exits 1 when anything failed.
 set -u
 
-repository=$(cd "$(dirname "$0")/.." && pwd)
-bin=${WORMHOLE_BIN:-$repository/.build/debug}
-wormhole=$bin/wormhole
-peer=$bin/wormhole-test-peer
+source "$(dirname "$0")/faults-common.sh"
 kills=${1:-1000}
 restarts=${2:-100}
 senders=${3:-1000}
 storm=${4:-600}
 only=${FAULTS_ONLY:-1 2 3 4 5 6 7}
 stage() { [[ " $only " == *" $1 "* ]]; }
-for tool in "$wormhole" "$peer"; do
-    [[ -x $tool ]] || { echo "faults.sh: $tool is not built (swift build)" >&2; exit 2; }
-done
+require_tools faults.sh
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/wormhole-faults-XXXXXX")
 daemon_pid=""
@@ -55,17 +50,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-passed=0
-failed=0
-check() {  # check NAME CONDITION-STATUS DETAIL
-    if [[ $2 == 0 ]]; then
-        passed=$((passed + 1))
-        echo "PASS $1${3:+: $3}"
-    else
-        failed=$((failed + 1))
-        echo "FAIL $1${3:+: $3}"
-    fi
-}
 
 # ---------------------------------------------------------------------------------------------
 # 1. Writers killed mid-write.
@@ -317,5 +301,4 @@ while read -r line; do
 done < <(WORMHOLE_BIN=$bin "$repository/Tests/faults-damage.sh" ${WORMHOLE_FAULTS_DAMAGE:-} 2>&1)
 fi
 
-echo "$passed passed, $failed failed"
-((failed == 0))
+report

@@ -1,0 +1,34 @@
+# What the fault scripts (Tests/faults.sh, faults-damage.sh, faults-flow.sh) share; sourced,
+# not run. Sets `repository`, `bin` (.build/debug or $WORMHOLE_BIN), `wormhole` and `peer`;
+# `require_tools NAME` exits 2 naming a tool that is not built; `check NAME STATUS DETAIL`
+# counts and prints one PASS or FAIL line; `report` prints `N passed, M failed` and returns
+# non-zero when anything failed.
+
+repository=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bin=${WORMHOLE_BIN:-$repository/.build/debug}
+wormhole=$bin/wormhole
+peer=$bin/wormhole-test-peer
+
+require_tools() {  # require_tools SCRIPT-NAME
+    local tool
+    for tool in "$wormhole" "$peer"; do
+        [[ -x $tool ]] || { echo "$1: $tool is not built (swift build)" >&2; exit 2; }
+    done
+}
+
+passed=0
+failed=0
+check() {  # check NAME CONDITION-STATUS DETAIL
+    if [[ $2 == 0 ]]; then
+        passed=$((passed + 1))
+        echo "PASS $1${3:+: $3}"
+    else
+        failed=$((failed + 1))
+        echo "FAIL $1${3:+: $3}"
+    fi
+}
+
+report() {
+    echo "$passed passed, $failed failed"
+    ((failed == 0))
+}
