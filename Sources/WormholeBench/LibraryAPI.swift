@@ -30,8 +30,8 @@ enum LibraryAPI {
     static func observe(
         _ center: DarwinNotificationCenter, _ name: NotificationName, on delivery: Delivery,
         handler: @escaping @Sendable (UInt64?) -> Void
-    ) throws -> NotificationObserver {
-        try center.addObserver(for: name, on: delivery.queue) { note in
+    ) throws -> NotificationListener {
+        try center.listen(name: name, on: delivery.queue) { note in
             if note.reason == .posted { handler(note.state) }
         }
     }
@@ -148,8 +148,8 @@ enum LibraryAPI {
     /// the I/O thread.
     static func observe(
         _ defaults: GroupDefaults, key: String, handler: @escaping @Sendable (Int) -> Void
-    ) throws -> DefaultsObserver {
-        try defaults.observe(key, on: .ioThread) { change in
+    ) throws -> DefaultsListener {
+        try defaults.listen(forKey: key, on: .ioThread) { change in
             if let value = change.value?.intValue { handler(value) }
         }
     }

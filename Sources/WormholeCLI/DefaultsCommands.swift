@@ -323,8 +323,8 @@ struct DefaultsObserveCommand: ParsableCommand {
             counter.delivered()
         }
         let observers = try withCLIErrors {
-            if unique.isEmpty { return [try defaults.observeSuite(on: .ioThread, handler: handler)] }
-            return try unique.map { try defaults.observe($0, on: .ioThread, handler: handler) }
+            if unique.isEmpty { return [try defaults.listen(on: .ioThread, handler: handler)] }
+            return try unique.map { try defaults.listen(forKey: $0, on: .ioThread, handler: handler) }
         }
         // After the observers: on the bus's return their catch-up lines are written before this one.
         // Without a bus the observers are woken through the Preferences directory meanwhile.

@@ -390,7 +390,7 @@ final class Doctor {
         let detail: String
         if identifiers.isEmpty {
             items.append(MatchRule(member: Self.posted, path: try? ObjectPath(NotifyContract.objectPath), argumentPaths: [0: prefix]).description)
-            detail = "a listener for every identifier (listenToAllMessages, listen --all) adds 1 rule"
+            detail = "a listener for every identifier (listen, listen --all) adds 1 rule"
         } else {
             detail = "a listener for \(identifiers.map(\.rawValue).joined(separator: ", ")) adds \(items.count) rules"
         }

@@ -124,7 +124,7 @@ struct ListenCommand: ParsableCommand {
         let listen = {
             if all {
                 return [
-                    try wormhole.listenToAllMessages(
+                    try wormhole.listen(
                         as: JSONDocument.self, on: .ioThread, options: listenOptions, handler: handler)
                 ]
             }

@@ -187,7 +187,7 @@ extension GroupDefaults.Keys {
         #expect(error.value == key)
         #expect(error.message.contains(reason), "\(error.message)")
         #expect(world.suiteText() == nil)
-        #expect(throws: WormholeError.self) { try defaults.observe(key) { _ in } }
+        #expect(throws: WormholeError.self) { try defaults.listen(forKey: key) { _ in } }
     }
 
     /// The longest key that fits is accepted.

@@ -116,7 +116,7 @@ struct MessagingTransientTests {
     func allMessages() async throws {
         let receiver = try fixture.wormhole()
         let (deliveries, handler) = MessagingHarness.recorder(MessagingCounter.self)
-        let listener = try receiver.listenToAllMessages(on: .queue(DispatchQueue(label: "t")), handler: handler)
+        let listener = try receiver.listen(on: .queue(DispatchQueue(label: "t")), handler: handler)
         defer { listener.cancel() }
         let sender = try fixture.wormhole()
         try sender.passTransientMessage(MessagingCounter(n: 1), identifier: "a")

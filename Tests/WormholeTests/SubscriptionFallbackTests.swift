@@ -87,7 +87,7 @@ struct UnsignalledWriteTests {
         try wormhole.passMessage(JSONDocument(data: Data("0".utf8)), identifier: "inbox")
         wormhole.flush()
         let (deliveries, record) = MessagingHarness.recorder(JSONDocument.self)
-        let listener = try wormhole.listenToAllMessages(
+        let listener = try wormhole.listen(
             as: JSONDocument.self, options: MessageCenter.ListenOptions(catchesWritesWithoutSignal: true), handler: record)
         defer { listener.cancel() }
         try await writeWithoutSignal(#"{"orphan":1}"#, identifier: "inbox")

@@ -53,30 +53,30 @@ extension GroupDefaults {
     ///   - initial: first deliver the current value (``Change/Reason/initial``, nil when absent).
     ///   - handler: called with each ``Change``.
     /// - Throws: ``WormholeError`` for a bad key; `BusError` when the bus refuses the observer.
-    public func observe(
-        _ key: String, on delivery: DeliveryQueue = .serial, options: ObserverOptions = ObserverOptions(),
+    public func listen(
+        forKey key: String, on delivery: DeliveryQueue = .serial, options: ObserverOptions = ObserverOptions(),
         initial: Bool = false, handler: @escaping @Sendable (Change) -> Void
-    ) throws -> DefaultsObserver {
+    ) throws -> DefaultsListener {
         let name = try notificationName(forKey: key)
         let tracker = ChangeTracker(defaults: self, key: key, executor: delivery.makeExecutor(label: "wormhole.defaults"), handler: handler)
         let subscriber = makeSubscriber(name, isPrefix: false, options: options, tracker: tracker)
         try wakeups.start([subscriber])
         tracker.start(initial: initial)
-        return DefaultsObserver(subscriber: subscriber)
+        return DefaultsListener(subscriber: subscriber)
     }
 
     /// Calls `handler` for every change of every key of the suite (the prefix
-    /// `<group>/Preferences/<suite>/`), as ``observe(_:on:options:initial:handler:)-(_,DeliveryQueue,_,_,_)`` does for one key.
+    /// `<group>/Preferences/<suite>/`), as ``listen(forKey:on:options:initial:handler:)-(_,DeliveryQueue,_,_,_)`` does for one key.
     /// With `initial`, every stored key is delivered first.
-    public func observeSuite(
+    public func listen(
         on delivery: DeliveryQueue = .serial, options: ObserverOptions = ObserverOptions(), initial: Bool = false,
         handler: @escaping @Sendable (Change) -> Void
-    ) throws -> DefaultsObserver {
+    ) throws -> DefaultsListener {
         let tracker = ChangeTracker(defaults: self, key: nil, executor: delivery.makeExecutor(label: "wormhole.defaults"), handler: handler)
         let subscriber = makeSubscriber(notificationPrefix, isPrefix: true, options: options, tracker: tracker)
         try wakeups.start([subscriber])
         tracker.start(initial: initial)
-        return DefaultsObserver(subscriber: subscriber)
+        return DefaultsListener(subscriber: subscriber)
     }
 
     /// The changes of `key` as an `AsyncSequence`, optionally starting with the current value.
@@ -154,9 +154,9 @@ extension GroupDefaults {
 /// Changes of shared defaults as an `AsyncSequence` (see ``GroupDefaults/changes(forKey:initial:options:)``).
 public typealias DefaultsChangeStream = SubscriptionStream<GroupDefaults.Change>
 
-/// A registered observer of shared defaults (see ``GroupDefaults/observe(_:on:options:initial:handler:)-(_,DeliveryQueue,_,_,_)``):
+/// A registered observer of shared defaults (see ``GroupDefaults/listen(forKey:on:options:initial:handler:)-(_,DeliveryQueue,_,_,_)``):
 /// active until ``cancel()`` or until the last reference to it is released.
-public final class DefaultsObserver: SubscriptionHandle {
+public final class DefaultsListener: SubscriptionHandle {
     private let subscriber: NotificationSubscriber
 
     init(subscriber: NotificationSubscriber) { self.subscriber = subscriber }

@@ -10,7 +10,7 @@ public import WormholeDBus
 /// let defaults = try GroupDefaults(applicationGroupIdentifier: "group.com.example.lines")
 /// try defaults.set("EUR", forKey: "currency")
 /// print(defaults.string(forKey: "currency") ?? "none")
-/// let observer = try defaults.observe("currency") { change in print(change.value ?? "removed") }
+/// let observer = try defaults.listen(forKey: "currency") { change in print(change.value ?? "removed") }
 /// ```
 ///
 /// The suite is one JSON object in `<root>/<group>/Preferences/<suite>.json` (mode 0600), replaced

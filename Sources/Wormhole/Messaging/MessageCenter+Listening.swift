@@ -110,7 +110,7 @@ extension MessageCenter {
     /// Calls `handler` for every identifier of this wormhole (one prefix rule on the bus for
     /// `<group>/<directory>/`), each delivery naming its identifier. Names below the prefix that
     /// are not an identifier (such as a journal's `<group>/<directory>/I/journal`) are ignored.
-    public func listenToAllMessages<Message: Decodable & Sendable>(
+    public func listen<Message: Decodable & Sendable>(
         as type: Message.Type = Message.self, on delivery: DeliveryQueue = .serial,
         options: ListenOptions = ListenOptions(), handler: @escaping @Sendable (MessageDelivery<Message>) -> Void
     ) throws -> MessageListener {
@@ -130,7 +130,7 @@ extension MessageCenter {
     }
 
     /// The deliveries for every identifier of this wormhole as an `AsyncSequence`.
-    public func allMessages<Message: Decodable & Sendable>(
+    public func messages<Message: Decodable & Sendable>(
         as type: Message.Type = Message.self, options: ListenOptions = ListenOptions()
     ) async throws -> MessageStream<Message> {
         try await stream(only: nil, options: options)

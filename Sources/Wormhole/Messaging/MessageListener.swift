@@ -11,7 +11,7 @@ public import WormholeDBus
 public final class MessageListener: SubscriptionHandle {
     /// What a listener holds on the bus, once attached.
     private struct BusSide {
-        var observer: NotificationObserver?
+        var observer: NotificationListener?
         /// Removes the route of the transient messages (`Message` signals).
         var removeTransientRoute: (@Sendable () -> Void)?
     }
@@ -47,7 +47,7 @@ public final class MessageListener: SubscriptionHandle {
     /// Keeps what was added on the bus for this listener; when it was cancelled meanwhile, removes
     /// it at once and returns false.
     @discardableResult
-    func attach(observer: NotificationObserver, removeTransientRoute: @escaping @Sendable () -> Void) -> Bool {
+    func attach(observer: NotificationListener, removeTransientRoute: @escaping @Sendable () -> Void) -> Bool {
         let kept = bus.withLock { side -> Bool in
             if core.isCancelled { return false }
             side.observer = observer
@@ -143,7 +143,7 @@ extension MessageListener: WakeSubscriber {
         }
         for listener in listeners where listener.isPrefix {
             let core = listener.core
-            let observer = try center.addObserver(forPrefix: listener.target, on: .ioThread) { core.notified($0) }
+            let observer = try center.listen(prefix: listener.target, on: .ioThread) { core.notified($0) }
             let route: UInt64
             do {
                 route = try center.addMessageRoute(listener.target, isPrefix: true) { core.received($0) }

@@ -6,7 +6,7 @@ import WormholeDBus
 /// observer are to the ``WakeEngine``. What it reads on a wake is its owner's (the closures).
 final class NotificationSubscriber: WakeSubscriber, SubscriptionHandle {
     private struct Side {
-        var observer: NotificationObserver?
+        var observer: NotificationListener?
         var engine: WakeEngine?
         var cancelled = false
     }
@@ -61,13 +61,13 @@ final class NotificationSubscriber: WakeSubscriber, SubscriptionHandle {
     func attach(to center: DarwinNotificationCenter) throws {
         let observer =
             isPrefix
-            ? try center.addObserver(forPrefix: target, on: .ioThread, options: options, handler: onNotification)
-            : try center.addObserver(for: target, on: .ioThread, options: options, handler: onNotification)
+            ? try center.listen(prefix: target, on: .ioThread, options: options, handler: onNotification)
+            : try center.listen(name: target, on: .ioThread, options: options, handler: onNotification)
         keep(observer)
     }
 
     /// Keeps the observer added on the bus for it; when it was cancelled meanwhile, removes it.
-    func keep(_ observer: NotificationObserver) {
+    func keep(_ observer: NotificationListener) {
         let kept = side.withLock { side -> Bool in
             if side.cancelled { return false }
             side.observer = observer
@@ -78,7 +78,7 @@ final class NotificationSubscriber: WakeSubscriber, SubscriptionHandle {
 
     /// Removes its observer and unregisters it from the engine; calling it twice does nothing.
     func cancel() {
-        let (observer, engine) = side.withLock { side -> (NotificationObserver?, WakeEngine?) in
+        let (observer, engine) = side.withLock { side -> (NotificationListener?, WakeEngine?) in
             if side.cancelled { return (nil, nil) }
             side.cancelled = true
             defer {
