@@ -1,6 +1,5 @@
 import Glibc
 import Logging
-import Synchronization
 public import WormholeDBus
 
 extension GroupDefaults {
@@ -214,7 +213,7 @@ final class ChangeTracker: PumpedDelivery {
     private let key: String?
     let pump: DeliveryPump
     private let handler: @Sendable (GroupDefaults.Change) -> Void
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(
         defaults: GroupDefaults, key: String?, executor: DeliveryExecutor,

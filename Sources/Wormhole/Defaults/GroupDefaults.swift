@@ -1,6 +1,5 @@
 public import Foundation
 public import Logging
-import Synchronization
 public import WormholeDBus
 
 /// The app group's shared settings suite, the counterpart of `UserDefaults(suiteName: "group.…")`:
@@ -49,7 +48,7 @@ public final class GroupDefaults: Sendable {
     /// Where the observers are registered, and how they are woken (the bus, or the
     /// `Preferences` directory while there is none).
     let wakeups: WakeEngine
-    private let registered = Mutex<[String: PropertyListValue]>([:])
+    private let registered = Locked<[String: PropertyListValue]>([:])
 
     /// Opens a suite (like `UserDefaults(suiteName:)`). Nothing is written and no bus connection is
     /// made until the first write or observer.

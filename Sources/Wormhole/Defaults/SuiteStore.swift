@@ -49,7 +49,7 @@ final class SuiteStore: Sendable {
         var generation: UInt64 { signature?.modified ?? 0 }
     }
 
-    private let cache = Mutex<Snapshot?>(nil)
+    private let cache = Locked<Snapshot?>(nil)
 
     init(container: GroupContainer, suite: SuiteName, durability: FileTransiting.Durability, logger: Logger) {
         self.container = container

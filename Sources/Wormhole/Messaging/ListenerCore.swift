@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import WormholeDBus
 
 /// Why a mailbox or message is pending: ``MessageDelivery/Reason`` without its generic
@@ -103,7 +102,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl, Pumped
     /// Rounds of reading and delivering for a callback listener (a stream's reading is its
     /// iterator's, and its pump is never woken).
     let pump: DeliveryPump
-    private let state = Mutex(ListenerState())
+    private let state = Locked(ListenerState())
 
     init(
         transiting: any WormholeTransiting, prefix: NotificationName, only: MessageIdentifier?,

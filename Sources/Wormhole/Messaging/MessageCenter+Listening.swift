@@ -36,18 +36,18 @@ extension MessageCenter {
         /// this listener: a mailbox replaced without its post arriving within half a second is
         /// compared with what was last delivered and, if it changed, delivered as
         /// ``MessageDelivery/Reason/catchUp`` (`sentAt` `nil`). Posts that do arrive are
-        /// delivered as usual, never twice. Needs ``wakesThroughDirectoryWithoutBus`` and a
-        /// wormhole directory that exists. Default `false`: it keeps an inotify instance for as
-        /// long as the process listens, and those are limited per user
-        /// (`fs.inotify.max_user_instances`, 128 by default, shared with every other program
-        /// of the user); turn it on where a sender may be killed between its write and its
-        /// signal. When no instance can be had, listening goes on with the bus alone.
+        /// delivered as usual, never twice. Needs ``wakesThroughDirectoryWithoutBus`` (the
+        /// wormhole directory is made if missing). Default `true`. It costs the process's one
+        /// inotify instance for as long as it listens (shared by every directory it watches;
+        /// limited per user by `fs.inotify.max_user_instances`, 128 by default); when none can
+        /// be had, listening goes on with the bus alone (logged). Turn it off where no sender
+        /// can die between its write and its signal and inotify instances are scarce.
         public var catchesWritesWithoutSignal: Bool
 
         /// Creates options.
         public init(
             deliversStoredMessageOnStart: Bool = false, deliversEveryPost: Bool = false, transientBufferLimit: Int = 1024,
-            wakesThroughDirectoryWithoutBus: Bool = true, catchesWritesWithoutSignal: Bool = false
+            wakesThroughDirectoryWithoutBus: Bool = true, catchesWritesWithoutSignal: Bool = true
         ) {
             self.deliversStoredMessageOnStart = deliversStoredMessageOnStart
             self.deliversEveryPost = deliversEveryPost

@@ -1,4 +1,3 @@
-import Synchronization
 public import WormholeDBus
 
 /// A registered message listener (see `MessageCenter.listen(identifier:as:on:options:handler:)`).
@@ -26,9 +25,9 @@ public final class MessageListener: SubscriptionHandle {
     let fallsBack: Bool
     /// The wormhole directory; nil for a custom transiting (no directory to watch).
     let watchTarget: WatchTarget?
-    private let bus = Mutex(BusSide())
+    private let bus = Locked(BusSide())
     /// Where it is registered, to be told when the bus comes and goes; set once, at start.
-    private let registry = Mutex<WakeEngine?>(nil)
+    private let registry = Locked<WakeEngine?>(nil)
 
     init(core: any ListenerControl, target: NotificationName, isPrefix: Bool, fallsBack: Bool, watchTarget: WatchTarget?) {
         self.core = core

@@ -30,13 +30,13 @@ public final class DarwinNotificationCenter: Sendable {
     package let connection: BusConnection
     let table: SharedStateTable?
     let logger: Logger
-    private let observers = Mutex<[UInt64: ObserverCore]>([:])
-    private let lastStates = Mutex<[String: UInt64]>([:])
+    private let observers = Locked<[UInt64: ObserverCore]>([:])
+    private let lastStates = Locked<[String: UInt64]>([:])
     private let nextID = Atomic<UInt64>(1)
-    private let eventSubscription = Mutex<EventSubscription?>(nil)
+    private let eventSubscription = Locked<EventSubscription?>(nil)
     /// The process's second connection to the bus, for transient messages, made on first use
     /// (``transientSender()``).
-    private let transientConnection = Mutex<BusConnection?>(nil)
+    private let transientConnection = Locked<BusConnection?>(nil)
     /// The transient connection is being made off the loop.
     private let openingTransient = Atomic<Bool>(false)
     /// ``close()`` was called: no transient connection is made after it.
@@ -46,7 +46,7 @@ public final class DarwinNotificationCenter: Sendable {
     /// process when it is the *current* unique name of one of them on the same bus address:
     /// every daemon numbers unique names from `:1.0`, so a bare name could be another bus's,
     /// or (after a restart) another process's that inherited a name we held before.
-    static let ownConnections = Mutex<[ObjectIdentifier: BusConnection]>([:])
+    static let ownConnections = Locked<[ObjectIdentifier: BusConnection]>([:])
 
     static func isOwn(sender: String, on address: BusAddress) -> Bool {
         ownConnections.withLock { $0.values.contains { $0.address == address && $0.uniqueName == sender } }

@@ -1,4 +1,3 @@
-import Synchronization
 import WormholeDBus
 
 /// The shared part of a notification listener: what it listens to, suspension, and its reader
@@ -23,7 +22,7 @@ final class ObserverCore: PumpedDelivery {
     let options: ObserverOptions
     let pump: DeliveryPump
     private let handler: @Sendable (DarwinNotification) -> Void
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(
         target: NotificationName, isPrefix: Bool, options: ObserverOptions, executor: DeliveryExecutor,

@@ -1,6 +1,5 @@
 import Foundation
 import WormholeDBus
-import Synchronization
 
 /// The app a process belongs to, which a sandboxed sender needs (contract §8).
 ///
@@ -149,7 +148,7 @@ public struct AppIdentity: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The program's setting, and the app ID resolved from it and the rest (once: every post asks).
-    private static let resolved = Mutex<(program: String?, identity: Result<AppIdentity?, WormholeError>?)>((nil, nil))
+    private static let resolved = Locked<(program: String?, identity: Result<AppIdentity?, WormholeError>?)>((nil, nil))
 
     /// The two variables, read once.
     private static let environment: [String: String] = {

@@ -1,4 +1,3 @@
-import Synchronization
 import WormholeDBus
 
 /// The serial, coalescing delivery that every kind of subscription shares (mailbox listeners,
@@ -27,7 +26,7 @@ final class DeliveryPump: Sendable {
 
     /// Where rounds run: inline on the waking thread (`queue == nil`, the I/O thread) or on a queue.
     let executor: DeliveryExecutor
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(executor: DeliveryExecutor) {
         self.executor = executor

@@ -1,4 +1,3 @@
-import Synchronization
 import WormholeDBus
 
 /// A subscription woken by the posts of one notification name (or every name below a prefix)
@@ -23,7 +22,7 @@ final class NotificationSubscriber: WakeSubscriber, SubscriptionHandle {
     private let onFiles: @Sendable ([String]) -> Void
     /// Compare with what was last delivered (the bus came back, or events may have been lost).
     private let onCatchUp: @Sendable () -> Void
-    private let side = Mutex(Side())
+    private let side = Locked(Side())
 
     init(
         target: NotificationName, isPrefix: Bool, options: ObserverOptions = ObserverOptions(), watchTarget: WatchTarget?,

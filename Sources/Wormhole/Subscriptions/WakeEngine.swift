@@ -150,7 +150,7 @@ final class WakeEngine: Sendable {
 
     private let centers: LazyNotificationCenter
     private let logger: Logger
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let queue = DispatchQueue(label: "wormhole.wake-engine")
 
     init(centers: LazyNotificationCenter, logger: Logger) {
