@@ -37,17 +37,18 @@ extension MessageCenter {
         /// compared with what was last delivered and, if it changed, delivered as
         /// ``MessageDelivery/Reason/catchUp`` (`sentAt` `nil`). Posts that do arrive are
         /// delivered as usual, never twice. Needs ``wakesThroughDirectoryWithoutBus`` (the
-        /// wormhole directory is made if missing). Default `true`. It costs the process's one
-        /// inotify instance for as long as it listens (shared by every directory it watches;
-        /// limited per user by `fs.inotify.max_user_instances`, 128 by default); when none can
-        /// be had, listening goes on with the bus alone (logged). Turn it off where no sender
-        /// can die between its write and its signal and inotify instances are scarce.
+        /// wormhole directory is made if missing). Default `false` in the library (`wormhole
+        /// listen` turns it on). It costs the process's one inotify instance for as long as it
+        /// listens (shared by every directory it watches; limited per user by
+        /// `fs.inotify.max_user_instances`, 128 by default); when none can be had, listening
+        /// goes on with the bus alone (logged). Turn it on where a sender may be killed between
+        /// its write and its signal.
         public var catchesWritesWithoutSignal: Bool
 
         /// Creates options.
         public init(
             deliversStoredMessageOnStart: Bool = false, deliversEveryPost: Bool = false, transientBufferLimit: Int = 1024,
-            wakesThroughDirectoryWithoutBus: Bool = true, catchesWritesWithoutSignal: Bool = true
+            wakesThroughDirectoryWithoutBus: Bool = true, catchesWritesWithoutSignal: Bool = false
         ) {
             self.deliversStoredMessageOnStart = deliversStoredMessageOnStart
             self.deliversEveryPost = deliversEveryPost
