@@ -209,9 +209,10 @@ final class JournalFile: Sendable {
         }
     }
 
+    /// Takes the lock, waiting at most ``LockWait/timeout`` with the journal's short backoff.
     func lock() throws(WormholeError) {
         do throws(Errno) {
-            try Syscall.flock(descriptor, LOCK_EX)
+            try LockWait.acquire(descriptor, LOCK_EX, timeout: LockWait.timeout, backoff: .journal)
         } catch .wouldBlock {
             throw LockWait.timedOut(descriptor, path: path)
         } catch {

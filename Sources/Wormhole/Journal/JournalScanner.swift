@@ -38,13 +38,15 @@ struct JournalScan {
     /// The file's size when the walk started.
     var size = 0
 
-    /// Scans `file` from `offset`, expecting `next`; collects payloads when `collect`.
+    /// Scans `file` from `offset`, expecting `next`; collects payloads when `collect`. `knownSize`:
+    /// the file's size as a short read just found it (no `fstat`, see ``JournalWriter``).
     static func run(
         _ file: JournalFile, from offset: Int, expecting next: UInt64, collect: Bool,
-        maximumRecords: Int = .max, maximumBytes: Int = .max
+        maximumRecords: Int = .max, maximumBytes: Int = .max, knownSize: Int? = nil
     ) throws(WormholeError) -> JournalScan {
         var scan = JournalScan(end: offset, next: next)
-        let size = try file.size()
+        let size: Int
+        if let knownSize { size = knownSize } else { size = try file.size() }
         scan.size = size
         var bytesTaken = 0
         var taken = 0
