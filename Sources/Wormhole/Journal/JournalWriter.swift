@@ -161,9 +161,10 @@ final class JournalWriter: Sendable {
                 numberAfterStoredCursors(&state, directory)
                 return
             }
-            let knownSize = probe.count > 1 && probe.count < Self.probeSize ? state.end - 1 + probe.count : nil
+            // A short read holds everything others appended since: scanned without reading again.
+            let tail = probe.count > 1 && probe.count < Self.probeSize ? Array(probe[1...]) : nil
             let scan = try JournalScan.run(
-                segment, from: state.end, expecting: state.last + 1, collect: false, knownSize: knownSize)
+                segment, from: state.end, expecting: state.last + 1, collect: false, tail: tail)
             state.end = scan.end
             state.last = scan.next - 1
             switch scan.stop {
