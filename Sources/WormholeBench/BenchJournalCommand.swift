@@ -19,7 +19,8 @@ import Wormhole
 ///   exclusively until every appender is ready), appends `--count` 100-byte records `--batch` at a
 ///   time from `--threads` threads (`--fsync`: `fdatasync` with group commit; `--documents`: the
 ///   records made as `JSONDocument`s before `ready`, so the rate is the journal's alone, without
-///   the JSON encoder), prints `START END COUNT` (monotonic ns).
+///   the JSON encoder), prints `START END COUNT CPU` (monotonic ns; CPU: nanoseconds of user and
+///   system time of the whole process, every thread, from START to END).
 /// - `echo`: appends each record of journal `ping` (from the end) to journal `pong`.
 struct BenchJournalCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "_bench-journal", shouldDisplay: false)
@@ -52,6 +53,14 @@ struct BenchJournalCommand: ParsableCommand {
             }
             offset += written
         }
+    }
+
+    /// User and system time of this process (every thread) so far, in nanoseconds.
+    private static func processCPU() -> UInt64 {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        let micros = (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1_000_000 + usage.ru_utime.tv_usec + usage.ru_stime.tv_usec
+        return UInt64(micros) * 1_000
     }
 
     func run() throws {
@@ -140,6 +149,7 @@ struct BenchJournalCommand: ParsableCommand {
                 guard errno == EINTR else { throw BenchFailure("flock \(go): errno \(errno)") }
             }
             let start = MonotonicClock.now()
+            let cpuAtStart = Self.processCPU()
             // `--threads` threads of this process append at once, `--count` records in all.
             let failure = Mutex<(any Error)?>(nil)
             DispatchQueue.concurrentPerform(iterations: threads) { thread in
@@ -172,8 +182,9 @@ struct BenchJournalCommand: ParsableCommand {
             }
             if let error = failure.withLock({ $0 }) { throw BenchFailure("append failed: \(error)") }
             let end = MonotonicClock.now()
+            let cpu = Self.processCPU() - cpuAtStart
             _ = journal.flush()
-            Console.output("\(start) \(end) \(count)")
+            Console.output("\(start) \(end) \(count) \(cpu)")
         case .echo:
             let pong = try LibraryAPI.journal(group: group, root: root, address: address, identifier: "pong")
             let listener = try LibraryAPI.listen(journal, from: .end, consumer: nil) { result in

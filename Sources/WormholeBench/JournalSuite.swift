@@ -209,7 +209,7 @@ struct JournalSuite {
             + (threads > 1 ? ", \(threads) threads each" : "") + (documents ? ", JSON documents" : ", Codable")
         let who = processes == 1 ? "1 process" : "\(processes) processes"
         Console.progress("journal: appends/s from \(who), \(label)")
-        let (rate, total) = try measureRate(
+        let (rate, total, cpu) = try measureRate(
             processes: processes, appends: appends, batch: batch, fsync: fsync, threads: threads, documents: documents)
         if fsync && threads == 1 && batch == 1 && processes > 1 {
             // The bound of this row: each process waits for the sync of its record before its next append.
@@ -221,17 +221,23 @@ struct JournalSuite {
                     + String(format: "a bare write + fdatasync of 124 bytes here takes %.2f ms, so the bound is %.0f/s)", latency * 1e3, Double(processes) / latency))
         }
         Console.output(
-            "appends/s: \(who) x \(appends) records of 100 B, \(label): " + String(format: "%.0f appends/s", rate))
+            "appends/s: \(who) x \(appends) records of 100 B, \(label): " + String(format: "%.0f appends/s", rate)
+                + String(format: " (CPU time of the appender processes, every thread: %.2f µs per append)", cpu))
         context.report.figure(
             "journal", "appends/s from \(who), \(label)", value: rate, unit: "appends/s", count: total,
             target: goal, atLeast: true)
+        if !fsync {
+            // Less at the mercy of other load on the machine than the rate.
+            context.report.figure(
+                "journal", "CPU per append from \(who), \(label)", value: cpu, unit: "us", count: total, target: nil)
+        }
     }
 
     /// Starts `processes` appenders, lets them go at once, and returns appends per second from the
     /// first start to the last end, with the number of records (checked against the journal).
     private func measureRate(
         processes: Int, appends: Int, batch: Int, fsync: Bool, threads: Int, documents: Bool
-    ) throws -> (rate: Double, total: Int) {
+    ) throws -> (rate: Double, total: Int, cpuPerAppend: Double) {
         let work = try ScratchDirectory("journal")
         let go = work.path + "/go"
         let fd = open(go, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
@@ -249,18 +255,19 @@ struct JournalSuite {
             children.append(child)
         }
         flock(fd, LOCK_UN)
-        var (first, last, total) = (UInt64.max, UInt64(0), 0)
+        var (first, last, total, cpu) = (UInt64.max, UInt64(0), 0, UInt64(0))
         for child in children {
             let line = try child.readAllOutput().first ?? ""
             let numbers = line.split(separator: " ").compactMap { UInt64($0) }
-            guard child.waitForExit() == 0, numbers.count == 3 else { throw BenchFailure("an appender failed: \(line)") }
+            guard child.waitForExit() == 0, numbers.count == 4 else { throw BenchFailure("an appender failed: \(line)") }
             (first, last, total) = (min(first, numbers[0]), max(last, numbers[1]), total + Int(numbers[2]))
+            cpu += numbers[3]
         }
         let status = try journal(work.path).status()
         guard status.last == UInt64(total) else {
             throw BenchFailure("the journal holds \(status.last) records, \(total) were appended")
         }
-        return (Double(total) / (Double(last - first) / 1e9), total)
+        return (Double(total) / (Double(last - first) / 1e9), total, Double(cpu) / 1e3 / Double(total))
     }
 
     /// A single durable appender (one process, one thread, `fdatasync` per record) against the
