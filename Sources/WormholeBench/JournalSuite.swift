@@ -291,14 +291,16 @@ struct JournalSuite {
         Console.output(
             "durable single appender: \(rounds) alternating rounds of \(records) records: bare write + fdatasync of "
                 + "\(frame) B " + String(format: "%.0f/s, Journal.append with .fdatasync %.0f/s: %.3fx", floor, ours, ours / floor))
+        // The frame's size is in the line above, not in the label: the label names the row in `--json`.
+        let floorLabel = "bare write + fdatasync loop of one frame per write"
         context.report.figure(
-            "journal", "bare write + fdatasync loop, \(frame) B", value: floor, unit: "appends/s", count: records * rounds,
-            target: nil)
+            "journal", floorLabel, value: floor, unit: "appends/s", count: records * rounds, target: nil)
         context.report.figure(
             "journal", "appends/s from 1 process, single appends, fdatasync, Codable", value: ours, unit: "appends/s",
             count: records * rounds, target: nil)
         context.report.goal(
-            "journal", "durable single appender / bare write + fdatasync", ratio: ours / floor, target: 0.9, atLeast: true)
+            "journal", "durable single appender / bare write + fdatasync", ratio: ours / floor, target: 0.9, atLeast: true,
+            floor: floorLabel)
     }
 
     /// Seconds taken by `records` iterations of `write` + `fdatasync` of `bytes` bytes appended to

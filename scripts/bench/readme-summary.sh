@@ -19,6 +19,7 @@ readme=${2:-$(dirname "$0")/../../README.md}
 exec python3 - "$1" "$readme" <<'PYTHON'
 import json
 import sys
+import textwrap
 
 (run_path, readme_path) = sys.argv[1:3]
 begin, end = "<!-- bench-summary:begin -->", "<!-- bench-summary:end -->"
@@ -56,14 +57,14 @@ suites = []
 for row in rows:
     if row.get("suite") not in suites:
         suites.append(row.get("suite"))
-lines = [
-    begin,
-    f"Goals from one `wormhole bench --suite {context.get('suites', ','.join(suites))} --json` run"
+heading = (
+    f"Goals of one `wormhole bench --suite {context.get('suites', ','.join(suites))} --json` run"
     + (f" ({context['date']})" if context.get("date") else "")
     + f" on {machine.get('cores', '?')} cores ({machine.get('cpu', 'unknown CPU')}), Linux {machine.get('kernel', '?')},"
-    + f" {machine.get('swift', 'Swift ?')}, {machine.get('busDaemon', 'unknown bus daemon')};"
-    + " ratios are against a floor measured in the same run. Made by"
-    + " `scripts/bench/readme-summary.sh bench.json`; every row is in [docs/performance.md](docs/performance.md).",
+    + f" {machine.get('system', 'unknown system')}, {machine.get('swift', 'Swift ?')},"
+    + f" {machine.get('busDaemon', 'unknown bus daemon')}:"
+)
+lines = [begin] + textwrap.wrap(heading, width=96, break_on_hyphens=False) + [
     "",
     "| suite | goals met | missed: measured (goal) |",
     "| --- | --- | --- |",
@@ -88,5 +89,6 @@ lines.append(end)
 start, stop = text.index(begin), text.index(end) + len(end)
 with open(readme_path, "w", encoding="utf-8") as handle:
     handle.write(text[:start] + "\n".join(lines) + text[stop:])
-print(f"readme-summary: {readme_path}: {len(lines) - 6} suites from {run_path}")
+table = [line for line in lines if line.startswith("| ") and not line.startswith(("| suite", "| ---"))]
+print(f"readme-summary: {readme_path}: {len(table)} suites from {run_path}")
 PYTHON
