@@ -156,7 +156,7 @@ final class JournalWriter: Sendable {
             // appended since (the usual case: one system call); a short read gives the size.
             // (Linux gives a file whose times were looked at since its last change fine-grained
             // times on the next write, which then costs a journalled inode update each time.)
-            let probe = try segment.read(at: state.end - 1, count: Self.probeSize)
+            let probe = try segment.readOnce(at: state.end - 1, count: Self.probeSize)
             if probe.count == 1 {
                 numberAfterStoredCursors(&state, directory)
                 return
@@ -370,7 +370,7 @@ final class JournalWriter: Sendable {
                 sync.file = try directory.openOrCreate(JournalFormat.syncLockName)
             }
             guard let file = sync.file else { return }
-            try file.lock()
+            try file.lock(backoff: .journalSync)
             defer { file.unlock() }
             let stored = try file.read(at: 0, count: 16)
             if stored.count == 16 {

@@ -30,6 +30,10 @@ enum LockWait {
         /// one `fdatasync`): a waiter asleep for milliseconds would leave the lock idle, and the
         /// appenders behind it waiting, for most of that time.
         static let journal = Backoff(first: 10_000, longest: 1_000_000)
+        /// The journal's `sync.lock`: the appender that just synchronised appends again within
+        /// microseconds and takes the lock back before a waiter asleep for longer wakes, so the
+        /// waiters, whose records its syncs already cover, would not learn it for many syncs.
+        static let journalSync = Backoff(first: 10_000, longest: 100_000)
     }
 
     /// Takes `operation` (`LOCK_EX` or `LOCK_SH`) on `descriptor`, retrying with `LOCK_NB` and a
