@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 public import Logging
 import Synchronization
 public import WormholeDBus
@@ -223,7 +223,7 @@ public final class GroupDefaults: Sendable {
     public func url(forKey key: String) -> URL? {
         switch lenient(key) {
         case .url(let value)?: value
-        case .string(let path)?: URL(fileURLWithPath: (path as NSString).expandingTildeInPath)
+        case .string(let path)?: URL(fileURLWithPath: PathText.expandingTilde(path))
         default: nil
         }
     }

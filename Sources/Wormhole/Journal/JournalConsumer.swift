@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// A durable consumer's cursor file, `<name>.cursor` in the journal directory: one line of JSON,
