@@ -77,7 +77,7 @@ describe() {  # describe LABEL PID
     rss=${figures% *}
     pss=${figures#* }
     threads=$(awk '/^Threads:/ { print $2 }' "/proc/$2/status")
-    foundation=$(grep -oE 'lib(Foundation|FoundationInternationalization|_FoundationICU)\.so' "/proc/$2/maps" |
+    foundation=$({ grep -oE 'lib(Foundation|FoundationInternationalization|_FoundationICU)\.so' "/proc/$2/maps" || true; } |
         sort -u | tr '\n' ' ')
     printf '%-26s RSS %10s  Pss %10s  threads %s  Foundation/ICU mapped: %s\n' \
         "$1" "$(mib "$rss")" "$(mib "$pss")" "$threads" "${foundation:-none}"
