@@ -139,7 +139,19 @@ struct RuntimeResourceCLITests {
     /// The shared libraries a process has mapped whose file name starts with one of `names`
     /// (`/proc/PID/maps`).
     static func mapped(_ names: [String], by pid: pid_t) -> Set<String> {
-        let maps = (try? String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8)) ?? ""
+        // Read to the end with read(2): /proc files report a size of 0.
+        var bytes: [UInt8] = []
+        let fd = open("/proc/\(pid)/maps", O_RDONLY | O_CLOEXEC)
+        if fd >= 0 {
+            var chunk = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let count = read(fd, &chunk, chunk.count)
+                if count <= 0 { break }
+                bytes += chunk[..<count]
+            }
+            close(fd)
+        }
+        let maps = String(decoding: bytes, as: UTF8.self)
         var found = Set<String>()
         for line in maps.split(separator: "\n") {
             guard let path = line.split(separator: " ", omittingEmptySubsequences: true).last, path.hasPrefix("/") else { continue }

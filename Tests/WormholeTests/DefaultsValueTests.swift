@@ -259,7 +259,7 @@ extension GroupDefaults.Keys {
         let world = try MessagingFixture()
         try world.defaults().set(1, forKey: "a")
         for (path, mode) in [
-            (world.suitePath(), 0o600), (world.suitePath() + ".lock", 0o600),
+            (world.suitePath(), 0o600), (world.suitePath() + ".lock", 0o600), (world.suitePath() + ".changes", 0o600),
             ("\(world.root.path)/\(world.group)/Preferences", 0o700),
         ] {
             var status = stat()
@@ -267,7 +267,7 @@ extension GroupDefaults.Keys {
             #expect(Int(status.st_mode & 0o777) == mode, "\(path)")
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: "\(world.root.path)/\(world.group)/Preferences").sorted()
-            == ["\(world.group).json", "\(world.group).json.lock"])
+            == ["\(world.group).json", "\(world.group).json.changes", "\(world.group).json.lock"])
         let object = try JSONSerialization.jsonObject(with: Data(world.suiteText()!.utf8)) as? [String: Any]
         #expect(object?["a"] as? Int == 1)
     }
