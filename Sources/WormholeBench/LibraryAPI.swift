@@ -119,9 +119,12 @@ enum LibraryAPI {
 
     // MARK: Shared defaults
 
-    /// The shared settings suite of `group` under the container root `root` (no fsync).
-    static func defaults(group: String, root: String, address: BusAddress) throws -> GroupDefaults {
-        try GroupDefaults(applicationGroupIdentifier: group, containerRoot: root, busAddress: address)
+    /// The shared settings suite of `group` under the container root `root` (no fsync), its reads
+    /// checked as `freshness` says (one `lstat` by default; the change counter, no system call).
+    static func defaults(
+        group: String, root: String, address: BusAddress, freshness: GroupDefaults.Freshness = .everyWriter
+    ) throws -> GroupDefaults {
+        try GroupDefaults(applicationGroupIdentifier: group, containerRoot: root, busAddress: address, freshness: freshness)
     }
 
     /// Adds 1 to the integer `key` under the suite's lock (`update`).

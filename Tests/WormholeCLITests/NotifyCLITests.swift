@@ -414,7 +414,7 @@ struct NotifyCLITests {
         #expect(posted.status == 0, "\(posted.stderr)")
         #expect(try await Self.next(1, from: stream).map(\.state) == [.max])
         #expect(
-            observing.sharedState(of: try NotificationName("state/cli")) == .max, "the child wrote the shared table")
+            observing.sharedState(of: "state/cli") == .max, "the child wrote the shared table")
         let bad = try await runToEnd(["post", "state/cli", "--state", "18446744073709551616"] + busArguments)
         Self.expectUsageFailure(bad, naming: "'18446744073709551616'")
     }

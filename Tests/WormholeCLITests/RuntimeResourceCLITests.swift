@@ -138,6 +138,60 @@ struct RuntimeResourceCLITests {
         #expect(delivered.first?.contains(#""message":{"n":1}"#) == true, "\(delivered)")
         #expect(delivered.first?.contains(#""reason":"catchUp""#) == true, "\(delivered)")
     }
+
+    /// The shared libraries a process has mapped whose file name starts with one of `names`
+    /// (`/proc/PID/maps`).
+    static func mapped(_ names: [String], by pid: pid_t) -> Set<String> {
+        // Read to the end with read(2): /proc files report a size of 0.
+        var bytes: [UInt8] = []
+        let fd = open("/proc/\(pid)/maps", O_RDONLY | O_CLOEXEC)
+        if fd >= 0 {
+            var chunk = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let count = read(fd, &chunk, chunk.count)
+                if count <= 0 { break }
+                bytes += chunk[..<count]
+            }
+            close(fd)
+        }
+        let maps = String(decoding: bytes, as: UTF8.self)
+        var found = Set<String>()
+        for line in maps.split(separator: "\n") {
+            guard let path = line.split(separator: " ", omittingEmptySubsequences: true).last, path.hasPrefix("/") else { continue }
+            let file = path.split(separator: "/").last.map(String.init) ?? ""
+            if names.contains(where: { file.hasPrefix($0) }) { found.insert(file) }
+        }
+        return found
+    }
+
+    /// Foundation, its internationalization half and ICU's data (about 6 MB resident between
+    /// them): what the core and the CLI leave out by importing FoundationEssentials only.
+    static let heavyLibraries = ["libFoundation.so", "libFoundationInternationalization.so", "lib_FoundationICU.so"]
+
+    @Test("observe, listen and a library listener do not load Foundation, its internationalization or ICU data")
+    func idleProcessesMapNoFoundation() async throws {
+        // The check itself sees them where they are: this test process imports Foundation.
+        #expect(Self.mapped(Self.heavyLibraries, by: getpid()).contains("libFoundation.so"))
+        let bus = try TestBus()
+        let root = try TemporaryDirectory("runtime-cli-maps")
+        let environment = ["WORMHOLE_CONTAINER_ROOT": root.path]
+        let commands: [(String, [String])] = [
+            ("wormhole", ["observe", "org.example.maps", "--bus-address", bus.address.rawValue]),
+            ("wormhole", ["listen", "inbox", "--group", Self.group, "--bus-address", bus.address.rawValue]),
+            ("counter-app", ["--group", Self.group, "--bus-address", bus.address.rawValue]),
+        ]
+        for (program, arguments) in commands {
+            let child = try ChildProcess(try productPath(program), arguments, environment: environment)
+            defer {
+                child.signal(SIGKILL)
+                _ = child.wait()
+            }
+            #expect(try await next(1, from: child.stderrLines, "the ready line of \(program) \(arguments[0])") == ["ready"])
+            let heavy = Self.mapped(Self.heavyLibraries, by: child.pid)
+            #expect(heavy.isEmpty, "\(program) \(arguments[0]) maps \(heavy.sorted())")
+            #expect(Self.mapped(["libFoundationEssentials.so"], by: child.pid).count == 1, "\(program) \(arguments[0])")
+        }
+    }
 }
 
 /// Runs `wormhole send` as a script would.

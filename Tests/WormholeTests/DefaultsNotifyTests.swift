@@ -338,7 +338,7 @@ enum DefaultsHarness {
         #expect(output.status == 1 && output.stderr.contains("File too large"), "\(output.stderr)")
         #expect(world.suiteText() == before)
         let names = try FileManager.default.contentsOfDirectory(atPath: "\(world.root.path)/\(world.group)/Preferences")
-        #expect(names.sorted() == ["\(world.group).json", "\(world.group).json.lock"])
+        #expect(names.sorted() == ["\(world.group).json", "\(world.group).json.changes", "\(world.group).json.lock"])
     }
 
     /// `.synchronized` durability writes the same suite (fsync'ed).

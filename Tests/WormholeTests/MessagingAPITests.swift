@@ -51,7 +51,7 @@ struct MessagingAPITests {
         #expect(try wormhole.message(identifier: MessageIdentifier("stringly"), as: MessagingCounter.self)?.n == 2)
         #expect(try wormhole.messageData(identifier: typed) == wormhole.messageData(identifier: "typed"))
         #expect(wormhole.passMessage(identifier: typed).notified)
-        #expect(try wormhole.passMessage(identifier: "typed").notified)
+        #expect(wormhole.passMessage(identifier: "typed").notified)
         try wormhole.clearMessage(identifier: typed)
         try wormhole.clearMessage(identifier: "stringly")
         #expect(try wormhole.messageData(identifier: typed) == nil)

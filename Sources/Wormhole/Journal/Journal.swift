@@ -1,7 +1,7 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Glibc
 import Logging
-import Synchronization
 public import WormholeDBus
 
 /// A lossless, ordered log of messages for one identifier of a wormhole (contract §6): where a
@@ -349,7 +349,7 @@ final class JournalPoster: Sendable {
 
     private let name: NotificationName
     private let center: MessageCenter
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let queue = DispatchQueue(label: "wormhole.journal.post")
     /// Entered while this poster's queue posts (`flush` waits for it, with a deadline).
     private let busy = DispatchGroup()

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// One record as stored: its sequence number, append time and JSON payload.
 struct RawJournalRecord: Sendable {

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import Synchronization
 
@@ -37,8 +38,8 @@ final class JournalWriter: Sendable {
     let options: Journal.Options
     /// How much the lock holder reads from its last known end to see what others appended.
     private static let probeSize = 4096
-    private let state = Mutex(State())
-    private let syncState = Mutex(SyncState())
+    private let state = Locked(State())
+    private let syncState = Locked(SyncState())
 
     /// The group commit's state in this process: `sync.lock`, and the position (segment, offset)
     /// known to be synchronised, so a thread another thread of this process covered is done

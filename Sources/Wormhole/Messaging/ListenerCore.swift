@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import WormholeDBus
 
 /// Why a mailbox or message is pending: ``MessageDelivery/Reason`` without its generic

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import WormholeDBus
 
 /// The app a process belongs to, which a sandboxed sender needs (contract §8).
@@ -106,13 +106,13 @@ public struct AppIdentity: Sendable, Hashable, CustomStringConvertible {
         var current = ""
         var found: [(key: String, value: String)] = []
         for raw in text.split(whereSeparator: \.isNewline) {
-            let line = raw.trimmingCharacters(in: .whitespaces)
+            let line = PathText.trimmingBlanks(raw)
             if line.hasPrefix("[") && line.hasSuffix("]") {
                 current = String(line.dropFirst().dropLast())
             } else if current == group, !line.hasPrefix("#"), let equals = line.firstIndex(of: "=") {
                 found.append((
-                    line[..<equals].trimmingCharacters(in: .whitespaces),
-                    line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)))
+                    PathText.trimmingBlanks(line[..<equals]),
+                    PathText.trimmingBlanks(line[line.index(after: equals)...])))
             }
         }
         return found

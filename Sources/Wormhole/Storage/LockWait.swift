@@ -3,7 +3,7 @@
 // doubles (from 1 ms to 50 ms for the stores' locks, from 10 µs to 1 ms for the journal's, which
 // are held for microseconds or one `fdatasync`), until the lock is granted or the bound passes.
 
-import Foundation
+import FoundationEssentials
 import Glibc
 import SystemPackage
 
@@ -73,7 +73,9 @@ enum LockWait {
         let device = UInt64(status.st_dev)
         let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff))
         let minor = (device & 0xff) | ((device >> 12) & ~UInt64(0xff))
-        let key = String(format: "%02x:%02x:%llu", major, minor, UInt64(status.st_ino))
+        // `%02x:%02x:%llu`, as /proc/locks writes the device and inode.
+        func hex(_ value: UInt64) -> String { (value < 0x10 ? "0" : "") + String(value, radix: 16) }
+        let key = "\(hex(major)):\(hex(minor)):\(UInt64(status.st_ino))"
         guard let text = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return nil }
         let own = getpid()
         for line in text.split(separator: "\n") {

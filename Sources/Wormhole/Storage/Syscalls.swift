@@ -49,6 +49,21 @@ enum Syscall {
         try checked(Glibc.mkdirat(directory, name, mode))
     }
 
+    /// The corresponding C function is `mmap`, with `MAP_SHARED` from offset 0: the first `length`
+    /// bytes of the file open at `descriptor`, writable when `writable`.
+    static func mapShared(_ descriptor: Int32, length: Int, writable: Bool) throws(Errno) -> UnsafeMutableRawPointer {
+        let protection = writable ? PROT_READ | PROT_WRITE : PROT_READ
+        guard let mapping = Glibc.mmap(nil, length, protection, MAP_SHARED, descriptor, 0), mapping != MAP_FAILED else {
+            throw Errno(rawValue: errno)
+        }
+        return mapping
+    }
+
+    /// The corresponding C function is `munmap`; its error (only for an invalid range) is not reported.
+    static func unmap(_ mapping: UnsafeMutableRawPointer, length: Int) {
+        _ = Glibc.munmap(mapping, length)
+    }
+
     /// The corresponding C function is `fstat`.
     static func fstat(_ descriptor: Int32) throws(Errno) -> stat {
         var status = stat()

@@ -117,7 +117,7 @@ extension WakeSubscriber {
 /// connection's own reconnect. Every subscription kind contributes only its reader
 /// (``WakeSubscriber``); coalescing and serial delivery are its delivery's.
 ///
-/// Transitions run on one serial queue; the state is behind a `Mutex`; the subscribers are
+/// Transitions run on one serial queue; the state is behind a lock (`Locked`); the subscribers are
 /// called outside it.
 final class WakeEngine: Sendable {
     private struct Registration {
