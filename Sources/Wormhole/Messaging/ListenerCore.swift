@@ -173,7 +173,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl, Pumped
         let wake = state.withLock { state -> Bool in
             if state.cancelled { return false }
             state.catchUp = true
-            return mustWake(&state)
+            return state.hasWork
         }
         if wake { ring() }
     }
@@ -224,17 +224,16 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl, Pumped
     /// The renames still without a post after the grace: compared and, when changed, delivered.
     private func checkOrphans() {
         let now = DispatchTime.now().uptimeNanoseconds
-        let (due, again, wake) = state.withLock { state -> ([MessageIdentifier], Bool, Bool) in
+        let (again, wake) = state.withLock { state -> (Bool, Bool) in
             state.orphanCheckScheduled = false
-            if state.cancelled { return ([], false, false) }
+            if state.cancelled { return (false, false) }
             let due = state.orphans.filter { now &- $0.value >= Self.orphanGrace }.map(\.key)
             for identifier in due { state.orphans[identifier] = nil }
             if !due.isEmpty { Self.merge(due, reason: .catchUp, sentAt: nil, into: &state) }
             let again = !state.orphans.isEmpty
             if again { state.orphanCheckScheduled = true }
-            return (due, again, !due.isEmpty && mustWake(&state))
+            return (again, !due.isEmpty && state.hasWork)
         }
-        _ = due
         if again { scheduleOrphanCheck() }
         if wake { ring() }
     }
@@ -328,7 +327,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl, Pumped
         let wake = state.withLock { state -> Bool in
             if state.cancelled { return false }
             Self.merge(identifiers, reason: reason, sentAt: sentAt, into: &state)
-            return mustWake(&state)
+            return state.hasWork
         }
         if wake { ring() }
     }
@@ -347,12 +346,6 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl, Pumped
                 state.order.append(.mailbox(identifier))
             }
         }
-    }
-
-    /// Whether the reader must be woken (under the lock). A stream's doorbell and the pump
-    /// coalesce wakes by themselves.
-    private func mustWake(_ state: inout ListenerState) -> Bool {
-        state.hasWork
     }
 
     private func ring() {
