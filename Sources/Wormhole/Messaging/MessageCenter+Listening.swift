@@ -36,19 +36,21 @@ extension MessageCenter {
         /// this listener: a mailbox replaced without its post arriving within half a second is
         /// compared with what was last delivered and, if it changed, delivered as
         /// ``MessageDelivery/Reason/catchUp`` (`sentAt` `nil`). Posts that do arrive are
-        /// delivered as usual, never twice. Needs ``wakesThroughDirectoryWithoutBus`` (the
-        /// wormhole directory is made if missing). Default `false` in the library (`wormhole
-        /// listen` turns it on). It costs the process's one inotify instance for as long as it
-        /// listens (shared by every directory it watches; limited per user by
-        /// `fs.inotify.max_user_instances`, 128 by default); when none can be had, listening
-        /// goes on with the bus alone (logged). Turn it on where a sender may be killed between
-        /// its write and its signal.
+        /// delivered as usual, never twice; a post later than half a second (a loaded machine)
+        /// finds the message already delivered, as a catch-up. Needs
+        /// ``wakesThroughDirectoryWithoutBus`` (the wormhole directory is made if missing).
+        /// Default `true`. It costs the process's one inotify instance for as long as it
+        /// listens (shared by every directory it watches and by the wait for a lost bus;
+        /// limited per user by `fs.inotify.max_user_instances`, 128 by default); when none can
+        /// be had, listening goes on with the bus alone (logged). Turn it off where every
+        /// sender is known to survive its send, to save that instance and one wake-up per
+        /// message.
         public var catchesWritesWithoutSignal: Bool
 
         /// Creates options.
         public init(
             deliversStoredMessageOnStart: Bool = false, deliversEveryPost: Bool = false, transientBufferLimit: Int = 1024,
-            wakesThroughDirectoryWithoutBus: Bool = true, catchesWritesWithoutSignal: Bool = false
+            wakesThroughDirectoryWithoutBus: Bool = true, catchesWritesWithoutSignal: Bool = true
         ) {
             self.deliversStoredMessageOnStart = deliversStoredMessageOnStart
             self.deliversEveryPost = deliversEveryPost
