@@ -74,11 +74,11 @@ struct MessageSuite {
                 "message", "raw JSONDocument \(label) p50 / floor p50", ratio: document.median / floor.median,
                 target: Self.rawTarget)
             if busOnly != nil {
-                let alone = BenchRow(label: "Wormhole, \(label) raw JSONDocument, bus only", histogram: merged[4])
+                let alone = BenchRow(label: "Wormhole, \(label) raw, bus only", histogram: merged[4])
                 Console.output(alone.line(against: floor))
                 report.add(alone, suite: "message", against: floor)
                 report.goal(
-                    "message", "raw JSONDocument \(label) p50 / the same on the bus alone p50",
+                    "message", "raw \(label) p50 / raw on the bus only p50",
                     ratio: document.median / alone.median, target: nil)
             }
         }
