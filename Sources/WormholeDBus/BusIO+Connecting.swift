@@ -83,7 +83,8 @@ extension BusIO {
     func greetingTimedOut(dbusName: String? = nil) -> BusError {
         BusError(
             .connectionFailed, value: address.rawValue, dbusName: dbusName,
-            "cannot connect to the bus at \(quoted(address.rawValue)): it did not answer within \(connectTimeout) (authentication and Hello); is the bus daemon stopped?")
+            "cannot connect to the bus at \(quoted(address.rawValue)): it did not answer within \(connectTimeout) "
+                + "(authentication and Hello); is the bus daemon stopped?")
     }
 
     /// Gives up a connection whose greeting failed: outside any libdbus call. Loop-confined.

@@ -273,7 +273,8 @@ struct BenchCLITests {
         #expect(result.status == 0, "\(result.stderr)")
         let labels = [
             "floor, 100 B files", "Wormhole, 100 B JSON", "Wormhole, 100 B raw JSONDocument", "JSON codec alone, 100 B",
-            "Wormhole, 100 B raw, bus only", "floor, notification only", "transient, 100 B Codable", "transient, 100 B JSONDocument", "mailbox, 100 B Codable",
+            "Wormhole, 100 B raw, bus only", "floor, notification only", "transient, 100 B Codable",
+            "transient, 100 B JSONDocument", "mailbox, 100 B Codable",
         ]
         for label in labels {
             #expect(result.stdout.split(separator: "\n").contains { $0.hasPrefix(label + " ") }, "row \(label)")
