@@ -98,8 +98,8 @@ private func journalConsume(_ arguments: [String]) throws {
         return
     }
     done.wait()
-    // The handler returned for LAST once the listener stores the cursor: cancel and let it finish.
-    listener.cancel()
+    // Returning exits the process: the listener's exit hook waits for the handler of LAST to
+    // return and stores the cursor through it (as on the end of standard input).
     withExtendedLifetime(listener) {}
 }
 

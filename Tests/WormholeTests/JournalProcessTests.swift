@@ -211,6 +211,53 @@ struct JournalProcessTests {
         #expect(seen == Set(1...total))
     }
 
+    @Test("a durable consumer that exits normally mid-batch stores its cursor through the records it handled")
+    func consumerExitsMidBatch() async throws {
+        // exit() while the handler works through a batch: the exit hook waits for the running
+        // handler call and stores the cursor through the last record handled, so the next start
+        // delivers exactly the records after it (before: the batch's first record again).
+        let journal = try fixture.wormhole().journal("events")
+        let total: UInt64 = 1000
+        try journal.append(contentsOf: (0..<Int(total)).map { ["n": $0] })
+        func start(last: UInt64) throws -> ChildProcess {
+            try ChildProcess(
+                try peer,
+                ["journal-consume", fixture.root.path, fixture.group, "events", "indexer", String(last),
+                 fixture.bus.address.rawValue],
+                environment: environment)
+        }
+        func parse(_ output: ProcessOutput) -> [(sequence: UInt64, redelivery: Bool)] {
+            output.stdout.split(separator: "\n").compactMap { line in
+                let fields = line.split(separator: " ", maxSplits: 2)
+                guard fields.count == 3, let sequence = UInt64(fields[0]) else { return nil }
+                return (sequence, fields[1] == "1")
+            }
+        }
+        let first = try start(last: 0)
+        _ = try await next(1, from: first.stdoutLines, "a consumed line")
+        first.closeInput()  // the peer calls exit(0) on the end of its input
+        let firstOutput = await MessagingHarness.wait(first)
+        #expect(firstOutput.status == 0, "\(firstOutput.stderr)")
+        let handled = parse(firstOutput)
+        let lastHandled = try #require(handled.last?.sequence)
+        #expect(handled.map(\.sequence) == Array(1...lastHandled), "in order, none twice")
+        #expect(try journal.status().consumers["indexer"] == lastHandled, "the cursor is where the handler got to")
+
+        let second = await MessagingHarness.wait(try start(last: total))
+        #expect(second.status == 0, "\(second.stderr)")
+        let rest = parse(second)
+        if lastHandled < total {
+            #expect(rest.first?.sequence == lastHandled + 1, "nothing handled is delivered again")
+            #expect(rest.map(\.sequence) == Array((lastHandled + 1)...total), "\(rest.count) records, from \(rest.first?.sequence ?? 0)")
+            // Flagged: at most the batch that was being delivered (and one more fetched just before the exit).
+            let flagged = rest.prefix { $0.redelivery }.count
+            #expect(rest.filter(\.redelivery).count == flagged, "the flagged records come first")
+            #expect(flagged <= 2 * JournalConsumerCore.batchSize)
+        } else {
+            #expect(rest.isEmpty)
+        }
+    }
+
     @Test("a full disk stops appends with an error; nothing appended before is lost and no partial frame remains")
     func fullDisk() async throws {
         let output = try await MessagingHarness.run(

@@ -232,7 +232,11 @@ public final class Journal: Sendable {
     /// delivery naming what happened (for gaps and damage, ``WormholeError/journalDamage`` has
     /// the range and the reason); delivery goes on with the next readable record.
     /// For a durable consumer the cursor is stored after each batch of calls (and, when the
-    /// listener is cancelled from the handler, through the record being handled).
+    /// listener is cancelled from the handler, through the record being handled), and when the
+    /// process exits normally (returning from `main`, `exit()`): no call starts any more, a call
+    /// running on another thread is waited for (within the exit drain's 3 s), and the cursor is
+    /// stored through the last record whose handler returned, so the next start delivers only
+    /// what comes after it. After a crash or `SIGKILL`, the batch in flight comes again, flagged.
     ///
     /// Records are read (and a durable cursor written) where `delivery` says, where the handler
     /// then runs; with `DeliveryQueue.ioThread`, records already in the journal when this is

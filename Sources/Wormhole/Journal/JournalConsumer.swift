@@ -159,14 +159,17 @@ final class JournalConsumerCore: Sendable {
             try acknowledgeHandedOut()
             return []
         }
-        if let cursor {
-            let acknowledged = progress.withLock { $0.handedOut }
-            try cursor.store(acknowledged: acknowledged, delivering: last.sequence)
-            progress.withLock { $0.stored = (acknowledged, last.sequence) }
-        }
-        progress.withLock {
-            $0.acknowledged = $0.handedOut
-            $0.handedOut = last.sequence
+        // Everything handed out before is handled (the caller asks for more); with a cursor file,
+        // the file says so, and that this batch is being delivered, before the batch is returned.
+        // Under the lock: a listener's exit hook may store the cursor from another thread.
+        let cursor = cursor
+        try progress.withLock { progress throws(WormholeError) in
+            if let cursor {
+                try cursor.store(acknowledged: progress.handedOut, delivering: last.sequence)
+                progress.stored = (progress.handedOut, last.sequence)
+            }
+            progress.acknowledged = progress.handedOut
+            progress.handedOut = last.sequence
         }
         return batch.map { ($0, $0.sequence <= redeliveredThrough) }
     }
@@ -177,15 +180,19 @@ final class JournalConsumerCore: Sendable {
         try acknowledge(through: through)
     }
 
-    /// Records up to `sequence` (handed out) are handled.
-    func acknowledge(through sequence: UInt64) throws(WormholeError) {
-        let write = progress.withLock { progress -> Bool in
+    /// Records up to `sequence` (handed out) are handled; records after it up to `delivering`
+    /// may be being handled (flagged if delivered again). Stores the cursor when it changed.
+    /// Never moves the acknowledged position back; safe from any thread.
+    func acknowledge(through sequence: UInt64, delivering: UInt64 = 0) throws(WormholeError) {
+        let cursor = cursor
+        try progress.withLock { progress throws(WormholeError) in
             progress.acknowledged = max(progress.acknowledged, sequence)
-            if let stored = progress.stored, stored.acknowledged == sequence, stored.delivering == sequence { return false }
-            return cursor != nil
+            let acknowledged = progress.acknowledged
+            let delivering = max(acknowledged, delivering)
+            guard let cursor else { return }
+            if let stored = progress.stored, stored.acknowledged == acknowledged, stored.delivering == delivering { return }
+            try cursor.store(acknowledged: acknowledged, delivering: delivering)
+            progress.stored = (acknowledged, delivering)
         }
-        guard write, let cursor else { return }
-        try cursor.store(acknowledged: sequence, delivering: sequence)
-        progress.withLock { $0.stored = (sequence, sequence) }
     }
 }

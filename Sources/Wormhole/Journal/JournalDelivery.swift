@@ -1,4 +1,6 @@
+import Dispatch
 import FoundationEssentials
+import Glibc
 import Synchronization
 public import WormholeDBus
 
@@ -149,11 +151,32 @@ protocol JournalDrainControl: Sendable {
 
 /// A journal listener's reader for the ``DeliveryPump``: every round reads from the cursor to the
 /// end, so coalesced wakes lose nothing.
+///
+/// A durable consumer's reader also stores its cursor when the process exits normally (returning
+/// from `main`, `exit()`): through the last record whose handler returned, once a handler call
+/// running on another thread has returned (within the exit drain's bound). Without that, a
+/// process that exits between a handler's return and the end of its batch would get the batch
+/// again, flagged, at its next start, though every record of it was handled.
 final class JournalDrainer<Message: Decodable & Sendable>: JournalDrainControl, PumpedDelivery {
+    /// Which handler call is running, for the exit hook.
+    private struct Handling {
+        /// The thread running a handler call, `nil` when none runs.
+        var thread: pthread_t?
+        /// The record that call delivers.
+        var current: UInt64 = 0
+        /// The last record whose handler call returned in this process (0: none).
+        var handledThrough: UInt64 = 0
+        /// Signalled when the running call returns: the exit hook waits on it.
+        var waiter: DispatchSemaphore?
+    }
+
     private let core: JournalConsumerCore
     private let identifier: MessageIdentifier
     let pump: DeliveryPump
     private let handler: @Sendable (Result<JournalRecord<Message>, WormholeError>) -> Void
+    /// Kept only for a durable consumer (the exit hook's input).
+    private let handling: Locked<Handling>?
+    private let exitHook = Locked<UInt64?>(nil)
 
     init(
         core: JournalConsumerCore, identifier: MessageIdentifier, executor: DeliveryExecutor,
@@ -163,9 +186,17 @@ final class JournalDrainer<Message: Decodable & Sendable>: JournalDrainControl, 
         self.identifier = identifier
         pump = DeliveryPump(executor: executor)
         self.handler = handler
+        handling = core.cursor == nil ? nil : Locked(Handling())
+        if handling != nil {
+            let id = ExitDrain.addHook { [weak self] deadline in self?.storeAtExit(deadline: deadline) }
+            exitHook.withLock { $0 = id }
+        }
     }
 
-    func cancel() -> Bool { pump.cancel() }
+    func cancel() -> Bool {
+        if let id = exitHook.withLock({ hook in defer { hook = nil }; return hook }) { ExitDrain.removeHook(id) }
+        return pump.cancel()
+    }
 
     var isCancelled: Bool { pump.isCancelled }
 
@@ -189,10 +220,45 @@ final class JournalDrainer<Message: Decodable & Sendable>: JournalDrainControl, 
                     try? core.acknowledge(through: item.record.sequence - 1)
                     return
                 }
-                handler(JournalDecoding.record(item.record, isRedelivery: item.isRedelivery, identifier: identifier, as: Message.self))
+                let record = JournalDecoding.record(
+                    item.record, isRedelivery: item.isRedelivery, identifier: identifier, as: Message.self)
+                guard let handling else {
+                    handler(record)
+                    continue
+                }
+                let sequence = item.record.sequence
+                handling.withLock {
+                    $0.thread = pthread_self()
+                    $0.current = sequence
+                }
+                handler(record)
+                handling.withLock {
+                    $0.thread = nil
+                    $0.handledThrough = sequence
+                    $0.waiter?.signal()
+                    $0.waiter = nil
+                }
             }
         }
         try? core.acknowledgeHandedOut()
+    }
+
+    /// The exit hook: no handler call starts any more; a call running on another thread is waited
+    /// for until `deadline`; the cursor is stored through the records handled (a call still
+    /// running, or the one that is exiting, leaves its record flagged for the next start).
+    private func storeAtExit(deadline: DispatchTime) {
+        guard let handling else { return }
+        _ = pump.cancel()
+        let me = pthread_self()
+        let waiter = handling.withLock { state -> DispatchSemaphore? in
+            guard let thread = state.thread, pthread_equal(thread, me) == 0 else { return nil }
+            let waiter = DispatchSemaphore(value: 0)
+            state.waiter = waiter
+            return waiter
+        }
+        if let waiter { _ = waiter.wait(timeout: deadline) }
+        let (through, running) = handling.withLock { ($0.handledThrough, $0.thread == nil ? 0 : $0.current) }
+        try? core.acknowledge(through: through, delivering: running)
     }
 }
 
