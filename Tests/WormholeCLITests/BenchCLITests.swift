@@ -20,6 +20,11 @@ struct BenchCLITests {
 
     var environment: [String: String] { ["XDG_RUNTIME_DIR": runtime.path] }
 
+    /// How long a whole bench run (a debug build, tiny counts) may take before its test fails
+    /// instead of hanging: a guard, not a timing. Runs take 2-8 s alone; with the suite's other
+    /// tests and two more builds on 2 cores, three of them passed 10 s.
+    static let benchBound: Double = 120
+
     func waitForReady(_ child: ChildProcess) async throws {
         let first = try await NotifyCLITests.within("ready") { await child.stderrLines.firstLine { _ in true } }
         if first != "ready" {
@@ -45,7 +50,7 @@ struct BenchCLITests {
                 "--bus-address", bus.address.rawValue,
             ],
             environment: environment)
-        let output = try await NotifyCLITests.within("the bench") {
+        let output = try await within("the bench", seconds: Self.benchBound) {
             await withCheckedContinuation { continuation in
                 DispatchQueue.global().async { continuation.resume(returning: child.wait()) }
             }
@@ -117,7 +122,7 @@ struct BenchCLITests {
                 "--bus-address", bus.address.rawValue,
             ],
             environment: environment)
-        let output = try await NotifyCLITests.within("the bench") {
+        let output = try await within("the bench", seconds: Self.benchBound) {
             await withCheckedContinuation { continuation in
                 DispatchQueue.global().async { continuation.resume(returning: child.wait()) }
             }
@@ -194,7 +199,7 @@ struct BenchCLITests {
 
     /// Runs `child` to its end off Swift's cooperative threads, within the guard.
     func finish(_ child: ChildProcess) async throws -> ProcessOutput {
-        try await NotifyCLITests.within("the bench") {
+        try await within("the bench", seconds: Self.benchBound) {
             await withCheckedContinuation { continuation in
                 DispatchQueue.global().async { continuation.resume(returning: child.wait()) }
             }
@@ -235,7 +240,7 @@ struct BenchCLITests {
             environment: environment.merging(["TMPDIR": temporary.path]) { $1 })
         let pid = child.pid
         // The first round runs: the daemon and the ping-pong processes are up.
-        let line = try await NotifyCLITests.within("the first round") {
+        let line = try await within("the first round", seconds: Self.benchBound) {
             await child.stderrLines.firstLine { $0.contains("round 1/2") }
         }
         #expect(line != nil, "\(child.outputSoFar)")
