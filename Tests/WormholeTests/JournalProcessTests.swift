@@ -50,6 +50,25 @@ struct JournalProcessTests {
             environment: environment)
     }
 
+    /// `journal-consume` as the durable consumer `indexer` of `events` (LAST 0: until killed or
+    /// its input ends).
+    func startConsumer(last: UInt64) throws -> ChildProcess {
+        try ChildProcess(
+            try peer,
+            ["journal-consume", fixture.root.path, fixture.group, "events", "indexer", String(last),
+             fixture.bus.address.rawValue],
+            environment: environment)
+    }
+
+    /// The records a `journal-consume` run printed.
+    func consumed(_ output: ProcessOutput) -> [(sequence: UInt64, redelivery: Bool, message: String)] {
+        output.stdout.split(separator: "\n").compactMap { line in
+            let fields = line.split(separator: " ", maxSplits: 2)
+            guard fields.count == 3, let sequence = UInt64(fields[0]) else { return nil }
+            return (sequence, fields[1] == "1", String(fields[2]))
+        }
+    }
+
     /// Every record from the beginning (consecutive sequence numbers, checked by the reader).
     func everyRecord() throws -> [RawJournalRecord] {
         try drain(try JournalReader(location: try location(), start: .beginning))
@@ -159,33 +178,19 @@ struct JournalProcessTests {
         let journal = try fixture.wormhole().journal("events")
         var total: UInt64 = 0
         var runs: [[(sequence: UInt64, redelivery: Bool, message: String)]] = []
-        func start(last: UInt64) throws -> ChildProcess {
-            try ChildProcess(
-                try peer,
-                ["journal-consume", fixture.root.path, fixture.group, "events", "indexer", String(last),
-                 fixture.bus.address.rawValue],
-                environment: environment)
-        }
-        func parse(_ output: ProcessOutput) -> [(sequence: UInt64, redelivery: Bool, message: String)] {
-            output.stdout.split(separator: "\n").compactMap { line in
-                let fields = line.split(separator: " ", maxSplits: 2)
-                guard fields.count == 3, let sequence = UInt64(fields[0]) else { return nil }
-                return (sequence, fields[1] == "1", String(fields[2]))
-            }
-        }
         for _ in 0..<20 {
             try journal.append(contentsOf: (Int(total)..<(Int(total) + 500)).map { ["n": $0] })
             total += 500
-            let child = try start(last: 0)
+            let child = try startConsumer(last: 0)
             _ = try await next(Int.random(in: 1...40), from: child.stdoutLines, "consumed lines")
             child.signal(SIGKILL)
             let output = await MessagingHarness.wait(child)
             #expect(output.status == 9 || output.status == SIGKILL, "killed, not failed: \(output.stderr)")
-            runs.append(parse(output))
+            runs.append(consumed(output))
         }
-        let output = await MessagingHarness.wait(try start(last: total))
+        let output = await MessagingHarness.wait(try startConsumer(last: total))
         #expect(output.status == 0, "\(output.stderr)")
-        runs.append(parse(output))
+        runs.append(consumed(output))
         if ProcessInfo.processInfo.environment["JOURNAL_TEST_VERBOSE"] != nil {
             print("consumer runs:", runs.map { ($0.first?.sequence ?? 0, $0.count, $0.filter(\.redelivery).count) })
         }
@@ -219,33 +224,19 @@ struct JournalProcessTests {
         let journal = try fixture.wormhole().journal("events")
         let total: UInt64 = 1000
         try journal.append(contentsOf: (0..<Int(total)).map { ["n": $0] })
-        func start(last: UInt64) throws -> ChildProcess {
-            try ChildProcess(
-                try peer,
-                ["journal-consume", fixture.root.path, fixture.group, "events", "indexer", String(last),
-                 fixture.bus.address.rawValue],
-                environment: environment)
-        }
-        func parse(_ output: ProcessOutput) -> [(sequence: UInt64, redelivery: Bool)] {
-            output.stdout.split(separator: "\n").compactMap { line in
-                let fields = line.split(separator: " ", maxSplits: 2)
-                guard fields.count == 3, let sequence = UInt64(fields[0]) else { return nil }
-                return (sequence, fields[1] == "1")
-            }
-        }
-        let first = try start(last: 0)
+        let first = try startConsumer(last: 0)
         _ = try await next(1, from: first.stdoutLines, "a consumed line")
         first.closeInput()  // the peer calls exit(0) on the end of its input
         let firstOutput = await MessagingHarness.wait(first)
         #expect(firstOutput.status == 0, "\(firstOutput.stderr)")
-        let handled = parse(firstOutput)
+        let handled = consumed(firstOutput)
         let lastHandled = try #require(handled.last?.sequence)
         #expect(handled.map(\.sequence) == Array(1...lastHandled), "in order, none twice")
         #expect(try journal.status().consumers["indexer"] == lastHandled, "the cursor is where the handler got to")
 
-        let second = await MessagingHarness.wait(try start(last: total))
+        let second = await MessagingHarness.wait(try startConsumer(last: total))
         #expect(second.status == 0, "\(second.stderr)")
-        let rest = parse(second)
+        let rest = consumed(second)
         if lastHandled < total {
             #expect(rest.first?.sequence == lastHandled + 1, "nothing handled is delivered again")
             #expect(rest.map(\.sequence) == Array((lastHandled + 1)...total), "\(rest.count) records, from \(rest.first?.sequence ?? 0)")
