@@ -408,6 +408,8 @@ enum MessageCoding {
         for argument in signal.arguments where !append(argument, to: &iterator) {
             throw BusError(.outOfMemory, "libdbus could not append \(argument) to a signal")
         }
+        // A serial set before sending is kept by libdbus (it numbers only messages without one).
+        if let serial = signal.serial, serial != 0 { dbus_message_set_serial(message, serial) }
         return owned
     }
 
@@ -517,6 +519,7 @@ enum MessageCoding {
             path: ObjectPath(unchecked: pathString), interface: InterfaceName(unchecked: interfaceString),
             member: MemberName(unchecked: memberString), arguments: readArguments(message))
         signal.sender = String(libdbus: dbus_message_get_sender(message))
+        signal.serial = dbus_message_get_serial(message)
         return signal
     }
 

@@ -13,7 +13,17 @@ final class ObserverCore: Sendable {
         /// and the running thread makes them, so two calls never overlap.
         var running = false
         var backlog: [DarwinNotification] = []
+        /// Its doorbell registration (directory hash, ID), while it has one.
+        var doorbell: (directory: UInt64, id: UInt64)?
+        /// The rings delivered whose bus signal has not come yet (sender's unique name, serial),
+        /// oldest first; at most ``ringMemory``.
+        var rung: [(sender: String, serial: UInt32)] = []
     }
+
+    /// How many rings an observer remembers until their signals come: a signal that never comes
+    /// (its sender was killed between ring and signal, or the signal was replaced by a newer one
+    /// in its sender's queue) leaves one here until it is pushed out.
+    static let ringMemory = 64
 
     /// The observed name, or prefix (ending in `/`).
     let target: NotificationName
@@ -43,6 +53,42 @@ final class ObserverCore: Sendable {
     }
 
     var isCancelled: Bool { state.withLock { $0.cancelled } }
+
+    /// The doorbell registration, set once the observer is active on the bus.
+    var doorbell: (directory: UInt64, id: UInt64)? {
+        get { state.withLock { $0.doorbell } }
+        set { state.withLock { $0.doorbell = newValue } }
+    }
+
+    /// Takes the doorbell registration away (to unregister it once).
+    func takeDoorbell() -> (directory: UInt64, id: UInt64)? {
+        state.withLock { state in
+            defer { state.doorbell = nil }
+            return state.doorbell
+        }
+    }
+
+    /// A ring is being delivered: its signal, when it comes, is not delivered again.
+    func noteRing(sender: String, serial: UInt32) {
+        state.withLock { state in
+            if state.rung.count >= Self.ringMemory { state.rung.removeFirst() }
+            state.rung.append((sender, serial))
+        }
+    }
+
+    /// Whether the signal from `sender` with `serial` was rung already (then it is forgotten).
+    func consumeRing(sender: String, serial: UInt32) -> Bool {
+        state.withLock { state in
+            guard let index = state.rung.firstIndex(where: { $0.serial == serial && $0.sender == sender }) else {
+                return false
+            }
+            state.rung.remove(at: index)
+            return true
+        }
+    }
+
+    /// Whether it may have been rung (then a signal must be checked against its rings).
+    var mayBeRung: Bool { state.withLock { $0.doorbell != nil || !$0.rung.isEmpty } }
     var isSuspended: Bool { state.withLock { $0.suspended } }
 
     /// Delivers through the executor, or keeps the latest while suspended.

@@ -1,0 +1,234 @@
+internal import CWormholeDBus  // recvmsg with SCM_CREDENTIALS (the CMSG_* macros)
+import Glibc
+import Synchronization
+
+/// The doorbell's sockets (docs/proposals/doorbell.md): a process's one endpoint, an unbound-
+/// to-peers `AF_UNIX` datagram socket bound to a path, read on the process's loop
+/// (``RuntimeLoop``) like the inotify instance; and the one unbound socket the process rings
+/// others' endpoints from. What a ring means is the `Wormhole` module's: this file moves bytes
+/// and the kernel's word on who sent them.
+package enum DoorbellSocket {
+    /// One datagram as received, with the credentials the kernel attached (`SCM_CREDENTIALS`).
+    package struct Ring: Sendable {
+        /// The datagram's bytes.
+        package var bytes: [UInt8]
+        /// The sender's user ID, as the kernel vouches for it; `UInt32.max` when none came.
+        package var uid: UInt32
+        /// The sender's process ID (in this process's PID namespace; 0 when unknown).
+        package var pid: Int32
+    }
+
+    /// Why the endpoint could not be opened.
+    package struct Failure: Error, Sendable, CustomStringConvertible {
+        /// The call that failed (`socket`, `bind`, `setsockopt`, the runtime loop).
+        package var call: String
+        /// The path involved.
+        package var path: String
+        /// Its `errno`, or 0.
+        package var code: Int32
+        /// What went wrong when `errno` does not say it.
+        package var detail: String?
+
+        package var description: String {
+            "\(call) \(path) failed: \(detail ?? String(cString: strerror(code)))"
+        }
+    }
+
+    /// What ringing one endpoint came to.
+    package enum Outcome: Sendable, Equatable {
+        /// The datagram is in the endpoint's queue.
+        case delivered
+        /// Nobody listens there (`ECONNREFUSED`: the file is left by a process that is gone;
+        /// `ENOENT`: no file): the registration is stale.
+        case stale(refused: Bool)
+        /// The endpoint's queue is full (`EAGAIN`): its process is not reading now; the bus
+        /// signal wakes it.
+        case full
+        /// Any other error (its `errno`).
+        case failed(Int32)
+    }
+
+    /// The longest path a socket address holds (`sun_path` is 108 bytes with its NUL).
+    package static let maximumPathLength = 107
+
+    /// The largest datagram read; a longer one is dropped as malformed.
+    package static let maximumDatagram = 2_048
+
+    /// The process's socket that rings (made on first use, never closed: one descriptor).
+    private static let ringer = Atomic<Int32>(-1)
+
+    private static func ringingSocket() -> Int32 {
+        let held = ringer.load(ordering: .acquiring)
+        if held >= 0 { return held }
+        let made = Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard made >= 0 else { return -1 }
+        let (exchanged, found) = ringer.compareExchange(expected: -1, desired: made, ordering: .acquiringAndReleasing)
+        if exchanged { return made }
+        Glibc.close(made)
+        return found
+    }
+
+    /// Sends `bytes` to the endpoint bound at `path`, never waiting.
+    /// The corresponding C function is `sendto` (with `MSG_DONTWAIT`).
+    package static func ring(_ bytes: UnsafeRawBufferPointer, path: String) -> Outcome {
+        let fd = ringingSocket()
+        guard fd >= 0 else { return .failed(errno) }
+        guard var address = socketAddress(path) else { return .failed(ENAMETOOLONG) }
+        while true {
+            let sent = withUnsafePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.sendto(
+                        fd, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL), $0,
+                        socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
+            }
+            if sent >= 0 { return .delivered }
+            switch errno {
+            case EINTR: continue
+            case ECONNREFUSED: return .stale(refused: true)
+            case ENOENT: return .stale(refused: false)
+            case EAGAIN: return .full
+            case let code: return .failed(code)
+            }
+        }
+    }
+
+    private static func socketAddress(_ path: String) -> sockaddr_un? {
+        let bytes = Array(path.utf8)
+        guard bytes.count <= maximumPathLength else { return nil }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
+            buffer.copyBytes(from: bytes)
+            buffer[bytes.count] = 0
+        }
+        return address
+    }
+
+    /// The process's endpoint, made by ``open(path:handler:)`` and closed by ``close()``.
+    package static let endpoint = Endpoint()
+
+    /// The process's one endpoint: a datagram socket bound at a path, with `SO_PASSCRED`, read on
+    /// the process's loop. Its handler gets every datagram with its sender's credentials.
+    package final class Endpoint: Sendable {
+        private let state = Locked<Reader?>(nil)
+
+        fileprivate init() {}
+
+        /// Whether it is open, and where.
+        package var path: String? { state.withLock { $0?.path } }
+
+        /// Binds a socket at `path` (which must not exist; a stale file is the caller's to
+        /// remove) and reads it on the loop, calling `handler` there with each batch of rings.
+        /// Does nothing when it is open already.
+        package func open(path: String, handler: @escaping @Sendable ([Ring]) -> Void) throws(Failure) {
+            try state.withLock { reader throws(Failure) in
+                if reader != nil { return }
+                reader = try Reader(path: path, handler: handler)
+            }
+        }
+
+        /// Stops reading, closes the socket and removes its file.
+        package func close() {
+            guard let reader = state.withLock({ value in defer { value = nil }; return value }) else { return }
+            Glibc.unlink(reader.path)
+            reader.close()
+        }
+
+        /// On the loop's thread: reads and hands over every ring queued now (so a ring sent
+        /// before a bus signal is handled before that signal). Elsewhere it does nothing.
+        package func drain() {
+            guard let reader = state.withLock({ $0 }), reader.isOnLoop else { return }
+            reader.readAll()
+        }
+    }
+
+    /// The bound socket on the loop.
+    private final class Reader: EventLoopHandler, @unchecked Sendable {
+        // @unchecked: `fd`, `path`, `loop` and `handler` are set in init; `closed` is loop-confined.
+        let fd: Int32
+        let path: String
+        private let loop: EventLoop
+        private let handler: @Sendable ([Ring]) -> Void
+        private var closed = false
+
+        init(path: String, handler: @escaping @Sendable ([Ring]) -> Void) throws(Failure) {
+            self.path = path
+            self.handler = handler
+            guard var address = DoorbellSocket.socketAddress(path) else {
+                throw Failure(call: "bind", path: path, code: ENAMETOOLONG, detail: "the path is over 107 bytes")
+            }
+            let fd = Glibc.socket(
+                AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            guard fd >= 0 else { throw Failure(call: "socket", path: path, code: errno) }
+            var one: Int32 = 1
+            guard setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
+                let code = errno
+                Glibc.close(fd)
+                throw Failure(call: "setsockopt(SO_PASSCRED)", path: path, code: code)
+            }
+            let bound = withUnsafePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
+            }
+            guard bound == 0 else {
+                let code = errno
+                Glibc.close(fd)
+                throw Failure(call: "bind", path: path, code: code)
+            }
+            // Mode 0600 (bind made it with the umask's mode; changing the process's umask would
+            // race other threads). Its directory is 0700 meanwhile, and the credentials check
+            // stays the rule.
+            Glibc.chmod(path, 0o600)
+            self.fd = fd
+            do throws(BusError) {
+                loop = try RuntimeLoop.join()
+            } catch {
+                Glibc.close(fd)
+                Glibc.unlink(path)
+                throw Failure(call: "the runtime loop", path: path, code: 0, detail: error.message)
+            }
+            loop.attach(self)
+        }
+
+        var isOnLoop: Bool { loop.inEventLoop }
+
+        func close() { RuntimeLoop.detach(self, from: loop) }
+
+        func loopStarted() {
+            if !closed { loop.setInterest(fd: fd, Interest(readable: true), for: self) }
+        }
+
+        func loopStopped() {
+            guard !closed else { return }
+            closed = true
+            loop.setInterest(fd: fd, Interest(), for: self)
+            Glibc.close(fd)
+        }
+
+        func ready(fd: Int32, _ readiness: Readiness) { readAll() }
+
+        /// Loop thread: every queued datagram, handed over at once.
+        func readAll() {
+            guard !closed else { return }
+            var rings: [Ring] = []
+            withUnsafeTemporaryAllocation(byteCount: DoorbellSocket.maximumDatagram, alignment: 8) { buffer in
+                guard let base = buffer.baseAddress else { return }
+                while true {
+                    var uid: UInt32 = 0
+                    var pid: Int32 = 0
+                    var truncated: Int32 = 0
+                    let count = cwormhole_receive_with_credentials(fd, base, buffer.count, &uid, &pid, &truncated)
+                    if count < 0 {
+                        if errno == EINTR { continue }
+                        break  // EAGAIN: drained
+                    }
+                    if truncated != 0 { continue }  // longer than any ring: not one
+                    rings.append(Ring(bytes: Array(UnsafeRawBufferPointer(start: base, count: count)), uid: uid, pid: pid))
+                }
+            }
+            if !rings.isEmpty { handler(rings) }
+        }
+    }
+}
