@@ -67,6 +67,8 @@ final class Doorbell: Sendable {
         var endpointOpen = false
         /// The root was made and checked (once).
         var rootReady = false
+        /// The hook that removes this process's files at a normal exit (added with the endpoint).
+        var exitHook: UInt64?
     }
 
     /// `$XDG_RUNTIME_DIR/wormhole/doorbell`.
@@ -213,6 +215,9 @@ final class Doorbell: Sendable {
                 if !state.endpointOpen {
                     try openEndpoint()
                     state.endpointOpen = true
+                    if state.exitHook == nil {
+                        state.exitHook = ExitDrain.addHook { [weak self] _ in self?.leaveAtExit() }
+                    }
                 }
                 if state.registrations[directory, default: [:]].isEmpty { try addEntry(directory) }
             } catch {
@@ -280,6 +285,17 @@ final class Doorbell: Sendable {
             // A file left at our random ID: nobody can be bound there but a process with this ID.
             unlink(path)
             try DoorbellSocket.endpoint.open(path: path, handler: handler)
+        }
+    }
+
+    /// At a normal exit (`exit()`, returning from `main`): this process's entries and endpoint
+    /// file go, so that nobody rings a process that is gone. A killed process leaves them; the
+    /// next ring removes them.
+    private func leaveAtExit() {
+        state.withLock { state in
+            for directory in state.registrations.keys { removeEntry(directory) }
+            state.registrations = [:]
+            closeEndpoint(&state)
         }
     }
 
@@ -412,4 +428,33 @@ final class Doorbell: Sendable {
         close(fd)
         return found
     }
+}
+
+/// The doorbell as tests, the bench and `doctor` see it.
+package enum DoorbellStatus {
+    /// The process's counters, or nil when it has no doorbell.
+    package struct Counters: Sendable, Equatable {
+        /// Endpoints rung (datagrams delivered to a queue).
+        package var sent: UInt64
+        /// Rings received and handed to observers.
+        package var received: UInt64
+        /// Rings refused: another user's, or malformed.
+        package var refused: UInt64
+        /// Stale registrations removed by this process's rings.
+        package var staleRemoved: UInt64
+    }
+
+    package static var counters: Counters? {
+        guard let doorbell = Doorbell.shared else { return nil }
+        return Counters(
+            sent: doorbell.ringsSent.load(ordering: .relaxed), received: doorbell.ringsReceived.load(ordering: .relaxed),
+            refused: doorbell.ringsRefused.load(ordering: .relaxed),
+            staleRemoved: doorbell.staleRemoved.load(ordering: .relaxed))
+    }
+
+    /// The process's endpoint path while it is open.
+    package static var endpoint: String? { DoorbellSocket.endpoint.path }
+
+    /// The bus's hash as a ring carries it.
+    package static func busKey(of address: BusAddress) -> UInt64 { Doorbell.busKey(of: address) }
 }

@@ -1,0 +1,71 @@
+import Foundation
+import Wormhole
+import WormholeDBus
+
+/// Commands that exercise the doorbell (docs/proposals/doorbell.md) from other processes; the
+/// doorbell's directory is `$XDG_RUNTIME_DIR/wormhole/doorbell` (tests give the peers one).
+///
+/// - `doorbell-observe BUS NAME [--prefix] [--bus-only]`: observes NAME (a prefix with
+///   `--prefix`) on the I/O thread; writes `ready endpoint=PATH|none bus=HEX` to standard error
+///   once active, then one line `NAME STATE` per delivery; on the state 2^64-1 it writes
+///   `rings received=N refused=N` and exits.
+/// - `doorbell-post BUS NAME STATE... [--bus-only] [--on-input]`: posts NAME once per STATE,
+///   flushes, writes `rang sent=N stale=N` and exits. With `--on-input` it connects, writes
+///   `connected` to standard error and waits for a line on standard input before posting.
+let doorbellCommands: [String: @Sendable ([String]) throws -> Void] = [
+    "doorbell-observe": doorbellObserve,
+    "doorbell-post": doorbellPost,
+]
+
+private func doorbellObserve(_ arguments: [String]) throws {
+    let flags = Set(arguments.filter { $0.hasPrefix("--") })
+    let positional = arguments.filter { !$0.hasPrefix("--") }
+    guard positional.count == 2 else { throw PeerError("doorbell-observe BUS NAME [--prefix] [--bus-only]") }
+    let address = try BusAddress(positional[0])
+    let center = try DarwinNotificationCenter(
+        busAddress: address, wake: flags.contains("--bus-only") ? .busOnly : .doorbell)
+    let name = try NotificationName(positional[1])
+    let handler: @Sendable (DarwinNotification) -> Void = { note in
+        guard let state = note.state else { return }
+        if state == UInt64.max {
+            let counters = DoorbellStatus.counters
+            printLine("rings received=\(counters?.received ?? 0) refused=\(counters?.refused ?? 0)")
+            exit(0)
+        }
+        printLine("\(note.name.rawValue) \(state)")
+    }
+    let observer =
+        flags.contains("--prefix")
+        ? try center.addObserver(forPrefix: name, on: .ioThread, handler: handler)
+        : try center.addObserver(for: name, on: .ioThread, handler: handler)
+    let bus = String(DoorbellStatus.busKey(of: address), radix: 16)
+    printError("ready endpoint=\(DoorbellStatus.endpoint ?? "none") bus=\(bus)")
+    withExtendedLifetime(observer) {
+        while true { pause() }
+    }
+}
+
+private func doorbellPost(_ arguments: [String]) throws {
+    let flags = Set(arguments.filter { $0.hasPrefix("--") })
+    let positional = arguments.filter { !$0.hasPrefix("--") }
+    guard positional.count >= 3 else { throw PeerError("doorbell-post BUS NAME STATE... [--bus-only] [--on-input]") }
+    let center = try DarwinNotificationCenter(
+        busAddress: try BusAddress(positional[0]), wake: flags.contains("--bus-only") ? .busOnly : .doorbell)
+    let name = try NotificationName(positional[1])
+    if flags.contains("--on-input") {
+        printError("connected")
+        _ = readLine()
+    }
+    for text in positional.dropFirst(2) {
+        guard let state = UInt64(text) else { throw PeerError("STATE is an unsigned integer, got \(text)") }
+        try center.post(name, state: state)
+    }
+    if let error = center.flush() { throw error }
+    let counters = DoorbellStatus.counters
+    printLine("rang sent=\(counters?.sent ?? 0) stale=\(counters?.staleRemoved ?? 0)")
+}
+
+/// One line on standard output, written at once.
+private func printLine(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
