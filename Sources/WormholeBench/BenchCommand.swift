@@ -49,7 +49,7 @@ struct BenchCommand: ParsableCommand {
     /// The processes the bench starts (`wormhole-bench _bench-echo …`): hidden, and not
     /// subcommands, so the usage line stays that of the bench.
     static let helpers: [any ParsableCommand.Type] = [
-        BenchEchoCommand.self, BenchLoadCommand.self, BenchMessageEchoCommand.self, BenchDefaultsCommand.self,
+        BenchEchoCommand.self, BenchPingCommand.self, BenchLoadCommand.self, BenchMessageEchoCommand.self, BenchDefaultsCommand.self,
         BenchJournalCommand.self,
     ]
 
@@ -249,6 +249,10 @@ struct BenchCommand: ParsableCommand {
         // Before the daemon starts: an interrupt from here on stops every child and removes
         // every scratch directory.
         ChildReaper.install()
+        // Every row measures what it measured before the doorbell (the bus path), in this process
+        // and its helpers, whether or not this session has `$XDG_RUNTIME_DIR`; the notify suite's
+        // doorbell row turns it on for its two processes only (`DoorbellPingPong`).
+        setenv("WORMHOLE_DOORBELL", "off", 1)
         let started = MonotonicClock.now()
         let privateDaemon =
             try bus.address() == nil

@@ -46,3 +46,34 @@ enum FloorPingPong {
         return histogram
     }
 }
+
+/// The doorbell's ping-pong: two processes (`_bench-ping` and `_bench-echo`) whose centers
+/// ring each other beside the bus signal (docs/proposals/doorbell.md), sharing the runtime
+/// directory `runtime`; the floor's shape, so the two rows compare like for like.
+enum DoorbellPingPong {
+    static func run(_ address: BusAddress, runtime: String, count: Int, warmup: Int) throws -> Histogram<UInt64> {
+        let names = BenchNames()
+        // The bench turned the doorbell off for itself and its helpers; on for these two ("" unsets).
+        let environment = ["XDG_RUNTIME_DIR": runtime, "WORMHOLE_DOORBELL": ""]
+        let common = ["--ping", names.ping, "--pong", names.pong, "--wake", "doorbell", "--bus-address", address.rawValue]
+        let echo = try ChildProcess(
+            executable: Executables.current, arguments: ["_bench-echo", "--delivery", "io-thread"] + common,
+            environment: environment)
+        try echo.waitForReady()
+        let ping = try ChildProcess(
+            executable: Executables.current, arguments: ["_bench-ping", "--count", "\(count)", "--warmup", "\(warmup)"] + common,
+            environment: environment)
+        let output = try ping.readAllOutput()
+        guard ping.waitForExit() == 0 else { throw BenchFailure("_bench-ping failed") }
+        echo.waitForExit()
+        var histogram = BenchRow.makeHistogram()
+        for line in output {
+            let fields = line.split(separator: " ").compactMap { UInt64($0) }
+            if fields.count == 2 { histogram.record(fields[0], count: fields[1]) }
+        }
+        guard histogram.totalCount == UInt64(count) else {
+            throw BenchFailure("_bench-ping reported \(histogram.totalCount) of \(count) round trips")
+        }
+        return histogram
+    }
+}

@@ -11,22 +11,28 @@ struct NotifySuite {
         let perRound = context.perRound
         Console.output("\nnotifications: \(options.roundTrips) round trips per row")
         Console.output(BenchRow.header)
-        Console.progress("notify: floor, center with handlers on the I/O thread, center with handlers on a queue")
-        let (floor, ours, queued) = try {
+        Console.progress(
+            "notify: floor, center with handlers on the I/O thread, center with handlers on a queue, doorbell")
+        let runtime = try ScratchDirectory("doorbell")
+        let (floor, ours, queued, rung) = try {
             let onThread = try NotifySession(address: address, delivery: .ioThread)
             let onQueue = try NotifySession(address: address, delivery: .serial)
             let merged = try AlternatingRounds(label: "notify", rounds: options.rounds).measure([
                 .init(name: "floor") { try FloorPingPong.run(address, count: perRound, warmup: options.warmup) },
                 .init(name: "center") { try onThread.run(count: perRound, warmup: options.warmup) },
                 .init(name: "queue") { try onQueue.run(count: perRound, warmup: options.warmup) },
+                .init(name: "doorbell") {
+                    try DoorbellPingPong.run(address, runtime: runtime.path, count: perRound, warmup: options.warmup)
+                },
             ])
             return (
                 BenchRow(label: "raw libdbus floor", histogram: merged[0]),
                 BenchRow(label: "DarwinNotificationCenter", histogram: merged[1]),
-                BenchRow(label: "center, handlers on a queue", histogram: merged[2])
+                BenchRow(label: "center, handlers on a queue", histogram: merged[2]),
+                BenchRow(label: "center processes, doorbell", histogram: merged[3])
             )
         }()
-        for (row, reference, target) in [(floor, nil, nil), (ours, floor, 1.15), (queued, floor, 1.25)]
+        for (row, reference, target) in [(floor, nil, nil), (ours, floor, 1.15), (queued, floor, 1.25), (rung, floor, 0.5)]
             as [(BenchRow, BenchRow?, Double?)]
         {
             Console.output(row.line(against: reference))
@@ -35,6 +41,10 @@ struct NotifySuite {
         report.goal("notify", "center (I/O thread) p50 / floor p50", ratio: ours.median / floor.median, target: 1.15)
         report.goal(
             "notify", "center (handler on a queue) p50 / floor p50", ratio: queued.median / floor.median, target: 1.25)
+        // The doorbell: Wormhole process to Wormhole process, rung beside the bus signal.
+        report.goal("notify", "doorbell p50 / floor p50", ratio: rung.median / floor.median, target: 0.5)
+        report.goal(
+            "notify", "doorbell p99 / floor p99", ratio: rung.percentile(99) / floor.percentile(99), target: 0.7)
 
         guard options.otherNames > 0 else { return }
         Console.progress("notify: a third process observes \(options.otherNames) other names")
