@@ -13,6 +13,7 @@
 // The doorbell's datagram socket (credentials in ancillary data need the CMSG_* macros).
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /// Names the calling thread (what /proc/PID/task/TID/comm and `ps -T` show; 15 bytes at most).
@@ -63,6 +64,13 @@ static inline long cwormhole_receive_with_credentials(
         }
     }
     return count;
+}
+
+/// `getdents64(2)` (glibc declares no wrapper without _GNU_SOURCE, and `syscall` is variadic):
+/// the directory entries of `fd` into `buffer`, for the doorbell's registration directories
+/// (no `DIR` allocation per lookup).
+static inline long cwormhole_getdents64(int fd, void *buffer, size_t length) {
+    return syscall(SYS_getdents64, fd, buffer, length);
 }
 
 static const int cwormhole_type_invalid = DBUS_TYPE_INVALID;

@@ -384,28 +384,27 @@ final class Doorbell: Sendable {
             let directory = "n" + Self.hex(hash)
             let fd = openat(rootFD, directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             guard fd >= 0 else { continue }
-            guard let entries = try? Syscall.readDirectory(consuming: fd) else { continue }
-            for entry in entries where entry.name.utf8.count == 16 && !rung.contains(entry.name) {
-                rung.append(entry.name)
+            for entry in DoorbellSocket.entries(consuming: fd) where entry.utf8.count == 16 && !rung.contains(entry) {
+                rung.append(entry)
                 if datagram == nil {
                     serial = nextSerial.wrappingAdd(1, ordering: .relaxed).newValue | 0x8000_0000
                     datagram = Self.encode(
                         RingMessage(busKey: busKey, serial: serial, state: state, sender: sender, name: name))
                 }
-                let outcome = datagram!.withUnsafeBytes { DoorbellSocket.ring($0, path: endpointPath(entry.name)) }
+                let outcome = datagram!.withUnsafeBytes { DoorbellSocket.ring($0, path: endpointPath(entry)) }
                 switch outcome {
                 case .delivered:
                     ringsSent.add(1, ordering: .relaxed)
                 case .stale(let refused):
                     // Nobody listens at that endpoint: its process is gone (never judged by pid).
-                    unlinkat(rootFD, directory + "/" + entry.name, 0)
+                    unlinkat(rootFD, directory + "/" + entry, 0)
                     unlinkat(rootFD, directory, AT_REMOVEDIR)
-                    if refused { unlinkat(rootFD, "e" + entry.name, 0) }
+                    if refused { unlinkat(rootFD, "e" + entry, 0) }
                     staleRemoved.add(1, ordering: .relaxed)
                 case .full:
-                    logger.debug("doorbell endpoint \(entry.name) is full: the bus signal wakes it")
+                    logger.debug("doorbell endpoint \(entry) is full: the bus signal wakes it")
                 case .failed(let code):
-                    logger.debug("cannot ring doorbell endpoint \(entry.name): \(String(cString: strerror(code)))")
+                    logger.debug("cannot ring doorbell endpoint \(entry): \(String(cString: strerror(code)))")
                 }
             }
         }
