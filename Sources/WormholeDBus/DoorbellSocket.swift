@@ -1,6 +1,5 @@
 internal import CWormholeDBus  // recvmsg with SCM_CREDENTIALS (the CMSG_* macros)
 import Glibc
-import Synchronization
 
 /// The doorbell's sockets (docs/proposals/doorbell.md): a process's one endpoint, an unbound-
 /// to-peers `AF_UNIX` datagram socket bound to a path, read on the process's loop
@@ -54,26 +53,39 @@ package enum DoorbellSocket {
     /// The largest datagram read; a longer one is dropped as malformed.
     package static let maximumDatagram = 2_048
 
-    /// The process's socket that rings (made on first use, never closed: one descriptor).
-    private static let ringer = Atomic<Int32>(-1)
+    /// The process's socket that rings (made on first use; -1 before), held while a ring is sent
+    /// so that it is never replaced under a sender.
+    private static let ringer = Locked<Int32>(-1)
 
-    private static func ringingSocket() -> Int32 {
-        let held = ringer.load(ordering: .acquiring)
-        if held >= 0 { return held }
-        let made = Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard made >= 0 else { return -1 }
-        let (exchanged, found) = ringer.compareExchange(expected: -1, desired: made, ordering: .acquiringAndReleasing)
-        if exchanged { return made }
-        Glibc.close(made)
-        return found
+    private static func makeRingingSocket() -> Int32 {
+        Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     }
 
     /// Sends `bytes` to the endpoint bound at `path`, never waiting.
+    ///
+    /// A datagram waiting in an endpoint's queue is charged to the socket that sent it until it
+    /// is read, so a stopped process's queue can fill the ringing socket's send buffer, and then
+    /// every ring from it fails with `EAGAIN`, whoever it is for. On `EAGAIN` the process moves to
+    /// a fresh ringing socket and tries once more: `EAGAIN` again means this endpoint's own queue
+    /// is full (``Outcome/full``). The old socket is closed; the kernel keeps what it sent queued.
     /// The corresponding C function is `sendto` (with `MSG_DONTWAIT`).
     package static func ring(_ bytes: UnsafeRawBufferPointer, path: String) -> Outcome {
-        let fd = ringingSocket()
+        guard let address = socketAddress(path) else { return .failed(ENAMETOOLONG) }
+        return ringer.withLock { fd -> Outcome in
+            if fd < 0 { fd = makeRingingSocket() }
+            let first = send(bytes, to: address, from: fd)
+            guard first == .full else { return first }
+            let fresh = makeRingingSocket()
+            guard fresh >= 0 else { return first }
+            Glibc.close(fd)
+            fd = fresh
+            return send(bytes, to: address, from: fd)
+        }
+    }
+
+    private static func send(_ bytes: UnsafeRawBufferPointer, to socketAddress: sockaddr_un, from fd: Int32) -> Outcome {
         guard fd >= 0 else { return .failed(errno) }
-        guard var address = socketAddress(path) else { return .failed(ENAMETOOLONG) }
+        var address = socketAddress
         while true {
             let sent = withUnsafePointer(to: &address) { pointer in
                 pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {

@@ -60,7 +60,9 @@ public final class GroupDefaults: Sendable {
     ///   - durability: whether writes are `fsync`ed (``FileTransiting/Durability``).
     ///   - containerRoot: the root of all group containers; `nil` resolves it from the environment.
     ///   - busAddress: the bus; `nil` for the session bus.
-    ///   - sharedStateDirectory: see ``DarwinNotificationCenter/init(busAddress:sharedStateDirectory:logger:)``.
+    ///   - sharedStateDirectory: see ``DarwinNotificationCenter/init(busAddress:sharedStateDirectory:wake:logger:)``.
+    ///   - wake: whether writes ring this user's Wormhole observers directly beside the bus signal,
+    ///     and observers are rung (``PeerWake/doorbell``, the default), or not (``PeerWake/busOnly``).
     ///   - maximumSuiteBytes: the largest suite this object writes (``maximumSuiteBytes``; 4 MiB
     ///     by default).
     ///   - logger: where the library logs (swift-log).
@@ -69,7 +71,7 @@ public final class GroupDefaults: Sendable {
     public init(
         applicationGroupIdentifier: String, suiteName: String? = nil, durability: FileTransiting.Durability = .atomic,
         containerRoot: String? = nil, busAddress: BusAddress? = nil, sharedStateDirectory: String? = nil,
-        maximumSuiteBytes: Int = GroupDefaults.defaultMaximumSuiteBytes,
+        maximumSuiteBytes: Int = GroupDefaults.defaultMaximumSuiteBytes, wake: PeerWake = .doorbell,
         logger: Logger = Logger(label: "wormhole.defaults")
     ) throws {
         guard maximumSuiteBytes >= 2 else {
@@ -87,7 +89,8 @@ public final class GroupDefaults: Sendable {
         notificationPrefix = try NotificationName(
             "\(group.rawValue)/\(WormholeDirectoryName.reservedForDefaults)/\(suite.rawValue)/")
         store = SuiteStore(container: container, suite: suite, durability: durability, logger: logger)
-        centers = LazyNotificationCenter(busAddress: busAddress, sharedStateDirectory: sharedStateDirectory, logger: logger)
+        centers = LazyNotificationCenter(
+            busAddress: busAddress, sharedStateDirectory: sharedStateDirectory, wake: wake, logger: logger)
         wakeups = WakeEngine(centers: centers, logger: logger)
     }
 

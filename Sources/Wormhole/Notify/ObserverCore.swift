@@ -15,15 +15,25 @@ final class ObserverCore: Sendable {
         var backlog: [DarwinNotification] = []
         /// Its doorbell registration (directory hash, ID), while it has one.
         var doorbell: (directory: UInt64, id: UInt64)?
-        /// The rings delivered whose bus signal has not come yet (sender's unique name, serial),
-        /// oldest first; at most ``ringMemory``.
-        var rung: [(sender: String, serial: UInt32)] = []
+        /// The rings delivered whose bus signal has not come yet, by (sender's unique name,
+        /// serial), each with the order it came in; at most ``ringMemory``.
+        var rung: [RingKey: UInt64] = [:]
+        var ringCount: UInt64 = 0
     }
 
-    /// How many rings an observer remembers until their signals come: a signal that never comes
-    /// (its sender was killed between ring and signal, or the signal was replaced by a newer one
-    /// in its sender's queue) leaves one here until it is pushed out.
-    static let ringMemory = 64
+    /// A post as both its ring and its signal identify it.
+    struct RingKey: Hashable {
+        var sender: String
+        var serial: UInt32
+    }
+
+    /// How many rings an observer remembers until their signals come. More than can be queued
+    /// unread: an endpoint's queue holds at most `net.unix.max_dgram_qlen` (512 by default)
+    /// datagrams, and a ringing socket's send buffer fewer still, and a stopped observer reads
+    /// them all before the signals that follow them. A signal that never comes (its sender was
+    /// killed between ring and signal, or the signal was replaced by a newer one in its sender's
+    /// queue, or the bus is away) leaves one here until the oldest half is dropped.
+    static let ringMemory = 4_096
 
     /// The observed name, or prefix (ending in `/`).
     let target: NotificationName
@@ -71,20 +81,18 @@ final class ObserverCore: Sendable {
     /// A ring is being delivered: its signal, when it comes, is not delivered again.
     func noteRing(sender: String, serial: UInt32) {
         state.withLock { state in
-            if state.rung.count >= Self.ringMemory { state.rung.removeFirst() }
-            state.rung.append((sender, serial))
+            if state.rung.count >= Self.ringMemory {
+                let oldest = state.rung.sorted { $0.value < $1.value }.prefix(Self.ringMemory / 2)
+                for (key, _) in oldest { state.rung.removeValue(forKey: key) }
+            }
+            state.ringCount += 1
+            state.rung[RingKey(sender: sender, serial: serial)] = state.ringCount
         }
     }
 
     /// Whether the signal from `sender` with `serial` was rung already (then it is forgotten).
     func consumeRing(sender: String, serial: UInt32) -> Bool {
-        state.withLock { state in
-            guard let index = state.rung.firstIndex(where: { $0.serial == serial && $0.sender == sender }) else {
-                return false
-            }
-            state.rung.remove(at: index)
-            return true
-        }
+        state.withLock { $0.rung.removeValue(forKey: RingKey(sender: sender, serial: serial)) != nil }
     }
 
     /// Whether it may have been rung (then a signal must be checked against its rings).
