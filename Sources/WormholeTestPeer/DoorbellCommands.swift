@@ -9,9 +9,10 @@ import WormholeDBus
 ///   `--prefix`) on the I/O thread; writes `ready endpoint=PATH|none bus=HEX` to standard error
 ///   once active, then one line `NAME STATE` per delivery; on the state 2^64-1 it writes
 ///   `rings received=N refused=N` and exits.
-/// - `doorbell-post BUS NAME STATE... [--bus-only] [--on-input]`: posts NAME once per STATE,
-///   flushes, writes `rang sent=N stale=N` and exits. With `--on-input` it connects, writes
-///   `connected` to standard error and waits for a line on standard input before posting.
+/// - `doorbell-post BUS NAME STATE... [--bus-only] [--on-input] [--flush-wait]`: posts NAME once
+///   per STATE, flushes, writes `rang sent=N stale=N` and exits. With `--on-input` it connects,
+///   writes `connected` to standard error and waits for a line on standard input before posting;
+///   with `--flush-wait` the flush may take a minute (the test stops the bus meanwhile).
 let doorbellCommands: [String: @Sendable ([String]) throws -> Void] = [
     "doorbell-observe": doorbellObserve,
     "doorbell-post": doorbellPost,
@@ -48,7 +49,7 @@ private func doorbellObserve(_ arguments: [String]) throws {
 private func doorbellPost(_ arguments: [String]) throws {
     let flags = Set(arguments.filter { $0.hasPrefix("--") })
     let positional = arguments.filter { !$0.hasPrefix("--") }
-    guard positional.count >= 3 else { throw PeerError("doorbell-post BUS NAME STATE... [--bus-only] [--on-input]") }
+    guard positional.count >= 3 else { throw PeerError("doorbell-post BUS NAME STATE... [--bus-only] [--on-input] [--flush-wait]") }
     let center = try DarwinNotificationCenter(
         busAddress: try BusAddress(positional[0]), wake: flags.contains("--bus-only") ? .busOnly : .doorbell)
     let name = try NotificationName(positional[1])
@@ -60,7 +61,9 @@ private func doorbellPost(_ arguments: [String]) throws {
         guard let state = UInt64(text) else { throw PeerError("STATE is an unsigned integer, got \(text)") }
         try center.post(name, state: state)
     }
-    if let error = center.flush() { throw error }
+    // `--flush-wait`: a minute (the bus may be stopped by the test meanwhile), else the default.
+    let timeout: Duration = flags.contains("--flush-wait") ? .seconds(60) : DarwinNotificationCenter.defaultFlushTimeout
+    if let error = center.flush(timeout: timeout) { throw error }
     let counters = DoorbellStatus.counters
     printLine("rang sent=\(counters?.sent ?? 0) stale=\(counters?.staleRemoved ?? 0)")
 }

@@ -230,7 +230,7 @@ struct DoorbellStoppedBusTests {
         let name = "com.example.doorbell.stopped"
         let observer = try await fixture.observe(name)
         let poster = try ChildProcess(
-            fixture.peer, ["doorbell-post", fixture.bus.address.rawValue, name, "9", "--on-input"],
+            fixture.peer, ["doorbell-post", fixture.bus.address.rawValue, name, "9", "--on-input", "--flush-wait"],
             environment: fixture.environment)
         _ = try await within("the poster to connect") { await poster.stderrLines.firstLine { $0 == "connected" } }
         fixture.bus.pause()

@@ -499,12 +499,12 @@ public final class DarwinNotificationCenter: Sendable {
     /// chose it (interface, member and name for a name; path, member and a name at or below the
     /// prefix for a prefix), so only what the rules do not say is checked here, once.
     private func received(_ signal: Signal, by core: ObserverCore) {
-        if core.mayBeRung {
-            // A ring is queued before its signal is sent: handled first, so the signal is known.
+        // Only a signal whose sender rang somebody carries a serial it chose (the high bit set).
+        if let sender = signal.sender, let serial = signal.serial, Doorbell.mayHaveRung(serial: serial), core.mayBeRung {
+            if core.consumeRing(sender: sender, serial: serial) { return }
+            // A ring is queued before its signal is sent: read what is queued, then look again.
             Doorbell.shared?.drain()
-            if let sender = signal.sender, let serial = signal.serial, core.consumeRing(sender: sender, serial: serial) {
-                return
-            }
+            if core.consumeRing(sender: sender, serial: serial) { return }
         }
         guard case .string(let rawName)? = signal.arguments.first, signal.path == NotifyContract.path else {
             logger.debug("dropped a malformed Posted signal: \(signal)")

@@ -97,7 +97,7 @@ final class Doorbell: Sendable {
         let seed = UInt32.random(in: 0...UInt32.max)
         // Serials the doorbell gives its signals: from a random point, far from the low numbers
         // libdbus counts from (it numbers only messages without one; signals get no replies).
-        nextSerial = Atomic(seed | 0x8000_0000)
+        nextSerial = Atomic(seed | Self.serialMark)
     }
 
     private static func makeShared() -> Doorbell? {
@@ -366,6 +366,13 @@ final class Doorbell: Sendable {
     /// already queued are handled first (a ring is queued before its signal is sent).
     func drain() { DoorbellSocket.endpoint.drain() }
 
+    /// The serials the doorbell gives signals have the high bit set; libdbus numbers a
+    /// connection's messages from 1, so a signal without it was not rung.
+    static let serialMark: UInt32 = 0x8000_0000
+
+    /// Whether a signal with `serial` may have been rung (its sender chose its serial).
+    static func mayHaveRung(serial: UInt32) -> Bool { serial & serialMark != 0 }
+
     // MARK: Ringing
 
     /// Rings every process registered for `name` (or a prefix of it) on the bus `busKey`.
@@ -387,7 +394,7 @@ final class Doorbell: Sendable {
             for entry in DoorbellSocket.entries(consuming: fd) where entry.utf8.count == 16 && !rung.contains(entry) {
                 rung.append(entry)
                 if datagram == nil {
-                    serial = nextSerial.wrappingAdd(1, ordering: .relaxed).newValue | 0x8000_0000
+                    serial = nextSerial.wrappingAdd(1, ordering: .relaxed).newValue | Self.serialMark
                     datagram = Self.encode(
                         RingMessage(busKey: busKey, serial: serial, state: state, sender: sender, name: name))
                 }
