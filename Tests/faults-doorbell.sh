@@ -2,8 +2,8 @@
 # The doorbell rings nobody else (docs/proposals/doorbell.md), by hand (not part of `swift test`,
 # which checks the same with three observers).
 #
-#   Tests/faults-doorbell.sh [OBSERVERS] [POSTS]
-#       defaults: 100 observing processes on other names, 1000 posts.
+#   Tests/faults-doorbell.sh [OBSERVERS] [POSTS] [STORM]
+#       defaults: 100 observing processes on other names, 1000 posts, a storm of 100000 posts.
 #
 # Uses .build/debug (or $WORMHOLE_BIN) for `wormhole-test-peer`, a private dbus-daemon from
 # dbus/wormhole-session.conf and a scratch $XDG_RUNTIME_DIR under $TMPDIR.
@@ -13,12 +13,17 @@
 #   ring that finds the target's queue full is not sent) reached the target; the other processes were woken 0 times meanwhile (the sum of every thread's
 #   `voluntary_ctxt_switches` in /proc, before and after); the target delivered every post once;
 #   each other process, sent its own sentinel afterwards, reports exactly 1 ring received.
+#   Then a storm: STORM posts of one name as fast as one process can, the observer stopped for
+#   2 s meanwhile, so that the rings run far ahead of the signals (which wait in the daemon and
+#   the poster's outgoing queue): every post is delivered exactly once (no state twice, none
+#   missing).
 # Prints one line per check and, last, `N passed, M failed`; exits 1 when anything failed.
 set -u
 
 source "$(dirname "$0")/faults-common.sh"
 observers=${1:-100}
 posts=${2:-1000}
+storm=${3:-100000}
 require_tools faults-doorbell.sh
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/wormhole-doorbell-XXXXXX")
@@ -105,4 +110,24 @@ done
 wait "${others[@]}"
 ones=$(cat "$scratch"/other.* 2>/dev/null | grep -c '^rings received=1 refused=0$')
 check "each other observer was rung once (its own sentinel)" $((ones == observers ? 0 : 1)) "$ones of $observers"
+
+observe com.example.storm "$scratch/storm"
+storm_pid=$!
+await "$scratch/storm.err" '^ready' 60
+# The observer is stopped for 2 s in the middle (SIGSTOP): the bus keeps its signals, and when it
+# runs again the new rings reach it at once while tens of thousands of signals are still ahead.
+"$peer" doorbell-post "$address" com.example.storm $(seq 1 "$storm") >"$scratch/storm.rang" &
+poster=$!
+await "$scratch/storm" '^com.example.storm ' 60
+kill -STOP "$storm_pid"
+sleep 2  # how long the observer stays stopped (a fault, not a wait for an event)
+kill -CONT "$storm_pid"
+wait "$poster"
+rang=$(cat "$scratch/storm.rang")
+"$peer" doorbell-post "$address" com.example.storm 18446744073709551615 >/dev/null
+wait "$storm_pid"
+lines=$(grep -c '^com.example.storm ' "$scratch/storm")
+twice=$(grep '^com.example.storm ' "$scratch/storm" | sort | uniq -d | wc -l)
+check "a storm of $storm posts: each delivered exactly once" $((lines == storm && twice == 0 ? 0 : 1)) \
+    "$lines deliveries, $twice states twice; $rang; $(tail -1 "$scratch/storm")"
 report

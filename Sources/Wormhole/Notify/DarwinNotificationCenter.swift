@@ -449,7 +449,7 @@ public final class DarwinNotificationCenter: Sendable {
     /// Registers `core`, active on the bus now, to be rung (a center with ``PeerWake/doorbell``
     /// when the process has a doorbell). A core cancelled meanwhile is retired again at once.
     private func enroll(_ core: ObserverCore) {
-        guard wake == .doorbell, let doorbell = Doorbell.shared else { return }
+        guard wake == .doorbell, let doorbell = Doorbell.shared, core.doorbell == nil else { return }
         core.doorbell = doorbell.register(busKey: busKey, target: core.target.rawValue, isPrefix: core.isPrefix) {
             [weak self, weak core] ring in
             guard let self, let core else { return }
@@ -481,7 +481,9 @@ public final class DarwinNotificationCenter: Sendable {
             guard ring.name.utf8.elementsEqual(target) else { return }
             name = core.target
         }
-        core.noteRing(sender: ring.sender, serial: ring.serial)
+        // Too far ahead of the bus (a backlog of signals for this observer): rung no more until
+        // the bus catches up, so the rings remembered stay bounded.
+        if core.noteRing(sender: ring.sender, serial: ring.serial) { Self.retire(core) }
         deliver(name: name, rawName: ring.name, state: ring.state, sender: ring.sender, to: core)
     }
 
@@ -501,10 +503,15 @@ public final class DarwinNotificationCenter: Sendable {
     private func received(_ signal: Signal, by core: ObserverCore) {
         // Only a signal whose sender rang somebody carries a serial it chose (the high bit set).
         if let sender = signal.sender, let serial = signal.serial, Doorbell.mayHaveRung(serial: serial), core.mayBeRung {
-            if core.consumeRing(sender: sender, serial: serial) { return }
-            // A ring is queued before its signal is sent: read what is queued, then look again.
-            Doorbell.shared?.drain()
-            if core.consumeRing(sender: sender, serial: serial) { return }
+            var seen = core.consumeRing(sender: sender, serial: serial)
+            if !seen.consumed {
+                // A ring is queued before its signal is sent: read what is queued, then look again.
+                Doorbell.shared?.drain()
+                seen = core.consumeRing(sender: sender, serial: serial)
+            }
+            // The bus caught up with an observer that was rung too far ahead of it: rung again.
+            if seen.resume { enroll(core) }
+            if seen.consumed { return }
         }
         guard case .string(let rawName)? = signal.arguments.first, signal.path == NotifyContract.path else {
             logger.debug("dropped a malformed Posted signal: \(signal)")
