@@ -502,12 +502,14 @@ public final class DarwinNotificationCenter: Sendable {
     /// prefix for a prefix), so only what the rules do not say is checked here, once.
     private func received(_ signal: Signal, by core: ObserverCore) {
         // Only a signal whose sender rang somebody carries a serial it chose (the high bit set).
-        if let sender = signal.sender, let serial = signal.serial, Doorbell.mayHaveRung(serial: serial), core.mayBeRung {
-            var seen = core.consumeRing(sender: sender, serial: serial)
-            if !seen.consumed {
+        if let sender = signal.sender, let serial = signal.serial, core.mayBeRung {
+            let marked = Doorbell.mayHaveRung(serial: serial)
+            var seen = core.consumeRing(sender: sender, serial: serial, mayHaveRung: marked, final: !marked)
+            if marked && !seen.consumed {
                 // A ring is queued before its signal is sent: read what is queued, then look again.
                 Doorbell.shared?.drain()
-                seen = core.consumeRing(sender: sender, serial: serial)
+                let again = core.consumeRing(sender: sender, serial: serial, mayHaveRung: true, final: true)
+                seen = (again.consumed, seen.resume || again.resume)
             }
             // The bus caught up with an observer that was rung too far ahead of it: rung again.
             if seen.resume { enroll(core) }

@@ -22,6 +22,8 @@ final class ObserverCore: Sendable {
         var rungHead = 0
         /// Rung too far ahead of the bus: not registered with the doorbell until the bus catches up.
         var doorbellPaused = false
+        /// Signals delivered by the bus alone since the pause.
+        var signalsWhilePaused = 0
     }
 
     /// A post as both its ring and its signal identify it.
@@ -35,7 +37,9 @@ final class ObserverCore: Sendable {
     /// storm was posted: the daemon keeps the signals, tens of thousands, while the new rings
     /// arrive at once; measured, 55,122 of 100,000 posts delivered twice when rings were only
     /// remembered up to 4,096), the observer stops being rung (its registration is removed)
-    /// and is woken by the bus alone until that backlog is down to ``doorbellResumeAt``.
+    /// and is woken by the bus alone until that backlog is down to ``doorbellResumeAt``, or the
+    /// bus alone delivered as many signals as the pause began with (what is still remembered then
+    /// are signals that will never come: replaced in their sender's full queue, or lost).
     static let doorbellPauseAt = 8_192
     static let doorbellResumeAt = 1_024
     /// The most rings remembered, whatever happens: a signal that never comes (its sender was
@@ -115,16 +119,22 @@ final class ObserverCore: Sendable {
         }
     }
 
-    /// Whether the signal from `sender` with `serial` was rung already (then it is forgotten),
-    /// and whether the observer, paused, has caught up enough to be rung again.
-    func consumeRing(sender: String, serial: UInt32) -> (consumed: Bool, resume: Bool) {
+    /// Whether the signal from `sender` with `serial` was rung already (then it is forgotten;
+    /// only looked up when `mayHaveRung`), and whether the observer, paused, has caught up enough
+    /// to be rung again. `final`: the signal is delivered by the bus unless it was rung.
+    func consumeRing(sender: String, serial: UInt32, mayHaveRung: Bool, final: Bool) -> (consumed: Bool, resume: Bool) {
         state.withLock { state -> (consumed: Bool, resume: Bool) in
-            guard state.rung.remove(RingKey(sender: sender, serial: serial)) != nil else { return (false, false) }
+            let consumed = mayHaveRung && state.rung.remove(RingKey(sender: sender, serial: serial)) != nil
             var resume = false
-            if state.doorbellPaused && state.rung.count <= Self.doorbellResumeAt && !state.cancelled {
-                state.doorbellPaused = false
-                resume = true
+            if state.doorbellPaused && !state.cancelled {
+                if !consumed && final { state.signalsWhilePaused += 1 }
+                if state.rung.count <= Self.doorbellResumeAt || state.signalsWhilePaused >= Self.doorbellPauseAt {
+                    state.doorbellPaused = false
+                    state.signalsWhilePaused = 0
+                    resume = true
+                }
             }
+            guard consumed else { return (false, resume) }
             if state.rung.isEmpty {
                 // Everything rung has been seen: the order is no longer needed (and a storm's
                 // memory is given back).
