@@ -377,20 +377,25 @@ final class Doorbell: Sendable {
 
     /// Rings every process registered for `name` (or a prefix of it) on the bus `busKey`.
     /// Returns the serial the signal must carry when at least one was rung, else nil. With
-    /// nobody registered it costs one failed `openat` per directory (the name's and each
-    /// prefix's).
+    /// nobody registered for the name it costs one `fstat` of the doorbell directory (whose
+    /// registration directories are known from its last listing while it is unchanged); without
+    /// a doorbell directory, one failed `open`.
     func ring(name: String, state: UInt64, busKey: UInt64, sender: String) -> UInt32? {
         guard let rootFD = openRoot() else { return nil }
         var hashes: [UInt64] = []
         hashes.reserveCapacity(4)
         Self.directoryHashes(busKey: busKey, name: name, into: &hashes)
+        let existing = registrationDirectories(rootFD)
         var datagram: [UInt8]?
         var serial: UInt32 = 0
         var rung: [String] = []
-        for hash in hashes {
+        for hash in hashes where existing?.contains(hash) ?? true {
             let directory = "n" + Self.hex(hash)
             let fd = openat(rootFD, directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            guard fd >= 0 else { continue }
+            guard fd >= 0 else {
+                listing.withLock { $0 = nil }  // gone since the listing: list again next time
+                continue
+            }
             for entry in DoorbellSocket.entries(consuming: fd) where entry.utf8.count == 16 && !rung.contains(entry) {
                 rung.append(entry)
                 if datagram == nil {
@@ -418,12 +423,99 @@ final class Doorbell: Sendable {
         return datagram == nil ? nil : serial
     }
 
+    /// The doorbell directory's registration directories (their hashes) as last listed, and
+    /// what its `fstat` said then: the same inode, link count (one per subdirectory), size,
+    /// modification and change time mean the same entries. A directory removed and another made
+    /// within one tick of the file system's clock can leave it stale: a new registration is then
+    /// not rung (its observer is woken by the signal) until the directory changes again.
+    private struct Listing {
+        var inode: UInt64
+        var links: UInt64
+        var size: Int64
+        var modified: timespec
+        var changed: timespec
+        var directories: Set<UInt64>
+
+        func matches(_ info: stat) -> Bool {
+            inode == UInt64(info.st_ino) && links == UInt64(info.st_nlink) && size == Int64(info.st_size)
+                && modified.tv_sec == info.st_mtim.tv_sec && modified.tv_nsec == info.st_mtim.tv_nsec
+                && changed.tv_sec == info.st_ctim.tv_sec && changed.tv_nsec == info.st_ctim.tv_nsec
+        }
+    }
+
+    private let listing = Mutex<Listing?>(nil)
+    /// The parent's `fstat` when the doorbell directory was found missing.
+    private let rootMissing = Mutex<Listing?>(nil)
+    /// `$XDG_RUNTIME_DIR/wormhole`, opened once it exists and is the user's (-1 before).
+    private let parentDescriptor = Atomic<Int32>(-1)
+
+    private func openParent() -> Int32? {
+        let held = parentDescriptor.load(ordering: .acquiring)
+        if held >= 0 { return held }
+        let path = String(root.dropLast("/doorbell".count))
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (try? Self.checkPrivate(info, path: path)) != nil else {
+            close(fd)
+            return nil
+        }
+        let (exchanged, found) = parentDescriptor.compareExchange(
+            expected: -1, desired: fd, ordering: .acquiringAndReleasing)
+        if exchanged { return fd }
+        close(fd)
+        return found
+    }
+
+    /// The registration directories that exist (by hash), from the listing when the doorbell
+    /// directory is unchanged, else listed again; nil when it cannot be said (then every
+    /// candidate is opened).
+    private func registrationDirectories(_ rootFD: Int32) -> Set<UInt64>? {
+        var info = stat()
+        guard fstat(rootFD, &info) == 0 else { return nil }
+        if let held = listing.withLock({ $0 }), held.matches(info) { return held.directories }
+        let fd = openat(rootFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        var directories = Set<UInt64>()
+        for entry in DoorbellSocket.entries(consuming: fd) where entry.utf8.count == 17 && entry.hasPrefix("n") {
+            if let hash = UInt64(entry.dropFirst(), radix: 16) { directories.insert(hash) }
+        }
+        listing.withLock {
+            $0 = Listing(
+                inode: UInt64(info.st_ino), links: UInt64(info.st_nlink), size: Int64(info.st_size),
+                modified: info.st_mtim, changed: info.st_ctim, directories: directories)
+        }
+        return directories
+    }
+
     /// The root for ringing, opened once it exists and checked to be the user's.
+    /// Without a doorbell directory, a post costs one `fstat` of its parent
+    /// (`$XDG_RUNTIME_DIR/wormhole`, which the shared state table makes), as long as the parent
+    /// is unchanged since the doorbell directory was found missing (making it adds a link).
     private func openRoot() -> Int32? {
         let held = rootDescriptor.load(ordering: .acquiring)
         if held >= 0 { return held }
-        let fd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
+        var parentInfo = stat()
+        let parent = openParent()
+        if let parent, fstat(parent, &parentInfo) == 0,
+            let missing = rootMissing.withLock({ $0 }), missing.matches(parentInfo)
+        {
+            return nil
+        }
+        let fd =
+            parent.map { openat($0, "doorbell", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+            ?? open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else {
+            if parent != nil {
+                rootMissing.withLock {
+                    $0 = Listing(
+                        inode: UInt64(parentInfo.st_ino), links: UInt64(parentInfo.st_nlink),
+                        size: Int64(parentInfo.st_size), modified: parentInfo.st_mtim, changed: parentInfo.st_ctim,
+                        directories: [])
+                }
+            }
+            return nil
+        }
         var info = stat()
         guard fstat(fd, &info) == 0, (try? Self.checkPrivate(info, path: root)) != nil else {
             close(fd)
