@@ -168,6 +168,8 @@ public final class DarwinNotificationCenter: Sendable {
         case .reconnected:
             let cores = observers.withLock { Array($0.values) }
             for core in cores {
+                // A new daemon: the signals of rings delivered before will never come.
+                if core.forgetRings() { enroll(core) }
                 core.offer(DarwinNotification(name: core.target, state: nil, reason: .catchUp))
             }
         }
@@ -447,9 +449,12 @@ public final class DarwinNotificationCenter: Sendable {
     // MARK: The doorbell
 
     /// Registers `core`, active on the bus now, to be rung (a center with ``PeerWake/doorbell``
-    /// when the process has a doorbell). A core cancelled meanwhile is retired again at once.
+    /// when the process has a doorbell, until it is closed). A core cancelled meanwhile is
+    /// retired again at once.
     private func enroll(_ core: ObserverCore) {
-        guard wake == .doorbell, let doorbell = Doorbell.shared, core.doorbell == nil else { return }
+        guard wake == .doorbell, let doorbell = Doorbell.shared, core.doorbell == nil,
+            !closed.load(ordering: .acquiring)
+        else { return }
         core.doorbell = doorbell.register(busKey: busKey, target: core.target.rawValue, isPrefix: core.isPrefix) {
             [weak self, weak core] ring in
             guard let self, let core else { return }

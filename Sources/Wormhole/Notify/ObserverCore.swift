@@ -150,6 +150,19 @@ final class ObserverCore: Sendable {
         }
     }
 
+    /// Forgets every ring whose signal has not come (the bus restarted: those signals never
+    /// will), and is rung again if it was paused.
+    func forgetRings() -> Bool {
+        state.withLock { state in
+            state.rung = []
+            state.rungOrder = []
+            state.rungHead = 0
+            state.signalsWhilePaused = 0
+            defer { state.doorbellPaused = false }
+            return state.doorbellPaused && !state.cancelled
+        }
+    }
+
     /// Whether it may have been rung (then a signal must be checked against its rings).
     var mayBeRung: Bool { state.withLock { $0.doorbell != nil || !$0.rung.isEmpty } }
     var isSuspended: Bool { state.withLock { $0.suspended } }
