@@ -2,7 +2,8 @@
 # Runs the CLI suites, the cross-process suites and the bus-restart suites on a private
 # dbus-broker (Fedora's and Arch's session bus) instead of dbus-daemon: WORMHOLE_TEST_BUS=broker.
 # Extra arguments go to `swift test` (for example --filter NotifyCLITests). Then
-# Tests/faults-flow.sh with CI-sized counts (flow control toward stopped receivers).
+# Tests/faults-flow.sh with CI-sized counts (flow control toward stopped receivers) and
+# Tests/faults-doorbell.sh (the doorbell rings nobody else, and a storm delivers nothing twice).
 #
 # Each test bus is a dbus-broker-launch, which takes one inotify instance from a per-user limit
 # (fs.inotify.max_user_instances, 128 by default) and exits when there is none left. The tests
