@@ -106,6 +106,18 @@ def read(group, identifier, folder="wormhole"):
         sys.exit("wormhole_files: no message for '%s' (%s)" % (identifier, path))
 
 
+def count_change(path):
+    """Adds 1 to the suite's change counter, under the lock, after the rename
+    (docs/proposals/defaults-counter.md): readers that check the counter instead of the file
+    see the write too."""
+    changes = os.open(path + ".changes", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        count = int.from_bytes(os.pread(changes, 8, 0).ljust(8, b"\0"), "little")
+        os.pwrite(changes, ((count + 1) % 2**64).to_bytes(8, "little"), 0)
+    finally:
+        os.close(changes)
+
+
 def defaults_write(group, key, text, suite=None):
     suite = suite or group
     value = parse_json(text, "the value")
@@ -126,6 +138,7 @@ def defaults_write(group, key, text, suite=None):
         values[key] = value  # an int stays an Int, a float a Double (1.0 is written "1.0")
         replace(path, suite + ".json", json.dumps(values, separators=(",", ":"), ensure_ascii=False).encode("utf-8"), after=before)
         generation = os.stat(path).st_mtime_ns
+        count_change(path)
     finally:
         os.close(lock)
     post("%s/Preferences/%s/%s" % (group, suite, key), generation)

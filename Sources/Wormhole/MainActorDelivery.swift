@@ -21,7 +21,7 @@ import WormholeDBus
 /// of delivery, never two at once (as with `DeliveryQueue.queue(.main)`): the main queue must
 /// be running (an app's main loop, `dispatchMain()`, or an `async` main). Where you can
 /// iterate, an `AsyncSequence` consumed in a `@MainActor` task (`messages(identifier:as:)`,
-/// `notifications(named:)`, `changes(forKey:)`) is the first choice; this is for code that
+/// `notifications(name:)`, `changes(forKey:)`) is the first choice; this is for code that
 /// registers callbacks.
 public enum MainActorDelivery: Sendable {
     /// On the main actor; the handler is `@MainActor`.
@@ -58,47 +58,47 @@ extension MessageCenter {
     }
 
     /// Listens to every identifier of this wormhole, with a `@MainActor` handler (`on: .mainActor`).
-    public func listenToAllMessages<Message: Decodable & Sendable>(
+    public func listen<Message: Decodable & Sendable>(
         as type: Message.Type = Message.self, on delivery: MainActorDelivery, options: ListenOptions = ListenOptions(),
         handler: @escaping @MainActor @Sendable (MessageDelivery<Message>) -> Void
     ) throws -> MessageListener {
-        try listenToAllMessages(as: type, on: delivery.queue, options: options, handler: delivery.wrap(handler))
+        try listen(as: type, on: delivery.queue, options: options, handler: delivery.wrap(handler))
     }
 }
 
 extension DarwinNotificationCenter {
     /// Observes `name` with a `@MainActor` handler (`on: .mainActor`), for UI code.
-    public func addObserver(
-        for name: NotificationName, on delivery: MainActorDelivery, options: ObserverOptions = ObserverOptions(),
+    public func listen(
+        name: NotificationName, on delivery: MainActorDelivery, options: ObserverOptions = ObserverOptions(),
         handler: @escaping @MainActor @Sendable (DarwinNotification) -> Void
-    ) throws -> NotificationObserver {
-        try addObserver(for: name, on: delivery.queue, options: options, handler: delivery.wrap(handler))
+    ) throws -> NotificationListener {
+        try listen(name: name, on: delivery.queue, options: options, handler: delivery.wrap(handler))
     }
 
     /// Observes every name below `prefix` with a `@MainActor` handler (`on: .mainActor`).
-    public func addObserver(
-        forPrefix prefix: NotificationName, on delivery: MainActorDelivery, options: ObserverOptions = ObserverOptions(),
+    public func listen(
+        prefix: NotificationName, on delivery: MainActorDelivery, options: ObserverOptions = ObserverOptions(),
         handler: @escaping @MainActor @Sendable (DarwinNotification) -> Void
-    ) throws -> NotificationObserver {
-        try addObserver(forPrefix: prefix, on: delivery.queue, options: options, handler: delivery.wrap(handler))
+    ) throws -> NotificationListener {
+        try listen(prefix: prefix, on: delivery.queue, options: options, handler: delivery.wrap(handler))
     }
 }
 
 extension GroupDefaults {
     /// Observes `key` with a `@MainActor` handler (`on: .mainActor`), for UI code.
-    public func observe(
-        _ key: String, on delivery: MainActorDelivery, options: ObserverOptions = ObserverOptions(),
+    public func listen(
+        forKey key: String, on delivery: MainActorDelivery, options: ObserverOptions = ObserverOptions(),
         initial: Bool = false, handler: @escaping @MainActor @Sendable (Change) -> Void
-    ) throws -> DefaultsObserver {
-        try observe(key, on: delivery.queue, options: options, initial: initial, handler: delivery.wrap(handler))
+    ) throws -> DefaultsListener {
+        try listen(forKey: key, on: delivery.queue, options: options, initial: initial, handler: delivery.wrap(handler))
     }
 
     /// Observes every key of the suite with a `@MainActor` handler (`on: .mainActor`).
-    public func observeSuite(
+    public func listen(
         on delivery: MainActorDelivery, options: ObserverOptions = ObserverOptions(), initial: Bool = false,
         handler: @escaping @MainActor @Sendable (Change) -> Void
-    ) throws -> DefaultsObserver {
-        try observeSuite(on: delivery.queue, options: options, initial: initial, handler: delivery.wrap(handler))
+    ) throws -> DefaultsListener {
+        try listen(on: delivery.queue, options: options, initial: initial, handler: delivery.wrap(handler))
     }
 }
 

@@ -28,10 +28,13 @@ struct BenchCommand: ParsableCommand {
                        wormhole-floor blast
               routes   ping-pong with 1 route and with --routes more in the pinger; time to
                        ready of one listen on --routes identifiers
+              fanout   one post woken in --fanout-observers wormhole observe processes
+                       against as many wormhole-floor observe: until the last one's line
               journal  the journal: records lost, corrupt or duplicated across SIGKILLs of
                        appenders and durable consumers, 8 appenders x 8 consumers,
-                       appends/s from 8 processes with and without fdatasync,
-                       append -> consumer against passMessage -> listener
+                       appends/s from 1 and 8 processes with and without fdatasync,
+                       a single durable appender against a bare write + fdatasync
+                       loop, append -> consumer against passMessage -> listener
               defaults shared defaults: lost updates and lost keys against Foundation's
                        UserDefaults, writers SIGKILLed at random instants, set ->
                        observer against passMessage -> listener, the cached get cost
@@ -39,8 +42,9 @@ struct BenchCommand: ParsableCommand {
               all      every suite (the default)
 
             Progress goes to standard error (a line per round and per finished row); tables and a \
-            summary of ratios with PASS/MISS to standard output. --json FILE and --csv FILE write every \
-            row, --percentiles DIR each latency row's percentile distribution (HdrHistogram's .hgrm \
+            summary of ratios with PASS/MISS to standard output. --json FILE writes every row (with a stable \
+            id, its value, goal and PASS/MISS) and the summary's goals, with the machine's description, for \
+            Tests/bench-compare.sh; --csv FILE every row, --percentiles DIR each latency row's percentile distribution (HdrHistogram's .hgrm \
             text), --plot FILE.svg every latency row and its floor on one chart (latency by percentile).
             """,
         version: "wormhole-bench " + WormholeVersion.description
@@ -53,7 +57,7 @@ struct BenchCommand: ParsableCommand {
         BenchJournalCommand.self,
     ]
 
-    static let suites = ["notify", "message", "cli", "rate", "routes", "defaults", "journal", "fallback"]
+    static let suites = ["notify", "message", "cli", "fanout", "rate", "routes", "defaults", "journal", "fallback"]
     static let defaultConfig = "dbus/wormhole-session.conf"
 
     @Option(help: "What to measure: \(suites.joined(separator: ", ")) or all; several separated by commas.")
@@ -88,6 +92,15 @@ struct BenchCommand: ParsableCommand {
 
     @Option(help: "Extra routes (observed names) held by the pinging process in the routes suite.")
     var routes = 10_000
+
+    @Option(help: "Observer processes woken by each post in the fanout suite.")
+    var fanoutObservers = 32
+
+    @Option(help: "Timed posts per round of the fanout suite.")
+    var fanoutPosts = 200
+
+    @Option(help: "Alternating rounds of the fanout suite (fresh observers each round).")
+    var fanoutRounds = 4
 
     @Option(help: "Processes at once in the defaults suite's lost-update and lost-key runs.")
     var defaultsProcesses = 8
@@ -183,6 +196,11 @@ struct BenchCommand: ParsableCommand {
             throw ValidationError("--posts must be at least --post-threads, which must be at least 1")
         }
         if rateRounds < 1 { throw ValidationError("--rate-rounds must be at least 1") }
+        if fanoutObservers < 1 || fanoutObservers > 1000 || fanoutPosts < 1 || fanoutRounds < 1 {
+            throw ValidationError(
+                "--fanout-observers takes 1 to 1000 (not \(fanoutObservers)), --fanout-posts and --fanout-rounds at "
+                    + "least 1 (not \(fanoutPosts), \(fanoutRounds))")
+        }
         if journalKills < 0 || journalRecords < 8 || journalAppends < 20 {
             throw ValidationError("--journal-kills must be at least 0, --journal-records 8, --journal-appends 20")
         }
@@ -277,6 +295,7 @@ struct BenchCommand: ParsableCommand {
             case "message": try MessageSuite(context: context).run()
             case "fallback": try FallbackSuite(context: context).run()
             case "cli": try CLISuite(context: context).run()
+            case "fanout": try FanoutSuite(context: context).run()
             case "rate": try RateSuite(context: context).run()
             case "defaults": try DefaultsSuite(context: context).run()
             case "journal": try JournalSuite(context: context).run()
@@ -296,7 +315,9 @@ struct BenchCommand: ParsableCommand {
                     "defaults": "\(defaultsProcesses)x\(defaultsIncrements) increments, \(defaultsProcesses)x\(defaultsKeys) keys, "
                         + "\(defaultsKills) kills, \(defaultsRoundTrips) round trips, \(defaultsReads) reads, 4x\(defaultsSets) sets",
                     "seconds": String(format: "%.1f", seconds),
-                ])
+                    "date": ISO8601DateFormatter().string(from: Date()),
+                ],
+                machine: MachineDescription.current(daemon: privateDaemon == nil ? nil : daemon))
         }
         if let csv { try report.writeCSV(to: csv) }
         if let percentiles {

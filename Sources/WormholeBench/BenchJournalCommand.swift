@@ -17,8 +17,10 @@ import Wormhole
 ///   records came in its order) and exits.
 /// - `rate`: `ready` once connected, waits for a shared lock on `--go` (the bench holds it
 ///   exclusively until every appender is ready), appends `--count` 100-byte records `--batch` at a
-///   time from `--threads` threads (`--fsync`: `fdatasync` with group commit), prints
-///   `START END COUNT` (monotonic ns).
+///   time from `--threads` threads (`--fsync`: `fdatasync` with group commit; `--documents`: the
+///   records made as `JSONDocument`s before `ready`, so the rate is the journal's alone, without
+///   the JSON encoder), prints `START END COUNT CPU` (monotonic ns; CPU: nanoseconds of user and
+///   system time of the whole process, every thread, from START to END).
 /// - `echo`: appends each record of journal `ping` (from the end) to journal `pong`.
 struct BenchJournalCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "_bench-journal", shouldDisplay: false)
@@ -37,6 +39,7 @@ struct BenchJournalCommand: ParsableCommand {
     @Option var go = ""
     @Option var threads = 1
     @Flag var fsync = false
+    @Flag var documents = false
     @OptionGroup var bus: BusOptions
 
     private static func writeOut(_ text: String) {
@@ -50,6 +53,14 @@ struct BenchJournalCommand: ParsableCommand {
             }
             offset += written
         }
+    }
+
+    /// User and system time of this process (every thread) so far, in nanoseconds.
+    private static func processCPU() -> UInt64 {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        let micros = (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1_000_000 + usage.ru_utime.tv_usec + usage.ru_stime.tv_usec
+        return UInt64(micros) * 1_000
     }
 
     func run() throws {
@@ -121,20 +132,41 @@ struct BenchJournalCommand: ParsableCommand {
             defer { close(fd) }
             let pid = Int(getpid())
             let pad = String(repeating: "x", count: 68)
+            let (count, batch, threads) = (self.count, self.batch, self.threads)
+            let share = { @Sendable (thread: Int) in count / threads + (thread < count % threads ? 1 : 0) }
+            // With `--documents`, each thread's records encoded now (the same bytes as the Codable path).
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.withoutEscapingSlashes]
+            let prepared: [[JSONDocument]] =
+                documents
+                ? try (0..<threads).map { thread in
+                    try (0..<share(thread)).map { i in
+                        try JSONDocument(data: encoder.encode(BenchRecord(p: pid, i: thread * 1_000_000 + i, pad: pad)))
+                    }
+                } : []
             Console.progress("ready")
             while flock(fd, LOCK_SH) != 0 {
                 guard errno == EINTR else { throw BenchFailure("flock \(go): errno \(errno)") }
             }
             let start = MonotonicClock.now()
+            let cpuAtStart = Self.processCPU()
             // `--threads` threads of this process append at once, `--count` records in all.
             let failure = Mutex<(any Error)?>(nil)
-            let (count, batch, threads) = (self.count, self.batch, self.threads)
             DispatchQueue.concurrentPerform(iterations: threads) { thread in
-                let share = count / threads + (thread < count % threads ? 1 : 0)
+                let share = share(thread)
                 var done = 0
                 do {
                     while done < share {
                         let size = min(batch, share - done)
+                        if documents {
+                            if size == 1 {
+                                try LibraryAPI.append(journal, document: prepared[thread][done])
+                            } else {
+                                try LibraryAPI.append(journal, documents: Array(prepared[thread][done..<(done + size)]))
+                            }
+                            done += size
+                            continue
+                        }
                         // About 100 bytes each: {"p":PID,"i":I,"pad":"xxx…"}.
                         let messages = (done..<(done + size)).map { BenchRecord(p: pid, i: thread * 1_000_000 + $0, pad: pad) }
                         if size == 1 {
@@ -150,8 +182,9 @@ struct BenchJournalCommand: ParsableCommand {
             }
             if let error = failure.withLock({ $0 }) { throw BenchFailure("append failed: \(error)") }
             let end = MonotonicClock.now()
+            let cpu = Self.processCPU() - cpuAtStart
             _ = journal.flush()
-            Console.output("\(start) \(end) \(count)")
+            Console.output("\(start) \(end) \(count) \(cpu)")
         case .echo:
             let pong = try LibraryAPI.journal(group: group, root: root, address: address, identifier: "pong")
             let listener = try LibraryAPI.listen(journal, from: .end, consumer: nil) { result in

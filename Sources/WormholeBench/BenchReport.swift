@@ -7,6 +7,13 @@ final class BenchReport {
     /// `postsPerSecond` (until flushed) and `postsPerSecondLoop` (the loop alone), medians of
     /// their rounds, and no latencies.
     struct Record: Encodable {
+        /// A name for the row that stays the same from run to run with the same options (the
+        /// suite and label, lower-case, dashes between words; `-2`… when a label repeats), for
+        /// scripts comparing runs (`Tests/bench-compare.sh`).
+        var id = ""
+        /// `latency` (value: p50 µs), `rate` (value: posts/s), `figure` (a count, cost or rate)
+        /// or `goal` (value: a ratio from the summary).
+        var kind = "figure"
         var suite: String
         var label: String
         var count: Int
@@ -28,16 +35,28 @@ final class BenchReport {
         var unit: String?
         /// Figure rows: whether `target` is a minimum (a rate) rather than a maximum.
         var atLeast: Bool?
+        /// The `id` of the row `ratio` is taken against (the floor), when there is one.
+        var floor: String?
+
+        /// `PASS` or `MISS` against `target` (`ratio` for latency rows, `value` otherwise); `nil`
+        /// without a target.
+        var status: String? {
+            guard let target else { return nil }
+            guard let measured = kind == "latency" ? ratio : value else { return nil }
+            return (atLeast == true ? measured >= target : measured <= target) ? "PASS" : "MISS"
+        }
 
         enum CodingKeys: String, CodingKey {
-            case suite, label, count, p50, p90, p99
+            case id, kind, suite, label, count, p50, p90, p99
             case p999 = "p99.9"
-            case max, postsPerSecond, postsPerSecondLoop, ratio, target, value, unit, atLeast
+            case max, postsPerSecond, postsPerSecondLoop, ratio, target, value, unit, atLeast, floor, status
         }
 
         func encode(to encoder: any Encoder) throws {
             // Every key is written (null when absent) so plotting scripts see one shape.
             var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(id, forKey: .id)
+            try container.encode(kind, forKey: .kind)
             try container.encode(suite, forKey: .suite)
             try container.encode(label, forKey: .label)
             try container.encode(count, forKey: .count)
@@ -53,6 +72,8 @@ final class BenchReport {
             try container.encode(value, forKey: .value)
             try container.encode(unit, forKey: .unit)
             try container.encode(atLeast, forKey: .atLeast)
+            try container.encode(floor, forKey: .floor)
+            try container.encode(status, forKey: .status)
         }
     }
 
@@ -81,17 +102,22 @@ final class BenchReport {
 
     private(set) var records: [Record] = []
     private(set) var goals: [Goal] = []
+    /// The summary's ratios that are not rows of their own (every goal but the figures'), as
+    /// `--json` writes them after the rows.
+    private(set) var goalRecords: [Record] = []
+    private var ids = Set<String>()
     private(set) var latencyRows: [LatencyRow] = []
     /// When the last row was recorded, for the progress line of the next one.
     private var lastRow = MonotonicClock.now()
 
     /// Records a latency row; `reference` is what its ratio is taken against.
     func add(_ row: BenchRow, suite: String, against reference: BenchRow? = nil, target: Double? = nil) {
-        records.append(
+        append(
             Record(
-                suite: suite, label: row.label, count: row.count, p50: row.median, p90: row.percentile(90),
-                p99: row.percentile(99), p999: row.percentile(99.9), max: row.maximum,
-                ratio: reference.map { row.median / $0.median }, target: target))
+                kind: "latency", suite: suite, label: row.label, count: row.count, p50: row.median,
+                p90: row.percentile(90), p99: row.percentile(99), p999: row.percentile(99.9), max: row.maximum,
+                ratio: reference.map { row.median / $0.median }, target: target, value: row.median, unit: "us",
+                floor: reference.flatMap { id(of: $0.label, suite: suite) }))
         latencyRows.append(LatencyRow(suite: suite, row: row, reference: reference))
         progress(
             suite, row.label,
@@ -101,10 +127,11 @@ final class BenchReport {
 
     /// Records a rate row.
     func add(_ row: RateRow, suite: String, against floor: RateRow? = nil) {
-        records.append(
+        append(
             Record(
-                suite: suite, label: row.label, count: row.posts * row.samples.count, postsPerSecond: row.median,
-                postsPerSecondLoop: row.loopMedian, ratio: floor.map { row.median / $0.median }))
+                kind: "rate", suite: suite, label: row.label, count: row.posts * row.samples.count,
+                postsPerSecond: row.median, postsPerSecondLoop: row.loopMedian, ratio: floor.map { row.median / $0.median },
+                value: row.median, unit: "posts/s", floor: floor.flatMap { id(of: $0.label, suite: suite) }))
         progress(
             suite, row.label,
             String(format: "%.0f posts/s", row.median) + (floor.map { String(format: ", %.3fx", row.median / $0.median) } ?? ""))
@@ -121,9 +148,39 @@ final class BenchReport {
         Console.progress("  [\(suite)] row done: \(label): \(figures)\(time)")
     }
 
-    /// Records a goal and prints its line under the suite's table.
-    func goal(_ suite: String, _ what: String, ratio: Double, target: Double?, atLeast: Bool = false) {
-        let goal = Goal(suite: suite, what: what, ratio: ratio, target: target, atLeast: atLeast)
+    /// Records a row, giving it its `id`.
+    private func append(_ record: Record) {
+        var record = record
+        let base = Self.fileName(suite: record.suite, label: record.label)
+        var id = base
+        var suffix = 2
+        while ids.contains(id) {
+            id = "\(base)-\(suffix)"
+            suffix += 1
+        }
+        ids.insert(id)
+        record.id = id
+        if record.kind == "goal" { goalRecords.append(record) } else { records.append(record) }
+    }
+
+    /// The `id` of the last row labelled `label` in `suite`.
+    private func id(of label: String, suite: String) -> String? {
+        records.last { $0.suite == suite && $0.label == label }?.id
+    }
+
+    /// Records a goal and prints its line under the suite's table; `floor`: the label of the row
+    /// the ratio is taken against, when it is one row's (for `--json`).
+    func goal(
+        _ suite: String, _ what: String, ratio: Double, target: Double?, atLeast: Bool = false, floor: String? = nil
+    ) {
+        append(
+            Record(
+                kind: "goal", suite: suite, label: what, count: 0, ratio: ratio, target: target, value: ratio, unit: "x",
+                atLeast: target == nil ? nil : atLeast, floor: floor.flatMap { id(of: $0, suite: suite) }))
+        summarise(Goal(suite: suite, what: what, ratio: ratio, target: target, atLeast: atLeast))
+    }
+
+    private func summarise(_ goal: Goal) {
         goals.append(goal)
         Console.output(Self.line(goal))
     }
@@ -134,12 +191,15 @@ final class BenchReport {
         _ suite: String, _ what: String, value: Double, unit: String, count: Int, target: Double?,
         atLeast: Bool = false
     ) {
-        records.append(
+        append(
             Record(
                 suite: suite, label: what, count: count, target: target, value: value, unit: unit,
                 atLeast: target == nil ? nil : atLeast))
         progress(suite, what, "\(Self.number(value)) \(unit)")
-        goal(suite, unit == "count" ? what : "\(what) (\(unit))", ratio: value, target: target, atLeast: atLeast)
+        summarise(
+            Goal(
+                suite: suite, what: unit == "count" ? what : "\(what) (\(unit))", ratio: value, target: target,
+                atLeast: atLeast))
     }
 
     /// Ratios and small figures with three decimals, counts and rates whole.
@@ -168,15 +228,19 @@ final class BenchReport {
         }
     }
 
-    /// Writes every row as a JSON document to `path`.
-    func writeJSON(to path: String, context: [String: String]) throws {
+    /// Writes every row, then every goal of the summary that is not a row, as a JSON document
+    /// to `path`, with the machine's description (docs/performance.md, *Comparing runs*).
+    func writeJSON(to path: String, context: [String: String], machine: MachineDescription) throws {
         struct Document: Encodable {
+            var format = 2
+            var machine: MachineDescription
             var context: [String: String]
             var rows: [Record]
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        try Self.write(try encoder.encode(Document(context: context, rows: records)), to: path, option: "--json")
+        let document = Document(machine: machine, context: context, rows: records + goalRecords)
+        try Self.write(try encoder.encode(document), to: path, option: "--json")
     }
 
     /// The columns of `--csv`, in order (the keys of `--json`'s rows).

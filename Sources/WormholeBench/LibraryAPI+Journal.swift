@@ -24,6 +24,18 @@ extension LibraryAPI {
         try journal.append(contentsOf: messages)
     }
 
+    /// Appends one record exactly as the document's bytes (no encoding).
+    @discardableResult
+    static func append(_ journal: Journal, document: JSONDocument) throws -> UInt64 {
+        try journal.append(document)
+    }
+
+    /// Appends documents as consecutive records under one lock acquisition and write.
+    @discardableResult
+    static func append(_ journal: Journal, documents: [JSONDocument]) throws -> ClosedRange<UInt64> {
+        try journal.append(contentsOf: documents)
+    }
+
     /// Calls `handler` with each record (sequence, redelivery flag, raw JSON), on the I/O thread;
     /// a failure (gap, damage) is passed as its message.
     static func listen(

@@ -43,8 +43,8 @@ enum LibraryAPI {
     static func observe(
         _ center: DarwinNotificationCenter, _ name: NotificationName, on delivery: Delivery,
         handler: @escaping @Sendable (UInt64?) -> Void
-    ) throws -> NotificationObserver {
-        try center.addObserver(for: name, on: delivery.queue) { note in
+    ) throws -> NotificationListener {
+        try center.listen(name: name, on: delivery.queue) { note in
             if note.reason == .posted { handler(note.state) }
         }
     }
@@ -132,9 +132,12 @@ enum LibraryAPI {
 
     // MARK: Shared defaults
 
-    /// The shared settings suite of `group` under the container root `root` (no fsync).
-    static func defaults(group: String, root: String, address: BusAddress) throws -> GroupDefaults {
-        try GroupDefaults(applicationGroupIdentifier: group, containerRoot: root, busAddress: address)
+    /// The shared settings suite of `group` under the container root `root` (no fsync), its reads
+    /// checked as `freshness` says (one `lstat` by default; the change counter, no system call).
+    static func defaults(
+        group: String, root: String, address: BusAddress, freshness: GroupDefaults.Freshness = .everyWriter
+    ) throws -> GroupDefaults {
+        try GroupDefaults(applicationGroupIdentifier: group, containerRoot: root, busAddress: address, freshness: freshness)
     }
 
     /// Adds 1 to the integer `key` under the suite's lock (`update`).
@@ -161,8 +164,8 @@ enum LibraryAPI {
     /// the I/O thread.
     static func observe(
         _ defaults: GroupDefaults, key: String, handler: @escaping @Sendable (Int) -> Void
-    ) throws -> DefaultsObserver {
-        try defaults.observe(key, on: .ioThread) { change in
+    ) throws -> DefaultsListener {
+        try defaults.listen(forKey: key, on: .ioThread) { change in
             if let value = change.value?.intValue { handler(value) }
         }
     }

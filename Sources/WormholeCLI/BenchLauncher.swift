@@ -1,5 +1,5 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// `wormhole bench …`: runs `wormhole-bench`, built next to this executable, with the same

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Wormhole
 import WormholeDBus
 
 /// Runs `body`, which connects to the bus at `address` and registers match rules. While it fails
@@ -19,7 +20,7 @@ func retryingUntilBusReachable<T>(_ address: BusAddress, _ body: () throws -> T)
             }
             // A bus whose socket accepts but that refuses or does not answer gives no event to wait
             // for: from the second failure on, back off (10 ms, doubling to 2 s) rather than spin.
-            if backoff > 0 { Thread.sleep(forTimeInterval: backoff) }
+            if backoff > 0 { Syscall.pause(nanoseconds: Int(backoff * 1e9)) }
             backoff = min(max(backoff * 2, 0.01), 2)
             BusWait.untilReachable(address)
         }

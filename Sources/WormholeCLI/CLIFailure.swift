@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Wormhole
 import WormholeDBus
 
@@ -36,17 +37,29 @@ func withCLIErrors<T>(_ body: () throws -> T) throws -> T {
 
 /// Writes one line to standard error.
 func writeError(_ line: String) {
-    FileHandle.standardError.write(Data((line + "\n").utf8))
+    LineWriter.writeAll(STDERR_FILENO, Array((line + "\n").utf8))
 }
 
 /// Writes one line to standard output (for the commands that print once; `observe` and
 /// `listen` use a ``LineWriter``).
 func writeOutput(_ line: String) {
-    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    LineWriter.writeAll(STDOUT_FILENO, Array((line + "\n").utf8))
 }
 
 /// Reports a usage error and exits 64.
 func failUsage(_ message: String) -> Never {
     writeError("wormhole: " + message)
-    Foundation.exit(64)
+    Glibc.exit(64)
+}
+
+/// `value` with `digits` decimals, rounded (what `String(format: "%.1f")` gives for the
+/// non-negative values the CLI prints), without Foundation's formatting.
+func fixedPoint(_ value: Double, digits: Int) -> String {
+    var scale = 1
+    for _ in 0..<digits { scale *= 10 }
+    let scaled = Int((value * Double(scale)).rounded())
+    let whole = "\(scaled / scale)"
+    guard digits > 0 else { return whole }
+    let fraction = "\(scaled % scale)"
+    return whole + "." + String(repeating: "0", count: digits - fraction.count) + fraction
 }

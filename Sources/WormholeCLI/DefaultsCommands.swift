@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import Wormhole
 import WormholeDBus
 
@@ -142,7 +143,7 @@ struct DefaultsWriteCommand: ParsableCommand {
     func run() throws {
         let defaults = try options.defaults(keys: [key], maximumBytes: limit.maxBytes.bytes)
         let expected = try withCLIErrors { try expect.map { try PropertyListValue(jsonText: $0, key: key) } }
-        let text = json ?? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+        let text = try json ?? String(decoding: readStandardInput(limit: .max, identifier: "standard input"), as: UTF8.self)
         let value = try withCLIErrors { try propertyListArgument(text, key: key, argument: json) }
         OneShot.arm("the value of '\(key)'", done: "value stored")
         let report: GroupDefaults.WriteReport
@@ -220,7 +221,7 @@ struct DefaultsLoadCommand: ParsableCommand {
 
     func run() throws {
         let defaults = try options.defaults(maximumBytes: limit.maxBytes.bytes)
-        let input = FileHandle.standardInput.readDataToEndOfFile()
+        let input = try readStandardInput(limit: .max, identifier: "standard input")
         let values = try withCLIErrors { try GroupDefaults.parseValues(input) }
         OneShot.arm("the suite", done: "suite written")
         let report = try withCLIErrors { try defaults.setValues(values, replacingAll: replace) }
@@ -323,8 +324,8 @@ struct DefaultsObserveCommand: ParsableCommand {
             counter.delivered()
         }
         let observers = try withCLIErrors {
-            if unique.isEmpty { return [try defaults.observeSuite(on: .ioThread, handler: handler)] }
-            return try unique.map { try defaults.observe($0, on: .ioThread, handler: handler) }
+            if unique.isEmpty { return [try defaults.listen(on: .ioThread, handler: handler)] }
+            return try unique.map { try defaults.listen(forKey: $0, on: .ioThread, handler: handler) }
         }
         // After the observers: on the bus's return their catch-up lines are written before this one.
         // Without a bus the observers are woken through the Preferences directory meanwhile.

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Dispatch
-import Foundation
+import FoundationEssentials
 import Glibc
 import Logging
 import Synchronization
@@ -59,7 +59,7 @@ struct DoctorCommand: ParsableCommand {
             peers: peers, emit: json ? nil : { writeOutput($0.text) })
         let checks = doctor.runAll()
         if json { writeOutput(DoctorReport(checks: checks).json) }
-        if checks.contains(where: { $0.status == .fail || $0.status == .skipped }) { Foundation.exit(1) }
+        if checks.contains(where: { $0.status == .fail || $0.status == .skipped }) { Glibc.exit(1) }
     }
 }
 
@@ -228,12 +228,12 @@ final class Doctor {
         }), case .uint32(let pid)? = reply.first
         else { return "daemon pid unknown" }
         guard let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe") else {
-            let comm = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8))?.trimmingCharacters(in: .newlines)
+            let comm = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)).map { PathText.trimmingWhitespace($0) }
             return "\(comm ?? "daemon") pid \(pid)"
         }
         // Only a known daemon is asked for its version: through a proxy (a sandbox) the pid may
         // name an unrelated program of this namespace, which must not be run.
-        let program = (executable as NSString).lastPathComponent
+        let program = PathText.lastComponent(of: executable)
         let known = ["dbus-daemon", "dbus-broker", "dbus-broker-launch"].contains(program)
         let version = (known ? Self.firstLine(of: executable, ["--version"]) : nil) ?? program
         return "\(version) (\(executable), pid \(pid))"
@@ -390,7 +390,7 @@ final class Doctor {
         let detail: String
         if identifiers.isEmpty {
             items.append(MatchRule(member: Self.posted, path: try? ObjectPath(NotifyContract.objectPath), argumentPaths: [0: prefix]).description)
-            detail = "a listener for every identifier (listenToAllMessages, listen --all) adds 1 rule"
+            detail = "a listener for every identifier (listen, listen --all) adds 1 rule"
         } else {
             detail = "a listener for \(identifiers.map(\.rawValue).joined(separator: ", ")) adds \(items.count) rules"
         }
@@ -491,7 +491,7 @@ final class Doctor {
         let others = entries.compactMap { UInt32($0) }.filter { pid in
             guard pid != bus, let command = try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8) else { return false }
             let arguments = command.split(separator: "\0").map(String.init)
-            guard arguments.first.map({ ($0 as NSString).lastPathComponent == "dbus-daemon" }) == true else { return false }
+            guard arguments.first.map({ PathText.lastComponent(of: $0) == "dbus-daemon" }) == true else { return false }
             let given = zip(arguments, arguments.dropFirst()).compactMap { $0 == "--address" ? $1 : nil }
                 + arguments.compactMap { $0.hasPrefix("--address=") ? String($0.dropFirst("--address=".count)) : nil }
             return given.contains { Self.socketPath(raw: $0) == socket }
@@ -530,7 +530,7 @@ final class Doctor {
             try await connection.callBusDaemon("GetConnectionUnixProcessID", [.string(unique)])
         }), case .uint32(let pid)? = reply.first
         else { return unique }
-        let comm = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8))?.trimmingCharacters(in: .newlines)
+        let comm = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)).map { PathText.trimmingWhitespace($0) }
         return "\(unique) (pid \(pid)\(comm.map { " " + $0 } ?? ""))"
     }
 
@@ -606,8 +606,8 @@ final class Doctor {
         let seconds = Double(nanoseconds) / 1e9
         switch seconds {
         case ..<0.001: return "\(nanoseconds / 1000) µs"
-        case ..<1: return String(format: "%.1f ms", seconds * 1000)
-        case ..<120: return String(format: "%.0f s", seconds)
+        case ..<1: return fixedPoint(seconds * 1000, digits: 1) + " ms"
+        case ..<120: return fixedPoint(seconds, digits: 0) + " s"
         case ..<7200: return "\(Int(seconds / 60)) min"
         case ..<172_800: return "\(Int(seconds / 3600)) h"
         default: return "\(Int(seconds / 86400)) d"

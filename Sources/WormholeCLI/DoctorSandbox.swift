@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Wormhole
 import WormholeDBus
 
@@ -89,10 +90,7 @@ extension Doctor {
             let home = environment["HOME"] ?? ""
             let hostRoot = home + "/.local/share/group-containers"
             let explicit = !(environment["WORMHOLE_CONTAINER_ROOT"] ?? "").isEmpty
-            var isDirectory: ObjCBool = false
-            if explicit || (FileManager.default.fileExists(atPath: hostRoot + "/" + group.rawValue, isDirectory: &isDirectory)
-                && isDirectory.boolValue)
-            {
+            if explicit || PathText.isDirectory(hostRoot + "/" + group.rawValue) {
                 record(DoctorCheck(
                     check: "group files", status: .pass,
                     detail: explicit ? "under WORMHOLE_CONTAINER_ROOT" : "\(hostRoot)/\(group) is the host's, shared with other apps and helpers"))

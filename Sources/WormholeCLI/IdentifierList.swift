@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Wormhole
 
 /// The identifiers listed in `path` (`-`: standard input), one per line; blank lines are skipped.
 /// Thousands of identifiers as arguments cost seconds in the argument parser (it is quadratic in
@@ -6,7 +8,7 @@ import Foundation
 func readIdentifierList(_ path: String) throws -> [String] {
     let data: Data
     if path == "-" {
-        data = FileHandle.standardInput.readDataToEndOfFile()
+        data = try readStandardInput(limit: .max, identifier: "standard input")
     } else {
         guard let read = FileManager.default.contents(atPath: path) else {
             throw CLIFailure(message: "cannot read the identifier list '\(path)'", status: 64)
@@ -14,5 +16,5 @@ func readIdentifierList(_ path: String) throws -> [String] {
         data = read
     }
     return String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline)
-        .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        .map { PathText.trimmingBlanks($0) }.filter { !$0.isEmpty }
 }

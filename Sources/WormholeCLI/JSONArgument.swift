@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Wormhole
 
 /// When a JSON argument that failed to parse is a bare word (`EUR`: the shell ate the quotes of
@@ -7,7 +8,7 @@ import Wormhole
 /// word with quotes or a backslash, which this hint could not spell right).
 func bareWordHint(_ argument: String?) -> String {
     guard let argument else { return "" }
-    let word = argument.trimmingCharacters(in: .whitespacesAndNewlines)
+    let word = PathText.trimmingWhitespace(argument)
     guard let first = word.unicodeScalars.first, !"[{\"-0123456789".unicodeScalars.contains(first),
         !word.unicodeScalars.contains(where: { "\"'\\".unicodeScalars.contains($0) || $0.value < 0x20 })
     else { return "" }

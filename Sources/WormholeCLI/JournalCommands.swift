@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 import Wormhole
 import WormholeDBus
@@ -24,8 +25,8 @@ struct JournalSend {
 
     func run() throws {
         let wormhole = try options.wormhole(identifiers: [identifier])
-        let text = json ?? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
-        let bytes = Data(text.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+        let text = try json ?? String(decoding: readStandardInput(limit: .max, identifier: "standard input"), as: UTF8.self)
+        let bytes = Data(PathText.trimmingWhitespace(text).utf8)
         let journal = try withJournalCLIErrors { try wormhole.journal(MessageIdentifier(identifier)) }
         try withJournalCLIErrors {
             let document: JSONDocument
@@ -85,9 +86,9 @@ struct JournalListen {
         }
         announceReadyAndServe(keeping: (wormhole, observer, reader, watching, lines)) {
             lines.reports.sayWhereListening(wormhole)
-            Thread {
+            DetachedThread.start(name: "journal-listen") {
                 Self.serve(reader, identifier: name, count: limit, writer: writer, wake: wake, lines: lines)
-            }.start()
+            }
         }
     }
 

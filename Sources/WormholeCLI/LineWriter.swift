@@ -35,7 +35,9 @@ final class LineWriter: Sendable {
         }
     }
 
-    private static func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
+    /// Writes all of `bytes` to `fd` (again after a partial write or `EINTR`); `EPIPE` ends the
+    /// process with status 0, another failure on standard output with status 1.
+    static func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
         bytes.withUnsafeBytes { raw in
             var offset = 0
             while offset < raw.count {
@@ -47,6 +49,8 @@ final class LineWriter: Sendable {
                 switch errno {
                 case EINTR: continue
                 case EPIPE: exit(0)
+                // Standard error itself failed: there is nowhere left to say so.
+                case _ where fd == STDERR_FILENO: return
                 default:
                     writeError("wormhole: cannot write to standard output: \(String(cString: strerror(errno)))")
                     exit(1)

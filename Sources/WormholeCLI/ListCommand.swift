@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import Wormhole
 
 /// `wormhole list --group G [--directory D] [--json]`: the stored messages of a wormhole.
@@ -52,7 +53,8 @@ struct ListCommand: ParsableCommand {
         for row in rows {
             let size = String(repeating: " ", count: sizeWidth - "\(row.bytes)".count) + "\(row.bytes)"
             let age = Self.age(seconds: now - Double(row.modifiedAt) / 1e9)
-            writeOutput(row.identifier.padding(toLength: width, withPad: " ", startingAt: 0) + "  \(size) B  \(age)")
+            let padding = String(repeating: " ", count: width - row.identifier.count)
+            writeOutput(row.identifier + padding + "  \(size) B  \(age)")
         }
     }
 

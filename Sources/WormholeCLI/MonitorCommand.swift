@@ -1,5 +1,5 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import Glibc
 import Logging
 import Wormhole
@@ -173,17 +173,18 @@ struct MonitorEvent {
                 return
             }
             age = arrived >= modified ? arrived - modified : 0
-            guard let object = try? JSONSerialization.jsonObject(with: Data(data), options: [.fragmentsAllowed]) as? [String: Any]
-            else {
+            let stored: String?
+            do throws(WormholeError) {
+                stored = try ContainerInspection.suiteValueJSON(data, forKey: key)
+            } catch {
                 problem = "the suite is not a JSON object"
                 return
             }
-            guard let value = object[key] else {
+            guard let value = stored else {
                 preview = "(removed)"
                 return
             }
-            let encoded = try? JSONSerialization.data(withJSONObject: value, options: [.fragmentsAllowed, .withoutEscapingSlashes])
-            preview = Self.abbreviated(encoded.map { String(decoding: $0, as: UTF8.self) } ?? "?")
+            preview = Self.abbreviated(value)
         } catch {
             problem = error.message
         }
@@ -207,9 +208,12 @@ struct MonitorEvent {
         var seconds = time_t(nanoseconds / 1_000_000_000)
         var parts = tm()
         localtime_r(&seconds, &parts)
-        return String(
-            format: "%02d:%02d:%02d.%06d", parts.tm_hour, parts.tm_min, parts.tm_sec,
-            Int((nanoseconds % 1_000_000_000) / 1000))
+        func padded(_ value: some BinaryInteger, _ width: Int) -> String {
+            let digits = "\(value)"
+            return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        }
+        return padded(parts.tm_hour, 2) + ":" + padded(parts.tm_min, 2) + ":" + padded(parts.tm_sec, 2) + "."
+            + padded((nanoseconds % 1_000_000_000) / 1000, 6)
     }
 
     func appendText(to line: inout JSONLine) {

@@ -75,8 +75,8 @@ struct ObserveCommand: ParsableCommand {
                     if note.reason == .posted { printLine(note.name.rawValue, note.state) }
                 }
                 return prefix
-                    ? try center.addObserver(forPrefix: name, on: .ioThread, handler: handler)
-                    : try center.addObserver(for: name, on: .ioThread, handler: handler)
+                    ? try center.listen(prefix: name, on: .ioThread, handler: handler)
+                    : try center.listen(name: name, on: .ioThread, handler: handler)
             }
             subscriptions.append(observer)
         }

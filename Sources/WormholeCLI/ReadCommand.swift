@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import Wormhole
 import WormholeDBus
 
@@ -33,7 +34,6 @@ struct ReadCommand: ParsableCommand {
         }
         // One line: the document, and a newline unless it already ends with one (written
         // apart, so the document is never copied).
-        FileHandle.standardOutput.write(data)
-        if data.last != UInt8(ascii: "\n") { FileHandle.standardOutput.write(Data("\n".utf8)) }
+        LineWriter.writeAll(STDOUT_FILENO, data.last == UInt8(ascii: "\n") ? Array(data) : Array(data) + [UInt8(ascii: "\n")])
     }
 }

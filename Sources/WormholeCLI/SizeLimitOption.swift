@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import Wormhole
 
 /// `--max-size`, taken by `send`, `read` and `listen`: the wormhole's maximum message size.

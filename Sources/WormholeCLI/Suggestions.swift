@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Wormhole
 
 /// The Levenshtein distance between two strings, counted in Unicode scalars.

@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import Wormhole
 
@@ -55,12 +56,12 @@ struct WormholeCommand: ParsableCommand {
             try command.run()
         } catch let error as CLIFailure {
             writeError("wormhole: \(error.message)")
-            Foundation.exit(error.status)
+            Glibc.exit(error.status)
         } catch {
             let code = exitCode(for: error)
             if code == .success {
                 print(fullMessage(for: error))
-                Foundation.exit(0)
+                Glibc.exit(0)
             }
             // ArgumentParser's own text, whole: the error (naming the bad value) on the first
             // line, then its suggestion ("Did you mean…") and the usage.
@@ -68,7 +69,7 @@ struct WormholeCommand: ParsableCommand {
             if message.hasPrefix("Error: ") { message.removeFirst("Error: ".count) }
             while message.hasSuffix("\n") { message.removeLast() }
             writeError("wormhole: " + message)
-            Foundation.exit(code == .validationFailure ? 64 : code.rawValue)
+            Glibc.exit(code == .validationFailure ? 64 : code.rawValue)
         }
     }
 
@@ -101,7 +102,7 @@ struct WormholeCommand: ParsableCommand {
             let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self),
                                             count: strlen(pointer))
             if String(validating: bytes, as: UTF8.self) == nil {
-                return "\(index) (bytes " + bytes.map { String(format: "%02x", $0) }.joined(separator: " ") + ")"
+                return "\(index) (bytes " + bytes.map { ($0 < 0x10 ? "0" : "") + String($0, radix: 16) }.joined(separator: " ") + ")"
             }
         }
         return nil

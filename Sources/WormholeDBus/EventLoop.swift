@@ -1,5 +1,5 @@
 internal import CWormholeDBus  // the epoll and eventfd declarations
-import Foundation
+import FoundationEssentials
 import Glibc
 import Logging
 import Synchronization
@@ -116,9 +116,7 @@ final class EventLoop: @unchecked Sendable {
 
     /// Starts the thread.
     func start() {
-        let thread = Thread { [self] in run() }
-        thread.name = name
-        thread.start()
+        DetachedThread.start(name: name) { [self] in run() }
     }
 
     /// Attaches `handler`: its ``EventLoopHandler/loopStarted()`` runs on the loop's thread, then
@@ -255,8 +253,6 @@ final class EventLoop: @unchecked Sendable {
 
     private func run() {
         thread.store(UInt(pthread_self()), ordering: .releasing)
-        // The name `ps -T`, /proc/PID/task/*/comm and debuggers show (at most 15 bytes).
-        _ = cwormhole_name_this_thread(String(name.utf8.prefix(15))!)
         ownership.lock()
         var events = [epoll_event](repeating: epoll_event(), count: 16)
         while true {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// The address of a D-Bus bus, such as `unix:path=/run/user/1000/bus`.

@@ -37,8 +37,8 @@ private func doorbellObserve(_ arguments: [String]) throws {
     }
     let observer =
         flags.contains("--prefix")
-        ? try center.addObserver(forPrefix: name, on: .ioThread, handler: handler)
-        : try center.addObserver(for: name, on: .ioThread, handler: handler)
+        ? try center.listen(prefix: name, on: .ioThread, handler: handler)
+        : try center.listen(name: name, on: .ioThread, handler: handler)
     let bus = String(DoorbellStatus.busKey(of: address), radix: 16)
     printError("ready endpoint=\(DoorbellStatus.endpoint ?? "none") bus=\(bus)")
     withExtendedLifetime(observer) {

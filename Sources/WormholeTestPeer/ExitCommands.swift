@@ -29,7 +29,7 @@ private func postExitInHandler(_ arguments: [String]) throws {
     let center = try DarwinNotificationCenter(busAddress: try BusAddress(arguments[0]))
     let name = try NotificationName(arguments[1])
     let trigger = try NotificationName(arguments[1] + "/trigger")
-    let observer = try center.addObserver(for: trigger, on: .ioThread) { _ in
+    let observer = try center.listen(name: trigger, on: .ioThread) { _ in
         do {
             try center.post(name)
         } catch {

@@ -12,7 +12,8 @@ import WormholeDBus
 ///   tests that must not keep a core busy, nor outlive a crashed test process).
 /// - `journal-consume ROOT GROUP IDENTIFIER CONSUMER LAST BUS`: a durable consumer (from the
 ///   beginning) through `Journal.listen`; writes `SEQUENCE REDELIVERY(0|1) MESSAGE` per record as the
-///   handler runs, and exits 0 after the record LAST (or when its standard input ends).
+///   handler runs, and exits 0 after the record LAST, at once when the consumer had already
+///   acknowledged LAST, or when its standard input ends.
 /// - `journal-fill ROOT GROUP IDENTIFIER LIMIT BUS`: a full disk, simulated with `RLIMIT_FSIZE` = LIMIT
 ///   bytes (`SIGXFSZ` ignored, so a write past it fails with `EFBIG`): appends 1000-byte records
 ///   until an append fails, then writes `LAST_SEQUENCE` and the error's code on one line and exits 0.
@@ -89,6 +90,13 @@ private func journalConsume(_ arguments: [String]) throws {
     }
     // The test process gone (standard input closed): stop too.
     Thread { exitAtEndOfInput() }.start()
+    // An earlier run killed after it had already acknowledged LAST leaves nothing to deliver
+    // (LAST 0 waits until killed). The cursor is read once this listener holds the consumer's
+    // lock, so no other run can move it after.
+    if last > 0, let acknowledged = try journal.status().consumers[arguments[3]], acknowledged >= last {
+        listener.cancel()
+        return
+    }
     done.wait()
     // The handler returned for LAST once the listener stores the cursor: cancel and let it finish.
     listener.cancel()

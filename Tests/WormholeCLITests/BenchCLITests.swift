@@ -63,14 +63,45 @@ struct BenchCLITests {
 
         let document =
             try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: json))) as? [String: Any]
-        let rows = document?["rows"] as? [[String: Any]] ?? []
+        #expect(document?["format"] as? Int == 2)
+        let machine = document?["machine"] as? [String: Any] ?? [:]
+        #expect((machine["cores"] as? Int ?? 0) >= 1, "\(machine)")
+        for key in ["cpu", "kernel", "swift", "busDaemon", "system", "wormhole"] {
+            #expect(!(machine[key] as? String ?? "").isEmpty, "\(key) in \(machine)")
+        }
+        let all = document?["rows"] as? [[String: Any]] ?? []
+        let rows = all.filter { $0["kind"] as? String == "latency" }
+        let goals = all.filter { $0["kind"] as? String == "goal" }
         #expect(rows.count == 4)
         for row in rows {
             #expect(row["count"] as? Int == 40)
-            for key in ["label", "p50", "p90", "p99", "p99.9", "max", "ratio", "target"] {
+            for key in ["label", "p50", "p90", "p99", "p99.9", "max", "ratio", "target", "floor", "status"] {
                 #expect(row.keys.contains(key), "\(key) in \(row)")
             }
+            #expect(row["value"] as? Double == row["p50"] as? Double && row["unit"] as? String == "us", "\(row)")
         }
+        #expect(Set(all.compactMap { $0["id"] as? String }).count == all.count, "ids are unique")
+        let observe = rows.first { $0["id"] as? String == "cli-wormhole-observe" }
+        #expect(observe?["floor"] as? String == "cli-wormhole-floor-observe", "\(rows)")
+        #expect(["PASS", "MISS"].contains(observe?["status"] as? String ?? ""), "\(rows)")
+        #expect(goals.count == 3 && goals.allSatisfy { ["PASS", "MISS"].contains($0["status"] as? String ?? "") })
+
+        // Two runs compared by the script: the same file against itself changes nothing.
+        let compare = try ChildProcess(repositoryRoot.path + "/Tests/bench-compare.sh", [json, json]).wait()
+        #expect(compare.status == 0, "\(compare.stderr)")
+        #expect(compare.stdout.contains("cli-wormhole-observe "), "\(compare.stdout)")
+        #expect(!compare.stdout.contains("better") && !compare.stdout.contains("worse"), "\(compare.stdout)")
+        // README's summary from it, written into a copy with the markers.
+        let readme = runtime.path + "/README.md"
+        try "intro\n<!-- bench-summary:begin -->\nold\n<!-- bench-summary:end -->\nafter\n".write(
+            toFile: readme, atomically: true, encoding: .utf8)
+        let summary = try ChildProcess(
+            repositoryRoot.path + "/scripts/bench/readme-summary.sh", [json, readme]
+        ).wait()
+        #expect(summary.status == 0, "\(summary.stderr)")
+        let written = try String(contentsOfFile: readme, encoding: .utf8)
+        #expect(written.hasPrefix("intro\n<!-- bench-summary:begin -->\n") && written.hasSuffix("<!-- bench-summary:end -->\nafter\n"))
+        #expect(written.contains("| cli | ") && !written.contains("\nold\n"), "\(written)")
     }
 
     @Test("`wormhole bench --suite defaults` with tiny counts prints every defaults row and exits 0")

@@ -210,7 +210,7 @@ struct NotifyCLITests {
 
         let observing = try center()
         var streams: [NotificationStream] = []
-        for name in names { streams.append(try await observing.notifications(named: NotificationName(name))) }
+        for name in names { streams.append(try await observing.notifications(name: NotificationName(name))) }
         for (index, name) in names.enumerated() {
             let posted = try await runToEnd(["post", "--state", "\(index + 10)"] + busArguments + ["--", name])
             #expect(posted.status == 0, "post \(name): \(posted.stderr)")
@@ -409,12 +409,12 @@ struct NotifyCLITests {
     @Test("post --state carries a 64-bit state; a bad state is a usage error")
     func postState() async throws {
         let observing = try center()
-        let stream = try await observing.notifications(named: NotificationName("state/cli"))
+        let stream = try await observing.notifications(name: NotificationName("state/cli"))
         let posted = try await runToEnd(["post", "state/cli", "--state", "18446744073709551615"] + busArguments)
         #expect(posted.status == 0, "\(posted.stderr)")
         #expect(try await Self.next(1, from: stream).map(\.state) == [.max])
         #expect(
-            observing.sharedState(of: try NotificationName("state/cli")) == .max, "the child wrote the shared table")
+            observing.sharedState(of: "state/cli") == .max, "the child wrote the shared table")
         let bad = try await runToEnd(["post", "state/cli", "--state", "18446744073709551616"] + busArguments)
         Self.expectUsageFailure(bad, naming: "'18446744073709551616'")
     }

@@ -135,6 +135,25 @@ struct ReliabilityCLITests {
         #expect(ListenLine.bases(of: output.stdout) == #"{"identifier":"huge","message":{"fits":1}}"# + "\n")
     }
 
+    @Test("listen catches a message whose sender died before its signal (a rename with no post): delivered as a catch-up")
+    func listenCatchesAWriteWithoutSignal() async throws {
+        try world.makeDirectory()
+        let child = try world.start("listen", ["inbox", "--count", "2", "--timeout", "120"])
+        #expect(try await next(1, from: child.stderrLines, "the ready line") == ["ready"])
+        // The contract's atomic replace, from a shell, with no post: a sender killed between the two.
+        let script = "printf '%s' \"$1\" > \"$2/.inbox.1-1.tmp\" && mv \"$2/.inbox.1-1.tmp\" \"$2/inbox.json\""
+        let shell = try run("/bin/sh", ["-c", script, "sh", #"{"orphan":1}"#, world.directoryPath])
+        #expect(shell.status == 0, "\(shell.stderr)")
+        let orphan = try await next(1, from: child.stdoutLines, "the message stored without a signal")
+        #expect(orphan.first?.contains(#""message":{"orphan":1},"reason":"catchUp","sentAt":null"#) == true, "\(orphan)")
+        let sent = try await world.wormhole("send", ["inbox", #"{"posted":2}"#])
+        #expect(sent.status == 0, "\(sent.stderr)")
+        let posted = try await next(1, from: child.stdoutLines, "the posted message, delivered once after the orphan")
+        #expect(posted.first?.contains(#""message":{"posted":2},"reason":"posted""#) == true, "\(posted)")
+        let output = try await ReliabilityWorld.wait(child)
+        #expect(output.status == 0, "\(output.stderr)")
+    }
+
     @Test("send refuses a message over --max-size from an argument, a file and a pipe; nothing is stored")
     func sendRefusesOversize() async throws {
         let big = "[" + String(repeating: "1,", count: 1100) + "1]"  // 2,203 bytes

@@ -63,7 +63,7 @@ enum DefaultsHarness {
         let world = try MessagingFixture(bus: TestBus())
         let observing = try world.defaults()
         let (changes, record) = DefaultsHarness.recorder()
-        let observer = try observing.observe("a.key", handler: record)
+        let observer = try observing.listen(forKey: "a.key", handler: record)
         defer { observer.cancel() }
         let center = try observing.notificationCenter()
         #expect(try await MessagingHarness.settledRuleCount(world.bus, center.connection) == 2)
@@ -90,7 +90,7 @@ enum DefaultsHarness {
         let observing = try world.defaults()
         let (changes, record) = DefaultsHarness.recorder()
         let seenTogether = Mutex<[String: PropertyListValue?]>([:])
-        let observer = try observing.observeSuite { change in
+        let observer = try observing.listen() { change in
             if change.key == "theme" { seenTogether.withLock { $0["themeVersion"] = try? observing.value(forKey: "themeVersion") } }
             record(change)
         }
@@ -112,7 +112,7 @@ enum DefaultsHarness {
     @Test func ownWritesCanBeIgnored() async throws {
         let defaults = try world.defaults()
         let (changes, record) = DefaultsHarness.recorder()
-        let observer = try defaults.observe("k", options: ObserverOptions(ignoresOwnPosts: true), handler: record)
+        let observer = try defaults.listen(forKey: "k", options: ObserverOptions(ignoresOwnPosts: true), handler: record)
         defer { observer.cancel() }
         try defaults.set(1, forKey: "k")
         let output = try await DefaultsHarness.peer(
@@ -152,10 +152,10 @@ enum DefaultsHarness {
         // still queued for the I/O thread could be sent after the rule (see the report of issue 18).
         observing.flush()
         let (key, recordKey) = DefaultsHarness.recorder()
-        let keyObserver = try observing.observe("changed", handler: recordKey)
+        let keyObserver = try observing.listen(forKey: "changed", handler: recordKey)
         defer { keyObserver.cancel() }
         let (suite, recordSuite) = DefaultsHarness.recorder()
-        let suiteObserver = try observing.observeSuite(handler: recordSuite)
+        let suiteObserver = try observing.listen(handler: recordSuite)
         defer { suiteObserver.cancel() }
         let (sources, continuation) = AsyncStream<WakeSource>.makeStream()
         let watching = observing.onWakeSourceChange { continuation.yield($0) }
@@ -195,7 +195,7 @@ enum DefaultsHarness {
         world.bus.kill()
         let observing = try world.defaults()
         let (key, recordKey) = DefaultsHarness.recorder()
-        let observer = try observing.observe("colour", handler: recordKey)
+        let observer = try observing.listen(forKey: "colour", handler: recordKey)
         defer { observer.cancel() }
         guard case .directory = observing.wakeSource else {
             Issue.record("expected the directory watch without a bus, got \(observing.wakeSource)")
@@ -222,7 +222,7 @@ enum DefaultsHarness {
         let root = world.root.path
         let bus = world.bus.address.rawValue
         let (changes, record) = DefaultsHarness.recorder()
-        let observer = try world.defaults().observe("counter", handler: record)
+        let observer = try world.defaults().listen(forKey: "counter", handler: record)
         defer { observer.cancel() }
         try await withThrowingTaskGroup(of: ProcessOutput.self) { group in
             for peer in 0..<4 {
@@ -285,7 +285,7 @@ enum DefaultsHarness {
         // still queued for the I/O thread could be sent after the rule (see the report of issue 18).
         defaults.flush()
         let (changes, record) = DefaultsHarness.recorder()
-        let observer = try defaults.observeSuite(handler: record)
+        let observer = try defaults.listen(handler: record)
         defer { observer.cancel() }
 
         let script = #"""
@@ -338,7 +338,7 @@ enum DefaultsHarness {
         #expect(output.status == 1 && output.stderr.contains("File too large"), "\(output.stderr)")
         #expect(world.suiteText() == before)
         let names = try FileManager.default.contentsOfDirectory(atPath: "\(world.root.path)/\(world.group)/Preferences")
-        #expect(names.sorted() == ["\(world.group).json", "\(world.group).json.lock"])
+        #expect(names.sorted() == ["\(world.group).json", "\(world.group).json.changes", "\(world.group).json.lock"])
     }
 
     /// `.synchronized` durability writes the same suite (fsync'ed).

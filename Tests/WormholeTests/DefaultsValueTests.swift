@@ -94,6 +94,24 @@ extension GroupDefaults.Keys {
         #expect(read.isNaN)
     }
 
+    /// Foundation's numbers keep their type although the library does not import Foundation: a
+    /// Boolean stays a Bool, an integer an Int, a floating-point number (2.0 included) a Double.
+    @Test func foundationNumbersKeepTheirType() throws {
+        #expect(try PropertyListValue(NSNumber(value: true)) == .bool(true))
+        #expect(try PropertyListValue(NSNumber(value: false)) == .bool(false))
+        #expect(try PropertyListValue(NSNumber(value: 1)) == .integer(1))
+        #expect(try PropertyListValue(NSNumber(value: Int64.max)) == .integer(.max))
+        #expect(try PropertyListValue(NSNumber(value: 2.0)) == .double(2.0))
+        #expect(try PropertyListValue(NSNumber(value: Float(0.5))) == .double(0.5))
+        #expect(try PropertyListValue(NSNumber(value: 1e16)) == .double(1e16))
+        let parsed = try JSONSerialization.jsonObject(with: Data(#"{"b":true,"i":7,"d":1.0,"n":[false,-3]}"#.utf8))
+        #expect(
+            try PropertyListValue(parsed)
+                == .dictionary(["b": .bool(true), "i": .integer(7), "d": .double(1.0), "n": .array([.bool(false), .integer(-3)])]))
+        let refused = try #require(throws: WormholeError.self) { try PropertyListValue(NSNull(), key: "k") }
+        #expect(refused.message.contains("null"))
+    }
+
     /// The UserDefaults vocabulary with Swift and Foundation values.
     @Test func userDefaultsVocabulary() throws {
         let world = try MessagingFixture()
@@ -187,7 +205,7 @@ extension GroupDefaults.Keys {
         #expect(error.value == key)
         #expect(error.message.contains(reason), "\(error.message)")
         #expect(world.suiteText() == nil)
-        #expect(throws: WormholeError.self) { try defaults.observe(key) { _ in } }
+        #expect(throws: WormholeError.self) { try defaults.listen(forKey: key) { _ in } }
     }
 
     /// The longest key that fits is accepted.
@@ -259,7 +277,7 @@ extension GroupDefaults.Keys {
         let world = try MessagingFixture()
         try world.defaults().set(1, forKey: "a")
         for (path, mode) in [
-            (world.suitePath(), 0o600), (world.suitePath() + ".lock", 0o600),
+            (world.suitePath(), 0o600), (world.suitePath() + ".lock", 0o600), (world.suitePath() + ".changes", 0o600),
             ("\(world.root.path)/\(world.group)/Preferences", 0o700),
         ] {
             var status = stat()
@@ -267,7 +285,7 @@ extension GroupDefaults.Keys {
             #expect(Int(status.st_mode & 0o777) == mode, "\(path)")
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: "\(world.root.path)/\(world.group)/Preferences").sorted()
-            == ["\(world.group).json", "\(world.group).json.lock"])
+            == ["\(world.group).json", "\(world.group).json.changes", "\(world.group).json.lock"])
         let object = try JSONSerialization.jsonObject(with: Data(world.suiteText()!.utf8)) as? [String: Any]
         #expect(object?["a"] as? Int == 1)
     }

@@ -28,7 +28,7 @@ private func docComments() throws {
 
     let center = try DarwinNotificationCenter()          // the session bus
     let name = NotificationName("com.example.app.refresh")
-    let observer = try center.addObserver(for: name) { note in
+    let observer = try center.listen(name: name) { note in
         print("refresh!", note.state ?? 0)
     }
     try center.post(name)

@@ -46,7 +46,7 @@ struct MainActorDeliveryTests {
         let defaults = try GroupDefaults(
             applicationGroupIdentifier: fixture.group, containerRoot: fixture.root.path,
             busAddress: fixture.bus.address, sharedStateDirectory: fixture.state.path, logger: MessagingHarness.logger)
-        let observer = try defaults.observe("currency", on: .mainActor) { change in
+        let observer = try defaults.listen(forKey: "currency", on: .mainActor) { change in
             model.show("currency \(change.value?.stringValue ?? "removed")")
         }
         defer { observer.cancel() }

@@ -51,7 +51,7 @@ struct MessagingAPITests {
         #expect(try wormhole.message(identifier: MessageIdentifier("stringly"), as: MessagingCounter.self)?.n == 2)
         #expect(try wormhole.messageData(identifier: typed) == wormhole.messageData(identifier: "typed"))
         #expect(wormhole.passMessage(identifier: typed).notified)
-        #expect(try wormhole.passMessage(identifier: "typed").notified)
+        #expect(wormhole.passMessage(identifier: "typed").notified)
         try wormhole.clearMessage(identifier: typed)
         try wormhole.clearMessage(identifier: "stringly")
         #expect(try wormhole.messageData(identifier: typed) == nil)
@@ -81,8 +81,8 @@ struct MessagingAPITests {
         let receiver = try fixture.wormhole()
         let sender = try fixture.wormhole()
         let (deliveries, handler) = MessagingHarness.recorder(MessagingCounter.self)
-        let listener = try receiver.listenToAllMessages(as: MessagingCounter.self, on: .ioThread, handler: handler)
-        let stream = try await receiver.allMessages(as: MessagingCounter.self)
+        let listener = try receiver.listen(as: MessagingCounter.self, on: .ioThread, handler: handler)
+        let stream = try await receiver.messages(as: MessagingCounter.self)
         let center = try sender.notificationCenter()
         let group = fixture.group
         for name in [

@@ -14,7 +14,7 @@ struct MessagingCrossProcessTests {
     func burstFromAnotherProcess() async throws {
         let receiver = try fixture.wormhole()
         let (deliveries, handler) = MessagingHarness.recorder(MessagingCounter.self)
-        let listener = try receiver.listenToAllMessages(on: .queue(DispatchQueue(label: "t")), handler: handler)
+        let listener = try receiver.listen(on: .queue(DispatchQueue(label: "t")), handler: handler)
         defer { listener.cancel() }
 
         let output = try await MessagingHarness.run(

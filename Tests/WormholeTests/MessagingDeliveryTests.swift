@@ -75,11 +75,11 @@ struct MessagingDeliveryTests {
         #expect(next.message == MessagingCounter(n: 8))
     }
 
-    @Test("listenToAllMessages gets every identifier of its wormhole and nothing from another directory")
+    @Test("listen gets every identifier of its wormhole and nothing from another directory")
     func allMessages() async throws {
         let receiver = try fixture.wormhole()
         let (deliveries, handler) = MessagingHarness.recorder(MessagingCounter.self)
-        let listener = try receiver.listenToAllMessages(on: .queue(DispatchQueue(label: "t")), handler: handler)
+        let listener = try receiver.listen(on: .queue(DispatchQueue(label: "t")), handler: handler)
         defer { listener.cancel() }
         let sender = try fixture.wormhole()
         let elsewhere = try fixture.wormhole(directory: "wormhole-other")
@@ -154,7 +154,7 @@ struct MessagingDeliveryTests {
         for identifier in ["a", "b", "c"] { try sender.passMessage(MessagingCounter(n: 1), identifier: MessageIdentifier(identifier)) }
         let receiver = try fixture.wormhole()
         let (deliveries, handler) = MessagingHarness.recorder(MessagingCounter.self)
-        let listener = try receiver.listenToAllMessages(on: .queue(DispatchQueue(label: "t")), handler: handler)
+        let listener = try receiver.listen(on: .queue(DispatchQueue(label: "t")), handler: handler)
         defer { listener.cancel() }
         let reports = try sender.clearAllMessages()
         #expect(reports.count == 3)

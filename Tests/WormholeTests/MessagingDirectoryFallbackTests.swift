@@ -87,7 +87,7 @@ struct MessagingDirectoryFallbackTests {
         let single = try receiver.listen(identifier: "count", on: .queue(queue), handler: onOne)
         defer { single.cancel() }
         let (all, onAll) = MessagingHarness.recorder(MessagingCounter.self)
-        let every = try receiver.listenToAllMessages(on: .queue(queue), handler: onAll)
+        let every = try receiver.listen(on: .queue(queue), handler: onAll)
         defer { every.cancel() }
         #expect(receiver.wakeSource == .bus)
 
@@ -132,7 +132,7 @@ struct MessagingDirectoryFallbackTests {
         fixture.bus.kill()
         let receiver = try fixture.wormhole()
         let (deliveries, handler) = MessagingHarness.recorder(MessagingCounter.self)
-        let listener = try receiver.listenToAllMessages(on: .queue(DispatchQueue(label: "t")), handler: handler)
+        let listener = try receiver.listen(on: .queue(DispatchQueue(label: "t")), handler: handler)
         defer { listener.cancel() }
         let directory = "\(fixture.root.path)/\(fixture.group)/wormhole"
         // Not mailboxes: a hidden name, a name that is no identifier, a directory, a temporary.

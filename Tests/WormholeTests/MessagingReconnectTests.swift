@@ -43,7 +43,7 @@ struct MessagingReconnectTests {
         let oldListener = try receiver.listen(identifier: "old", on: .queue(queue), options: options, handler: onOld)
         defer { oldListener.cancel() }
         let (all, onAll) = MessagingHarness.recorder(MessagingCounter.self)
-        let allListener = try receiver.listenToAllMessages(on: .queue(queue), options: options, handler: onAll)
+        let allListener = try receiver.listen(on: .queue(queue), options: options, handler: onAll)
         defer { allListener.cancel() }
         let (single, onSingle) = MessagingHarness.recorder(MessagingCounter.self)
         let singleListener = try receiver.listen(identifier: "changed", on: .queue(queue), options: options, handler: onSingle)

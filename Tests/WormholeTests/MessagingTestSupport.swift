@@ -189,9 +189,16 @@ enum MessagingHarness {
         }
     }
 
-    /// Waits for a child on a Dispatch thread.
-    static func wait(_ child: ChildProcess) async -> ProcessOutput {
-        await withCheckedContinuation { continuation in
+    /// Waits for a child on a Dispatch thread, for at most `bound`: a child still running then
+    /// is killed (its status is then `SIGKILL`, which the caller's expectation reports), so a
+    /// child that waits for something that never comes fails its test instead of hanging the run.
+    static func wait(_ child: ChildProcess, bound: Duration = .seconds(120)) async -> ProcessOutput {
+        let watchdog = Task {
+            try await Task.sleep(for: bound)
+            child.signal(SIGKILL)
+        }
+        defer { watchdog.cancel() }
+        return await withCheckedContinuation { continuation in
             DispatchQueue.global().async { continuation.resume(returning: child.wait()) }
         }
     }

@@ -66,7 +66,7 @@ struct NotifyCheckTokenTests {
         let checking = try center()
         let token = try checking.makeCheckToken(for: target)
         let (witnessed, witness) = NotifyHarness.recorder()
-        let observer = try checking.addObserver(for: NotifyHarness.name("check/witness"), on: .ioThread, handler: witness)
+        let observer = try checking.listen(name: NotifyHarness.name("check/witness"), on: .ioThread, handler: witness)
         defer { observer.cancel() }
         _ = token.check()
         #expect(token.check() == false)

@@ -38,11 +38,11 @@ struct NotifyDeliveryTests {
         let target = "malformed/box/a"
         let observing = try center()
         let (handled, handler) = NotifyHarness.recorder()
-        let observer = try observing.addObserver(
-            for: name(target), on: .queue(DispatchQueue(label: "test.malformed")), handler: handler)
+        let observer = try observing.listen(
+            name: name(target), on: .queue(DispatchQueue(label: "test.malformed")), handler: handler)
         defer { observer.cancel() }
         let (ioHandled, ioHandler) = NotifyHarness.recorder()
-        let ioObserver = try observing.addObserver(for: name(target), on: .ioThread, handler: ioHandler)
+        let ioObserver = try observing.listen(name: name(target), on: .ioThread, handler: ioHandler)
         defer { ioObserver.cancel() }
         let prefixed = try await observing.notifications(prefix: name("malformed/box/"))
         // Everything named Posted reaches this connection; the observers' routes are offered each
@@ -94,7 +94,7 @@ struct NotifyDeliveryTests {
     func handTyped() async throws {
         let target = "com.example.app.refresh"
         let observing = try center()
-        let stream = try await observing.notifications(named: name(target))
+        let stream = try await observing.notifications(name: name(target))
         try await NotifyHarness.dbusSend(bus, ["string:\(target)"])
         try await NotifyHarness.dbusSend(
             bus, interface: "org.wormhole.Notify1.BE6A2", ["string:\(target)", "uint64:7"])
@@ -122,8 +122,8 @@ struct NotifyDeliveryTests {
         let posting = try center()
         let stream = try await observing.notifications(prefix: name(prefix))
         let (handled, handler) = NotifyHarness.recorder()
-        let observer = try observing.addObserver(
-            forPrefix: name(prefix), on: .queue(DispatchQueue(label: "test.prefix")), handler: handler)
+        let observer = try observing.listen(
+            prefix: name(prefix), on: .queue(DispatchQueue(label: "test.prefix")), handler: handler)
         defer { observer.cancel() }
         for stranger in strangers { try posting.post(name(stranger), state: 0) }
         for (index, member) in family.enumerated() { try posting.post(name(member), state: UInt64(index + 1)) }
@@ -142,7 +142,7 @@ struct NotifyDeliveryTests {
         let this = try Self.ownBus()
         let observing = try this.center()
         let posting = try this.center()
-        let stream = try await observing.notifications(named: name("iso/a"))
+        let stream = try await observing.notifications(name: name("iso/a"))
         for index in 0..<500 { try posting.post(name("iso/b"), state: UInt64(index)) }
         for index in 0..<500 { try posting.post(name("iso/a/\(index)")) }
         for index in 0..<3 { try posting.post(name("iso/a"), state: UInt64(index)) }
@@ -159,14 +159,14 @@ struct NotifyDeliveryTests {
         let observing = try this.center()
         let connection = observing.connection
         let baseline = try await NotifyHarness.settledRuleCount(this.bus, connection)
-        let first = try observing.addObserver(for: name("rules/x"), on: .ioThread) { _ in }
+        let first = try observing.listen(name: name("rules/x"), on: .ioThread) { _ in }
         #expect(try await NotifyHarness.settledRuleCount(this.bus, connection) == baseline + 2)
-        let stream = try await observing.notifications(named: name("rules/x"))
+        let stream = try await observing.notifications(name: name("rules/x"))
         let token = try observing.makeCheckToken(for: name("rules/x"))
         #expect(try await NotifyHarness.settledRuleCount(this.bus, connection) == baseline + 2, "identical rules are shared")
-        let prefix = try observing.addObserver(forPrefix: name("rules/"), on: .ioThread) { _ in }
+        let prefix = try observing.listen(prefix: name("rules/"), on: .ioThread) { _ in }
         #expect(try await NotifyHarness.settledRuleCount(this.bus, connection) == baseline + 3)
-        let other = try observing.addObserver(for: name("rules/y"), on: .ioThread) { _ in }
+        let other = try observing.listen(name: name("rules/y"), on: .ioThread) { _ in }
         #expect(try await NotifyHarness.settledRuleCount(this.bus, connection) == baseline + 5)
 
         first.cancel()
@@ -188,11 +188,11 @@ struct NotifyDeliveryTests {
         let posting = try center()
         let target = name("suspend/a")
         let (handled, handler) = NotifyHarness.recorder()
-        let observer = try observing.addObserver(
-            for: target, on: .queue(DispatchQueue(label: "test.suspend")), handler: handler)
+        let observer = try observing.listen(
+            name: target, on: .queue(DispatchQueue(label: "test.suspend")), handler: handler)
         defer { observer.cancel() }
         let (witnessed, witness) = NotifyHarness.recorder()
-        let witnessObserver = try observing.addObserver(for: name("suspend/witness"), on: .ioThread, handler: witness)
+        let witnessObserver = try observing.listen(name: name("suspend/witness"), on: .ioThread, handler: witness)
         defer { witnessObserver.cancel() }
 
         observer.suspend()
@@ -224,15 +224,15 @@ struct NotifyDeliveryTests {
         let other = try center()
         let target = name("own/a")
         let (ignoring, ignoringHandler) = NotifyHarness.recorder()
-        let ignoringObserver = try observing.addObserver(
-            for: target, on: .queue(DispatchQueue(label: "test.ignoring")), options: ObserverOptions(ignoresOwnPosts: true),
+        let ignoringObserver = try observing.listen(
+            name: target, on: .queue(DispatchQueue(label: "test.ignoring")), options: ObserverOptions(ignoresOwnPosts: true),
             handler: ignoringHandler)
         defer { ignoringObserver.cancel() }
         let (all, allHandler) = NotifyHarness.recorder()
-        let allObserver = try observing.addObserver(
-            for: target, on: .queue(DispatchQueue(label: "test.all")), handler: allHandler)
+        let allObserver = try observing.listen(
+            name: target, on: .queue(DispatchQueue(label: "test.all")), handler: allHandler)
         defer { allObserver.cancel() }
-        let stream = try await observing.notifications(named: target, options: ObserverOptions(ignoresOwnPosts: true))
+        let stream = try await observing.notifications(name: target, options: ObserverOptions(ignoresOwnPosts: true))
 
         try observing.post(target, state: 1)
         // Posts from two connections have no order on the bus (dbus-broker may route the second
@@ -263,7 +263,7 @@ struct NotifyDeliveryTests {
         let observing = try center()
         let posting = try center()
         let bystander = try center()  // shares the table, never posts this name before
-        let stream = try await observing.notifications(named: target)
+        let stream = try await observing.notifications(name: target)
         #expect(observing.lastState(of: target) == nil)
         #expect(observing.sharedState(of: target) == nil)
 

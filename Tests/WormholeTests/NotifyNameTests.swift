@@ -70,10 +70,10 @@ struct NotifyNameTests {
         // The cases share a bus and (one at a time) the process's connection to it.
         let before = observing.connection.signalsReceived
         let (handled, handler) = NotifyHarness.recorder()
-        let observer = try observing.addObserver(
-            for: NotificationName(name), on: .queue(DispatchQueue(label: "test.awkward")), handler: handler)
+        let observer = try observing.listen(
+            name: NotificationName(name), on: .queue(DispatchQueue(label: "test.awkward")), handler: handler)
         defer { observer.cancel() }
-        let stream = try await observing.notifications(named: NotificationName(name))
+        let stream = try await observing.notifications(name: NotificationName(name))
         for lookalike in [name + "x", "x" + name, name + "'", "\\" + name, String(name.dropLast())]
         where !lookalike.isEmpty {
             try posting.post(NotificationName(lookalike), state: 0)
@@ -99,7 +99,7 @@ struct NotifyNameTests {
         #expect(name.utf8.count == 900)
         let observing = try center()
         let posting = try center()
-        let stream = try await observing.notifications(named: NotificationName(name))
+        let stream = try await observing.notifications(name: NotificationName(name))
         try posting.post(NotificationName(name), state: 900)
         let delivered = try await NotifyHarness.next(1, from: stream)
         #expect(delivered.map(\.name.rawValue) == [name])
@@ -155,7 +155,7 @@ struct NotifyNameTests {
     func prefixNeedsSlash() async throws {
         let observing = try center()
         let handlerError = #expect(throws: WormholeError.self) {
-            try observing.addObserver(forPrefix: NotificationName("group/box"), on: .ioThread) { _ in }
+            try observing.listen(prefix: NotificationName("group/box"), on: .ioThread) { _ in }
         }
         #expect(handlerError?.code == .invalidName)
         #expect(handlerError?.message.contains("'group/box' must end with '/'") == true)
@@ -180,14 +180,14 @@ struct NotifyNameTests {
         let edge = String(repeating: "'", count: quotes) + String(repeating: "c", count: MatchRule.maximumLength - fixed - 4 * quotes)
         #expect(NotifyContract.exactRuleLength(of: edge) == MatchRule.maximumLength)
         let edgeName = try NotificationName(edge)
-        let edgeStream = try await observing.notifications(named: edgeName)
+        let edgeStream = try await observing.notifications(name: edgeName)
         try observing.post(edgeName, state: 4)
         let edgeNote = try await NotifyHarness.within("the longest name") { await edgeStream.first { _ in true } }
         #expect(edgeNote?.state == 4)
         #expect(throws: WormholeError.self) { try NotificationName(edge + "'") }
         // A name with a few quotes is fine end to end.
         let fine = try NotificationName(String(repeating: "'", count: 20) + "b")
-        let stream = try await observing.notifications(named: fine)
+        let stream = try await observing.notifications(name: fine)
         try observing.post(fine, state: 5)
         let note = try await NotifyHarness.within("the quoted name") { await stream.first { _ in true } }
         #expect(note?.name.rawValue == fine.rawValue)

@@ -23,21 +23,21 @@ struct NotifyReconnectTests {
         let observing = try NotifyHarness.center(bus, table: table.path)
         let posting = try NotifyHarness.center(bus, table: table.path)
         let (handled, handler) = NotifyHarness.recorder()
-        let observer = try observing.addObserver(
-            for: target, on: .queue(DispatchQueue(label: "test.reconnect")), handler: handler)
+        let observer = try observing.listen(
+            name: target, on: .queue(DispatchQueue(label: "test.reconnect")), handler: handler)
         defer { observer.cancel() }
         let (prefixHandled, prefixHandler) = NotifyHarness.recorder()
         // Every call of an .ioThread handler, the catch-up included, runs on the I/O thread.
         let offThread = Mutex<[DarwinNotification]>([])
         let connection = observing.connection
-        let prefixObserver = try observing.addObserver(
-            forPrefix: NotifyHarness.name("com.example/"), on: .ioThread
+        let prefixObserver = try observing.listen(
+            prefix: NotifyHarness.name("com.example/"), on: .ioThread
         ) { note in
             if !connection.isOnIOThread { offThread.withLock { $0.append(note) } }
             prefixHandler(note)
         }
         defer { prefixObserver.cancel() }
-        let stream = try await observing.notifications(named: target)
+        let stream = try await observing.notifications(name: target)
         let observingEvents = observing.connection.events()
         let postingEvents = posting.connection.events()
 
@@ -105,7 +105,7 @@ struct NotifyReconnectTests {
         let observing = try NotifyHarness.center(bus, table: table.path)
         let posting = try NotifyHarness.center(bus, table: table.path)
         let oldNames: Set<String> = [observing.connection.uniqueName, posting.connection.uniqueName]
-        let stream = try await observing.notifications(named: target, options: ObserverOptions(ignoresOwnPosts: true))
+        let stream = try await observing.notifications(name: target, options: ObserverOptions(ignoresOwnPosts: true))
         let postingEvents = posting.connection.events()
         for filler in fillers { filler.close() }
 
@@ -130,7 +130,7 @@ struct NotifyReconnectTests {
         let here = try NotifyHarness.center(bus, table: table.path)
         let otherBus = try TestBus()
         let observing = try NotifyHarness.center(otherBus, table: table.path)
-        let stream = try await observing.notifications(named: target, options: ObserverOptions(ignoresOwnPosts: true))
+        let stream = try await observing.notifications(name: target, options: ObserverOptions(ignoresOwnPosts: true))
         let stranger = try Self.stranger(named: [here.connection.uniqueName], on: otherBus)
         try observing.post(target, state: 1)  // ours: skipped
         try Self.post(target, state: 2, from: stranger)

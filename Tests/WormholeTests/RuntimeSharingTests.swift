@@ -63,7 +63,7 @@ struct RuntimeSharingTests {
         let center = try DarwinNotificationCenter(busAddress: bus.address, sharedStateDirectory: state.path)
         let listener = try wormhole.listen(identifier: "inbox", as: JSONDocument.self) { _ in }
         let reader = try wormhole.journal("events").listen(from: .end, as: JSONDocument.self) { _ in }
-        let observer = try defaults.observe("volume") { _ in }
+        let observer = try defaults.listen(forKey: "volume") { _ in }
         let token = try center.makeCheckToken(for: NotificationName("com.example.runtime.refresh"))
         defer {
             listener.cancel()
@@ -101,9 +101,9 @@ struct RuntimeSharingTests {
         let name = NotificationName("com.example.runtime.close")
         let closing = try DarwinNotificationCenter(busAddress: bus.address)
         let staying = try DarwinNotificationCenter(busAddress: bus.address)
-        let ended = try await closing.notifications(named: name)
+        let ended = try await closing.notifications(name: name)
         let (received, continuation) = AsyncStream<DarwinNotification>.makeStream()
-        let observer = try staying.addObserver(for: name) { continuation.yield($0) }
+        let observer = try staying.listen(name: name) { continuation.yield($0) }
         defer { observer.cancel() }
         closing.close()
         // The closed center's stream finishes (its route was removed with its scope)...

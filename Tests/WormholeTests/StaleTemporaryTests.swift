@@ -192,6 +192,6 @@ private func size(_ path: String) -> Int {
             environment: environment)
         #expect(written.status == 0, "\(written.stderr)")
         let swept = try names(preferences)
-        #expect(swept == ["g.json", "g.json.lock"], "\(swept)")
+        #expect(swept == ["g.json", "g.json.changes", "g.json.lock"], "\(swept)")
     }
 }

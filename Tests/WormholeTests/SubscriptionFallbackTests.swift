@@ -87,8 +87,8 @@ struct UnsignalledWriteTests {
         try wormhole.passMessage(JSONDocument(data: Data("0".utf8)), identifier: "inbox")
         wormhole.flush()
         let (deliveries, record) = MessagingHarness.recorder(JSONDocument.self)
-        let listener = try wormhole.listenToAllMessages(
-            as: JSONDocument.self, options: MessageCenter.ListenOptions(catchesWritesWithoutSignal: true), handler: record)
+        // The default options: the watch beside the bus is on.
+        let listener = try wormhole.listen(as: JSONDocument.self, handler: record)
         defer { listener.cancel() }
         try await writeWithoutSignal(#"{"orphan":1}"#, identifier: "inbox")
         let orphan = try await MessagingHarness.next(1, from: deliveries, "the message stored without a signal")

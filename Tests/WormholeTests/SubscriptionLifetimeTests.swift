@@ -73,7 +73,7 @@ struct SubscriptionLifetimeTests {
     ) async throws {
         let (witnessed, witness) = NotifyHarness.recorder()
         let witnessName = name("lifetime/witness")
-        let witnessObserver = try observing.addObserver(for: witnessName, on: .ioThread, handler: witness)
+        let witnessObserver = try observing.listen(name: witnessName, on: .ioThread, handler: witness)
         try posting.post(target, state: 1)
         try posting.post(witnessName, state: 2)
         _ = try await NotifyHarness.next(1, from: witnessed, "the witness post")
@@ -90,12 +90,12 @@ struct SubscriptionLifetimeTests {
         let connection = observing.connection
         let baseline = try await NotifyHarness.settledRuleCount(this.bus, connection)
         let calls = Atomic<Int>(0)
-        var observer: NotificationObserver? =
+        var observer: NotificationListener? =
             prefix
-            ? try observing.addObserver(forPrefix: name("lifetime/family/"), on: .ioThread) { _ in
+            ? try observing.listen(prefix: name("lifetime/family/"), on: .ioThread) { _ in
                 calls.wrappingAdd(1, ordering: .relaxed)
             }
-            : try observing.addObserver(for: name("lifetime/family/x"), on: .ioThread) { _ in
+            : try observing.listen(name: name("lifetime/family/x"), on: .ioThread) { _ in
                 calls.wrappingAdd(1, ordering: .relaxed)
             }
         #expect(observer?.isCancelled == false)
@@ -118,7 +118,7 @@ struct SubscriptionLifetimeTests {
         var listener: MessageListener? = try receiver.listen(identifier: "released", as: MessagingCounter.self) { _ in
             calls.wrappingAdd(1, ordering: .relaxed)
         }
-        var all: MessageListener? = try receiver.listenToAllMessages(as: MessagingCounter.self) { _ in
+        var all: MessageListener? = try receiver.listen(as: MessagingCounter.self) { _ in
             calls.wrappingAdd(1, ordering: .relaxed)
         }
         var token: NotificationCheckToken? = try receiver.notificationCenter().makeCheckToken(
@@ -152,8 +152,8 @@ struct SubscriptionLifetimeTests {
         let connection = center.connection
         let baseline = try await MessagingHarness.settledRuleCount(fixture.bus, connection)
         var messages: MessageStream<MessagingCounter>? = try await receiver.messages(identifier: "unread")
-        var all: MessageStream<MessagingCounter>? = try await receiver.allMessages()
-        var notes: NotificationStream? = try await center.notifications(named: name("lifetime/unread"))
+        var all: MessageStream<MessagingCounter>? = try await receiver.messages()
+        var notes: NotificationStream? = try await center.notifications(name: name("lifetime/unread"))
         #expect(messages != nil && all != nil && notes != nil)
         // Posted and Message rules for the streams of messages (4 + 2), Posted rules for the notifications (2).
         #expect(try await MessagingHarness.settledRuleCount(fixture.bus, connection) == baseline + 8)
@@ -173,9 +173,9 @@ struct SubscriptionLifetimeTests {
         let connection = observing.connection
         let baseline = try await NotifyHarness.settledRuleCount(this.bus, connection)
         let target = name("lifetime/twice")
-        let first = try observing.addObserver(for: target, on: .ioThread) { _ in }
+        let first = try observing.listen(name: target, on: .ioThread) { _ in }
         let (kept, keptHandler) = NotifyHarness.recorder()
-        let second = try observing.addObserver(for: target, on: .ioThread, handler: keptHandler)
+        let second = try observing.listen(name: target, on: .ioThread, handler: keptHandler)
         let token = try observing.makeCheckToken(for: target)
         first.cancel()
         first.cancel()
@@ -208,7 +208,7 @@ struct SubscriptionLifetimeTests {
             case "concurrent": .queue(DispatchQueue(label: "test.concurrent", attributes: .concurrent))
             default: .serial
             }
-        let observer = try observing.addObserver(for: target, on: choice) { _ in
+        let observer = try observing.listen(name: target, on: choice) { _ in
             witness.called()
             firstContinuation.yield()
         }
@@ -235,7 +235,7 @@ struct SubscriptionLifetimeTests {
         let (finished, finishedContinuation) = AsyncStream<Void>.makeStream()
         let choice: DeliveryQueue =
             delivery == "ioThread" ? .ioThread : .queue(DispatchQueue(label: "test.overlap", attributes: .concurrent))
-        let observer = try observing.addObserver(for: target, on: choice) { note in
+        let observer = try observing.listen(name: target, on: choice) { note in
             detector.enter()
             if note.state == UInt64.max { finishedContinuation.yield() }
         }
@@ -263,7 +263,7 @@ struct SubscriptionLifetimeTests {
         let detector = OverlapDetector()
         let (finished, finishedContinuation) = AsyncStream<Void>.makeStream()
         let concurrent = DispatchQueue(label: "test.listener-overlap", attributes: .concurrent)
-        let listener = try receiver.listenToAllMessages(as: MessagingCounter.self, on: .queue(concurrent)) { delivery in
+        let listener = try receiver.listen(as: MessagingCounter.self, on: .queue(concurrent)) { delivery in
             detector.enter()
             if delivery.message?.n == -1 { finishedContinuation.yield() }
         }

@@ -6,16 +6,19 @@
 // It first shows the message already waiting in the mailbox (sent while the app
 // was not running), then each new one. Exits after N presses (default 5).
 import Dispatch
-import Foundation
+import Glibc
 import Wormhole
 
 struct ButtonMessage: Codable, Sendable {
     var buttonNumber: Int
 }
 
-/// Writes a line at once (stdout is a pipe in the demo, where print would buffer).
-func say(_ line: String) {
-    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+/// Writes a line at once (stdout is a pipe in the demo, where print would buffer). The example
+/// needs nothing of Foundation beyond what Wormhole brings (FoundationEssentials), which keeps an
+/// idle listener small (docs/performance.md, memory).
+func say(_ line: String, to fd: Int32 = STDOUT_FILENO) {
+    let bytes = Array((line + "\n").utf8)
+    _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
 }
 
 func option(_ name: String) -> String? {
@@ -31,7 +34,7 @@ func nowNanoseconds() -> UInt64 {
 }
 
 guard let group = option("--group") else {
-    FileHandle.standardError.write(Data("usage: counter-app --group GROUP [--presses N] [--bus-address ADDRESS]\n".utf8))
+    say("usage: counter-app --group GROUP [--presses N] [--bus-address ADDRESS]", to: STDERR_FILENO)
     exit(64)
 }
 let presses = option("--presses").flatMap(Int.init) ?? 5
@@ -49,16 +52,16 @@ do {
         case (.success(let message), .stored):
             say("app:   mailbox already held button \(message.buttonNumber)")
         case (.success(let message), _):
-            let latency = delivery.sentAt.map { String(format: "%.0f µs", Double(nowNanoseconds() &- $0) / 1000) } ?? "?"
+            let latency = delivery.sentAt.map { "\((nowNanoseconds() &- $0 + 500) / 1000) µs" } ?? "?"
             say("app:   button \(message.buttonNumber) arrived after \(latency)")
             if message.buttonNumber >= presses { exit(0) }
         case (.failure(let error), _):
             say("app:   could not read the button: \(error)")
         }
     }
-    FileHandle.standardError.write(Data("ready\n".utf8))
+    say("ready", to: STDERR_FILENO)
     withExtendedLifetime(listener) { dispatchMain() }
 } catch {
-    FileHandle.standardError.write(Data("counter-app: \(error)\n".utf8))
+    say("counter-app: \(error)", to: STDERR_FILENO)
     exit(1)
 }

@@ -65,10 +65,10 @@ public final class SettingsSide: Sendable {
         show()
         // The other side's writes only: this side's own are acknowledged by its command.
         let others = ObserverOptions(ignoresOwnPosts: true)
-        let currency = try defaults.observe(GroupDefaults.Keys.currency.name, options: others) { [self] _ in
+        let currency = try defaults.listen(forKey: GroupDefaults.Keys.currency.name, options: others) { [self] _ in
             say("currency changed to \(defaults[.currency]) by the other side")
         }
-        let theme = try defaults.observe(GroupDefaults.Keys.theme.name, options: others) { [self] _ in
+        let theme = try defaults.listen(forKey: GroupDefaults.Keys.theme.name, options: others) { [self] _ in
             say("theme changed to \(defaults[.theme].rawValue) by the other side")
         }
         let photos = try wormhole.listen(identifier: "photo", as: PhotoNote.self) { [self] delivery in

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension GroupDefaults {
     /// Copies every value of a suite that Foundation's `UserDefaults(suiteName:)` wrote on Linux
@@ -25,19 +25,19 @@ extension GroupDefaults {
             throw WormholeError(
                 .io, value: path, "cannot read the Foundation suite \(NameRules.quoted(suiteName)) at '\(path)'")
         }
-        let object: Any
+        let object: PropertyListValue
         do {
-            object = try PropertyListSerialization.propertyList(from: data, format: nil)
+            object = BinaryPropertyList.isBinary(data) ? try BinaryPropertyList.read(data) : try XMLPropertyList.read(data)
         } catch {
             throw WormholeError(.decodingFailed, value: path, "'\(path)' is not a property list: \(error)")
         }
-        guard let dictionary = object as? [String: Any] else {
+        guard case .dictionary(let dictionary) = object else {
             throw WormholeError(.decodingFailed, value: path, "'\(path)' is a property list but not a dictionary")
         }
         var converted: [String: PropertyListValue] = [:]
         for (key, value) in dictionary {
             _ = try notificationName(forKey: key)
-            converted[key] = try PropertyListValue(value, key: key)
+            converted[key] = value.normalized
         }
         return try write { contents in for (key, value) in converted { contents[key] = value } }
     }

@@ -1,6 +1,5 @@
 import Glibc
 import Logging
-import Synchronization
 public import WormholeDBus
 
 extension GroupDefaults {
@@ -53,30 +52,30 @@ extension GroupDefaults {
     ///   - initial: first deliver the current value (``Change/Reason/initial``, nil when absent).
     ///   - handler: called with each ``Change``.
     /// - Throws: ``WormholeError`` for a bad key; `BusError` when the bus refuses the observer.
-    public func observe(
-        _ key: String, on delivery: DeliveryQueue = .serial, options: ObserverOptions = ObserverOptions(),
+    public func listen(
+        forKey key: String, on delivery: DeliveryQueue = .serial, options: ObserverOptions = ObserverOptions(),
         initial: Bool = false, handler: @escaping @Sendable (Change) -> Void
-    ) throws -> DefaultsObserver {
+    ) throws -> DefaultsListener {
         let name = try notificationName(forKey: key)
         let tracker = ChangeTracker(defaults: self, key: key, executor: delivery.makeExecutor(label: "wormhole.defaults"), handler: handler)
         let subscriber = makeSubscriber(name, isPrefix: false, options: options, tracker: tracker)
         try wakeups.start([subscriber])
         tracker.start(initial: initial)
-        return DefaultsObserver(subscriber: subscriber)
+        return DefaultsListener(subscriber: subscriber, tracker: tracker)
     }
 
     /// Calls `handler` for every change of every key of the suite (the prefix
-    /// `<group>/Preferences/<suite>/`), as ``observe(_:on:options:initial:handler:)-(_,DeliveryQueue,_,_,_)`` does for one key.
+    /// `<group>/Preferences/<suite>/`), as ``listen(forKey:on:options:initial:handler:)-(_,DeliveryQueue,_,_,_)`` does for one key.
     /// With `initial`, every stored key is delivered first.
-    public func observeSuite(
+    public func listen(
         on delivery: DeliveryQueue = .serial, options: ObserverOptions = ObserverOptions(), initial: Bool = false,
         handler: @escaping @Sendable (Change) -> Void
-    ) throws -> DefaultsObserver {
+    ) throws -> DefaultsListener {
         let tracker = ChangeTracker(defaults: self, key: nil, executor: delivery.makeExecutor(label: "wormhole.defaults"), handler: handler)
         let subscriber = makeSubscriber(notificationPrefix, isPrefix: true, options: options, tracker: tracker)
         try wakeups.start([subscriber])
         tracker.start(initial: initial)
-        return DefaultsObserver(subscriber: subscriber)
+        return DefaultsListener(subscriber: subscriber, tracker: tracker)
     }
 
     /// The changes of `key` as an `AsyncSequence`, optionally starting with the current value.
@@ -122,7 +121,10 @@ extension GroupDefaults {
                 finish: { continuation.finish() })
             subscriber.keep(observer)
         }
-        continuation.onTermination = { _ in subscriber.cancel() }
+        continuation.onTermination = { _ in
+            tracker.cancel()
+            subscriber.cancel()
+        }
         tracker.start(initial: initial)
         return DefaultsChangeStream(stream)
     }
@@ -154,15 +156,25 @@ extension GroupDefaults {
 /// Changes of shared defaults as an `AsyncSequence` (see ``GroupDefaults/changes(forKey:initial:options:)``).
 public typealias DefaultsChangeStream = SubscriptionStream<GroupDefaults.Change>
 
-/// A registered observer of shared defaults (see ``GroupDefaults/observe(_:on:options:initial:handler:)-(_,DeliveryQueue,_,_,_)``):
+/// A registered observer of shared defaults (see ``GroupDefaults/listen(forKey:on:options:initial:handler:)-(_,DeliveryQueue,_,_,_)``):
 /// active until ``cancel()`` or until the last reference to it is released.
-public final class DefaultsObserver: SubscriptionHandle {
+public final class DefaultsListener: SubscriptionHandle {
     private let subscriber: NotificationSubscriber
+    private let tracker: ChangeTracker
 
-    init(subscriber: NotificationSubscriber) { self.subscriber = subscriber }
+    init(subscriber: NotificationSubscriber, tracker: ChangeTracker) {
+        self.subscriber = subscriber
+        self.tracker = tracker
+    }
+
+    deinit { cancel() }
 
     /// Stops deliveries and removes the observer's match rules; calling it twice does nothing.
-    public func cancel() { subscriber.cancel() }
+    /// No handler call starts after this returns (one already running finishes).
+    public func cancel() {
+        tracker.cancel()
+        subscriber.cancel()
+    }
 
     /// Whether ``cancel()`` was called.
     public var isCancelled: Bool { subscriber.isCancelled }
@@ -176,8 +188,20 @@ public final class DefaultsObserver: SubscriptionHandle {
 /// delivery of the latest value, never a repeat of it); a post without a generation (`dbus-send`)
 /// is always delivered. A catch-up compares the suite with the values last delivered and
 /// delivers the keys that differ.
-final class ChangeTracker: Sendable {
+final class ChangeTracker: PumpedDelivery {
+    /// What a round of the pump has to do, in the order it was asked for.
+    private enum Event {
+        /// The listener is active: take the baseline, and deliver it when `initial`.
+        case start(initial: Bool)
+        /// A writer's post (or a post-less `dbus-send`).
+        case post(DarwinNotification)
+        /// Compare the suite with what was last delivered (a catch-up, a file replaced).
+        case differences(GroupDefaults.Change.Reason)
+    }
+
     private struct State {
+        /// Asked for and not yet done.
+        var events: [Event] = []
         /// The values last delivered (or seen when the observer started); nil until then.
         var known: [String: PropertyListValue]?
         /// Per key, the generation of the suite version its last delivery was read from.
@@ -187,9 +211,9 @@ final class ChangeTracker: Sendable {
     private let defaults: GroupDefaults
     /// The observed key; nil for the whole suite.
     private let key: String?
-    private let executor: DeliveryExecutor
+    let pump: DeliveryPump
     private let handler: @Sendable (GroupDefaults.Change) -> Void
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(
         defaults: GroupDefaults, key: String?, executor: DeliveryExecutor,
@@ -197,26 +221,61 @@ final class ChangeTracker: Sendable {
     ) {
         self.defaults = defaults
         self.key = key
-        self.executor = executor
+        pump = DeliveryPump(executor: executor)
         self.handler = handler
+    }
+
+    /// No delivery starts after this returns.
+    func cancel() {
+        _ = pump.cancel()
+        state.withLock { $0.events = [] }
+    }
+
+    private func ask(_ event: Event) {
+        if pump.isCancelled { return }
+        state.withLock { $0.events.append(event) }
+        wake()
+    }
+
+    /// The pump's round: what was asked for, in order. Consecutive comparisons are one.
+    func drainPending() {
+        while true {
+            let events = state.withLock { state -> [Event] in
+                defer { state.events = [] }
+                return state.events
+            }
+            if events.isEmpty { return }
+            var previous: Event?
+            for event in events {
+                if pump.isCancelled { return }
+                switch event {
+                case .start(let initial): begin(initial: initial)
+                case .post(let note): deliverPost(note)
+                case .differences(let reason):
+                    if case .differences(let last) = previous, last == reason { continue }
+                    deliverDifferences(reason: reason)
+                }
+                previous = event
+            }
+        }
     }
 
     /// Called once the observer is active: remembers the current values, and delivers them first
     /// when `initial`.
-    func start(initial: Bool) {
-        executor.run { [self] in
-            let current = read()?.values ?? [:]
-            let first = state.withLock { state -> [String: PropertyListValue] in
-                if state.known == nil { state.known = current }
-                return state.known!
-            }
-            guard initial else { return }
-            if let key {
-                handler(GroupDefaults.Change(key: key, value: first[key], reason: .initial))
-            } else {
-                for name in first.keys.sorted() {
-                    handler(GroupDefaults.Change(key: name, value: first[name], reason: .initial))
-                }
+    func start(initial: Bool) { ask(.start(initial: initial)) }
+
+    private func begin(initial: Bool) {
+        let current = read()?.values ?? [:]
+        let first = state.withLock { state -> [String: PropertyListValue] in
+            if state.known == nil { state.known = current }
+            return state.known!
+        }
+        guard initial else { return }
+        if let key {
+            handler(GroupDefaults.Change(key: key, value: first[key], reason: .initial))
+        } else {
+            for name in first.keys.sorted() {
+                handler(GroupDefaults.Change(key: name, value: first[name], reason: .initial))
             }
         }
     }
@@ -224,22 +283,18 @@ final class ChangeTracker: Sendable {
     /// Runs on the I/O thread for each post (or catch-up) that reached the observer.
     func notified(_ note: DarwinNotification) {
         switch note.reason {
-        case .posted: executor.run { [self] in deliverPost(note) }
+        case .posted: ask(.post(note))
         case .catchUp: catchUp()
         }
     }
 
     /// Compares the suite with the values last delivered and delivers the keys that differ
     /// (``GroupDefaults/Change/Reason/catchUp``): after the bus came back.
-    func catchUp() {
-        executor.run { [self] in deliverDifferences(reason: .catchUp) }
-    }
+    func catchUp() { ask(.differences(.catchUp)) }
 
     /// The suite file was replaced or removed (seen by the directory watch while there is no
     /// bus): the keys that differ from what was last delivered, as ``GroupDefaults/Change/Reason/changed``.
-    func fileChanged() {
-        executor.run { [self] in deliverDifferences(reason: .changed) }
-    }
+    func fileChanged() { ask(.differences(.changed)) }
 
     private func deliverPost(_ note: DarwinNotification) {
         let name: String

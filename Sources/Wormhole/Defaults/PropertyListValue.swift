@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// A value that shared defaults can store: the property-list types of `UserDefaults`.
 ///
@@ -36,8 +36,8 @@ public enum PropertyListValue: Sendable, Hashable, CustomStringConvertible {
     }
 
     private static func convert(_ value: Any, key: String, path: String) throws(WormholeError) -> PropertyListValue {
-        // First, a real NSNumber (from Foundation APIs): Swift numbers also cast to NSNumber.
-        if type(of: value) is NSNumber.Type, let number = value as? NSNumber { return Self.number(number) }
+        // First, a Foundation `NSNumber` (from JSONSerialization, PropertyListSerialization…).
+        if type(of: value) is AnyClass, let number = foundationNumber(value) { return number }
         switch value {
         case let value as PropertyListValue: return value.normalized
         case let value as String: return .string(value)
@@ -54,7 +54,6 @@ public enum PropertyListValue: Sendable, Hashable, CustomStringConvertible {
                 throw refused(key, path, "the integer \(value) does not fit a signed 64-bit Int")
             }
             return .integer(fitting)
-        case let value as NSNumber: return number(value)
         case let value as [Any]:
             var result: [PropertyListValue] = []
             result.reserveCapacity(value.count)
@@ -69,7 +68,7 @@ public enum PropertyListValue: Sendable, Hashable, CustomStringConvertible {
             }
             return .dictionary(result)
         default:
-            let what = value is NSNull ? "null" : "a value of type \(type(of: value))"
+            let what = String(reflecting: type(of: value)) == "Foundation.NSNull" ? "null" : "a value of type \(type(of: value))"
             throw refused(key, path, "\(what) is not a property-list type")
         }
     }
@@ -85,13 +84,18 @@ public enum PropertyListValue: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    private static func number(_ value: NSNumber) -> PropertyListValue {
-        switch String(cString: value.objCType) {
-        // Foundation's Booleans (JSONSerialization, PropertyListSerialization) report "c" or "B".
-        case "c", "B": return .bool(value.boolValue)
-        case "f", "d": return .double(value.doubleValue)
-        default: return .integer(value.intValue)
-        }
+    /// A Foundation `NSNumber` as its type: this module does not import Foundation (it would load
+    /// it into every process, docs/performance.md), but the runtime bridges an `NSNumber` to the
+    /// Swift numbers. A Boolean is a `__NSCFBoolean`; a floating-point number's description has
+    /// a `.`, an exponent, `nan` or `inf` (`2.0`, `1e+16`), an integer's only digits.
+    private static func foundationNumber(_ value: Any) -> PropertyListValue? {
+        let typeName = String(reflecting: type(of: value))
+        guard typeName == "Foundation.NSNumber" || typeName == "Foundation.__NSCFBoolean" else { return nil }
+        if typeName.hasSuffix("Boolean"), let flag = value as? Bool { return .bool(flag) }
+        let text = String(describing: value)
+        if !text.contains(where: { ".eEnN".contains($0) }), let integer = value as? Int { return .integer(integer) }
+        if let double = value as? Double { return .double(double) }
+        return nil
     }
 
     private static func refused(_ key: String, _ path: String, _ why: String) -> WormholeError {
@@ -197,12 +201,13 @@ extension PropertyListValue {
         if let direct = try? PropertyListValue(value, key: key) { return direct }
         do {
             // Wrapped in an array: a property list may not be a bare string or number at the top.
-            let data = try PropertyListEncoder().encode([value])
-            let object = try PropertyListSerialization.propertyList(from: data, format: nil)
-            guard let array = object as? [Any], let first = array.first else {
+            let encoder = PropertyListEncoder()
+            encoder.outputFormat = .binary
+            guard case .array(let array) = try BinaryPropertyList.read(try encoder.encode([value])), let first = array.first
+            else {
                 throw WormholeError(.invalidValue, value: key, "value for key \(NameRules.quoted(key)) encoded to nothing")
             }
-            return try PropertyListValue(first, key: key)
+            return first.normalized
         } catch let error as WormholeError {
             throw error
         } catch {
@@ -218,8 +223,7 @@ extension PropertyListValue {
         if Value.self == Double.self, case .integer(let integer) = self { return Double(integer) as? Value }
         if Value.self == PropertyListValue.self { return self as? Value }
         do {
-            let data = try PropertyListSerialization.data(fromPropertyList: [object], format: .binary, options: 0)
-            return try PropertyListDecoder().decode([Value].self, from: data).first
+            return try PropertyListDecoder().decode([Value].self, from: BinaryPropertyList.write(.array([self]))).first
         } catch {
             return nil
         }

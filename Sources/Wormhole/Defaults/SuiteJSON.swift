@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The suite file's JSON form of property-list values (the "File format" table of docs/shared-defaults.md):
 ///

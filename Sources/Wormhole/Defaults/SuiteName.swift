@@ -42,6 +42,8 @@ public struct SuiteName: Hashable, Sendable, CustomStringConvertible {
     var fileName: String { rawValue + ".json" }
     /// `<suite>.json.lock`, the writers' lock file (contract §5).
     var lockName: String { rawValue + ".json.lock" }
+    /// `<suite>.json.changes`, the suite's change counter (docs/proposals/defaults-counter.md).
+    var counterName: String { rawValue + ".json.changes" }
     /// `<suite>.json.corrupt-<n>`.
     func corruptName(_ number: Int) -> String { rawValue + ".json.corrupt-\(number)" }
     /// `.<suite>.json.<pid>-<random>.tmp`: hidden, unique per writer, at most 239 bytes.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 import Logging
 import Synchronization
@@ -7,17 +7,23 @@ import SystemPackage
 /// The suite file of contract §5 (`<container>/Preferences/<suite>.json`) with its lock, its
 /// corruption handling and a cache of its parsed content.
 ///
-/// Freshness: the cache remembers the file's identity (device, inode, size, modification and
-/// change times in nanoseconds) and a read compares it with one `lstat` of the path. Every write
-/// is a rename of a new file whose modification time the writer sets, under the lock, to a
-/// nanosecond count strictly greater than the previous file's: two versions of the suite never
-/// share that identity, so a read that starts after a write returned sees it.
+/// Freshness (``GroupDefaults/Freshness``): by default the cache remembers the file's identity
+/// (device, inode, size, modification and change times in nanoseconds) and a read compares it
+/// with one `lstat` of the path. Every write is a rename of a new file whose modification time the
+/// writer sets, under the lock, to a nanosecond count strictly greater than the previous file's:
+/// two versions of the suite never share that identity, so a read that starts after a write
+/// returned sees it. Every write also increments the suite's change counter
+/// (``SuiteChangeCounter``) after its rename; with ``GroupDefaults/Freshness/changeCounter`` a read
+/// compares the counter with the count its cache was read at instead, without a system call.
+/// The counter is loaded before the file is checked or read, and a writer renames before it
+/// increments, so a cache tagged with a count never predates a write that count includes.
 final class SuiteStore: Sendable {
     static let directoryName = WormholeDirectoryName.reservedForDefaults
 
     let container: GroupContainer
     let suite: SuiteName
     let durability: FileTransiting.Durability
+    let freshness: GroupDefaults.Freshness
     let logger: Logger
     /// `<root>/<group>/Preferences/<suite>.json`.
     let path: String
@@ -43,18 +49,27 @@ final class SuiteStore: Sendable {
     struct Snapshot: Sendable {
         var contents: SuiteJSON.Contents
         var signature: Signature?
+        /// The change counter's word when this version was read (nil: no counter was mapped).
+        var counter: UInt64?
         /// The values this version understands (unknown ones are in `contents.unknown`).
         var values: [String: PropertyListValue] { contents.values }
         /// The version's generation: its modification time in nanoseconds (0 when absent).
         var generation: UInt64 { signature?.modified ?? 0 }
     }
 
-    private let cache = Mutex<Snapshot?>(nil)
+    private let cache = Locked<Snapshot?>(nil)
+    /// The suite's change counter, once mapped: read-only by a reader, writable once this object
+    /// wrote.
+    private let counter = Locked<SuiteChangeCounter?>(nil)
 
-    init(container: GroupContainer, suite: SuiteName, durability: FileTransiting.Durability, logger: Logger) {
+    init(
+        container: GroupContainer, suite: SuiteName, durability: FileTransiting.Durability,
+        freshness: GroupDefaults.Freshness = .everyWriter, logger: Logger
+    ) {
         self.container = container
         self.suite = suite
         self.durability = durability
+        self.freshness = freshness
         self.logger = logger
         path = container.path + "/" + Self.directoryName + "/" + suite.fileName
     }
@@ -68,14 +83,58 @@ final class SuiteStore: Sendable {
     ///   one JSON object (naming the file and the byte offset; the file is left as it is),
     ///   ``WormholeError/Code/unsafePath`` or ``WormholeError/Code/io``.
     func snapshot() throws(WormholeError) -> Snapshot {
+        guard freshness == .changeCounter else { return try checkedSnapshot(counter: nil) }
+        if let mapped = counter.withLock({ $0 }) {
+            // The fast path: one load from the shared mapping, no system call.
+            let seen = mapped.value
+            if let cached = cache.withLock({ $0 }), cached.counter == seen { return cached }
+            return try checkedSnapshot(counter: seen)
+        }
+        // No counter mapped yet: the status check, and an attempt to map the counter only when the
+        // file changed (no counting writer may have written yet; the attempt costs an open).
         if let cached = cachedIfCurrent() { return cached }
+        let seen = (try? mapCounter(writable: false, in: nil))?.value
+        return try checkedSnapshot(counter: seen)
+    }
+
+    /// The cached snapshot when `lstat` says the file is the one it was read from, else the file
+    /// read again; tagged with the counter's word `seen`, loaded before this call.
+    private func checkedSnapshot(counter seen: UInt64?) throws(WormholeError) -> Snapshot {
+        if var cached = cachedIfCurrent() {
+            if cached.counter != seen {
+                cached.counter = seen
+                _ = remember(cached)
+            }
+            return cached
+        }
         guard let directory = try container.openDirectory(named: Self.directoryName, create: false) else {
-            return remember(Snapshot(contents: SuiteJSON.Contents(), signature: nil))
+            return remember(Snapshot(contents: SuiteJSON.Contents(), signature: nil, counter: seen))
         }
         switch try read(in: directory) {
-        case .success(let snapshot): return remember(snapshot)
+        case .success(var snapshot):
+            snapshot.counter = seen
+            return remember(snapshot)
         case .failure(let problem): throw unreadable(problem, writing: false)
         }
+    }
+
+    /// The change counter, mapped on first use: read-only for a reader; a writer (`writable`, under
+    /// the suite's lock) creates the file when missing. Nil when there is no `Preferences`
+    /// directory, or (for a reader) no counter file yet.
+    private func mapCounter(writable: Bool, in directory: OpenFile?) throws(WormholeError) -> SuiteChangeCounter? {
+        if let mapped = counter.withLock({ $0 }), mapped.writable || !writable { return mapped }
+        var opened = directory
+        if opened == nil { opened = try container.openDirectory(named: Self.directoryName, create: false) }
+        guard let directory = opened else { return nil }
+        let file: OpenFile?
+        if writable {
+            file = try directory.openOrCreateFile(suite.counterName)
+        } else {
+            file = try directory.openFileForReading(suite.counterName)
+        }
+        guard let file, let mapped = try SuiteChangeCounter(file, writable: writable) else { return nil }
+        counter.withLock { $0 = mapped }
+        return mapped
     }
 
     /// The cached snapshot when the file is still the one it was read from (one `lstat`).
@@ -149,7 +208,9 @@ final class SuiteStore: Sendable {
             var number = 1
             while (try? Syscall.lstatat(directory.descriptor, suite.corruptName(number))) != nil { number += 1 }
             let aside = directory.child(suite.corruptName(number))
+            let changeCounter = try mapCounter(writable: true, in: directory)
             try directory.rename(suite.fileName, to: suite.corruptName(number))
+            _ = changeCounter?.increment()
             cache.withLock { $0 = nil }
             logger.warning(
                 "suite file moved aside; the suite starts again empty",
@@ -230,14 +291,17 @@ final class SuiteStore: Sendable {
                         + "nothing was written (removing keys is always allowed)")
             }
             let generation = max(Self.now(), old.generation &+ 1)
+            // Mapped (and created) before the rename: a write that could not count is not made.
+            let changeCounter = try mapCounter(writable: true, in: directory)
             try directory.replaceAtomically(
                 suite.fileName, with: encoded, temporaryName: suite.temporaryName,
                 durability: durability, modified: generation)
             OpportunisticSweep.onFirstWrite(
                 in: directory, olderThan: FileTransiting.staleTemporaryAge.wholeNanoseconds)
+            let count = changeCounter?.increment()
             // Still under the lock: the file now in place is the one just written.
             if let status = try? Syscall.lstatat(directory.descriptor, suite.fileName) {
-                _ = remember(Snapshot(contents: contents, signature: Signature(status)))
+                _ = remember(Snapshot(contents: contents, signature: Signature(status), counter: count))
             }
             return Outcome(result: result, changes: changes, generation: generation)
         }

@@ -1,7 +1,7 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Glibc
 import Logging
-import Synchronization
 public import WormholeDBus
 
 /// A lossless, ordered log of messages for one identifier of a wormhole (contract §6): where a
@@ -92,6 +92,8 @@ public final class Journal: Sendable {
 
     let location: JournalLocation
     let center: MessageCenter
+    /// Shared by every append (its settings are never changed after `init`).
+    private let encoder: JSONEncoder
     let writer: JournalWriter
     private let poster: JournalPoster
 
@@ -102,6 +104,8 @@ public final class Journal: Sendable {
         location = JournalLocation(
             container: center.container, directory: center.directory, identifier: identifier, logger: center.logger)
         writer = JournalWriter(location: location, options: options)
+        encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
         poster = JournalPoster(name: location.notificationName, center: center)
     }
 
@@ -131,9 +135,7 @@ public final class Journal: Sendable {
     /// Returns their sequence numbers; an empty array throws ``WormholeError/Code/invalidValue``.
     @discardableResult
     public func append<Message: Encodable>(contentsOf messages: [Message]) throws -> ClosedRange<UInt64> {
-        // One encoder for the batch (making one per message costs more than a small message's encoding).
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.withoutEscapingSlashes]
+        // One encoder for the journal (making one per append costs more than a small message's encoding).
         let payloads = try messages.map { message throws in
             if message is Data { throw MessageCenter.refuseData(identifier.rawValue) }
             do {
@@ -347,7 +349,7 @@ final class JournalPoster: Sendable {
 
     private let name: NotificationName
     private let center: MessageCenter
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let queue = DispatchQueue(label: "wormhole.journal.post")
     /// Entered while this poster's queue posts (`flush` waits for it, with a deadline).
     private let busy = DispatchGroup()

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// A durable consumer's cursor file, `<name>.cursor` in the journal directory: one line of JSON,
@@ -96,7 +96,7 @@ final class JournalConsumerCore: Sendable {
     let cursor: JournalCursorFile?
     /// Records up to this one may have been handed out before: flagged as redeliveries.
     let redeliveredThrough: UInt64
-    private let progress: Mutex<Progress>
+    private let progress: Locked<Progress>
 
     init(location: JournalLocation, start: JournalPosition, consumer: String?, synchronized: Bool) throws(WormholeError) {
         guard let consumer else {
@@ -104,7 +104,7 @@ final class JournalConsumerCore: Sendable {
             cursor = nil
             redeliveredThrough = 0
             let handled = reader.nextSequence - 1
-            progress = Mutex(Progress(acknowledged: handled, handedOut: handled, stored: nil))
+            progress = Locked(Progress(acknowledged: handled, handedOut: handled, stored: nil))
             return
         }
         let name = try JournalConsumerName(consumer)
@@ -129,7 +129,7 @@ final class JournalConsumerCore: Sendable {
         self.cursor = cursor
         redeliveredThrough = stored?.delivering ?? 0
         let handled = stored?.acknowledged ?? (reader.nextSequence - 1)
-        progress = Mutex(Progress(acknowledged: handled, handedOut: handled, stored: stored))
+        progress = Locked(Progress(acknowledged: handled, handedOut: handled, stored: stored))
         if stored == nil {
             // Stored at once: a consumer that starts at the end and crashes before its first record
             // must not start at the (later) end next time.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A range of sequence numbers a reader cannot deliver, and why (contract §6, v1.2).
 ///

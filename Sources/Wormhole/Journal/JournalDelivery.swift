@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 public import WormholeDBus
 
@@ -147,20 +147,13 @@ protocol JournalDrainControl: Sendable {
     var isCancelled: Bool { get }
 }
 
-/// Drains a consumer on its executor whenever woken: every wake reads from the cursor to the end,
-/// so coalesced wakes lose nothing, and two drains never overlap.
-final class JournalDrainer<Message: Decodable & Sendable>: JournalDrainControl {
-    private struct State {
-        var cancelled = false
-        var scheduled = false
-        var dirty = false
-    }
-
+/// A journal listener's reader for the ``DeliveryPump``: every round reads from the cursor to the
+/// end, so coalesced wakes lose nothing.
+final class JournalDrainer<Message: Decodable & Sendable>: JournalDrainControl, PumpedDelivery {
     private let core: JournalConsumerCore
     private let identifier: MessageIdentifier
-    private let executor: DeliveryExecutor
+    let pump: DeliveryPump
     private let handler: @Sendable (Result<JournalRecord<Message>, WormholeError>) -> Void
-    private let state = Mutex(State())
 
     init(
         core: JournalConsumerCore, identifier: MessageIdentifier, executor: DeliveryExecutor,
@@ -168,44 +161,15 @@ final class JournalDrainer<Message: Decodable & Sendable>: JournalDrainControl {
     ) {
         self.core = core
         self.identifier = identifier
-        self.executor = executor
+        pump = DeliveryPump(executor: executor)
         self.handler = handler
     }
 
-    func cancel() -> Bool {
-        state.withLock { state in
-            defer { state.cancelled = true }
-            return state.cancelled
-        }
-    }
+    func cancel() -> Bool { pump.cancel() }
 
-    var isCancelled: Bool { state.withLock { $0.cancelled } }
+    var isCancelled: Bool { pump.isCancelled }
 
-    func wake() {
-        let start = state.withLock { state -> Bool in
-            if state.cancelled { return false }
-            state.dirty = true
-            if state.scheduled { return false }
-            state.scheduled = true
-            return true
-        }
-        if start { executor.run { self.drain() } }
-    }
-
-    private func drain() {
-        while true {
-            let go = state.withLock { state -> Bool in
-                if state.cancelled || !state.dirty {
-                    state.scheduled = false
-                    return false
-                }
-                state.dirty = false
-                return true
-            }
-            guard go else { return }
-            drainOnce()
-        }
-    }
+    func drainPending() { drainOnce() }
 
     /// Reads and delivers until the journal has nothing more.
     private func drainOnce() {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 import SystemPackage
 
@@ -152,6 +152,23 @@ final class JournalFile: Sendable {
 
     func size() throws(WormholeError) -> Int { Int(try status().st_size) }
 
+    /// One `pread` of up to `count` bytes at `offset`: fewer only at the end of the file (a
+    /// regular file's read is short only there).
+    func readOnce(at offset: Int, count: Int) throws(WormholeError) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        let got: Int
+        do throws(Errno) {
+            let result = bytes.withUnsafeMutableBytes { buffer in
+                Result { () throws(Errno) in try Syscall.pread(descriptor, into: buffer, at: offset) }
+            }
+            got = try result.get()
+        } catch {
+            throw ioError(error, "read", path)
+        }
+        if got < count { bytes.removeSubrange(got...) }
+        return bytes
+    }
+
     /// Reads up to `count` bytes at `offset` (fewer at the end of the file).
     func read(at offset: Int, count: Int) throws(WormholeError) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
@@ -209,9 +226,10 @@ final class JournalFile: Sendable {
         }
     }
 
-    func lock() throws(WormholeError) {
+    /// Takes the lock, waiting at most ``LockWait/timeout`` with one of the journal's short backoffs.
+    func lock(backoff: LockWait.Backoff = .journal) throws(WormholeError) {
         do throws(Errno) {
-            try Syscall.flock(descriptor, LOCK_EX)
+            try LockWait.acquire(descriptor, LOCK_EX, timeout: LockWait.timeout, backoff: backoff)
         } catch .wouldBlock {
             throw LockWait.timedOut(descriptor, path: path)
         } catch {

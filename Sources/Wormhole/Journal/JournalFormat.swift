@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The journal's byte format (docs/journal-format.md is the reference for other programs).
 ///

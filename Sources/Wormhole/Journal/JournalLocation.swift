@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Logging
 
 /// Where a journal lives: `<root>/<group>/<directory>/<identifier>.journal/`, and the name its

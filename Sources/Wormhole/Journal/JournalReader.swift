@@ -1,5 +1,5 @@
-import Foundation
-import Synchronization
+import FoundationEssentials
+import Glibc
 
 /// Where a reader starts.
 public enum JournalPosition: Sendable, Hashable {
@@ -51,7 +51,7 @@ final class JournalReader: Sendable {
     }
 
     let location: JournalLocation
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     /// Positions a reader at `start`; numbers up to `floor` are never delivered or reported (a
     /// consumer whose stored cursor is past the journal's last whole record waits for the
@@ -65,7 +65,7 @@ final class JournalReader: Sendable {
         state.listedAt = try Self.signature(directory)
         try Self.position(&state, start: start, location: location)
         state.floor = max(state.floor, floor)
-        self.state = Mutex(state)
+        self.state = Locked(state)
     }
 
     /// The next sequence number this reader returns.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// One record as stored: its sequence number, append time and JSON payload.
 struct RawJournalRecord: Sendable {
@@ -38,13 +38,16 @@ struct JournalScan {
     /// The file's size when the walk started.
     var size = 0
 
-    /// Scans `file` from `offset`, expecting `next`; collects payloads when `collect`.
+    /// Scans `file` from `offset`, expecting `next`; collects payloads when `collect`. `tail`:
+    /// every byte from `offset` to the end of the file, as a short read just found them (no
+    /// `fstat` and no second read, see ``JournalWriter``).
     static func run(
         _ file: JournalFile, from offset: Int, expecting next: UInt64, collect: Bool,
-        maximumRecords: Int = .max, maximumBytes: Int = .max
+        maximumRecords: Int = .max, maximumBytes: Int = .max, tail: [UInt8]? = nil
     ) throws(WormholeError) -> JournalScan {
         var scan = JournalScan(end: offset, next: next)
-        let size = try file.size()
+        let size: Int
+        if let tail { size = offset + tail.count } else { size = try file.size() }
         scan.size = size
         var bytesTaken = 0
         var taken = 0
@@ -54,7 +57,12 @@ struct JournalScan {
                 scan.stop = .budget
                 return scan
             }
-            var buffer = try file.read(at: scan.end, count: min(size - scan.end, max(chunk, JournalFormat.frameOverhead)))
+            var buffer: [UInt8]
+            if let tail, scan.end == offset {
+                buffer = tail
+            } else {
+                buffer = try file.read(at: scan.end, count: min(size - scan.end, max(chunk, JournalFormat.frameOverhead)))
+            }
             var position = 0
             while position < buffer.count {
                 if taken >= maximumRecords || bytesTaken >= maximumBytes {

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// What a journal holds (see ``Journal/status()``; `wormhole journal stat` prints it).
 public struct JournalStatus: Sendable, Hashable {

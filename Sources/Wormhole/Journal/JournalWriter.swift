@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import Synchronization
 
@@ -35,8 +36,23 @@ final class JournalWriter: Sendable {
 
     let location: JournalLocation
     let options: Journal.Options
-    private let state = Mutex(State())
-    private let syncLock = Mutex<JournalFile?>(nil)
+    /// How much the lock holder reads from its last known end to see what others appended.
+    private static let probeSize = 4096
+    private let state = Locked(State())
+    private let syncState = Locked(SyncState())
+
+    /// The group commit's state in this process: `sync.lock`, and the position (segment, offset)
+    /// known to be synchronised, so a thread another thread of this process covered is done
+    /// without taking the file lock.
+    private struct SyncState {
+        var file: JournalFile?
+        var segmentFirst: UInt64 = 0
+        var offset = 0
+
+        func covers(_ target: SyncTarget) -> Bool {
+            segmentFirst > target.segmentFirst || (segmentFirst == target.segmentFirst && offset >= target.end)
+        }
+    }
 
     init(location: JournalLocation, options: Journal.Options) {
         self.location = location
@@ -137,7 +153,19 @@ final class JournalWriter: Sendable {
         if state.segment == nil { try resynchronise(&state, directory) }
         while true {
             guard let segment = state.segment else { preconditionFailure("resynchronised") }
-            let scan = try JournalScan.run(segment, from: state.end, expecting: state.last + 1, collect: false)
+            // A read from the last byte we know, not `fstat`: one byte back means nothing was
+            // appended since (the usual case: one system call); a short read gives the size.
+            // (Linux gives a file whose times were looked at since its last change fine-grained
+            // times on the next write, which then costs a journalled inode update each time.)
+            let probe = try segment.readOnce(at: state.end - 1, count: Self.probeSize)
+            if probe.count == 1 {
+                numberAfterStoredCursors(&state, directory)
+                return
+            }
+            // A short read holds everything others appended since: scanned without reading again.
+            let tail = probe.count > 1 && probe.count < Self.probeSize ? Array(probe[1...]) : nil
+            let scan = try JournalScan.run(
+                segment, from: state.end, expecting: state.last + 1, collect: false, tail: tail)
             state.end = scan.end
             state.last = scan.next - 1
             switch scan.stop {
@@ -336,22 +364,24 @@ final class JournalWriter: Sendable {
     /// first sequence number and the offset, little-endian), read and written under `flock` of
     /// that file.
     private func synchronize(_ target: SyncTarget) throws(WormholeError) {
-        try syncLock.withLock { lockFile throws(WormholeError) in
-            if lockFile == nil {
+        try syncState.withLock { sync throws(WormholeError) in
+            if sync.covers(target) { return }
+            if sync.file == nil {
                 guard let directory = try location.open(create: true) else { preconditionFailure("created") }
-                lockFile = try directory.openOrCreate(JournalFormat.syncLockName)
+                sync.file = try directory.openOrCreate(JournalFormat.syncLockName)
             }
-            guard let file = lockFile else { return }
-            try file.lock()
+            guard let file = sync.file else { return }
+            try file.lock(backoff: .journalSync)
             defer { file.unlock() }
             let stored = try file.read(at: 0, count: 16)
             if stored.count == 16 {
                 let (segment, offset) = stored.withUnsafeBytes {
                     (JournalFormat.load(UInt64.self, $0, at: 0), JournalFormat.load(UInt64.self, $0, at: 8))
                 }
-                if segment > target.segmentFirst || (segment == target.segmentFirst && offset >= UInt64(target.end)) {
-                    return
+                if segment > sync.segmentFirst || (segment == sync.segmentFirst && offset > UInt64(sync.offset)) {
+                    (sync.segmentFirst, sync.offset) = (segment, Int(clamping: offset))
                 }
+                if sync.covers(target) { return }
             }
             let size = try target.segment.size()
             try target.segment.dataSync()
@@ -359,6 +389,7 @@ final class JournalWriter: Sendable {
             JournalFormat.appendLittleEndian(target.segmentFirst, to: &bytes)
             JournalFormat.appendLittleEndian(UInt64(size), to: &bytes)
             try file.write(bytes, at: 0)
+            (sync.segmentFirst, sync.offset) = (target.segmentFirst, size)
         }
     }
 }

@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// A stored message as its raw JSON document, for code that forwards messages without knowing
 /// their type (the `wormhole` tool, bridges, loggers).

@@ -1,5 +1,5 @@
-import Foundation
-import Synchronization
+import Dispatch
+import FoundationEssentials
 import WormholeDBus
 
 /// Why a mailbox or message is pending: ``MessageDelivery/Reason`` without its generic
@@ -32,8 +32,6 @@ private enum ListenerEntry {
 
 private struct ListenerState {
     var cancelled = false
-    /// A drain is queued or running (callback listeners).
-    var scheduled = false
     /// A catch-up was asked for: the reader lists the mailboxes (disk work, not on the bus side).
     var catchUp = false
     var pending: [MessageIdentifier: (reason: ListenerReason, sentAt: UInt64?)] = [:]
@@ -73,13 +71,13 @@ private struct ListenerState {
 /// A mailbox is delivered again only when its file changed since the listener's last delivery
 /// of it (its ``Fingerprint``), unless ``MessageCenter/ListenOptions/deliversEveryPost``: the
 /// reads of a coalesced burst that find the file already delivered are skipped.
-final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
+final class ListenerCore<Message: Decodable & Sendable>: ListenerControl, PumpedDelivery {
     typealias Reason = ListenerReason
     typealias Item = ListenerItem
 
     /// Where deliveries go.
     enum Sink: Sendable {
-        /// A callback listener: drain on the executor and call the handler.
+        /// A callback listener: the ``DeliveryPump`` drains on the executor and calls the handler.
         case handler(DeliveryExecutor, @Sendable (MessageDelivery<Message>) -> Void)
         /// A stream: ring the doorbell; the iterator's `next()` takes and reads.
         case doorbell(AsyncStream<Void>.Continuation)
@@ -102,7 +100,10 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
     /// A post that arrived this shortly before a rename was seen is taken to be that rename's.
     static var sameIteration: UInt64 { 50_000_000 }
     private let sink: Sink
-    private let state = Mutex(ListenerState())
+    /// Rounds of reading and delivering for a callback listener (a stream's reading is its
+    /// iterator's, and its pump is never woken).
+    let pump: DeliveryPump
+    private let state = Locked(ListenerState())
 
     init(
         transiting: any WormholeTransiting, prefix: NotificationName, only: MessageIdentifier?,
@@ -115,10 +116,16 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         transientLimit = max(1, options.transientBufferLimit)
         catchesWritesWithoutSignal = options.catchesWritesWithoutSignal && options.wakesThroughDirectoryWithoutBus
         self.sink = sink
+        if case .handler(let executor, _) = sink {
+            pump = DeliveryPump(executor: executor)
+        } else {
+            pump = DeliveryPump(executor: DeliveryQueue.ioThread.makeExecutor(label: "wormhole.stream"))
+        }
     }
 
     func cancel() -> Bool {
-        state.withLock { state in
+        _ = pump.cancel()
+        return state.withLock { state in
             defer {
                 state.cancelled = true
                 state.pending = [:]
@@ -166,7 +173,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         let wake = state.withLock { state -> Bool in
             if state.cancelled { return false }
             state.catchUp = true
-            return mustWake(&state)
+            return state.hasWork
         }
         if wake { ring() }
     }
@@ -217,17 +224,16 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
     /// The renames still without a post after the grace: compared and, when changed, delivered.
     private func checkOrphans() {
         let now = DispatchTime.now().uptimeNanoseconds
-        let (due, again, wake) = state.withLock { state -> ([MessageIdentifier], Bool, Bool) in
+        let (again, wake) = state.withLock { state -> (Bool, Bool) in
             state.orphanCheckScheduled = false
-            if state.cancelled { return ([], false, false) }
+            if state.cancelled { return (false, false) }
             let due = state.orphans.filter { now &- $0.value >= Self.orphanGrace }.map(\.key)
             for identifier in due { state.orphans[identifier] = nil }
             if !due.isEmpty { Self.merge(due, reason: .catchUp, sentAt: nil, into: &state) }
             let again = !state.orphans.isEmpty
             if again { state.orphanCheckScheduled = true }
-            return (due, again, !due.isEmpty && mustWake(&state))
+            return (again, !due.isEmpty && state.hasWork)
         }
-        _ = due
         if again { scheduleOrphanCheck() }
         if wake { ring() }
     }
@@ -257,19 +263,24 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         }
         // A handler on the I/O thread with nothing queued before this message: deliver it here,
         // without queueing (the common case of a listener that keeps up).
-        if case .handler(let executor, let handler) = sink, executor.queue == nil, let payload = item.payload {
-            let claimed = state.withLock { state -> Bool in
-                if state.cancelled || state.scheduled || state.hasWork { return false }
-                state.scheduled = true
-                return true
-            }
-            if claimed {
+        if case .handler(let executor, let handler) = sink, executor.queue == nil, let payload = item.payload, pump.claim() {
+            let direct = state.withLock { state in !state.cancelled && !state.hasWork }
+            if direct {
                 handler(Self.transientDelivery(item, payload))
-                finishInline()
-                return
+            } else {
+                _ = enqueue(item)
+                drainPending()
             }
+            finishClaim()
+            return
         }
-        let wake = state.withLock { state -> Bool in
+        if enqueue(item) { ring() }
+    }
+
+    /// Queues a transient message (dropping the oldest beyond `transientLimit`); whether the
+    /// reader must be woken.
+    private func enqueue(_ item: Item) -> Bool {
+        state.withLock { state -> Bool in
             if state.cancelled { return false }
             if state.transientCount >= transientLimit, let oldest = state.order.firstIndex(where: \.isTransient) {
                 if case .transient(let dropped) = state.order.remove(at: oldest) {
@@ -283,21 +294,8 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
             }
             state.order.append(.transient(item))
             state.transientCount += 1
-            return mustWake(&state)
+            return state.hasWork
         }
-        if wake { ring() }
-    }
-
-    /// Ends an inline delivery: drains what arrived meanwhile, or releases the claim.
-    private func finishInline() {
-        let more = state.withLock { state -> Bool in
-            if state.cancelled || !state.hasWork {
-                state.scheduled = false
-                return false
-            }
-            return true
-        }
-        if more { drain() }
     }
 
     /// Remembers what is stored now as known, so that a catch-up after a reconnect delivers only
@@ -329,7 +327,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         let wake = state.withLock { state -> Bool in
             if state.cancelled { return false }
             Self.merge(identifiers, reason: reason, sentAt: sentAt, into: &state)
-            return mustWake(&state)
+            return state.hasWork
         }
         if wake { ring() }
     }
@@ -350,23 +348,10 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         }
     }
 
-    /// Whether the reader must be woken (under the lock). A stream's doorbell coalesces by itself.
-    private func mustWake(_ state: inout ListenerState) -> Bool {
-        guard state.hasWork else { return false }
-        switch sink {
-        case .doorbell: return true
-        case .handler:
-            if state.scheduled { return false }
-            state.scheduled = true
-            return true
-        }
-    }
-
     private func ring() {
         switch sink {
         case .doorbell(let continuation): continuation.yield(())
-        case .handler(let executor, _):
-            if executor.queue == nil { drain() } else { executor.run { self.drain() } }
+        case .handler: wake()
         }
     }
 
@@ -374,9 +359,8 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
 
     /// The pending mailboxes, in the order they were first posted (possibly none, when a
     /// catch-up was asked for meanwhile: call again), or `nil` when nothing is pending. A
-    /// pending catch-up lists the mailboxes here. With `stopping`, `nil` also ends the current
-    /// drain, atomically with the check, so a notification recorded meanwhile schedules a new one.
-    func take(stopping: Bool) -> [Item]? {
+    /// pending catch-up lists the mailboxes here.
+    func take() -> [Item]? {
         let wantsCatchUp = state.withLock { state -> Bool in
             defer { state.catchUp = false }
             return state.catchUp && !state.cancelled
@@ -394,10 +378,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
             }
         }
         return state.withLock { state -> [Item]? in
-            if state.cancelled || !state.hasWork {
-                if stopping { state.scheduled = false }
-                return nil
-            }
+            if state.cancelled || !state.hasWork { return nil }
             // A catch-up asked for after the listing above: the caller comes back for it.
             if state.order.isEmpty && state.dropped.isEmpty { return [] }
             var batch = state.dropped.map { dropped in
@@ -426,12 +407,12 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         }
     }
 
-    /// Reads and delivers until nothing is pending (callback listeners, on their executor).
-    /// Notifications that arrive meanwhile are merged into the pending set, so a burst costs one
-    /// read per identifier per round.
-    private func drain() {
+    /// The pump's round: reads and delivers until nothing is pending (callback listeners, on
+    /// their executor). Notifications that arrive meanwhile are merged into the pending set, so
+    /// a burst costs one read per identifier per round.
+    func drainPending() {
         guard case .handler(_, let handler) = sink else { return }
-        while let batch = take(stopping: true) {
+        while let batch = take() {
             for item in batch {
                 guard let delivery = read(item), !isCancelled else { continue }
                 handler(delivery)

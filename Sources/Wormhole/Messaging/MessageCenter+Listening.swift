@@ -36,18 +36,21 @@ extension MessageCenter {
         /// this listener: a mailbox replaced without its post arriving within half a second is
         /// compared with what was last delivered and, if it changed, delivered as
         /// ``MessageDelivery/Reason/catchUp`` (`sentAt` `nil`). Posts that do arrive are
-        /// delivered as usual, never twice. Needs ``wakesThroughDirectoryWithoutBus`` and a
-        /// wormhole directory that exists. Default `false`: it keeps an inotify instance for as
-        /// long as the process listens, and those are limited per user
-        /// (`fs.inotify.max_user_instances`, 128 by default, shared with every other program
-        /// of the user); turn it on where a sender may be killed between its write and its
-        /// signal. When no instance can be had, listening goes on with the bus alone.
+        /// delivered as usual, never twice; a post later than half a second (a loaded machine)
+        /// finds the message already delivered, as a catch-up. Needs
+        /// ``wakesThroughDirectoryWithoutBus`` (the wormhole directory is made if missing).
+        /// Default `true`. It costs the process's one inotify instance for as long as it
+        /// listens (shared by every directory it watches and by the wait for a lost bus;
+        /// limited per user by `fs.inotify.max_user_instances`, 128 by default); when none can
+        /// be had, listening goes on with the bus alone (logged). Turn it off where every
+        /// sender is known to survive its send, to save that instance and one wake-up per
+        /// message.
         public var catchesWritesWithoutSignal: Bool
 
         /// Creates options.
         public init(
             deliversStoredMessageOnStart: Bool = false, deliversEveryPost: Bool = false, transientBufferLimit: Int = 1024,
-            wakesThroughDirectoryWithoutBus: Bool = true, catchesWritesWithoutSignal: Bool = false
+            wakesThroughDirectoryWithoutBus: Bool = true, catchesWritesWithoutSignal: Bool = true
         ) {
             self.deliversStoredMessageOnStart = deliversStoredMessageOnStart
             self.deliversEveryPost = deliversEveryPost
@@ -110,7 +113,7 @@ extension MessageCenter {
     /// Calls `handler` for every identifier of this wormhole (one prefix rule on the bus for
     /// `<group>/<directory>/`), each delivery naming its identifier. Names below the prefix that
     /// are not an identifier (such as a journal's `<group>/<directory>/I/journal`) are ignored.
-    public func listenToAllMessages<Message: Decodable & Sendable>(
+    public func listen<Message: Decodable & Sendable>(
         as type: Message.Type = Message.self, on delivery: DeliveryQueue = .serial,
         options: ListenOptions = ListenOptions(), handler: @escaping @Sendable (MessageDelivery<Message>) -> Void
     ) throws -> MessageListener {
@@ -130,7 +133,7 @@ extension MessageCenter {
     }
 
     /// The deliveries for every identifier of this wormhole as an `AsyncSequence`.
-    public func allMessages<Message: Decodable & Sendable>(
+    public func messages<Message: Decodable & Sendable>(
         as type: Message.Type = Message.self, options: ListenOptions = ListenOptions()
     ) async throws -> MessageStream<Message> {
         try await stream(only: nil, options: options)

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension MessageCenter {
     // MARK: Transient messages (contract §7)

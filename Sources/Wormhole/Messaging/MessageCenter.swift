@@ -1,4 +1,5 @@
-public import Foundation
+public import FoundationEssentials
+import Glibc
 public import Logging
 import Synchronization
 public import WormholeDBus
@@ -320,8 +321,7 @@ public final class MessageCenter: Sendable {
         case DecodingError.valueNotFound(let type, let context):
             return "no \(type) at \(context.codingPath.map(\.stringValue).joined(separator: "."))"
         default:
-            let nsError = error as NSError
-            return (nsError.userInfo[NSDebugDescriptionErrorKey] as? String) ?? "\(error)"
+            return "\(error)"
         }
     }
 }

@@ -1,4 +1,3 @@
-import Synchronization
 public import WormholeDBus
 
 /// A registered message listener (see `MessageCenter.listen(identifier:as:on:options:handler:)`).
@@ -11,7 +10,7 @@ public import WormholeDBus
 public final class MessageListener: SubscriptionHandle {
     /// What a listener holds on the bus, once attached.
     private struct BusSide {
-        var observer: NotificationObserver?
+        var observer: NotificationListener?
         /// Removes the route of the transient messages (`Message` signals).
         var removeTransientRoute: (@Sendable () -> Void)?
     }
@@ -26,9 +25,9 @@ public final class MessageListener: SubscriptionHandle {
     let fallsBack: Bool
     /// The wormhole directory; nil for a custom transiting (no directory to watch).
     let watchTarget: WatchTarget?
-    private let bus = Mutex(BusSide())
+    private let bus = Locked(BusSide())
     /// Where it is registered, to be told when the bus comes and goes; set once, at start.
-    private let registry = Mutex<WakeEngine?>(nil)
+    private let registry = Locked<WakeEngine?>(nil)
 
     init(core: any ListenerControl, target: NotificationName, isPrefix: Bool, fallsBack: Bool, watchTarget: WatchTarget?) {
         self.core = core
@@ -47,7 +46,7 @@ public final class MessageListener: SubscriptionHandle {
     /// Keeps what was added on the bus for this listener; when it was cancelled meanwhile, removes
     /// it at once and returns false.
     @discardableResult
-    func attach(observer: NotificationObserver, removeTransientRoute: @escaping @Sendable () -> Void) -> Bool {
+    func attach(observer: NotificationListener, removeTransientRoute: @escaping @Sendable () -> Void) -> Bool {
         let kept = bus.withLock { side -> Bool in
             if core.isCancelled { return false }
             side.observer = observer
@@ -143,7 +142,7 @@ extension MessageListener: WakeSubscriber {
         }
         for listener in listeners where listener.isPrefix {
             let core = listener.core
-            let observer = try center.addObserver(forPrefix: listener.target, on: .ioThread) { core.notified($0) }
+            let observer = try center.listen(prefix: listener.target, on: .ioThread) { core.notified($0) }
             let route: UInt64
             do {
                 route = try center.addMessageRoute(listener.target, isPrefix: true) { core.received($0) }

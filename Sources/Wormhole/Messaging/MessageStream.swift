@@ -58,7 +58,7 @@ public struct MessageStream<Message: Decodable & Sendable>: AsyncSequence, Senda
                     if let delivery = core.read(item) { return delivery }
                     continue
                 }
-                guard let next = core.take(stopping: false) else { return nil }
+                guard let next = core.take() else { return nil }
                 batch = next
                 index = 0
             }

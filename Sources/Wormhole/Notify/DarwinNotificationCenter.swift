@@ -10,7 +10,7 @@ public import WormholeDBus
 /// ```swift
 /// let center = try DarwinNotificationCenter()          // the session bus
 /// let name: NotificationName = "com.example.app.refresh"
-/// let observer = try center.addObserver(for: name) { note in
+/// let observer = try center.listen(name: name) { note in
 ///     print("refresh!", note.state ?? 0)
 /// }
 /// try center.post(name)
@@ -35,13 +35,13 @@ public final class DarwinNotificationCenter: Sendable {
     let busKey: UInt64
     let table: SharedStateTable?
     let logger: Logger
-    private let observers = Mutex<[UInt64: ObserverCore]>([:])
-    private let lastStates = Mutex<[String: UInt64]>([:])
+    private let observers = Locked<[UInt64: ObserverCore]>([:])
+    private let lastStates = Locked<[String: UInt64]>([:])
     private let nextID = Atomic<UInt64>(1)
-    private let eventSubscription = Mutex<EventSubscription?>(nil)
+    private let eventSubscription = Locked<EventSubscription?>(nil)
     /// The process's second connection to the bus, for transient messages, made on first use
     /// (``transientSender()``).
-    private let transientConnection = Mutex<BusConnection?>(nil)
+    private let transientConnection = Locked<BusConnection?>(nil)
     /// The transient connection is being made off the loop.
     private let openingTransient = Atomic<Bool>(false)
     /// ``close()`` was called: no transient connection is made after it.
@@ -51,7 +51,7 @@ public final class DarwinNotificationCenter: Sendable {
     /// process when it is the *current* unique name of one of them on the same bus address:
     /// every daemon numbers unique names from `:1.0`, so a bare name could be another bus's,
     /// or (after a restart) another process's that inherited a name we held before.
-    static let ownConnections = Mutex<[ObjectIdentifier: BusConnection]>([:])
+    static let ownConnections = Locked<[ObjectIdentifier: BusConnection]>([:])
 
     static func isOwn(sender: String, on address: BusAddress) -> Bool {
         ownConnections.withLock { $0.values.contains { $0.address == address && $0.uniqueName == sender } }
@@ -292,10 +292,10 @@ public final class DarwinNotificationCenter: Sendable {
     ///     never overlap.
     ///   - options: ``ObserverOptions`` (own posts, buffering).
     ///   - handler: called with each ``DarwinNotification``.
-    public func addObserver(
-        for name: NotificationName, on delivery: DeliveryQueue = .serial, options: ObserverOptions = ObserverOptions(),
+    public func listen(
+        name: NotificationName, on delivery: DeliveryQueue = .serial, options: ObserverOptions = ObserverOptions(),
         handler: @escaping @Sendable (DarwinNotification) -> Void
-    ) throws -> NotificationObserver {
+    ) throws -> NotificationListener {
         let core = ObserverCore(
             target: name, isPrefix: false, options: options,
             executor: delivery.makeExecutor(label: "wormhole.observer"), handler: handler)
@@ -304,10 +304,10 @@ public final class DarwinNotificationCenter: Sendable {
 
     /// Calls `handler` for every post of any name below `prefix`, which must end in `/` (an
     /// `arg0path` rule on the bus), until the observer is cancelled or released.
-    public func addObserver(
-        forPrefix prefix: NotificationName, on delivery: DeliveryQueue = .serial,
+    public func listen(
+        prefix: NotificationName, on delivery: DeliveryQueue = .serial,
         options: ObserverOptions = ObserverOptions(), handler: @escaping @Sendable (DarwinNotification) -> Void
-    ) throws -> NotificationObserver {
+    ) throws -> NotificationListener {
         try Self.checkPrefix(prefix)
         let core = ObserverCore(
             target: prefix, isPrefix: true, options: options,
@@ -318,7 +318,7 @@ public final class DarwinNotificationCenter: Sendable {
     /// The posts of `name` as an `AsyncSequence`. The observer is active when this returns
     /// and goes away when the iteration ends, its task is cancelled, or the stream is released.
     public func notifications(
-        named name: NotificationName, options: ObserverOptions = ObserverOptions()
+        name: NotificationName, options: ObserverOptions = ObserverOptions()
     ) async throws -> NotificationStream {
         try await stream(target: name, isPrefix: false, options: options)
     }
@@ -336,7 +336,7 @@ public final class DarwinNotificationCenter: Sendable {
     package func addObserver(
         _ target: NotificationName, isPrefix: Bool, on delivery: DeliveryQueue, options: ObserverOptions = ObserverOptions(),
         handler: @escaping @Sendable (DarwinNotification) -> Void, finish: @escaping @Sendable () -> Void
-    ) async throws -> NotificationObserver {
+    ) async throws -> NotificationListener {
         if isPrefix { try Self.checkPrefix(target) }
         let core = ObserverCore(
             target: target, isPrefix: isPrefix, options: options,
@@ -363,7 +363,7 @@ public final class DarwinNotificationCenter: Sendable {
     package func addObservers(
         _ requests: [(name: NotificationName, handler: @Sendable (DarwinNotification) -> Void)],
         on delivery: DeliveryQueue, options: ObserverOptions = ObserverOptions()
-    ) throws -> [NotificationObserver] {
+    ) throws -> [NotificationListener] {
         var cores: [(id: UInt64, core: ObserverCore)] = []
         var routes: [BusConnection.RouteRequest] = []
         for request in requests {
@@ -420,7 +420,7 @@ public final class DarwinNotificationCenter: Sendable {
     }
 
     /// Adds `core`'s route, blocking until the bus accepted its rules.
-    private func register(_ core: ObserverCore) throws -> NotificationObserver {
+    private func register(_ core: ObserverCore) throws -> NotificationListener {
         let rules = try Self.rules(for: core)
         let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
         observers.withLock { $0[id] = core }
@@ -438,8 +438,8 @@ public final class DarwinNotificationCenter: Sendable {
 
     /// The handle: it keeps the center (and so the connection) alive, and on cancel or
     /// release removes the core and its route.
-    private func observer(for core: ObserverCore, id: UInt64) -> NotificationObserver {
-        NotificationObserver(core: core) { [self] in
+    private func observer(for core: ObserverCore, id: UInt64) -> NotificationListener {
+        NotificationListener(core: core) { [self] in
             _ = observers.withLock { $0.removeValue(forKey: id) }
             Self.retire(core)
             if let routeID = core.routeID { connection.removeRoute(routeID) }

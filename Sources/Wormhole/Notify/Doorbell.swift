@@ -76,7 +76,7 @@ final class Doorbell: Sendable {
     /// This process's endpoint ID (16 hex digits).
     let endpointID: String
     private let logger = Logger(label: "wormhole.doorbell")
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// The root opened (a directory descriptor) for the ringing side (-1 until it exists).
     private let rootDescriptor = Atomic<Int32>(-1)
     private let nextSerial: Atomic<UInt32>
@@ -443,9 +443,9 @@ final class Doorbell: Sendable {
         }
     }
 
-    private let listing = Mutex<Listing?>(nil)
+    private let listing = Locked<Listing?>(nil)
     /// The parent's `fstat` when the doorbell directory was found missing.
-    private let rootMissing = Mutex<Listing?>(nil)
+    private let rootMissing = Locked<Listing?>(nil)
     /// `$XDG_RUNTIME_DIR/wormhole`, opened once it exists and is the user's (-1 before).
     private let parentDescriptor = Atomic<Int32>(-1)
 

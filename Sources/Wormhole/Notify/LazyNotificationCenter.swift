@@ -1,6 +1,5 @@
 import Logging
 import SystemPackage
-import Synchronization
 import WormholeDBus
 
 /// A notification center made on first use; a failed connection is retried next time. The
@@ -10,9 +9,9 @@ final class LazyNotificationCenter: Sendable {
     private let sharedStateDirectory: String?
     private let wake: PeerWake
     private let logger: Logger
-    private let box = Mutex<DarwinNotificationCenter?>(nil)
+    private let box = Locked<DarwinNotificationCenter?>(nil)
     /// The last connection failure, when every socket of the address was missing: their paths.
-    private let lastFailure = Mutex<(BusError, [String])?>(nil)
+    private let lastFailure = Locked<(BusError, [String])?>(nil)
 
     /// Whether something is at `path` (any answer but "no such file" counts: try to connect).
     private static func exists(_ path: String) -> Bool {

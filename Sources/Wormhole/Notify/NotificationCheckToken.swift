@@ -23,7 +23,7 @@ public final class NotificationCheckToken: SubscriptionHandle {
     private let table: SharedStateTable?
     private let slot: SharedStateTable.Slot?
     private let local = Atomic<UInt64>(0)
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(table: SharedStateTable?, slot: SharedStateTable.Slot?) {
         self.table = table

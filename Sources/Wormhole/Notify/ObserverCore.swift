@@ -1,17 +1,16 @@
-import Synchronization
 import WormholeDBus
 
-/// The shared part of an observer: what it observes, suspension, coalescing, cancellation,
-/// and the one path every delivery takes (posts, catch-ups and resumed deliveries alike).
-final class ObserverCore: Sendable {
+/// The shared part of a notification listener: what it listens to, suspension, and its reader
+/// for the ``DeliveryPump``, the one path every delivery takes (posts, catch-ups and resumed
+/// deliveries alike). Every post is delivered, in order (a notification has no state to
+/// coalesce into), except while suspended, when the latest stands for all.
+final class ObserverCore: PumpedDelivery {
     private struct State {
         var suspended = false
         var pending: DarwinNotification?
         var cancelled = false
         var routeID: UInt64?
-        /// A handler call is running (on whichever thread): later deliveries wait in `backlog`
-        /// and the running thread makes them, so two calls never overlap.
-        var running = false
+        /// Posts waiting for the pump's next round.
         var backlog: [DarwinNotification] = []
         /// Its doorbell registration (directory hash, ID), while it has one.
         var doorbell: (directory: UInt64, id: UInt64)?
@@ -54,9 +53,9 @@ final class ObserverCore: Sendable {
     /// The target's bucket interface (exact names only), computed once.
     let bucket: InterfaceName
     let options: ObserverOptions
-    private let executor: DeliveryExecutor
+    let pump: DeliveryPump
     private let handler: @Sendable (DarwinNotification) -> Void
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(
         target: NotificationName, isPrefix: Bool, options: ObserverOptions, executor: DeliveryExecutor,
@@ -66,7 +65,7 @@ final class ObserverCore: Sendable {
         self.isPrefix = isPrefix
         bucket = NotifyContract.bucket(for: target.rawValue)
         self.options = options
-        self.executor = executor
+        pump = DeliveryPump(executor: executor)
         self.handler = handler
     }
 
@@ -167,7 +166,7 @@ final class ObserverCore: Sendable {
     var mayBeRung: Bool { state.withLock { $0.doorbell != nil || !$0.rung.isEmpty } }
     var isSuspended: Bool { state.withLock { $0.suspended } }
 
-    /// Delivers through the executor, or keeps the latest while suspended.
+    /// Delivers through the pump, or keeps the latest while suspended.
     func offer(_ note: DarwinNotification) {
         let now = state.withLock { state -> DarwinNotification? in
             if state.cancelled { return nil }
@@ -185,42 +184,42 @@ final class ObserverCore: Sendable {
         if let now { dispatch(now) }
     }
 
-    /// Runs `note` through the executor (inline, without making a closure, on the I/O thread).
+    /// On the I/O thread with nothing queued: calls the handler here, with no queueing (the
+    /// common case of a listener that keeps up). Otherwise queues `note` for the pump.
     private func dispatch(_ note: DarwinNotification) {
-        if executor.queue == nil {
-            run(note)
-        } else {
-            executor.run { self.run(note) }
-        }
-    }
-
-    /// Calls the handler with `note`, or hands it to the thread already calling it. Whether
-    /// the observer is cancelled is checked under the same lock that ``cancel()`` takes, so no
-    /// call starts once ``cancel()`` has returned.
-    private func run(_ note: DarwinNotification) {
-        let mine = state.withLock { state -> Bool in
-            if state.cancelled { return false }
-            if state.running {
+        if pump.executor.queue == nil, pump.claim() {
+            let direct = state.withLock { state -> Bool in
+                if state.cancelled { return false }
+                if state.backlog.isEmpty { return true }
                 state.backlog.append(note)
                 return false
             }
-            state.running = true
+            if direct { handler(note) } else { drainPending() }
+            finishClaim()
+            return
+        }
+        let queued = state.withLock { state -> Bool in
+            if state.cancelled { return false }
+            state.backlog.append(note)
             return true
         }
-        guard mine else { return }
-        var current = note
+        if queued { wake() }
+    }
+
+    /// The pump's round: every post queued, in order, until cancelled. Whether the listener is
+    /// cancelled is checked under the lock that ``cancel()`` takes before each call.
+    func drainPending() {
         while true {
-            handler(current)
-            let next = state.withLock { state -> DarwinNotification? in
-                if state.cancelled || state.backlog.isEmpty {
-                    state.running = false
-                    state.backlog = []
-                    return nil
-                }
-                return state.backlog.removeFirst()
+            let batch = state.withLock { state -> [DarwinNotification] in
+                if state.cancelled { return [] }
+                defer { state.backlog = [] }
+                return state.backlog
             }
-            guard let next else { return }
-            current = next
+            if batch.isEmpty { return }
+            for note in batch {
+                if isCancelled { return }
+                handler(note)
+            }
         }
     }
 
@@ -235,9 +234,10 @@ final class ObserverCore: Sendable {
         if let pending { dispatch(pending) }
     }
 
-    /// Marks the observer cancelled; whether it already was.
+    /// Marks the listener cancelled; whether it already was.
     func cancel() -> Bool {
-        state.withLock { state in
+        _ = pump.cancel()
+        return state.withLock { state in
             defer {
                 state.cancelled = true
                 state.backlog = []

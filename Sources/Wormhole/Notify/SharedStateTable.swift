@@ -1,5 +1,5 @@
 import Atomics
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// A table of per-name generation counters and states in shared memory, so a check token

@@ -1,6 +1,5 @@
-import Foundation
+import FoundationEssentials
 import WormholeDBus
-import Synchronization
 
 /// The app a process belongs to, which a sandboxed sender needs (contract §8).
 ///
@@ -107,13 +106,13 @@ public struct AppIdentity: Sendable, Hashable, CustomStringConvertible {
         var current = ""
         var found: [(key: String, value: String)] = []
         for raw in text.split(whereSeparator: \.isNewline) {
-            let line = raw.trimmingCharacters(in: .whitespaces)
+            let line = PathText.trimmingBlanks(raw)
             if line.hasPrefix("[") && line.hasSuffix("]") {
                 current = String(line.dropFirst().dropLast())
             } else if current == group, !line.hasPrefix("#"), let equals = line.firstIndex(of: "=") {
                 found.append((
-                    line[..<equals].trimmingCharacters(in: .whitespaces),
-                    line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)))
+                    PathText.trimmingBlanks(line[..<equals]),
+                    PathText.trimmingBlanks(line[line.index(after: equals)...])))
             }
         }
         return found
@@ -149,7 +148,7 @@ public struct AppIdentity: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The program's setting, and the app ID resolved from it and the rest (once: every post asks).
-    private static let resolved = Mutex<(program: String?, identity: Result<AppIdentity?, WormholeError>?)>((nil, nil))
+    private static let resolved = Locked<(program: String?, identity: Result<AppIdentity?, WormholeError>?)>((nil, nil))
 
     /// The two variables, read once.
     private static let environment: [String: String] = {

@@ -2,7 +2,7 @@
 // `wormhole monitor`): the same safe, descriptor-relative opens the transitings use, so a
 // diagnosis never follows a symlink or reads through an unsafe directory either.
 
-import Foundation
+import FoundationEssentials
 import Glibc
 import SystemPackage
 
@@ -97,6 +97,19 @@ package enum ContainerInspection {
     /// Why `data` is not one JSON text (contract §3), or nil when it is.
     package static func jsonProblem(_ data: [UInt8]) -> String? {
         data.withUnsafeBytes { JSONSyntax.check($0).map(\.description) }
+    }
+
+    /// The stored JSON of `key` in the bytes of a suite file (contract §5), compact, or nil when
+    /// the suite has no such key.
+    ///
+    /// - Throws: ``WormholeError`` with ``WormholeError/Code/corruptSuite`` when the bytes are not
+    ///   one JSON object.
+    package static func suiteValueJSON(_ data: [UInt8], forKey key: String) throws(WormholeError) -> String? {
+        do throws(SuiteJSON.ParseError) {
+            return try SuiteJSON.decodeSuite(Data(data)).jsonBytes(forKey: key).map { String(decoding: $0, as: UTF8.self) }
+        } catch {
+            throw WormholeError(.corruptSuite, value: key, "the suite is not one JSON object: \(error)")
+        }
     }
 
     // MARK: Internals

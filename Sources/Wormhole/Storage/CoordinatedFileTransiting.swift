@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// Stores messages like ``FileTransiting`` and also coordinates the processes that use them with
 /// advisory locks: the equivalent of MMWormhole's `MMWormholeCoordinatedFileTransiting`, with `flock`

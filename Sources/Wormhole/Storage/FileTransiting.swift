@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// Stores each message as a file replaced atomically: the equivalent of MMWormhole's
 /// `MMWormholeFileTransiting` (contract §3).

@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// The shared directory of an application group, `<root>/<group>/` (contract §2): the Linux
 /// equivalent of Apple's `FileManager.containerURL(forSecurityApplicationGroupIdentifier:)`.
@@ -53,10 +53,7 @@ public struct GroupContainer: Sendable, Hashable {
         }
         if inFlatpakSandbox, let home = environment["HOME"], home.hasPrefix("/") {
             let hostRoot = join(normalized(home), ".local/share/group-containers")
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: hostRoot, isDirectory: &isDirectory), isDirectory.boolValue {
-                return hostRoot
-            }
+            if PathText.isDirectory(hostRoot) { return hostRoot }
         }
         if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") {
             return join(normalized(data), "group-containers")

@@ -1,8 +1,9 @@
 // A lock wait with a bound. `flock` has no timeout, and no descriptor reports a lock's release,
 // so the one sanctioned bounded retry of the package lives here: `LOCK_NB`, then a sleep that
-// doubles from 1 ms to 50 ms, until the lock is granted or the bound passes.
+// doubles (from 1 ms to 50 ms for the stores' locks, from 10 µs to 1 ms for the journal's, which
+// are held for microseconds or one `fdatasync`), until the lock is granted or the bound passes.
 
-import Foundation
+import FoundationEssentials
 import Glibc
 import SystemPackage
 
@@ -18,20 +19,41 @@ enum LockWait {
         return .seconds(10)
     }()
 
+    /// How the sleeps between two tries grow: from `first` nanoseconds, doubling, to `longest`.
+    struct Backoff: Sendable {
+        var first: Int64
+        var longest: Int64
+
+        /// The stores' locks (mailboxes, defaults): held across a file's replacement, rarely contended.
+        static let storage = Backoff(first: 1_000_000, longest: 50_000_000)
+        /// The journal's `append.lock` (held for microseconds per append) and `sync.lock` (held for
+        /// one `fdatasync`): a waiter asleep for milliseconds would leave the lock idle, and the
+        /// appenders behind it waiting, for most of that time.
+        static let journal = Backoff(first: 10_000, longest: 1_000_000)
+        /// The journal's `sync.lock`: the appender that just synchronised appends again within
+        /// microseconds and takes the lock back before a waiter asleep for longer wakes, so the
+        /// waiters, whose records its syncs already cover, would not learn it for many syncs.
+        static let journalSync = Backoff(first: 10_000, longest: 100_000)
+    }
+
     /// Takes `operation` (`LOCK_EX` or `LOCK_SH`) on `descriptor`, retrying with `LOCK_NB` and a
     /// backoff until `timeout` has passed; then throws `EWOULDBLOCK`.
-    static func acquire(_ descriptor: Int32, _ operation: Int32, timeout: Duration) throws(Errno) {
+    static func acquire(
+        _ descriptor: Int32, _ operation: Int32, timeout: Duration, backoff: Backoff = .storage
+    ) throws(Errno) {
+        // The uncontended case costs one system call (no clock read).
+        if try Syscall.tryFlock(descriptor, operation) { return }
         let start = ContinuousClock.now
-        var pause: Int64 = 1_000_000  // nanoseconds
+        var pause = backoff.first  // nanoseconds
         while true {
-            if try Syscall.tryFlock(descriptor, operation) { return }
             let elapsed = ContinuousClock.now - start
             if elapsed >= timeout { throw Errno.wouldBlock }
             let left = timeout - elapsed
             let (seconds, attoseconds) = left.components
             let leftNanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
             Syscall.pause(nanoseconds: Int(min(pause, max(1, leftNanoseconds))))
-            pause = min(pause * 2, 50_000_000)
+            pause = min(pause * 2, backoff.longest)
+            if try Syscall.tryFlock(descriptor, operation) { return }
         }
     }
 
@@ -51,7 +73,9 @@ enum LockWait {
         let device = UInt64(status.st_dev)
         let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff))
         let minor = (device & 0xff) | ((device >> 12) & ~UInt64(0xff))
-        let key = String(format: "%02x:%02x:%llu", major, minor, UInt64(status.st_ino))
+        // `%02x:%02x:%llu`, as /proc/locks writes the device and inode.
+        func hex(_ value: UInt64) -> String { (value < 0x10 ? "0" : "") + String(value, radix: 16) }
+        let key = "\(hex(major)):\(hex(minor)):\(UInt64(status.st_ino))"
         guard let text = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return nil }
         let own = getpid()
         for line in text.split(separator: "\n") {

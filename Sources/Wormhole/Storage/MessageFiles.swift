@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The file layout and the atomic replace that ``FileTransiting`` and ``CoordinatedFileTransiting``
 /// share; no locking here.

@@ -1,7 +1,7 @@
 // An open file or directory inside a group container, with the path it was opened at (for error
 // messages only: every operation goes through the descriptor, never through the path again).
 
-import Foundation
+import FoundationEssentials
 import Glibc
 import SystemPackage
 
@@ -77,7 +77,7 @@ final class OpenFile {
         } catch .fileExists {
             return
         } catch .noSuchFileOrDirectory {
-            let parent = (path as NSString).deletingLastPathComponent
+            let parent = PathText.parent(of: path)
             guard !parent.isEmpty, parent != path else {
                 throw ioError(.noSuchFileOrDirectory, "create the directory", path)
             }

@@ -7,7 +7,6 @@
 // file a live writer still owns.
 
 import Glibc
-import Synchronization
 import SystemPackage
 
 extension OpenFile {
@@ -90,7 +89,7 @@ extension OpenFile {
 
 /// The directories this process has already swept on its first write there.
 enum OpportunisticSweep {
-    private static let swept = Mutex<Set<String>>([])
+    private static let swept = Locked<Set<String>>([])
 
     /// Sweeps `directory` (best effort, errors ignored) when this process has not swept it yet.
     static func onFirstWrite(in directory: OpenFile, olderThan age: UInt64) {

@@ -6,7 +6,7 @@
 import Glibc
 import SystemPackage
 
-enum Syscall {
+package enum Syscall {
     /// Runs `body` until it does not fail with `EINTR`; throws `errno` when it returns `-1`.
     private static func retrying<Result: BinaryInteger>(_ body: () -> Result) throws(Errno) -> Result {
         while true {
@@ -47,6 +47,21 @@ enum Syscall {
     /// The corresponding C function is `mkdirat`.
     static func mkdirat(_ directory: Int32, _ name: String, _ mode: mode_t) throws(Errno) {
         try checked(Glibc.mkdirat(directory, name, mode))
+    }
+
+    /// The corresponding C function is `mmap`, with `MAP_SHARED` from offset 0: the first `length`
+    /// bytes of the file open at `descriptor`, writable when `writable`.
+    static func mapShared(_ descriptor: Int32, length: Int, writable: Bool) throws(Errno) -> UnsafeMutableRawPointer {
+        let protection = writable ? PROT_READ | PROT_WRITE : PROT_READ
+        guard let mapping = Glibc.mmap(nil, length, protection, MAP_SHARED, descriptor, 0), mapping != MAP_FAILED else {
+            throw Errno(rawValue: errno)
+        }
+        return mapping
+    }
+
+    /// The corresponding C function is `munmap`; its error (only for an invalid range) is not reported.
+    static func unmap(_ mapping: UnsafeMutableRawPointer, length: Int) {
+        _ = Glibc.munmap(mapping, length)
     }
 
     /// The corresponding C function is `fstat`.
@@ -120,10 +135,11 @@ enum Syscall {
         try LockWait.acquire(descriptor, operation, timeout: LockWait.timeout)
     }
 
-    /// The corresponding C function is `nanosleep`: sleeps `nanoseconds` (less than a second),
-    /// resuming after a signal. For the bounded lock wait alone (``LockWait``).
-    static func pause(nanoseconds: Int) {
-        var request = timespec(tv_sec: 0, tv_nsec: min(nanoseconds, 999_999_999))
+    /// The corresponding C function is `nanosleep`: sleeps `nanoseconds`, resuming after a
+    /// signal. For the two timed waits nothing else can wake: the bounded lock wait
+    /// (``LockWait``) and the CLI's backoff toward a bus that accepts and never answers.
+    package static func pause(nanoseconds: Int) {
+        var request = timespec(tv_sec: nanoseconds / 1_000_000_000, tv_nsec: nanoseconds % 1_000_000_000)
         var remaining = timespec()
         while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
     }

@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// How a wormhole stores its messages: the equivalent of MMWormhole's `MMWormholeTransiting`, in bytes.
 ///

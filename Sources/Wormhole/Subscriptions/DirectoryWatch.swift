@@ -61,7 +61,7 @@ final class DirectoryWatch: Sendable {
     private let stopped = Atomic<Bool>(false)
     /// The watch on the directory now watched (replaced, on the loop's thread, when the
     /// directory is made again).
-    private let watch = Mutex<InotifyHub.Watch?>(nil)
+    private let watch = Locked<InotifyHub.Watch?>(nil)
 
     /// The events watched on the directory itself.
     private static let selfEvents = UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)

@@ -1,4 +1,3 @@
-import Synchronization
 import WormholeDBus
 
 /// A subscription woken by the posts of one notification name (or every name below a prefix)
@@ -6,7 +5,7 @@ import WormholeDBus
 /// observer are to the ``WakeEngine``. What it reads on a wake is its owner's (the closures).
 final class NotificationSubscriber: WakeSubscriber, SubscriptionHandle {
     private struct Side {
-        var observer: NotificationObserver?
+        var observer: NotificationListener?
         var engine: WakeEngine?
         var cancelled = false
     }
@@ -23,7 +22,7 @@ final class NotificationSubscriber: WakeSubscriber, SubscriptionHandle {
     private let onFiles: @Sendable ([String]) -> Void
     /// Compare with what was last delivered (the bus came back, or events may have been lost).
     private let onCatchUp: @Sendable () -> Void
-    private let side = Mutex(Side())
+    private let side = Locked(Side())
 
     init(
         target: NotificationName, isPrefix: Bool, options: ObserverOptions = ObserverOptions(), watchTarget: WatchTarget?,
@@ -61,13 +60,13 @@ final class NotificationSubscriber: WakeSubscriber, SubscriptionHandle {
     func attach(to center: DarwinNotificationCenter) throws {
         let observer =
             isPrefix
-            ? try center.addObserver(forPrefix: target, on: .ioThread, options: options, handler: onNotification)
-            : try center.addObserver(for: target, on: .ioThread, options: options, handler: onNotification)
+            ? try center.listen(prefix: target, on: .ioThread, options: options, handler: onNotification)
+            : try center.listen(name: target, on: .ioThread, options: options, handler: onNotification)
         keep(observer)
     }
 
     /// Keeps the observer added on the bus for it; when it was cancelled meanwhile, removes it.
-    func keep(_ observer: NotificationObserver) {
+    func keep(_ observer: NotificationListener) {
         let kept = side.withLock { side -> Bool in
             if side.cancelled { return false }
             side.observer = observer
@@ -78,7 +77,7 @@ final class NotificationSubscriber: WakeSubscriber, SubscriptionHandle {
 
     /// Removes its observer and unregisters it from the engine; calling it twice does nothing.
     func cancel() {
-        let (observer, engine) = side.withLock { side -> (NotificationObserver?, WakeEngine?) in
+        let (observer, engine) = side.withLock { side -> (NotificationListener?, WakeEngine?) in
             if side.cancelled { return (nil, nil) }
             side.cancelled = true
             defer {

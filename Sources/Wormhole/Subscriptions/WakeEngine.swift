@@ -117,7 +117,7 @@ extension WakeSubscriber {
 /// connection's own reconnect. Every subscription kind contributes only its reader
 /// (``WakeSubscriber``); coalescing and serial delivery are its delivery's.
 ///
-/// Transitions run on one serial queue; the state is behind a `Mutex`; the subscribers are
+/// Transitions run on one serial queue; the state is behind a lock (`Locked`); the subscribers are
 /// called outside it.
 final class WakeEngine: Sendable {
     private struct Registration {
@@ -150,7 +150,7 @@ final class WakeEngine: Sendable {
 
     private let centers: LazyNotificationCenter
     private let logger: Logger
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let queue = DispatchQueue(label: "wormhole.wake-engine")
 
     init(centers: LazyNotificationCenter, logger: Logger) {

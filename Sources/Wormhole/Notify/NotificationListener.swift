@@ -1,11 +1,11 @@
 public import WormholeDBus
 
-/// A registered observer (see ``DarwinNotificationCenter/addObserver(for:on:options:handler:)-(_,DeliveryQueue,_,_)``).
+/// A registered observer (see ``DarwinNotificationCenter/listen(name:on:options:handler:)-(_,DeliveryQueue,_,_)``).
 ///
 /// Active until ``cancel()`` or until the last reference to it is released, whichever comes
 /// first (the rule of every `SubscriptionHandle`): keep it for as long as you want deliveries.
 /// It keeps its center's bus connection open.
-public final class NotificationObserver: SubscriptionHandle {
+public final class NotificationListener: SubscriptionHandle {
     private let core: ObserverCore
     private let onCancel: @Sendable () -> Void
 
@@ -41,6 +41,6 @@ public final class NotificationObserver: SubscriptionHandle {
     public var isSuspended: Bool { core.isSuspended }
 }
 
-/// Notifications as an `AsyncSequence` (see ``DarwinNotificationCenter/notifications(named:options:)``);
+/// Notifications as an `AsyncSequence` (see ``DarwinNotificationCenter/notifications(name:options:)``);
 /// the observer goes when the iteration ends or the stream is released.
 public typealias NotificationStream = SubscriptionStream<DarwinNotification>

@@ -1,0 +1,71 @@
+import Histogram
+import Wormhole
+import WormholeDBus
+
+/// One post, many observers: `--fanout-observers` `wormhole observe` processes on one name
+/// against as many `wormhole-floor observe` (C, libdbus), in alternating rounds. This process
+/// posts and times until every observer's line for that post is read from its pipe: the time
+/// until the last one is woken (the lines are read in the order the observers were started;
+/// a line already in its pipe costs one `read`).
+struct FanoutSuite {
+    let context: BenchContext
+
+    func run() throws {
+        let (address, options, report) = (context.address, context.options, context.report)
+        let observers = options.fanoutObservers
+        let perRound = max(1, options.fanoutPosts)
+        let warm = min(options.warmup, max(1, perRound / 10))
+        let wormhole = try Executables.sibling("wormhole")
+        let floor = try Executables.sibling("wormhole-floor")
+        let poster = try DarwinNotificationCenter(busAddress: address)
+        let name = try NotificationName(BenchNames().name("fanout"))
+        var next: UInt64 = 1
+
+        /// One round: `observers` fresh children, every one ready, then the timed posts.
+        func round(_ executable: String, _ arguments: [String]) throws -> Histogram<UInt64> {
+            var children: [ChildProcess] = []
+            defer { for child in children { child.terminate() } }
+            for _ in 0..<observers { children.append(try ChildProcess(executable: executable, arguments: arguments)) }
+            for child in children { try child.waitForReady() }
+            var histogram = BenchRow.makeHistogram()
+            for index in 0..<(warm + perRound) {
+                let state = next
+                next += 1
+                let expected = Array("{\"name\":\"\(name.rawValue)\",\"state\":\(state),\"reason\":\"posted\"}".utf8)
+                let start = MonotonicClock.now()
+                try poster.post(name, state: state)
+                for child in children {
+                    guard let line = try child.output.readLine(timeoutSeconds: 60) else {
+                        throw BenchFailure("\(child.name) closed its output (exit status \(child.waitForExit()))")
+                    }
+                    guard line.elementsEqual(expected) else {
+                        throw BenchFailure(
+                            "\(child.name) printed \(String(decoding: line, as: UTF8.self)) where "
+                                + "\(String(decoding: expected, as: UTF8.self)) was expected")
+                    }
+                }
+                let elapsed = MonotonicClock.now() - start
+                if index >= warm { histogram.record(elapsed) }
+            }
+            return histogram
+        }
+
+        Console.output(
+            "\nfan-out: one post, \(observers) observer processes on its name; from the post until the last "
+                + "observer's line is read (one-way, not halved); \(perRound) posts per round, "
+                + "\(options.fanoutRounds) rounds, fresh observers each round")
+        Console.output(BenchRow.header)
+        Console.progress("fanout: \(observers) x wormhole observe against \(observers) x wormhole-floor observe")
+        let merged = try AlternatingRounds(label: "fanout", rounds: options.fanoutRounds).measure([
+            .init(name: "floor") { try round(floor, ["observe", address.rawValue, name.rawValue]) },
+            .init(name: "wormhole") { try round(wormhole, ["observe", name.rawValue, "--bus-address", address.rawValue]) },
+        ])
+        let floorRow = BenchRow(
+            label: "\(observers) x wormhole-floor observe, last woken", histogram: merged[0], isRoundTrip: false)
+        let ours = BenchRow(label: "\(observers) x wormhole observe, last woken", histogram: merged[1], isRoundTrip: false)
+        report.publish([(floorRow, nil, nil), (ours, floorRow, 1.3)], suite: "fanout")
+        report.goal(
+            "fanout", "\(observers) observers, last woken p50 / floor p50", ratio: ours.median / floorRow.median,
+            target: 1.3, floor: floorRow.label)
+    }
+}
