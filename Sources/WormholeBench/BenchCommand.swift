@@ -75,6 +75,9 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "Names observed by a third process in the loaded notify run (0 skips it).")
     var otherNames = 10_000
 
+    @Option(help: "Microseconds the notify suite's spaced rows wait after each pong before the next ping (0 skips them).")
+    var spacingUs = 500
+
     @Option(help: "Round trips per message-size row (the 1 MB row runs a tenth of them).")
     var messageRoundTrips = 2_000
 
@@ -185,6 +188,9 @@ struct BenchCommand: ParsableCommand {
         }
         if warmup < 0 || otherNames < 0 || routes < 0 {
             throw ValidationError("--warmup, --other-names and --routes cannot be negative")
+        }
+        if spacingUs < 0 || spacingUs > 1_000_000 {
+            throw ValidationError("--spacing-us takes 0 to 1000000 microseconds, not \(spacingUs)")
         }
         if messageRoundTrips < rounds * 10 {
             throw ValidationError("--message-round-trips must be at least 10 x --rounds")

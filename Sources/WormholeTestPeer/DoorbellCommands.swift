@@ -5,10 +5,13 @@ import WormholeDBus
 /// Commands that exercise the doorbell (docs/proposals/doorbell.md) from other processes; the
 /// doorbell's directory is `$XDG_RUNTIME_DIR/wormhole/doorbell` (tests give the peers one).
 ///
-/// - `doorbell-observe BUS NAME [--prefix] [--bus-only]`: observes NAME (a prefix with
-///   `--prefix`) on the I/O thread; writes `ready endpoint=PATH|none bus=HEX` to standard error
-///   once active, then one line `NAME STATE` per delivery; on the state 2^64-1 it writes
-///   `rings received=N refused=N` and exits.
+/// - `doorbell-observe BUS NAME [--prefix] [--bus-only] [--also-bus-only] [--absorbed]`: observes
+///   NAME (a prefix with `--prefix`) on the I/O thread; writes `ready endpoint=PATH|none bus=HEX`
+///   to standard error once active, then one line `NAME STATE` per delivery; on the state 2^64-1
+///   it writes `rings received=N refused=N` (and, with `--absorbed`, `absorbed=N`: the signals
+///   its connection dropped undecoded as duplicates of rings) and exits. With `--also-bus-only`
+///   a second, bus-only center of the same process observes NAME too and writes
+///   `bus-only NAME STATE` per delivery (it ignores the state 2^64-1).
 /// - `doorbell-post BUS NAME STATE... [--bus-only] [--on-input] [--flush-wait]`: posts NAME once
 ///   per STATE, flushes, writes `rang sent=N stale=N` and exits. With `--on-input` it connects,
 ///   writes `connected` to standard error and waits for a line on standard input before posting;
@@ -21,7 +24,9 @@ let doorbellCommands: [String: @Sendable ([String]) throws -> Void] = [
 private func doorbellObserve(_ arguments: [String]) throws {
     let flags = Set(arguments.filter { $0.hasPrefix("--") })
     let positional = arguments.filter { !$0.hasPrefix("--") }
-    guard positional.count == 2 else { throw PeerError("doorbell-observe BUS NAME [--prefix] [--bus-only]") }
+    guard positional.count == 2 else {
+        throw PeerError("doorbell-observe BUS NAME [--prefix] [--bus-only] [--also-bus-only] [--absorbed]")
+    }
     let address = try BusAddress(positional[0])
     let center = try DarwinNotificationCenter(
         busAddress: address, wake: flags.contains("--bus-only") ? .busOnly : .doorbell)
@@ -31,6 +36,7 @@ private func doorbellObserve(_ arguments: [String]) throws {
         if state == UInt64.max {
             let counters = DoorbellStatus.counters
             printLine("rings received=\(counters?.received ?? 0) refused=\(counters?.refused ?? 0)")
+            if flags.contains("--absorbed") { printLine("absorbed=\(center.connection.duplicatesAbsorbed)") }
             exit(0)
         }
         printLine("\(note.name.rawValue) \(state)")
@@ -39,9 +45,17 @@ private func doorbellObserve(_ arguments: [String]) throws {
         flags.contains("--prefix")
         ? try center.listen(prefix: name, on: .ioThread, handler: handler)
         : try center.listen(name: name, on: .ioThread, handler: handler)
+    var second: NotificationListener?
+    if flags.contains("--also-bus-only") {
+        let quiet = try DarwinNotificationCenter(busAddress: address, wake: .busOnly)
+        second = try quiet.listen(name: name, on: .ioThread) { note in
+            guard let state = note.state, state != UInt64.max else { return }
+            printLine("bus-only \(note.name.rawValue) \(state)")
+        }
+    }
     let bus = String(DoorbellStatus.busKey(of: address), radix: 16)
     printError("ready endpoint=\(DoorbellStatus.endpoint ?? "none") bus=\(bus)")
-    withExtendedLifetime(observer) {
+    withExtendedLifetime((observer, second)) {
         while true { pause() }
     }
 }

@@ -94,6 +94,36 @@ struct DoorbellTests {
         #expect(lines == ["\(name) 1", "\(name) 1", "rings received=3 refused=0"])
     }
 
+    @Test("a rung observer's bus signal is dropped by its connection before decoding, once per post")
+    func duplicateAbsorbedInFilter() async throws {
+        let name = "com.example.doorbell.absorbed"
+        let observer = try await fixture.observe(name, ["--absorbed"])
+        #expect(try await fixture.post(name, [1, 2, 2]) == "rang sent=3 stale=0")
+        // The sentinel by the bus alone: it arrives on the bus socket after the three signals
+        // (their poster flushed before exiting), so all three have been seen when it is delivered.
+        try await fixture.post(name, [UInt64.max], ["--bus-only"])
+        let output = try await observer.child.finished("the observer to exit")
+        #expect(output.status == 0, "\(output.stderr)")
+        let lines = output.stdout.split(separator: "\n").map(String.init)
+        #expect(lines == ["\(name) 1", "\(name) 2", "\(name) 2", "rings received=3 refused=0", "absorbed=3"])
+    }
+
+    @Test("a signal that also reaches a bus-only observer of the same process is not dropped; each delivers once")
+    func duplicateKeptForBusOnlyRoute() async throws {
+        let name = "com.example.doorbell.mixed"
+        let observer = try await fixture.observe(name, ["--absorbed", "--also-bus-only"])
+        #expect(try await fixture.post(name, [4, 5]) == "rang sent=2 stale=0")
+        try await fixture.post(name, [UInt64.max], ["--bus-only"])
+        let output = try await observer.child.finished("the observer to exit")
+        #expect(output.status == 0, "\(output.stderr)")
+        let lines = output.stdout.split(separator: "\n").map(String.init)
+        // The rung observer's lines by the ring, the bus-only one's by the signal: in either order.
+        #expect(
+            lines.dropLast(2).sorted()
+                == ["\(name) 4", "\(name) 5", "bus-only \(name) 4", "bus-only \(name) 5"].sorted())
+        #expect(lines.suffix(2) == ["rings received=2 refused=0", "absorbed=0"])
+    }
+
     @Test("a post rings only the processes that observe its name or a prefix of it")
     func ringsNobodyElse() async throws {
         let (first, second, prefix) = ("com.example.doorbell.a", "com.example.doorbell.b", "group.doorbell/inbox/")

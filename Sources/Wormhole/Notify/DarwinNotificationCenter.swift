@@ -490,6 +490,18 @@ public final class DarwinNotificationCenter: Sendable {
         // the bus catches up, so the rings remembered stay bounded.
         if core.noteRing(sender: ring.sender, serial: ring.serial) { Self.retire(core) }
         deliver(name: name, rawName: ring.name, state: ring.state, sender: ring.sender, to: core)
+        // After the delivery (its handler's own post goes first): the connection drops the
+        // signal in its filter, undecoded, when every route it reaches was rung for it.
+        guard let routeID = core.routeID else { return }
+        var probe = Signal(
+            path: NotifyContract.path, interface: NotifyContract.bucket(for: ring.name), member: NotifyContract.posted,
+            arguments: [.string(ring.name), .uint64(ring.state)])
+        probe.sender = ring.sender
+        let (sender, serial) = (ring.sender, ring.serial)
+        connection.expectDuplicate(of: probe, serial: serial, routeID: routeID) { [weak self, weak core] in
+            guard let self, let core else { return }
+            if core.consumeRing(sender: sender, serial: serial, mayHaveRung: true, final: true).resume { enroll(core) }
+        }
     }
 
     private func stream(target: NotificationName, isPrefix: Bool, options: ObserverOptions) async throws -> NotificationStream {
