@@ -136,8 +136,14 @@ extension BusIO {
     /// announced and every route it reaches now has had it (then it is dropped here). Owner-confined.
     func absorbDuplicate(serial: UInt32, sender: UnsafePointer<CChar>) -> Bool {
         loop.preconditionOwned()
-        guard !expectedDuplicates.isEmpty, let expected = expectedDuplicates[serial],
-            expected.sender.withCString({ strcmp($0, sender) == 0 })
+        if expectedDuplicates[serial] == nil {
+            // Only a serial its sender chose for a ring can have been announced. The ring was
+            // queued on this process's endpoint before the signal was sent: one not read yet
+            // (both were ready at once) is read now, and announces it.
+            guard serial & DoorbellSocket.serialMark != 0 else { return false }
+            DoorbellSocket.endpoint.drain()
+        }
+        guard let expected = expectedDuplicates[serial], expected.sender.withCString({ strcmp($0, sender) == 0 })
         else { return false }
         expectedDuplicates[serial] = nil
         // A route added since the announcement, or one that was not rung, still wants it.

@@ -47,6 +47,11 @@ package enum DoorbellSocket {
         case failed(Int32)
     }
 
+    /// The high bit of a signal's serial: set on the signal of a post that rang somebody (its
+    /// sender chose the serial; libdbus numbers a connection's messages from 1). A signal without
+    /// it was not rung, and its receiver need not look for a ring.
+    package static let serialMark: UInt32 = 0x8000_0000
+
     /// The longest path a socket address holds (`sun_path` is 108 bytes with its NUL).
     package static let maximumPathLength = 107
 

@@ -368,7 +368,7 @@ final class Doorbell: Sendable {
 
     /// The serials the doorbell gives signals have the high bit set; libdbus numbers a
     /// connection's messages from 1, so a signal without it was not rung.
-    static let serialMark: UInt32 = 0x8000_0000
+    static let serialMark: UInt32 = DoorbellSocket.serialMark
 
     /// Whether a signal with `serial` may have been rung (its sender chose its serial).
     static func mayHaveRung(serial: UInt32) -> Bool { serial & serialMark != 0 }
