@@ -14,11 +14,17 @@ enum MessageMode: String, ExpressibleByArgument, CaseIterable, Sendable {
     /// Raw `JSONDocument`s stored in the mailbox with no bus to reach: both sides are woken
     /// through the directory watch (inotify), each send's post fails fast.
     case directory
+    /// Raw `JSONDocument`s stored in the mailbox, listened to on the bus alone: no watch on the
+    /// wormhole directory beside the bus (`catchesWritesWithoutSignal: false`), so the row
+    /// against `raw` is what that default watch costs per message.
+    case rawBusOnly = "raw-bus-only"
 
     /// Whether payloads travel in the signal (nothing stored).
     var isTransient: Bool { self == .transient || self == .transientRaw }
     /// Whether payloads are raw documents (no codec).
-    var isRaw: Bool { self == .raw || self == .transientRaw || self == .directory }
+    var isRaw: Bool { self == .raw || self == .transientRaw || self == .directory || self == .rawBusOnly }
+    /// Whether listeners keep the default watch on the wormhole directory beside the bus.
+    var watchesBesideBus: Bool { self != .rawBusOnly }
 }
 
 /// The echo side of the message ping-pong (run by the bench): answers each `ping` message with
@@ -36,7 +42,9 @@ struct BenchMessageEchoCommand: ParsableCommand {
         let mailbox = try LibraryAPI.mailbox(group: group, root: root, address: try bus.required())
         let transient = mode.isTransient
         if mode.isRaw {
-            let listener = try LibraryAPI.listenDocument(mailbox, identifier: "ping") { document in
+            let listener = try LibraryAPI.listenDocument(
+                mailbox, identifier: "ping", watchBesideBus: mode.watchesBesideBus
+            ) { document in
                 if LibraryAPI.sequence(of: document) == UInt64.max { Foundation.exit(0) }
                 if transient {
                     try? LibraryAPI.sendTransient(mailbox, document, identifier: "pong")

@@ -74,11 +74,16 @@ enum LibraryAPI {
     }
 
     /// Calls `handler` with each delivery for `identifier` (stored or transient) as its raw JSON
-    /// document (`JSONDocument`: checked to be one JSON value, not decoded), on the I/O thread.
+    /// document (`JSONDocument`: checked to be one JSON value, not decoded), on the I/O thread;
+    /// `watchBesideBus` false turns off the default watch on the wormhole directory beside the bus.
     static func listenDocument(
-        _ mailbox: Mailbox, identifier: String, handler: @escaping @Sendable (JSONDocument) -> Void
+        _ mailbox: Mailbox, identifier: String, watchBesideBus: Bool = true,
+        handler: @escaping @Sendable (JSONDocument) -> Void
     ) throws -> MessageListener {
-        try mailbox.listen(identifier: MessageIdentifier(identifier), as: JSONDocument.self, on: .ioThread) { delivery in
+        try mailbox.listen(
+            identifier: MessageIdentifier(identifier), as: JSONDocument.self, on: .ioThread,
+            options: MessageCenter.ListenOptions(catchesWritesWithoutSignal: watchBesideBus)
+        ) { delivery in
             if case .success(let document) = delivery.result { handler(document) }
         }
     }

@@ -45,7 +45,9 @@ final class MessageSession {
                     try LibraryAPI.send(mailbox, document, identifier: "ping")
                 }
             }
-            let listener = try LibraryAPI.listenDocument(mailbox, identifier: "pong") { document in
+            let listener = try LibraryAPI.listenDocument(
+                mailbox, identifier: "pong", watchBesideBus: mode.watchesBesideBus
+            ) { document in
                 guard let sequence = LibraryAPI.sequence(of: document), let next = driver.received(sequence) else { return }
                 try? sendRaw(next)
             }

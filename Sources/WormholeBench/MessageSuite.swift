@@ -31,18 +31,26 @@ struct MessageSuite {
             let work = try ScratchDirectory("files")
             let session = try MessageSession(address: address, root: work.path + "/containers", size: size)
             let raw = try MessageSession(address: address, root: work.path + "/containers", size: size, mode: .raw)
+            // What the default watch beside the bus costs, at the smallest size only.
+            let busOnly =
+                size == options.messageSizeList.first
+                ? try MessageSession(address: address, root: work.path + "/containers", size: size, mode: .rawBusOnly)
+                : nil
             let perRound = max(1, count / options.rounds)
             let warm = min(options.warmup, perRound)
-            let merged = try AlternatingRounds(label: "message \(label)", rounds: options.rounds).measure([
+            var rows: [AlternatingRounds.Side] = [
                 .init(name: "floor") {
                     try FloorPingPong.run(address, count: perRound, warmup: warm, files: (work.path, size))
                 },
                 .init(name: "wormhole") { try session.run(count: perRound, warmup: warm) },
                 .init(name: "raw") { try raw.run(count: perRound, warmup: warm) },
                 .init(name: "codec") { try CodecCost.run(count: perRound, warmup: warm, size: size) },
-            ])
+            ]
+            if let busOnly { rows.append(.init(name: "raw, bus only") { try busOnly.run(count: perRound, warmup: warm) }) }
+            let merged = try AlternatingRounds(label: "message \(label)", rounds: options.rounds).measure(rows)
             session.stop()
             raw.stop()
+            busOnly?.stop()
             withExtendedLifetime(work) {}
             let floor = BenchRow(label: "floor, \(label) files", histogram: merged[0])
             let ours = BenchRow(label: "Wormhole, \(label) JSON", histogram: merged[1])
@@ -65,6 +73,14 @@ struct MessageSuite {
             report.goal(
                 "message", "raw JSONDocument \(label) p50 / floor p50", ratio: document.median / floor.median,
                 target: Self.rawTarget)
+            if busOnly != nil {
+                let alone = BenchRow(label: "Wormhole, \(label) raw, bus only", histogram: merged[4])
+                Console.output(alone.line(against: floor))
+                report.add(alone, suite: "message", against: floor)
+                report.goal(
+                    "message", "raw \(label) p50 / raw on the bus only p50",
+                    ratio: document.median / alone.median, target: nil)
+            }
         }
         try runTransient()
     }

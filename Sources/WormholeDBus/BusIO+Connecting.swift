@@ -68,14 +68,23 @@ extension BusIO {
                 restoreRules()
             }
         case .failure(let error):
-            let reason =
+            greetingFailure =
                 error.dbusName == "org.freedesktop.DBus.Error.NoReply"
-                ? "did not answer within \(connectTimeout) (authentication and Hello); is the bus daemon stopped?"
-                : "refused the connection: \(error.message)"
-            greetingFailure = BusError(
-                .connectionFailed, value: address.rawValue, dbusName: error.dbusName,
-                "cannot connect to the bus at \(quoted(address.rawValue)): it \(reason)")
+                ? greetingTimedOut(dbusName: error.dbusName)
+                : BusError(
+                    .connectionFailed, value: address.rawValue, dbusName: error.dbusName,
+                    "cannot connect to the bus at \(quoted(address.rawValue)): it refused the connection: \(error.message)")
         }
+    }
+
+    /// The error of a greeting that ran out of time. Two clocks can see it first, with the same
+    /// deadline: libdbus's timeout of the `Hello` call, and the loop's deadline of the whole
+    /// greeting (authentication included); both say the same.
+    func greetingTimedOut(dbusName: String? = nil) -> BusError {
+        BusError(
+            .connectionFailed, value: address.rawValue, dbusName: dbusName,
+            "cannot connect to the bus at \(quoted(address.rawValue)): it did not answer within \(connectTimeout) "
+                + "(authentication and Hello); is the bus daemon stopped?")
     }
 
     /// Gives up a connection whose greeting failed: outside any libdbus call. Loop-confined.

@@ -52,9 +52,7 @@ extension BusIO {
         if let deadline = greetingDeadline, Self.now() >= deadline {
             self.greetingDeadline = nil
             if case .greeting = phase, greetingFailure == nil {
-                greetingFailure = BusError(
-                .connectionFailed, value: address.rawValue,
-                    "cannot connect to the bus at \(quoted(address.rawValue)): authentication and Hello did not finish within \(connectTimeout)")
+                greetingFailure = greetingTimedOut()
             }
         }
         if let greetingFailure { abandonGreeting(greetingFailure) }

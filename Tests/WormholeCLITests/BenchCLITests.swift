@@ -257,7 +257,7 @@ struct BenchCLITests {
         #expect(left.isEmpty, "left in TMPDIR: \(left)")
     }
 
-    @Test("--csv, --percentiles and --plot write every message row (Codable, raw JSONDocument, codec alone, transient, floors)")
+    @Test("--csv, --percentiles and --plot write every message row (Codable, raw JSONDocument, codec alone, raw on the bus only, transient, floors)")
     func benchOutputs() async throws {
         let output = runtime.path + "/out"
         try FileManager.default.createDirectory(atPath: output + "/percentiles", withIntermediateDirectories: true)
@@ -273,7 +273,8 @@ struct BenchCLITests {
         #expect(result.status == 0, "\(result.stderr)")
         let labels = [
             "floor, 100 B files", "Wormhole, 100 B JSON", "Wormhole, 100 B raw JSONDocument", "JSON codec alone, 100 B",
-            "floor, notification only", "transient, 100 B Codable", "transient, 100 B JSONDocument", "mailbox, 100 B Codable",
+            "Wormhole, 100 B raw, bus only", "floor, notification only", "transient, 100 B Codable",
+            "transient, 100 B JSONDocument", "mailbox, 100 B Codable",
         ]
         for label in labels {
             #expect(result.stdout.split(separator: "\n").contains { $0.hasPrefix(label + " ") }, "row \(label)")
@@ -282,6 +283,7 @@ struct BenchCLITests {
         for goal in [
             "raw JSONDocument 100 B p50 / floor p50", "Wormhole 100 B JSON p50 - codec p50, / floor p50",
             "transient 100 B p50 / notification floor p50", "transient JSONDocument p50 / notification floor p50",
+            "raw 100 B p50 / raw on the bus only p50",
         ] {
             #expect(result.stdout.contains(goal), "\(goal)")
         }
@@ -298,7 +300,8 @@ struct BenchCLITests {
                 "message-floor-100-b-files.hgrm", "message-floor-notification-only.hgrm",
                 "message-json-codec-alone-100-b.hgrm", "message-mailbox-100-b-codable.hgrm",
                 "message-transient-100-b-codable.hgrm", "message-transient-100-b-jsondocument.hgrm",
-                "message-wormhole-100-b-json.hgrm", "message-wormhole-100-b-raw-jsondocument.hgrm",
+                "message-wormhole-100-b-json.hgrm", "message-wormhole-100-b-raw-bus-only.hgrm",
+                "message-wormhole-100-b-raw-jsondocument.hgrm",
             ])
         let distribution = try String(contentsOfFile: output + "/percentiles/message-wormhole-100-b-json.hgrm", encoding: .utf8)
         #expect(distribution.contains("Percentile") && distribution.contains("#[Mean"), "\(distribution)")
