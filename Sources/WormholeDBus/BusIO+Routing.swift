@@ -151,6 +151,7 @@ extension BusIO {
         guard !reached.isEmpty, reached.allSatisfy({ expected.absorbers[$0] != nil }) else { return false }
         signalsReceived.add(1, ordering: .relaxed)
         duplicatesAbsorbed.add(1, ordering: .relaxed)
+        HopTrace.mark(.duplicateDropped)
         for id in reached { expected.absorbers[id]?() }
         return true
     }

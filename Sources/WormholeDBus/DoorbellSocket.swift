@@ -274,6 +274,7 @@ package enum DoorbellSocket {
                     rings.append(Ring(bytes: Array(UnsafeRawBufferPointer(start: base, count: count)), uid: uid, pid: pid))
                 }
             }
+            HopTrace.mark(.ringRead)
             if !rings.isEmpty { handler(rings) }
         }
     }

@@ -218,6 +218,7 @@ public final class DarwinNotificationCenter: Sendable {
     ///
     /// - Throws: `BusError` with `BusError/Code/disconnected` while the bus is away.
     public func post(_ name: NotificationName, state: UInt64? = nil) throws {
+        HopTrace.mark(.postEntered)
         var carried = state
         if let table {
             let slot = table.slot(for: name.rawValue)
@@ -244,7 +245,9 @@ public final class DarwinNotificationCenter: Sendable {
         }
         // Queued behind a full socket, a newer post of the name replaces an older one: the
         // state travels with the latest (contract section 7).
+        HopTrace.mark(.emitEntered)
         try connection.emit(signal, policy: .replacing(key: "\(signal.interface.rawValue) \(name.rawValue)"))
+        HopTrace.mark(.signalWritten)
     }
 
     /// Inside a sandbox (the process has an app ID, ``AppIdentity``): makes sure the connection

@@ -352,6 +352,7 @@ final class Doorbell: Sendable {
                 continue
             }
             ringsReceived.add(1, ordering: .relaxed)
+            HopTrace.mark(.ringDecoded)
             hashes.removeAll(keepingCapacity: true)
             Self.directoryHashes(busKey: message.busKey, name: message.name, into: &hashes)
             let targets = state.withLock { state in
@@ -403,7 +404,9 @@ final class Doorbell: Sendable {
                     datagram = Self.encode(
                         RingMessage(busKey: busKey, serial: serial, state: state, sender: sender, name: name))
                 }
+                HopTrace.mark(.lookupDone)
                 let outcome = datagram!.withUnsafeBytes { DoorbellSocket.ring($0, path: endpointPath(entry)) }
+                HopTrace.mark(.ringSent)
                 switch outcome {
                 case .delivered:
                     ringsSent.add(1, ordering: .relaxed)

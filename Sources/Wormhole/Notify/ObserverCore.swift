@@ -194,7 +194,12 @@ final class ObserverCore: PumpedDelivery {
                 state.backlog.append(note)
                 return false
             }
-            if direct { handler(note) } else { drainPending() }
+            if direct {
+                HopTrace.mark(.handlerEntered)
+                handler(note)
+            } else {
+                drainPending()
+            }
             finishClaim()
             return
         }
