@@ -19,8 +19,8 @@ def load(path):
     events = []
     with open(path, encoding="ascii") as handle:
         for line in handle:
-            time, point = line.split()
-            events.append((int(time), point))
+            time, point, cpu = line.split()
+            events.append((int(time), point, int(cpu)))
     events.sort()
     return events
 
@@ -44,19 +44,24 @@ def main(paths):
         "rings read -> ring decoded",
         "ring decoded -> handler entered",
         "handler entered -> post entered",
-        "post entered -> lookup done",
-        "lookup done -> ring sent",
+        "post entered -> lookup entered",
+        "lookup entered -> doorbell directory listed",
+        "directory listed -> registrations listed",
+        "registrations listed -> ring sent (sendto)",
         "one way (ring sent -> handler entered)",
         "hop (ring sent -> its ring sent)",
-        "ring sent -> signal built",
-        "signal built -> handed to libdbus",
+        "ring sent -> emit entered",
+        "emit entered -> message built",
+        "message built -> handed to libdbus",
+        "woken on the ringer's CPU: ringer's iteration end -> epoll_wait returned",
     ]
+    same_cpu = 0
 
     def add(name, value):
         steps.setdefault(name, []).append(value / 1000.0)
 
     for sender, events in processes.items():
-        for time, point in events:
+        for position_sent, (time, point, ring_cpu) in enumerate(events):
             if point != "ringSent":
                 continue
             for receiver, other in processes.items():
@@ -86,6 +91,12 @@ def main(paths):
                 else:
                     add(order[0], other[woke][0] - time)
                     add(order[1], other[read][0] - other[woke][0])
+                    if other[woke][2] == ring_cpu:
+                        same_cpu += 1
+                        for later in events[position_sent : position_sent + 50]:
+                            if later[1] == "iterationEnded":
+                                add(order[-1], other[woke][0] - later[0])
+                                break
                 decoded = find("ringDecoded", read, 3)
                 if decoded is None:
                     continue
@@ -94,25 +105,30 @@ def main(paths):
                 if handler is None:
                     continue
                 add(order[3], other[handler][0] - other[decoded][0])
-                add(order[7], other[handler][0] - time)
+                add(order[9], other[handler][0] - time)
                 post = find("postEntered", handler, 4)
                 if post is None:
                     continue
                 add(order[4], other[post][0] - other[handler][0])
-                lookup = find("lookupDone", post, 4)
-                sent = find("ringSent", post, 5)
-                if lookup is None or sent is None:
+                entered = find("ringEntered", post, 4)
+                listed = find("listingDone", post, 5)
+                lookup = find("lookupDone", post, 6)
+                sent = find("ringSent", post, 7)
+                if None in (entered, listed, lookup, sent):
                     continue
-                add(order[5], other[lookup][0] - other[post][0])
-                add(order[6], other[sent][0] - other[lookup][0])
-                add(order[8], other[sent][0] - time)
-                built = find("emitEntered", sent, 3)
-                written = find("signalWritten", sent, 4)
-                if built is not None:
-                    add(order[9], other[built][0] - other[sent][0])
-                    if written is not None:
-                        add(order[10], other[written][0] - other[built][0])
-    print(f"{hops} hops; the receiver was already awake for {awake} of them")
+                add(order[5], other[entered][0] - other[post][0])
+                add(order[6], other[listed][0] - other[entered][0])
+                add(order[7], other[lookup][0] - other[listed][0])
+                add(order[8], other[sent][0] - other[lookup][0])
+                add(order[10], other[sent][0] - time)
+                emitted = find("emitEntered", sent, 3)
+                built = find("messageBuilt", sent, 4)
+                written = find("signalWritten", sent, 5)
+                if None not in (emitted, built, written):
+                    add(order[11], other[emitted][0] - other[sent][0])
+                    add(order[12], other[built][0] - other[emitted][0])
+                    add(order[13], other[written][0] - other[built][0])
+    print(f"{hops} hops; the receiver was already awake for {awake} of them; woken on the ringer's CPU {same_cpu}")
     print(f"{'step':52} {'n':>7} {'p50 us':>8} {'p90 us':>8} {'p99 us':>8}")
     for name in order:
         values = steps.get(name, [])

@@ -98,4 +98,10 @@ static const int cwormhole_message_type_signal = DBUS_MESSAGE_TYPE_SIGNAL;
 
 static const int cwormhole_timeout_use_default = DBUS_TIMEOUT_USE_DEFAULT;
 
+/// The CPU the calling thread runs on (the doorbell's diagnostic timeline, HopTrace.swift):
+/// glibc's `sched_getcpu` (read from the kernel's rseq area or the vDSO, no system call), declared
+/// here because <sched.h> declares it only with `_GNU_SOURCE`.
+extern int sched_getcpu(void);
+static inline int cwormhole_current_cpu(void) { return sched_getcpu(); }
+
 #endif

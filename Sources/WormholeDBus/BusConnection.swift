@@ -205,6 +205,7 @@ public final class BusConnection: Sendable {
     package func emit(_ signal: Signal, policy: EmitPolicy) throws {
         if sharing != nil { try checkOpen() }
         let message = try MessageCoding.makeSignal(signal)
+        HopTrace.mark(.messageBuilt)
         let size = signal.estimatedSize
         switch policy {
         case .plain: try io.send(message, bytes: size, policy: .plain)

@@ -4,8 +4,9 @@ import Synchronization
 
 /// A diagnostic timeline of the doorbell's hop, off unless `WORMHOLE_HOP_TRACE` names a file
 /// prefix: then every ``mark(_:)`` stores a `CLOCK_MONOTONIC` time stamp and its point in a
-/// preallocated buffer (no allocation, no lock, no system call but the clock's vDSO read), and a
-/// normal exit writes them as text lines `NANOSECONDS POINT` to `<prefix>.<pid>`
+/// preallocated buffer with the CPU it ran on (no allocation, no lock, no system call: the clock
+/// and `sched_getcpu` are read from the vDSO), and a normal exit writes them as text lines
+/// `NANOSECONDS POINT CPU` to `<prefix>.<pid>`
 /// (`scripts/hop-timeline.py` merges the files of the two processes of a ping-pong into per-step
 /// figures). Turned off, a mark costs one load and a branch. Not for the normal path: for the
 /// bench's helpers, by hand (docs/performance.md, *The doorbell*).
@@ -36,6 +37,12 @@ package enum HopTrace {
         case duplicateDropped
         /// The loop's iteration ended.
         case iterationEnded
+        /// The ringing side starts its lookup.
+        case ringEntered
+        /// The doorbell directory's listing is known (from its cache or listed again).
+        case listingDone
+        /// The bus message is built (libdbus), before it is sent.
+        case messageBuilt
     }
 
     private static let capacity = 1 << 21
@@ -48,9 +55,10 @@ package enum HopTrace {
 
     private static let storage: Storage? = {
         guard let prefix = getenv("WORMHOLE_HOP_TRACE").map({ String(cString: $0) }), !prefix.isEmpty else { return nil }
-        let entries = UnsafeMutablePointer<UInt64>.allocate(capacity: capacity)
+        // Two words a mark: the time, then the CPU and the point.
+        let entries = UnsafeMutablePointer<UInt64>.allocate(capacity: 2 * capacity)
         // Touch every page now, so that no mark takes a page fault.
-        entries.initialize(repeating: 0, count: capacity)
+        entries.initialize(repeating: 0, count: 2 * capacity)
         atexit { HopTrace.write() }
         return Storage(entries: entries, path: prefix + "." + String(getpid()))
     }()
@@ -73,7 +81,8 @@ package enum HopTrace {
         let now = UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
         let slot = next.wrappingAdd(1, ordering: .relaxed).oldValue
         guard slot < capacity else { return }
-        storage.entries[slot] = now << 8 | UInt64(point.rawValue)
+        storage.entries[2 * slot] = now
+        storage.entries[2 * slot + 1] = UInt64(UInt32(bitPattern: cwormhole_current_cpu())) << 8 | UInt64(point.rawValue)
     }
 
     /// At exit: the marks as text, in the order they were taken.
@@ -82,9 +91,9 @@ package enum HopTrace {
         let count = min(next.load(ordering: .relaxed), capacity)
         guard let file = fopen(storage.path, "w") else { return }
         for index in 0..<count {
-            let entry = storage.entries[index]
-            guard entry != 0, let point = Point(rawValue: UInt8(entry & 0xFF)) else { continue }
-            fputs("\(entry >> 8) \(point)\n", file)
+            let (time, entry) = (storage.entries[2 * index], storage.entries[2 * index + 1])
+            guard time != 0, let point = Point(rawValue: UInt8(entry & 0xFF)) else { continue }
+            fputs("\(time) \(point) \(entry >> 8)\n", file)
         }
         fclose(file)
     }

@@ -382,11 +382,13 @@ final class Doorbell: Sendable {
     /// registration directories are known from its last listing while it is unchanged); without
     /// a doorbell directory, one failed `open`.
     func ring(name: String, state: UInt64, busKey: UInt64, sender: String) -> UInt32? {
+        HopTrace.mark(.ringEntered)
         guard let rootFD = openRoot() else { return nil }
         var hashes: [UInt64] = []
         hashes.reserveCapacity(4)
         Self.directoryHashes(busKey: busKey, name: name, into: &hashes)
         let existing = registrationDirectories(rootFD)
+        HopTrace.mark(.listingDone)
         var datagram: [UInt8]?
         var serial: UInt32 = 0
         var rung: [String] = []
