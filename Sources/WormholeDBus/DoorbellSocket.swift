@@ -66,7 +66,7 @@ package enum DoorbellSocket {
         Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     }
 
-    /// Sends `bytes` to the endpoint bound at `path`, never waiting.
+    /// Sends `bytes` to the endpoint bound at `address` (``address(_:)``), never waiting.
     ///
     /// A datagram waiting in an endpoint's queue is charged to the socket that sent it until it
     /// is read, so a stopped process's queue can fill the ringing socket's send buffer, and then
@@ -74,8 +74,8 @@ package enum DoorbellSocket {
     /// a fresh ringing socket and tries once more: `EAGAIN` again means this endpoint's own queue
     /// is full (``Outcome/full``). The old socket is closed; the kernel keeps what it sent queued.
     /// The corresponding C function is `sendto` (with `MSG_DONTWAIT`).
-    package static func ring(_ bytes: UnsafeRawBufferPointer, path: String) -> Outcome {
-        guard let address = socketAddress(path) else { return .failed(ENAMETOOLONG) }
+    package static func ring(_ bytes: UnsafeRawBufferPointer, to address: Address) -> Outcome {
+        let address = address.value
         return ringer.withLock { fd -> Outcome in
             if fd < 0 { fd = makeRingingSocket() }
             let first = send(bytes, to: address, from: fd)
@@ -138,6 +138,14 @@ package enum DoorbellSocket {
         }
         return names
     }
+
+    /// An endpoint's socket address, made once and rung many times.
+    package struct Address: Sendable {
+        fileprivate var value: sockaddr_un
+    }
+
+    /// The socket address of `path`; nil when it does not fit `sun_path`.
+    package static func address(_ path: String) -> Address? { socketAddress(path).map(Address.init) }
 
     private static func socketAddress(_ path: String) -> sockaddr_un? {
         let bytes = Array(path.utf8)

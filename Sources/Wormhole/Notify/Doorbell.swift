@@ -380,7 +380,9 @@ final class Doorbell: Sendable {
     /// Returns the serial the signal must carry when at least one was rung, else nil. With
     /// nobody registered for the name it costs one `fstat` of the doorbell directory (whose
     /// registration directories are known from its last listing while it is unchanged); without
-    /// a doorbell directory, one failed `open`.
+    /// a doorbell directory, one failed `open`. With somebody registered, one more `fstat` per
+    /// registration directory (its entries known from its last listing while it is unchanged),
+    /// then one `sendto` per endpoint.
     func ring(name: String, state: UInt64, busKey: UInt64, sender: String) -> UInt32? {
         HopTrace.mark(.ringEntered)
         guard let rootFD = openRoot() else { return nil }
@@ -393,64 +395,163 @@ final class Doorbell: Sendable {
         var serial: UInt32 = 0
         var rung: [String] = []
         for hash in hashes where existing?.contains(hash) ?? true {
-            let directory = "n" + Self.hex(hash)
-            let fd = openat(rootFD, directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            guard fd >= 0 else {
+            guard let endpoints = registrations(of: hash, in: rootFD) else {
                 listing.withLock { $0 = nil }  // gone since the listing: list again next time
                 continue
             }
-            for entry in DoorbellSocket.entries(consuming: fd) where entry.utf8.count == 16 && !rung.contains(entry) {
-                rung.append(entry)
+            for endpoint in endpoints where !rung.contains(endpoint.id) {
+                rung.append(endpoint.id)
                 if datagram == nil {
                     serial = nextSerial.wrappingAdd(1, ordering: .relaxed).newValue | Self.serialMark
                     datagram = Self.encode(
                         RingMessage(busKey: busKey, serial: serial, state: state, sender: sender, name: name))
                 }
                 HopTrace.mark(.lookupDone)
-                let outcome = datagram!.withUnsafeBytes { DoorbellSocket.ring($0, path: endpointPath(entry)) }
+                let outcome = datagram!.withUnsafeBytes { DoorbellSocket.ring($0, to: endpoint.address) }
                 HopTrace.mark(.ringSent)
                 switch outcome {
                 case .delivered:
                     ringsSent.add(1, ordering: .relaxed)
                 case .stale(let refused):
                     // Nobody listens at that endpoint: its process is gone (never judged by pid).
-                    unlinkat(rootFD, directory + "/" + entry, 0)
+                    // (The directory changes, so its next post lists it again.)
+                    let directory = "n" + Self.hex(hash)
+                    unlinkat(rootFD, directory + "/" + endpoint.id, 0)
                     unlinkat(rootFD, directory, AT_REMOVEDIR)
-                    if refused { unlinkat(rootFD, "e" + entry, 0) }
+                    if refused { unlinkat(rootFD, "e" + endpoint.id, 0) }
                     staleRemoved.add(1, ordering: .relaxed)
                 case .full:
-                    logger.debug("doorbell endpoint \(entry) is full: the bus signal wakes it")
+                    logger.debug("doorbell endpoint \(endpoint.id) is full: the bus signal wakes it")
                 case .failed(let code):
-                    logger.debug("cannot ring doorbell endpoint \(entry): \(String(cString: strerror(code)))")
+                    logger.debug("cannot ring doorbell endpoint \(endpoint.id): \(String(cString: strerror(code)))")
                 }
             }
         }
         return datagram == nil ? nil : serial
     }
 
-    /// The doorbell directory's registration directories (their hashes) as last listed, and
-    /// what its `fstat` said then: the same inode, link count (one per subdirectory), size,
-    /// modification and change time mean the same entries. A directory removed and another made
-    /// within one tick of the file system's clock can leave it stale: a new registration is then
-    /// not rung (its observer is woken by the signal) until the directory changes again.
-    private struct Listing {
+    /// An endpoint to ring: its ID and its socket address, made once per listing.
+    struct Endpoint {
+        var id: String
+        var address: DoorbellSocket.Address
+    }
+
+    /// A registration directory as last listed: open (its `fstat` says whether it changed; a
+    /// removed one has no links left), and the endpoints it named then.
+    private struct RegistrationListing {
+        var descriptor: Int32
+        var snapshot: Snapshot
+        var endpoints: [Endpoint]
+    }
+
+    /// The registration directories listed, by hash. A directory's entry is made or removed by
+    /// `open`/`unlink` in it, which changes its modification time and size.
+    private let registrationListings = Locked<[UInt64: RegistrationListing]>([:])
+
+    /// The endpoints registered under `n<hash>`: the last listing while the directory's `fstat`
+    /// is unchanged, else listed again (`openat`, `getdents64`), and that listing kept once it is
+    /// settled. Nil when the directory is gone.
+    private func registrations(of hash: UInt64, in rootFD: Int32) -> [Endpoint]? {
+        var info = stat()
+        let held = registrationListings.withLock { listings -> [Endpoint]? in
+            guard let held = listings[hash] else { return nil }
+            if fstat(held.descriptor, &info) == 0, held.snapshot.matches(info) { return held.endpoints }
+            close(held.descriptor)
+            listings[hash] = nil
+            return nil
+        }
+        if let held { return held }
+        let fd = openat(rootFD, "n" + Self.hex(hash), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        // The state before the listing: a change after it makes the snapshot differ.
+        guard fstat(fd, &info) == 0 else {
+            close(fd)
+            return nil
+        }
+        let snapshot = Snapshot(info)
+        // `entries(consuming:)` closes what it reads; the descriptor kept is the one opened.
+        let reading = dup(fd)
+        let endpoints: [Endpoint] =
+            reading < 0
+            ? []
+            : DoorbellSocket.entries(consuming: reading).compactMap { id in
+                guard id.utf8.count == 16, let address = DoorbellSocket.address(endpointPath(id)) else { return nil }
+                return Endpoint(id: id, address: address)
+            }
+        guard reading >= 0, snapshot.isSettled else {
+            close(fd)
+            return endpoints
+        }
+        registrationListings.withLock { listings in
+            if let replaced = listings.updateValue(
+                RegistrationListing(descriptor: fd, snapshot: snapshot, endpoints: endpoints), forKey: hash)
+            {
+                close(replaced.descriptor)
+            }
+        }
+        return endpoints
+    }
+
+    /// Closes the listings of registration directories that are no longer in the doorbell
+    /// directory.
+    private func forgetRegistrationListings(except directories: Set<UInt64>) {
+        registrationListings.withLock { listings in
+            for (hash, listing) in listings where !directories.contains(hash) {
+                close(listing.descriptor)
+                listings[hash] = nil
+            }
+        }
+    }
+
+    /// What a directory's `fstat` said: the same inode, link count (one per subdirectory), size,
+    /// modification and change time mean the same entries, once the file system's clock has
+    /// moved past those times (``isSettled``).
+    struct Snapshot {
         var inode: UInt64
         var links: UInt64
         var size: Int64
         var modified: timespec
         var changed: timespec
-        var directories: Set<UInt64>
+
+        init(_ info: stat) {
+            inode = UInt64(info.st_ino)
+            links = UInt64(info.st_nlink)
+            size = Int64(info.st_size)
+            modified = info.st_mtim
+            changed = info.st_ctim
+        }
 
         func matches(_ info: stat) -> Bool {
             inode == UInt64(info.st_ino) && links == UInt64(info.st_nlink) && size == Int64(info.st_size)
                 && modified.tv_sec == info.st_mtim.tv_sec && modified.tv_nsec == info.st_mtim.tv_nsec
                 && changed.tv_sec == info.st_ctim.tv_sec && changed.tv_nsec == info.st_ctim.tv_nsec
         }
+
+        /// Whether its times are older than the file system's clock now (`CLOCK_REALTIME_COARSE`,
+        /// the clock of file times): a change from now on gets a later time, so an unchanged
+        /// `fstat` means unchanged entries. Within the tick of a change (a few milliseconds), two
+        /// changes can leave the same times and size (an entry removed and another made), so a
+        /// listing taken then is not kept: the next post lists again.
+        var isSettled: Bool {
+            var now = timespec()
+            clock_gettime(CLOCK_REALTIME_COARSE, &now)
+            func before(_ time: timespec) -> Bool {
+                time.tv_sec < now.tv_sec || (time.tv_sec == now.tv_sec && time.tv_nsec < now.tv_nsec)
+            }
+            return before(modified) && before(changed)
+        }
+    }
+
+    /// The doorbell directory's registration directories (their hashes) as last listed, and
+    /// its snapshot then.
+    private struct Listing {
+        var snapshot: Snapshot
+        var directories: Set<UInt64>
     }
 
     private let listing = Locked<Listing?>(nil)
     /// The parent's `fstat` when the doorbell directory was found missing.
-    private let rootMissing = Locked<Listing?>(nil)
+    private let rootMissing = Locked<Snapshot?>(nil)
     /// `$XDG_RUNTIME_DIR/wormhole`, opened once it exists and is the user's (-1 before).
     private let parentDescriptor = Atomic<Int32>(-1)
 
@@ -478,18 +579,16 @@ final class Doorbell: Sendable {
     private func registrationDirectories(_ rootFD: Int32) -> Set<UInt64>? {
         var info = stat()
         guard fstat(rootFD, &info) == 0 else { return nil }
-        if let held = listing.withLock({ $0 }), held.matches(info) { return held.directories }
+        if let held = listing.withLock({ $0 }), held.snapshot.matches(info) { return held.directories }
         let fd = openat(rootFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         var directories = Set<UInt64>()
         for entry in DoorbellSocket.entries(consuming: fd) where entry.utf8.count == 17 && entry.hasPrefix("n") {
             if let hash = UInt64(entry.dropFirst(), radix: 16) { directories.insert(hash) }
         }
-        listing.withLock {
-            $0 = Listing(
-                inode: UInt64(info.st_ino), links: UInt64(info.st_nlink), size: Int64(info.st_size),
-                modified: info.st_mtim, changed: info.st_ctim, directories: directories)
-        }
+        let snapshot = Snapshot(info)
+        listing.withLock { $0 = snapshot.isSettled ? Listing(snapshot: snapshot, directories: directories) : nil }
+        forgetRegistrationListings(except: directories)
         return directories
     }
 
@@ -512,12 +611,8 @@ final class Doorbell: Sendable {
             ?? open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else {
             if parent != nil {
-                rootMissing.withLock {
-                    $0 = Listing(
-                        inode: UInt64(parentInfo.st_ino), links: UInt64(parentInfo.st_nlink),
-                        size: Int64(parentInfo.st_size), modified: parentInfo.st_mtim, changed: parentInfo.st_ctim,
-                        directories: [])
-                }
+                let snapshot = Snapshot(parentInfo)
+                rootMissing.withLock { $0 = snapshot.isSettled ? snapshot : nil }
             }
             return nil
         }
