@@ -100,12 +100,14 @@ final class Doorbell: Sendable {
         nextSerial = Atomic(seed | Self.serialMark)
     }
 
+    /// Whether the environment variable `name` turns something off (`off`, `0`, `no`, `false`).
+    private static func isOff(_ name: String) -> Bool {
+        guard let setting = getenv(name).map({ String(cString: $0) }) else { return false }
+        return ["off", "0", "no", "false"].contains(setting.lowercased())
+    }
+
     private static func makeShared() -> Doorbell? {
-        if let setting = getenv("WORMHOLE_DOORBELL").map({ String(cString: $0) }),
-            ["off", "0", "no", "false"].contains(setting.lowercased())
-        {
-            return nil
-        }
+        if isOff("WORMHOLE_DOORBELL") { return nil }
         guard let runtime = getenv("XDG_RUNTIME_DIR").map({ String(cString: $0) }), runtime.hasPrefix("/") else {
             return nil
         }
@@ -427,8 +429,18 @@ final class Doorbell: Sendable {
                 }
             }
         }
+        // The kernel wakes a datagram's receiver on the sender's CPU when it can (it expects the
+        // sender to wait next, as a request-reply peer does), but this sender still has its bus
+        // signal to build and write (about 30 us here): the rung process would wait for it. One
+        // yield lets it run first (docs/performance.md, *The doorbell*); with nothing else to
+        // run here, it returns at once.
+        if datagram != nil && Self.yieldsAfterRinging { sched_yield() }
         return datagram == nil ? nil : serial
     }
+
+    /// Whether a post that rang somebody yields the CPU before its signal is built and written:
+    /// yes unless `WORMHOLE_DOORBELL_YIELD=off` (or `0`, `no`, `false`), a diagnostic switch.
+    static let yieldsAfterRinging = !isOff("WORMHOLE_DOORBELL_YIELD")
 
     /// An endpoint to ring: its ID and its socket address, made once per listing.
     struct Endpoint {
