@@ -12,10 +12,12 @@ import WormholeDBus
 ///   its connection dropped undecoded as duplicates of rings) and exits. With `--also-bus-only`
 ///   a second, bus-only center of the same process observes NAME too and writes
 ///   `bus-only NAME STATE` per delivery (it ignores the state 2^64-1).
-/// - `doorbell-post BUS NAME STATE... [--bus-only] [--on-input] [--flush-wait]`: posts NAME once
-///   per STATE, flushes, writes `rang sent=N stale=N` and exits. With `--on-input` it connects,
-///   writes `connected` to standard error and waits for a line on standard input before posting;
-///   with `--flush-wait` the flush may take a minute (the test stops the bus meanwhile).
+/// - `doorbell-post BUS NAME STATE... [--bus-only] [--on-input] [--each-input] [--flush-wait]`:
+///   posts NAME once per STATE, flushes, writes `rang sent=N stale=N` and exits. With `--on-input`
+///   it connects, writes `connected` to standard error and waits for a line on standard input
+///   before posting; with `--each-input` it waits for a line before each post, and writes the
+///   counters after each; with `--flush-wait` the flush may take a minute (the test stops the
+///   bus meanwhile).
 let doorbellCommands: [String: @Sendable ([String]) throws -> Void] = [
     "doorbell-observe": doorbellObserve,
     "doorbell-post": doorbellPost,
@@ -63,7 +65,9 @@ private func doorbellObserve(_ arguments: [String]) throws {
 private func doorbellPost(_ arguments: [String]) throws {
     let flags = Set(arguments.filter { $0.hasPrefix("--") })
     let positional = arguments.filter { !$0.hasPrefix("--") }
-    guard positional.count >= 3 else { throw PeerError("doorbell-post BUS NAME STATE... [--bus-only] [--on-input] [--flush-wait]") }
+    guard positional.count >= 3 else {
+        throw PeerError("doorbell-post BUS NAME STATE... [--bus-only] [--on-input] [--each-input] [--flush-wait]")
+    }
     let center = try DarwinNotificationCenter(
         busAddress: try BusAddress(positional[0]), wake: flags.contains("--bus-only") ? .busOnly : .doorbell)
     let name = try NotificationName(positional[1])
@@ -73,7 +77,12 @@ private func doorbellPost(_ arguments: [String]) throws {
     }
     for text in positional.dropFirst(2) {
         guard let state = UInt64(text) else { throw PeerError("STATE is an unsigned integer, got \(text)") }
+        if flags.contains("--each-input") { _ = readLine() }
         try center.post(name, state: state)
+        if flags.contains("--each-input") {
+            let counters = DoorbellStatus.counters
+            printLine("rang sent=\(counters?.sent ?? 0) stale=\(counters?.staleRemoved ?? 0)")
+        }
     }
     // `--flush-wait`: a minute (the bus may be stopped by the test meanwhile), else the default.
     let timeout: Duration = flags.contains("--flush-wait") ? .seconds(60) : DarwinNotificationCenter.defaultFlushTimeout

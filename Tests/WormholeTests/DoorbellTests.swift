@@ -156,6 +156,34 @@ struct DoorbellTests {
         #expect(fixture.registrations() == [], "nothing is left: \(fixture.registrations())")
     }
 
+    @Test("a poster that rang a name rings an observer registered since, and stops ringing one that was killed")
+    func posterFollowsRegistrations() async throws {
+        let name = "com.example.doorbell.listing"
+        let a = try await fixture.observe(name)
+        // One poster for every post: it keeps what it listed of the name's registrations.
+        let poster = try ChildProcess(
+            fixture.peer, ["doorbell-post", fixture.bus.address.rawValue, name, "1", "2", "3", "4", "--each-input"],
+            environment: fixture.environment)
+        func post() async throws -> String? {
+            poster.write("post\n")
+            return try await within("a post") { await poster.stdoutLines.firstLine { _ in true } }
+        }
+        #expect(try await post() == "rang sent=1 stale=0")
+        // Registered after the poster listed the name's directory: the directory changed.
+        let b = try await fixture.observe(name)
+        #expect(try await post() == "rang sent=3 stale=0")
+        b.child.signal(SIGKILL)
+        _ = try await b.child.finished("the killed observer")
+        // Its ring is refused and its registration removed; the next post does not find it again.
+        #expect(try await post() == "rang sent=4 stale=1")
+        #expect(try await post() == "rang sent=5 stale=1")
+        let posted = try await poster.finished("the poster")
+        #expect(posted.status == 0, "\(posted.stderr)")
+        #expect(
+            try await fixture.finish(a, posting: name)
+                == ["\(name) 1", "\(name) 2", "\(name) 3", "\(name) 4", "rings received=5 refused=0"])
+    }
+
     @Test("an observer that exits normally removes its registration and endpoint")
     func normalExitCleansUp() async throws {
         let name = "com.example.doorbell.exit"
