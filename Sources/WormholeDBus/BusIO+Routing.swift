@@ -136,6 +136,7 @@ extension BusIO {
     /// announced and every route it reaches now has had it (then it is dropped here). Owner-confined.
     func absorbDuplicate(serial: UInt32, sender: UnsafePointer<CChar>) -> Bool {
         loop.preconditionOwned()
+        HopTrace.mark(.duplicateChecked)
         if expectedDuplicates[serial] == nil {
             // Only a serial its sender chose for a ring can have been announced. The ring was
             // queued on this process's endpoint before the signal was sent: one not read yet

@@ -43,6 +43,8 @@ package enum HopTrace {
         case listingDone
         /// The bus message is built (libdbus), before it is sent.
         case messageBuilt
+        /// libdbus's filter looks at a signal that may be a duplicate (it was read and parsed).
+        case duplicateChecked
     }
 
     private static let capacity = 1 << 21
