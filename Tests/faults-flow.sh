@@ -18,8 +18,9 @@
 #      (`wormhole-test-peer post-storm`) while an observer and a mailbox listener of that
 #      name's mailbox are stopped for STOP seconds, then continued. Checks: an observer the
 #      broker cut off is back on the bus within 1 s of seeing the cut-off (its `lost the bus`
-#      line; how long after SIGCONT that came is printed), and delivers the next post; the
-#      mailbox listener delivers the latest stored message.
+#      line; how long after SIGCONT that came is printed), and delivers the next post, and no
+#      post twice (the doorbell's rings run ahead of the signals here); the mailbox listener
+#      delivers the latest stored message.
 # Prints one line per check and, last, `N passed, M failed`; exits 1 when anything failed.
 set -u
 
@@ -172,6 +173,10 @@ grep -q -m1 -E -- "^\"state\":$posts\$|back on the bus" \
 "$wormhole" post --bus-address "$address" "$name" --state 4242424242 >/dev/null
 await "$scratch/observer.out" '^"state":4242424242$' 20
 check "the observer delivers the next post" $? "$(grep -c . "$scratch/observer.out") lines"
+# Whichever way each post woke it (the bus, or the doorbell beside it: its rings arrive at once
+# while the bus still holds the signals of the stop), no post is delivered twice.
+twice=$(grep '^"state":' "$scratch/observer.out" | sort | uniq -d | wc -l)
+check "the observer delivered no post twice" $((twice == 0 ? 0 : 1)) "$twice states twice"
 if grep -q 'lost the bus' "$scratch/observer.out.err"; then
     await "$scratch/observer.out.err" 'back on the bus' 10
     lost=$(grep -m1 'lost the bus' "$scratch/observer.out.err" | cut -d' ' -f1)

@@ -53,7 +53,7 @@ struct BenchCommand: ParsableCommand {
     /// The processes the bench starts (`wormhole-bench _bench-echo …`): hidden, and not
     /// subcommands, so the usage line stays that of the bench.
     static let helpers: [any ParsableCommand.Type] = [
-        BenchEchoCommand.self, BenchLoadCommand.self, BenchMessageEchoCommand.self, BenchDefaultsCommand.self,
+        BenchEchoCommand.self, BenchPingCommand.self, BenchLoadCommand.self, BenchMessageEchoCommand.self, BenchDefaultsCommand.self,
         BenchJournalCommand.self,
     ]
 
@@ -74,6 +74,9 @@ struct BenchCommand: ParsableCommand {
 
     @Option(help: "Names observed by a third process in the loaded notify run (0 skips it).")
     var otherNames = 10_000
+
+    @Option(help: "Microseconds the notify suite's spaced rows wait after each pong before the next ping (0 skips them).")
+    var spacingUs = 500
 
     @Option(help: "Round trips per message-size row (the 1 MB row runs a tenth of them).")
     var messageRoundTrips = 2_000
@@ -186,6 +189,9 @@ struct BenchCommand: ParsableCommand {
         if warmup < 0 || otherNames < 0 || routes < 0 {
             throw ValidationError("--warmup, --other-names and --routes cannot be negative")
         }
+        if spacingUs < 0 || spacingUs > 1_000_000 {
+            throw ValidationError("--spacing-us takes 0 to 1000000 microseconds, not \(spacingUs)")
+        }
         if messageRoundTrips < rounds * 10 {
             throw ValidationError("--message-round-trips must be at least 10 x --rounds")
         }
@@ -267,6 +273,10 @@ struct BenchCommand: ParsableCommand {
         // Before the daemon starts: an interrupt from here on stops every child and removes
         // every scratch directory.
         ChildReaper.install()
+        // Every row measures what it measured before the doorbell (the bus path), in this process
+        // and its helpers, whether or not this session has `$XDG_RUNTIME_DIR`; the notify suite's
+        // doorbell row turns it on for its two processes only (`DoorbellPingPong`).
+        setenv("WORMHOLE_DOORBELL", "off", 1)
         let started = MonotonicClock.now()
         let privateDaemon =
             try bus.address() == nil

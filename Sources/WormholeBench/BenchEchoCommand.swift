@@ -10,10 +10,11 @@ struct BenchEchoCommand: ParsableCommand {
     @Option var ping: String
     @Option var pong: String
     @Option var delivery: LibraryAPI.Delivery = .ioThread
+    @Option var wake: LibraryAPI.Wake = .busOnly
     @OptionGroup var bus: BusOptions
 
     func run() throws {
-        let center = try DarwinNotificationCenter(busAddress: try bus.required())
+        let center = try LibraryAPI.center(address: try bus.required(), wake: wake)
         let ping = try NotificationName(self.ping)
         let pong = try NotificationName(self.pong)
         let observer = try LibraryAPI.observe(center, ping, on: delivery) { state in

@@ -6,8 +6,11 @@ import WormholeDBus
 enum FloorPingPong {
     /// Runs `warmup` unmeasured then `count` measured round trips; with `files` (a directory
     /// and a size), each hop also writes and reads a file of that size.
+    /// With `spacingMicroseconds`, the ping side waits that long after each pong before the
+    /// next ping (spaced one-way sends, nothing left over from the round before).
     static func run(
-        _ address: BusAddress, count: Int, warmup: Int, files: (directory: String, size: Int)? = nil
+        _ address: BusAddress, count: Int, warmup: Int, files: (directory: String, size: Int)? = nil,
+        spacingMicroseconds: Int = 0
     ) throws -> Histogram<UInt64> {
         let floor = try Executables.sibling("wormhole-floor")
         let names = BenchNames()
@@ -19,7 +22,8 @@ enum FloorPingPong {
         let echo = try ChildProcess(executable: floor, arguments: ["echo"] + common + fileArguments)
         try echo.waitForReady()
         let ping = try ChildProcess(
-            executable: floor, arguments: ["ping"] + common + ["\(count)", "\(warmup)"] + fileArguments)
+            executable: floor, arguments: ["ping"] + common + ["\(count)", "\(warmup)"] + fileArguments,
+            environment: spacingMicroseconds > 0 ? ["WORMHOLE_FLOOR_SPACING_US": "\(spacingMicroseconds)"] : [:])
         return try collect(ping, echo, "wormhole-floor ping")
     }
 
@@ -42,6 +46,41 @@ enum FloorPingPong {
         var histogram = BenchRow.makeHistogram()
         for line in output {
             if let value = UInt64(line) { histogram.record(value) }
+        }
+        return histogram
+    }
+}
+
+/// The doorbell's ping-pong: two processes (`_bench-ping` and `_bench-echo`) whose centers
+/// ring each other beside the bus signal (docs/proposals/doorbell.md), sharing the runtime
+/// directory `runtime`; the floor's shape, so the two rows compare like for like.
+enum DoorbellPingPong {
+    static func run(
+        _ address: BusAddress, runtime: String, count: Int, warmup: Int, spacingMicroseconds: Int = 0
+    ) throws -> Histogram<UInt64> {
+        let names = BenchNames()
+        // The bench turned the doorbell off for itself and its helpers; on for these two ("" unsets).
+        let environment = ["XDG_RUNTIME_DIR": runtime, "WORMHOLE_DOORBELL": ""]
+        let common = ["--ping", names.ping, "--pong", names.pong, "--wake", "doorbell", "--bus-address", address.rawValue]
+        let echo = try ChildProcess(
+            executable: Executables.current, arguments: ["_bench-echo", "--delivery", "io-thread"] + common,
+            environment: environment)
+        try echo.waitForReady()
+        let ping = try ChildProcess(
+            executable: Executables.current,
+            arguments: ["_bench-ping", "--count", "\(count)", "--warmup", "\(warmup)", "--spacing-us", "\(spacingMicroseconds)"]
+                + common,
+            environment: environment)
+        let output = try ping.readAllOutput()
+        guard ping.waitForExit() == 0 else { throw BenchFailure("_bench-ping failed") }
+        echo.waitForExit()
+        var histogram = BenchRow.makeHistogram()
+        for line in output {
+            let fields = line.split(separator: " ").compactMap { UInt64($0) }
+            if fields.count == 2 { histogram.record(fields[0], count: fields[1]) }
+        }
+        guard histogram.totalCount == UInt64(count) else {
+            throw BenchFailure("_bench-ping reported \(histogram.totalCount) of \(count) round trips")
         }
         return histogram
     }

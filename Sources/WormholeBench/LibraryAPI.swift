@@ -26,6 +26,19 @@ enum LibraryAPI {
         }
     }
 
+    /// How a center wakes Wormhole peers (``PeerWake``).
+    enum Wake: String, ExpressibleByArgument, CaseIterable, Sendable {
+        /// The doorbell beside the bus signal (`PeerWake.doorbell`).
+        case doorbell
+        /// The bus signal alone (`PeerWake.busOnly`).
+        case busOnly = "bus-only"
+    }
+
+    /// A notification center on `address` that wakes peers as `wake` says.
+    static func center(address: BusAddress, wake: Wake) throws -> DarwinNotificationCenter {
+        try DarwinNotificationCenter(busAddress: address, wake: wake == .doorbell ? .doorbell : .busOnly)
+    }
+
     /// Calls `handler` with the state of every post of `name` (not for catch-ups).
     static func observe(
         _ center: DarwinNotificationCenter, _ name: NotificationName, on delivery: Delivery,

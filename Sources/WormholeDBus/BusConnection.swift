@@ -153,6 +153,9 @@ public final class BusConnection: Sendable {
     /// daemon's filtering by match rules), whether or not any subscription wanted them.
     /// The bus daemon's own `org.freedesktop.DBus` signals are not counted. For tests.
     package var signalsReceived: UInt64 { io.signalsReceived.load(ordering: .relaxed) }
+    /// Signals dropped before decoding because every route they reached had them already (the
+    /// doorbell's duplicates; ``expectDuplicate(of:serial:routeID:absorbed:)``).
+    package var duplicatesAbsorbed: UInt64 { io.duplicatesAbsorbed.load(ordering: .relaxed) }
 
     /// Closes the connection. Streams finish, handlers stop, later calls throw
     /// ``BusError/Code/disconnected``. Signals emitted before are confirmed by the bus first
@@ -202,6 +205,7 @@ public final class BusConnection: Sendable {
     package func emit(_ signal: Signal, policy: EmitPolicy) throws {
         if sharing != nil { try checkOpen() }
         let message = try MessageCoding.makeSignal(signal)
+        HopTrace.mark(.messageBuilt)
         let size = signal.estimatedSize
         switch policy {
         case .plain: try io.send(message, bytes: size, policy: .plain)
@@ -456,6 +460,16 @@ public final class BusConnection: Sendable {
 
     /// Removes a route added with `addRoute` and releases its rules.
     package func removeRoute(_ id: UInt64) { io.removeRoute(id: id) }
+
+    /// On the I/O thread: the signal `probe` (its sender set) with `serial` will arrive, and the
+    /// route `routeID` already delivered what it carries; when it arrives, and every route it
+    /// reaches was announced so, it is dropped before being decoded and each route's `absorbed`
+    /// runs instead. The doorbell's dedupe, done in the connection's filter.
+    package func expectDuplicate(
+        of probe: Signal, serial: UInt32, routeID: UInt64, absorbed: @escaping @Sendable () -> Void
+    ) {
+        io.expectDuplicate(of: probe, serial: serial, routeID: routeID, absorbed: absorbed)
+    }
 
     /// Calls a method of the bus daemon itself (`org.freedesktop.DBus`, such as `RequestName`,
     /// `GetNameOwner`, `GetId`) and returns the reply's arguments; the daemon's error is a

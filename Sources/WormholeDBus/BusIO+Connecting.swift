@@ -132,6 +132,8 @@ extension BusIO {
         perform(registry.disconnected(keepRules: automaticReconnect))
         forgetQuietAdds()
         routes.owners = [:]
+        // A new connection's signals never bring those announced on this one.
+        expectedDuplicates = [:]
         logger.info("disconnected from the bus", metadata: ["address": "\(address.rawValue)"])
         report(.disconnected)
         if automaticReconnect {

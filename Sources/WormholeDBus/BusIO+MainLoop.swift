@@ -6,6 +6,7 @@ import Logging
 extension BusIO {
     func ready(fd: Int32, _ readiness: Readiness) {
         loop.preconditionOwned()
+        HopTrace.mark(.busReady)
         var index = 0
         while true {
             // Look the watch up again each time: handling one may remove the others (on this thread).

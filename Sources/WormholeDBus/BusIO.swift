@@ -96,6 +96,9 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     let detached = Atomic<Bool>(false)
     /// Signals the connection received (after the bus daemon's filtering), for tests and statistics.
     let signalsReceived = Atomic<UInt64>(0)
+    /// Signals dropped in the filter, undecoded, because every route they reach had them
+    /// already (``expectDuplicate(of:serial:routeID:absorbed:)``).
+    let duplicatesAbsorbed = Atomic<UInt64>(0)
     /// The sender name this connection owns inside a sandbox (contract §8; AppNameClaim.swift).
     let appNameClaim = AppNameClaim()
     /// Signals `send` accepted (written or queued), and how many of them the bus has confirmed
@@ -119,6 +122,9 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     var earliestDeadline = UInt64.max
     var registry = RuleRegistry<Completion>(connected: true)
     var routes = RouteTable<Handlers>()
+    /// Signals announced before they arrive (a doorbell ring came first), by serial; owner-confined
+    /// like `routes`. See ``expectDuplicate(of:serial:routeID:absorbed:)``.
+    var expectedDuplicates: [UInt32: ExpectedDuplicate] = [:]
     /// Routes per well-known sender name whose owner the route table must know.
     var trackedNames: [String: Int] = [:]
     /// Confirmations waiting for the bus's answer (``confirmOnLoop(deadline:completion:)``), by
@@ -266,6 +272,10 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
     override func received(_ signal: Signal) {
         noteOwnerChange(signal)
         dispatch(signal)
+    }
+
+    override func absorbsDuplicate(serial: UInt32, sender: UnsafePointer<CChar>) -> Bool {
+        absorbDuplicate(serial: serial, sender: sender)
     }
 
     override func receivedReply(serial: UInt32, error: (name: String, message: String)?) {

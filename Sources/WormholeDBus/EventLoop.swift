@@ -263,6 +263,7 @@ final class EventLoop: @unchecked Sendable {
             ownership.unlock()
             let count = epoll_wait(epollFD, &events, Int32(events.count), timeout)
             let waitErrno = errno
+            HopTrace.mark(.epollReturned)
             ownership.lock()
             if count < 0 && waitErrno != EINTR {
                 logger.critical("epoll_wait failed; the I/O loop stops: \(String(cString: strerror(waitErrno)))")
@@ -289,6 +290,7 @@ final class EventLoop: @unchecked Sendable {
             }
             for job in jobs { job() }
             for handler in handlers { handler.iterationEnded() }
+            HopTrace.mark(.iterationEnded)
             if stopping { break }
         }
         for handler in handlers.reversed() { finish(handler) }

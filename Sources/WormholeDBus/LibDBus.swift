@@ -310,6 +310,11 @@ extension LibDBus {
                 if serial != 0 { owner.receivedReply(serial: serial, error: MessageCoding.readError(message)) }
             } else if dbus_message_is_signal(message, "org.freedesktop.DBus.Local", "Disconnected") != 0 {
                 owner.disconnected()
+            } else if type == cwormhole_message_type_signal, let sender = MessageCoding.sender(of: message),
+                owner.absorbsDuplicate(serial: MessageCoding.serial(of: message), sender: sender)
+            {
+                // A signal whose every receiver here was already woken by a doorbell ring: dropped
+                // by its sender and serial, before it is decoded.
             } else if let signal = MessageCoding.readSignal(message) {
                 owner.received(signal)
             }
@@ -384,6 +389,9 @@ class MainLoopOwner {
     func disconnected() {}
     /// A signal arrived (after the daemon's filtering).
     func received(_ signal: Signal) {}
+    /// Before a signal is decoded: whether it is a duplicate that every route it would reach
+    /// has already handled (then it is not decoded nor dispatched).
+    func absorbsDuplicate(serial: UInt32, sender: UnsafePointer<CChar>) -> Bool { false }
     /// A reply or error that no pending call was waiting for arrived: `serial` is the serial of
     /// the call it answers; `error` is set for an error reply.
     func receivedReply(serial: UInt32, error: (name: String, message: String)?) {}
@@ -408,6 +416,8 @@ enum MessageCoding {
         for argument in signal.arguments where !append(argument, to: &iterator) {
             throw BusError(.outOfMemory, "libdbus could not append \(argument) to a signal")
         }
+        // A serial set before sending is kept by libdbus (it numbers only messages without one).
+        if let serial = signal.serial, serial != 0 { dbus_message_set_serial(message, serial) }
         return owned
     }
 
@@ -505,6 +515,12 @@ enum MessageCoding {
         }
     }
 
+    /// The unique name of a received message's sender, as libdbus holds it (no copy).
+    static func sender(of message: OpaquePointer) -> UnsafePointer<CChar>? { dbus_message_get_sender(message) }
+
+    /// A message's serial (the one its sender gave it).
+    static func serial(of message: OpaquePointer) -> UInt32 { dbus_message_get_serial(message) }
+
     /// Reads a signal message; `nil` when it is not a signal or its header is incomplete.
     static func readSignal(_ message: OpaquePointer) -> Signal? {
         guard dbus_message_get_type(message) == cwormhole_message_type_signal,
@@ -516,7 +532,8 @@ enum MessageCoding {
         var signal = Signal(
             path: ObjectPath(unchecked: pathString), interface: InterfaceName(unchecked: interfaceString),
             member: MemberName(unchecked: memberString), arguments: readArguments(message))
-        signal.sender = String(libdbus: dbus_message_get_sender(message))
+        signal.sender = String(libdbus: sender(of: message))
+        signal.serial = serial(of: message)
         return signal
     }
 

@@ -97,7 +97,12 @@ package struct RouteTable<Payload> {
     }
 
     /// The routes that receive `signal`, each once, in no particular order.
-    package func routes(for signal: Signal) -> [Route] {
+    package func routes(for signal: Signal) -> [Route] { matching(signal).map(\.route) }
+
+    /// The IDs of the routes that receive `signal`, each once, in no particular order.
+    package func routeIDs(for signal: Signal) -> [UInt64] { matching(signal).map(\.id) }
+
+    private func matching(_ signal: Signal) -> [(id: UInt64, route: Route)] {
         var candidates: [Key] = others
         if let first = signal.arguments.first {
             let argument: String?
@@ -111,14 +116,12 @@ package struct RouteTable<Payload> {
                 if !byArgumentPath.isEmpty { candidates += pathCandidates(argument) }
             }
         }
-        var chosen: [UInt64] = []
-        var result: [Route] = []
-        for key in candidates where !chosen.contains(key.route) {
+        var result: [(id: UInt64, route: Route)] = []
+        for key in candidates where !result.contains(where: { $0.id == key.route }) {
             guard let route = routes[key.route] else { continue }
             let rule = route.rules[key.rule]
             if rule.matches(signal, strictArgumentPaths: route.strictArgumentPaths, owners: owners) {
-                chosen.append(key.route)
-                result.append(route)
+                result.append((key.route, route))
             }
         }
         return result

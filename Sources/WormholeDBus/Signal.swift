@@ -10,6 +10,10 @@ public struct Signal: Hashable, Sendable, CustomStringConvertible {
     public var sender: String?
     /// The arguments, in order.
     public var arguments: [DBusValue]
+    /// The message's serial: on a received signal, the one its sender gave it; on a signal to
+    /// emit, the one to give it (`nil`: libdbus numbers it). The doorbell's key (with the
+    /// sender's unique name) for a `Posted` signal that was also rung.
+    package var serial: UInt32?
 
     /// Creates a signal to emit.
     public init(path: ObjectPath, interface: InterfaceName, member: MemberName, arguments: [DBusValue] = []) {
@@ -18,6 +22,7 @@ public struct Signal: Hashable, Sendable, CustomStringConvertible {
         self.member = member
         self.sender = nil
         self.arguments = arguments
+        self.serial = nil
     }
 
     /// The signature of all arguments, such as `st`.

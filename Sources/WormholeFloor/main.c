@@ -11,7 +11,11 @@
 //   wormhole-floor ping ADDRESS PATH PING_IFACE PING_NAME PONG_IFACE PONG_NAME COUNT WARMUP [DIR SIZE]
 //
 // Both send signals `Posted(s name, t state)`; the echo side exits on state
-// 2^64-1. "ready" goes to standard error once the match rule is active.
+// 2^64-1. "ready" goes to standard error once the match rule is active. With
+// WORMHOLE_FLOOR_SPACING_US=N in the environment, the ping side waits N
+// microseconds after each pong before the next ping (spaced one-way sends:
+// whatever a round leaves behind, in this process, the daemon or the echo, is
+// done before the next is timed).
 //
 // With DIR and SIZE, each hop also carries a SIZE-byte file the way a wormhole
 // message travels, in plain code: the sender writes DIR/ping.json (or pong.json)
@@ -200,6 +204,9 @@ static int ping_pong_main(int argc, char **argv) {
         }
     } else if (strcmp(mode, "ping") == 0 && argc >= 10) {
         long count = atol(argv[8]), warmup = atol(argv[9]);
+        const char *spacing_text = getenv("WORMHOLE_FLOOR_SPACING_US");
+        long spacing = spacing_text != NULL ? atol(spacing_text) : 0;
+        struct timespec gap = {spacing / 1000000, (spacing % 1000000) * 1000};
         add_rule(connection, pong_iface, pong_name);
         fprintf(stderr, "ready\n");
         for (long i = 0; i < count + warmup; i++) {
@@ -213,6 +220,11 @@ static int ping_pong_main(int argc, char **argv) {
             }
             uint64_t elapsed = now_ns() - start;
             if (i >= warmup) printf("%" PRIu64 "\n", elapsed);
+            if (spacing > 0) {
+                while (nanosleep(&gap, &gap) != 0 && errno == EINTR) {}
+                gap.tv_sec = spacing / 1000000;
+                gap.tv_nsec = (spacing % 1000000) * 1000;
+            }
         }
         fflush(stdout);
         post(connection, path, ping_iface, ping_name, UINT64_MAX);

@@ -11,6 +11,7 @@ let commands = dbusCommands.merging(storageCommands) { first, _ in first }
     .merging(messagingCommands) { first, _ in first }.merging(defaultsCommands) { first, _ in first }
     .merging(journalCommands) { first, _ in first }.merging(exitCommands) { first, _ in first }
     .merging(flowCommands) { first, _ in first }.merging(stormCommands) { first, _ in first }
+    .merging(doorbellCommands) { first, _ in first }
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard let name = arguments.first, let command = commands[name] else {
     let known = commands.keys.sorted().joined(separator: ", ")

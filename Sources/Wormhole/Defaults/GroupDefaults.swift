@@ -78,10 +78,12 @@ public final class GroupDefaults: Sendable {
     ///   - durability: whether writes are `fsync`ed (``FileTransiting/Durability``).
     ///   - containerRoot: the root of all group containers; `nil` resolves it from the environment.
     ///   - busAddress: the bus; `nil` for the session bus.
-    ///   - sharedStateDirectory: see ``DarwinNotificationCenter/init(busAddress:sharedStateDirectory:logger:)``.
+    ///   - sharedStateDirectory: see ``DarwinNotificationCenter/init(busAddress:sharedStateDirectory:wake:logger:)``.
     ///   - maximumSuiteBytes: the largest suite this object writes (``maximumSuiteBytes``; 4 MiB
     ///     by default).
     ///   - freshness: how a read checks its cache (``Freshness``; one `lstat` by default).
+    ///   - wake: whether writes ring this user's Wormhole observers directly beside the bus signal,
+    ///     and observers are rung (``PeerWake/doorbell``, the default), or not (``PeerWake/busOnly``).
     ///   - logger: where the library logs (swift-log).
     /// - Throws: ``WormholeError`` naming an invalid group or suite (a group identifier over 200
     ///   bytes has no default suite) or a limit below 2 bytes, before touching disk or bus.
@@ -89,6 +91,7 @@ public final class GroupDefaults: Sendable {
         applicationGroupIdentifier: String, suiteName: String? = nil, durability: FileTransiting.Durability = .atomic,
         containerRoot: String? = nil, busAddress: BusAddress? = nil, sharedStateDirectory: String? = nil,
         maximumSuiteBytes: Int = GroupDefaults.defaultMaximumSuiteBytes, freshness: Freshness = .everyWriter,
+        wake: PeerWake = .doorbell,
         logger: Logger = Logger(label: "wormhole.defaults")
     ) throws {
         guard maximumSuiteBytes >= 2 else {
@@ -107,7 +110,8 @@ public final class GroupDefaults: Sendable {
             "\(group.rawValue)/\(WormholeDirectoryName.reservedForDefaults)/\(suite.rawValue)/")
         self.freshness = freshness
         store = SuiteStore(container: container, suite: suite, durability: durability, freshness: freshness, logger: logger)
-        centers = LazyNotificationCenter(busAddress: busAddress, sharedStateDirectory: sharedStateDirectory, logger: logger)
+        centers = LazyNotificationCenter(
+            busAddress: busAddress, sharedStateDirectory: sharedStateDirectory, wake: wake, logger: logger)
         wakeups = WakeEngine(centers: centers, logger: logger)
     }
 

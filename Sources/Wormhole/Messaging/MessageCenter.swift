@@ -77,14 +77,16 @@ public final class MessageCenter: Sendable {
     ///   - maximumMessageSize: the largest message in bytes (see ``maximumMessageSize``; a
     ///     negative limit counts as 0). A custom transiting must apply it when it reads;
     ///     sends are checked here for every transiting.
-    ///   - sharedStateDirectory: see ``DarwinNotificationCenter/init(busAddress:sharedStateDirectory:logger:)``.
+    ///   - sharedStateDirectory: see ``DarwinNotificationCenter/init(busAddress:sharedStateDirectory:wake:logger:)``.
+    ///   - wake: whether sends ring this user's Wormhole listeners directly beside the bus signal,
+    ///     and listeners are rung (``PeerWake/doorbell``, the default), or not (``PeerWake/busOnly``).
     ///   - logger: where the library logs (swift-log).
     /// - Throws: ``WormholeError`` naming an invalid group or directory, before touching disk or bus.
     public init(
         applicationGroupIdentifier: String, directory: String = "wormhole", transiting: Transiting = .file,
         durability: FileTransiting.Durability = .atomic, containerRoot: String? = nil, busAddress: BusAddress? = nil,
         maximumMessageSize: Int = FileTransiting.defaultMaximumMessageSize, sharedStateDirectory: String? = nil,
-        logger: Logger = Logger(label: "wormhole")
+        wake: PeerWake = .doorbell, logger: Logger = Logger(label: "wormhole")
     ) throws {
         self.maximumMessageSize = max(0, maximumMessageSize)
         let group = try GroupIdentifier(applicationGroupIdentifier)
@@ -103,7 +105,8 @@ public final class MessageCenter: Sendable {
         }
         self.busAddress = busAddress
         self.logger = logger
-        centers = LazyNotificationCenter(busAddress: busAddress, sharedStateDirectory: sharedStateDirectory, logger: logger)
+        centers = LazyNotificationCenter(
+            busAddress: busAddress, sharedStateDirectory: sharedStateDirectory, wake: wake, logger: logger)
         files = (self.transiting as? FileTransiting)?.files ?? (self.transiting as? CoordinatedFileTransiting)?.files
         wakeups = WakeEngine(centers: centers, logger: logger)
     }

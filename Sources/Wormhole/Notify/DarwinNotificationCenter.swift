@@ -28,6 +28,11 @@ public import WormholeDBus
 public final class DarwinNotificationCenter: Sendable {
     /// The connection the center posts and observes on (for tests and the layers of this package).
     package let connection: BusConnection
+    /// Whether this center's posts ring Wormhole observers of this user and its observers are
+    /// rung (``PeerWake``), beside the bus signal.
+    public let wake: PeerWake
+    /// The bus's doorbell hash (`Doorbell.busKey(of:)`).
+    let busKey: UInt64
     let table: SharedStateTable?
     let logger: Logger
     private let observers = Locked<[UInt64: ObserverCore]>([:])
@@ -60,14 +65,19 @@ public final class DarwinNotificationCenter: Sendable {
     ///     `nil` uses `$XDG_RUNTIME_DIR/wormhole`, or `/tmp/wormhole-<uid>` without it. When
     ///     the table cannot be opened the center still works; check tokens then rely on
     ///     signals alone, and a warning is logged.
+    ///   - wake: ``PeerWake/doorbell`` (the default): posts also ring this user's Wormhole
+    ///     observers directly and observers are rung, faster than the bus; ``PeerWake/busOnly``:
+    ///     the bus signal alone. Foreign observers see the same signal either way.
     ///   - logger: where the center and its connection log (swift-log).
     /// - Throws: `BusError` naming the address when the bus cannot be reached.
     public init(
-        busAddress: BusAddress? = nil, sharedStateDirectory: String? = nil,
+        busAddress: BusAddress? = nil, sharedStateDirectory: String? = nil, wake: PeerWake = .doorbell,
         logger: Logger = Logger(label: "wormhole.notify")
     ) throws {
         let address = try busAddress ?? BusAddress.session()
         self.logger = logger
+        self.wake = wake
+        busKey = Doorbell.busKey(of: address)
         // The process's one connection to this bus, shared with every other facade; this
         // center's handle scopes its observers, so `close()` ends them and nobody else's.
         connection = try BusConnection.shared(address: address, logger: logger)
@@ -87,6 +97,7 @@ public final class DarwinNotificationCenter: Sendable {
     }
 
     deinit {
+        leaveDoorbell()
         eventSubscription.withLock { $0?.cancel() }
         let key = ObjectIdentifier(self)
         _ = Self.ownConnections.withLock { $0.removeValue(forKey: key) }
@@ -157,6 +168,8 @@ public final class DarwinNotificationCenter: Sendable {
         case .reconnected:
             let cores = observers.withLock { Array($0.values) }
             for core in cores {
+                // A new daemon: the signals of rings delivered before will never come.
+                if core.forgetRings() { enroll(core) }
                 core.offer(DarwinNotification(name: core.target, state: nil, reason: .catchUp))
             }
         }
@@ -167,6 +180,7 @@ public final class DarwinNotificationCenter: Sendable {
     /// the last facade that uses it.
     public func close() {
         closed.store(true, ordering: .releasing)
+        leaveDoorbell()
         closeTransientConnection()
         connection.close()
     }
@@ -204,6 +218,7 @@ public final class DarwinNotificationCenter: Sendable {
     ///
     /// - Throws: `BusError` with `BusError/Code/disconnected` while the bus is away.
     public func post(_ name: NotificationName, state: UInt64? = nil) throws {
+        HopTrace.mark(.postEntered)
         var carried = state
         if let table {
             let slot = table.slot(for: name.rawValue)
@@ -215,13 +230,24 @@ public final class DarwinNotificationCenter: Sendable {
         } else if carried == nil {
             carried = lastStates.withLock { $0[name.rawValue] }
         }
-        let signal = Signal(
+        var signal = Signal(
             path: NotifyContract.path, interface: NotifyContract.bucket(for: name.rawValue), member: NotifyContract.posted,
             arguments: [.string(name.rawValue), .uint64(carried ?? 0)])
         try claimSenderName(on: connection)
+        // After the write (the callers store first), before the signal: the observers this user's
+        // Wormhole processes registered are rung, and the signal carries the ring's serial so
+        // that they deliver it once.
+        if wake == .doorbell, let doorbell = Doorbell.shared {
+            let sender = connection.uniqueName
+            if !sender.isEmpty {
+                signal.serial = doorbell.ring(name: name.rawValue, state: carried ?? 0, busKey: busKey, sender: sender)
+            }
+        }
         // Queued behind a full socket, a newer post of the name replaces an older one: the
         // state travels with the latest (contract section 7).
+        HopTrace.mark(.emitEntered)
         try connection.emit(signal, policy: .replacing(key: "\(signal.interface.rawValue) \(name.rawValue)"))
+        HopTrace.mark(.signalWritten)
     }
 
     /// Inside a sandbox (the process has an app ID, ``AppIdentity``): makes sure the connection
@@ -329,6 +355,7 @@ public final class DarwinNotificationCenter: Sendable {
             _ = observers.withLock { $0.removeValue(forKey: id) }
             throw error
         }
+        enroll(core)
         return observer(for: core, id: id)
     }
 
@@ -367,6 +394,7 @@ public final class DarwinNotificationCenter: Sendable {
             for case .success(let routeID) in results { connection.removeRoute(routeID) }
             throw failure
         }
+        for entry in cores { enroll(entry.core) }
         return cores.map { observer(for: $0.core, id: $0.id) }
     }
 
@@ -407,6 +435,7 @@ public final class DarwinNotificationCenter: Sendable {
             _ = observers.withLock { $0.removeValue(forKey: id) }
             throw error
         }
+        enroll(core)
         return observer(for: core, id: id)
     }
 
@@ -415,7 +444,66 @@ public final class DarwinNotificationCenter: Sendable {
     private func observer(for core: ObserverCore, id: UInt64) -> NotificationListener {
         NotificationListener(core: core) { [self] in
             _ = observers.withLock { $0.removeValue(forKey: id) }
+            Self.retire(core)
             if let routeID = core.routeID { connection.removeRoute(routeID) }
+        }
+    }
+
+    // MARK: The doorbell
+
+    /// Registers `core`, active on the bus now, to be rung (a center with ``PeerWake/doorbell``
+    /// when the process has a doorbell, until it is closed). A core cancelled meanwhile is
+    /// retired again at once.
+    private func enroll(_ core: ObserverCore) {
+        guard wake == .doorbell, let doorbell = Doorbell.shared, core.doorbell == nil,
+            !closed.load(ordering: .acquiring)
+        else { return }
+        core.doorbell = doorbell.register(busKey: busKey, target: core.target.rawValue, isPrefix: core.isPrefix) {
+            [weak self, weak core] ring in
+            guard let self, let core else { return }
+            self.rung(ring, by: core)
+        }
+        if core.isCancelled { Self.retire(core) }
+    }
+
+    private static func retire(_ core: ObserverCore) {
+        if let registration = core.takeDoorbell() { Doorbell.shared?.unregister(registration) }
+    }
+
+    /// Every observer of this center stops being rung (closing: their routes end too).
+    private func leaveDoorbell() {
+        for core in observers.withLock({ Array($0.values) }) { Self.retire(core) }
+    }
+
+    /// Runs on the I/O thread for every ring of this process that `core`'s target may match
+    /// (by its directory's hash): the same checks as the bus's rules, then the same delivery as
+    /// a signal's. Its signal, when it comes, is then skipped.
+    private func rung(_ ring: Doorbell.RingMessage, by core: ObserverCore) {
+        guard ring.busKey == busKey else { return }
+        let target = core.target.rawValue.utf8
+        let name: NotificationName
+        if core.isPrefix {
+            guard ring.name.utf8.starts(with: target), let received = NotificationName(received: ring.name) else { return }
+            name = received
+        } else {
+            guard ring.name.utf8.elementsEqual(target) else { return }
+            name = core.target
+        }
+        // Too far ahead of the bus (a backlog of signals for this observer): rung no more until
+        // the bus catches up, so the rings remembered stay bounded.
+        if core.noteRing(sender: ring.sender, serial: ring.serial) { Self.retire(core) }
+        deliver(name: name, rawName: ring.name, state: ring.state, sender: ring.sender, to: core)
+        // After the delivery (its handler's own post goes first): the connection drops the
+        // signal in its filter, undecoded, when every route it reaches was rung for it.
+        guard let routeID = core.routeID else { return }
+        var probe = Signal(
+            path: NotifyContract.path, interface: NotifyContract.bucket(for: ring.name), member: NotifyContract.posted,
+            arguments: [.string(ring.name), .uint64(ring.state)])
+        probe.sender = ring.sender
+        let (sender, serial) = (ring.sender, ring.serial)
+        connection.expectDuplicate(of: probe, serial: serial, routeID: routeID) { [weak self, weak core] in
+            guard let self, let core else { return }
+            if core.consumeRing(sender: sender, serial: serial, mayHaveRung: true, final: true).resume { enroll(core) }
         }
     }
 
@@ -433,6 +521,20 @@ public final class DarwinNotificationCenter: Sendable {
     /// chose it (interface, member and name for a name; path, member and a name at or below the
     /// prefix for a prefix), so only what the rules do not say is checked here, once.
     private func received(_ signal: Signal, by core: ObserverCore) {
+        // Only a signal whose sender rang somebody carries a serial it chose (the high bit set).
+        if let sender = signal.sender, let serial = signal.serial, core.mayBeRung {
+            let marked = Doorbell.mayHaveRung(serial: serial)
+            var seen = core.consumeRing(sender: sender, serial: serial, mayHaveRung: marked, final: !marked)
+            if marked && !seen.consumed {
+                // A ring is queued before its signal is sent: read what is queued, then look again.
+                Doorbell.shared?.drain()
+                let again = core.consumeRing(sender: sender, serial: serial, mayHaveRung: true, final: true)
+                seen = (again.consumed, seen.resume || again.resume)
+            }
+            // The bus caught up with an observer that was rung too far ahead of it: rung again.
+            if seen.resume { enroll(core) }
+            if seen.consumed { return }
+        }
         guard case .string(let rawName)? = signal.arguments.first, signal.path == NotifyContract.path else {
             logger.debug("dropped a malformed Posted signal: \(signal)")
             return
@@ -461,8 +563,13 @@ public final class DarwinNotificationCenter: Sendable {
                 logger.debug("Posted '\(rawName)' carried the state \(argument), not an integer of 0 or more: delivered without a state")
             }
         }
+        deliver(name: name, rawName: rawName, state: state, sender: signal.sender, to: core)
+    }
+
+    /// The end of every delivery of a post, by the bus or the doorbell.
+    private func deliver(name: NotificationName, rawName: String, state: UInt64?, sender: String?, to core: ObserverCore) {
         if let state { lastStates.withLock { $0[rawName] = state } }
-        let own = signal.sender.map { Self.isOwn(sender: $0, on: connection.address) } ?? false
+        let own = sender.map { Self.isOwn(sender: $0, on: connection.address) } ?? false
         if own && core.options.ignoresOwnPosts { return }
         core.offer(DarwinNotification(name: name, state: state, reason: .posted, isOwnPost: own))
     }

@@ -7,6 +7,7 @@ import WormholeDBus
 final class LazyNotificationCenter: Sendable {
     private let busAddress: BusAddress?
     private let sharedStateDirectory: String?
+    private let wake: PeerWake
     private let logger: Logger
     private let box = Locked<DarwinNotificationCenter?>(nil)
     /// The last connection failure, when every socket of the address was missing: their paths.
@@ -22,9 +23,10 @@ final class LazyNotificationCenter: Sendable {
         }
     }
 
-    init(busAddress: BusAddress?, sharedStateDirectory: String?, logger: Logger) {
+    init(busAddress: BusAddress?, sharedStateDirectory: String?, wake: PeerWake = .doorbell, logger: Logger) {
         self.busAddress = busAddress
         self.sharedStateDirectory = sharedStateDirectory
+        self.wake = wake
         self.logger = logger
     }
 
@@ -41,7 +43,7 @@ final class LazyNotificationCenter: Sendable {
         let made: DarwinNotificationCenter
         do {
             made = try DarwinNotificationCenter(
-                busAddress: busAddress, sharedStateDirectory: sharedStateDirectory, logger: logger)
+                busAddress: busAddress, sharedStateDirectory: sharedStateDirectory, wake: wake, logger: logger)
         } catch let error as BusError where error.code == .connectionFailed {
             if let paths = (try? address())?.onlyUnixSocketPaths, paths.allSatisfy({ !Self.exists($0) }) {
                 lastFailure.withLock { $0 = (error, paths) }

@@ -1,0 +1,289 @@
+internal import CWormholeDBus  // recvmsg with SCM_CREDENTIALS (the CMSG_* macros)
+import Glibc
+
+/// The doorbell's sockets (docs/proposals/doorbell.md): a process's one endpoint, an unbound-
+/// to-peers `AF_UNIX` datagram socket bound to a path, read on the process's loop
+/// (``RuntimeLoop``) like the inotify instance; and the one unbound socket the process rings
+/// others' endpoints from. What a ring means is the `Wormhole` module's: this file moves bytes
+/// and the kernel's word on who sent them.
+package enum DoorbellSocket {
+    /// One datagram as received, with the credentials the kernel attached (`SCM_CREDENTIALS`).
+    package struct Ring: Sendable {
+        /// The datagram's bytes.
+        package var bytes: [UInt8]
+        /// The sender's user ID, as the kernel vouches for it; `UInt32.max` when none came.
+        package var uid: UInt32
+        /// The sender's process ID (in this process's PID namespace; 0 when unknown).
+        package var pid: Int32
+    }
+
+    /// Why the endpoint could not be opened.
+    package struct Failure: Error, Sendable, CustomStringConvertible {
+        /// The call that failed (`socket`, `bind`, `setsockopt`, the runtime loop).
+        package var call: String
+        /// The path involved.
+        package var path: String
+        /// Its `errno`, or 0.
+        package var code: Int32
+        /// What went wrong when `errno` does not say it.
+        package var detail: String?
+
+        package var description: String {
+            "\(call) \(path) failed: \(detail ?? String(cString: strerror(code)))"
+        }
+    }
+
+    /// What ringing one endpoint came to.
+    package enum Outcome: Sendable, Equatable {
+        /// The datagram is in the endpoint's queue.
+        case delivered
+        /// Nobody listens there (`ECONNREFUSED`: the file is left by a process that is gone;
+        /// `ENOENT`: no file): the registration is stale.
+        case stale(refused: Bool)
+        /// The endpoint's queue is full (`EAGAIN`): its process is not reading now; the bus
+        /// signal wakes it.
+        case full
+        /// Any other error (its `errno`).
+        case failed(Int32)
+    }
+
+    /// The high bit of a signal's serial: set on the signal of a post that rang somebody (its
+    /// sender chose the serial; libdbus numbers a connection's messages from 1). A signal without
+    /// it was not rung, and its receiver need not look for a ring.
+    package static let serialMark: UInt32 = 0x8000_0000
+
+    /// The longest path a socket address holds (`sun_path` is 108 bytes with its NUL).
+    package static let maximumPathLength = 107
+
+    /// The largest datagram read; a longer one is dropped as malformed.
+    package static let maximumDatagram = 2_048
+
+    /// The process's socket that rings (made on first use; -1 before), held while a ring is sent
+    /// so that it is never replaced under a sender.
+    private static let ringer = Locked<Int32>(-1)
+
+    private static func makeRingingSocket() -> Int32 {
+        Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    }
+
+    /// Sends `bytes` to the endpoint bound at `address` (``address(_:)``), never waiting.
+    ///
+    /// A datagram waiting in an endpoint's queue is charged to the socket that sent it until it
+    /// is read, so a stopped process's queue can fill the ringing socket's send buffer, and then
+    /// every ring from it fails with `EAGAIN`, whoever it is for. On `EAGAIN` the process moves to
+    /// a fresh ringing socket and tries once more: `EAGAIN` again means this endpoint's own queue
+    /// is full (``Outcome/full``). The old socket is closed; the kernel keeps what it sent queued.
+    /// The corresponding C function is `sendto` (with `MSG_DONTWAIT`).
+    package static func ring(_ bytes: UnsafeRawBufferPointer, to address: Address) -> Outcome {
+        let address = address.value
+        return ringer.withLock { fd -> Outcome in
+            if fd < 0 { fd = makeRingingSocket() }
+            let first = send(bytes, to: address, from: fd)
+            guard first == .full else { return first }
+            let fresh = makeRingingSocket()
+            guard fresh >= 0 else { return first }
+            Glibc.close(fd)
+            fd = fresh
+            return send(bytes, to: address, from: fd)
+        }
+    }
+
+    private static func send(_ bytes: UnsafeRawBufferPointer, to socketAddress: sockaddr_un, from fd: Int32) -> Outcome {
+        guard fd >= 0 else { return .failed(errno) }
+        var address = socketAddress
+        while true {
+            let sent = withUnsafePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.sendto(
+                        fd, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL), $0,
+                        socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
+            }
+            if sent >= 0 { return .delivered }
+            switch errno {
+            case EINTR: continue
+            case ECONNREFUSED: return .stale(refused: true)
+            case ENOENT: return .stale(refused: false)
+            case EAGAIN: return .full
+            case let code: return .failed(code)
+            }
+        }
+    }
+
+    /// The names in the directory open at `fd` (which this call closes), without `.` and `..`:
+    /// one `getdents64` into a buffer on the stack for a directory of a few entries (the
+    /// registrations of one name), more calls for more.
+    /// The corresponding C function is `getdents64`.
+    package static func entries(consuming fd: Int32) -> [String] {
+        defer { Glibc.close(fd) }
+        var names: [String] = []
+        withUnsafeTemporaryAllocation(byteCount: 4_096, alignment: 8) { buffer in
+            guard let base = buffer.baseAddress else { return }
+            while true {
+                let count = cwormhole_getdents64(fd, base, buffer.count)
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { return }
+                var offset = 0
+                // struct linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name.
+                while offset + 19 < count {
+                    let length = Int(base.load(fromByteOffset: offset + 16, as: UInt16.self))
+                    guard length > 0 else { return }
+                    let name = base.advanced(by: offset + 19).assumingMemoryBound(to: CChar.self)
+                    if !(name[0] == 0x2E && (name[1] == 0 || (name[1] == 0x2E && name[2] == 0))) {
+                        names.append(String(cString: name))
+                    }
+                    offset += length
+                }
+            }
+        }
+        return names
+    }
+
+    /// An endpoint's socket address, made once and rung many times.
+    package struct Address: Sendable {
+        fileprivate var value: sockaddr_un
+    }
+
+    /// The socket address of `path`; nil when it does not fit `sun_path`.
+    package static func address(_ path: String) -> Address? { socketAddress(path).map(Address.init) }
+
+    private static func socketAddress(_ path: String) -> sockaddr_un? {
+        let bytes = Array(path.utf8)
+        guard bytes.count <= maximumPathLength else { return nil }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
+            buffer.copyBytes(from: bytes)
+            buffer[bytes.count] = 0
+        }
+        return address
+    }
+
+    /// The process's endpoint, made by ``open(path:handler:)`` and closed by ``close()``.
+    package static let endpoint = Endpoint()
+
+    /// The process's one endpoint: a datagram socket bound at a path, with `SO_PASSCRED`, read on
+    /// the process's loop. Its handler gets every datagram with its sender's credentials.
+    package final class Endpoint: Sendable {
+        private let state = Locked<Reader?>(nil)
+
+        fileprivate init() {}
+
+        /// Whether it is open, and where.
+        package var path: String? { state.withLock { $0?.path } }
+
+        /// Binds a socket at `path` (which must not exist; a stale file is the caller's to
+        /// remove) and reads it on the loop, calling `handler` there with each batch of rings.
+        /// Does nothing when it is open already.
+        package func open(path: String, handler: @escaping @Sendable ([Ring]) -> Void) throws(Failure) {
+            try state.withLock { reader throws(Failure) in
+                if reader != nil { return }
+                reader = try Reader(path: path, handler: handler)
+            }
+        }
+
+        /// Stops reading, closes the socket and removes its file.
+        package func close() {
+            guard let reader = state.withLock({ value in defer { value = nil }; return value }) else { return }
+            Glibc.unlink(reader.path)
+            reader.close()
+        }
+
+        /// On the loop's thread: reads and hands over every ring queued now (so a ring sent
+        /// before a bus signal is handled before that signal). Elsewhere it does nothing.
+        package func drain() {
+            guard let reader = state.withLock({ $0 }), reader.isOnLoop else { return }
+            reader.readAll()
+        }
+    }
+
+    /// The bound socket on the loop.
+    private final class Reader: EventLoopHandler, @unchecked Sendable {
+        // @unchecked: `fd`, `path`, `loop` and `handler` are set in init; `closed` is loop-confined.
+        let fd: Int32
+        let path: String
+        private let loop: EventLoop
+        private let handler: @Sendable ([Ring]) -> Void
+        private var closed = false
+
+        init(path: String, handler: @escaping @Sendable ([Ring]) -> Void) throws(Failure) {
+            self.path = path
+            self.handler = handler
+            guard var address = DoorbellSocket.socketAddress(path) else {
+                throw Failure(call: "bind", path: path, code: ENAMETOOLONG, detail: "the path is over 107 bytes")
+            }
+            let fd = Glibc.socket(
+                AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            guard fd >= 0 else { throw Failure(call: "socket", path: path, code: errno) }
+            var one: Int32 = 1
+            guard setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
+                let code = errno
+                Glibc.close(fd)
+                throw Failure(call: "setsockopt(SO_PASSCRED)", path: path, code: code)
+            }
+            let bound = withUnsafePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
+            }
+            guard bound == 0 else {
+                let code = errno
+                Glibc.close(fd)
+                throw Failure(call: "bind", path: path, code: code)
+            }
+            // Mode 0600 (bind made it with the umask's mode; changing the process's umask would
+            // race other threads). Its directory is 0700 meanwhile, and the credentials check
+            // stays the rule.
+            Glibc.chmod(path, 0o600)
+            self.fd = fd
+            do throws(BusError) {
+                loop = try RuntimeLoop.join()
+            } catch {
+                Glibc.close(fd)
+                Glibc.unlink(path)
+                throw Failure(call: "the runtime loop", path: path, code: 0, detail: error.message)
+            }
+            loop.attach(self)
+        }
+
+        var isOnLoop: Bool { loop.inEventLoop }
+
+        func close() { RuntimeLoop.detach(self, from: loop) }
+
+        func loopStarted() {
+            if !closed { loop.setInterest(fd: fd, Interest(readable: true), for: self) }
+        }
+
+        func loopStopped() {
+            guard !closed else { return }
+            closed = true
+            loop.setInterest(fd: fd, Interest(), for: self)
+            Glibc.close(fd)
+        }
+
+        func ready(fd: Int32, _ readiness: Readiness) { readAll() }
+
+        /// Loop thread: every queued datagram, handed over at once.
+        func readAll() {
+            guard !closed else { return }
+            var rings: [Ring] = []
+            withUnsafeTemporaryAllocation(byteCount: DoorbellSocket.maximumDatagram, alignment: 8) { buffer in
+                guard let base = buffer.baseAddress else { return }
+                while true {
+                    var uid: UInt32 = 0
+                    var pid: Int32 = 0
+                    var truncated: Int32 = 0
+                    let count = cwormhole_receive_with_credentials(fd, base, buffer.count, &uid, &pid, &truncated)
+                    if count < 0 {
+                        if errno == EINTR { continue }
+                        break  // EAGAIN: drained
+                    }
+                    if truncated != 0 { continue }  // longer than any ring: not one
+                    rings.append(Ring(bytes: Array(UnsafeRawBufferPointer(start: base, count: count)), uid: uid, pid: pid))
+                }
+            }
+            HopTrace.mark(.ringRead)
+            if !rings.isEmpty { handler(rings) }
+        }
+    }
+}

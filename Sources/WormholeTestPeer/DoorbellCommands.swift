@@ -1,0 +1,97 @@
+import Foundation
+import Wormhole
+import WormholeDBus
+
+/// Commands that exercise the doorbell (docs/proposals/doorbell.md) from other processes; the
+/// doorbell's directory is `$XDG_RUNTIME_DIR/wormhole/doorbell` (tests give the peers one).
+///
+/// - `doorbell-observe BUS NAME [--prefix] [--bus-only] [--also-bus-only] [--absorbed]`: observes
+///   NAME (a prefix with `--prefix`) on the I/O thread; writes `ready endpoint=PATH|none bus=HEX`
+///   to standard error once active, then one line `NAME STATE` per delivery; on the state 2^64-1
+///   it writes `rings received=N refused=N` (and, with `--absorbed`, `absorbed=N`: the signals
+///   its connection dropped undecoded as duplicates of rings) and exits. With `--also-bus-only`
+///   a second, bus-only center of the same process observes NAME too and writes
+///   `bus-only NAME STATE` per delivery (it ignores the state 2^64-1).
+/// - `doorbell-post BUS NAME STATE... [--bus-only] [--on-input] [--each-input] [--flush-wait]`:
+///   posts NAME once per STATE, flushes, writes `rang sent=N stale=N` and exits. With `--on-input`
+///   it connects, writes `connected` to standard error and waits for a line on standard input
+///   before posting; with `--each-input` it waits for a line before each post, and writes the
+///   counters after each; with `--flush-wait` the flush may take a minute (the test stops the
+///   bus meanwhile).
+let doorbellCommands: [String: @Sendable ([String]) throws -> Void] = [
+    "doorbell-observe": doorbellObserve,
+    "doorbell-post": doorbellPost,
+]
+
+private func doorbellObserve(_ arguments: [String]) throws {
+    let flags = Set(arguments.filter { $0.hasPrefix("--") })
+    let positional = arguments.filter { !$0.hasPrefix("--") }
+    guard positional.count == 2 else {
+        throw PeerError("doorbell-observe BUS NAME [--prefix] [--bus-only] [--also-bus-only] [--absorbed]")
+    }
+    let address = try BusAddress(positional[0])
+    let center = try DarwinNotificationCenter(
+        busAddress: address, wake: flags.contains("--bus-only") ? .busOnly : .doorbell)
+    let name = try NotificationName(positional[1])
+    let handler: @Sendable (DarwinNotification) -> Void = { note in
+        guard let state = note.state else { return }
+        if state == UInt64.max {
+            let counters = DoorbellStatus.counters
+            printLine("rings received=\(counters?.received ?? 0) refused=\(counters?.refused ?? 0)")
+            if flags.contains("--absorbed") { printLine("absorbed=\(center.connection.duplicatesAbsorbed)") }
+            exit(0)
+        }
+        printLine("\(note.name.rawValue) \(state)")
+    }
+    let observer =
+        flags.contains("--prefix")
+        ? try center.listen(prefix: name, on: .ioThread, handler: handler)
+        : try center.listen(name: name, on: .ioThread, handler: handler)
+    var second: NotificationListener?
+    if flags.contains("--also-bus-only") {
+        let quiet = try DarwinNotificationCenter(busAddress: address, wake: .busOnly)
+        second = try quiet.listen(name: name, on: .ioThread) { note in
+            guard let state = note.state, state != UInt64.max else { return }
+            printLine("bus-only \(note.name.rawValue) \(state)")
+        }
+    }
+    let bus = String(DoorbellStatus.busKey(of: address), radix: 16)
+    printError("ready endpoint=\(DoorbellStatus.endpoint ?? "none") bus=\(bus)")
+    withExtendedLifetime((observer, second)) {
+        while true { pause() }
+    }
+}
+
+private func doorbellPost(_ arguments: [String]) throws {
+    let flags = Set(arguments.filter { $0.hasPrefix("--") })
+    let positional = arguments.filter { !$0.hasPrefix("--") }
+    guard positional.count >= 3 else {
+        throw PeerError("doorbell-post BUS NAME STATE... [--bus-only] [--on-input] [--each-input] [--flush-wait]")
+    }
+    let center = try DarwinNotificationCenter(
+        busAddress: try BusAddress(positional[0]), wake: flags.contains("--bus-only") ? .busOnly : .doorbell)
+    let name = try NotificationName(positional[1])
+    if flags.contains("--on-input") {
+        printError("connected")
+        _ = readLine()
+    }
+    for text in positional.dropFirst(2) {
+        guard let state = UInt64(text) else { throw PeerError("STATE is an unsigned integer, got \(text)") }
+        if flags.contains("--each-input") { _ = readLine() }
+        try center.post(name, state: state)
+        if flags.contains("--each-input") {
+            let counters = DoorbellStatus.counters
+            printLine("rang sent=\(counters?.sent ?? 0) stale=\(counters?.staleRemoved ?? 0)")
+        }
+    }
+    // `--flush-wait`: a minute (the bus may be stopped by the test meanwhile), else the default.
+    let timeout: Duration = flags.contains("--flush-wait") ? .seconds(60) : DarwinNotificationCenter.defaultFlushTimeout
+    if let error = center.flush(timeout: timeout) { throw error }
+    let counters = DoorbellStatus.counters
+    printLine("rang sent=\(counters?.sent ?? 0) stale=\(counters?.staleRemoved ?? 0)")
+}
+
+/// One line on standard output, written at once.
+private func printLine(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}

@@ -1,0 +1,304 @@
+// The doorbell (docs/proposals/doorbell.md): a direct same-user wake between Wormhole processes
+// beside the bus signal. Every test runs real processes (`wormhole-test-peer doorbell-observe`
+// and `doorbell-post`) on a real private bus, sharing a fresh `$XDG_RUNTIME_DIR`; an observer
+// reports its deliveries line by line and, on the sentinel state 2^64-1, its ring counters, so a
+// test sees both what was delivered and how it got there.
+
+import Foundation
+import Glibc
+import Testing
+import Wormhole
+import WormholeDBus
+import WormholeTestSupport
+
+/// Observers and posters of one test, on one bus and one runtime directory.
+struct DoorbellFixture {
+    let bus: TestBus
+    let runtime: TemporaryDirectory
+    let peer: String
+
+    init(bus: TestBus) throws {
+        self.bus = bus
+        runtime = try TemporaryDirectory("doorbell")
+        peer = try productPath("wormhole-test-peer")
+    }
+
+    var environment: [String: String] { ["XDG_RUNTIME_DIR": runtime.path] }
+    var doorbellDirectory: String { runtime.path + "/wormhole/doorbell" }
+
+    /// A running `doorbell-observe` and what its ready line said.
+    struct Observer {
+        let child: ChildProcess
+        let endpoint: String?
+        let busKey: String
+    }
+
+    /// Starts an observer of `name` and waits until it is active.
+    func observe(_ name: String, _ flags: [String] = []) async throws -> Observer {
+        let child = try ChildProcess(
+            peer, ["doorbell-observe", bus.address.rawValue, name] + flags, environment: environment)
+        let ready = try await within("the observer of \(name) to be ready") {
+            await child.stderrLines.firstLine { $0.hasPrefix("ready") }
+        }
+        guard let ready else { throw TestFailure("the observer of \(name) exited: \(child.wait().stderr)") }
+        var fields: [String: String] = [:]
+        for part in ready.split(separator: " ").dropFirst() {
+            let pair = part.split(separator: "=", maxSplits: 1).map(String.init)
+            if pair.count == 2 { fields[pair[0]] = pair[1] }
+        }
+        return Observer(
+            child: child, endpoint: fields["endpoint"] == "none" ? nil : fields["endpoint"], busKey: fields["bus"] ?? "")
+    }
+
+    /// Posts `name` once per state from another process; its `rang sent=N stale=N` line.
+    @discardableResult
+    func post(_ name: String, _ states: [UInt64], _ flags: [String] = []) async throws -> String {
+        let output = try await runInBackground(
+            peer, ["doorbell-post", bus.address.rawValue, name] + states.map(String.init) + flags,
+            environment: environment)
+        #expect(output.status == 0, "doorbell-post failed: \(output.stderr)")
+        return output.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Posts the sentinel to `observer` (which observes `name`) and returns every line it wrote:
+    /// its deliveries, then its counters.
+    func finish(_ observer: Observer, posting name: String) async throws -> [String] {
+        try await post(name, [UInt64.max])
+        let output = try await observer.child.finished("the observer to exit")
+        #expect(output.status == 0, "\(output.stderr)")
+        return output.stdout.split(separator: "\n").map(String.init)
+    }
+
+    /// Everything in the doorbell directory, as relative paths.
+    func registrations() -> [String] {
+        ((try? FileManager.default.subpathsOfDirectory(atPath: doorbellDirectory)) ?? []).sorted()
+    }
+}
+
+@Suite("Doorbell: a direct wake between Wormhole processes", .sharedBus)
+struct DoorbellTests {
+    let fixture: DoorbellFixture
+    init() throws { fixture = try DoorbellFixture(bus: TestBus.shared()) }
+
+    @Test("a ring wakes an observer in another process once; two posts of one state are two deliveries")
+    func ringDeliversOnce() async throws {
+        let name = "com.example.doorbell.once"
+        let observer = try await fixture.observe(name)
+        #expect(observer.endpoint != nil, "the observer has an endpoint")
+        let entries = fixture.registrations()
+        #expect(entries.contains { $0.hasPrefix("n") && $0.contains("/") }, "its name is registered: \(entries)")
+
+        #expect(try await fixture.post(name, [1, 1]) == "rang sent=2 stale=0")
+        let lines = try await fixture.finish(observer, posting: name)
+        // Rung three times (two posts and the sentinel), each signal recognised: never twice.
+        #expect(lines == ["\(name) 1", "\(name) 1", "rings received=3 refused=0"])
+    }
+
+    @Test("a rung observer's bus signal is dropped by its connection before decoding, once per post")
+    func duplicateAbsorbedInFilter() async throws {
+        let name = "com.example.doorbell.absorbed"
+        let observer = try await fixture.observe(name, ["--absorbed"])
+        #expect(try await fixture.post(name, [1, 2, 2]) == "rang sent=3 stale=0")
+        // The sentinel by the bus alone: it arrives on the bus socket after the three signals
+        // (their poster flushed before exiting), so all three have been seen when it is delivered.
+        try await fixture.post(name, [UInt64.max], ["--bus-only"])
+        let output = try await observer.child.finished("the observer to exit")
+        #expect(output.status == 0, "\(output.stderr)")
+        let lines = output.stdout.split(separator: "\n").map(String.init)
+        #expect(lines == ["\(name) 1", "\(name) 2", "\(name) 2", "rings received=3 refused=0", "absorbed=3"])
+    }
+
+    @Test("a signal that also reaches a bus-only observer of the same process is not dropped; each delivers once")
+    func duplicateKeptForBusOnlyRoute() async throws {
+        let name = "com.example.doorbell.mixed"
+        let observer = try await fixture.observe(name, ["--absorbed", "--also-bus-only"])
+        #expect(try await fixture.post(name, [4, 5]) == "rang sent=2 stale=0")
+        try await fixture.post(name, [UInt64.max], ["--bus-only"])
+        let output = try await observer.child.finished("the observer to exit")
+        #expect(output.status == 0, "\(output.stderr)")
+        let lines = output.stdout.split(separator: "\n").map(String.init)
+        // The rung observer's lines by the ring, the bus-only one's by the signal: in either order.
+        #expect(
+            lines.dropLast(2).sorted()
+                == ["\(name) 4", "\(name) 5", "bus-only \(name) 4", "bus-only \(name) 5"].sorted())
+        #expect(lines.suffix(2) == ["rings received=2 refused=0", "absorbed=0"])
+    }
+
+    @Test("a post rings only the processes that observe its name or a prefix of it")
+    func ringsNobodyElse() async throws {
+        let (first, second, prefix) = ("com.example.doorbell.a", "com.example.doorbell.b", "group.doorbell/inbox/")
+        let a = try await fixture.observe(first)
+        let b = try await fixture.observe(second)
+        let c = try await fixture.observe(prefix, ["--prefix"])
+
+        #expect(try await fixture.post(first, [5]) == "rang sent=1 stale=0")
+        #expect(try await fixture.post(prefix + "note", [6]) == "rang sent=1 stale=0")
+        #expect(try await fixture.post("com.example.doorbell.nobody", [7]) == "rang sent=0 stale=0")
+
+        #expect(try await fixture.finish(a, posting: first) == ["\(first) 5", "rings received=2 refused=0"])
+        #expect(try await fixture.finish(b, posting: second) == ["rings received=1 refused=0"])
+        #expect(
+            try await fixture.finish(c, posting: prefix + "stop") == ["\(prefix)note 6", "rings received=2 refused=0"])
+    }
+
+    @Test("a killed observer's registration and endpoint are removed by the next ring")
+    func staleEndpointRemoved() async throws {
+        let name = "com.example.doorbell.stale"
+        let observer = try await fixture.observe(name)
+        let endpoint = try #require(observer.endpoint)
+        observer.child.signal(SIGKILL)
+        _ = try await observer.child.finished("the killed observer")
+        // SIGKILL runs no exit hook: the files are left behind.
+        #expect(FileManager.default.fileExists(atPath: endpoint))
+        #expect(fixture.registrations().contains { $0.hasPrefix("n") && $0.contains("/") })
+
+        #expect(try await fixture.post(name, [1]) == "rang sent=0 stale=1")
+        #expect(fixture.registrations() == [], "nothing is left: \(fixture.registrations())")
+    }
+
+    @Test("a poster that rang a name rings an observer registered since, and stops ringing one that was killed")
+    func posterFollowsRegistrations() async throws {
+        let name = "com.example.doorbell.listing"
+        let a = try await fixture.observe(name)
+        // One poster for every post: it keeps what it listed of the name's registrations.
+        let poster = try ChildProcess(
+            fixture.peer, ["doorbell-post", fixture.bus.address.rawValue, name, "1", "2", "3", "4", "--each-input"],
+            environment: fixture.environment)
+        func post() async throws -> String? {
+            poster.write("post\n")
+            return try await within("a post") { await poster.stdoutLines.firstLine { _ in true } }
+        }
+        #expect(try await post() == "rang sent=1 stale=0")
+        // Registered after the poster listed the name's directory: the directory changed.
+        let b = try await fixture.observe(name)
+        #expect(try await post() == "rang sent=3 stale=0")
+        b.child.signal(SIGKILL)
+        _ = try await b.child.finished("the killed observer")
+        // Its ring is refused and its registration removed; the next post does not find it again.
+        #expect(try await post() == "rang sent=4 stale=1")
+        #expect(try await post() == "rang sent=5 stale=1")
+        let posted = try await poster.finished("the poster")
+        #expect(posted.status == 0, "\(posted.stderr)")
+        #expect(
+            try await fixture.finish(a, posting: name)
+                == ["\(name) 1", "\(name) 2", "\(name) 3", "\(name) 4", "rings received=5 refused=0"])
+    }
+
+    @Test("an observer that exits normally removes its registration and endpoint")
+    func normalExitCleansUp() async throws {
+        let name = "com.example.doorbell.exit"
+        let observer = try await fixture.observe(name)
+        _ = try await fixture.finish(observer, posting: name)
+        #expect(fixture.registrations() == [])
+    }
+
+    @Test("bus-only observers are not rung and bus-only posts ring nobody; the bus signal still delivers")
+    func busOnly() async throws {
+        let (plain, rung) = ("com.example.doorbell.busonly", "com.example.doorbell.rung")
+        let quiet = try await fixture.observe(plain, ["--bus-only"])
+        #expect(quiet.endpoint == nil)
+        #expect(fixture.registrations().allSatisfy { !$0.hasPrefix("n") }, "\(fixture.registrations())")
+        #expect(try await fixture.post(plain, [3]) == "rang sent=0 stale=0")
+        #expect(try await fixture.finish(quiet, posting: plain) == ["\(plain) 3", "rings received=0 refused=0"])
+
+        let listening = try await fixture.observe(rung)
+        #expect(try await fixture.post(rung, [4], ["--bus-only"]) == "rang sent=0 stale=0")
+        // Only the sentinel (posted with the doorbell) rang it; the bus delivered the bus-only post.
+        #expect(try await fixture.finish(listening, posting: rung) == ["\(rung) 4", "rings received=1 refused=0"])
+    }
+
+    @Test(
+        "another user's ring is refused by the credentials check; the user's own is taken",
+        .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+    func otherUserRefused() async throws {
+        let name = "com.example.doorbell.uid"
+        let observer = try await fixture.observe(name)
+        let endpoint = try #require(observer.endpoint)
+        // A second way to the same socket that another user may take (the doorbell's own
+        // directory is 0700): a hard link in a directory anyone can enter, writable by anyone.
+        let door = try TemporaryDirectory("doorbell-door")
+        chmod(door.path, 0o755)
+        let link = door.path + "/e"
+        #expect(Glibc.link(endpoint, link) == 0, "link: \(errno)")
+        chmod(link, 0o666)
+        let bus = try #require(UInt64(observer.busKey, radix: 16))
+        let script = """
+            import socket, struct, sys
+            sender, name = b":1.9999", sys.argv[3].encode()
+            ring = struct.pack("<4sQIQBH", b"WDB1", int(sys.argv[2]), 7, int(sys.argv[4]), len(sender), len(name))
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            s.sendto(ring + sender + name, sys.argv[1])
+            """
+        let nobody = try await runInBackground(
+            "/usr/bin/setpriv",
+            ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script, link, "\(bus)", name, "11"])
+        #expect(nobody.status == 0, "the other user's ring was sent: \(nobody.stderr)")
+        let mine = try await runInBackground("/usr/bin/python3", ["-c", script, link, "\(bus)", name, "12"])
+        #expect(mine.status == 0, "\(mine.stderr)")
+        // Only this user's ring (state 12) is delivered; the other's is counted as refused.
+        #expect(try await fixture.finish(observer, posting: name) == ["\(name) 12", "rings received=2 refused=1"])
+    }
+
+    @Test("dbus-monitor sees the same Posted signal for a rung post as for a bus-only one")
+    func foreignObserversSeeTheSameSignal() async throws {
+        let name = "com.example.doorbell.monitor"
+        let observer = try await fixture.observe(name)
+        let monitor = try ChildProcess(
+            "/usr/bin/dbus-monitor", ["--address", fixture.bus.address.rawValue, "type='signal',member='Posted',arg0='\(name)'"])
+        // dbus-monitor prints the NameLost/NameAcquired of becoming a monitor first: then it monitors.
+        _ = try await within("dbus-monitor to start") { await monitor.stdoutLines.firstLine { $0.hasPrefix("signal") } }
+        #expect(try await fixture.post(name, [8]) == "rang sent=1 stale=0")
+        #expect(try await fixture.post(name, [8], ["--bus-only"]) == "rang sent=0 stale=0")
+        let seen = try await within("both signals in dbus-monitor") { () -> [[String]] in
+            var signals: [[String]] = []
+            var current: [String]?
+            for await line in monitor.stdoutLines {
+                if line.hasPrefix("signal") {
+                    if let current { signals.append(current) }
+                    current = line.contains("member=Posted") ? [Self.withoutSerial(line)] : nil
+                } else if current != nil {
+                    current?.append(line.trimmingCharacters(in: .whitespaces))
+                }
+                if signals.count == 1, let current, current.count == 3 {
+                    signals.append(current)
+                    break
+                }
+            }
+            return signals
+        }
+        monitor.signal(SIGTERM)
+        #expect(seen.count == 2)
+        #expect(seen.first == seen.last, "\(seen)")
+        #expect(seen.first?.dropFirst() == ["string \"\(name)\"", "uint64 8"])
+        #expect(try await fixture.finish(observer, posting: name) == ["\(name) 8", "\(name) 8", "rings received=2 refused=0"])
+    }
+
+    /// A dbus-monitor header line without its time stamp, sender and serial (they differ by post).
+    static func withoutSerial(_ line: String) -> String {
+        line.split(separator: " ").filter { !$0.hasPrefix("time=") && !$0.hasPrefix("serial=") && !$0.hasPrefix("sender=") }
+            .joined(separator: " ")
+    }
+}
+
+@Suite("Doorbell: while the bus is stopped", .serialized)
+struct DoorbellStoppedBusTests {
+    @Test("a ring alone wakes the observer while the bus daemon is stopped; the signal after it is not delivered again")
+    func ringWithoutTheBus() async throws {
+        let fixture = try DoorbellFixture(bus: try TestBus())
+        let name = "com.example.doorbell.stopped"
+        let observer = try await fixture.observe(name)
+        let poster = try ChildProcess(
+            fixture.peer, ["doorbell-post", fixture.bus.address.rawValue, name, "9", "--on-input", "--flush-wait"],
+            environment: fixture.environment)
+        _ = try await within("the poster to connect") { await poster.stderrLines.firstLine { $0 == "connected" } }
+        fixture.bus.pause()
+        // The poster rings, writes its signal into the stopped daemon's socket and waits for the flush.
+        poster.write("post\n")
+        let first = try await within("the rung delivery") { await observer.child.stdoutLines.firstLine { _ in true } }
+        #expect(first == "\(name) 9")
+        fixture.bus.resume()
+        let posted = try await poster.finished("the poster")
+        #expect(posted.status == 0, "\(posted.stderr)")
+        #expect(try await fixture.finish(observer, posting: name) == ["\(name) 9", "rings received=2 refused=0"])
+    }
+}
