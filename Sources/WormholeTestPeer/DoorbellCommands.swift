@@ -5,15 +5,17 @@ import WormholeDBus
 /// Commands that exercise the doorbell (docs/proposals/doorbell.md) from other processes; the
 /// doorbell's directory is `$XDG_RUNTIME_DIR/wormhole/doorbell` (tests give the peers one).
 ///
-/// - `doorbell-observe BUS NAME [--prefix] [--bus-only] [--also-bus-only] [--absorbed]`: observes
-///   NAME (a prefix with `--prefix`) on the I/O thread; writes `ready endpoint=PATH|none bus=HEX`
+/// - `doorbell-observe BUS NAME... [--prefix] [--bus-only] [--also-bus-only] [--absorbed]`: observes
+///   each NAME (a prefix with `--prefix`) on the I/O thread; writes `ready endpoint=PATH|none bus=HEX`
 ///   to standard error once active, then one line `NAME STATE` per delivery; on the state 2^64-1
 ///   it writes `rings received=N refused=N` (and, with `--absorbed`, `absorbed=N`: the signals
 ///   its connection dropped undecoded as duplicates of rings) and exits. With `--also-bus-only`
 ///   a second, bus-only center of the same process observes NAME too and writes
 ///   `bus-only NAME STATE` per delivery (it ignores the state 2^64-1).
-/// - `doorbell-post BUS NAME STATE... [--bus-only] [--on-input] [--each-input] [--flush-wait]`:
-///   posts NAME once per STATE, flushes, writes `rang sent=N stale=N` and exits. With `--on-input`
+/// - `doorbell-post BUS NAME STATE... [--bus-only] [--on-input] [--each-input] [--flush-wait] [--names]`:
+///   posts NAME once per STATE, flushes, writes `rang sent=N stale=N` and exits. With `--names`,
+///   NAME is a comma-separated list, each posted once per STATE, and a second line says
+///   `kept=N descriptors=N` (registration listings kept, open file descriptors). With `--on-input`
 ///   it connects, writes `connected` to standard error and waits for a line on standard input
 ///   before posting; with `--each-input` it waits for a line before each post, and writes the
 ///   counters after each; with `--flush-wait` the flush may take a minute (the test stops the
@@ -26,8 +28,8 @@ let doorbellCommands: [String: @Sendable ([String]) throws -> Void] = [
 private func doorbellObserve(_ arguments: [String]) throws {
     let flags = Set(arguments.filter { $0.hasPrefix("--") })
     let positional = arguments.filter { !$0.hasPrefix("--") }
-    guard positional.count == 2 else {
-        throw PeerError("doorbell-observe BUS NAME [--prefix] [--bus-only] [--also-bus-only] [--absorbed]")
+    guard positional.count >= 2 else {
+        throw PeerError("doorbell-observe BUS NAME... [--prefix] [--bus-only] [--also-bus-only] [--absorbed]")
     }
     let address = try BusAddress(positional[0])
     let center = try DarwinNotificationCenter(
@@ -43,10 +45,13 @@ private func doorbellObserve(_ arguments: [String]) throws {
         }
         printLine("\(note.name.rawValue) \(state)")
     }
-    let observer =
-        flags.contains("--prefix")
-        ? try center.listen(prefix: name, on: .ioThread, handler: handler)
-        : try center.listen(name: name, on: .ioThread, handler: handler)
+    var observer: [NotificationListener] = []
+    for name in try [name] + positional.dropFirst(2).map({ try NotificationName($0) }) {
+        observer.append(
+            flags.contains("--prefix")
+                ? try center.listen(prefix: name, on: .ioThread, handler: handler)
+                : try center.listen(name: name, on: .ioThread, handler: handler))
+    }
     var second: NotificationListener?
     if flags.contains("--also-bus-only") {
         let quiet = try DarwinNotificationCenter(busAddress: address, wake: .busOnly)
@@ -66,11 +71,12 @@ private func doorbellPost(_ arguments: [String]) throws {
     let flags = Set(arguments.filter { $0.hasPrefix("--") })
     let positional = arguments.filter { !$0.hasPrefix("--") }
     guard positional.count >= 3 else {
-        throw PeerError("doorbell-post BUS NAME STATE... [--bus-only] [--on-input] [--each-input] [--flush-wait]")
+        throw PeerError("doorbell-post BUS NAME STATE... [--bus-only] [--on-input] [--each-input] [--flush-wait] [--names]")
     }
     let center = try DarwinNotificationCenter(
         busAddress: try BusAddress(positional[0]), wake: flags.contains("--bus-only") ? .busOnly : .doorbell)
-    let name = try NotificationName(positional[1])
+    let names = try (flags.contains("--names") ? positional[1].split(separator: ",").map(String.init) : [positional[1]])
+        .map { try NotificationName($0) }
     if flags.contains("--on-input") {
         printError("connected")
         _ = readLine()
@@ -78,7 +84,7 @@ private func doorbellPost(_ arguments: [String]) throws {
     for text in positional.dropFirst(2) {
         guard let state = UInt64(text) else { throw PeerError("STATE is an unsigned integer, got \(text)") }
         if flags.contains("--each-input") { _ = readLine() }
-        try center.post(name, state: state)
+        for name in names { try center.post(name, state: state) }
         if flags.contains("--each-input") {
             let counters = DoorbellStatus.counters
             printLine("rang sent=\(counters?.sent ?? 0) stale=\(counters?.staleRemoved ?? 0)")
@@ -89,6 +95,10 @@ private func doorbellPost(_ arguments: [String]) throws {
     if let error = center.flush(timeout: timeout) { throw error }
     let counters = DoorbellStatus.counters
     printLine("rang sent=\(counters?.sent ?? 0) stale=\(counters?.staleRemoved ?? 0)")
+    if flags.contains("--names") {
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
+        printLine("kept=\(DoorbellStatus.keptListings ?? 0) descriptors=\(descriptors)")
+    }
 }
 
 /// One line on standard output, written at once.

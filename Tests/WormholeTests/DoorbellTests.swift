@@ -184,6 +184,34 @@ struct DoorbellTests {
                 == ["\(name) 1", "\(name) 2", "\(name) 3", "\(name) 4", "rings received=5 refused=0"])
     }
 
+    @Test("a poster of many observed names keeps at most 64 directories open and still rings every observer")
+    func keptListingsAreBounded() async throws {
+        // 80 names observed by one process: 80 registration directories. Each kept listing is an
+        // open directory, so without a bound a process that posts to many names would run out of
+        // file descriptors for its own files.
+        let names = (1...80).map { "com.example.doorbell.many.n\($0)" }
+        let observer = try await fixture.observe(names[0], Array(names.dropFirst()))
+        let output = try await runInBackground(
+            fixture.peer,
+            ["doorbell-post", fixture.bus.address.rawValue, names.joined(separator: ","), "1", "2", "3", "--names"],
+            environment: fixture.environment)
+        #expect(output.status == 0, "\(output.stderr)")
+        let lines = output.stdout.split(separator: "\n").map(String.init)
+        // A ring that finds the observer's queue full is not sent (the bus signal wakes it).
+        #expect(lines.first?.hasPrefix("rang sent=") == true && lines.first?.hasSuffix(" stale=0") == true, "\(lines)")
+        let fields = Dictionary(
+            uniqueKeysWithValues: (lines.last ?? "").split(separator: " ").compactMap { part -> (String, Int)? in
+                let pair = part.split(separator: "=")
+                guard pair.count == 2, let value = Int(pair[1]) else { return nil }
+                return (String(pair[0]), value)
+            })
+        #expect((fields["kept"] ?? Int.max) <= 64, "\(lines)")
+        #expect((fields["descriptors"] ?? Int.max) < 64 + 40, "\(lines)")
+        let delivered = try await fixture.finish(observer, posting: names[0])
+        #expect(delivered.count == 240 + 1, "\(delivered.suffix(3))")
+        #expect(Set(delivered.dropLast()) == Set(names.flatMap { ["\($0) 1", "\($0) 2", "\($0) 3"] }))
+    }
+
     @Test("an observer that exits normally removes its registration and endpoint")
     func normalExitCleansUp() async throws {
         let name = "com.example.doorbell.exit"
