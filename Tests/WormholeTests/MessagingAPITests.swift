@@ -69,11 +69,16 @@ struct MessagingAPITests {
         #expect(first.reason == .posted)
         #expect(first.sentAt != nil)
 
+        // A mailbox nobody observed while it was written: no wake of those sends can still be on
+        // its way to this process (for "latest" one can: a post outranks the start-up check).
+        for n in 1...5 { try sender.passMessage(MessagingCounter(n: n), identifier: "quiet") }
         let typed = try await receiver.messages(
-            identifier: MessageIdentifier("latest"), as: MessagingCounter.self,
+            identifier: MessageIdentifier("quiet"), as: MessagingCounter.self,
             options: .init(deliversStoredMessageOnStart: true))
         let stored = try #require(try await MessagingHarness.next(1, from: typed, "the stored message").first)
-        #expect(stored.reason == .stored && stored.message?.n == 5 && stored.sentAt == nil)
+        #expect(stored.reason == .stored)
+        #expect(stored.message?.n == 5)
+        #expect(stored.sentAt == nil)
     }
 
     @Test("listening to all messages ignores names below the prefix that are not identifiers (journal names)")
