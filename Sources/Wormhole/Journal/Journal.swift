@@ -121,13 +121,17 @@ public final class Journal: Sendable {
     ///   full disk); nothing is appended then.
     @discardableResult
     public func append(_ message: some Encodable) throws -> UInt64 {
-        try append(contentsOf: [message]).lowerBound
+        let sequence = try writer.append(try encode(message))
+        poster.posted(sequence)
+        return sequence
     }
 
     /// Appends a JSON document exactly as given (checked to be one JSON value when it was made).
     @discardableResult
     public func append(_ document: JSONDocument) throws -> UInt64 {
-        try appendPayloads([document.data]).lowerBound
+        let sequence = try writer.append(document.data)
+        poster.posted(sequence)
+        return sequence
     }
 
     /// Appends `messages` as consecutive records under one lock acquisition and one write (and
@@ -135,18 +139,20 @@ public final class Journal: Sendable {
     /// Returns their sequence numbers; an empty array throws ``WormholeError/Code/invalidValue``.
     @discardableResult
     public func append<Message: Encodable>(contentsOf messages: [Message]) throws -> ClosedRange<UInt64> {
-        // One encoder for the journal (making one per append costs more than a small message's encoding).
-        let payloads = try messages.map { message throws in
-            if message is Data { throw MessageCenter.refuseData(identifier.rawValue) }
-            do {
-                return try encoder.encode(message)
-            } catch {
-                throw WormholeError(
-                    .encodingFailed, value: identifier.rawValue,
-                    "message for journal '\(identifier)' cannot be encoded as JSON: \(error)")
-            }
+        try appendPayloads(try messages.map(encode))
+    }
+
+    /// `message` as one JSON document: the journal's one encoder (making one per append costs
+    /// more than a small message's encoding).
+    private func encode(_ message: some Encodable) throws -> Data {
+        if message is Data { throw MessageCenter.refuseData(identifier.rawValue) }
+        do {
+            return try encoder.encode(message)
+        } catch {
+            throw WormholeError(
+                .encodingFailed, value: identifier.rawValue,
+                "message for journal '\(identifier)' cannot be encoded as JSON: \(error)")
         }
-        return try appendPayloads(payloads)
     }
 
     /// Appends JSON documents as consecutive records, as `append(contentsOf:)` does for `Encodable` messages.
