@@ -361,6 +361,7 @@ extension MessageCenter {
 /// confirmed it) per journal in this process, carrying the last sequence number appended when it
 /// is sent, so a burst of appends costs a few posts, not one each.
 ///
+/// While the bus's sockets are missing (no bus runs), nothing is posted and nothing is queued.
 /// Once the process has its connection, the posts of a burst run on the connection's I/O thread:
 /// the appender that starts a burst queues one job there (a wake of the loop), the post is
 /// written there, and the bus's confirmation, arriving there too, sends the next post when more
@@ -403,6 +404,16 @@ final class JournalPoster: Sendable {
             return true
         }
         guard start else { return }
+        if center.centers.existing() == nil, let error = center.centers.knownUnreachable() {
+            // No bus, and its sockets still missing: a post would fail the same way, so none is
+            // queued (readers without a bus wake on the journal directory). `flush` reports it.
+            state.withLock { state in
+                state.posted = max(state.posted, state.latest)
+                state.error = error
+                state.running = false
+            }
+            return
+        }
         _ = Self.exitHook
         busy.enter()
         Self.anyBusy.enter()
