@@ -419,10 +419,11 @@ final class JournalPoster: Sendable {
         Self.anyBusy.enter()
         // Without an app ID no sender name is ever claimed (an invalid one: the queue, where the post says so).
         let unsandboxed = (try? (AppIdentity.current() == nil)) ?? false
-        if unsandboxed, let notifications = center.centers.existing(),
-            notifications.connection.execute({ self.postOnLoop(notifications) })
-        {
-            return
+        if unsandboxed, let notifications = center.centers.existing() {
+            // An append on the I/O thread (an `.ioThread` handler) posts at once: written before
+            // anything the handler does next, an `exit()` included.
+            if notifications.connection.isOnIOThread { return postOnLoop(notifications) }
+            if notifications.connection.execute({ self.postOnLoop(notifications) }) { return }
         }
         queue.async {
             self.run()
