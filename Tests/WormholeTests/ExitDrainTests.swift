@@ -29,6 +29,23 @@ struct ExitDrainTests {
         }
     }
 
+    /// Emits a sentinel, confirmed by the bus, and returns the signals `signals` got before it,
+    /// with the name each carries: everything the children put on the bus (the bus delivers in order).
+    func untilSentinel(_ signals: SignalStream) async throws -> [(name: String, signal: Signal)] {
+        let sentinel = try BusConnection(address: fixture.bus.address)
+        try sentinel.emit(Signal(
+            path: try ObjectPath("/org/wormhole/Notify1"), interface: try InterfaceName("org.wormhole.Notify1"),
+            member: try MemberName("Posted"), arguments: [.string("sentinel")]))
+        #expect(sentinel.flush() == nil)
+        var before: [(name: String, signal: Signal)] = []
+        for await signal in signals {
+            guard case .string(let name)? = signal.arguments.first else { continue }
+            if name == "sentinel" { break }
+            before.append((name, signal))
+        }
+        return before
+    }
+
     @Test(
         "100 children per kind send once and exit without a flush: every signal reaches the bus",
         arguments: ["mailbox", "journal", "post", "defaults", "transient"])
@@ -54,18 +71,8 @@ struct ExitDrainTests {
             }
         }
         #expect(failures.isEmpty, "children failed: \(failures.prefix(3))")
-        // The sentinel, confirmed by the bus: everything the children put on the bus is before it.
-        let sentinel = try BusConnection(address: fixture.bus.address)
-        try sentinel.emit(Signal(
-            path: try ObjectPath("/org/wormhole/Notify1"), interface: try InterfaceName("org.wormhole.Notify1"),
-            member: try MemberName("Posted"), arguments: [.string("sentinel")]))
-        #expect(sentinel.flush() == nil)
         var seen = Set<String>()
-        for await signal in signals {
-            guard case .string(let name)? = signal.arguments.first else { continue }
-            if name == "sentinel" { break }
-            if signal.member.rawValue == member { seen.insert(name) }
-        }
+        for (name, signal) in try await untilSentinel(signals) where signal.member.rawValue == member { seen.insert(name) }
         let expected = Set((0..<Self.perKind).map { Self.expectedName(kind: kind, group: group, identifier: "id\($0)") })
         #expect(seen.intersection(expected).count == Self.perKind, "\(kind): \(expected.subtracting(seen).count) of \(Self.perKind) missing")
     }
@@ -88,15 +95,8 @@ struct ExitDrainTests {
             ).wait()
             #expect(output.status == 0, "\(output.stderr)")
         }
-        let sentinel = try BusConnection(address: fixture.bus.address)
-        try sentinel.emit(Signal(
-            path: try ObjectPath("/org/wormhole/Notify1"), interface: try InterfaceName("org.wormhole.Notify1"),
-            member: try MemberName("Posted"), arguments: [.string("sentinel")]))
-        #expect(sentinel.flush() == nil)
         var second = Set<String>()
-        for await signal in signals {
-            guard case .string(let name)? = signal.arguments.first else { continue }
-            if name == "sentinel" { break }
+        for (name, signal) in try await untilSentinel(signals) {
             if signal.arguments.count > 1, case .uint64(2) = signal.arguments[1] { second.insert(name) }
         }
         let expected = Set((0..<count).map { Self.expectedName(kind: "journal", group: group, identifier: "j\($0)") })
@@ -115,17 +115,7 @@ struct ExitDrainTests {
                                           environment: ["XDG_RUNTIME_DIR": fixture.state.path]).wait()
             #expect(output.status == 0, "\(output.stderr)")
         }
-        let sentinel = try BusConnection(address: fixture.bus.address)
-        try sentinel.emit(Signal(
-            path: try ObjectPath("/org/wormhole/Notify1"), interface: try InterfaceName("org.wormhole.Notify1"),
-            member: try MemberName("Posted"), arguments: [.string("sentinel")]))
-        #expect(sentinel.flush() == nil)
-        var seen = Set<String>()
-        for await signal in signals {
-            guard case .string(let name)? = signal.arguments.first else { continue }
-            if name == "sentinel" { break }
-            seen.insert(name)
-        }
+        let seen = Set(try await untilSentinel(signals).map(\.name))
         #expect(seen.intersection((0..<count).map { "com.example.exit.n\($0)" }).count == count)
     }
 
