@@ -358,7 +358,7 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func superEncoder(forKey key: Key) -> any Encoder { encoder.poisoned() }
 }
 
-private struct UnkeyedContainer: UnkeyedEncodingContainer, ScalarWriting {
+private struct UnkeyedContainer: UnkeyedEncodingContainer {
     let encoder: StreamingJSONEncoder
     let id: Int
     let index: Int
@@ -369,55 +369,11 @@ private struct UnkeyedContainer: UnkeyedEncodingContainer, ScalarWriting {
         (self.encoder, self.id, self.index, self.codingPath) = (encoder, id, index, codingPath)
     }
 
-    mutating func begin() throws {
+    private mutating func begin() throws {
         try encoder.beginItem(id: id, at: index, key: nil)
         count += 1
     }
 
-    mutating func encode<T: Encodable>(_ value: T) throws {
-        try begin()
-        try encoder.encodeNested(value, key: nil, in: index)
-    }
-
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
-        let key = JSONIndexKey(index: count)
-        let nested = (try? encoder.openNested(isObject: true, id: id, at: index, key: nil)) ?? -1
-        count += 1
-        return KeyedEncodingContainer(
-            KeyedContainer<NestedKey>(encoder: encoder, id: nested, index: index + 1, codingPath: codingPath + [key]))
-    }
-
-    mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
-        let key = JSONIndexKey(index: count)
-        let nested = (try? encoder.openNested(isObject: false, id: id, at: index, key: nil)) ?? -1
-        count += 1
-        return UnkeyedContainer(encoder: encoder, id: nested, index: index + 1, codingPath: codingPath + [key])
-    }
-
-    mutating func superEncoder() -> any Encoder { encoder.poisoned() }
-}
-
-private struct SingleValue: SingleValueEncodingContainer, ScalarWriting {
-    let encoder: StreamingJSONEncoder
-    let codingPath: [any CodingKey]
-
-    func begin() throws { try encoder.beginSingleValue() }
-
-    mutating func encode<T: Encodable>(_ value: T) throws {
-        try encoder.beginSingleValue()
-        // The wrapped value takes this value's place (and its level).
-        try encoder.encodeValue(value, at: encoder.currentLevel)
-    }
-}
-
-/// The scalar writes an unkeyed and a single-value container share (the same requirements in
-/// both protocols): each starts with the container's `begin()`.
-private protocol ScalarWriting {
-    var encoder: StreamingJSONEncoder { get }
-    mutating func begin() throws
-}
-
-extension ScalarWriting {
     mutating func encodeNil() throws {
         try begin()
         encoder.writeNull()
@@ -457,5 +413,79 @@ extension ScalarWriting {
     private mutating func unsigned(_ value: UInt64) throws {
         try begin()
         encoder.write(value)
+    }
+
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        try begin()
+        try encoder.encodeNested(value, key: nil, in: index)
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+        let key = JSONIndexKey(index: count)
+        let nested = (try? encoder.openNested(isObject: true, id: id, at: index, key: nil)) ?? -1
+        count += 1
+        return KeyedEncodingContainer(
+            KeyedContainer<NestedKey>(encoder: encoder, id: nested, index: index + 1, codingPath: codingPath + [key]))
+    }
+
+    mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
+        let key = JSONIndexKey(index: count)
+        let nested = (try? encoder.openNested(isObject: false, id: id, at: index, key: nil)) ?? -1
+        count += 1
+        return UnkeyedContainer(encoder: encoder, id: nested, index: index + 1, codingPath: codingPath + [key])
+    }
+
+    mutating func superEncoder() -> any Encoder { encoder.poisoned() }
+}
+
+private struct SingleValue: SingleValueEncodingContainer {
+    let encoder: StreamingJSONEncoder
+    let codingPath: [any CodingKey]
+
+    mutating func encodeNil() throws {
+        try encoder.beginSingleValue()
+        encoder.writeNull()
+    }
+    mutating func encode(_ value: Bool) throws {
+        try encoder.beginSingleValue()
+        encoder.write(value)
+    }
+    mutating func encode(_ value: String) throws {
+        try encoder.beginSingleValue()
+        encoder.writeString(value)
+    }
+    mutating func encode(_ value: Double) throws {
+        try encoder.beginSingleValue()
+        try encoder.write(value)
+    }
+    mutating func encode(_ value: Float) throws {
+        try encoder.beginSingleValue()
+        try encoder.write(value)
+    }
+    mutating func encode(_ value: Int) throws { try signed(Int64(value)) }
+    mutating func encode(_ value: Int8) throws { try signed(Int64(value)) }
+    mutating func encode(_ value: Int16) throws { try signed(Int64(value)) }
+    mutating func encode(_ value: Int32) throws { try signed(Int64(value)) }
+    mutating func encode(_ value: Int64) throws { try signed(value) }
+    mutating func encode(_ value: UInt) throws { try unsigned(UInt64(value)) }
+    mutating func encode(_ value: UInt8) throws { try unsigned(UInt64(value)) }
+    mutating func encode(_ value: UInt16) throws { try unsigned(UInt64(value)) }
+    mutating func encode(_ value: UInt32) throws { try unsigned(UInt64(value)) }
+    mutating func encode(_ value: UInt64) throws { try unsigned(value) }
+
+    private func signed(_ value: Int64) throws {
+        try encoder.beginSingleValue()
+        encoder.write(value)
+    }
+
+    private func unsigned(_ value: UInt64) throws {
+        try encoder.beginSingleValue()
+        encoder.write(value)
+    }
+
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        try encoder.beginSingleValue()
+        // The wrapped value takes this value's place (and its level).
+        try encoder.encodeValue(value, at: encoder.currentLevel)
     }
 }
