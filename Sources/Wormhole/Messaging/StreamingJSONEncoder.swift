@@ -17,9 +17,7 @@ import FoundationEssentials
 /// Not for concurrent use: ``Pool`` lends one to each caller.
 final class StreamingJSONEncoder {
     /// The JSON of the last successful ``encode(_:)``.
-    /// (The stored properties are `@exclusivity(unchecked)`: one encoding runs on one thread,
-    /// and the dynamic checks of a class's properties cost more than the writes they guard.)
-    @exclusivity(unchecked) private(set) var bytes: [UInt8] = []
+    private(set) var bytes: [UInt8] = []
 
     /// An open container: its identity (so a stale handle is noticed), whether it is an object,
     /// and how many items it holds (a comma before every item but the first).
@@ -31,23 +29,23 @@ final class StreamingJSONEncoder {
         var keysStart: Int
     }
 
-    @exclusivity(unchecked) private var open: [Open] = []
-    @exclusivity(unchecked) private var nextID = 0
+    private var open: [Open] = []
+    private var nextID = 0
     /// The hashes of the keys of every open object, each object's after its parent's.
-    @exclusivity(unchecked) private var keyHashes: [Int] = []
+    private var keyHashes: [Int] = []
     /// The keys from the top-level value to the value being encoded.
-    @exclusivity(unchecked) fileprivate var path: [any CodingKey] = []
+    fileprivate var path: [any CodingKey] = []
     /// The level (index in `open`) the value being encoded opens its container at, and where its
     /// bytes start (to tell whether it wrote anything).
-    @exclusivity(unchecked) private var level = 0
-    @exclusivity(unchecked) private var valueStart = 0
+    private var level = 0
+    private var valueStart = 0
 
     /// Objects with more keys than this are left to `JSONEncoder` (the duplicate check is linear).
     static let maximumTrackedKeys = 64
 
     /// Set at anything this encoder does not write as `JSONEncoder` would (and never cleared
     /// during an encoding: a value's code that catches the error does not make the output right).
-    @exclusivity(unchecked) private var failed = false
+    private var failed = false
     var currentLevel: Int { level }
 
     /// Thrown to stop at anything this encoder does not write as `JSONEncoder` would.
@@ -170,14 +168,13 @@ final class StreamingJSONEncoder {
         }
     }
 
-    /// Every signed integer type comes here (the containers convert: no generic code per call).
-    fileprivate func write(_ value: Int64) {
+    fileprivate func write(_ value: some FixedWidthInteger) {
         if value < 0 { bytes.append(UInt8(ascii: "-")) }
-        write(value.magnitude)
+        writeDigits(value.magnitude)
     }
 
-    fileprivate func write(_ magnitude: UInt64) {
-        var value = magnitude
+    private func writeDigits(_ magnitude: some UnsignedInteger & FixedWidthInteger) {
+        var value = UInt64(magnitude)
         // At most 20 digits, written backwards into a fixed scratch space.
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { scratch in
             var index = 20
@@ -191,18 +188,9 @@ final class StreamingJSONEncoder {
     }
 
     /// A finite number as `JSONEncoder` writes it: Swift's shortest form without a trailing `.0`.
-    fileprivate func write(_ value: Double) throws {
+    fileprivate func write(_ value: some BinaryFloatingPoint & LosslessStringConvertible) throws {
         guard value.isFinite else { throw unsupported() }
-        writeNumber(value.description)
-    }
-
-    fileprivate func write(_ value: Float) throws {
-        guard value.isFinite else { throw unsupported() }
-        writeNumber(value.description)
-    }
-
-    private func writeNumber(_ description: String) {
-        var text = description
+        var text = value.description
         if text.hasSuffix(".0") { text.removeLast(2) }
         bytes.append(contentsOf: text.utf8)
     }
@@ -315,23 +303,18 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
         try begin(key)
         try encoder.write(value)
     }
-    mutating func encode(_ value: Int, forKey key: Key) throws { try signed(Int64(value), key) }
-    mutating func encode(_ value: Int8, forKey key: Key) throws { try signed(Int64(value), key) }
-    mutating func encode(_ value: Int16, forKey key: Key) throws { try signed(Int64(value), key) }
-    mutating func encode(_ value: Int32, forKey key: Key) throws { try signed(Int64(value), key) }
-    mutating func encode(_ value: Int64, forKey key: Key) throws { try signed(value, key) }
-    mutating func encode(_ value: UInt, forKey key: Key) throws { try unsigned(UInt64(value), key) }
-    mutating func encode(_ value: UInt8, forKey key: Key) throws { try unsigned(UInt64(value), key) }
-    mutating func encode(_ value: UInt16, forKey key: Key) throws { try unsigned(UInt64(value), key) }
-    mutating func encode(_ value: UInt32, forKey key: Key) throws { try unsigned(UInt64(value), key) }
-    mutating func encode(_ value: UInt64, forKey key: Key) throws { try unsigned(value, key) }
+    mutating func encode(_ value: Int, forKey key: Key) throws { try integer(value, key) }
+    mutating func encode(_ value: Int8, forKey key: Key) throws { try integer(value, key) }
+    mutating func encode(_ value: Int16, forKey key: Key) throws { try integer(value, key) }
+    mutating func encode(_ value: Int32, forKey key: Key) throws { try integer(value, key) }
+    mutating func encode(_ value: Int64, forKey key: Key) throws { try integer(value, key) }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { try integer(value, key) }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws { try integer(value, key) }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws { try integer(value, key) }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws { try integer(value, key) }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { try integer(value, key) }
 
-    private func signed(_ value: Int64, _ key: Key) throws {
-        try begin(key)
-        encoder.write(value)
-    }
-
-    private func unsigned(_ value: UInt64, _ key: Key) throws {
+    private func integer(_ value: some FixedWidthInteger, _ key: Key) throws {
         try begin(key)
         encoder.write(value)
     }
@@ -394,23 +377,18 @@ private struct UnkeyedContainer: UnkeyedEncodingContainer {
         try begin()
         try encoder.write(value)
     }
-    mutating func encode(_ value: Int) throws { try signed(Int64(value)) }
-    mutating func encode(_ value: Int8) throws { try signed(Int64(value)) }
-    mutating func encode(_ value: Int16) throws { try signed(Int64(value)) }
-    mutating func encode(_ value: Int32) throws { try signed(Int64(value)) }
-    mutating func encode(_ value: Int64) throws { try signed(value) }
-    mutating func encode(_ value: UInt) throws { try unsigned(UInt64(value)) }
-    mutating func encode(_ value: UInt8) throws { try unsigned(UInt64(value)) }
-    mutating func encode(_ value: UInt16) throws { try unsigned(UInt64(value)) }
-    mutating func encode(_ value: UInt32) throws { try unsigned(UInt64(value)) }
-    mutating func encode(_ value: UInt64) throws { try unsigned(value) }
+    mutating func encode(_ value: Int) throws { try integer(value) }
+    mutating func encode(_ value: Int8) throws { try integer(value) }
+    mutating func encode(_ value: Int16) throws { try integer(value) }
+    mutating func encode(_ value: Int32) throws { try integer(value) }
+    mutating func encode(_ value: Int64) throws { try integer(value) }
+    mutating func encode(_ value: UInt) throws { try integer(value) }
+    mutating func encode(_ value: UInt8) throws { try integer(value) }
+    mutating func encode(_ value: UInt16) throws { try integer(value) }
+    mutating func encode(_ value: UInt32) throws { try integer(value) }
+    mutating func encode(_ value: UInt64) throws { try integer(value) }
 
-    private mutating func signed(_ value: Int64) throws {
-        try begin()
-        encoder.write(value)
-    }
-
-    private mutating func unsigned(_ value: UInt64) throws {
+    private mutating func integer(_ value: some FixedWidthInteger) throws {
         try begin()
         encoder.write(value)
     }
@@ -462,23 +440,18 @@ private struct SingleValue: SingleValueEncodingContainer {
         try encoder.beginSingleValue()
         try encoder.write(value)
     }
-    mutating func encode(_ value: Int) throws { try signed(Int64(value)) }
-    mutating func encode(_ value: Int8) throws { try signed(Int64(value)) }
-    mutating func encode(_ value: Int16) throws { try signed(Int64(value)) }
-    mutating func encode(_ value: Int32) throws { try signed(Int64(value)) }
-    mutating func encode(_ value: Int64) throws { try signed(value) }
-    mutating func encode(_ value: UInt) throws { try unsigned(UInt64(value)) }
-    mutating func encode(_ value: UInt8) throws { try unsigned(UInt64(value)) }
-    mutating func encode(_ value: UInt16) throws { try unsigned(UInt64(value)) }
-    mutating func encode(_ value: UInt32) throws { try unsigned(UInt64(value)) }
-    mutating func encode(_ value: UInt64) throws { try unsigned(value) }
+    mutating func encode(_ value: Int) throws { try integer(value) }
+    mutating func encode(_ value: Int8) throws { try integer(value) }
+    mutating func encode(_ value: Int16) throws { try integer(value) }
+    mutating func encode(_ value: Int32) throws { try integer(value) }
+    mutating func encode(_ value: Int64) throws { try integer(value) }
+    mutating func encode(_ value: UInt) throws { try integer(value) }
+    mutating func encode(_ value: UInt8) throws { try integer(value) }
+    mutating func encode(_ value: UInt16) throws { try integer(value) }
+    mutating func encode(_ value: UInt32) throws { try integer(value) }
+    mutating func encode(_ value: UInt64) throws { try integer(value) }
 
-    private func signed(_ value: Int64) throws {
-        try encoder.beginSingleValue()
-        encoder.write(value)
-    }
-
-    private func unsigned(_ value: UInt64) throws {
+    private func integer(_ value: some FixedWidthInteger) throws {
         try encoder.beginSingleValue()
         encoder.write(value)
     }
