@@ -92,11 +92,8 @@ public final class Journal: Sendable {
 
     let location: JournalLocation
     let center: MessageCenter
-    /// Shared by every append (its settings are never changed after `init`), for what the
-    /// streaming encoders leave to it.
+    /// Shared by every append (its settings are never changed after `init`).
     private let encoder: JSONEncoder
-    /// The Codable path's encoders (one lent to each append at a time).
-    private let encoders = StreamingJSONEncoder.Pool()
     let writer: JournalWriter
     private let poster: JournalPoster
 
@@ -124,10 +121,7 @@ public final class Journal: Sendable {
     ///   full disk); nothing is appended then.
     @discardableResult
     public func append(_ message: some Encodable) throws -> UInt64 {
-        let sequence = try encoders.withEncoder { streaming in
-            if let data = try encode(message, into: streaming) { return try Self.append(data, to: writer) }
-            return try streaming.bytes.withUnsafeBytes { bytes in try writer.append(bytes) }
-        }
+        let sequence = try writer.append(try encode(message))
         poster.posted(sequence)
         return sequence
     }
@@ -135,13 +129,9 @@ public final class Journal: Sendable {
     /// Appends a JSON document exactly as given (checked to be one JSON value when it was made).
     @discardableResult
     public func append(_ document: JSONDocument) throws -> UInt64 {
-        let sequence = try Self.append(document.data, to: writer)
+        let sequence = try writer.append(document.data)
         poster.posted(sequence)
         return sequence
-    }
-
-    private static func append(_ data: Data, to writer: JournalWriter) throws -> UInt64 {
-        try data.withUnsafeBytes { bytes in try writer.append(bytes) }
     }
 
     /// Appends `messages` as consecutive records under one lock acquisition and one write (and
@@ -149,18 +139,13 @@ public final class Journal: Sendable {
     /// Returns their sequence numbers; an empty array throws ``WormholeError/Code/invalidValue``.
     @discardableResult
     public func append<Message: Encodable>(contentsOf messages: [Message]) throws -> ClosedRange<UInt64> {
-        let payloads = try encoders.withEncoder { streaming in
-            try messages.map { message in try encode(message, into: streaming) ?? Data(streaming.bytes) }
-        }
-        return try appendPayloads(payloads)
+        try appendPayloads(try messages.map(encode))
     }
 
-    /// Encodes `message` as one JSON document: into `streaming`'s bytes (nil returned), or, for
-    /// what that encoder leaves to `JSONEncoder` (see ``StreamingJSONEncoder``), with the
-    /// journal's one `JSONEncoder` (making one per append costs more than a small message's encoding).
-    private func encode(_ message: some Encodable, into streaming: StreamingJSONEncoder) throws -> Data? {
+    /// `message` as one JSON document: the journal's one encoder (making one per append costs
+    /// more than a small message's encoding).
+    private func encode(_ message: some Encodable) throws -> Data {
         if message is Data { throw MessageCenter.refuseData(identifier.rawValue) }
-        if streaming.encode(message) { return nil }
         do {
             return try encoder.encode(message)
         } catch {

@@ -63,12 +63,6 @@ enum JournalFormat {
 
     /// Appends the frame of one record (or a seal, when `payload` is nil) to `bytes`.
     static func appendFrame(sequence: UInt64, time: UInt64, payload: Data?, to bytes: inout [UInt8]) {
-        guard let payload else { return appendFrame(sequence: sequence, time: time, payloadBytes: nil, to: &bytes) }
-        payload.withUnsafeBytes { appendFrame(sequence: sequence, time: time, payloadBytes: $0, to: &bytes) }
-    }
-
-    /// Appends the frame of one record whose payload is `payloadBytes` (a seal, when nil) to `bytes`.
-    static func appendFrame(sequence: UInt64, time: UInt64, payloadBytes payload: UnsafeRawBufferPointer?, to bytes: inout [UInt8]) {
         let start = bytes.count
         appendLittleEndian(payload.map { UInt32($0.count) } ?? sealLength, to: &bytes)
         appendLittleEndian(sequence, to: &bytes)

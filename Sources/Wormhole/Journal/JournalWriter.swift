@@ -65,7 +65,7 @@ final class JournalWriter: Sendable {
     /// returns their sequence numbers. Either every record is appended or, on an error, none is.
     func append(_ payloads: [Data]) throws(WormholeError) -> ClosedRange<UInt64> {
         precondition(!payloads.isEmpty)
-        for payload in payloads { try checkSize(payload.count) }
+        for payload in payloads { try checkSize(payload) }
         return try append(count: payloads.count) { first, time, bytes in
             for (index, payload) in payloads.enumerated() {
                 JournalFormat.appendFrame(sequence: first + UInt64(index), time: time, payload: payload, to: &bytes)
@@ -73,20 +73,19 @@ final class JournalWriter: Sendable {
         }
     }
 
-    /// Appends one record (the path of a single `append`: no array of payloads, no copy of the
-    /// encoder's bytes); returns its sequence number.
-    func append(_ payload: UnsafeRawBufferPointer) throws(WormholeError) -> UInt64 {
-        try checkSize(payload.count)
+    /// Appends one record (the path of a single `append`: no array of payloads); returns its sequence number.
+    func append(_ payload: Data) throws(WormholeError) -> UInt64 {
+        try checkSize(payload)
         return try append(count: 1) { first, time, bytes in
-            JournalFormat.appendFrame(sequence: first, time: time, payloadBytes: payload, to: &bytes)
+            JournalFormat.appendFrame(sequence: first, time: time, payload: payload, to: &bytes)
         }.lowerBound
     }
 
-    private func checkSize(_ count: Int) throws(WormholeError) {
-        guard count > Journal.maximumRecordSize else { return }
+    private func checkSize(_ payload: Data) throws(WormholeError) {
+        guard payload.count > Journal.maximumRecordSize else { return }
         throw WormholeError(
-            .recordTooLarge, value: String(count),
-            "record for journal '\(location.identifier)' is \(count) bytes, over the maximum record size "
+            .recordTooLarge, value: String(payload.count),
+            "record for journal '\(location.identifier)' is \(payload.count) bytes, over the maximum record size "
                 + "of \(Journal.maximumRecordSize) bytes; nothing was appended")
     }
 
