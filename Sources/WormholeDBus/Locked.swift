@@ -11,7 +11,9 @@ import Glibc
 /// `@unchecked Sendable`: `value` is only touched while `mutex` is held.
 package final class Locked<Value>: @unchecked Sendable {
     @usableFromInline let mutex = PThreadMutex()
-    @usableFromInline var value: Value
+    /// Only touched with `mutex` held, so the dynamic exclusivity check of a class's property
+    /// (a thread-local access set, per call) proves nothing the mutex does not.
+    @usableFromInline @exclusivity(unchecked) var value: Value
 
     package init(_ value: Value) { self.value = value }
 
