@@ -59,6 +59,7 @@ struct BenchCommand: ParsableCommand {
 
     static let suites = ["notify", "message", "cli", "fanout", "rate", "routes", "defaults", "journal", "fallback"]
     static let defaultConfig = "dbus/wormhole-session.conf"
+    static let journalParts = ["kills", "fanout", "rates", "durable", "latency"]
 
     @Option(help: "What to measure: \(suites.joined(separator: ", ")) or all; several separated by commas.")
     var suite = "all"
@@ -138,6 +139,14 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "Appends per process in the journal suite's rate rows (a twentieth with fdatasync).")
     var journalAppends = 50_000
 
+    @Option(
+        help: ArgumentHelp(
+            "Which parts of the journal suite to run: \(journalParts.joined(separator: ", ")) or all; several separated by commas.",
+            discussion: "kills: the appender and consumer SIGKILLs; fanout: 8 appenders x 8 consumers; rates: appends/s "
+                + "without fsync; durable: appends/s with fdatasync and the single durable appender; latency: append -> "
+                + "consumer."))
+    var journalRows = "all"
+
     @Option(help: "Write every row (label, count, p50, p90, p99, p99.9, max, ratio, target) to this JSON file.")
     var json: String?
 
@@ -170,6 +179,12 @@ struct BenchCommand: ParsableCommand {
     var selectedSuites: [String] {
         let asked = suite.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         return asked.contains("all") ? Self.suites : Self.suites.filter(asked.contains)
+    }
+
+    /// The parts of the journal suite `--journal-rows` asks for.
+    var selectedJournalParts: Set<String> {
+        let asked = journalRows.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        return Set(asked.contains("all") ? Self.journalParts : asked)
     }
 
     /// The sizes of `--message-sizes`, each at least 30 bytes (the payload's own fields).
@@ -206,6 +221,11 @@ struct BenchCommand: ParsableCommand {
             throw ValidationError(
                 "--fanout-observers takes 1 to 1000 (not \(fanoutObservers)), --fanout-posts and --fanout-rounds at "
                     + "least 1 (not \(fanoutPosts), \(fanoutRounds))")
+        }
+        let journalAsked = journalRows.split(separator: ",", omittingEmptySubsequences: false)
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+        if let bad = journalAsked.first(where: { $0 != "all" && !Self.journalParts.contains($0) }) {
+            throw ValidationError("--journal-rows takes \(Self.journalParts.joined(separator: ", ")) or all, not '\(bad)'")
         }
         if journalKills < 0 || journalRecords < 8 || journalAppends < 20 {
             throw ValidationError("--journal-kills must be at least 0, --journal-records 8, --journal-appends 20")

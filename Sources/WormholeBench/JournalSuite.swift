@@ -12,27 +12,32 @@ struct JournalSuite {
 
     func run() throws {
         let options = context.options
+        let parts = options.selectedJournalParts
         Console.output("\njournal (segments with CRC-32C frames, flock-serialised appenders, lock-free readers)")
-        try appenderKills(options.journalKills)
-        try consumerKills(options.journalKills)
-        try fanout(processes: 8, records: options.journalRecords)
-        Console.output("\nappends/s of 100 B records in \(NSTemporaryDirectory()) (JSON documents: made before the clock "
-            + "starts, the journal's own rate; Codable: encoded by each append)")
+        if parts.contains("kills") {
+            try appenderKills(options.journalKills)
+            try consumerKills(options.journalKills)
+        }
+        if parts.contains("fanout") { try fanout(processes: 8, records: options.journalRecords) }
+        if parts.contains("rates") || parts.contains("durable") {
+            Console.output("\nappends/s of 100 B records in \(NSTemporaryDirectory()) (JSON documents: made before the clock "
+                + "starts, the journal's own rate; Codable: encoded by each append)")
+        }
         // processes, batch, fdatasync, threads per process, JSON documents, goal (appends/s, at least).
         let rows: [(Int, Int, Bool, Int, Bool, Double?)] = [
             (1, 1, false, 1, true, 150_000), (1, 1, false, 1, false, nil),
             (8, 1, false, 1, true, 250_000), (8, 1, false, 1, false, nil), (8, 100, false, 1, false, 250_000),
             (8, 1, true, 1, false, 10_000), (8, 1, true, 8, false, 10_000), (8, 100, true, 1, false, 10_000),
         ]
-        for (processes, batch, fsync, threads, documents, goal) in rows {
+        for (processes, batch, fsync, threads, documents, goal) in rows where parts.contains(fsync ? "durable" : "rates") {
             // One process appends 4 times as many as each of 8; with fdatasync, a twentieth.
             let appends = (processes == 1 ? 4 : 1) * (fsync ? options.journalAppends / 20 : options.journalAppends)
             try rate(
                 processes: processes, appends: appends, batch: batch, fsync: fsync, threads: threads,
                 documents: documents, goal: goal)
         }
-        try durableAgainstFloor(records: max(50, options.journalAppends / 100), rounds: 3)
-        try latency()
+        if parts.contains("durable") { try durableAgainstFloor(records: max(50, options.journalAppends / 100), rounds: 3) }
+        if parts.contains("latency") { try latency() }
     }
 
     private func helper(_ root: String, _ mode: String, _ extra: [String] = []) -> [String] {

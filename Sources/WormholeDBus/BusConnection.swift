@@ -237,6 +237,17 @@ public final class BusConnection: Sendable {
     @discardableResult
     public func flush(timeout: Duration = defaultFlushTimeout) -> BusError? { io.confirm(timeout: timeout) }
 
+    /// ``flush(timeout:)`` without a waiting thread: `completion` runs on the I/O thread once the
+    /// signals emitted so far are on the bus (`nil`) or the confirmation failed. Returns false,
+    /// without calling `completion`, when the connection is closed.
+    package func flush(timeout: Duration = defaultFlushTimeout, then completion: @escaping @Sendable (BusError?) -> Void) -> Bool {
+        io.confirmLater(timeout: timeout, completion: completion)
+    }
+
+    /// Runs `job` on the connection's I/O thread, after the signals emitted before; false, and
+    /// `job` never runs, when the connection is closed.
+    package func execute(_ job: @escaping @Sendable () -> Void) -> Bool { io.execute(job) }
+
     // MARK: Match rules
 
     /// Adds a match rule and returns once the bus daemon has accepted it, so a signal

@@ -243,6 +243,22 @@ extension BusIO {
         return result
     }
 
+    /// ``confirm(timeout:)`` without waiting: `completion` runs on the loop's thread once the
+    /// bus answered (or the wait failed); false, and no call, when the connection was stopped.
+    func confirmLater(timeout: Duration, completion: @escaping @Sendable (BusError?) -> Void) -> Bool {
+        let deadline = ExitDrain.deadline(after: timeout)
+        let target = acceptedSignals.load(ordering: .acquiring)
+        return execute { [self] in
+            confirmOnLoop(target: target, deadline: deadline) { [self] error in
+                if error == nil, lostSignals.exchange(false, ordering: .acquiringAndReleasing) {
+                    completion(droppedError())
+                } else {
+                    completion(error)
+                }
+            }
+        }
+    }
+
     /// Writes what is queued, then calls `GetNameOwner` of our own name; `completion` gets `nil`
     /// once the bus answered (every signal accepted before is then confirmed). Loop-confined.
     ///

@@ -10,12 +10,16 @@ import Glibc
 ///
 /// `@unchecked Sendable`: `value` is only touched while `mutex` is held.
 package final class Locked<Value>: @unchecked Sendable {
-    private let mutex = PThreadMutex()
-    private var value: Value
+    @usableFromInline let mutex = PThreadMutex()
+    /// Only touched with `mutex` held, so the dynamic exclusivity check of a class's property
+    /// (a thread-local access set, per call) proves nothing the mutex does not.
+    @usableFromInline @exclusivity(unchecked) var value: Value
 
     package init(_ value: Value) { self.value = value }
 
-    /// Runs `body` with exclusive access to the value.
+    /// Runs `body` with exclusive access to the value. Inlinable, so a caller in another module
+    /// gets a copy specialised for its types (no generic metadata looked up per call).
+    @inlinable
     package func withLock<Result, Failure: Error>(
         _ body: (inout Value) throws(Failure) -> Result
     ) throws(Failure) -> Result {

@@ -8,7 +8,7 @@ import Synchronization
 /// The loop starts with its first handler and stops when its last one is detached, so an idle
 /// process holds no thread of the library's own (and a process whose main thread ends with
 /// `pthread_exit` is not kept alive). A handler attached after that gets a new loop.
-enum RuntimeLoop {
+package enum RuntimeLoop {
     private struct State {
         var loop: EventLoop?
         var handlers = 0
@@ -41,6 +41,9 @@ enum RuntimeLoop {
         loop.detach(handler)
         leave(loop)
     }
+
+    /// Whether the calling thread is the process's loop (a wait for the loop would never end).
+    package static var isCurrentThread: Bool { state.withLock { $0.loop?.inEventLoop ?? false } }
 
     /// Gives back a place taken with ``join()``; the last one stops the loop.
     static func leave(_ loop: EventLoop) {

@@ -19,10 +19,43 @@ import WormholeDBus
 /// - `post-exit-in-handler BUS NAME`: observes `NAME/trigger` with a handler on the I/O thread,
 ///   posts it, and in the handler posts `NAME` and calls `exit(0)` there (the drain at exit then
 ///   runs on the connection's own I/O thread).
+/// - `journal-exit MODE ROOT GROUP ID BUS`: appends a record to journal ID and flushes (the first
+///   post, which connects), then appends a second one and exits without a flush: from the main
+///   thread (MODE `main`), or from a handler on the I/O thread (MODE `handler`: the handler of
+///   `GROUP/trigger/ID`, posted by the command) that calls `exit(0)` right after the append.
 let exitCommands: [String: @Sendable ([String]) throws -> Void] = [
     "send-once": sendOnce,
     "post-exit-in-handler": postExitInHandler,
+    "journal-exit": journalExit,
 ]
+
+private func journalExit(_ arguments: [String]) throws {
+    guard arguments.count == 5, ["main", "handler"].contains(arguments[0]) else {
+        throw PeerError("journal-exit main|handler ROOT GROUP ID BUS")
+    }
+    let (mode, root, group, identifier) = (arguments[0], arguments[1], arguments[2], arguments[3])
+    let wormhole = try MessageCenter(applicationGroupIdentifier: group, containerRoot: root, busAddress: try BusAddress(arguments[4]))
+    let journal = try wormhole.journal(MessageIdentifier(identifier))
+    try journal.append(["n": 1])
+    if let error = journal.flush() { throw PeerError("first append not posted: \(error)") }
+    if mode == "main" {
+        try journal.append(["n": 2])
+        exit(0)
+    }
+    let center = try wormhole.notificationCenter()
+    let trigger = try NotificationName("\(group)/trigger/\(identifier)")
+    let observer = try center.listen(name: trigger, on: .ioThread) { _ in
+        do {
+            try journal.append(["n": 2])
+        } catch {
+            printError("journal-exit: \(error)")
+            exit(1)
+        }
+        exit(0)
+    }
+    try center.post(trigger)
+    withExtendedLifetime(observer) { dispatchMain() }
+}
 
 private func postExitInHandler(_ arguments: [String]) throws {
     guard arguments.count == 2 else { throw PeerError("post-exit-in-handler BUS NAME") }

@@ -319,13 +319,14 @@ struct BenchCLITests {
         #expect(svg.contains(">99%</text>"))
     }
 
-    @Test("bad --percentiles, --plot, --csv and --message-sizes are refused before anything runs, naming the value")
+    @Test("bad --percentiles, --plot, --csv, --message-sizes and --journal-rows are refused before anything runs, naming the value")
     func badOutputOptions() async throws {
         for (arguments, expected) in [
             (["--percentiles", "/nonexistent/wormhole-dir"], "--percentiles /nonexistent/wormhole-dir: not a writable directory"),
             (["--plot", "/nonexistent/dir/plot.svg"], "--plot /nonexistent/dir/plot.svg: cannot write in /nonexistent/dir"),
             (["--csv", "/nonexistent/dir/rows.csv"], "--csv /nonexistent/dir/rows.csv: cannot write in /nonexistent/dir"),
             (["--message-sizes", "100,big"], "not '100,big'"),
+            (["--journal-rows", "rates,speed"], "--journal-rows takes kills, fanout, rates, durable, latency or all, not 'speed'"),
         ] {
             let output = try await runInBackground(try productPath("wormhole"), ["bench", "--suite", "message"] + arguments)
             #expect(output.status != 0)

@@ -29,6 +29,23 @@ struct ExitDrainTests {
         }
     }
 
+    /// Emits a sentinel, confirmed by the bus, and returns the signals `signals` got before it,
+    /// with the name each carries: everything the children put on the bus (the bus delivers in order).
+    func untilSentinel(_ signals: SignalStream) async throws -> [(name: String, signal: Signal)] {
+        let sentinel = try BusConnection(address: fixture.bus.address)
+        try sentinel.emit(Signal(
+            path: try ObjectPath("/org/wormhole/Notify1"), interface: try InterfaceName("org.wormhole.Notify1"),
+            member: try MemberName("Posted"), arguments: [.string("sentinel")]))
+        #expect(sentinel.flush() == nil)
+        var before: [(name: String, signal: Signal)] = []
+        for await signal in signals {
+            guard case .string(let name)? = signal.arguments.first else { continue }
+            if name == "sentinel" { break }
+            before.append((name, signal))
+        }
+        return before
+    }
+
     @Test(
         "100 children per kind send once and exit without a flush: every signal reaches the bus",
         arguments: ["mailbox", "journal", "post", "defaults", "transient"])
@@ -54,20 +71,36 @@ struct ExitDrainTests {
             }
         }
         #expect(failures.isEmpty, "children failed: \(failures.prefix(3))")
-        // The sentinel, confirmed by the bus: everything the children put on the bus is before it.
-        let sentinel = try BusConnection(address: fixture.bus.address)
-        try sentinel.emit(Signal(
-            path: try ObjectPath("/org/wormhole/Notify1"), interface: try InterfaceName("org.wormhole.Notify1"),
-            member: try MemberName("Posted"), arguments: [.string("sentinel")]))
-        #expect(sentinel.flush() == nil)
         var seen = Set<String>()
-        for await signal in signals {
-            guard case .string(let name)? = signal.arguments.first else { continue }
-            if name == "sentinel" { break }
-            if signal.member.rawValue == member { seen.insert(name) }
-        }
+        for (name, signal) in try await untilSentinel(signals) where signal.member.rawValue == member { seen.insert(name) }
         let expected = Set((0..<Self.perKind).map { Self.expectedName(kind: kind, group: group, identifier: "id\($0)") })
         #expect(seen.intersection(expected).count == Self.perKind, "\(kind): \(expected.subtracting(seen).count) of \(Self.perKind) missing")
+    }
+
+    /// The second append of a process goes out on the connection's I/O thread (the first one
+    /// connected): its post is on the bus before the process exits, whether it appended on the
+    /// main thread and called `exit(0)`, or appended in an `.ioThread` handler and exited there.
+    @Test("a journal's later append, then exit without a flush (main thread, or an I/O-thread handler): its post is on the bus", arguments: ["main", "handler"])
+    func journalPostOnTheIOThreadBeforeExit(mode: String) async throws {
+        let group = fixture.group
+        let listener = try BusConnection(address: fixture.bus.address)
+        let signals = try await listener.signals(
+            matching: MatchRule(path: try ObjectPath("/org/wormhole/Notify1")), bufferLimit: 10_000)
+        let peer = try productPath("wormhole-test-peer")
+        let count = 10
+        for n in 0..<count {
+            let output = try ChildProcess(
+                peer, ["journal-exit", mode, fixture.root.path, group, "j\(n)", fixture.bus.address.rawValue],
+                environment: ["XDG_RUNTIME_DIR": fixture.state.path]
+            ).wait()
+            #expect(output.status == 0, "\(output.stderr)")
+        }
+        var second = Set<String>()
+        for (name, signal) in try await untilSentinel(signals) {
+            if signal.arguments.count > 1, case .uint64(2) = signal.arguments[1] { second.insert(name) }
+        }
+        let expected = Set((0..<count).map { Self.expectedName(kind: "journal", group: group, identifier: "j\($0)") })
+        #expect(second.intersection(expected).count == count, "\(mode): no post of record 2 for \(expected.subtracting(second).sorted())")
     }
 
     @Test("a process that exits from a handler on the I/O thread, right after posting there: the post is on the bus")
@@ -82,17 +115,7 @@ struct ExitDrainTests {
                                           environment: ["XDG_RUNTIME_DIR": fixture.state.path]).wait()
             #expect(output.status == 0, "\(output.stderr)")
         }
-        let sentinel = try BusConnection(address: fixture.bus.address)
-        try sentinel.emit(Signal(
-            path: try ObjectPath("/org/wormhole/Notify1"), interface: try InterfaceName("org.wormhole.Notify1"),
-            member: try MemberName("Posted"), arguments: [.string("sentinel")]))
-        #expect(sentinel.flush() == nil)
-        var seen = Set<String>()
-        for await signal in signals {
-            guard case .string(let name)? = signal.arguments.first else { continue }
-            if name == "sentinel" { break }
-            seen.insert(name)
-        }
+        let seen = Set(try await untilSentinel(signals).map(\.name))
         #expect(seen.intersection((0..<count).map { "com.example.exit.n\($0)" }).count == count)
     }
 

@@ -524,6 +524,23 @@ struct JournalStorageTests {
         #expect(segment == 1)
         #expect(offset == UInt64(try fileSize(disk.segment(1))))
     }
+
+    /// Without a bus (its socket missing), appends go on, and `flush` says the readers were not
+    /// told, once per round of appends: the first post fails to connect, the later ones are
+    /// skipped for the same reason (no post is queued per append).
+    @Test func withoutABusAppendsGoOnAndFlushSaysReadersWereNotTold() throws {
+        let disk = try JournalDisk()
+        let center = try MessageCenter(
+            applicationGroupIdentifier: JournalDisk.group, containerRoot: disk.root.path,
+            busAddress: try BusAddress("unix:path=\(disk.root.path)/no-bus-here"))
+        let journal = center.journal("events")
+        for n in 1...50 { #expect(try journal.append(["n": n]) == UInt64(n)) }
+        #expect(journal.flush() != nil)
+        #expect(journal.flush() == nil)
+        for n in 51...100 { #expect(try journal.append(["n": n]) == UInt64(n)) }
+        #expect(journal.flush() != nil)
+        #expect(try drain(try disk.reader()).map(\.sequence) == Array(1...100))
+    }
 }
 
 extension Journal {

@@ -121,13 +121,17 @@ public final class Journal: Sendable {
     ///   full disk); nothing is appended then.
     @discardableResult
     public func append(_ message: some Encodable) throws -> UInt64 {
-        try append(contentsOf: [message]).lowerBound
+        let sequence = try writer.append(try encode(message))
+        poster.posted(sequence)
+        return sequence
     }
 
     /// Appends a JSON document exactly as given (checked to be one JSON value when it was made).
     @discardableResult
     public func append(_ document: JSONDocument) throws -> UInt64 {
-        try appendPayloads([document.data]).lowerBound
+        let sequence = try writer.append(document.data)
+        poster.posted(sequence)
+        return sequence
     }
 
     /// Appends `messages` as consecutive records under one lock acquisition and one write (and
@@ -135,18 +139,20 @@ public final class Journal: Sendable {
     /// Returns their sequence numbers; an empty array throws ``WormholeError/Code/invalidValue``.
     @discardableResult
     public func append<Message: Encodable>(contentsOf messages: [Message]) throws -> ClosedRange<UInt64> {
-        // One encoder for the journal (making one per append costs more than a small message's encoding).
-        let payloads = try messages.map { message throws in
-            if message is Data { throw MessageCenter.refuseData(identifier.rawValue) }
-            do {
-                return try encoder.encode(message)
-            } catch {
-                throw WormholeError(
-                    .encodingFailed, value: identifier.rawValue,
-                    "message for journal '\(identifier)' cannot be encoded as JSON: \(error)")
-            }
+        try appendPayloads(try messages.map(encode))
+    }
+
+    /// `message` as one JSON document: the journal's one encoder (making one per append costs
+    /// more than a small message's encoding).
+    private func encode(_ message: some Encodable) throws -> Data {
+        if message is Data { throw MessageCenter.refuseData(identifier.rawValue) }
+        do {
+            return try encoder.encode(message)
+        } catch {
+            throw WormholeError(
+                .encodingFailed, value: identifier.rawValue,
+                "message for journal '\(identifier)' cannot be encoded as JSON: \(error)")
         }
-        return try appendPayloads(payloads)
     }
 
     /// Appends JSON documents as consecutive records, as `append(contentsOf:)` does for `Encodable` messages.
@@ -340,9 +346,17 @@ extension MessageCenter {
     }
 }
 
-/// Posts a journal's notification after appends, on a queue of its own: at most one post in
-/// flight (until it is written to the bus) per journal in this process, carrying the last
-/// sequence number appended when it is sent, so a burst of appends costs a few posts, not one each.
+/// Posts a journal's notification after appends: at most one post in flight (until the bus
+/// confirmed it) per journal in this process, carrying the last sequence number appended when it
+/// is sent, so a burst of appends costs a few posts, not one each.
+///
+/// While the bus's sockets are missing (no bus runs), nothing is posted and nothing is queued.
+/// Once the process has its connection, the posts of a burst run on the connection's I/O thread:
+/// the appender that starts a burst queues one job there (a wake of the loop), the post is
+/// written there, and the bus's confirmation, arriving there too, sends the next post when more
+/// records were appended meanwhile; no thread waits. The first post (which connects) and the
+/// posts of a sandboxed app (whose sender name may have to be claimed first, a wait) go on a
+/// queue of the poster's own instead.
 final class JournalPoster: Sendable {
     private struct State {
         var latest: UInt64 = 0
@@ -355,12 +369,14 @@ final class JournalPoster: Sendable {
     private let center: MessageCenter
     private let state = Locked(State())
     private let queue = DispatchQueue(label: "wormhole.journal.post")
-    /// Entered while this poster's queue posts (`flush` waits for it, with a deadline).
+    /// Entered while this poster posts (`flush` waits for it, with a deadline).
     private let busy = DispatchGroup()
     /// Entered while any poster of the process posts: the drain at exit waits for it before the
     /// connections are drained, so an append's notification is on the bus before the process exits.
     private static let anyBusy = DispatchGroup()
     private static let exitHook: UInt64 = ExitDrain.addHook { deadline in
+        // On the loop's thread the posts could not go on while it waited.
+        if RuntimeLoop.isCurrentThread { return }
         _ = JournalPoster.anyBusy.wait(timeout: deadline)
     }
 
@@ -376,42 +392,91 @@ final class JournalPoster: Sendable {
             state.running = true
             return true
         }
-        if start {
-            _ = Self.exitHook
-            busy.enter()
-            Self.anyBusy.enter()
-            queue.async {
-                self.run()
-                self.busy.leave()
-                Self.anyBusy.leave()
+        guard start else { return }
+        if center.centers.existing() == nil, let error = center.centers.knownUnreachable() {
+            // No bus, and its sockets still missing: a post would fail the same way, so none is
+            // queued (readers without a bus wake on the journal directory). `flush` reports it.
+            state.withLock { state in
+                state.posted = max(state.posted, state.latest)
+                state.error = error
+                state.running = false
             }
+            return
+        }
+        _ = Self.exitHook
+        busy.enter()
+        Self.anyBusy.enter()
+        // Without an app ID no sender name is ever claimed (an invalid one: the queue, where the post says so).
+        let unsandboxed = (try? (AppIdentity.current() == nil)) ?? false
+        if unsandboxed, let notifications = center.centers.existing() {
+            // An append on the I/O thread (an `.ioThread` handler) posts at once: written before
+            // anything the handler does next, an `exit()` included.
+            if notifications.connection.isOnIOThread { return postOnLoop(notifications) }
+            if notifications.connection.execute({ self.postOnLoop(notifications) }) { return }
+        }
+        queue.async {
+            self.run()
+            self.finished()
         }
     }
 
-    private func run() {
-        while true {
-            let next = state.withLock { state -> UInt64? in
-                if state.latest <= state.posted {
-                    state.running = false
-                    return nil
-                }
-                return state.latest
+    private func finished() {
+        busy.leave()
+        Self.anyBusy.leave()
+    }
+
+    /// The next state to post, or nil (and the burst is over) when every append was posted.
+    private func next() -> UInt64? {
+        state.withLock { state -> UInt64? in
+            if state.latest <= state.posted {
+                state.running = false
+                return nil
             }
-            guard let next else { return }
+            return state.latest
+        }
+    }
+
+    private func done(_ sequence: UInt64, _ error: (any Error)?) {
+        if let error {
+            center.logger.warning(
+                "journal record appended but readers were not notified", metadata: ["name": "\(name)", "error": "\(error)"])
+        }
+        state.withLock {
+            $0.posted = max($0.posted, sequence)
+            if let error { $0.error = error }
+        }
+    }
+
+    /// On the I/O thread: posts the latest sequence number, and again from the confirmation
+    /// while appends came in meanwhile.
+    private func postOnLoop(_ notifications: DarwinNotificationCenter) {
+        while let sequence = next() {
+            do {
+                try notifications.post(name, state: sequence)
+            } catch {
+                done(sequence, error)
+                continue
+            }
+            let confirming = notifications.connection.flush { error in
+                self.done(sequence, error)
+                self.postOnLoop(notifications)
+            }
+            if confirming { return }
+            done(sequence, BusError(.disconnected, value: name.rawValue, "the connection closed before '\(name)' was confirmed"))
+        }
+        finished()
+    }
+
+    /// On the poster's queue: posts and waits for each confirmation, while appends come in.
+    private func run() {
+        while let sequence = next() {
             do {
                 let notifications = try center.notificationCenter()
-                try notifications.post(name, state: next)
-                // In flight until written to the bus: appends meanwhile share the next post.
-                if let error = notifications.flush() { throw error }
-                state.withLock { $0.posted = max($0.posted, next) }
+                try notifications.post(name, state: sequence)
+                // In flight until on the bus: appends meanwhile share the next post.
+                done(sequence, notifications.flush())
             } catch {
-                center.logger.warning(
-                    "journal record appended but readers were not notified",
-                    metadata: ["name": "\(name)", "error": "\(error)"])
-                state.withLock {
-                    $0.posted = max($0.posted, next)
-                    $0.error = error
-                }
+                done(sequence, error)
             }
         }
     }

@@ -152,21 +152,17 @@ final class JournalFile: Sendable {
 
     func size() throws(WormholeError) -> Int { Int(try status().st_size) }
 
-    /// One `pread` of up to `count` bytes at `offset`: fewer only at the end of the file (a
-    /// regular file's read is short only there).
-    func readOnce(at offset: Int, count: Int) throws(WormholeError) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: count)
-        let got: Int
+    /// One `pread` into all of `buffer` (kept by the caller, so a read allocates nothing) at
+    /// `offset`; returns the number of bytes read, fewer than asked only at the end of the file.
+    func readOnce(at offset: Int, into buffer: inout [UInt8]) throws(WormholeError) -> Int {
         do throws(Errno) {
-            let result = bytes.withUnsafeMutableBytes { buffer in
-                Result { () throws(Errno) in try Syscall.pread(descriptor, into: buffer, at: offset) }
+            let result = buffer.withUnsafeMutableBytes { bytes in
+                Result { () throws(Errno) in try Syscall.pread(descriptor, into: bytes, at: offset) }
             }
-            got = try result.get()
+            return try result.get()
         } catch {
             throw ioError(error, "read", path)
         }
-        if got < count { bytes.removeSubrange(got...) }
-        return bytes
     }
 
     /// Reads up to `count` bytes at `offset` (fewer at the end of the file).

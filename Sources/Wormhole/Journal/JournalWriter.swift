@@ -22,6 +22,8 @@ final class JournalWriter: Sendable {
         var end = 0
         var last: UInt64 = 0
         var encodeBuffer: [UInt8] = []
+        /// The buffer of the read from the last known byte (``probeSize`` bytes, made once).
+        var probe: [UInt8] = []
         /// The view was rebuilt or a tail cut since the consumers' cursors were last read: the
         /// next append numbers after the highest one stored (contract §6, v1.2).
         var readCursors = true
@@ -63,24 +65,47 @@ final class JournalWriter: Sendable {
     /// returns their sequence numbers. Either every record is appended or, on an error, none is.
     func append(_ payloads: [Data]) throws(WormholeError) -> ClosedRange<UInt64> {
         precondition(!payloads.isEmpty)
-        for payload in payloads where payload.count > Journal.maximumRecordSize {
-            throw WormholeError(
-                .recordTooLarge, value: String(payload.count),
-                "record for journal '\(location.identifier)' is \(payload.count) bytes, over the maximum record size "
-                    + "of \(Journal.maximumRecordSize) bytes; nothing was appended")
+        for payload in payloads { try checkSize(payload) }
+        return try append(count: payloads.count) { first, time, bytes in
+            for (index, payload) in payloads.enumerated() {
+                JournalFormat.appendFrame(sequence: first + UInt64(index), time: time, payload: payload, to: &bytes)
+            }
         }
+    }
+
+    /// Appends one record (the path of a single `append`: no array of payloads); returns its sequence number.
+    func append(_ payload: Data) throws(WormholeError) -> UInt64 {
+        try checkSize(payload)
+        return try append(count: 1) { first, time, bytes in
+            JournalFormat.appendFrame(sequence: first, time: time, payload: payload, to: &bytes)
+        }.lowerBound
+    }
+
+    private func checkSize(_ payload: Data) throws(WormholeError) {
+        guard payload.count > Journal.maximumRecordSize else { return }
+        throw WormholeError(
+            .recordTooLarge, value: String(payload.count),
+            "record for journal '\(location.identifier)' is \(payload.count) bytes, over the maximum record size "
+                + "of \(Journal.maximumRecordSize) bytes; nothing was appended")
+    }
+
+    /// Appends `count` records whose frames `frames` writes (given the first sequence number and
+    /// the append time) into the writer's reused buffer, under the lock, with one `pwrite`.
+    private func append(
+        count: Int, frames: (_ first: UInt64, _ time: UInt64, _ bytes: inout [UInt8]) -> Void
+    ) throws(WormholeError) -> ClosedRange<UInt64> {
         let time = Syscall.realtimeNanoseconds()
         let (range, target) = try state.withLock { state throws(WormholeError) -> (ClosedRange<UInt64>, SyncTarget) in
             let lock = try openIfNeeded(&state)
             try lock.lock()
             defer { lock.unlock() }
             try locate(&state)
-            guard UInt64(payloads.count) <= JournalFormat.maximumSequence - state.last else {
+            guard UInt64(count) <= JournalFormat.maximumSequence - state.last else {
                 // Only a crafted segment name comes near the end of the 64-bit numbers.
                 let path = state.segment?.path ?? location.identifier.rawValue
                 throw WormholeError(
                     .journalCorrupt, value: path,
-                    "journal segment '\(path)' ends at sequence number \(state.last); \(payloads.count) more would pass "
+                    "journal segment '\(path)' ends at sequence number \(state.last); \(count) more would pass "
                         + "the largest a journal can hold (\(JournalFormat.maximumSequence)); nothing was appended")
             }
             if state.end >= options.segmentSize && state.last >= state.segmentFirst {
@@ -91,9 +116,7 @@ final class JournalWriter: Sendable {
             var bytes = state.encodeBuffer
             state.encodeBuffer = []
             bytes.removeAll(keepingCapacity: true)
-            for (index, payload) in payloads.enumerated() {
-                JournalFormat.appendFrame(sequence: state.last + 1 + UInt64(index), time: time, payload: payload, to: &bytes)
-            }
+            frames(state.last + 1, time, &bytes)
             do throws(WormholeError) {
                 try segment.write(bytes, at: state.end)
             } catch {
@@ -105,7 +128,7 @@ final class JournalWriter: Sendable {
             }
             let first = state.last + 1
             state.end += bytes.count
-            state.last += UInt64(payloads.count)
+            state.last += UInt64(count)
             state.encodeBuffer = bytes
             return (first...state.last, SyncTarget(segment: segment, segmentFirst: state.segmentFirst, end: state.end))
         }
@@ -157,13 +180,14 @@ final class JournalWriter: Sendable {
             // appended since (the usual case: one system call); a short read gives the size.
             // (Linux gives a file whose times were looked at since its last change fine-grained
             // times on the next write, which then costs a journalled inode update each time.)
-            let probe = try segment.readOnce(at: state.end - 1, count: Self.probeSize)
-            if probe.count == 1 {
+            if state.probe.count != Self.probeSize { state.probe = [UInt8](repeating: 0, count: Self.probeSize) }
+            let got = try segment.readOnce(at: state.end - 1, into: &state.probe)
+            if got == 1 {
                 numberAfterStoredCursors(&state, directory)
                 return
             }
             // A short read holds everything others appended since: scanned without reading again.
-            let tail = probe.count > 1 && probe.count < Self.probeSize ? Array(probe[1...]) : nil
+            let tail = got > 1 && got < Self.probeSize ? Array(state.probe[1..<got]) : nil
             let scan = try JournalScan.run(
                 segment, from: state.end, expecting: state.last + 1, collect: false, tail: tail)
             state.end = scan.end

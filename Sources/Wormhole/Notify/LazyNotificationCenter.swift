@@ -35,11 +35,18 @@ final class LazyNotificationCenter: Sendable {
     /// The bus address a connection is made to (the session bus's when none was given).
     func address() throws -> BusAddress { try busAddress ?? BusAddress.session() }
 
+    /// The error of the last failed connection while every socket it tried is still missing:
+    /// a connection now would fail the same way (a stat per path, no connection set up).
+    func knownUnreachable() -> BusError? {
+        guard let (error, paths) = lastFailure.withLock({ $0 }), paths.allSatisfy({ !Self.exists($0) }) else { return nil }
+        return error
+    }
+
     func get() throws -> DarwinNotificationCenter {
         if let center = existing() { return center }
         // A failed connection to sockets that are still missing fails again: said without trying
-        // (a stat per path instead of setting up a connection, on every send while no bus runs).
-        if let (error, paths) = lastFailure.withLock({ $0 }), paths.allSatisfy({ !Self.exists($0) }) { throw error }
+        // (on every send while no bus runs).
+        if let error = knownUnreachable() { throw error }
         let made: DarwinNotificationCenter
         do {
             made = try DarwinNotificationCenter(
