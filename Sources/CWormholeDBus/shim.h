@@ -66,13 +66,6 @@ static inline long cwormhole_receive_with_credentials(
     return count;
 }
 
-/// `getdents64(2)` (glibc declares no wrapper without _GNU_SOURCE, and `syscall` is variadic):
-/// the directory entries of `fd` into `buffer`, for the doorbell's registration directories
-/// (no `DIR` allocation per lookup).
-static inline long cwormhole_getdents64(int fd, void *buffer, size_t length) {
-    return syscall(SYS_getdents64, fd, buffer, length);
-}
-
 static const int cwormhole_type_invalid = DBUS_TYPE_INVALID;
 static const int cwormhole_type_byte = DBUS_TYPE_BYTE;
 static const int cwormhole_type_boolean = DBUS_TYPE_BOOLEAN;

@@ -110,35 +110,6 @@ package enum DoorbellSocket {
         }
     }
 
-    /// The names in the directory open at `fd` (which this call closes), without `.` and `..`:
-    /// one `getdents64` into a buffer on the stack for a directory of a few entries (the
-    /// registrations of one name), more calls for more.
-    /// The corresponding C function is `getdents64`.
-    package static func entries(consuming fd: Int32) -> [String] {
-        defer { Glibc.close(fd) }
-        var names: [String] = []
-        withUnsafeTemporaryAllocation(byteCount: 4_096, alignment: 8) { buffer in
-            guard let base = buffer.baseAddress else { return }
-            while true {
-                let count = cwormhole_getdents64(fd, base, buffer.count)
-                if count < 0 && errno == EINTR { continue }
-                guard count > 0 else { return }
-                var offset = 0
-                // struct linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name.
-                while offset + 19 < count {
-                    let length = Int(base.load(fromByteOffset: offset + 16, as: UInt16.self))
-                    guard length > 0 else { return }
-                    let name = base.advanced(by: offset + 19).assumingMemoryBound(to: CChar.self)
-                    if !(name[0] == 0x2E && (name[1] == 0 || (name[1] == 0x2E && name[2] == 0))) {
-                        names.append(String(cString: name))
-                    }
-                    offset += length
-                }
-            }
-        }
-        return names
-    }
-
     /// An endpoint's socket address, made once and rung many times.
     package struct Address: Sendable {
         fileprivate var value: sockaddr_un

@@ -481,12 +481,12 @@ final class Doorbell: Sendable {
             return nil
         }
         let snapshot = Snapshot(info)
-        // `entries(consuming:)` closes what it reads; the descriptor kept is the one opened.
+        // `names(consuming:)` closes what it reads; the descriptor kept is the one opened.
         let reading = dup(fd)
         let endpoints: [Endpoint] =
             reading < 0
             ? []
-            : DoorbellSocket.entries(consuming: reading).compactMap { id in
+            : Self.names(consuming: reading).compactMap { id in
                 guard id.utf8.count == 16, let address = DoorbellSocket.address(endpointPath(id)) else { return nil }
                 return Endpoint(id: id, address: address)
             }
@@ -608,13 +608,20 @@ final class Doorbell: Sendable {
         let fd = openat(rootFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         var directories = Set<UInt64>()
-        for entry in DoorbellSocket.entries(consuming: fd) where entry.utf8.count == 17 && entry.hasPrefix("n") {
+        for entry in Self.names(consuming: fd) where entry.utf8.count == 17 && entry.hasPrefix("n") {
             if let hash = UInt64(entry.dropFirst(), radix: 16) { directories.insert(hash) }
         }
         let snapshot = Snapshot(info)
         listing.withLock { $0 = snapshot.isSettled ? Listing(snapshot: snapshot, directories: directories) : nil }
         forgetRegistrationListings(except: directories)
         return directories
+    }
+
+    /// The names in the directory open at `fd` (which this call closes), without `.` and `..`;
+    /// what a failed read leaves out is listed again after the next change.
+    private static func names(consuming fd: Int32) -> [String] {
+        let entries = (try? Syscall.readDirectory(consuming: fd)) ?? []
+        return entries.map(\.name).filter { $0 != "." && $0 != ".." }
     }
 
     /// The root for ringing, opened once it exists and checked to be the user's.
