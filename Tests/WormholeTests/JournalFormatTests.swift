@@ -25,6 +25,31 @@ struct JournalFormatTests {
         #expect(CRC32C.checksum(input) == expected)
     }
 
+    /// `sync.lock`'s position: 16 bytes and their CRC-32C. Read without the lock, a read that
+    /// overlapped a store (bytes of the old position and of the new) fails the check; under the
+    /// lock the first 16 bytes are taken alone, as written before the check existed.
+    @Test func syncPositionIsCheckedWhenReadWithoutTheLock() throws {
+        let old = JournalFormat.syncPosition(segment: 1, offset: 0x1FF)
+        let new = JournalFormat.syncPosition(segment: 1, offset: 0x200)
+        #expect(old.count == JournalFormat.syncPositionSize)
+        #expect(old[0..<16] == [1, 0, 0, 0, 0, 0, 0, 0, 0xFF, 1, 0, 0, 0, 0, 0, 0])
+        let parsed = try #require(JournalFormat.parseSyncPosition(new, checked: true))
+        #expect(parsed.segment == 1 && parsed.offset == 0x200)
+        // Every way a read can mix the two stores byte by byte at one boundary, either order.
+        for cut in 1..<JournalFormat.syncPositionSize {
+            for (first, second) in [(old, new), (new, old)] {
+                let torn = Array(first[0..<cut] + second[cut...])
+                guard torn != first && torn != second else { continue }
+                #expect(JournalFormat.parseSyncPosition(torn, checked: true) == nil, "cut at \(cut)")
+            }
+        }
+        // Written by a version without the check: only the locked read takes it.
+        let unchecked = Array(new[0..<16])
+        #expect(JournalFormat.parseSyncPosition(unchecked, checked: true) == nil)
+        #expect(JournalFormat.parseSyncPosition(unchecked, checked: false)?.offset == 0x200)
+        #expect(JournalFormat.parseSyncPosition(Array(new[0..<15]), checked: false) == nil)
+    }
+
     /// Every length from 0 to 40 through both paths of the slicing loop, against the bitwise definition.
     @Test func crc32cMatchesTheBitwiseDefinitionAtEveryLength() {
         func bitwise(_ bytes: [UInt8]) -> UInt32 {

@@ -150,7 +150,14 @@ final class JournalFile: Sendable {
         }
     }
 
-    func size() throws(WormholeError) -> Int { Int(try status().st_size) }
+    /// The file's size (`lseek` to its end, not `fstat`: see `Syscall.endOffset`).
+    func size() throws(WormholeError) -> Int {
+        do throws(Errno) {
+            return try Syscall.endOffset(descriptor)
+        } catch {
+            throw ioError(error, "seek to the end of", path)
+        }
+    }
 
     /// One `pread` into all of `buffer` (kept by the caller, so a read allocates nothing) at
     /// `offset`; returns the number of bytes read, fewer than asked only at the end of the file.
@@ -223,9 +230,12 @@ final class JournalFile: Sendable {
     }
 
     /// Takes the lock, waiting at most ``LockWait/timeout`` with one of the journal's short backoffs.
-    func lock(backoff: LockWait.Backoff = .journal) throws(WormholeError) {
+    /// When `unneeded` is given, it is asked after each pause of the wait: once it returns true the
+    /// wait ends without the lock and this returns false.
+    @discardableResult
+    func lock(backoff: LockWait.Backoff = .journal, unneeded: (() -> Bool)? = nil) throws(WormholeError) -> Bool {
         do throws(Errno) {
-            try LockWait.acquire(descriptor, LOCK_EX, timeout: LockWait.timeout, backoff: backoff)
+            return try LockWait.acquire(descriptor, LOCK_EX, timeout: LockWait.timeout, backoff: backoff, unneeded: unneeded)
         } catch .wouldBlock {
             throw LockWait.timedOut(descriptor, path: path)
         } catch {

@@ -72,6 +72,35 @@ enum JournalFormat {
         appendLittleEndian(crc, to: &bytes)
     }
 
+    /// The position synchronised so far, as `sync.lock` holds it: the segment's first sequence
+    /// number and the offset (8 bytes each, little-endian), then the CRC-32C of those 16 bytes
+    /// (4 bytes, little-endian). Under the lock the first 16 bytes are read alone (the format of
+    /// before the check); a waiter reads the position without the lock only when the check matches,
+    /// so a read that overlapped a store (part old, part new) is never taken for a position.
+    static let syncPositionSize = 20
+
+    static func syncPosition(segment: UInt64, offset: UInt64) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(syncPositionSize)
+        appendLittleEndian(segment, to: &bytes)
+        appendLittleEndian(offset, to: &bytes)
+        let check = bytes.withUnsafeBytes { CRC32C.checksum($0) }
+        appendLittleEndian(check, to: &bytes)
+        return bytes
+    }
+
+    /// The position in `bytes` (what `sync.lock` holds): `nil` when there are fewer than 16 bytes,
+    /// or, with `checked`, fewer than 20 or a check that does not match.
+    static func parseSyncPosition(_ bytes: [UInt8], checked: Bool) -> (segment: UInt64, offset: UInt64)? {
+        guard bytes.count >= (checked ? syncPositionSize : 16) else { return nil }
+        return bytes.withUnsafeBytes { raw -> (segment: UInt64, offset: UInt64)? in
+            if checked && CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<16])) != load(UInt32.self, raw, at: 16) {
+                return nil
+            }
+            return (load(UInt64.self, raw, at: 0), load(UInt64.self, raw, at: 8))
+        }
+    }
+
     static func appendLittleEndian<T: FixedWidthInteger>(_ value: T, to bytes: inout [UInt8]) {
         var little = value.littleEndian
         withUnsafeBytes(of: &little) { bytes.append(contentsOf: $0) }

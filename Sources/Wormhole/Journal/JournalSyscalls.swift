@@ -32,6 +32,15 @@ extension Syscall {
         _ = try retryingJournal { Glibc.ftruncate(descriptor, off_t(length)) }
     }
 
+    /// The corresponding C function is `lseek(descriptor, 0, SEEK_END)`: the file's size. Not
+    /// `fstat`: on kernels with multigrain timestamps (Linux 6.13 and later) a `stat` of a file
+    /// makes its next change take a fine-grained time, which costs the appender a journalled
+    /// inode update; the journal's files are only ever read and written at explicit offsets, so
+    /// moving the file position changes nothing.
+    static func endOffset(_ descriptor: Int32) throws(Errno) -> Int {
+        Int(try retryingJournal { Glibc.lseek(descriptor, 0, SEEK_END) })
+    }
+
     /// The corresponding C function is `fdatasync`.
     static func fdatasync(_ descriptor: Int32) throws(Errno) {
         _ = try retryingJournal { Glibc.fdatasync(descriptor) }

@@ -54,6 +54,13 @@ final class JournalWriter: Sendable {
         func covers(_ target: SyncTarget) -> Bool {
             segmentFirst > target.segmentFirst || (segmentFirst == target.segmentFirst && offset >= target.end)
         }
+
+        /// Takes a position read from `sync.lock` when it is past the one known.
+        mutating func learn(_ stored: (segment: UInt64, offset: UInt64)) {
+            if stored.segment > segmentFirst || (stored.segment == segmentFirst && stored.offset > UInt64(offset)) {
+                (segmentFirst, offset) = (stored.segment, Int(clamping: stored.offset))
+            }
+        }
     }
 
     init(location: JournalLocation, options: Journal.Options) {
@@ -384,9 +391,12 @@ final class JournalWriter: Sendable {
 
     /// Makes the records up to `target.end` durable: an appender that finds another already
     /// synchronised past its records is done without a system call of its own. The position
-    /// synchronised so far is shared between processes in `sync.lock` (16 bytes: the segment's
-    /// first sequence number and the offset, little-endian), read and written under `flock` of
-    /// that file.
+    /// synchronised so far is shared between processes in `sync.lock` (``JournalFormat/syncPositionSize``
+    /// bytes: the segment's first sequence number, the offset, and a check), written under
+    /// `flock` of that file. A process waiting for the lock reads the position between its tries
+    /// and is done as soon as it covers its records: the appender that holds the lock may take it
+    /// back for its next record before a waiter's next try, again and again, and each of its syncs
+    /// covers the waiters' records too.
     private func synchronize(_ target: SyncTarget) throws(WormholeError) {
         try syncState.withLock { sync throws(WormholeError) in
             if sync.covers(target) { return }
@@ -395,25 +405,51 @@ final class JournalWriter: Sendable {
                 sync.file = try directory.openOrCreate(JournalFormat.syncLockName)
             }
             guard let file = sync.file else { return }
-            try file.lock(backoff: .journalSync)
+            var learnt = sync
+            let locked = try file.lock(backoff: .journalSync) {
+                // Unlocked: only a position whose check matches counts.
+                guard let bytes = try? file.read(at: 0, count: JournalFormat.syncPositionSize),
+                    let stored = JournalFormat.parseSyncPosition(bytes, checked: true)
+                else { return false }
+                learnt.learn(stored)
+                return learnt.covers(target)
+            }
+            sync = learnt
+            guard locked else { return }
             defer { file.unlock() }
-            let stored = try file.read(at: 0, count: 16)
-            if stored.count == 16 {
-                let (segment, offset) = stored.withUnsafeBytes {
-                    (JournalFormat.load(UInt64.self, $0, at: 0), JournalFormat.load(UInt64.self, $0, at: 8))
-                }
-                if segment > sync.segmentFirst || (segment == sync.segmentFirst && offset > UInt64(sync.offset)) {
-                    (sync.segmentFirst, sync.offset) = (segment, Int(clamping: offset))
-                }
+            if let stored = JournalFormat.parseSyncPosition(
+                try file.read(at: 0, count: JournalFormat.syncPositionSize), checked: false)
+            {
+                sync.learn(stored)
                 if sync.covers(target) { return }
             }
-            let size = try target.segment.size()
-            try target.segment.dataSync()
-            var bytes: [UInt8] = []
-            JournalFormat.appendLittleEndian(target.segmentFirst, to: &bytes)
-            JournalFormat.appendLittleEndian(UInt64(size), to: &bytes)
-            try file.write(bytes, at: 0)
-            (sync.segmentFirst, sync.offset) = (target.segmentFirst, size)
+            // Nobody appended after us (a single appender's case): our own end is the last whole
+            // frame's, known without the append lock.
+            var whole = try target.segment.size() == target.end ? target : try wholeEnd()
+            if whole.segmentFirst != target.segmentFirst {
+                // A rollover since our write: an appender without `.fdatasync` seals without a
+                // sync, so synchronise our own segment and store only our own end.
+                whole = target
+            }
+            try whole.segment.dataSync()
+            try file.write(JournalFormat.syncPosition(segment: whole.segmentFirst, offset: UInt64(whole.end)), at: 0)
+            (sync.segmentFirst, sync.offset) = (whole.segmentFirst, whole.end)
+        }
+    }
+
+    /// What a sync covers: the segment appended to and the end of its last whole frame, brought
+    /// up to date under `append.lock` as an appender does (a torn tail is cut first). Not the
+    /// file's size: that may hold part of a frame an appender is writing, or a killed one left,
+    /// and once the tail is cut a later, shorter record would end inside the stored position and
+    /// be taken as synchronised when it is not.
+    private func wholeEnd() throws(WormholeError) -> SyncTarget {
+        try state.withLock { state throws(WormholeError) -> SyncTarget in
+            let lock = try openIfNeeded(&state)
+            try lock.lock()
+            defer { lock.unlock() }
+            try locate(&state)
+            guard let segment = state.segment else { preconditionFailure("located without a segment") }
+            return SyncTarget(segment: segment, segmentFirst: state.segmentFirst, end: state.end)
         }
     }
 }

@@ -37,12 +37,16 @@ enum LockWait {
     }
 
     /// Takes `operation` (`LOCK_EX` or `LOCK_SH`) on `descriptor`, retrying with `LOCK_NB` and a
-    /// backoff until `timeout` has passed; then throws `EWOULDBLOCK`.
+    /// backoff until `timeout` has passed; then throws `EWOULDBLOCK`. Returns true once the lock is
+    /// held; false when `unneeded`, asked after each pause, said the lock is no longer needed
+    /// (the journal's group commit: another process's sync already covers the waiter's records).
+    @discardableResult
     static func acquire(
-        _ descriptor: Int32, _ operation: Int32, timeout: Duration, backoff: Backoff = .storage
-    ) throws(Errno) {
+        _ descriptor: Int32, _ operation: Int32, timeout: Duration, backoff: Backoff = .storage,
+        unneeded: (() -> Bool)? = nil
+    ) throws(Errno) -> Bool {
         // The uncontended case costs one system call (no clock read).
-        if try Syscall.tryFlock(descriptor, operation) { return }
+        if try Syscall.tryFlock(descriptor, operation) { return true }
         let start = ContinuousClock.now
         var pause = backoff.first  // nanoseconds
         while true {
@@ -53,7 +57,8 @@ enum LockWait {
             let leftNanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
             Syscall.pause(nanoseconds: Int(min(pause, max(1, leftNanoseconds))))
             pause = min(pause * 2, backoff.longest)
-            if try Syscall.tryFlock(descriptor, operation) { return }
+            if let unneeded, unneeded() { return false }
+            if try Syscall.tryFlock(descriptor, operation) { return true }
         }
     }
 
