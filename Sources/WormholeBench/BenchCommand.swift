@@ -54,7 +54,7 @@ struct BenchCommand: ParsableCommand {
     /// subcommands, so the usage line stays that of the bench.
     static let helpers: [any ParsableCommand.Type] = [
         BenchEchoCommand.self, BenchPingCommand.self, BenchLoadCommand.self, BenchMessageEchoCommand.self, BenchDefaultsCommand.self,
-        BenchJournalCommand.self,
+        BenchJournalCommand.self, BenchPostCallCommand.self,
     ]
 
     static let suites = ["notify", "message", "cli", "fanout", "rate", "routes", "defaults", "journal", "fallback"]
@@ -76,7 +76,10 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "Names observed by a third process in the loaded notify run (0 skips it).")
     var otherNames = 10_000
 
-    @Option(help: "Microseconds the notify suite's spaced rows wait after each pong before the next ping (0 skips them).")
+    @Option(
+        help: ArgumentHelp(
+            "Microseconds the notify suite's spaced rows wait after each pong before the next ping (0 skips them), "
+                + "and the rate suite's post-call rows after each post (0: back to back)."))
     var spacingUs = 500
 
     @Option(help: "Round trips per message-size row (the 1 MB row runs a tenth of them).")

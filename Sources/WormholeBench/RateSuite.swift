@@ -1,3 +1,4 @@
+import Histogram
 import Wormhole
 
 /// Post rate from one thread and from several, against `wormhole-floor blast`. Issue 7's rule:
@@ -49,5 +50,72 @@ struct RateSuite {
         report.goal(
             "rate", "center.post 1 thread posts/s / floor (loop only)", ratio: one.loopMedian / floor.loopMedian,
             target: nil)
+        try postCall()
+    }
+
+    /// How long one post call takes on an idle connection (issue 23: p50 ≤ 1.1× the floor):
+    /// `DarwinNotificationCenter.post` in a process of its own, the doorbell on and no endpoint
+    /// registered (an empty runtime directory), against `wormhole-floor post-call` (build the
+    /// signal, `dbus_connection_send`, `dbus_connection_flush`); both wait `--spacing-us` after
+    /// each post, untimed, in alternating rounds.
+    private func postCall() throws {
+        let (address, options, report) = (context.address, context.options, context.report)
+        let count = context.perRound
+        let spacing = options.spacingUs
+        Console.output("\npost call: one post of a name nobody observes, from the call to its return, \(spacing) µs apart (µs)")
+        let runtime = try ScratchDirectory("post-call")
+        let names = BenchNames()
+        let merged = try AlternatingRounds(label: "post call", rounds: options.rounds).measure([
+            .init(name: "floor") {
+                let child = try ChildProcess(
+                    executable: try Executables.sibling("wormhole-floor"),
+                    arguments: [
+                        "post-call", address.rawValue, names.name("post-call.floor"), "\(count)", "\(options.warmup)",
+                        "\(options.spacingUs)",
+                    ])
+                return try Self.histogram(child, "wormhole-floor post-call", count: count) { line in
+                    UInt64(line).map { ($0, 1) }
+                }
+            },
+            .init(name: "wormhole") {
+                let child = try ChildProcess(
+                    executable: Executables.current,
+                    arguments: [
+                        "_bench-post-call", "--name", names.name("post-call.wormhole"), "--count", "\(count)",
+                        "--warmup", "\(options.warmup)", "--spacing-us", "\(options.spacingUs)", "--bus-address",
+                        address.rawValue,
+                    ],
+                    // The bench turned the doorbell off for itself and its helpers; on for this one ("" unsets).
+                    environment: ["XDG_RUNTIME_DIR": runtime.path, "WORMHOLE_DOORBELL": ""])
+                return try Self.histogram(child, "_bench-post-call", count: count) { line in
+                    let fields = line.split(separator: " ").compactMap { UInt64($0) }
+                    return fields.count == 2 ? (fields[0], fields[1]) : nil
+                }
+            },
+        ])
+        let floor = BenchRow(label: "raw libdbus send + flush", histogram: merged[0], isRoundTrip: false)
+        let ours = BenchRow(label: "center.post, no doorbell endpoints", histogram: merged[1], isRoundTrip: false)
+        Console.output(floor.line(against: nil))
+        Console.output(ours.line(against: floor))
+        report.add(floor, suite: "rate")
+        report.add(ours, suite: "rate", against: floor, target: 1.1)
+        report.goal("rate", "center.post call p50 / send + flush p50", ratio: ours.median / floor.median, target: 1.1)
+    }
+
+    /// The durations `child` printed (`parse` turns a line into a value and its count), once it
+    /// exited 0; exactly `count` of them.
+    private static func histogram(
+        _ child: ChildProcess, _ what: String, count: Int, parse: (String) -> (UInt64, UInt64)?
+    ) throws -> Histogram<UInt64> {
+        let output = try child.readAllOutput()
+        guard child.waitForExit() == 0 else { throw BenchFailure("\(what) failed") }
+        var histogram = BenchRow.makeHistogram()
+        for line in output {
+            if let (value, times) = parse(line) { histogram.record(value, count: times) }
+        }
+        guard histogram.totalCount == UInt64(count) else {
+            throw BenchFailure("\(what) reported \(histogram.totalCount) of \(count) posts")
+        }
+        return histogram
     }
 }

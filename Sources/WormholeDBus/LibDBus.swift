@@ -40,13 +40,15 @@ func withCString<T>(
     code: BusError.Code = .invalidString,
     _ body: (UnsafePointer<CChar>) throws(BusError) -> T
 ) throws(BusError) -> T {
-    if string.utf8.contains(0) {
-        throw BusError(code, value: string, "\(what()) \(quoted(string)) contains a NUL byte")
+    // A native string hands out its own NUL-terminated storage (no copy); an interior NUL shows
+    // as a C length shorter than the string's.
+    let result = string.withCString { pointer -> Result<T, BusError> in
+        guard strlen(pointer) == string.utf8.count else {
+            return .failure(BusError(code, value: string, "\(what()) \(quoted(string)) contains a NUL byte"))
+        }
+        return Result { () throws(BusError) -> T in try body(pointer) }
     }
-    let terminated = Array(string.utf8CString)
-    return try terminated.withUnsafeBufferPointer { buffer throws(BusError) -> T in
-        try body(buffer.baseAddress!)
-    }
+    return try result.get()
 }
 
 /// libdbus only accepts valid UTF-8 without NUL in string arguments (and refuses to send

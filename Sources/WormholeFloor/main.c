@@ -50,6 +50,14 @@
 //     libdbus takes them, flushes, and prints two numbers of nanoseconds on standard
 //     output: until flushed, and until the last send returned (the loop alone); then
 //     waits (untimed) until the bus daemon has read them all.
+//
+// The floor under one post call:
+//
+//   wormhole-floor post-call ADDRESS NAME COUNT WARMUP SPACING_US
+//     WARMUP + COUNT times: builds a Posted(NAME, i) signal on NAME's bucket interface,
+//     sends it and flushes the connection (the bytes are in the bus socket), timing that
+//     alone; then waits SPACING_US microseconds, untimed, so each post starts on an idle
+//     connection. Prints the COUNT durations in nanoseconds, one per line, at the end.
 #include <dbus/dbus.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -174,7 +182,8 @@ static int ping_pong_main(int argc, char **argv) {
                         "[COUNT WARMUP] [DIR SIZE]\n"
                         "       wormhole-floor observe ADDRESS NAME...\n"
                         "       wormhole-floor listen ADDRESS DIR PREFIX ID...\n"
-                        "       wormhole-floor blast ADDRESS NAME COUNT\n");
+                        "       wormhole-floor blast ADDRESS NAME COUNT\n"
+                        "       wormhole-floor post-call ADDRESS NAME COUNT WARMUP SPACING_US\n");
         return 64;
     }
     const char *mode = argv[1], *address = argv[2], *path = argv[3];
@@ -604,10 +613,57 @@ static int blast_main(int argc, char **argv) {
     return 0;
 }
 
+static int post_call_main(int argc, char **argv) {
+    if (argc != 7) {
+        fprintf(stderr, "usage: wormhole-floor post-call ADDRESS NAME COUNT WARMUP SPACING_US\n");
+        return 64;
+    }
+    const char *name = argv[3];
+    long count = atol(argv[4]);
+    long warmup = atol(argv[5]);
+    long spacing = atol(argv[6]);
+    if (count <= 0 || warmup < 0 || spacing < 0) {
+        fprintf(stderr, "wormhole-floor: post-call needs COUNT > 0, WARMUP >= 0, SPACING_US >= 0\n");
+        return 64;
+    }
+    DBusConnection *connection = connect_bus(argv[2]);
+    char bucket[32];
+    bucket_interface(name, bucket);
+    uint64_t *durations = malloc(sizeof(uint64_t) * (size_t)count);
+    if (durations == NULL) {
+        fprintf(stderr, "wormhole-floor: out of memory\n");
+        return 1;
+    }
+    for (long i = 0; i < warmup + count; i++) {
+        uint64_t start = now_ns();
+        DBusMessage *message = dbus_message_new_signal(notify_path, bucket, "Posted");
+        dbus_uint64_t state = (dbus_uint64_t)i;
+        if (message == NULL ||
+            !dbus_message_append_args(message, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &state, DBUS_TYPE_INVALID) ||
+            !dbus_connection_send(connection, message, NULL)) {
+            fprintf(stderr, "wormhole-floor: out of memory\n");
+            return 1;
+        }
+        dbus_message_unref(message);
+        dbus_connection_flush(connection);
+        uint64_t elapsed = now_ns() - start;
+        if (i >= warmup) durations[i - warmup] = elapsed;
+        struct timespec gap = {.tv_sec = spacing / 1000000, .tv_nsec = (spacing % 1000000) * 1000};
+        while (nanosleep(&gap, &gap) != 0 && errno == EINTR) {}
+    }
+    for (long i = 0; i < count; i++) printf("%" PRIu64 "\n", durations[i]);
+    fflush(stdout);
+    free(durations);
+    dbus_connection_close(connection);
+    dbus_connection_unref(connection);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "observe") == 0) return observe_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "listen") == 0) return listen_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "blast") == 0) return blast_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "post-call") == 0) return post_call_main(argc, argv);
     if (argc >= 2 && strncmp(argv[1], "inotify-", 8) == 0) return inotify_main(argc, argv);
     return ping_pong_main(argc, argv);
 }

@@ -151,6 +151,37 @@ struct BenchCLITests {
         #expect(rows.contains { $0["unit"] as? String == "sets/s" && $0["atLeast"] as? Bool == true })
     }
 
+    @Test("`wormhole bench --suite rate` with tiny counts prints the post-call rows against the floor, with their goal")
+    func benchRatePostCall() async throws {
+        let json = runtime.path + "/rate.json"
+        let child = try ChildProcess(
+            try productPath("wormhole"),
+            [
+                "bench", "--suite", "rate", "--posts", "200", "--rate-rounds", "1", "--round-trips", "40", "--rounds", "2",
+                "--warmup", "5", "--spacing-us", "50", "--json", json, "--bus-address", bus.address.rawValue,
+            ],
+            environment: environment)
+        let output = try await within("the bench", seconds: Self.benchBound) {
+            await withCheckedContinuation { continuation in
+                DispatchQueue.global().async { continuation.resume(returning: child.wait()) }
+            }
+        }
+        #expect(output.status == 0, "\(output.stderr)")
+        let lines = output.stdout.split(separator: "\n")
+        for row in ["raw libdbus send + flush ", "center.post, no doorbell endpoints "] {
+            #expect(lines.contains { $0.hasPrefix(row) }, "row \(row) in \(output.stdout)")
+        }
+        let goal = lines.first { $0.hasPrefix("center.post call p50 / send + flush p50") }
+        #expect(goal?.contains("<= 1.100") == true, "\(output.stdout)")
+        let document =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: json))) as? [String: Any]
+        let rows = document?["rows"] as? [[String: Any]] ?? []
+        // 2 rounds of 20 posts each side: every post timed, none lost.
+        let posted = rows.first { $0["label"] as? String == "center.post, no doorbell endpoints" }
+        #expect(posted?["count"] as? Int == 40, "\(rows)")
+        #expect(posted?["ratio"] is Double)
+    }
+
     @Test("a missing wormhole-bench is a clear error naming its path")
     func missingBench() async throws {
         // A hard link to `wormhole` in a directory without `wormhole-bench` next to it, beside the

@@ -244,9 +244,10 @@ public final class DarwinNotificationCenter: Sendable {
             }
         }
         // Queued behind a full socket, a newer post of the name replaces an older one: the
-        // state travels with the latest (contract section 7).
+        // state travels with the latest (contract section 7). The name is the key: only posts
+        // are sent with this policy, and a name's bucket interface follows from the name.
         HopTrace.mark(.emitEntered)
-        try connection.emit(signal, policy: .replacing(key: "\(signal.interface.rawValue) \(name.rawValue)"))
+        try connection.emit(signal, policy: .replacing(key: name.rawValue))
         HopTrace.mark(.signalWritten)
     }
 

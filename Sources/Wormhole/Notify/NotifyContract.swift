@@ -36,12 +36,22 @@ public enum NotifyContract: Sendable {
 
     /// The bucket interface of a name: `org.wormhole.Notify1.B%04X` of `fnv1a32(name) & 0xFFFF`.
     public static func bucketInterface(for name: String) -> String {
+        // Built in place: every post computes it, so no intermediate arrays.
         let low = fnv1a32(name.utf8) & 0xFFFF
-        let digits: [UInt8] = Array("0123456789ABCDEF".utf8)
-        var bytes = Array((plainInterface + ".B").utf8)
-        for shift in [12, 8, 4, 0] { bytes.append(digits[Int((low >> UInt32(shift)) & 0xF)]) }
-        return String(decoding: bytes, as: UTF8.self)
+        let prefix = bucketPrefix.utf8
+        return String(unsafeUninitializedCapacity: prefix.count + 4) { buffer in
+            var index = buffer.initialize(fromContentsOf: prefix)
+            for shift in stride(from: 12, through: 0, by: -4) {
+                let digit = UInt8(truncatingIfNeeded: (low >> UInt32(shift)) & 0xF)
+                buffer[index] = digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "A") + digit - 10
+                index += 1
+            }
+            return index
+        }
     }
+
+    /// What every bucket interface starts with: the plain interface and `.B`.
+    private static let bucketPrefix = plainInterface + ".B"
 
     /// The bucket interface as a typed name (its format is valid by construction).
     static func bucket(for name: String) -> InterfaceName {

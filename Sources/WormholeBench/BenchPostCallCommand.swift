@@ -1,0 +1,43 @@
+import ArgumentParser
+import Foundation
+import Histogram
+import Wormhole
+
+/// Wormhole's side of the post-call row: `DarwinNotificationCenter.post` of a name nobody
+/// observes, as a process of its own (the floor, `wormhole-floor post-call`, is one too). Times
+/// each call alone, `warmup` unmeasured then `count` measured, waiting `spacing-us` microseconds
+/// (untimed) after each so every post starts on an idle connection; prints the durations as
+/// `NANOSECONDS COUNT` lines (the histogram's recorded values). The doorbell is as the caller's
+/// environment sets it: the bench runs this with it on and an empty runtime directory, so the
+/// post looks for endpoints and finds none.
+struct BenchPostCallCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "_bench-post-call", shouldDisplay: false)
+
+    @Option var name: String
+    @Option var count: Int
+    @Option var warmup: Int
+    @Option var spacingUs: Int
+    @Option var wake: LibraryAPI.Wake = .doorbell
+    @OptionGroup var bus: BusOptions
+
+    func run() throws {
+        let center = try LibraryAPI.center(address: try bus.required(), wake: wake)
+        let name = try NotificationName(self.name)
+        var histogram = BenchRow.makeHistogram()
+        // Locals: an option read through its property wrapper costs a look-up per read.
+        let (warmup, count, spacingUs) = (self.warmup, self.count, self.spacingUs)
+        for index in 0..<(warmup + count) {
+            let start = MonotonicClock.now()
+            try center.post(name, state: UInt64(index))
+            let elapsed = MonotonicClock.now() - start
+            if index >= warmup { histogram.record(elapsed) }
+            var gap = timespec(tv_sec: spacingUs / 1_000_000, tv_nsec: (spacingUs % 1_000_000) * 1_000)
+            var remaining = timespec()
+            while nanosleep(&gap, &remaining) != 0 && errno == EINTR { gap = remaining }
+        }
+        if let error = center.flush() { throw error }
+        var lines = ""
+        for value in histogram.recordedValues() { lines += "\(value.value) \(value.countAddedInThisIterationStep)\n" }
+        FileHandle.standardOutput.write(Data(lines.utf8))
+    }
+}
