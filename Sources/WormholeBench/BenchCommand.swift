@@ -25,7 +25,8 @@ struct BenchCommand: ParsableCommand {
               cli      wormhole observe / listen writing to a pipe against
                        wormhole-floor observe / listen, from the post to the line read
               rate     posts/s from 1 and --post-threads threads against
-                       wormhole-floor blast
+                       wormhole-floor blast; one post call (doorbell on, no
+                       endpoints) against wormhole-floor post-call (send + flush)
               routes   ping-pong with 1 route and with --routes more in the pinger; time to
                        ready of one listen on --routes identifiers
               fanout   one post woken in --fanout-observers wormhole observe processes
