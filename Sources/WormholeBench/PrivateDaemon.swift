@@ -13,7 +13,8 @@ enum BusDaemonKind: String, CaseIterable, Sendable {
 /// A private bus daemon for the benchmark, listening on a socket in a scratch directory;
 /// stopped (and the directory removed) when released.
 ///
-/// `dbus-daemon` runs as `dbus-daemon --nofork --print-address`. dbus-broker runs as
+/// `dbus-daemon` runs as `dbus-daemon --nofork --print-address`, its standard error into a file
+/// of the scratch directory. dbus-broker runs as
 /// `dbus-broker-launch --scope user` handed a socket the bench listens on (systemd's
 /// socket-activation protocol), with the same configuration file; the launcher logs only to
 /// `/run/systemd/journal/socket`, so where no journald listens the launcher runs in a private
@@ -37,16 +38,21 @@ final class PrivateDaemon {
         switch kind {
         case .dbusDaemon:
             journal = nil
+            // Its warnings go to a file, not to a pipe nobody reads once it started: a run that
+            // makes it warn a lot (a connection over its match-rule limit: a line per refused
+            // rule) would fill the pipe and stop the daemon in the middle of a write.
+            let log = directory.path + "/dbus-daemon.log"
             process = try ChildProcess(
-                executable: "/usr/bin/env",
+                executable: "/bin/sh",
                 arguments: [
-                    "dbus-daemon", "--config-file=\(config)", "--nofork", "--print-address",
-                    "--address=unix:path=\(socket)",
+                    "-c", "exec dbus-daemon \"$@\" 2>\"$0\"", log, "--config-file=\(config)", "--nofork",
+                    "--print-address", "--address=unix:path=\(socket)",
                 ])
             // dbus-daemon prints its address once it listens.
             let line = try process.output.readLine(timeoutSeconds: 60).map { String(decoding: $0, as: UTF8.self) } ?? ""
             guard line.hasPrefix("unix:") else {
-                throw BenchFailure("dbus-daemon did not start (is the dbus-daemon package installed?): \(line)")
+                let said = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+                throw BenchFailure("dbus-daemon did not start (is the dbus-daemon package installed?): \(line)\(said)")
             }
         case .broker:
             journal = Self.systemJournalListens ? nil : try DiscardingJournal(directory: directory.path + "/journal")

@@ -142,6 +142,51 @@ struct RuntimeSharingTests {
         watcher.close()
     }
 
+    /// How many inotify watches this process holds on the directory at `path` (the `wd:` lines
+    /// of its inotify descriptors' `/proc/self/fdinfo` whose inode is the directory's).
+    static func watches(of path: String) -> Int {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return 0 }
+        let inode = "ino:" + String(UInt64(status.st_ino), radix: 16) + " "
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return entries.reduce(0) { count, entry in
+            var buffer = [UInt8](repeating: 0, count: 256)
+            let length = readlink("/proc/self/fd/\(entry)", &buffer, buffer.count - 1)
+            guard length > 0, String(decoding: buffer[..<length], as: UTF8.self).contains("inotify"),
+                let info = try? String(contentsOfFile: "/proc/self/fdinfo/\(entry)", encoding: .utf8)
+            else { return count }
+            return count + info.split(separator: "\n").filter { $0.hasPrefix("inotify wd:") && $0.contains(inode) }.count
+        }
+    }
+
+    @Test("a directory watch stays while one of its listeners is left, and stops with the last one")
+    func watchFollowsItsLastListener() async throws {
+        let root = try TemporaryDirectory("runtime-watch")
+        let state = try TemporaryDirectory("runtime-watch-state")
+        let group = "group.com.example.watch"
+        let center = try MessageCenter(
+            applicationGroupIdentifier: group, containerRoot: root.path,
+            busAddress: try BusAddress("unix:path=\(root.path)/no-bus-here"), sharedStateDirectory: state.path)
+        let directory = root.path + "/\(group)/wormhole"
+        let (stream, continuation) = AsyncStream<String>.makeStream()
+        let first = try center.listen(identifier: "a", as: JSONDocument.self) { _ in }
+        let second = try center.listen(identifier: "b", as: JSONDocument.self) { delivery in
+            if case .success(let message) = delivery.result { continuation.yield(message.compactText) }
+        }
+        #expect(Self.watches(of: directory) == 1)
+        first.cancel()
+        // The other listener still needs it, and is still woken through it.
+        #expect(Self.watches(of: directory) == 1)
+        _ = try center.passMessage(JSONDocument(data: Data("{\"n\":1}".utf8)), identifier: "b")
+        let json = try await within("the message to b") {
+            for await json in stream { return json }
+            throw TestFailure("the stream ended")
+        }
+        #expect(json == "{\"n\":1}")
+        second.cancel()
+        #expect(Self.watches(of: directory) == 0)
+    }
+
     @Test("twenty listeners without a bus, on twenty groups, wake through one inotify instance")
     func oneInotifyInstance() async throws {
         let root = try TemporaryDirectory("runtime-nobus")

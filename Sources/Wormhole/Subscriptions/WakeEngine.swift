@@ -122,10 +122,17 @@ extension WakeSubscriber {
 final class WakeEngine: Sendable {
     private struct Registration {
         weak var subscriber: (any WakeSubscriber)?
+        /// The key of the directory a watch may wake it through (``WakeEngine/mayFallBack(_:)``
+        /// when it registered), counted in ``State/watchUsers``.
+        var watchKey: String?
     }
 
     private struct State {
         var registered: [ObjectIdentifier: Registration] = [:]
+        /// How many registered subscribers may be woken through each directory (by
+        /// ``WatchTarget/key``): a watch is needed while its count is above 0. Kept with
+        /// `registered`, so that unregistering one of many subscribers costs no scan of them all.
+        var watchUsers: [String: Int] = [:]
         /// The directory watches running, by ``WatchTarget/key``.
         var watches: [String: DirectoryWatch] = [:]
         var arrival: BusArrivalWatch?
@@ -140,11 +147,34 @@ final class WakeEngine: Sendable {
 
         /// The subscribers still alive (strong references: see `withLive`); forgets the others.
         mutating func live() -> [any WakeSubscriber] {
-            let live = registered.values.compactMap(\.subscriber)
-            if live.count != registered.count {
-                registered = Dictionary(uniqueKeysWithValues: live.map { (ObjectIdentifier($0), Registration(subscriber: $0)) })
+            var live: [any WakeSubscriber] = []
+            live.reserveCapacity(registered.count)
+            var gone: [ObjectIdentifier] = []
+            for (key, registration) in registered {
+                if let subscriber = registration.subscriber { live.append(subscriber) } else { gone.append(key) }
             }
+            for key in gone { forget(key) }
             return live
+        }
+
+        /// Adds `subscriber` (once), counting the directory a watch may wake it through.
+        mutating func add(_ subscriber: any WakeSubscriber) {
+            let key = ObjectIdentifier(subscriber)
+            guard registered[key] == nil else { return }
+            let watchKey = WakeEngine.mayFallBack(subscriber) ? subscriber.watchTarget?.key : nil
+            registered[key] = Registration(subscriber: subscriber, watchKey: watchKey)
+            if let watchKey { watchUsers[watchKey, default: 0] += 1 }
+        }
+
+        /// Removes a registration; returns the key of a directory no other subscriber needs now.
+        @discardableResult
+        mutating func forget(_ key: ObjectIdentifier) -> String? {
+            guard let registration = registered.removeValue(forKey: key), let watchKey = registration.watchKey else {
+                return nil
+            }
+            let users = (watchUsers[watchKey] ?? 1) - 1
+            watchUsers[watchKey] = users > 0 ? users : nil
+            return users > 0 ? nil : watchKey
         }
     }
 
@@ -178,7 +208,7 @@ final class WakeEngine: Sendable {
         return result
     }
 
-    private static func mayFallBack(_ subscriber: any WakeSubscriber) -> Bool {
+    fileprivate static func mayFallBack(_ subscriber: any WakeSubscriber) -> Bool {
         subscriber.fallsBack && subscriber.watchTarget != nil && !subscriber.isCancelled
     }
 
@@ -199,7 +229,7 @@ final class WakeEngine: Sendable {
             watchEvents(of: center)
             try Self.attach(subscribers, to: center)
             register(subscribers)
-            watchBesideBus()
+            watchBesideBus(subscribers)
         } catch {
             if let busError = fallsBack(error, subscribers) {
                 try fallBack(subscribers, because: busError)
@@ -232,11 +262,11 @@ final class WakeEngine: Sendable {
         // A stream attached on its own: its engine follows the connection's losses too.
         if let center = centers.existing(), subscribers.contains(where: \.isAttached) { watchEvents(of: center) }
         state.withLock { state in
-            for subscriber in subscribers { state.registered[ObjectIdentifier(subscriber)] = Registration(subscriber: subscriber) }
+            for subscriber in subscribers { state.add(subscriber) }
         }
         for subscriber in subscribers { subscriber.attach(engine: self) }
         switch source {
-        case .bus: if subscribers.contains(where: \.watchesBesideBus) { watchBesideBus() }
+        case .bus: if subscribers.contains(where: \.watchesBesideBus) { watchBesideBus(subscribers) }
         // Attached on a connection that is away: woken through the directory until it is back.
         case .directory(let error): try? startWatching(because: error)
         case .waitingForBus: break
@@ -280,21 +310,19 @@ final class WakeEngine: Sendable {
         }
     }
 
+    /// Removes a subscriber (cancelled); stops the watch of its directory when no other
+    /// subscriber needs it, and the wait for the bus when none needs any. Costs no scan of the
+    /// other subscribers: a process that cancels thousands of listeners does so in linear time.
     func unregister(_ subscriber: any WakeSubscriber) {
         let key = ObjectIdentifier(subscriber)
-        let (stale, arrival) = withLive { state, live -> ([DirectoryWatch], BusArrivalWatch?) in
-            state.registered.removeValue(forKey: key)
-            let needed = Set(live.filter { ObjectIdentifier($0) != key && Self.mayFallBack($0) }.compactMap(\.watchTarget?.key))
-            var stale: [DirectoryWatch] = []
-            for (path, watch) in state.watches where !needed.contains(path) {
-                stale.append(watch)
-                state.watches[path] = nil
-            }
-            guard needed.isEmpty else { return (stale, nil) }
+        let (stale, arrival) = state.withLock { state -> (DirectoryWatch?, BusArrivalWatch?) in
+            let unneeded = state.forget(key)
+            let stale = unneeded.flatMap { state.watches.removeValue(forKey: $0) }
+            guard state.watchUsers.isEmpty else { return (stale, nil) }
             defer { state.arrival = nil }
             return (stale, state.arrival)
         }
-        for watch in stale { watch.stop() }
+        stale?.stop()
         arrival?.cancel()
         // No subscription left off the bus: nothing waits for it any more (`.bus` while it has none).
         if arrival != nil { setSource(.bus) }
@@ -387,29 +415,40 @@ final class WakeEngine: Sendable {
         for watch in watches { watch.stop() }
     }
 
-    /// Starts the watches kept beside the bus that are not running. A watch that cannot start
-    /// (no inotify instance to be had) is not an error: the subscriptions go on with the bus.
-    private func watchBesideBus() {
-        let failure = withLive { state, live -> WormholeError? in
-            var failure: WormholeError?
-            for subscriber in live where Self.mayFallBack(subscriber) && subscriber.watchesBesideBus {
-                guard let target = subscriber.watchTarget, state.watches[target.key] == nil else { continue }
-                let key = target.key
-                // Made when missing (0700, as a send would): a listener that asked for this
-                // watch may start before the first send.
-                do throws(WormholeError) {
-                    state.watches[key] = try DirectoryWatch(target) { [weak self] change in
-                        self?.directoryChanged(change, key: key)
-                    }
-                } catch {
-                    failure = error
-                }
+    /// Starts the watches kept beside the bus that are not running, for `candidates` (just
+    /// registered) or else every live subscriber. A watch that cannot start (no inotify
+    /// instance to be had) is not an error: the subscriptions go on with the bus.
+    private func watchBesideBus(_ candidates: [any WakeSubscriber]? = nil) {
+        // Just registered: only theirs (no scan of every subscriber per registration).
+        let failure =
+            if let candidates {
+                state.withLock { state in startWatchesBesideBus(for: candidates, in: &state) }
+            } else {
+                withLive { state, live in startWatchesBesideBus(for: live, in: &state) }
             }
-            return failure
-        }
         if let failure {
             logger.info("the directory is not watched beside the bus (a sender that dies before its signal is caught up only on the next post or reconnect): \(failure.message)")
         }
+    }
+
+    /// Under the lock: starts the watch beside the bus of each of `subscribers` that wants one
+    /// and has none running; the last failure, if any.
+    private func startWatchesBesideBus(for subscribers: [any WakeSubscriber], in state: inout State) -> WormholeError? {
+        var failure: WormholeError?
+        for subscriber in subscribers where Self.mayFallBack(subscriber) && subscriber.watchesBesideBus {
+            guard let target = subscriber.watchTarget, state.watches[target.key] == nil else { continue }
+            let key = target.key
+            // Made when missing (0700, as a send would): a listener that asked for this
+            // watch may start before the first send.
+            do throws(WormholeError) {
+                state.watches[key] = try DirectoryWatch(target) { [weak self] change in
+                    self?.directoryChanged(change, key: key)
+                }
+            } catch {
+                failure = error
+            }
+        }
+        return failure
     }
 
     // MARK: The bus
