@@ -51,9 +51,15 @@ final class JournalWriter: Sendable {
         var segmentFirst: UInt64 = 0
         var offset = 0
 
+        /// Whether the position is at or past `target`'s end in the same segment. A position in
+        /// a later segment does not count: an appender without `.fdatasync` seals a segment
+        /// without synchronising it, so the records before the seal may still be in the page cache.
         func covers(_ target: SyncTarget) -> Bool {
-            segmentFirst > target.segmentFirst || (segmentFirst == target.segmentFirst && offset >= target.end)
+            segmentFirst == target.segmentFirst && offset >= target.end
         }
+
+        /// Whether the position is in a segment after `target`'s (its segment was sealed since).
+        func isPast(_ target: SyncTarget) -> Bool { segmentFirst > target.segmentFirst }
 
         /// Takes a position read from `sync.lock` when it is past the one known.
         mutating func learn(_ stored: (segment: UInt64, offset: UInt64)) {
@@ -400,6 +406,7 @@ final class JournalWriter: Sendable {
     private func synchronize(_ target: SyncTarget) throws(WormholeError) {
         try syncState.withLock { sync throws(WormholeError) in
             if sync.covers(target) { return }
+            if sync.isPast(target) { return try target.segment.dataSync() }
             if sync.file == nil {
                 guard let directory = try location.open(create: true) else { preconditionFailure("created") }
                 sync.file = try directory.openOrCreate(JournalFormat.syncLockName)
@@ -412,16 +419,20 @@ final class JournalWriter: Sendable {
                     let stored = JournalFormat.parseSyncPosition(bytes, checked: true)
                 else { return false }
                 learnt.learn(stored)
-                return learnt.covers(target)
+                return learnt.covers(target) || learnt.isPast(target)
             }
             sync = learnt
-            guard locked else { return }
+            if !locked && sync.covers(target) { return }
+            // Sealed since our write: synchronise the segment itself (quick when the appender that
+            // sealed it did), leaving the stored position, which is already past it.
+            if !locked { return try target.segment.dataSync() }
             defer { file.unlock() }
             if let stored = JournalFormat.parseSyncPosition(
                 try file.read(at: 0, count: JournalFormat.syncPositionSize), checked: false)
             {
                 sync.learn(stored)
                 if sync.covers(target) { return }
+                if sync.isPast(target) { return try target.segment.dataSync() }
             }
             // Nobody appended after us (a single appender's case): our own end is the last whole
             // frame's, known without the append lock.

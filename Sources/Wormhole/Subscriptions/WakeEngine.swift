@@ -160,7 +160,13 @@ final class WakeEngine: Sendable {
         /// Adds `subscriber` (once), counting the directory a watch may wake it through.
         mutating func add(_ subscriber: any WakeSubscriber) {
             let key = ObjectIdentifier(subscriber)
-            guard registered[key] == nil else { return }
+            if let existing = registered[key] {
+                if existing.subscriber != nil { return }
+                // A released subscriber's address, reused: its registration goes first. (Its
+                // watch, if nobody else needs it, stays until the next transition or until
+                // a subscriber of that directory is added and removed again.)
+                forget(key)
+            }
             let watchKey = WakeEngine.mayFallBack(subscriber) ? subscriber.watchTarget?.key : nil
             registered[key] = Registration(subscriber: subscriber, watchKey: watchKey)
             if let watchKey { watchUsers[watchKey, default: 0] += 1 }
