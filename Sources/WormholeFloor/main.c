@@ -568,6 +568,21 @@ static int listen_main(int argc, char **argv) {
     return 0;
 }
 
+// Queues Posted(name, state) on `bucket` (libdbus writes what the socket takes at once);
+// 0, with a message, when libdbus is out of memory.
+static int send_posted(DBusConnection *connection, const char *bucket, const char *name, dbus_uint64_t state) {
+    DBusMessage *message = dbus_message_new_signal(notify_path, bucket, "Posted");
+    if (message == NULL ||
+        !dbus_message_append_args(message, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &state, DBUS_TYPE_INVALID) ||
+        !dbus_connection_send(connection, message, NULL)) {
+        fprintf(stderr, "wormhole-floor: out of memory\n");
+        if (message != NULL) dbus_message_unref(message);
+        return 0;
+    }
+    dbus_message_unref(message);
+    return 1;
+}
+
 static int blast_main(int argc, char **argv) {
     if (argc != 5) {
         fprintf(stderr, "usage: wormhole-floor blast ADDRESS NAME COUNT\n");
@@ -580,15 +595,7 @@ static int blast_main(int argc, char **argv) {
     bucket_interface(name, bucket);
     uint64_t start = now_ns();
     for (long i = 0; i < count; i++) {
-        DBusMessage *message = dbus_message_new_signal(notify_path, bucket, "Posted");
-        dbus_uint64_t state = (dbus_uint64_t)i;
-        if (message == NULL ||
-            !dbus_message_append_args(message, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &state, DBUS_TYPE_INVALID) ||
-            !dbus_connection_send(connection, message, NULL)) {
-            fprintf(stderr, "wormhole-floor: out of memory\n");
-            return 1;
-        }
-        dbus_message_unref(message);
+        if (!send_posted(connection, bucket, name, (dbus_uint64_t)i)) return 1;
     }
     uint64_t queued = now_ns() - start;
     dbus_connection_flush(connection);
@@ -636,15 +643,7 @@ static int post_call_main(int argc, char **argv) {
     }
     for (long i = 0; i < warmup + count; i++) {
         uint64_t start = now_ns();
-        DBusMessage *message = dbus_message_new_signal(notify_path, bucket, "Posted");
-        dbus_uint64_t state = (dbus_uint64_t)i;
-        if (message == NULL ||
-            !dbus_message_append_args(message, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &state, DBUS_TYPE_INVALID) ||
-            !dbus_connection_send(connection, message, NULL)) {
-            fprintf(stderr, "wormhole-floor: out of memory\n");
-            return 1;
-        }
-        dbus_message_unref(message);
+        if (!send_posted(connection, bucket, name, (dbus_uint64_t)i)) return 1;
         dbus_connection_flush(connection);
         uint64_t elapsed = now_ns() - start;
         if (i >= warmup) durations[i - warmup] = elapsed;
