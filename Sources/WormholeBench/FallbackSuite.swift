@@ -7,8 +7,9 @@ import Foundation
 struct FallbackSuite {
     let context: BenchContext
 
-    /// The target of the directory path against its inotify floor (p50), as for the bus path.
-    static let target = 1.5
+    /// The target of the directory path against its inotify floor (p50): issue 23's, for tmpfs
+    /// (run with `TMPDIR=/dev/shm` to measure there; the scratch directory is made in `$TMPDIR`).
+    static let target = 1.2
 
     func run() throws {
         let (address, options, report) = (context.address, context.options, context.report)

@@ -62,7 +62,8 @@ struct RateSuite {
         let (address, options, report) = (context.address, context.options, context.report)
         let count = context.perRound
         let spacing = options.spacingUs
-        Console.output("\npost call: one post of a name nobody observes, from the call to its return, \(spacing) µs apart (µs)")
+        Console.output(
+            "\npost call: one post of a name nobody observes, from the call to its return, \(spacing) µs apart (µs)")
         let runtime = try ScratchDirectory("post-call")
         let names = BenchNames()
         let merged = try AlternatingRounds(label: "post call", rounds: options.rounds).measure([

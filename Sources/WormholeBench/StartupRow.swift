@@ -7,8 +7,9 @@ import WormholeDBus
 /// (`MessageCenter.listen(identifiers:)`, every `AddMatch` sent before any answer is awaited),
 /// from the call to its return (every rule acknowledged by the bus), against the same
 /// identifiers listened to one call at a time (one round trip each). A fresh connection per
-/// round (through a link of its own to the bus's socket), made before the clock starts. Also the CPU time of this process and of the bus daemon
-/// (read from `/proc`, when the daemon says its pid) during each call.
+/// round (through a link of its own to the bus's socket), made before the clock starts. Also
+/// the CPU time of this process and of the bus daemon (read from `/proc`, when the daemon says
+/// its pid) during each call.
 struct StartupRow {
     let context: BenchContext
 
@@ -32,7 +33,9 @@ struct StartupRow {
         func fresh() throws -> MessageCenter {
             made += 1
             let link = scratch.path + "/bus.\(made)"
-            guard symlink(String(socket), link) == 0 else { throw BenchFailure("symlink \(link) failed: errno \(errno)") }
+            guard symlink(String(socket), link) == 0 else {
+                throw BenchFailure("symlink \(link) failed: errno \(errno)")
+            }
             let wormhole = try MessageCenter(
                 applicationGroupIdentifier: "group.bench.startup", containerRoot: scratch.path,
                 busAddress: try BusAddress("unix:path=\(link)"))

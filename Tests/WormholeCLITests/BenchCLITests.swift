@@ -157,8 +157,9 @@ struct BenchCLITests {
         let child = try ChildProcess(
             try productPath("wormhole"),
             [
-                "bench", "--suite", "rate", "--posts", "200", "--rate-rounds", "1", "--round-trips", "40", "--rounds", "2",
-                "--warmup", "5", "--spacing-us", "50", "--json", json, "--bus-address", bus.address.rawValue,
+                "bench", "--suite", "rate", "--posts", "200", "--rate-rounds", "1", "--round-trips", "40",
+                "--rounds", "2", "--warmup", "5", "--spacing-us", "50", "--json", json,
+                "--bus-address", bus.address.rawValue,
             ],
             environment: environment)
         let output = try await within("the bench", seconds: Self.benchBound) {

@@ -155,7 +155,8 @@ struct RuntimeSharingTests {
             guard length > 0, String(decoding: buffer[..<length], as: UTF8.self).contains("inotify"),
                 let info = try? String(contentsOfFile: "/proc/self/fdinfo/\(entry)", encoding: .utf8)
             else { return count }
-            return count + info.split(separator: "\n").filter { $0.hasPrefix("inotify wd:") && $0.contains(inode) }.count
+            let lines = info.split(separator: "\n")
+            return count + lines.filter { $0.hasPrefix("inotify wd:") && $0.contains(inode) }.count
         }
     }
 

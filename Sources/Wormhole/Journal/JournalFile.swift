@@ -235,7 +235,8 @@ final class JournalFile: Sendable {
     @discardableResult
     func lock(backoff: LockWait.Backoff = .journal, unneeded: (() -> Bool)? = nil) throws(WormholeError) -> Bool {
         do throws(Errno) {
-            return try LockWait.acquire(descriptor, LOCK_EX, timeout: LockWait.timeout, backoff: backoff, unneeded: unneeded)
+            return try LockWait.acquire(
+                descriptor, LOCK_EX, timeout: LockWait.timeout, backoff: backoff, unneeded: unneeded)
         } catch .wouldBlock {
             throw LockWait.timedOut(descriptor, path: path)
         } catch {

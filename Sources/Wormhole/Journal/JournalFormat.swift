@@ -94,9 +94,8 @@ enum JournalFormat {
     static func parseSyncPosition(_ bytes: [UInt8], checked: Bool) -> (segment: UInt64, offset: UInt64)? {
         guard bytes.count >= (checked ? syncPositionSize : 16) else { return nil }
         return bytes.withUnsafeBytes { raw -> (segment: UInt64, offset: UInt64)? in
-            if checked && CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<16])) != load(UInt32.self, raw, at: 16) {
-                return nil
-            }
+            let position = UnsafeRawBufferPointer(rebasing: raw[0..<16])
+            if checked && CRC32C.checksum(position) != load(UInt32.self, raw, at: 16) { return nil }
             return (load(UInt64.self, raw, at: 0), load(UInt64.self, raw, at: 8))
         }
     }
