@@ -50,11 +50,7 @@ struct BenchCLITests {
                 "--bus-address", bus.address.rawValue,
             ],
             environment: environment)
-        let output = try await within("the bench", seconds: Self.benchBound) {
-            await withCheckedContinuation { continuation in
-                DispatchQueue.global().async { continuation.resume(returning: child.wait()) }
-            }
-        }
+        let output = try await finish(child)
         #expect(output.status == 0, "\(output.stderr)")
         for row in ["wormhole-floor observe", "wormhole observe", "wormhole-floor listen", "wormhole listen"] {
             #expect(
@@ -122,11 +118,7 @@ struct BenchCLITests {
                 "--bus-address", bus.address.rawValue,
             ],
             environment: environment)
-        let output = try await within("the bench", seconds: Self.benchBound) {
-            await withCheckedContinuation { continuation in
-                DispatchQueue.global().async { continuation.resume(returning: child.wait()) }
-            }
-        }
+        let output = try await finish(child)
         #expect(output.status == 0, "\(output.stderr)")
         for row in [
             "lost updates: 2 processes x 20 increments of one key, expected 40: GroupDefaults.update 40, UserDefaults ",
@@ -162,11 +154,7 @@ struct BenchCLITests {
                 "--bus-address", bus.address.rawValue,
             ],
             environment: environment)
-        let output = try await within("the bench", seconds: Self.benchBound) {
-            await withCheckedContinuation { continuation in
-                DispatchQueue.global().async { continuation.resume(returning: child.wait()) }
-            }
-        }
+        let output = try await finish(child)
         #expect(output.status == 0, "\(output.stderr)")
         let lines = output.stdout.split(separator: "\n")
         for row in ["raw libdbus send + flush ", "center.post, no doorbell endpoints "] {
