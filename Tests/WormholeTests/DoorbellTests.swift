@@ -69,6 +69,45 @@ struct DoorbellFixture {
         return output.stdout.split(separator: "\n").map(String.init)
     }
 
+    /// What an observer wrote, split: its deliveries, and its ring counters. Which of a post's ring
+    /// and signal comes first is a race (the ring follows the signal's acceptance), and the one that
+    /// comes second is dropped; so the rings received are at most the rings sent, and what the
+    /// tests assert exactly is the deliveries (and what the poster says it rang).
+    struct Finished: Equatable {
+        var deliveries: [String]
+        var received: Int
+        var refused: Int
+        var absorbed: Int?
+    }
+
+    func finishCounting(_ observer: Observer, posting name: String, _ flags: [String] = []) async throws -> Finished {
+        try await post(name, [UInt64.max], flags)
+        let output = try await observer.child.finished("the observer to exit")
+        #expect(output.status == 0, "\(output.stderr)")
+        return Self.split(output.stdout.split(separator: "\n").map(String.init))
+    }
+
+    static func split(_ lines: [String]) -> Finished {
+        var finished = Finished(deliveries: [], received: -1, refused: -1, absorbed: nil)
+        for line in lines {
+            if line.hasPrefix("rings received=") || line.hasPrefix("absorbed=") {
+                for part in line.split(separator: " ") {
+                    let pair = part.split(separator: "=")
+                    guard pair.count == 2, let value = Int(pair[1]) else { continue }
+                    switch pair[0] {
+                    case "received": finished.received = value
+                    case "refused": finished.refused = value
+                    case "absorbed": finished.absorbed = value
+                    default: break
+                    }
+                }
+            } else {
+                finished.deliveries.append(line)
+            }
+        }
+        return finished
+    }
+
     /// Everything in the doorbell directory, as relative paths.
     func registrations() -> [String] {
         ((try? FileManager.default.subpathsOfDirectory(atPath: doorbellDirectory)) ?? []).sorted()
@@ -89,9 +128,11 @@ struct DoorbellTests {
         #expect(entries.contains { $0.hasPrefix("n") && $0.contains("/") }, "its name is registered: \(entries)")
 
         #expect(try await fixture.post(name, [1, 1]) == "rang sent=2 stale=0")
-        let lines = try await fixture.finish(observer, posting: name)
-        // Rung three times (two posts and the sentinel), each signal recognised: never twice.
-        #expect(lines == ["\(name) 1", "\(name) 1", "rings received=3 refused=0"])
+        let finished = try await fixture.finishCounting(observer, posting: name)
+        // Rung three times (two posts and the sentinel); each post delivered once, whichever of
+        // its ring and its signal came first.
+        #expect(finished.deliveries == ["\(name) 1", "\(name) 1"])
+        #expect(finished.refused == 0 && (0...3).contains(finished.received), "\(finished)")
     }
 
     @Test("a rung observer's bus signal is dropped by its connection before decoding, once per post")
@@ -104,8 +145,12 @@ struct DoorbellTests {
         try await fixture.post(name, [UInt64.max], ["--bus-only"])
         let output = try await observer.child.finished("the observer to exit")
         #expect(output.status == 0, "\(output.stderr)")
-        let lines = output.stdout.split(separator: "\n").map(String.init)
-        #expect(lines == ["\(name) 1", "\(name) 2", "\(name) 2", "rings received=3 refused=0", "absorbed=3"])
+        let finished = DoorbellFixture.split(output.stdout.split(separator: "\n").map(String.init))
+        #expect(finished.deliveries == ["\(name) 1", "\(name) 2", "\(name) 2"])
+        // A signal is dropped undecoded only when its ring came first (always, with the bus
+        // stopped: `ringWithoutTheBus`); here that is a race, so at most once per ring.
+        #expect(finished.refused == 0 && (0...3).contains(finished.received), "\(finished)")
+        #expect((0...finished.received).contains(finished.absorbed ?? -1), "\(finished)")
     }
 
     @Test("a signal that also reaches a bus-only observer of the same process is not dropped; each delivers once")
@@ -135,10 +180,13 @@ struct DoorbellTests {
         #expect(try await fixture.post(prefix + "note", [6]) == "rang sent=1 stale=0")
         #expect(try await fixture.post("com.example.doorbell.nobody", [7]) == "rang sent=0 stale=0")
 
-        #expect(try await fixture.finish(a, posting: first) == ["\(first) 5", "rings received=2 refused=0"])
-        #expect(try await fixture.finish(b, posting: second) == ["rings received=1 refused=0"])
-        #expect(
-            try await fixture.finish(c, posting: prefix + "stop") == ["\(prefix)note 6", "rings received=2 refused=0"])
+        let (fa, fb, fc) = (
+            try await fixture.finishCounting(a, posting: first), try await fixture.finishCounting(b, posting: second),
+            try await fixture.finishCounting(c, posting: prefix + "stop")
+        )
+        #expect(fa.deliveries == ["\(first) 5"] && fa.received <= 2 && fa.refused == 0, "\(fa)")
+        #expect(fb.deliveries == [] && fb.received <= 1 && fb.refused == 0, "\(fb)")
+        #expect(fc.deliveries == ["\(prefix)note 6"] && fc.received <= 2 && fc.refused == 0, "\(fc)")
     }
 
     @Test("a killed observer's registration and endpoint are removed by the next ring")
@@ -179,9 +227,9 @@ struct DoorbellTests {
         #expect(try await post() == "rang sent=5 stale=1")
         let posted = try await poster.finished("the poster")
         #expect(posted.status == 0, "\(posted.stderr)")
-        #expect(
-            try await fixture.finish(a, posting: name)
-                == ["\(name) 1", "\(name) 2", "\(name) 3", "\(name) 4", "rings received=5 refused=0"])
+        let finished = try await fixture.finishCounting(a, posting: name)
+        #expect(finished.deliveries == ["\(name) 1", "\(name) 2", "\(name) 3", "\(name) 4"])
+        #expect(finished.refused == 0 && finished.received <= 5, "\(finished)")
     }
 
     @Test("a poster of many observed names keeps at most 64 directories open and still rings every observer")
@@ -232,7 +280,8 @@ struct DoorbellTests {
         let listening = try await fixture.observe(rung)
         #expect(try await fixture.post(rung, [4], ["--bus-only"]) == "rang sent=0 stale=0")
         // Only the sentinel (posted with the doorbell) rang it; the bus delivered the bus-only post.
-        #expect(try await fixture.finish(listening, posting: rung) == ["\(rung) 4", "rings received=1 refused=0"])
+        let finished = try await fixture.finishCounting(listening, posting: rung)
+        #expect(finished.deliveries == ["\(rung) 4"] && finished.received <= 1 && finished.refused == 0, "\(finished)")
     }
 
     @Test(
@@ -253,7 +302,9 @@ struct DoorbellTests {
         let script = """
             import socket, struct, sys
             sender, name = b":1.9999", sys.argv[3].encode()
-            ring = struct.pack("<4sQIQBH", b"WDB1", int(sys.argv[2]), 7, int(sys.argv[4]), len(sender), len(name))
+            # WDB2: magic, bus, serial (high bit set), previous (0: none), flags (1: previous known), state
+            ring = struct.pack(
+                "<4sQIIBQBH", b"WDB2", int(sys.argv[2]), 0x80000007, 0, 1, int(sys.argv[4]), len(sender), len(name))
             s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             s.sendto(ring + sender + name, sys.argv[1])
             """
@@ -264,7 +315,11 @@ struct DoorbellTests {
         let mine = try await runInBackground("/usr/bin/python3", ["-c", script, link, "\(bus)", name, "12"])
         #expect(mine.status == 0, "\(mine.stderr)")
         // Only this user's ring (state 12) is delivered; the other's is counted as refused.
-        #expect(try await fixture.finish(observer, posting: name) == ["\(name) 12", "rings received=2 refused=1"])
+        // The Python rings have no signal behind them: received exactly; the sentinel's ring may
+        // come after its signal.
+        let finished = try await fixture.finishCounting(observer, posting: name)
+        #expect(finished.deliveries == ["\(name) 12"] && finished.refused == 1, "\(finished)")
+        #expect((1...2).contains(finished.received), "\(finished)")
     }
 
     @Test("dbus-monitor sees the same Posted signal for a rung post as for a bus-only one")
@@ -298,7 +353,8 @@ struct DoorbellTests {
         #expect(seen.count == 2)
         #expect(seen.first == seen.last, "\(seen)")
         #expect(seen.first?.dropFirst() == ["string \"\(name)\"", "uint64 8"])
-        #expect(try await fixture.finish(observer, posting: name) == ["\(name) 8", "\(name) 8", "rings received=2 refused=0"])
+        let finished = try await fixture.finishCounting(observer, posting: name)
+        #expect(finished.deliveries == ["\(name) 8", "\(name) 8"] && finished.refused == 0, "\(finished)")
     }
 
     /// A dbus-monitor header line without its time stamp, sender and serial (they differ by post).
@@ -314,7 +370,7 @@ struct DoorbellStoppedBusTests {
     func ringWithoutTheBus() async throws {
         let fixture = try DoorbellFixture(bus: try TestBus())
         let name = "com.example.doorbell.stopped"
-        let observer = try await fixture.observe(name)
+        let observer = try await fixture.observe(name, ["--absorbed"])
         let poster = try ChildProcess(
             fixture.peer, ["doorbell-post", fixture.bus.address.rawValue, name, "9", "--on-input", "--flush-wait"],
             environment: fixture.environment)
@@ -327,6 +383,9 @@ struct DoorbellStoppedBusTests {
         fixture.bus.resume()
         let posted = try await poster.finished("the poster")
         #expect(posted.status == 0, "\(posted.stderr)")
-        #expect(try await fixture.finish(observer, posting: name) == ["\(name) 9", "rings received=2 refused=0"])
+        // The sentinel by the bus alone: the one ring received was the post's, and its signal,
+        // which came after it, was dropped by the connection undecoded.
+        let finished = try await fixture.finishCounting(observer, posting: name, ["--bus-only"])
+        #expect(finished == .init(deliveries: ["\(name) 9"], received: 1, refused: 0, absorbed: 1))
     }
 }

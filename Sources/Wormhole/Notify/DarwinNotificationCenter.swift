@@ -168,8 +168,8 @@ public final class DarwinNotificationCenter: Sendable {
         case .reconnected:
             let cores = observers.withLock { Array($0.values) }
             for core in cores {
-                // A new daemon: the signals of rings delivered before will never come.
-                if core.forgetRings() { enroll(core) }
+                // A new connection: the signals of rings delivered before will never come on it.
+                core.resetOrder()
                 core.offer(DarwinNotification(name: core.target, state: nil, reason: .catchUp))
             }
         }
@@ -234,21 +234,27 @@ public final class DarwinNotificationCenter: Sendable {
             path: NotifyContract.path, interface: NotifyContract.bucket(for: name.rawValue), member: NotifyContract.posted,
             arguments: [.string(name.rawValue), .uint64(carried ?? 0)])
         try claimSenderName(on: connection)
-        // After the write (the callers store first), before the signal: the observers this user's
-        // Wormhole processes registered are rung, and the signal carries the ring's serial so
-        // that they deliver it once.
-        if wake == .doorbell, let doorbell = Doorbell.shared {
-            let sender = connection.uniqueName
-            if !sender.isEmpty {
-                signal.serial = doorbell.ring(name: name.rawValue, state: carried ?? 0, busKey: busKey, sender: sender)
-            }
-        }
         // Queued behind a full socket, a newer post of the name replaces an older one: the
         // state travels with the latest (contract section 7). The name is the key: only posts
         // are sent with this policy, and a name's bucket interface follows from the name.
-        HopTrace.mark(.emitEntered)
-        try connection.emit(signal, policy: .replacing(key: name.rawValue))
+        guard let doorbell = Doorbell.shared else {
+            HopTrace.mark(.emitEntered)
+            try connection.emit(signal, policy: .replacing(key: name.rawValue))
+            return HopTrace.mark(.signalWritten)
+        }
+        // With a doorbell every post is numbered (contract §9), and rings only once its
+        // connection accepted the signal: a post that throws rang nobody. A signal accepted by
+        // a connection that was replaced meanwhile carries another sender: it rings nobody.
+        let sender = connection.uniqueName
+        let (serial, previous) = try doorbell.numbered(name: name.rawValue, busKey: busKey, sender: sender) { serial in
+            signal.serial = serial
+            HopTrace.mark(.emitEntered)
+            try connection.emit(signal, policy: .replacing(key: name.rawValue))
+        }
         HopTrace.mark(.signalWritten)
+        guard wake == .doorbell, !sender.isEmpty, connection.uniqueName == sender else { return }
+        doorbell.ring(
+            name: name.rawValue, state: carried ?? 0, busKey: busKey, sender: sender, serial: serial, previous: previous)
     }
 
     /// Inside a sandbox (the process has an app ID, ``AppIdentity``): makes sure the connection
@@ -477,34 +483,39 @@ public final class DarwinNotificationCenter: Sendable {
     }
 
     /// Runs on the I/O thread for every ring of this process that `core`'s target may match
-    /// (by its directory's hash): the same checks as the bus's rules, then the same delivery as
-    /// a signal's. Its signal, when it comes, is then skipped.
+    /// (by its directory's hash): the same checks as the bus's rules, then the merge with the
+    /// bus's signals (``PostOrder``), then the same delivery as a signal's. No ring is delivered
+    /// while this center's connection is down: the catch-up after the reconnect stands for it.
     private func rung(_ ring: Doorbell.RingMessage, by core: ObserverCore) {
-        guard ring.busKey == busKey else { return }
+        guard ring.busKey == busKey, connection.isConnected else { return }
         let target = core.target.rawValue.utf8
-        let name: NotificationName
         if core.isPrefix {
-            guard ring.name.utf8.starts(with: target), let received = NotificationName(received: ring.name) else { return }
-            name = received
+            guard ring.name.utf8.starts(with: target), NotificationName(received: ring.name) != nil else { return }
         } else {
             guard ring.name.utf8.elementsEqual(target) else { return }
-            name = core.target
         }
-        // Too far ahead of the bus (a backlog of signals for this observer): rung no more until
-        // the bus catches up, so the rings remembered stay bounded.
-        if core.noteRing(sender: ring.sender, serial: ring.serial) { Self.retire(core) }
-        deliver(name: name, rawName: ring.name, state: ring.state, sender: ring.sender, to: core)
-        // After the delivery (its handler's own post goes first): the connection drops the
-        // signal in its filter, undecoded, when every route it reaches was rung for it.
-        guard let routeID = core.routeID else { return }
-        var probe = Signal(
-            path: NotifyContract.path, interface: NotifyContract.bucket(for: ring.name), member: NotifyContract.posted,
-            arguments: [.string(ring.name), .uint64(ring.state)])
-        probe.sender = ring.sender
-        let (sender, serial) = (ring.sender, ring.serial)
-        connection.expectDuplicate(of: probe, serial: serial, routeID: routeID) { [weak self, weak core] in
-            guard let self, let core else { return }
-            if core.consumeRing(sender: sender, serial: serial, mayHaveRung: true, final: true).resume { enroll(core) }
+        let ordered = core.order(
+            PostOrder.Ring(
+                sender: ring.sender, name: ring.name, serial: ring.serial, previous: ring.previous, state: ring.state))
+        deliver(rings: ordered, to: core)
+    }
+
+    /// Delivers rings that the merge let through, each as its signal would be; the connection then
+    /// drops each one's signal in its filter, undecoded, when every route it reaches was rung for it.
+    private func deliver(rings: [PostOrder.Ring], to core: ObserverCore) {
+        for ring in rings {
+            let name = core.isPrefix ? (NotificationName(received: ring.name) ?? core.target) : core.target
+            deliver(name: name, rawName: ring.name, state: ring.state, sender: ring.sender, to: core)
+            // After the delivery (its handler's own post goes first).
+            guard let routeID = core.routeID else { continue }
+            var probe = Signal(
+                path: NotifyContract.path, interface: NotifyContract.bucket(for: ring.name),
+                member: NotifyContract.posted, arguments: [.string(ring.name), .uint64(ring.state)])
+            probe.sender = ring.sender
+            let (sender, rawName, serial) = (ring.sender, ring.name, ring.serial)
+            connection.expectDuplicate(of: probe, serial: serial, routeID: routeID) { [weak core] in
+                core?.absorbed(sender: sender, name: rawName, serial: serial)
+            }
         }
     }
 
@@ -522,20 +533,6 @@ public final class DarwinNotificationCenter: Sendable {
     /// chose it (interface, member and name for a name; path, member and a name at or below the
     /// prefix for a prefix), so only what the rules do not say is checked here, once.
     private func received(_ signal: Signal, by core: ObserverCore) {
-        // Only a signal whose sender rang somebody carries a serial it chose (the high bit set).
-        if let sender = signal.sender, let serial = signal.serial, core.mayBeRung {
-            let marked = Doorbell.mayHaveRung(serial: serial)
-            var seen = core.consumeRing(sender: sender, serial: serial, mayHaveRung: marked, final: !marked)
-            if marked && !seen.consumed {
-                // A ring is queued before its signal is sent: read what is queued, then look again.
-                Doorbell.shared?.drain()
-                let again = core.consumeRing(sender: sender, serial: serial, mayHaveRung: true, final: true)
-                seen = (again.consumed, seen.resume || again.resume)
-            }
-            // The bus caught up with an observer that was rung too far ahead of it: rung again.
-            if seen.resume { enroll(core) }
-            if seen.consumed { return }
-        }
         guard case .string(let rawName)? = signal.arguments.first, signal.path == NotifyContract.path else {
             logger.debug("dropped a malformed Posted signal: \(signal)")
             return
@@ -563,6 +560,17 @@ public final class DarwinNotificationCenter: Sendable {
             if state == nil {
                 logger.debug("Posted '\(rawName)' carried the state \(argument), not an integer of 0 or more: delivered without a state")
             }
+        }
+        // A Wormhole sender with a doorbell numbers its posts: an observer that may be rung merges
+        // them with its rings, each post once and in its order (``PostOrder``). It keeps the
+        // signals that come before any ring too: their rings may follow.
+        if wake == .doorbell, Doorbell.shared != nil, let sender = signal.sender, let serial = signal.serial,
+            serial & Doorbell.serialMark != 0
+        {
+            let (deliverSignal, then) = core.order(signalFrom: sender, name: rawName, serial: serial)
+            if deliverSignal { deliver(name: name, rawName: rawName, state: state, sender: sender, to: core) }
+            deliver(rings: then, to: core)
+            return
         }
         deliver(name: name, rawName: rawName, state: state, sender: signal.sender, to: core)
     }

@@ -39,15 +39,19 @@ final class Doorbell: Sendable {
     /// or a runtime directory whose paths would not fit a socket address).
     static let shared: Doorbell? = makeShared()
 
-    /// The ring's datagram: magic `WDB1`, then (little-endian) bus hash u64, serial u32,
-    /// state u64, sender length u8, name length u16, sender bytes, name bytes.
-    static let magic: [UInt8] = Array("WDB1".utf8)
-    static let headerLength = 4 + 8 + 4 + 8 + 1 + 2
+    /// The ring's datagram (contract §9): magic `WDB2`, then (little-endian) bus hash u64,
+    /// serial u32, previous serial u32, flags u8 (bit 0: the previous serial is known), state
+    /// u64, sender length u8, name length u16, sender bytes, name bytes.
+    static let magic: [UInt8] = Array("WDB2".utf8)
+    static let headerLength = 4 + 8 + 4 + 4 + 1 + 8 + 1 + 2
 
     /// One ring as a listener reads it.
     struct RingMessage: Sendable, Equatable {
         var busKey: UInt64
         var serial: UInt32
+        /// The serial of the sender's previous post of `name` on its connection: 0 when it made
+        /// none, nil when it does not know.
+        var previous: UInt32?
         var state: UInt64
         var sender: String
         var name: String
@@ -79,7 +83,7 @@ final class Doorbell: Sendable {
     private let state = Locked(State())
     /// The root opened (a directory descriptor) for the ringing side (-1 until it exists).
     private let rootDescriptor = Atomic<Int32>(-1)
-    private let nextSerial: Atomic<UInt32>
+    private let sequence = Locked(PostSequence())
 
     // Counters, for tests and `doctor`.
     /// Endpoints rung (datagrams delivered to a queue).
@@ -94,10 +98,6 @@ final class Doorbell: Sendable {
     init(root: String, endpointID: String) {
         self.root = root
         self.endpointID = endpointID
-        let seed = UInt32.random(in: 0...UInt32.max)
-        // Serials the doorbell gives its signals: from a random point, far from the low numbers
-        // libdbus counts from (it numbers only messages without one; signals get no replies).
-        nextSerial = Atomic(seed | Self.serialMark)
     }
 
     /// Whether the environment variable `name` turns something off (`off`, `0`, `no`, `false`).
@@ -173,6 +173,8 @@ final class Doorbell: Sendable {
         }
         put(ring.busKey)
         put(ring.serial)
+        put(ring.previous ?? 0)
+        put(UInt8(ring.previous == nil ? 0 : 1))
         put(ring.state)
         put(UInt8(ring.sender.utf8.count))
         put(UInt16(ring.name.utf8.count))
@@ -181,6 +183,9 @@ final class Doorbell: Sendable {
         return bytes
     }
 
+    /// The ring in `bytes`, or nil for anything else: another magic (another version of the
+    /// datagram), another length, a serial without the high bit, unknown flags, an empty name or
+    /// invalid UTF-8.
     static func decode(_ bytes: [UInt8]) -> RingMessage? {
         guard bytes.count >= headerLength, bytes[0..<4].elementsEqual(magic) else { return nil }
         func get<T: FixedWidthInteger>(_ offset: Int, as: T.Type) -> T {
@@ -188,15 +193,19 @@ final class Doorbell: Sendable {
             for index in 0..<MemoryLayout<T>.size { value |= T(bytes[offset + index]) << (8 * index) }
             return value
         }
-        let senderLength = Int(bytes[24])
-        let nameLength = Int(get(25, as: UInt16.self))
-        guard bytes.count == headerLength + senderLength + nameLength, nameLength > 0 else { return nil }
+        let flags = bytes[20]
+        let senderLength = Int(bytes[29])
+        let nameLength = Int(get(30, as: UInt16.self))
+        guard bytes.count == headerLength + senderLength + nameLength, nameLength > 0, flags & ~1 == 0 else { return nil }
+        let serial = get(12, as: UInt32.self)
+        let previous = get(16, as: UInt32.self)
+        guard serial & serialMark != 0, previous == 0 || previous & serialMark != 0 else { return nil }
         guard let sender = String(validating: bytes[headerLength..<headerLength + senderLength], as: UTF8.self),
             let name = String(validating: bytes[(headerLength + senderLength)...], as: UTF8.self)
         else { return nil }
         return RingMessage(
-            busKey: get(4, as: UInt64.self), serial: get(12, as: UInt32.self), state: get(16, as: UInt64.self),
-            sender: sender, name: name)
+            busKey: get(4, as: UInt64.self), serial: serial, previous: flags & 1 == 0 ? nil : previous,
+            state: get(21, as: UInt64.self), sender: sender, name: name)
     }
 
     // MARK: Listening
@@ -369,32 +378,45 @@ final class Doorbell: Sendable {
     /// already queued are handled first (a ring is queued before its signal is sent).
     func drain() { DoorbellSocket.endpoint.drain() }
 
-    /// The serials the doorbell gives signals have the high bit set; libdbus numbers a
-    /// connection's messages from 1, so a signal without it was not rung.
+    /// The serials the doorbell gives posts have the high bit set; libdbus numbers a
+    /// connection's messages from 1, so a signal without it was numbered by libdbus.
     static let serialMark: UInt32 = DoorbellSocket.serialMark
-
-    /// Whether a signal with `serial` may have been rung (its sender chose its serial).
-    static func mayHaveRung(serial: UInt32) -> Bool { serial & serialMark != 0 }
 
     // MARK: Ringing
 
-    /// Rings every process registered for `name` (or a prefix of it) on the bus `busKey`.
-    /// Returns the serial the signal must carry when at least one was rung, else nil. With
-    /// nobody registered for the name it costs one `fstat` of the doorbell directory (whose
-    /// registration directories are known from its last listing while it is unchanged); without
-    /// a doorbell directory, one failed `open`. With somebody registered, one more `fstat` per
-    /// registration directory (its entries known from its last listing while it is unchanged),
-    /// then one `sendto` per endpoint.
-    func ring(name: String, state: UInt64, busKey: UInt64, sender: String) -> UInt32? {
+    /// Gives a post of `name` by the connection `sender` on the bus `busKey` its serial, and runs
+    /// `send` with it under the sequence's lock, so that one connection's posts go out in the
+    /// order of their serials; once `send` returned (the connection accepted the signal), the
+    /// serial is this name's latest. Returns the serial and the previous post's (0: none, nil:
+    /// not known). Every post of a process with a doorbell is numbered, rung or not: a receiver
+    /// compares a signal's serial with the rings it delivered (``PostOrder``).
+    func numbered(
+        name: String, busKey: UInt64, sender: String, send: (UInt32) throws -> Void
+    ) throws -> (serial: UInt32, previous: UInt32?) {
+        try sequence.withLock { sequence in
+            let key = PostSequence.Key(busKey: busKey, sender: sender, name: name)
+            let serial = sequence.nextSerial()
+            try send(serial)
+            return (serial, sequence.record(key, serial: serial))
+        }
+    }
+
+    /// Rings every process registered for `name` (or a prefix of it) on the bus `busKey`, for the
+    /// post numbered `serial` (``numbered(name:busKey:sender:send:)``), after its signal was
+    /// accepted. With nobody registered for the name it costs one `fstat` of the doorbell
+    /// directory (whose registration directories are known from its last listing while it is
+    /// unchanged); without a doorbell directory, one failed `open`. With somebody registered, one
+    /// more `fstat` per registration directory (its entries known from its last listing while it
+    /// is unchanged), then one `sendto` per endpoint.
+    func ring(name: String, state: UInt64, busKey: UInt64, sender: String, serial: UInt32, previous: UInt32?) {
         HopTrace.mark(.ringEntered)
-        guard let rootFD = openRoot() else { return nil }
+        guard let rootFD = openRoot() else { return }
         var hashes: [UInt64] = []
         hashes.reserveCapacity(4)
         Self.directoryHashes(busKey: busKey, name: name, into: &hashes)
         let existing = registrationDirectories(rootFD)
         HopTrace.mark(.listingDone)
         var datagram: [UInt8]?
-        var serial: UInt32 = 0
         var rung: [String] = []
         for hash in hashes where existing?.contains(hash) ?? true {
             guard let endpoints = registrations(of: hash, in: rootFD) else {
@@ -404,9 +426,9 @@ final class Doorbell: Sendable {
             for endpoint in endpoints where !rung.contains(endpoint.id) {
                 rung.append(endpoint.id)
                 if datagram == nil {
-                    serial = nextSerial.wrappingAdd(1, ordering: .relaxed).newValue | Self.serialMark
                     datagram = Self.encode(
-                        RingMessage(busKey: busKey, serial: serial, state: state, sender: sender, name: name))
+                        RingMessage(
+                            busKey: busKey, serial: serial, previous: previous, state: state, sender: sender, name: name))
                 }
                 HopTrace.mark(.lookupDone)
                 let outcome = datagram!.withUnsafeBytes { DoorbellSocket.ring($0, to: endpoint.address) }
@@ -430,12 +452,10 @@ final class Doorbell: Sendable {
             }
         }
         // The kernel wakes a datagram's receiver on the sender's CPU when it can (it expects the
-        // sender to wait next, as a request-reply peer does), but this sender still has its bus
-        // signal to build and write (about 30 us here): the rung process would wait for it. One
-        // yield lets it run first (docs/performance.md, *The doorbell*); with nothing else to
-        // run here, it returns at once.
+        // sender to wait next, as a request-reply peer does), but this sender goes on with its
+        // own work: one yield lets the rung process run first (docs/performance.md, *The
+        // doorbell*); with nothing else to run here, it returns at once.
         if datagram != nil && Self.yieldsAfterRinging { sched_yield() }
-        return datagram == nil ? nil : serial
     }
 
     /// Whether a post that rang somebody yields the CPU before its signal is built and written:
@@ -657,6 +677,48 @@ final class Doorbell: Sendable {
         if exchanged { return fd }
         close(fd)
         return found
+    }
+}
+
+/// The serials of a process's posts, and each name's latest per connection (for the
+/// `previous` of a ring, ``PostOrder``).
+struct PostSequence {
+    struct Key: Hashable {
+        var busKey: UInt64
+        var sender: String
+        var name: String
+    }
+
+    private struct Sender: Hashable {
+        var busKey: UInt64
+        var sender: String
+    }
+
+    /// The most names remembered; past it the table is emptied and the connections it held say
+    /// "not known" for the names they posted before (their rings then wait for their signals).
+    static let memory = 16_384
+
+    /// The low 31 bits of the last serial given.
+    private var last: UInt32 = 0
+    private var latest: [Key: UInt32] = [:]
+    private var forgetful: Set<Sender> = []
+
+    /// The next serial: the high bit set, the low 31 bits counting up (and wrapping; receivers
+    /// compare serials as serial numbers, ``PostOrder/isAfter(_:_:)``).
+    mutating func nextSerial() -> UInt32 {
+        last = (last &+ 1) & 0x7FFF_FFFF
+        return last | DoorbellSocket.serialMark
+    }
+
+    /// Records `serial` as the latest post of `key`; returns the one before it.
+    mutating func record(_ key: Key, serial: UInt32) -> UInt32? {
+        if latest.count >= Self.memory && latest[key] == nil {
+            for key in latest.keys { forgetful.insert(Sender(busKey: key.busKey, sender: key.sender)) }
+            latest = [:]
+        }
+        let previous = latest.updateValue(serial, forKey: key)
+        if let previous { return previous }
+        return forgetful.contains(Sender(busKey: key.busKey, sender: key.sender)) ? nil : 0
     }
 }
 
