@@ -146,6 +146,10 @@ public final class BusConnection: Sendable {
     /// The connection's unique bus name (`:1.42`); it changes after a reconnect.
     public var uniqueName: String { io.uniqueName }
 
+    /// The unique name, and a number that changes with every connection made (a restarted daemon
+    /// may give a unique name it gave before).
+    package var identity: (uniqueName: String, session: UInt64) { io.identity }
+
     /// Whether the connection is up.
     public var isConnected: Bool { !handleClosed.load(ordering: .relaxed) && io.isConnected }
 

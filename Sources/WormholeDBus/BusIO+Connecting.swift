@@ -60,6 +60,7 @@ extension BusIO {
             greetingDeadline = nil
             shared.withLock {
                 $0.uniqueName = name
+                $0.session &+= 1
                 $0.connected = true
             }
             if let initial {

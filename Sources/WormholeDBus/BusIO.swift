@@ -68,6 +68,9 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         /// merely busy writes every post).
         var congested = false
         var uniqueName = ""
+        /// Counts the connections made (each `Hello` answered): a daemon that restarted may hand
+        /// out a unique name it gave before, so the name alone does not tell two apart.
+        var session: UInt64 = 0
         var connected = false
         var stopping = false
         var eventHandlers: [UInt64: @Sendable (BusConnectionEvent) -> Void] = [:]
@@ -237,6 +240,8 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
 
     var isConnected: Bool { shared.withLock { $0.connected } }
     var uniqueName: String { shared.withLock { $0.uniqueName } }
+    /// The unique name and the connection it belongs to, read together.
+    var identity: (uniqueName: String, session: UInt64) { shared.withLock { ($0.uniqueName, $0.session) } }
     var isOnIOThread: Bool { loop.inEventLoop }
 
     func makeID() -> UInt64 { nextID.wrappingAdd(1, ordering: .relaxed).oldValue }

@@ -22,8 +22,8 @@ enum NotifyHarness {
     static let guardSeconds = waitGuardSeconds
 
     /// A center on the test bus with its own fresh shared-state table directory (or `directory`).
-    static func center(_ bus: TestBus, table directory: String) throws -> DarwinNotificationCenter {
-        try DarwinNotificationCenter(busAddress: bus.address, sharedStateDirectory: directory)
+    static func center(_ bus: TestBus, table directory: String, wake: PeerWake = .doorbell) throws -> DarwinNotificationCenter {
+        try DarwinNotificationCenter(busAddress: bus.address, sharedStateDirectory: directory, wake: wake)
     }
 
     static func name(_ string: String) -> NotificationName {

@@ -245,14 +245,17 @@ public final class DarwinNotificationCenter: Sendable {
         // With a doorbell every post is numbered (contract §9), and rings only once its
         // connection accepted the signal: a post that throws rang nobody. A signal accepted by
         // a connection that was replaced meanwhile carries another sender: it rings nobody.
-        let sender = connection.uniqueName
-        let (serial, previous) = try doorbell.numbered(name: name.rawValue, busKey: busKey, sender: sender) { serial in
+        let identity = connection.identity
+        let sender = identity.uniqueName
+        let (serial, previous) = try doorbell.numbered(
+            name: name.rawValue, busKey: busKey, sender: sender, session: identity.session
+        ) { serial in
             signal.serial = serial
             HopTrace.mark(.emitEntered)
             try connection.emit(signal, policy: .replacing(key: name.rawValue))
         }
         HopTrace.mark(.signalWritten)
-        guard wake == .doorbell, !sender.isEmpty, connection.uniqueName == sender else { return }
+        guard wake == .doorbell, !sender.isEmpty, connection.identity == identity else { return }
         doorbell.ring(
             name: name.rawValue, state: carried ?? 0, busKey: busKey, sender: sender, serial: serial, previous: previous)
     }
@@ -583,3 +586,4 @@ public final class DarwinNotificationCenter: Sendable {
         core.offer(DarwinNotification(name: name, state: state, reason: .posted, isOwnPost: own))
     }
 }
+

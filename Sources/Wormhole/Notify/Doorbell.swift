@@ -384,17 +384,17 @@ final class Doorbell: Sendable {
 
     // MARK: Ringing
 
-    /// Gives a post of `name` by the connection `sender` on the bus `busKey` its serial, and runs
+    /// Gives a post of `name` by the connection `sender` (number `session`) on the bus `busKey` its serial, and runs
     /// `send` with it under the sequence's lock, so that one connection's posts go out in the
     /// order of their serials; once `send` returned (the connection accepted the signal), the
     /// serial is this name's latest. Returns the serial and the previous post's (0: none, nil:
     /// not known). Every post of a process with a doorbell is numbered, rung or not: a receiver
     /// compares a signal's serial with the rings it delivered (``PostOrder``).
     func numbered(
-        name: String, busKey: UInt64, sender: String, send: (UInt32) throws -> Void
+        name: String, busKey: UInt64, sender: String, session: UInt64, send: (UInt32) throws -> Void
     ) throws -> (serial: UInt32, previous: UInt32?) {
         try sequence.withLock { sequence in
-            let key = PostSequence.Key(busKey: busKey, sender: sender, name: name)
+            let key = PostSequence.Key(busKey: busKey, sender: sender, session: session, name: name)
             let serial = sequence.nextSerial()
             try send(serial)
             return (serial, sequence.record(key, serial: serial))
@@ -686,12 +686,15 @@ struct PostSequence {
     struct Key: Hashable {
         var busKey: UInt64
         var sender: String
+        /// The connection's number (``BusConnection/identity``): a unique name may recur.
+        var session: UInt64
         var name: String
     }
 
     private struct Sender: Hashable {
         var busKey: UInt64
         var sender: String
+        var session: UInt64
     }
 
     /// The most names remembered; past it the table is emptied and the connections it held say
@@ -713,12 +716,12 @@ struct PostSequence {
     /// Records `serial` as the latest post of `key`; returns the one before it.
     mutating func record(_ key: Key, serial: UInt32) -> UInt32? {
         if latest.count >= Self.memory && latest[key] == nil {
-            for key in latest.keys { forgetful.insert(Sender(busKey: key.busKey, sender: key.sender)) }
+            for key in latest.keys { forgetful.insert(Sender(busKey: key.busKey, sender: key.sender, session: key.session)) }
             latest = [:]
         }
         let previous = latest.updateValue(serial, forKey: key)
         if let previous { return previous }
-        return forgetful.contains(Sender(busKey: key.busKey, sender: key.sender)) ? nil : 0
+        return forgetful.contains(Sender(busKey: key.busKey, sender: key.sender, session: key.session)) ? nil : 0
     }
 }
 

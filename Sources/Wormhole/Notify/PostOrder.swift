@@ -70,7 +70,7 @@ struct PostOrder {
     /// Per sender: the highest serial an entry forgot (``PostOrder``).
     private var floors: [String: UInt32] = [:]
     /// Connections numbered at or below this one (`:1.N`) may have had a floor that was forgotten.
-    private var forgottenSenders: UInt64 = 0
+    private var forgottenSenders: UInt64?
     /// A floor of a sender whose unique name has no number was forgotten.
     private var forgotUnnumbered = false
     private(set) var rungCount = 0
@@ -152,7 +152,7 @@ struct PostOrder {
     mutating func reset() {
         entries = [:]
         floors = [:]
-        forgottenSenders = 0
+        forgottenSenders = nil
         forgotUnnumbered = false
         rungCount = 0
         heldCount = 0
@@ -211,7 +211,7 @@ struct PostOrder {
             let lowest = floors.keys.min { (Self.number($0) ?? 0) < (Self.number($1) ?? 0) }!
             floors[lowest] = nil
             if let number = Self.number(lowest) {
-                forgottenSenders = max(forgottenSenders, number)
+                forgottenSenders = max(forgottenSenders ?? 0, number)
             } else {
                 forgotUnnumbered = true
             }
@@ -222,7 +222,7 @@ struct PostOrder {
     private func isAboveFloor(_ sender: String, _ serial: UInt32) -> Bool {
         if let floor = floors[sender] { return Self.isAfter(serial, floor) }
         guard let number = Self.number(sender) else { return !forgotUnnumbered }
-        return number > forgottenSenders
+        return forgottenSenders.map { number > $0 } ?? true
     }
 
     /// The number of a unique name `:1.N` (dbus-daemon's and dbus-broker's form), or nil.
