@@ -27,7 +27,8 @@ enum OneShot {
     /// `what`, such as "the post of 'N'", was not sent, and that is a failure).
     static func arm(_ what: String, done: String?) {
         guard !armed.exchange(true, ordering: .relaxed) else { return }
-        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(watchdogSeconds)) {
+        // A deadline of the process's loop: no thread of its own.
+        runAfter(milliseconds: UInt64(watchdogSeconds) * 1000) {
             guard let done else {
                 writeError("wormhole: \(what) was not sent: the bus did not answer within \(watchdogSeconds) s")
                 _exit(1)
