@@ -15,11 +15,43 @@ public let productsDirectory: URL = {
     return URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
 }()
 
-/// The path of a built executable product, such as `wormhole` or `wormhole-test-peer`.
+/// Where the tests take the executables they start (docs/testing.md, *Which executables*):
+/// `WORMHOLE_TEST_PRODUCTS`, a directory of built products (a release build:
+/// `.build/release`), instead of the test bundle's own; and `WORMHOLE_TEST_CLI`, the path of
+/// another implementation's command line to run wherever a test runs `wormhole` (the Python
+/// package's `wormhole-py`, for the tests of contract section 4).
+public enum TestProducts {
+    /// The directory the executables come from.
+    public static let directory: URL = {
+        if let chosen = ProcessInfo.processInfo.environment["WORMHOLE_TEST_PRODUCTS"], !chosen.isEmpty {
+            return URL(fileURLWithPath: chosen)
+        }
+        return productsDirectory
+    }()
+
+    /// The command line run as `wormhole`, when another implementation's is chosen.
+    public static let commandLine: String? = {
+        guard let chosen = ProcessInfo.processInfo.environment["WORMHOLE_TEST_CLI"], !chosen.isEmpty else { return nil }
+        return chosen
+    }()
+
+    /// Whether the executables are the test bundle's own build (the debug build `swift test` made).
+    public static var areOwnBuild: Bool { directory.path == productsDirectory.path && commandLine == nil }
+}
+
+/// The path of a built executable product, such as `wormhole` or `wormhole-test-peer`, from
+/// ``TestProducts``.
 public func productPath(_ name: String) throws -> String {
-    let path = productsDirectory.appendingPathComponent(name).path
+    if name == "wormhole", let commandLine = TestProducts.commandLine {
+        guard FileManager.default.isExecutableFile(atPath: commandLine) else {
+            throw TestFailure("WORMHOLE_TEST_CLI names \(commandLine), which is not an executable file")
+        }
+        return commandLine
+    }
+    let path = TestProducts.directory.appendingPathComponent(name).path
     guard FileManager.default.isExecutableFile(atPath: path) else {
-        throw TestFailure("product \(name) is not built at \(path); run `swift build` first")
+        throw TestFailure(
+            "product \(name) is not built at \(path); run `swift build` first (or `swift build -c release` for WORMHOLE_TEST_PRODUCTS=\(TestProducts.directory.path))")
     }
     return path
 }

@@ -4,9 +4,15 @@ import Synchronization
 public import Testing
 public import WormholeDBus
 
-/// The repository's root, found from this file's location.
-public let repositoryRoot: URL = URL(fileURLWithPath: #filePath)
-    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+/// The repository's root, found from this file's location, or `WORMHOLE_TEST_REPOSITORY` (a copy
+/// of the checkout that another user can read: `Tests/run.sh --desktop`).
+public let repositoryRoot: URL = {
+    if let chosen = ProcessInfo.processInfo.environment["WORMHOLE_TEST_REPOSITORY"], !chosen.isEmpty {
+        return URL(fileURLWithPath: chosen)
+    }
+    return URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+}()
 
 /// Which bus daemon the test buses run: `dbus-daemon` (the default) or dbus-broker, chosen by
 /// the environment variable `WORMHOLE_TEST_BUS` (`dbus-daemon` or `broker`).
