@@ -8,7 +8,8 @@
 # other page generated beside it.
 #
 # To reuse the debug build CI already has, `swift build -c release`, `.build/release/` and the
-# man page script's `release` are run as their debug forms; nothing else is changed.
+# man page script's `release` are run as their debug forms; nothing else is changed. With
+# `--release` (CI, after `Tests/run.sh --release` built it) the steps run exactly as written.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail() { echo "install: $*" >&2; exit 1; }
@@ -30,6 +31,7 @@ PY
 debug=${steps//swift build -c release/swift build}
 debug=${debug//.build\/release\//.build\/debug\/}
 debug=${debug//generate-man-page.sh release/generate-man-page.sh debug}
+if [ "${1:-}" = --release ]; then debug=$steps; fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

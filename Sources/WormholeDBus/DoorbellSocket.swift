@@ -110,6 +110,31 @@ package enum DoorbellSocket {
         }
     }
 
+    /// Whether a process is bound at the endpoint `address`: connecting a datagram socket to it
+    /// sends nothing and succeeds only when somebody is bound there. `false`: nobody (the file is
+    /// left by a process that is gone, `ECONNREFUSED`) or no file (`ENOENT`); nil when it cannot
+    /// be said (any other error: then the endpoint is left alone).
+    /// The corresponding C function is `connect`.
+    package static func isBound(_ address: Address) -> Bool? {
+        let fd = makeRingingSocket()
+        guard fd >= 0 else { return nil }
+        defer { Glibc.close(fd) }
+        var socketAddress = address.value
+        while true {
+            let result = withUnsafePointer(to: &socketAddress) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
+            }
+            if result == 0 { return true }
+            switch errno {
+            case EINTR: continue
+            case ECONNREFUSED, ENOENT: return false
+            default: return nil
+            }
+        }
+    }
+
     /// An endpoint's socket address, made once and rung many times.
     package struct Address: Sendable {
         fileprivate var value: sockaddr_un

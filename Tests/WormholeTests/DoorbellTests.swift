@@ -286,7 +286,9 @@ struct DoorbellTests {
 
     @Test(
         "another user's ring is refused by the credentials check; the user's own is taken",
-        .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+        .enabled(
+            if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"),
+            "needs root and setpriv: the other user's ring is sent as uid 65534"))
     func otherUserRefused() async throws {
         let name = "com.example.doorbell.uid"
         let observer = try await fixture.observe(name)

@@ -226,11 +226,16 @@ final class Doorbell: Sendable {
                 if !state.endpointOpen {
                     try openEndpoint()
                     state.endpointOpen = true
+                    sweep()
                     if state.exitHook == nil {
                         state.exitHook = ExitDrain.addHook { [weak self] _ in self?.leaveAtExit() }
                     }
                 }
-                if state.registrations[directory, default: [:]].isEmpty { try addEntry(directory) }
+                if state.registrations[directory, default: [:]].isEmpty {
+                    // At most `registrationLimit` directories: observers beyond are woken by the bus.
+                    guard state.registrations.count < Self.registrationLimit else { return nil }
+                    try addEntry(directory)
+                }
             } catch {
                 logger.debug("the doorbell is not used for \(target): \(error)")
                 if state.registrations.values.allSatisfy(\.isEmpty) { closeEndpoint(&state) }
@@ -242,6 +247,12 @@ final class Doorbell: Sendable {
             return (directory, id)
         }
     }
+
+    /// The most registration directories a process has entries in: observers of further names
+    /// are woken by the bus alone. The doorbell is an accelerator: this bounds what a process
+    /// makes at start and removes at its end (a `listen` of 10,000 names makes 256 files, not
+    /// 10,000, on whatever file system holds the runtime directory).
+    static let registrationLimit = 256
 
     /// Removes a registration; the last one of its directory removes the process's entry, the
     /// last one of the process closes the endpoint.
@@ -297,6 +308,33 @@ final class Doorbell: Sendable {
             unlink(path)
             try DoorbellSocket.endpoint.open(path: path, handler: handler)
         }
+    }
+
+    /// Removes what processes killed without their exit hook left (contract §9, *Leftovers*): every
+    /// other endpoint that nobody is bound to, with its registrations in every registration
+    /// directory. Run when this process opens its endpoint, so a killed process's files last
+    /// until the next Wormhole process of the user observes with the doorbell (on any bus). The
+    /// registration directories are listed only when a dead endpoint was found.
+    private func sweep() {
+        let names = Self.names(at: root)
+        var dead = Set<String>()
+        for entry in names where entry.utf8.count == 17 && entry.hasPrefix("e") {
+            let id = String(entry.dropFirst())
+            guard id != endpointID, let address = DoorbellSocket.address(endpointPath(id)) else { continue }
+            if DoorbellSocket.isBound(address) == false { dead.insert(id) }
+        }
+        guard !dead.isEmpty else { return }
+        for entry in names where entry.utf8.count == 17 && entry.hasPrefix("n") {
+            let directory = root + "/" + entry
+            var removed = false
+            for id in Self.names(at: directory) where dead.contains(id) {
+                removed = unlink(directory + "/" + id) == 0 || removed
+            }
+            if removed { rmdir(directory) }  // not empty: others observe it
+        }
+        for id in dead { unlink(endpointPath(id)) }
+        staleRemoved.add(UInt64(dead.count), ordering: .relaxed)
+        logger.debug("removed \(dead.count) dead doorbell endpoints and their registrations")
     }
 
     /// At a normal exit (`exit()`, returning from `main`): this process's entries and endpoint
@@ -436,13 +474,14 @@ final class Doorbell: Sendable {
                 switch outcome {
                 case .delivered:
                     ringsSent.add(1, ordering: .relaxed)
-                case .stale(let refused):
+                case .stale:
                     // Nobody listens at that endpoint: its process is gone (never judged by pid).
                     // (The directory changes, so its next post lists it again.)
                     let directory = "n" + Self.hex(hash)
+                    // The endpoint file stays for the sweep, which also finds the process's other
+                    // registrations (``sweep()``).
                     unlinkat(rootFD, directory + "/" + endpoint.id, 0)
                     unlinkat(rootFD, directory, AT_REMOVEDIR)
-                    if refused { unlinkat(rootFD, "e" + endpoint.id, 0) }
                     staleRemoved.add(1, ordering: .relaxed)
                 case .full:
                     logger.debug("doorbell endpoint \(endpoint.id) is full: the bus signal wakes it")
@@ -635,6 +674,13 @@ final class Doorbell: Sendable {
         listing.withLock { $0 = snapshot.isSettled ? Listing(snapshot: snapshot, directories: directories) : nil }
         forgetRegistrationListings(except: directories)
         return directories
+    }
+
+    /// The names in the directory at `path` (not followed if a link), without `.` and `..`; none
+    /// when it cannot be opened.
+    private static func names(at path: String) -> [String] {
+        guard let fd = try? Syscall.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) else { return [] }
+        return names(consuming: fd)
     }
 
     /// The names in the directory open at `fd` (which this call closes), without `.` and `..`;
