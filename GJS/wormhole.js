@@ -587,7 +587,7 @@ export function readContainerFile(root, components, maxBytes) {
     try {
         const opened = stream.query_info(INFO, null);
         if (opened.get_attribute_uint64('unix::inode') !== before.get_attribute_uint64('unix::inode') ||
-            opened.get_attribute_uint64('unix::device') !== before.get_attribute_uint64('unix::device')) {
+            opened.get_attribute_uint32('unix::device') !== before.get_attribute_uint32('unix::device')) {
             // Replaced between the check and the open: check what was opened instead.
             checkInfo(path, opened, Gio.FileType.REGULAR);
         }
@@ -1636,7 +1636,8 @@ export function wormholeCommand() {
 }
 
 /**
- * Runs the `wormhole` command with arguments (plus `--bus-address` of `bus` when it has one).
+ * Runs the `wormhole` command with arguments (plus, when `bus` is given, its `--bus-address`
+ * and its container root as `WORMHOLE_CONTAINER_ROOT`).
  * @param {string[]} args
  * @param {object} [options]
  * @param {string} [options.input] standard input
@@ -1646,10 +1647,16 @@ export function wormholeCommand() {
  */
 export function runWormhole(args, {input = null, bus = null, command = null} = {}) {
     const argv = [command ?? wormholeCommand(), ...args];
-    if (bus && bus.address)
-        argv.push('--bus-address', bus.address);
-    const proc = Gio.Subprocess.new(argv, Gio.SubprocessFlags.STDIN_PIPE | Gio.SubprocessFlags.STDOUT_PIPE |
-        Gio.SubprocessFlags.STDERR_PIPE);
+    if (bus && bus.address) {
+        // Before a `--` (after it, every word is an argument).
+        const end = argv.indexOf('--');
+        argv.splice(end < 0 ? argv.length : end, 0, '--bus-address', bus.address);
+    }
+    const launcher = new Gio.SubprocessLauncher({flags: Gio.SubprocessFlags.STDIN_PIPE |
+        Gio.SubprocessFlags.STDOUT_PIPE | Gio.SubprocessFlags.STDERR_PIPE});
+    if (bus && bus.root) // the command uses the participant's container root
+        launcher.setenv('WORMHOLE_CONTAINER_ROOT', bus.root, true);
+    const proc = launcher.spawnv(argv);
     return new Promise((resolve, reject) => {
         proc.communicate_utf8_async(input, null, (p, result) => {
             try {
