@@ -1289,7 +1289,10 @@ export class WormholeBus {
                 return;
             }
             if (read === null) {
-                if (reason === 'stored' || (skipSame && last.has(id) && last.get(id) === null))
+                // Nothing stored at start, or still empty: no event. A catch-up reports a
+                // mailbox emptied meanwhile only when it had delivered a message.
+                if (reason === 'stored' || (skipSame && last.has(id) && last.get(id) === null) ||
+                    (reason === 'catchUp' && !last.has(id)))
                     return;
                 last.set(id, null);
                 safeCall(handler, {identifier: id, message: null, text: null, reason: 'cleared', state});
@@ -1459,18 +1462,50 @@ export class WormholeBus {
             if (s < 0n || s > 0xffffffffffffffffn)
                 throw new WormholeError('invalidState', `state ${shown(state)} is not an integer from 0 to 2^64-1`, state);
         }
+        return this._emit(name, 'Posted', GLib.Variant.new_tuple([GLib.Variant.new_string(name),
+            GLib.Variant.parse(new GLib.VariantType('t'), s.toString(), null, null)]));
+    }
+
+    /**
+     * Sends a transient message (contract section 7): `Message` with the mailbox's name and the
+     * message as one compact JSON text (at most 64 KiB) on the name's bucket interface, then one
+     * call the bus answers. Nothing is stored; only running listeners get it.
+     * @param {object} options
+     * @param {string} options.group
+     * @param {string} [options.directory] default `wormhole`
+     * @param {string} options.identifier
+     * @param {string} options.json the message, JSON text (made compact, numbers kept as written)
+     * @returns {Promise<void>} rejects with `notSent` when the bus did not confirm it
+     * @throws {WormholeError} an invalid name or message, or one over 64 KiB, before anything is sent
+     */
+    sendTransient({group, directory = 'wormhole', identifier, json}) {
+        const name = mailboxName(group, directory, identifier);
+        let compact;
+        try {
+            compact = stringifyJSON(parseJSON(json));
+        } catch (e) {
+            throw new WormholeError('invalidMessage', `message ${shown(json)} is not one JSON text: ${e.message}`, json);
+        }
+        const size = encoder.encode(compact).length;
+        if (size > MAX_TRANSIENT_BYTES) {
+            throw new WormholeError('tooLarge',
+                `transient message is ${size} bytes of compact JSON, over the limit of ${MAX_TRANSIENT_BYTES}`, size);
+        }
+        return this._emit(name, 'Message', GLib.Variant.new_tuple([GLib.Variant.new_string(name),
+            GLib.Variant.new_string(compact)]));
+    }
+
+    _emit(name, member, params) {
         if (!this.connected)
-            return Promise.reject(new WormholeError('notSent', `notification ${shown(name)} not sent: the bus is gone`));
-        const params = GLib.Variant.new_tuple([GLib.Variant.new_string(name),
-            GLib.Variant.parse(new GLib.VariantType('t'), s.toString(), null, null)]);
+            return Promise.reject(new WormholeError('notSent', `${member} for ${shown(name)} not sent: the bus is gone`, name));
         const conn = this.connection;
         return (async () => {
             try {
                 await this._claimAppName();
-                conn.emit_signal(null, OBJECT_PATH, bucketInterface(name), 'Posted', params);
+                conn.emit_signal(null, OBJECT_PATH, bucketInterface(name), member, params);
                 await callAsync(conn, 'GetNameOwner', new GLib.Variant('(s)', [conn.get_unique_name()]), '(s)');
             } catch (e) {
-                throw new WormholeError('notSent', `notification ${shown(name)} not confirmed by the bus: ${e.message}`, name);
+                throw new WormholeError('notSent', `${member} for ${shown(name)} not confirmed by the bus: ${e.message}`, name);
             }
         })();
     }
@@ -1687,17 +1722,6 @@ export function sendMessage({group, directory = 'wormhole', identifier, json, bu
     mailboxName(group, directory, identifier);
     parseJSON(json);
     return mustRun(['send', '--group', group, '--directory', directory, identifier], {input: json, bus, command});
-}
-
-/**
- * Sends a transient message (`wormhole send --transient`).
- * @param {object} options `{group, directory, identifier, json, bus, command}`
- */
-export function sendTransient({group, directory = 'wormhole', identifier, json, bus = null, command = null}) {
-    mailboxName(group, directory, identifier);
-    parseJSON(json);
-    return mustRun(['send', '--transient', '--group', group, '--directory', directory, identifier, json],
-        {bus, command});
 }
 
 /**

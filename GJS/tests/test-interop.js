@@ -151,10 +151,10 @@ const tests = [
         assertEqual([d.reason, d.text, d.message.n], ['transient', '{"n":1}', 1], 'transient');
     }],
 
-    ['GJS post of a mailbox name and GJS send (through wormhole) → Swift listen', async () => {
+    ['GJS post of a mailbox name, GJS send (through wormhole) and GJS transient → Swift listen', async () => {
         const w = world();
         await w.tool(['send', '--group', w.group, 'box', '"first"']);
-        const listen = await w.ready(['listen', '--group', w.group, 'box', '--count', '2', '--timeout', '20']);
+        const listen = await w.ready(['listen', '--group', w.group, 'box', '--count', '3', '--timeout', '20']);
         // A post alone wakes the listener, which reads the stored message.
         await w.wb.post(W.mailboxName(w.group, 'wormhole', 'box'));
         const a = JSON.parse(await listen.nextLine('the posted line'));
@@ -163,6 +163,10 @@ const tests = [
             command: WORMHOLE});
         const b = JSON.parse(await listen.nextLine('the sent line'));
         assertEqual(b.message, {from: 'gjs'}, 'listen line after sendMessage');
+        // Transient messages need no lock: the module sends them itself.
+        await w.wb.sendTransient({group: w.group, identifier: 'box', json: '{ "t" : [1, 2.50, 1e400] }'});
+        const t = await listen.nextLine('the transient line');
+        assert(t.includes('"reason":"transient"') && t.includes('1e400'), `transient line ${t}`);
         assertEqual(await listen.finished('listen'), 0, 'listen status');
     }],
 
@@ -240,6 +244,12 @@ const tests = [
         const e = await w.errors.next('the error for a symlink');
         assert(e.includes('symbolic link'), `error "${e}" should say symbolic link`);
         GLib.unlink(path);
+        const dir = Gio.File.new_for_path(`${w.root}/${w.group}/wormhole`);
+        dir.set_attribute_uint32('unix::mode', 0o777, Gio.FileQueryInfoFlags.NONE, null);
+        await w.wb.post(name);
+        const g = await w.errors.next('the error for a world-writable directory');
+        assert(g.includes('writable by group or others'), `error "${g}" should say writable`);
+        dir.set_attribute_uint32('unix::mode', 0o700, Gio.FileQueryInfoFlags.NONE, null);
         await w.tool(['send', '--group', w.group, 'h', '"good"']);
         assertEqual((await got.next('the good message after the errors')).message, 'good', 'still listening');
     }],
@@ -291,6 +301,11 @@ const tests = [
             'invalidDirectory', 'Preferences');
         refuse(() => w.wb.listen({group: w.group, identifiers: ['.hidden']}, () => {}), 'invalidIdentifier', '.hidden');
         refuse(() => w.wb.post('x', {state: -1}), 'invalidState', '-1');
+        refuse(() => w.wb.post('bad\uD800name'), 'invalidName', 'not valid UTF-8');
+        refuse(() => w.wb.post('nul\0name'), 'invalidName', 'NUL');
+        refuse(() => w.wb.sendTransient({group: w.group, identifier: 'x', json: '{'}), 'invalidMessage', 'not one JSON');
+        refuse(() => w.wb.sendTransient({group: w.group, identifier: 'x', json: `"${'x'.repeat(70000)}"`}),
+            'tooLarge', 'over the limit');
         refuse(() => W.readDefaults({group: w.group, suite: 'a/b'}), 'invalidSuite', 'a/b');
         // Names with ' and \ are escaped in the rules and delivered.
         const odd = `${w.group}.it's\\odd`;
