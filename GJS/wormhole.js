@@ -1030,6 +1030,8 @@ export class Subscription {
     _message(_name, _params) {}
 
     _catchUp() {}
+
+    _cancelled() {}
 }
 
 /**
@@ -1221,6 +1223,7 @@ export class WormholeBus {
         for (const name of sub._keys.messages)
             removeFrom(this._messages, name, sub);
         this._removeRules(sub._rules);
+        sub._cancelled();
     }
 
     /**
@@ -1265,13 +1268,17 @@ export class WormholeBus {
      * @param {boolean} [options.everyPost] deliver a post even when the file's bytes are those
      *   last delivered (default: skipped, as contract section 3 allows)
      * @param {boolean} [options.transient] also receive transient messages (default true)
+     * @param {boolean} [options.catchUnsignalled] watch the wormhole directory (default true):
+     *   a rename onto `I.json` that no `Posted` for I follows within 0.5 s (its sender died
+     *   between the two) is delivered as a `catchUp`; while the bus is down, at once. The
+     *   directory must exist when listening starts or when a later delivery finds it.
      * @param {number} [options.maxBytes] the largest message read (default 64 MiB)
      * @param {function(Error, string): void} [options.onError]
      * @param {function(object): void} handler
      * @returns {Subscription}
      */
     listen({group, directory = 'wormhole', identifiers, stored = false, everyPost = false, transient = true,
-        maxBytes = DEFAULT_MAX_MESSAGE_BYTES, onError = null}, handler) {
+        catchUnsignalled = true, maxBytes = DEFAULT_MAX_MESSAGE_BYTES, onError = null}, handler) {
         if (!Array.isArray(identifiers) || identifiers.length === 0)
             throw new WormholeError('invalidIdentifier', 'no identifier to listen to');
         const byName = new Map();
@@ -1304,10 +1311,63 @@ export class WormholeBus {
             safeCall(handler, {identifier: id, message: read.message, text: read.text, reason, state});
         };
         const sub = new Subscription(this);
+        const pending = new Map(); // identifier → the 0.5 s source of a rename not yet posted
+        let monitor = null;
+        const settle = id => {
+            const source = pending.get(id);
+            if (source) {
+                GLib.source_remove(source);
+                pending.delete(id);
+            }
+        };
+        const watchDirectory = () => {
+            if (!catchUnsignalled || monitor || sub.cancelled)
+                return;
+            const path = GLib.build_filenamev([this.root, group, directory]);
+            try {
+                if (!checkDirectory(GLib.build_filenamev([this.root, group])) || !checkDirectory(path))
+                    return;
+                monitor = Gio.File.new_for_path(path).monitor_directory(Gio.FileMonitorFlags.WATCH_MOVES, null);
+            } catch (e) {
+                return; // refused or unwatchable: the bus alone (a delivery reports an unsafe container)
+            }
+            monitor.connect('changed', (m, file, other, event) => {
+                let target = null;
+                if (event === Gio.FileMonitorEvent.RENAMED)
+                    target = other;
+                else if (event === Gio.FileMonitorEvent.MOVED_IN)
+                    target = file;
+                const base = target?.get_basename();
+                if (!base || !base.endsWith('.json'))
+                    return;
+                const id = base.slice(0, -'.json'.length);
+                if (!identifiers.includes(id))
+                    return;
+                settle(id);
+                if (!this.connected) {
+                    deliver(id, 'catchUp', null, true);
+                    return;
+                }
+                pending.set(id, GLib.timeout_add(GLib.PRIORITY_DEFAULT, 500, () => {
+                    pending.delete(id);
+                    deliver(id, 'catchUp', null, true);
+                    return GLib.SOURCE_REMOVE;
+                }));
+            });
+        };
+        sub._cancelled = () => {
+            for (const id of [...pending.keys()])
+                settle(id);
+            monitor?.cancel();
+            monitor = null;
+        };
         sub._posted = (name, state) => {
             const id = byName.get(name);
-            if (id !== undefined)
+            if (id !== undefined) {
+                settle(id);
                 deliver(id, 'posted', state, !everyPost);
+                watchDirectory();
+            }
         };
         sub._message = (name, params) => {
             const id = byName.get(name);
@@ -1339,8 +1399,10 @@ export class WormholeBus {
         sub._catchUp = () => {
             for (const id of identifiers)
                 deliver(id, 'catchUp', null, true);
+            watchDirectory();
         };
         const names = [...byName.keys()];
+        watchDirectory();
         this._register(sub, {exact: names, messages: transient ? names : []});
         if (stored) {
             sub.ready = sub.ready.then(() => {

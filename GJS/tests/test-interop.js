@@ -142,6 +142,24 @@ const tests = [
         assertEqual((await got.next('the new message')).text, '[4]', 'new');
     }],
 
+    ['a rename onto I.json with no Posted (its sender died) is a catch-up; a posted one is delivered once', async () => {
+        const w = world();
+        await w.tool(['send', '--group', w.group, 'd', '"first"']);
+        const got = new Inbox();
+        await w.wb.listen({group: w.group, identifiers: ['d']}, d => got.push(d)).ready;
+        await w.tool(['send', '--group', w.group, 'd', '"posted"']);
+        assertEqual([(await got.next('the posted one')).text], ['"posted"'], 'posted');
+        // A writer that dies between its rename and its signal: the temporary file, then the rename.
+        const dir = `${w.root}/${w.group}/wormhole`;
+        GLib.file_set_contents(`${dir}/.d.999-ab.tmp`, '"unsignalled"');
+        Gio.File.new_for_path(`${dir}/.d.999-ab.tmp`).move(Gio.File.new_for_path(`${dir}/d.json`),
+            Gio.FileCopyFlags.OVERWRITE, null, null);
+        const c = await got.next('the catch-up of the unsignalled rename');
+        assertEqual([c.reason, c.text], ['catchUp', '"unsignalled"'], 'no duplicate of the posted one came first');
+        await w.tool(['send', '--group', w.group, 'd', '"next"']);
+        assertEqual([(await got.next('the next one')).reason], ['posted'], 'then posts again');
+    }],
+
     ['Swift send --transient → GJS listen (reason transient)', async () => {
         const w = world();
         const got = new Inbox();
