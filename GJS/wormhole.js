@@ -1062,6 +1062,8 @@ export class WormholeBus {
         this.onBusBack = onBusBack;
         this._subs = new Set();
         this._ruleCounts = new Map();
+        this._ruleAdds = new Map(); // rule → the AddMatch call in flight
+        this._buckets = new Map(); // observed name → its bucket interface
         this._exact = new Map(); // name → Set<Subscription>
         this._messages = new Map(); // name → Set<Subscription>
         this._prefixes = new Map(); // prefix → Set<Subscription>
@@ -1138,7 +1140,7 @@ export class WormholeBus {
             return;
         const state = readState(params);
         const exact = this._exact.get(name);
-        if (exact && (iface === PLAIN_INTERFACE || iface === bucketInterface(name))) {
+        if (exact && (iface === PLAIN_INTERFACE || iface === this._buckets.get(name))) {
             for (const sub of [...exact])
                 sub._posted(name, state, iface);
         }
@@ -1157,23 +1159,29 @@ export class WormholeBus {
         if (name === null)
             return;
         const subs = this._messages.get(name);
-        if (!subs || (iface !== PLAIN_INTERFACE && iface !== bucketInterface(name)))
+        if (!subs || (iface !== PLAIN_INTERFACE && iface !== this._buckets.get(name)))
             return;
         for (const sub of [...subs])
             sub._message(name, params);
     }
 
-    // Rules are reference-counted: two subscriptions of one name share its two rules.
-    async _addRules(rules) {
-        const fresh = [];
+    // Rules are reference-counted: two subscriptions of one name share its two rules, and the
+    // second waits for the AddMatch of the first (the rule is active once that is answered).
+    _addRules(rules) {
+        const waits = [];
         for (const rule of rules) {
             const n = this._ruleCounts.get(rule) ?? 0;
             this._ruleCounts.set(rule, n + 1);
-            if (n === 0)
-                fresh.push(rule);
+            if (n === 0 && this.connected) {
+                const added = callAsync(this.connection, 'AddMatch', new GLib.Variant('(s)', [rule]));
+                this._ruleAdds.set(rule, added);
+                added.then(() => this._ruleAdds.delete(rule), () => this._ruleAdds.delete(rule));
+                waits.push(added);
+            } else if (this._ruleAdds.has(rule)) {
+                waits.push(this._ruleAdds.get(rule));
+            }
         }
-        if (this.connected)
-            await Promise.all(fresh.map(r => callAsync(this.connection, 'AddMatch', new GLib.Variant('(s)', [r]))));
+        return Promise.all(waits).then(() => {});
     }
 
     _removeRules(rules) {
@@ -1192,6 +1200,8 @@ export class WormholeBus {
 
     _register(sub, {exact = [], prefixes = [], messages = []}) {
         const rules = [];
+        for (const name of [...exact, ...messages])
+            this._buckets.set(name, bucketInterface(name));
         for (const name of exact) {
             rules.push(exactRule(name, bucketInterface(name)), exactRule(name, PLAIN_INTERFACE));
             addTo(this._exact, name, sub);
@@ -1222,6 +1232,10 @@ export class WormholeBus {
             removeFrom(this._prefixes, prefix, sub);
         for (const name of sub._keys.messages)
             removeFrom(this._messages, name, sub);
+        for (const name of [...sub._keys.exact, ...sub._keys.messages]) {
+            if (!this._exact.has(name) && !this._messages.has(name))
+                this._buckets.delete(name);
+        }
         this._removeRules(sub._rules);
         sub._cancelled();
     }

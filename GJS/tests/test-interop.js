@@ -92,6 +92,21 @@ const tests = [
         assertEqual((await got.next('byte state')).state, 7n, 'the wrong bucket was not delivered; byte state');
     }],
 
+    ['two observers of one name share its rules; cancelling one leaves the other working', async () => {
+        const w = world();
+        const name = `${w.group}.shared`;
+        const a = new Inbox(), b = new Inbox();
+        const subA = w.wb.observe(name, n => a.push(n.state));
+        const subB = w.wb.observe(name, n => b.push(n.state));
+        await subB.ready; // the second waits for the first's AddMatch
+        await w.tool(['post', name, '--state', '1']);
+        assertEqual([await a.next('a'), await b.next('b')], [1n, 1n], 'both');
+        subA.cancel();
+        await w.tool(['post', name, '--state', '2']);
+        assertEqual(await b.next('b after a cancelled'), 2n, 'the rule stayed');
+        assertEqual(a.items.length, 0, 'a cancelled subscription gets nothing');
+    }],
+
     ['Swift post → GJS prefix observer', async () => {
         const w = world();
         const got = new Inbox();
