@@ -91,7 +91,7 @@ class PackageWatch:
 
     def close(self) -> None:
         """Stops listening."""
-        self._listener.cancel() if hasattr(self._listener, "cancel") else None
+        self._listener.cancel()
         self._wormhole.close()
 
 
