@@ -395,6 +395,20 @@ const tests = [
         assertEqual((await got.next('a post after the reconnect')).text, '3', 'rules re-added');
     }],
 
+    ['a sandboxed participant (app ID) owns <APPID>.Wormhole.c<unique> before it posts', async () => {
+        const w = world();
+        const wb = new W.WormholeBus({address: bus.address, root: w.root, appId: 'org.example.Lines'});
+        cleanups.push(() => wb.close());
+        const name = `${w.group}.sandboxed`;
+        const obs = await w.ready(['observe', name, '--count', '1', '--timeout', '20']);
+        await wb.post(name, {state: 5});
+        assert((await obs.nextLine('the observe line')).includes('"state":5'), 'delivered');
+        const owned = `org.example.Lines.Wormhole.c${wb.connection.get_unique_name().slice(1).replaceAll('.', '_')}`;
+        const reply = wb.connection.call_sync('org.freedesktop.DBus', '/org/freedesktop/DBus', 'org.freedesktop.DBus',
+            'GetNameOwner', new GLib.Variant('(s)', [owned]), null, Gio.DBusCallFlags.NONE, 5000, null);
+        assertEqual(reply.deep_unpack()[0], wb.connection.get_unique_name(), `owner of ${owned}`);
+    }],
+
     ['a shared connection (the Shell way): Gio.DBusConnection given, left open by close()', async () => {
         const w = world();
         const conn = Gio.DBusConnection.new_for_address_sync(bus.address,
