@@ -374,8 +374,10 @@ const tests = [
         cleanups.push(() => wb.close());
         const got = new Inbox();
         const notes = new Inbox();
+        const keys = new Inbox();
         await wb.listen({group: w.group, identifiers: ['m']}, d => got.push(d)).ready;
         await wb.observe(`${w.group}.n`, n => notes.push(n)).ready;
+        await wb.observeDefaults({group: w.group}, c => keys.push(c)).ready;
         const send = async (json, address) => {
             const c = new Child([WORMHOLE, 'send', '--group', w.group, 'm', json, '--bus-address', address],
                 {env: w.env});
@@ -386,11 +388,16 @@ const tests = [
         await own.stop();
         assertEqual(await events.next('lost'), 'lost', 'lost the bus');
         assertEqual(await send('2', own.address), 0, 'send while the bus is down stores');
+        const write = new Child([WORMHOLE, 'defaults', 'write', '--group', w.group, 'mode', '"dark"', '--bus-address',
+            own.address], {env: w.env});
+        assertEqual(await write.finished('defaults write while the bus is down'), 0, 'defaults write stores');
         await own.start();
         assertEqual(await events.next('back'), 'back', 'back on the bus');
         const c = await got.next('the catch-up');
         assertEqual([c.reason, c.text], ['catchUp', '2'], 'catch-up');
         assertEqual((await notes.next('the observer catch-up')).reason, 'catchUp', 'observer catch-up');
+        const k = await keys.next('the defaults catch-up');
+        assertEqual([k.key, k.value, k.reason], ['mode', 'dark', 'catchUp'], 'defaults catch-up');
         assertEqual(await send('3', own.address), 0, 'send after');
         assertEqual((await got.next('a post after the reconnect')).text, '3', 'rules re-added');
     }],

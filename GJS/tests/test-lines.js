@@ -49,6 +49,13 @@ const tests = [
         assert(refused, 'an array is not a clip');
     }],
 
+    ['metadata.json: uuid, name, shell-version 45 to 47', async () => {
+        const [, bytes] = GLib.file_get_contents(`${REPO}/Examples/Lines/shell-extension/metadata.json`);
+        const meta = JSON.parse(new TextDecoder().decode(bytes));
+        assertEqual(meta['shell-version'], ['45', '46', '47'], 'shell-version');
+        assert(/^[a-z0-9-]+@[a-z0-9.-]+$/.test(meta.uuid) && meta.name, `uuid ${meta.uuid} and name`);
+    }],
+
     ['clip source: the stored clip at start, then each clip sent with wormhole send (mailbox channel)', async () => {
         const w = world();
         await w.tool(['send', '--group', w.group, '--directory', DIRECTORY, IDENTIFIER, clipJSON('1', 'before')], 'send');
