@@ -21,5 +21,5 @@ if [ -d "$repo/Python/wormhole_py" ]; then
     export PYTHONPATH="$repo/Python${PYTHONPATH:+:$PYTHONPATH}"
 fi
 unset DBUS_SESSION_BUS_ADDRESS
-export GSK_RENDERER=cairo GTK_A11Y=none NO_AT_BRIDGE=1
+export GSK_RENDERER=cairo GTK_A11Y=none NO_AT_BRIDGE=1 PYTHONDONTWRITEBYTECODE=1
 exec timeout 600 xvfb-run -a -s "-screen 0 560x320x24" "$python" -m pytest -q -p no:cacheprovider "$repo/Examples/Lines/gtk" "$@"
