@@ -1,0 +1,1 @@
+../../../GJS/wormhole.js
