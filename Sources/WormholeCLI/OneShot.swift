@@ -39,9 +39,11 @@ enum OneShot {
     }
 
     /// Waits for the bus to confirm the notification, at most ``flushTimeout``; on failure writes
-    /// the one line saying it was not sent (unless the send already said so).
+    /// the one line saying it was not confirmed (unless the send already said it was not sent).
+    /// The connection accepted it, so an observer may have it (contract §1, v1.3): "not
+    /// confirmed", not "not sent".
     static func confirm(_ done: String, alreadyReported: Bool, flush: (Duration) -> (any Error)?) {
         guard let error = flush(flushTimeout), !alreadyReported else { return }
-        writeError("wormhole: warning: \(done), but the notification was not sent: \(error)")
+        writeError("wormhole: warning: \(done), but the notification was not confirmed: \(error)")
     }
 }

@@ -32,8 +32,10 @@ struct PostCommand: ParsableCommand {
         try withCLIErrors {
             let center = try DarwinNotificationCenter(busAddress: address)
             try center.post(name, state: state.flatMap { UInt64($0) })
+            // Accepted by the connection (a post that was not sent threw, and rang nobody), so an
+            // observer may have it: what the bus did not confirm in time is "not confirmed".
             if let error = center.flush(timeout: OneShot.flushTimeout) {
-                throw CLIFailure(message: "the post of '\(name)' may not have been sent: \(error)")
+                throw CLIFailure(message: "the post of '\(name)' was not confirmed: \(error)")
             }
         }
     }

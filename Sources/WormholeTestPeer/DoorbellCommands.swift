@@ -20,10 +20,42 @@ import WormholeDBus
 ///   before posting; with `--each-input` it waits for a line before each post, and writes the
 ///   counters after each; with `--flush-wait` the flush may take a minute (the test stops the
 ///   bus meanwhile).
+/// - `post-sequence BUS NAME COUNT SPACING_US`: posts NAME with the states 1 to COUNT, one every
+///   SPACING_US microseconds (a deliberate spacing, for the order fault script), going on when a
+///   post throws; writes `notsent STATE` for each post that reported the notification as not sent,
+///   then, after a flush, `posted N notsent M` (and `unconfirmed: WHY` when the flush failed).
 let doorbellCommands: [String: @Sendable ([String]) throws -> Void] = [
     "doorbell-observe": doorbellObserve,
     "doorbell-post": doorbellPost,
+    "post-sequence": postSequence,
 ]
+
+private func postSequence(_ arguments: [String]) throws {
+    guard arguments.count == 4, let count = UInt64(arguments[2]), let spacing = Int(arguments[3]), spacing >= 0 else {
+        throw PeerError("post-sequence BUS NAME COUNT SPACING_US")
+    }
+    let center = try DarwinNotificationCenter(busAddress: try BusAddress(arguments[0]))
+    let name = try NotificationName(arguments[1])
+    var notSent: UInt64 = 0
+    var next = ContinuousClock.now
+    for state in 1...max(1, count) where count > 0 {
+        next = next.advanced(by: .microseconds(spacing))
+        do {
+            try center.post(name, state: state)
+        } catch {
+            notSent += 1
+            printLine("notsent \(state)")
+        }
+        let now = ContinuousClock.now
+        if now < next {
+            let left = (next - now).components
+            var wait = timespec(tv_sec: Int(left.seconds), tv_nsec: Int(left.attoseconds / 1_000_000_000))
+            nanosleep(&wait, nil)
+        }
+    }
+    if let error = center.flush(timeout: .seconds(10)) { printLine("unconfirmed: \(error)") }
+    printLine("posted \(count - notSent) notsent \(notSent)")
+}
 
 private func doorbellObserve(_ arguments: [String]) throws {
     let flags = Set(arguments.filter { $0.hasPrefix("--") })
@@ -62,9 +94,7 @@ private func doorbellObserve(_ arguments: [String]) throws {
     }
     let bus = String(DoorbellStatus.busKey(of: address), radix: 16)
     printError("ready endpoint=\(DoorbellStatus.endpoint ?? "none") bus=\(bus)")
-    withExtendedLifetime((observer, second)) {
-        while true { pause() }
-    }
+    serveForever(keeping: (observer, second))
 }
 
 private func doorbellPost(_ arguments: [String]) throws {

@@ -54,7 +54,7 @@ private func journalExit(_ arguments: [String]) throws {
         exit(0)
     }
     try center.post(trigger)
-    withExtendedLifetime(observer) { dispatchMain() }
+    serveForever(keeping: observer)
 }
 
 private func postExitInHandler(_ arguments: [String]) throws {
@@ -72,7 +72,7 @@ private func postExitInHandler(_ arguments: [String]) throws {
         exit(0)
     }
     try center.post(trigger)
-    withExtendedLifetime(observer) { dispatchMain() }
+    serveForever(keeping: observer)
 }
 
 /// Whether `main` should return instead of calling `exit(0)` (mode `return`).

@@ -189,18 +189,27 @@ struct DoorbellTests {
         #expect(fc.deliveries == ["\(prefix)note 6"] && fc.received <= 2 && fc.refused == 0, "\(fc)")
     }
 
-    @Test("a killed observer's registration and endpoint are removed by the next ring")
+    @Test("a killed observer's registration is removed by the next ring, its endpoint by the next process that opens one")
     func staleEndpointRemoved() async throws {
         let name = "com.example.doorbell.stale"
-        let observer = try await fixture.observe(name)
+        let observer = try await fixture.observe(name, [name + ".second"])
         let endpoint = try #require(observer.endpoint)
         observer.child.signal(SIGKILL)
         _ = try await observer.child.finished("the killed observer")
         // SIGKILL runs no exit hook: the files are left behind.
         #expect(FileManager.default.fileExists(atPath: endpoint))
-        #expect(fixture.registrations().contains { $0.hasPrefix("n") && $0.contains("/") })
+        #expect(fixture.registrations().filter { $0.hasPrefix("n") && $0.contains("/") }.count == 2)
 
+        // The ring finds nobody: that registration goes; the endpoint file stays for the sweep.
         #expect(try await fixture.post(name, [1]) == "rang sent=0 stale=1")
+        #expect(fixture.registrations().filter { $0.hasPrefix("n") && $0.contains("/") }.count == 1)
+        #expect(FileManager.default.fileExists(atPath: endpoint))
+        // A process that opens its endpoint sweeps the dead one and its other registration.
+        let next = try await fixture.observe("com.example.doorbell.sweeper")
+        let left = fixture.registrations().filter { !$0.hasSuffix(next.endpoint.map { String($0.suffix(16)) } ?? "-") }
+        #expect(left.allSatisfy { !$0.contains(String(endpoint.suffix(16))) }, "\(fixture.registrations())")
+        #expect(!FileManager.default.fileExists(atPath: endpoint))
+        _ = try await fixture.finish(next, posting: "com.example.doorbell.sweeper")
         #expect(fixture.registrations() == [], "nothing is left: \(fixture.registrations())")
     }
 

@@ -38,6 +38,8 @@ guard let group = option("--group") else {
     exit(64)
 }
 let presses = option("--presses").flatMap(Int.init) ?? 5
+/// The listener, kept for the life of the program once it serves.
+nonisolated(unsafe) var servedListener: MessageListener?
 
 do {
     let wormhole = try MessageCenter(
@@ -60,7 +62,10 @@ do {
         }
     }
     say("ready", to: STDERR_FILENO)
-    withExtendedLifetime(listener) { dispatchMain() }
+    // Kept in a global for as long as the program serves (a local's lifetime extended over
+    // dispatchMain(), which never returns, may end early in an optimised build).
+    servedListener = listener
+    dispatchMain()
 } catch {
     say("counter-app: \(error)", to: STDERR_FILENO)
     exit(1)
