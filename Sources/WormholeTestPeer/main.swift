@@ -3,8 +3,18 @@
 import Foundation
 import Synchronization
 
+/// One line on standard error. A line that cannot be written is dropped, never a crash: a peer
+/// under a file-size limit (`write-limited`) whose standard error is a test log larger than the
+/// limit gets `EFBIG` here (FileHandle's `write` traps on it).
 func printError(_ line: String) {
-    FileHandle.standardError.write(Data((line + "\n").utf8))
+    let bytes = Array((line + "\n").utf8)
+    var offset = 0
+    while offset < bytes.count {
+        let written = bytes[offset...].withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+        if written < 0 && errno == EINTR { continue }
+        if written <= 0 { return }
+        offset += written
+    }
 }
 
 let commands = dbusCommands.merging(storageCommands) { first, _ in first }
