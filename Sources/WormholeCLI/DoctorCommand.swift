@@ -145,6 +145,7 @@ final class Doctor {
     func runAll() -> [DoctorCheck] {
         checkAddress()
         checkBus()
+        checkDoorbell()
         checkSandbox()
         if let connection { _ = checkSenderName(connection) }
         checkRoot()
@@ -179,7 +180,8 @@ final class Doctor {
             record(DoctorCheck(
                 check: "bus address", status: .fail,
                 detail: "none: no --bus-address and DBUS_SESSION_BUS_ADDRESS is not set",
-                fix: "run inside a desktop session or `dbus-run-session -- $SHELL`, or pass --bus-address ADDRESS; \(sameBus)"))
+                fix: "run inside a desktop session, or start a private bus and export its address: "
+                    + Self.privateBusRecipe + ", or pass --bus-address ADDRESS; \(sameBus)"))
             return
         }
         do {
@@ -193,6 +195,12 @@ final class Doctor {
         }
     }
 
+    /// How to start a private session bus, the same recipe as README's tour: in the runtime
+    /// directory (`/tmp` without one).
+    static let privateBusRecipe =
+        "export DBUS_SESSION_BUS_ADDRESS=unix:path=${XDG_RUNTIME_DIR:-/tmp}/wormhole-bus; "
+        + "dbus-daemon --session --fork --address=\"$DBUS_SESSION_BUS_ADDRESS\""
+
     private func checkBus() {
         guard let address else {
             record(DoctorCheck(check: "bus", status: .skipped, detail: "not checked: no bus address"))
@@ -202,7 +210,7 @@ final class Doctor {
         do {
             connection = try BusConnection(address: address, connectTimeout: .seconds(3), logger: Self.quietLogger())
         } catch {
-            var fix = "start the bus (dbus-daemon --session --fork --print-address) and give both sides its address"
+            var fix = "start the bus (" + Self.privateBusRecipe + ") and give both sides its address"
             if let socket = Self.socketPath(address) {
                 fix = "is the daemon running? \(socket) must be its live socket (`ls -l \(socket)`); " + fix
             }

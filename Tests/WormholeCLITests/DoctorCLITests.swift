@@ -319,7 +319,7 @@ struct DoctorCLITests {
         let text = try await world.wormhole(
             ["doctor", "--group", world.group, "--bus-address", world.bus.address.rawValue, "button"])
         #expect(text.status == 0)
-        #expect(text.stdout.split(separator: "\n").filter { $0.hasPrefix("✓ ") }.count == 9)
+        #expect(text.stdout.split(separator: "\n").filter { $0.hasPrefix("✓ ") }.count == 10)
         listener.signal(SIGTERM)
     }
 
@@ -361,6 +361,28 @@ struct DoctorCLITests {
         #expect(listeners.detail.contains("does not allow"))
         #expect(listeners.fix?.contains("wormhole monitor") == true)
         #expect(output.status == 0, "\(output.statuses)")
+    }
+
+    @Test("the doorbell check names a killed listener's endpoint as dead; the next observer sweeps it; Ctrl-C leaves none")
+    func doorbellEndpoints() async throws {
+        let world = try DoctorWorld()
+        let killed = try await world.startReady(
+            ["listen", "--group", world.group, "--bus-address", world.bus.address.rawValue, "button"])
+        killed.signal(SIGKILL)
+        _ = killed.wait()
+        let output = try await world.doctor(["button"])
+        let doorbell = try #require(output["doorbell"])
+        #expect(doorbell.status == "pass")
+        #expect(doorbell.detail.contains("1 endpoint,") && doorbell.detail.contains("1 dead"), "\(doorbell.detail)")
+        #expect(doorbell.items.count == 1 && doorbell.items.first?.hasPrefix("dead endpoint e") == true, "\(doorbell.items)")
+        // The next process that opens an endpoint sweeps the dead one; SIGINT ends it normally.
+        let stopped = try await world.startReady(
+            ["listen", "--group", world.group, "--bus-address", world.bus.address.rawValue, "other"])
+        stopped.signal(SIGINT)
+        let ending = try await stopped.finished("the listener stopped with SIGINT")
+        #expect(ending.status == 130, "SIGINT is a normal end with 128 + 2: \(ending.stderr)")
+        let after = try #require(try await world.doctor(["button"])["doorbell"])
+        #expect(after.detail.contains("0 endpoints, 0 names registered") && after.items.isEmpty, "\(after.detail)")
     }
 
     @Test("bad input is a usage error before anything is checked")

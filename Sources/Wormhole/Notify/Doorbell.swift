@@ -793,6 +793,10 @@ package enum DoorbellStatus {
             staleRemoved: doorbell.staleRemoved.load(ordering: .relaxed))
     }
 
+    /// The doorbell directory this process uses (`$XDG_RUNTIME_DIR/wormhole/doorbell`), or nil when
+    /// its doorbell is off.
+    package static var directory: String? { Doorbell.shared?.root }
+
     /// The process's endpoint path while it is open.
     package static var endpoint: String? { DoorbellSocket.endpoint.path }
 

@@ -516,19 +516,27 @@ final class WakeEngine: Sendable {
             return true
         }
         guard isNew else { return }
+        // On the I/O thread itself: an outage costs no thread of its own (the directory watches
+        // are added and the catch-ups delivered there, as deliveries are). Only attaching
+        // subscribers made while the bus was away waits for the bus, which the loop's own
+        // thread cannot do: that one goes to `queue`.
         let subscription = connection.onEvent(on: .ioThread) { [weak self] event in
             guard let self else { return }
-            queue.async {
-                switch event {
-                case .disconnected: self.busLost(connection.address)
-                case .reconnected: self.busBack(center)
+            switch event {
+            case .disconnected:
+                busLost(connection.address)
+            case .reconnected:
+                if fallingBack().contains(where: { !$0.isAttached }) {
+                    queue.async { self.busBack(center) }
+                } else {
+                    busBack(center)
                 }
             }
         }
         state.withLock { $0.eventSubscription = subscription }
     }
 
-    /// On `queue`: the connection was lost. Subscribers that may are woken through their
+    /// On the I/O thread: the connection was lost. Subscribers that may are woken through their
     /// directories until the connection is back; each catches up once the watches run (what
     /// changed between the loss and the watch).
     private func busLost(_ address: BusAddress) {
@@ -547,8 +555,8 @@ final class WakeEngine: Sendable {
         for subscriber in subscribers { subscriber.catchUp() }
     }
 
-    /// On `queue`: the connection is back (its rules re-added). Subscribers started while it was
-    /// away are attached now.
+    /// On the I/O thread (on `queue` when subscribers started while it was away must be attached,
+    /// which waits for the bus): the connection is back (its rules re-added).
     private func busBack(_ center: DarwinNotificationCenter) {
         let pending = fallingBack().filter { !$0.isAttached }
         if !pending.isEmpty {
