@@ -45,16 +45,17 @@ struct RuntimeResourceCLITests {
         }
     }
 
-    @Test("listen holds one loop thread, one epoll and at most one inotify instance (none on the bus with --no-catch-unsignalled)",
-          arguments: [false, true])
-    func listenHoldings(busOnly: Bool) async throws {
+    @Test(
+        "listen holds two threads (main and the loop), one epoll and at most one inotify instance (none on the bus with --no-catch-unsignalled), with --timeout too",
+        arguments: [false, true], [false, true])
+    func listenHoldings(busOnly: Bool, timeout: Bool) async throws {
         let bus = try TestBus()
         let root = try TemporaryDirectory("runtime-cli-root")
         let runtime = try TemporaryDirectory("runtime-cli-runtime")
         let child = try ChildProcess(
             try productPath("wormhole"),
             ["listen", "inbox", "--group", Self.group, "--bus-address", bus.address.rawValue]
-                + (busOnly ? ["--no-catch-unsignalled"] : []),
+                + (busOnly ? ["--no-catch-unsignalled"] : []) + (timeout ? ["--timeout", "120"] : []),
             environment: ["WORMHOLE_CONTAINER_ROOT": root.path, "XDG_RUNTIME_DIR": runtime.path])
         defer {
             child.signal(SIGKILL)
@@ -64,6 +65,8 @@ struct RuntimeResourceCLITests {
         let steady = Holdings(of: child.pid)
         #expect(steady.threads.filter { $0 == "wormhole-loop" }.count == 1, "\(steady)")
         #expect(steady.ownThreads.count <= 2, "main and the loop: \(steady)")
+        // No libdispatch worker either: the timeout is a deadline of the loop.
+        #expect(steady.threads.count <= 2, "main and the loop, no other thread: \(steady)")
         #expect(steady.epollInstances == 1, "\(steady)")
         // The watch beside the bus that catches a sender killed before its signal, unless opted out.
         #expect(steady.inotifyInstances == (busOnly ? 0 : 1), "\(steady)")
@@ -74,6 +77,8 @@ struct RuntimeResourceCLITests {
         let outage = Holdings(of: child.pid)
         #expect(outage.threads.filter { $0 == "wormhole-loop" }.count == 1, "\(outage)")
         #expect(outage.ownThreads.count <= 2, "main and the loop: \(outage)")
+        // The outage is handled on the loop's thread: no libdispatch worker appears for it.
+        #expect(outage.threads.count <= 2, "main and the loop, no other thread: \(outage)")
         #expect(outage.epollInstances == 1, "\(outage)")
         #expect(outage.inotifyInstances == 1, "the wormhole directory and the socket's share one: \(outage)")
 
