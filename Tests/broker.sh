@@ -27,7 +27,7 @@ WORMHOLE_TEST_BUS=broker SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${WORMH
 # By hand, `Tests/faults-flow.sh` with no arguments runs the full counts (40,000 messages of
 # 60 KiB, 1,000,000 posts).
 Tests/faults-flow.sh "${WORMHOLE_FLOW_MESSAGES:-2000}" 61440 "${WORMHOLE_FLOW_POSTS:-100000}" 5
-# The doorbell (docs/proposals/doorbell.md), CI-sized: 20 observers of other names woken 0 times
+# The doorbell (docs/contract.md section 9), CI-sized: 20 observers of other names woken 0 times
 # by 1,000 posts of another name, and a storm of 20,000 posts toward a stopped observer delivered
 # none twice. By hand, `Tests/faults-doorbell.sh` runs 100 observers and 100,000 posts.
 Tests/faults-doorbell.sh 20 1000 20000

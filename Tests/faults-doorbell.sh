@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The doorbell rings nobody else (docs/proposals/doorbell.md), by hand (not part of `swift test`,
+# The doorbell rings nobody else (docs/contract.md section 9), by hand (not part of `swift test`,
 # which checks the same with three observers).
 #
 #   Tests/faults-doorbell.sh [OBSERVERS] [POSTS] [STORM]

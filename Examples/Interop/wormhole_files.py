@@ -108,7 +108,7 @@ def read(group, identifier, folder="wormhole"):
 
 def count_change(path):
     """Adds 1 to the suite's change counter, under the lock, after the rename
-    (docs/proposals/defaults-counter.md): readers that check the counter instead of the file
+    (contract section 5, docs/shared-defaults.md): readers that check the counter instead of the file
     see the write too."""
     changes = os.open(path + ".changes", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:

@@ -52,7 +52,7 @@ enum FloorPingPong {
 }
 
 /// The doorbell's ping-pong: two processes (`_bench-ping` and `_bench-echo`) whose centers
-/// ring each other beside the bus signal (docs/proposals/doorbell.md), sharing the runtime
+/// ring each other beside the bus signal (docs/contract.md section 9), sharing the runtime
 /// directory `runtime`; the floor's shape, so the two rows compare like for like.
 enum DoorbellPingPong {
     static func run(

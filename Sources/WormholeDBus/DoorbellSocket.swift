@@ -1,7 +1,7 @@
 internal import CWormholeDBus  // recvmsg with SCM_CREDENTIALS (the CMSG_* macros)
 import Glibc
 
-/// The doorbell's sockets (docs/proposals/doorbell.md): a process's one endpoint, an unbound-
+/// The doorbell's sockets (docs/contract.md section 9): a process's one endpoint, an unbound-
 /// to-peers `AF_UNIX` datagram socket bound to a path, read on the process's loop
 /// (``RuntimeLoop``) like the inotify instance; and the one unbound socket the process rings
 /// others' endpoints from. What a ring means is the `Wormhole` module's: this file moves bytes

@@ -2,7 +2,7 @@ import Foundation
 import Wormhole
 import WormholeDBus
 
-/// Commands that exercise the doorbell (docs/proposals/doorbell.md) from other processes; the
+/// Commands that exercise the doorbell (docs/contract.md section 9) from other processes; the
 /// doorbell's directory is `$XDG_RUNTIME_DIR/wormhole/doorbell` (tests give the peers one).
 ///
 /// - `doorbell-observe BUS NAME... [--prefix] [--bus-only] [--also-bus-only] [--absorbed]`: observes

@@ -1,5 +1,5 @@
 // Shared defaults read through the suite's change counter (GroupDefaults.Freshness.changeCounter,
-// docs/proposals/defaults-counter.md): writes of other processes, Wormhole's and a foreign
+// contract section 5, docs/shared-defaults.md): writes of other processes, Wormhole's and a foreign
 // writer's that counts, are seen by the next read; a foreign writer that does not count is seen
 // by the default freshness check, and by the counter reader at the next counting write.
 

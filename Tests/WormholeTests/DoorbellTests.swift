@@ -1,4 +1,4 @@
-// The doorbell (docs/proposals/doorbell.md): a direct same-user wake between Wormhole processes
+// The doorbell (docs/contract.md section 9): a direct same-user wake between Wormhole processes
 // beside the bus signal. Every test runs real processes (`wormhole-test-peer doorbell-observe`
 // and `doorbell-post`) on a real private bus, sharing a fresh `$XDG_RUNTIME_DIR`; an observer
 // reports its deliveries line by line and, on the sentinel state 2^64-1, its ring counters, so a

@@ -52,7 +52,7 @@ public final class GroupDefaults: Sendable {
         /// One load of the suite's shared change counter per read, no system call (well under
         /// 0.2 µs): sees the change of every writer that increments the counter after its rename
         /// (every Wormhole writer, and a foreign writer that follows
-        /// docs/proposals/defaults-counter.md). A writer that only follows contract 1.2 §5 (it
+        /// contract section 5, docs/shared-defaults.md). A writer that only follows contract 1.2 §5 (it
         /// replaces the file without counting) is seen at the next counting write of the suite,
         /// not before. Until the suite's first counting write, reads check with `lstat`.
         case changeCounter

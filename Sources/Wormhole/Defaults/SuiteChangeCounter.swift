@@ -3,7 +3,7 @@ import Glibc
 import SystemPackage
 
 /// The change counter of one suite, `<root>/<group>/Preferences/<suite>.json.changes`
-/// (docs/proposals/defaults-counter.md): 8 bytes, an unsigned 64-bit little-endian count that
+/// (contract section 5, docs/shared-defaults.md): 8 bytes, an unsigned 64-bit little-endian count that
 /// every Wormhole writer of the suite increments under the suite's lock, after its rename. A
 /// reader maps it once and compares it with the count its cache was read at: one load from
 /// shared memory, no system call (what `notify_check` does with notifyd's shared page).

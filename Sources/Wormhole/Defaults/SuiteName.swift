@@ -42,7 +42,7 @@ public struct SuiteName: Hashable, Sendable, CustomStringConvertible {
     var fileName: String { rawValue + ".json" }
     /// `<suite>.json.lock`, the writers' lock file (contract §5).
     var lockName: String { rawValue + ".json.lock" }
-    /// `<suite>.json.changes`, the suite's change counter (docs/proposals/defaults-counter.md).
+    /// `<suite>.json.changes`, the suite's change counter (contract section 5, docs/shared-defaults.md).
     var counterName: String { rawValue + ".json.changes" }
     /// `<suite>.json.corrupt-<n>`.
     func corruptName(_ number: Int) -> String { rawValue + ".json.corrupt-\(number)" }

@@ -4,12 +4,12 @@ import Synchronization
 import WormholeDBus
 
 /// How a facade's posts and observers wake, and are woken by, Wormhole peers of the same user
-/// (docs/proposals/doorbell.md).
+/// (docs/contract.md section 9).
 public enum PeerWake: Sendable, Hashable {
     /// Beside the bus signal, a direct datagram ("ring") between Wormhole processes of this user
-    /// that share `$XDG_RUNTIME_DIR`: posts ring the observers registered for the name before the
-    /// signal goes out, and observers register to be rung. An observer woken by both delivers
-    /// once. The default; off (as ``busOnly``) without `$XDG_RUNTIME_DIR` or with
+    /// that share `$XDG_RUNTIME_DIR`: posts ring the observers registered for the name once their
+    /// connection accepted the signal, and observers register to be rung. An observer delivers
+    /// whichever comes first, once, and a sender's posts of a name in order. The default; off (as ``busOnly``) without `$XDG_RUNTIME_DIR` or with
     /// `WORMHOLE_DOORBELL=off` in the environment.
     case doorbell
     /// The bus signal alone, as foreign posters and observers use it: posts ring nobody and
@@ -27,13 +27,14 @@ public enum PeerWake: Sendable, Hashable {
 ///   name, `p` for a prefix ending in `/`) and the name's UTF-8 bytes; the bus's hash is
 ///   FNV-1a-64 of its address's sharing key (``BusAddress/sharingKey``).
 ///
-/// A post of name N on bus B rings every process with an entry under `n<H(B, n, N)>` and under
-/// `n<H(B, p, P)>` for each prefix P of N that ends in `/`, once each, then emits its signal with
-/// the serial the ring carried. A ring that finds nobody there (`ECONNREFUSED`, `ENOENT`) removes
-/// the entry (and the dead endpoint's file). The receiving process checks the ring's credentials
-/// (same user only) and hands it to exactly its observers of that bus whose name or prefix
-/// matches, through the same path as a signal; the signal that follows is recognised by its
-/// sender and serial and not delivered again.
+/// A post of name N on bus B is numbered (its signal's serial), and once its connection accepted
+/// the signal it rings every process with an entry under `n<H(B, n, N)>` and under
+/// `n<H(B, p, P)>` for each prefix P of N that ends in `/`, once each, with that serial and the
+/// serial of the sender's previous post of N. A ring that finds nobody there (`ECONNREFUSED`,
+/// `ENOENT`) removes the entry; the dead endpoint's file is left for the sweep of the next process
+/// that opens an endpoint. The receiving process checks the ring's credentials (same user only)
+/// and hands it to exactly its observers of that bus whose name or prefix matches, which merge it
+/// with the bus's signals (``PostOrder``): each post once, in its sender's order.
 final class Doorbell: Sendable {
     /// The process's doorbell; nil when it is off (no `$XDG_RUNTIME_DIR`, `WORMHOLE_DOORBELL=off`,
     /// or a runtime directory whose paths would not fit a socket address).
