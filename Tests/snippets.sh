@@ -13,7 +13,7 @@
 #    marked `<!-- session -->` runs in order in this shell, from the checkout (the tour's
 #    `../tour/.build/debug/tour` is the scratch package's binary). A line ending in
 #    `# terminal 1 prints: TEXT` waits (30 s at most) for the listener to print TEXT.
-# 3. The Python recipes on a container root that does not exist yet, against the tool.
+# 3. The Python package's command line on a container root that does not exist yet, against the tool.
 # 4. One version: `wormhole --version`, and every `from: "X.Y.Z"` in README.md, docs/ and the
 #    DocC catalogs, say the version of Sources/Wormhole/Version.swift.
 #
@@ -160,22 +160,26 @@ while IFS= read -r command; do
 done <<<"$session"
 echo "snippets: the tour ran: $steps commands from README.md across processes, terminal 1 printed ${#heard[@]} lines"
 
-# --- 3. The Python recipes on a fresh container root ------------------------------------------
+# --- 3. The Python package's command line on a fresh container root -------------------------
 export WORMHOLE_CONTAINER_ROOT=$work/fresh/containers PATH=$root/.build/debug:$PATH
+py() { PYTHONPATH="$root/Python" /usr/bin/python3 -m wormhole_py "$@"; }
 group=group.com.example.recipes
 exec 5< <(wormhole defaults observe --group "$group" currency --count 1 --timeout 30 2>&1)
 IFS= read -r -t 30 ready <&5 && [ "$ready" = ready ] || fail "defaults observe did not start: $ready"
-python3 Examples/Interop/wormhole_files.py defaults-write "$group" currency '"EUR"'
+py defaults write --group "$group" currency '"EUR"'
 IFS= read -r -t 30 change <&5 || fail "the Python defaults write woke nobody"
 [[ $change == '{"key":"currency","value":"EUR"'* ]] || fail "defaults observe printed $change"
 [ "$(wormhole defaults read --group "$group" currency)" = '"EUR"' ] || fail "wormhole defaults read does not see Python's value"
-python3 Examples/Interop/wormhole_files.py defaults-write "$group" ratio 1.0
+py defaults write --group "$group" ratio 1.0
 [ "$(wormhole defaults read --group "$group" ratio)" = '1.0' ] || fail "a Python float is not read as a Double"
 wormhole defaults write --group "$group" launches 41
-python3 Examples/Interop/wormhole_files.py defaults-write "$group" launches 42
-[ "$(python3 Examples/Interop/wormhole_files.py defaults-read "$group" launches)" = 42 ] || fail "Python does not read the suite"
-[ "$(stat -c %a "$WORMHOLE_CONTAINER_ROOT/$group")" = 700 ] || fail "the Python recipe made the container without mode 0700"
-echo "snippets: the Python recipes work on a fresh container under WORMHOLE_CONTAINER_ROOT"
+py defaults write --group "$group" launches 42
+[ "$(py defaults read --group "$group" launches)" = 42 ] || fail "Python does not read the suite"
+py defaults write --group "$group" big 1e400
+wormhole defaults write --group "$group" other 1
+[ "$(py defaults read --group "$group" big)" = 1e400 ] || fail "1e400 was not kept as written"
+[ "$(stat -c %a "$WORMHOLE_CONTAINER_ROOT/$group")" = 700 ] || fail "the Python package made the container without mode 0700"
+echo "snippets: the Python package's command line works on a fresh container under WORMHOLE_CONTAINER_ROOT"
 
 # --- 4. One version ---------------------------------------------------------------------------
 version=$(sed -n 's/^ *package static let package = "\(.*\)"$/\1/p' Sources/Wormhole/Version.swift)

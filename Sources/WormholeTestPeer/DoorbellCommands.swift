@@ -12,18 +12,20 @@ import WormholeDBus
 ///   its connection dropped undecoded as duplicates of rings) and exits. With `--also-bus-only`
 ///   a second, bus-only center of the same process observes NAME too and writes
 ///   `bus-only NAME STATE` per delivery (it ignores the state 2^64-1).
-/// - `doorbell-post BUS NAME STATE... [--bus-only] [--on-input] [--each-input] [--flush-wait] [--names]`:
+/// - `doorbell-post BUS NAME STATE... [--bus-only] [--on-input] [--each-input] [--flush-wait] [--names] [--close-first]`:
 ///   posts NAME once per STATE, flushes, writes `rang sent=N stale=N` and exits. With `--names`,
 ///   NAME is a comma-separated list, each posted once per STATE, and a second line says
 ///   `kept=N descriptors=N` (registration listings kept, open file descriptors). With `--on-input`
 ///   it connects, writes `connected` to standard error and waits for a line on standard input
 ///   before posting; with `--each-input` it waits for a line before each post, and writes the
 ///   counters after each; with `--flush-wait` the flush may take a minute (the test stops the
-///   bus meanwhile).
+///   bus meanwhile). With `--close-first` it closes its center first, so that every post throws,
+///   and writes `rang sent=N stale=N notsent=N`.
 /// - `post-sequence BUS NAME COUNT SPACING_US`: posts NAME with the states 1 to COUNT, one every
 ///   SPACING_US microseconds (a deliberate spacing, for the order fault script), going on when a
 ///   post throws; writes `notsent STATE` for each post that reported the notification as not sent,
-///   then, after a flush, `posted N notsent M` (and `unconfirmed: WHY` when the flush failed).
+///   `halfway` once half of them are posted, then, after a flush, `posted N notsent M` (and
+///   `unconfirmed: WHY` when the flush failed).
 let doorbellCommands: [String: @Sendable ([String]) throws -> Void] = [
     "doorbell-observe": doorbellObserve,
     "doorbell-post": doorbellPost,
@@ -46,6 +48,7 @@ private func postSequence(_ arguments: [String]) throws {
             notSent += 1
             printLine("notsent \(state)")
         }
+        if state == count / 2 { printLine("halfway") }
         let now = ContinuousClock.now
         if now < next {
             let left = (next - now).components
@@ -110,6 +113,20 @@ private func doorbellPost(_ arguments: [String]) throws {
     if flags.contains("--on-input") {
         printError("connected")
         _ = readLine()
+    }
+    if flags.contains("--close-first") {
+        // Every post throws (the center is closed): none may ring anybody.
+        center.close()
+        var notSent = 0
+        for text in positional.dropFirst(2) {
+            guard let state = UInt64(text) else { throw PeerError("STATE is an unsigned integer, got \(text)") }
+            for name in names {
+                do { try center.post(name, state: state) } catch { notSent += 1 }
+            }
+        }
+        let counters = DoorbellStatus.counters
+        printLine("rang sent=\(counters?.sent ?? 0) stale=\(counters?.staleRemoved ?? 0) notsent=\(notSent)")
+        return
     }
     for text in positional.dropFirst(2) {
         guard let state = UInt64(text) else { throw PeerError("STATE is an unsigned integer, got \(text)") }

@@ -169,6 +169,37 @@ struct DoorbellTests {
         #expect(lines.suffix(2) == ["rings received=2 refused=0", "absorbed=0"])
     }
 
+    @Test("a post that throws (its center closed) rings nobody: the observer gets nothing of it")
+    func notSentRingsNobody() async throws {
+        let name = "com.example.doorbell.notsent"
+        let observer = try await fixture.observe(name)
+        #expect(try await fixture.post(name, [1, 2, 3], ["--close-first"]) == "rang sent=0 stale=0 notsent=3")
+        let finished = try await fixture.finishCounting(observer, posting: name, ["--bus-only"])
+        #expect(finished.deliveries == [] && finished.received == 0, "\(finished)")
+    }
+
+    @Test("a sender's posts arrive in its order, once each, when rings are dropped (the observer stopped, its queue full)")
+    func orderWithDroppedRings() async throws {
+        let name = "com.example.doorbell.order"
+        let observer = try await fixture.observe(name)
+        // 4,000 posts, 100 us apart; the observer is stopped from its first delivery until half are
+        // posted: its endpoint's queue (512 datagrams by default) fills and later rings are dropped,
+        // so once it runs again the rings of new posts come while the signals of posts whose rings
+        // were dropped are still queued in the daemon.
+        let posts = 4_000
+        let poster = try ChildProcess(
+            fixture.peer, ["post-sequence", fixture.bus.address.rawValue, name, "\(posts)", "100"],
+            environment: fixture.environment)
+        _ = try await within("the first delivery") { await observer.child.stdoutLines.firstLine { _ in true } }
+        observer.child.signal(SIGSTOP)
+        _ = try await within("half of the posts") { await poster.stdoutLines.firstLine { $0 == "halfway" } }
+        observer.child.signal(SIGCONT)
+        let posted = try await poster.finished("the poster")
+        #expect(posted.status == 0 && posted.stdout.hasSuffix("posted \(posts) notsent 0\n"), "\(posted.stdout.suffix(80))")
+        let finished = try await fixture.finishCounting(observer, posting: name, ["--bus-only"])
+        #expect(finished.deliveries == (1...posts).map { "\(name) \($0)" }, "\(finished.received) rings received")
+    }
+
     @Test("a post rings only the processes that observe its name or a prefix of it")
     func ringsNobodyElse() async throws {
         let (first, second, prefix) = ("com.example.doorbell.a", "com.example.doorbell.b", "group.doorbell/inbox/")

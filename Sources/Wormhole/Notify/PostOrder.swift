@@ -24,17 +24,23 @@
 /// signal first. Every bound drops or holds a ring, never a signal: a ring not delivered costs
 /// latency (its signal delivers it), never a delivery and never a duplicate. Entries that wait
 /// (a ring delivered whose signal has not come, or a ring held) are never forgotten.
-struct PostOrder {
+package struct PostOrder {
     /// A ring as this merge sees it.
-    struct Ring: Equatable {
-        var sender: String
-        var name: String
-        var serial: UInt32
+    package struct Ring: Equatable, Sendable {
+        package var sender: String
+        package var name: String
+        package var serial: UInt32
         /// The serial of the sender's previous post of `name` on its connection: 0 when it made
         /// none, nil when it does not know (it forgot, past its own bound).
-        var previous: UInt32?
-        var state: UInt64
+        package var previous: UInt32?
+        package var state: UInt64
+
+        package init(sender: String, name: String, serial: UInt32, previous: UInt32?, state: UInt64) {
+            (self.sender, self.name, self.serial, self.previous, self.state) = (sender, name, serial, previous, state)
+        }
     }
+
+    package init() {}
 
     private struct Key: Hashable {
         var sender: String
@@ -56,15 +62,15 @@ struct PostOrder {
     /// The most rings delivered ahead of their signals, over every entry: past it, rings are
     /// dropped until the bus catches up (an observer that was stopped while a storm was posted:
     /// the daemon keeps its signals while the rings keep coming).
-    static let rungLimit = 8_192
+    package static let rungLimit = 8_192
     /// The most rings waiting for an earlier signal, over every entry.
-    static let heldLimit = 4_096
+    package static let heldLimit = 4_096
     /// The most entries; past it an entry that waits for nothing is forgotten, or the ring is
     /// dropped when none can be.
-    static let entryLimit = 4_096
+    package static let entryLimit = 4_096
 
     /// The most senders with a floor; past it the lowest-numbered are forgotten.
-    static let floorLimit = 1_024
+    package static let floorLimit = 1_024
 
     private var entries: [Key: Entry] = [:]
     /// Per sender: the highest serial an entry forgot (``PostOrder``).
@@ -73,15 +79,15 @@ struct PostOrder {
     private var forgottenSenders: UInt64?
     /// A floor of a sender whose unique name has no number was forgotten.
     private var forgotUnnumbered = false
-    private(set) var rungCount = 0
-    private(set) var heldCount = 0
+    package private(set) var rungCount = 0
+    package private(set) var heldCount = 0
 
     /// Whether nothing was ever taken in (a signal then needs no lookup while no ring came).
-    var isEmpty: Bool { entries.isEmpty && floors.isEmpty }
+    package var isEmpty: Bool { entries.isEmpty && floors.isEmpty }
 
     /// A ring came: the rings to deliver now, in order (none, this one, or this one and rings
     /// that waited behind it).
-    mutating func ring(_ ring: Ring) -> [Ring] {
+    package mutating func ring(_ ring: Ring) -> [Ring] {
         let key = Key(sender: ring.sender, name: ring.name)
         var made = false
         if entries[key] == nil {
@@ -113,7 +119,7 @@ struct PostOrder {
 
     /// A numbered signal from `sender` for `name` with `serial` came: whether to deliver it, and
     /// the rings that waited for it, to deliver after it.
-    mutating func signal(sender: String, name: String, serial: UInt32) -> (deliver: Bool, then: [Ring]) {
+    package mutating func signal(sender: String, name: String, serial: UInt32) -> (deliver: Bool, then: [Ring]) {
         let key = Key(sender: sender, name: name)
         guard var entry = entries[key] else {
             // Not rung for this post (no entry, so no ring delivered it): delivered, and kept so
@@ -144,12 +150,12 @@ struct PostOrder {
     }
 
     /// A signal that the connection dropped undecoded because this observer's ring delivered it.
-    mutating func absorbed(sender: String, name: String, serial: UInt32) {
+    package mutating func absorbed(sender: String, name: String, serial: UInt32) {
         _ = signal(sender: sender, name: name, serial: serial)
     }
 
     /// Forgets everything (the observer's connection is new: no signal of before will come).
-    mutating func reset() {
+    package mutating func reset() {
         entries = [:]
         floors = [:]
         forgottenSenders = nil
@@ -161,7 +167,7 @@ struct PostOrder {
     /// Whether serial `a` comes after `b` in a sender's sequence. Serials count in their low 31
     /// bits (the high bit is always set) and wrap after 2^31 posts, so they are compared as
     /// serial numbers are (RFC 1982): `a` is later when it is less than 2^30 steps ahead.
-    static func isAfter(_ a: UInt32, _ b: UInt32) -> Bool {
+    package static func isAfter(_ a: UInt32, _ b: UInt32) -> Bool {
         let distance = (a &- b) & 0x7FFF_FFFF
         return distance != 0 && distance < 0x4000_0000
     }
