@@ -42,11 +42,6 @@ unset WORMHOLE_DOORBELL
 address=unix:path=$scratch/bus
 daemon=$(dbus-daemon --config-file="$repository/dbus/wormhole-session.conf" --address="$address" --fork --print-pid)
 
-# await FILE PATTERN SECONDS: whether FILE has a line matching PATTERN within SECONDS (tail
-# follows the file, inotify; nothing polls).
-await() {
-    grep -q -m1 -E -- "$2" < <(timeout "$3" tail -n +1 -F "$1" 2>/dev/null)
-}
 
 observe() {  # NAME FILE: a doorbell observer in the background, waited for
     "$peer" doorbell-observe "$address" "$1" >"$2" 2>"$2.err" &

@@ -43,11 +43,6 @@ trap cleanup EXIT
 export XDG_RUNTIME_DIR=$scratch/runtime WORMHOLE_CONTAINER_ROOT=$scratch/root
 mkdir -m 700 "$XDG_RUNTIME_DIR" "$WORMHOLE_CONTAINER_ROOT"
 
-# await FILE PATTERN SECONDS: whether FILE has a line matching PATTERN within SECONDS (tail
-# follows the file, inotify; nothing polls).
-await() {
-    grep -q -m1 -E -- "$2" < <(timeout "$3" tail -n +1 -F "$1" 2>/dev/null)
-}
 # A `ready`-printing command in the background: of its stdout only the values of "seq", "n" and
 # "state" go to FILE, one a line (a listener of 60 KiB messages would write gigabytes), its
 # stderr, timestamped, to FILE.err; waits for `ready`. Sets `started` to its pid.

@@ -40,23 +40,10 @@ trap cleanup EXIT
 address=unix:path=$scratch/bus
 export WORMHOLE_CONTAINER_ROOT=$scratch/root
 
-# await FILE PATTERN SECONDS: whether FILE has a line matching PATTERN within SECONDS (tail
-# follows the file, inotify; nothing polls).
-await() {
-    grep -q -m1 -E -- "$2" < <(timeout "$3" tail -n +1 -F "$1" 2>/dev/null)
-}
 # await_count FILE PATTERN N SECONDS: whether FILE has N lines matching PATTERN within SECONDS.
 await_count() {
     grep -m"$3" -E -- "$2" < <(timeout "$4" tail -n +1 -F "$1" 2>/dev/null) >/dev/null
     (($(grep -c -E -- "$2" "$1") >= $3))
-}
-started=0
-start_daemon() {  # a child of this script, so that stopping it can be waited for
-    started=$((started + 1))
-    dbus-daemon --config-file="$repository/dbus/wormhole-session.conf" --address="$address" --nofork \
-        --print-address >"$scratch/daemon.$started" &
-    daemon=$!
-    await "$scratch/daemon.$started" '^unix:' 10
 }
 runtime() {  # a fresh 0700 runtime directory under $1
     local dir

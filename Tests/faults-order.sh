@@ -39,19 +39,6 @@ trap cleanup EXIT
 export XDG_RUNTIME_DIR=$scratch/runtime
 mkdir -m 700 "$XDG_RUNTIME_DIR"
 address=unix:path=$scratch/bus
-# await FILE PATTERN SECONDS: whether FILE has a line matching PATTERN within SECONDS (tail
-# follows the file, inotify; nothing polls).
-await() {
-    grep -q -m1 -E -- "$2" < <(timeout "$3" tail -n +1 -F "$1" 2>/dev/null)
-}
-started=0
-start_daemon() {  # a child of this script, so that stopping it can be waited for
-    started=$((started + 1))
-    dbus-daemon --config-file="$repository/dbus/wormhole-session.conf" --address="$address" --nofork \
-        --print-address >"$scratch/daemon.$started" &
-    daemon=$!
-    await "$scratch/daemon.$started" '^unix:' 10
-}
 start_daemon
 
 # The states an observer printed, one per line, in order (its posted deliveries only).
