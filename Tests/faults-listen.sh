@@ -42,7 +42,7 @@ export WORMHOLE_CONTAINER_ROOT=$scratch/root
 
 # await_count FILE PATTERN N SECONDS: whether FILE has N lines matching PATTERN within SECONDS.
 await_count() {
-    grep -m"$3" -E -- "$2" < <(timeout "$4" tail -n +1 -F "$1" 2>/dev/null) >/dev/null
+    awk -v n="$3" -v p="$2" '$0 ~ p { if (++c >= n) exit }' < <(timeout "$4" tail -n +1 -F "$1" 2>/dev/null)
     (($(grep -c -E -- "$2" "$1") >= $3))
 }
 runtime() {  # a fresh 0700 runtime directory under $1
