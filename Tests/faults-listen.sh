@@ -42,7 +42,8 @@ export WORMHOLE_CONTAINER_ROOT=$scratch/root
 
 # await_count FILE PATTERN N SECONDS: whether FILE has N lines matching PATTERN within SECONDS.
 await_count() {
-    awk -v n="$3" -v p="$2" '$0 ~ p { if (++c >= n) exit }' < <(timeout "$4" tail -n +1 -F "$1" 2>/dev/null)
+    # (Counted into a file: GNU grep's -m with its output on /dev/null reads on to the end.)
+    grep -m"$3" -c -E -- "$2" < <(timeout "$4" tail -n +1 -F "$1" 2>/dev/null) >"$scratch/count"
     (($(grep -c -E -- "$2" "$1") >= $3))
 }
 runtime() {  # a fresh 0700 runtime directory under $1
