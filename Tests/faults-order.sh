@@ -11,10 +11,11 @@
 #    20 us apart, with the states 1..POSTS, to `wormhole observe`; the observer is stopped
 #    (SIGSTOP) for 2 s in the middle. Checks: every state delivered, none out of order (a state
 #    lower than the one before), none twice.
-# 2. Restarts: the same poster posts RESTART_POSTS times, 5 ms apart, while the bus daemon is
-#    killed and started again RESTARTS times. Checks: no state the poster reported as not sent
-#    was delivered; none out of order or twice; exactly one catch-up line per `back on the bus`
-#    line of the observer (one per reconnect of its connection), and as many as restarts.
+# 2. Restarts: the same poster posts RESTART_POSTS times, 5 ms apart, to a library observer
+#    (`wormhole-test-peer doorbell-observe --events`) while the bus daemon is killed and started
+#    again RESTARTS times. Checks: no state the poster reported as not sent was delivered; none
+#    out of order or twice; exactly one catch-up after each reconnect of the observer's connection
+#    (and none elsewhere), as many reconnects as restarts.
 # Prints one line per check and, last, `N passed, M failed`; exits 1 when anything failed.
 set -u
 WORMHOLE_BIN=${WORMHOLE_BIN:-$(cd "$(dirname "$0")/.." && pwd)/.build/release}
@@ -71,39 +72,44 @@ check "order: none out of order" $(($(backwards "$scratch/order.out") == 0 ? 0 :
     "$(backwards "$scratch/order.out") went back"
 check "order: none twice" $(($(twice "$scratch/order.out") == 0 ? 0 : 1)) "$(twice "$scratch/order.out") twice"
 
-# 2. Restarts while posting.
-"$wormhole" observe com.example.restart --bus-address "$address" >"$scratch/restart.out" 2>"$scratch/restart.err" &
+# 2. Restarts while posting: a library observer (`doorbell-observe --events`, which also writes its
+#    connection's losses and returns and each catch-up) and the library poster.
+"$peer" doorbell-observe "$address" com.example.restart --events >"$scratch/restart.out" 2>"$scratch/restart.err" &
 observer=$!
 children+=("$observer")
 await "$scratch/restart.err" '^ready' 60
 "$peer" post-sequence "$address" com.example.restart "$restart_posts" 5000 >"$scratch/restart.posted" &
 poster=$!
 children+=("$poster")
-for ((i = 0; i < restarts; i++)); do
-    await "$scratch/restart.out" '"state"' 60
+for ((i = 1; i <= restarts; i++)); do
+    await "$scratch/restart.out" '^com.example.restart ' 60
     kill "$daemon"
     wait "$daemon" 2>/dev/null  # gone, its socket file removed: a new daemon on the same address
     start_daemon
-    await "$scratch/restart.err" "back on the bus" 60
-    # Let a few posts through before the next restart.
-    sleep 0.1
+    grep -m"$i" -c '^reconnected' < <(timeout 60 tail -n +1 -F "$scratch/restart.out" 2>/dev/null) >"$scratch/count"
 done
 wait "$poster"
-await "$scratch/restart.out" "\"state\":$restart_posts[,}]" 60
-kill -INT "$observer"
+# The last post, then the sentinel by the bus alone (it ends the observer with its counters).
+await "$scratch/restart.out" "^com.example.restart $restart_posts\$" 60
+"$peer" doorbell-post "$address" com.example.restart 18446744073709551615 --bus-only >/dev/null
 wait "$observer" 2>/dev/null
+posted_states() { grep '^com.example.restart [0-9]' "$1" | cut -d' ' -f2; }
 notsent=$(grep -c '^notsent ' "$scratch/restart.posted")
 leaked=0
 while read -r _ state; do
-    grep -q "\"state\":$state[,}]" "$scratch/restart.out" && leaked=$((leaked + 1))
+    grep -qx "com.example.restart $state" "$scratch/restart.out" && leaked=$((leaked + 1))
 done < <(grep '^notsent ' "$scratch/restart.posted")
 check "restarts: no post reported not sent was delivered" $((leaked == 0 ? 0 : 1)) \
     "$leaked of $notsent not-sent posts delivered; poster: $(tail -1 "$scratch/restart.posted")"
-check "restarts: none out of order, none twice" \
-    $(($(backwards "$scratch/restart.out") == 0 && $(twice "$scratch/restart.out") == 0 ? 0 : 1)) \
-    "$(backwards "$scratch/restart.out") went back, $(twice "$scratch/restart.out") twice"
-backs=$(grep -c 'back on the bus' "$scratch/restart.err")
-catchups=$(grep -c '"reason":"catchUp"' "$scratch/restart.out")
-check "restarts: one catch-up per reconnect ($restarts restarts)" \
-    $((catchups == backs && backs == restarts ? 0 : 1)) "$catchups catch-ups, $backs reconnects"
+back=$(posted_states "$scratch/restart.out" | awk 'NR > 1 && $1 <= last { n++ } { last = $1 } END { print n + 0 }')
+dup=$(posted_states "$scratch/restart.out" | sort -n | uniq -d | wc -l)
+check "restarts: none out of order, none twice" $((back == 0 && dup == 0 ? 0 : 1)) "$back went back, $dup twice"
+reconnects=$(grep -c '^reconnected' "$scratch/restart.out")
+catchups=$(grep -c '^catchUp ' "$scratch/restart.out")
+# Exactly one catch-up between each reconnect and the next loss, and none before the first.
+misplaced=$(awk '/^reconnected/ { open = 1; seen = 0; next } /^disconnected/ { if (open && seen != 1) bad++; open = 0; next }
+    /^catchUp/ { if (!open || ++seen > 1) bad++ } END { if (open && seen != 1) bad++; print bad + 0 }' "$scratch/restart.out")
+check "restarts: exactly one catch-up per reconnect ($restarts restarts)" \
+    $((catchups == reconnects && reconnects == restarts && misplaced == 0 ? 0 : 1)) \
+    "$catchups catch-ups, $reconnects reconnects, $misplaced misplaced"
 report

@@ -5,13 +5,14 @@ import WormholeDBus
 /// Commands that exercise the doorbell (docs/contract.md section 9) from other processes; the
 /// doorbell's directory is `$XDG_RUNTIME_DIR/wormhole/doorbell` (tests give the peers one).
 ///
-/// - `doorbell-observe BUS NAME... [--prefix] [--bus-only] [--also-bus-only] [--absorbed]`: observes
+/// - `doorbell-observe BUS NAME... [--prefix] [--bus-only] [--also-bus-only] [--absorbed] [--events]`: observes
 ///   each NAME (a prefix with `--prefix`) on the I/O thread; writes `ready endpoint=PATH|none bus=HEX`
 ///   to standard error once active, then one line `NAME STATE` per delivery; on the state 2^64-1
 ///   it writes `rings received=N refused=N` (and, with `--absorbed`, `absorbed=N`: the signals
 ///   its connection dropped undecoded as duplicates of rings) and exits. With `--also-bus-only`
 ///   a second, bus-only center of the same process observes NAME too and writes
-///   `bus-only NAME STATE` per delivery (it ignores the state 2^64-1).
+///   `bus-only NAME STATE` per delivery (it ignores the state 2^64-1). With `--events` it also writes
+///   `catchUp NAME` for each catch-up and `disconnected`/`reconnected` for its connection's events.
 /// - `doorbell-post BUS NAME STATE... [--bus-only] [--on-input] [--each-input] [--flush-wait] [--names] [--close-first]`:
 ///   posts NAME once per STATE, flushes, writes `rang sent=N stale=N` and exits. With `--names`,
 ///   NAME is a comma-separated list, each posted once per STATE, and a second line says
@@ -71,6 +72,10 @@ private func doorbellObserve(_ arguments: [String]) throws {
         busAddress: address, wake: flags.contains("--bus-only") ? .busOnly : .doorbell)
     let name = try NotificationName(positional[1])
     let handler: @Sendable (DarwinNotification) -> Void = { note in
+        if flags.contains("--events"), note.reason == .catchUp {
+            printLine("catchUp \(note.name.rawValue)")
+            return
+        }
         guard let state = note.state else { return }
         if state == UInt64.max {
             let counters = DoorbellStatus.counters
@@ -95,9 +100,15 @@ private func doorbellObserve(_ arguments: [String]) throws {
             printLine("bus-only \(note.name.rawValue) \(state)")
         }
     }
+    // `--events`: the connection's losses and returns, in the order of the deliveries (all on the
+    // I/O thread), for counting one catch-up per reconnect.
+    let events = flags.contains("--events")
+        ? center.connection.onEvent(on: .ioThread) { event in
+            printLine(event == .disconnected ? "disconnected" : "reconnected")
+        } : nil
     let bus = String(DoorbellStatus.busKey(of: address), radix: 16)
     printError("ready endpoint=\(DoorbellStatus.endpoint ?? "none") bus=\(bus)")
-    serveForever(keeping: (observer, second))
+    serveForever(keeping: (observer, second, events))
 }
 
 private func doorbellPost(_ arguments: [String]) throws {
