@@ -65,8 +65,9 @@ func runAfter(milliseconds: UInt64, _ action: @escaping @Sendable () -> Void) {
 /// number (130, 143, 129), the status a shell reports for a process ended by that signal.
 ///
 /// The handler only writes the signal's number to a pipe (async-signal-safe); the main thread,
-/// once serving, reads it and exits. A signal that comes before the command serves (while it
-/// connects) ends it at once, as the signal's default action does.
+/// once serving, reads it and exits. The handler is installed just before the readiness line: a
+/// signal that comes before (while the command connects) ends it at once, as the signal's default
+/// action does.
 enum EndingSignals {
     static let numbers: [Int32] = [SIGINT, SIGTERM, SIGHUP]
 
@@ -75,13 +76,16 @@ enum EndingSignals {
     fileprivate static let writeEnd = Atomic<Int32>(-1)
     fileprivate static let serving = Atomic<Bool>(false)
 
-    /// Installs the handler for the three signals (once, when the command starts serving).
+    /// Installs the handler for the three signals (once, when the command starts serving, before
+    /// its readiness line). From then on a signal waits in the pipe until the main thread reads it,
+    /// even one that comes while the work after the readiness line still runs.
     static func install() {
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else { return }
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         readEnd.store(fds[0], ordering: .releasing)
         writeEnd.store(fds[1], ordering: .releasing)
+        serving.store(true, ordering: .releasing)
         for number in numbers {
             var action = sigaction()
             action.__sigaction_handler.sa_handler = endingSignalHandler
@@ -93,7 +97,6 @@ enum EndingSignals {
 
     /// Serves: waits for an ending signal, then exits with its status.
     static func waitThenExit() -> Never {
-        serving.store(true, ordering: .releasing)
         let fd = readEnd.load(ordering: .acquiring)
         while fd >= 0 {
             var number: UInt8 = 0
