@@ -408,7 +408,7 @@ def decode_json_value(text: str) -> Any:
         node = parse_json(text)
         return _decode(text, node)
     except JSONSyntaxError as error:
-        raise InvalidInputError("invalidValue", "not JSON: %s" % error, text) from None
+        raise InvalidInputError("invalidValue", str(error), text) from None
     except _ValueProblem as problem:
         raise InvalidInputError("invalidValue", "%s at byte %d" % (problem.reason, _byte_offset(text, problem.pos)),
                                 text) from None
@@ -1159,88 +1159,80 @@ class SharedDefaults:
     # -- observing -------------------------------------------------------------
 
     def observe(self, keys: Optional[Iterable[str]], handler: Callable[[str, Any], None],
-                bus: Any = None, context: Any = None) -> "DefaultsObserver":
+                center: Any = None) -> "DefaultsObserver":
         """Call ``handler(key, value)`` (value :data:`MISSING` when removed)
         for every change of ``keys`` (every key of the suite when ``None``).
 
-        The handler runs in ``context`` (a ``GLib.MainContext``; default the
-        thread-default one) when that context is iterated.  The observer is
-        active when this returns.
+        Built on :class:`wormhole_py.notify.NotificationCenter` (``center``,
+        or a new one on this suite's bus): the handler runs in the center's
+        main context when it is iterated; after a reconnect every observed
+        key that changed meanwhile is delivered once.  Active when this returns.
         """
-        return DefaultsObserver(self, None if keys is None else list(keys), handler, bus, context)
+        return DefaultsObserver(self, None if keys is None else list(keys), handler, center)
 
 
 class DefaultsObserver:
     """Delivers changes of a suite's keys, woken by their ``Posted`` signals
     (filtered by the bus daemon: two exact rules per key, or one ``arg0path``
-    rule for the whole suite).  Made by :meth:`SharedDefaults.observe`;
-    :meth:`cancel` stops it."""
+    rule for the whole suite).  A burst of writes may arrive as one change
+    carrying the latest value; a value equal to the one last delivered is not
+    delivered again.  Made by :meth:`SharedDefaults.observe`; :meth:`cancel`
+    stops it."""
 
     def __init__(self, defaults: SharedDefaults, keys: Optional[List[str]], handler: Callable[[str, Any], None],
-                 bus: Any, context: Any) -> None:
-        from gi.repository import Gio, GLib
-        from .bus import Bus
+                 center: Any) -> None:
+        from .notify import NotificationCenter
         self.defaults = defaults
         self.handler = handler
         self.keys = keys
+        names: Dict[str, str] = {}
         if keys is not None:
             for key in keys:
                 defaults.validate_key(key)
-        self._names: Dict[str, str] = {}
-        if keys is not None:
-            self._names = {defaults.name_for(key): key for key in keys}
-        self.bus = bus if bus is not None else Bus.connect(defaults.bus_address)
-        self._context = context if context is not None else GLib.MainContext.ref_thread_default()
+                names[defaults.name_for(key)] = key
+        self._own_center = center is None
+        self.center = center if center is not None else NotificationCenter(defaults.bus_address)
         self._last: Dict[str, Any] = {}
         snapshot = defaults._read().entries
         for key in (keys if keys is not None else list(snapshot)):
             self._last[key] = _typed_key(_stored(snapshot.get(key)))
-        connection = self.bus.connection
-        self._context.push_thread_default()
-        try:
-            self._subscription = connection.signal_subscribe(
-                None, None, _contract.POSTED, _contract.OBJECT_PATH, None, Gio.DBusSignalFlags.NO_MATCH_RULE,
-                self._on_signal)
-        finally:
-            self._context.pop_thread_default()
-        self._rules: List[str] = []
+        self._observers = []
         if keys is None:
-            self._rules.append(_contract.prefix_rule(defaults.prefix))
+            self._observers.append(self.center.observe(defaults.prefix, self._on_post, prefix=True))
         else:
-            for name in self._names:
-                self._rules.append(_contract.exact_rule(name, _contract.bucket_interface(name)))
-                self._rules.append(_contract.exact_rule(name, _contract.PLAIN_INTERFACE))
-        for rule in self._rules:
-            self.bus.add_match(rule)
+            for name in names:
+                self._observers.append(self.center.observe(name, self._on_post))
+        self._names = names
 
-    def _on_signal(self, _connection: Any, _sender: Any, _path: str, interface: str, _member: str,
-                   parameters: Any) -> None:
-        if interface != _contract.PLAIN_INTERFACE and not interface.startswith(_contract.BUCKET_PREFIX):
+    def _on_post(self, notification: Any) -> None:
+        if notification.reason == "catchUp":
+            self._catch_up()
             return
-        if parameters.n_children() < 1:
-            return
-        first = parameters.get_child_value(0)
-        if first.get_type_string() != "s":
-            return
-        name = first.get_string()
+        name = notification.name
         if self.keys is not None:
             key = self._names.get(name)
-            if key is None:
-                return
         else:
-            if not name.startswith(self.defaults.prefix):
-                return
-            key = name[len(self.defaults.prefix):]
-            if not key:
-                return
-        self._deliver(key)
+            key = name[len(self.defaults.prefix):] if name.startswith(self.defaults.prefix) else None
+        if key:
+            self._deliver(key)
 
-    def _deliver(self, key: str) -> None:
+    def _catch_up(self) -> None:
         try:
-            raw = self.defaults.raw(key)
+            entries = self.defaults._read().entries
         except WormholeError as error:
-            self.on_error(key, error)
+            self.on_error("", error)
             return
+        keys = self.keys if self.keys is not None else sorted(set(entries) | set(self._last))
+        for key in keys:
+            self._deliver(key, entries.get(key))
+
+    def _deliver(self, key: str, raw: Any = MISSING) -> None:
+        if raw is MISSING:
+            try:
+                raw = self.defaults.raw(key)
+            except WormholeError as error:
+                self.on_error(key, error)
+                return
         value = _stored(raw)
         typed = _typed_key(value)
         if self._last.get(key, _typed_key(MISSING)) == typed:
@@ -1249,21 +1241,16 @@ class DefaultsObserver:
         self.handler(key, value)
 
     def on_error(self, key: str, error: WormholeError) -> None:
-        """Called when the suite cannot be read for a change of ``key``; by default a line on standard error."""
+        """Called when the suite cannot be read for a change; by default one line on standard error."""
         import sys
         sys.stderr.write("wormhole: %s\n" % error)
         sys.stderr.flush()
 
     def cancel(self) -> None:
-        """Stop delivering and remove the match rules."""
-        if self._subscription:
-            self.bus.connection.signal_unsubscribe(self._subscription)
-            self._subscription = 0
-            from gi.repository import GLib
-            for rule in self._rules:
-                try:
-                    self.bus.connection.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus",
-                                                  "org.freedesktop.DBus", "RemoveMatch", GLib.Variant("(s)", (rule,)),
-                                                  None, 0, 5000, None)
-                except GLib.Error:
-                    pass
+        """Stop delivering and remove the match rules (idempotent)."""
+        for observer in self._observers:
+            observer.cancel()
+        self._observers = []
+        if self._own_center:
+            self.center.close()
+            self._own_center = False
