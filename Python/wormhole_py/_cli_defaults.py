@@ -190,6 +190,12 @@ def _guard(body: Callable[[], int]) -> int:
         return 0
 
 
+def _timed_out(count: Optional[int], timeout: float) -> None:
+    if count:
+        sys.stderr.write("wormhole: timed out after %.1f s before the requested count\n" % timeout)
+        sys.stderr.flush()
+
+
 def _quiet_stdout() -> None:
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -368,7 +374,7 @@ def cmd_observe(args: argparse.Namespace) -> int:
             loop.quit()
 
         if args.timeout is not None:
-            GLib.timeout_add(int(args.timeout * 1000), lambda: (stop(EX_TIMEOUT if args.count else 0), False)[1])
+            GLib.timeout_add(int(args.timeout * 1000), lambda: (_timed_out(args.count, args.timeout), stop(EX_TIMEOUT if args.count else 0), False)[2])
         center = NotificationCenter(args.bus_address, context)
 
         def on_change(key: str, value: Any) -> None:

@@ -497,6 +497,9 @@ class Journal:
             sealed = False
             while True:
                 frame = _frame_at(data, offset)
+                if frame is not None and frame.valid and frame.sequence < expected and not frame.seal:
+                    offset = frame.end  # a record before the start: not delivered
+                    continue
                 if frame is not None and frame.valid and frame.sequence <= MAX_SEQUENCE + 1 and (
                         frame.sequence >= expected):
                     if frame.sequence > expected:
