@@ -203,6 +203,13 @@ def test_corrupt_suite_is_refused_until_repaired(env):
         path.write_bytes(bad)
         with pytest.raises(wd.CorruptSuiteError):
             wd.SharedDefaults(G, post=False).values()
+    path.write_text('{"x":' + "[" * 600 + "]" * 600 + "}")
+    with pytest.raises(wd.CorruptSuiteError) as caught:
+        wd.SharedDefaults(G, post=False).values()
+    assert caught.value.offset == 517 and "nested deeper than 512 levels" in str(caught.value)  # as Swift says
+    path.write_text('{"x":' + "[" * 511 + "]" * 511 + ', "n": 1' + "0" * 5000 + "}")
+    assert wd.SharedDefaults(G, post=False).get("n") == wd.UnknownValue("1" + "0" * 5000)
+    path.write_bytes(b"[" * 600)
     moved = defaults.repair()
     assert moved == str(path) + ".corrupt-1" and Path(moved).read_bytes() == b"[" * 600
     assert not path.exists() and defaults.repair() is None

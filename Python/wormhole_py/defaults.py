@@ -319,6 +319,69 @@ def _key(text: str, pos: int, keys: List[str]) -> int:
     return _WS.match(text, pos + 1).end()
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(name)
+
+
+_FAST = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
+def object_spans(text: str, max_depth: int = MAX_DEPTH) -> Dict[str, str]:
+    """The members of a JSON text that must be one object: key -> the value's
+    text exactly as written (the last of duplicate keys wins).
+
+    A fast path for whole suites: the C scanner of :mod:`json` finds where each
+    top-level value ends; anything it refuses, and any value with enough
+    brackets to nest past ``max_depth``, is checked again by
+    :func:`parse_json`, whose error (with its byte offset) is raised.
+    """
+    try:
+        entries = _fast_spans(text, max_depth)
+    except (ValueError, RecursionError):
+        entries = None
+    if entries is None:
+        root = parse_json(text, max_depth)
+        if root.kind != OBJECT:
+            raise JSONSyntaxError("the suite is not a JSON object", _byte_offset(text, root.start))
+        entries = {key: text[node.start:node.end] for key, node in root.value}
+    return entries
+
+
+def _fast_spans(text: str, max_depth: int) -> Optional[Dict[str, str]]:
+    ws = _WS.match
+    n = len(text)
+    pos = ws(text, 0).end()
+    if pos >= n or text[pos] != "{":
+        return None
+    pos = ws(text, pos + 1).end()
+    entries: Dict[str, str] = {}
+    if pos < n and text[pos] == "}":
+        return entries if ws(text, pos + 1).end() == n else None
+    scan = _FAST.raw_decode
+    while True:
+        if pos >= n or text[pos] != '"':
+            return None
+        key, pos = _scanstring(text, pos + 1, True)
+        pos = ws(text, pos).end()
+        if pos >= n or text[pos] != ":":
+            return None
+        start = ws(text, pos + 1).end()
+        _, end = scan(text, start)
+        value = text[start:end]
+        if value.count("[") + value.count("{") >= max_depth - 1:
+            parse_json(value, max_depth - 1)  # the exact depth rule (the object itself is one level)
+        entries[key] = value
+        pos = ws(text, end).end()
+        if pos >= n:
+            return None
+        if text[pos] == ",":
+            pos = ws(text, pos + 1).end()
+            continue
+        if text[pos] == "}" and ws(text, pos + 1).end() == n:
+            return entries
+        return None
+
+
 def decode_utf8(data: bytes) -> str:
     """Decode bytes that must be UTF-8 without a byte-order mark (else :class:`JSONSyntaxError`)."""
     if data.startswith(b"\xef\xbb\xbf"):
@@ -346,7 +409,7 @@ def _decode(text: str, node: Node) -> Any:
         raw = text[node.start:node.end]
         if "." in raw or "e" in raw or "E" in raw:
             return float(raw)
-        number = int(raw)
+        number = int(raw) if len(raw) <= 21 else _INT_MAX + 1  # (int() of thousands of digits is refused)
         if number < _INT_MIN or number > _INT_MAX:
             raise _ValueProblem("the integer %s does not fit a signed 64-bit Int (write it as %s.0 for a Double)"
                                 % (raw, raw), node.start)
@@ -741,14 +804,9 @@ class SharedDefaults:
     def _parse(self, data: bytes, mtime_ns: int, writing: bool = False) -> _Suite:
         try:
             text = decode_utf8(data)
-            root = parse_json(text)
-            if root.kind != OBJECT:
-                raise JSONSyntaxError("the top level is %s, not an object" % root.kind, _byte_offset(text, root.start))
+            entries = object_spans(text)
         except JSONSyntaxError as error:
             raise self._corrupt(error, len(data), writing) from None
-        entries: Dict[str, str] = {}
-        for key, node in root.value:
-            entries[key] = text[node.start:node.end]
         return _Suite(entries, text, mtime_ns, len(data), True)
 
     def _corrupt(self, error: JSONSyntaxError, size: int, writing: bool) -> CorruptSuiteError:
