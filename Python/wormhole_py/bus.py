@@ -329,38 +329,29 @@ class Bus:
 
 
 def open_connection(address: str, timeout: Optional[float]) -> Gio.DBusConnection:
-    """Open a new private message-bus connection within ``timeout`` seconds,
-    iterating a private main context (never the caller's)."""
-    context = GLib.MainContext.new()
-    context.push_thread_default()
-    result: dict = {}
+    """Open a new private message-bus connection within ``timeout`` seconds.
+
+    The connection is made in the calling thread's thread-default main
+    context (its ``closed`` signal is dispatched there).  The bound is a
+    timer thread that cancels the blocking connect, never a polling loop.
+    """
     cancellable = Gio.Cancellable()
+    timer = threading.Timer(timeout, cancellable.cancel) if timeout is not None else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    flags = Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION
     try:
-        flags = (Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT
-                 | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION)
-
-        def done(_source: Any, res: Gio.AsyncResult) -> None:
-            try:
-                result["connection"] = Gio.DBusConnection.new_for_address_finish(res)
-            except GLib.Error as error:
-                result["error"] = error
-
-        Gio.DBusConnection.new_for_address(address, flags, None, cancellable, done)
-        if not run_until(context, lambda: bool(result), timeout):
-            cancellable.cancel()
-            run_until(context, lambda: bool(result), 1.0)
-            connection = result.get("connection")
-            if connection is not None:
-                connection.set_exit_on_close(False)
-                connection.close(None, None, None)
+        connection = Gio.DBusConnection.new_for_address_sync(address, flags, None, cancellable)
+    except GLib.Error as error:
+        if cancellable.is_cancelled():
             raise BusError("timedOut", "the bus at %s did not answer within %g s" % (shown(address), timeout),
-                           address)
-    finally:
-        context.pop_thread_default()
-    if "error" in result:
+                           address) from None
         raise BusError("connectionFailed", "cannot connect to the bus at %s: %s"
-                       % (shown(address), result["error"].message), address)
-    connection = result["connection"]
+                       % (shown(address), error.message), address) from None
+    finally:
+        if timer is not None:
+            timer.cancel()
     connection.set_exit_on_close(False)
     return connection
 
