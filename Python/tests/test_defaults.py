@@ -394,3 +394,19 @@ def test_concurrent_increments_lose_nothing(env, swift):
         assert process.wait(timeout=300) == 0
     assert wd.SharedDefaults(G, post=False).get("n") == 8 * per
     assert counter(env) == 8 * per
+
+
+def test_observe_without_a_bus_wakes_through_the_directory(env, swift, tmp_path):
+    nobus = "unix:path=%s" % (tmp_path / "no-bus-here")
+    observer = Background(py_defaults("observe", "k", "--count", "1", "--timeout", "30", "--bus-address", nobus,
+                                      "--group", G), env)
+    try:
+        observer.ready()
+        assert "listening through the Preferences directory" in _env.read_line(observer.process.stderr)
+        written = run([str(swift / "wormhole"), "defaults", "write", "k", "[1.5]", "--bus-address", nobus,
+                       "--group", G], env)
+        assert written.returncode == 0 and "not notified" in written.err
+        status, out, _ = observer.finish()
+        assert status == 0 and json.loads(out) == {"key": "k", "value": [1.5]}
+    finally:
+        observer.kill()

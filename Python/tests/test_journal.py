@@ -284,3 +284,32 @@ def test_concurrent_appenders_number_without_gaps(env, swift):
     assert [r.sequence for r in records] == list(range(1, 81))
     status, out, _ = stat_of(swift_cmd(swift, "journal", "check", ID, "--group", G), env)
     assert status == 0 and out["records"] == 80
+
+
+def test_listen_without_a_bus_wakes_through_the_directory(env, tmp_path):
+    nobus = "unix:path=%s" % (tmp_path / "no-bus-here")
+    listener = Background(py_journal("listen", ID, "--count", "1", "--timeout", "30", "--bus-address", nobus,
+                                     "--group", G), env)
+    try:
+        listener.ready()
+        assert "listening through the journal directory" in _env.read_line(listener.process.stderr)
+        sent = run(py_journal("send", ID, '"quiet"', "--bus-address", nobus, "--group", G), env)
+        assert sent.returncode == 0 and "the notification was not sent" in sent.err
+        status, out, _ = listener.finish()
+        assert status == 0 and json.loads(out) == {"identifier": ID, "sequence": 1, "message": "quiet"}
+    finally:
+        listener.kill()
+
+
+def test_durable_appends_record_the_synced_position(env, swift):
+    journal = wj.Journal(G, ID, post=False, durable=True, segment_size=80)
+    for number in range(4):
+        journal.append(str(number))
+    data = (journal.path / "sync.lock").read_bytes()
+    assert len(data) == 20
+    first, offset = struct.unpack_from("<QQ", data)
+    assert struct.unpack_from("<I", data, 16)[0] == crc32c(data[:16])
+    assert (journal.path / wj.segment_name(first)).stat().st_size == offset
+    assert run(swift_cmd(swift, "journal", "check", ID, "--group", G), env).returncode == 0
+    assert run(swift_cmd(swift, "send", "--journal", ID, "4", "--group", G), env).returncode == 0
+    assert [r.sequence for r in journal.reader("start").read()] == [1, 2, 3, 4, 5]

@@ -375,7 +375,7 @@ def cmd_observe(args: argparse.Namespace) -> int:
 
         if args.timeout is not None:
             GLib.timeout_add(int(args.timeout * 1000), lambda: (_timed_out(args.count, args.timeout), stop(EX_TIMEOUT if args.count else 0), False)[2])
-        center = NotificationCenter(args.bus_address, context)
+        center, bus_error = open_center(args.bus_address, context)
 
         def on_change(key: str, value: Any) -> None:
             if value is MISSING:
@@ -402,15 +402,53 @@ def cmd_observe(args: argparse.Namespace) -> int:
 
         observer = defaults.observe(list(args.keys) or None, on_change, center)
         center.on_connection_change(on_connection)
+        # The Preferences directory wakes us too: while the bus is away, and
+        # for writers that do not post.  Writes are renames onto the suite file.
+        defaults._open_lock_directory()
+        suite_name = defaults.path.name
+        monitor = watch_directory(defaults.directory, lambda name: name == suite_name and observer._catch_up())
         sys.stderr.write("ready\n")
         sys.stderr.flush()
+        if bus_error is not None:
+            sys.stderr.write("wormhole: %s; listening through the Preferences directory (inotify) until the bus can "
+                             "be reached\n" % bus_error)
+            sys.stderr.flush()
         try:
             loop.run()
         finally:
+            monitor.cancel()
             observer.cancel()
             center.close()
         return state["status"]
     return _guard(body)
+
+
+def open_center(address: Optional[str], context: Any) -> Any:
+    """A :class:`~wormhole_py.notify.NotificationCenter` on ``address``;
+    when the bus cannot be reached, one that waits for it.  Returns the
+    center and the error met at start (``None`` when on the bus)."""
+    from .errors import BusError
+    from .notify import NotificationCenter
+    try:
+        return NotificationCenter(address, context), None
+    except BusError as error:
+        return NotificationCenter(address, context, require_bus=False), error
+
+
+def watch_directory(path: Any, on_name: Callable[[str], Any]) -> Any:
+    """Watch a directory with ``Gio.FileMonitor`` (inotify, moves reported as
+    renames): ``on_name(file name)`` for every entry created, changed,
+    removed or renamed (both names).  Returns the monitor (``cancel()`` it)."""
+    from gi.repository import Gio
+
+    def changed(_monitor: Any, file: Any, other: Any, _event: Any) -> None:
+        for item in (file, other):
+            if item is not None:
+                on_name(item.get_basename())
+
+    monitor = Gio.File.new_for_path(str(path)).monitor_directory(Gio.FileMonitorFlags.WATCH_MOVES, None)
+    monitor.connect("changed", changed)
+    return monitor
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -218,7 +218,7 @@ def send_journal(group: str, directory: str, identifier: str, document: Optional
         _err(str(error))
         return 1
     if journal.last_post_error is not None:
-        _err("warning: record appended, but listeners were not notified: %s" % journal.last_post_error)
+        _err("warning: record appended, but the notification was not sent: %s" % journal.last_post_error)
     return 0
 
 
@@ -248,7 +248,6 @@ def listen_journal(group: str, directory: str, identifier: str, consumer: Option
     """
     from gi.repository import GLib
     from .journal import BATCH, Gap, Journal, JournalError, Record, compact_json, validate_consumer
-    from .notify import NotificationCenter
     try:
         journal = Journal(group, identifier, directory, bus_address=bus_address)
         if consumer is not None:
@@ -270,8 +269,9 @@ def listen_journal(group: str, directory: str, identifier: str, consumer: Option
 
     if timeout is not None:
         GLib.timeout_add(int(timeout * 1000), lambda: (_timed_out(count, timeout), stop(EX_TIMEOUT if count else 0), False)[2])
+    from ._cli_defaults import open_center, watch_directory
     try:
-        center = NotificationCenter(bus_address, context)
+        center, bus_error = open_center(bus_address, context)
     except WormholeError as error:
         _err(str(error))
         return 1
@@ -341,13 +341,35 @@ def listen_journal(group: str, directory: str, identifier: str, consumer: Option
         _err(str(error))
         return EX_USAGE if isinstance(error, InvalidInputError) else 1
     holder["reader"] = reader
+
+    def on_connection(up: bool, reason: Optional[str]) -> None:
+        if up:
+            sys.stderr.write("wormhole: back on the bus; records appended meanwhile were delivered\n")
+        else:
+            sys.stderr.write("wormhole: lost the bus at '%s' (%s); listening through the journal directory until it "
+                             "is back\n" % (center.link.address, reason or "disconnected"))
+        sys.stderr.flush()
+
+    center.on_connection_change(on_connection)
+    # The journal directory wakes us too (inotify): while the bus is away, and
+    # for an appender killed between its write and its post.
+    monitor = None
+    try:
+        journal._ensure()
+        monitor = watch_directory(journal.path, lambda name: name.endswith(".seg") and drain())
+    except (WormholeError, OSError) as error:
+        _err("cannot watch the journal directory: %s" % error)
     sys.stderr.write("ready\n")
     sys.stderr.flush()
+    if bus_error is not None:
+        _err("%s; listening through the journal directory (inotify) until the bus can be reached" % bus_error)
     drain()
     try:
         if not state["done"]:
             loop.run()
     finally:
+        if monitor is not None:
+            monitor.cancel()
         observer.cancel()
         reader.close()
         center.close()

@@ -940,6 +940,12 @@ class SharedDefaults:
             raise
         return fd
 
+    def _open_lock_directory(self) -> None:
+        """Create (0700) and check the container and its ``Preferences`` directory."""
+        from . import container as _container
+        _container.ensure_directory(self.container)
+        _container.ensure_directory(self.directory)
+
     def _read_locked(self) -> _Suite:
         from . import container as _container
         try:
