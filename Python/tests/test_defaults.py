@@ -82,7 +82,7 @@ def test_values_round_trip_with_their_types():
 def test_values_that_are_refused_name_the_problem():
     for text, words in (("null", "null is not a property-list value"), ("[null]", "at byte 1"),
                         ('{"$foo":1}', "unknown tag '$foo'"), ('{"$date":"x"}', "$date needs"),
-                        ('{"$data":"A"}', "$data needs"), ('{"$url":"rel"}', "$url needs"),
+                        ('{"$data":"A"}', "$data needs"), ('{"$url":""}', "$url needs"),
                         ('{"$double":"foo"}', "$double needs"), ("9223372036854775808", "does not fit"),
                         ('{"$date":1e400}', "$date needs a finite")):
         with pytest.raises(InvalidInputError) as caught:
@@ -245,7 +245,11 @@ COMMANDS = [
     ("write", "n", "6", "--expect-absent"), ("write", "new", "6", "--expect-absent"),
     ("write", "new2", "6", "--expect", "1"), ("write", "k", "null"), ("write", "k", '{"$foo":1}'),
     ("write", "k", "[" * 600 + "]" * 600), ("write", "k", '{"$date":"x"}'), ("delete", "b"), ("delete", "nokey"),
-    ("write", "big", '"' + "x" * 200 + '"', "--max-bytes", "50"), ("read",),
+    ("write", "big", '"' + "x" * 200 + '"', "--max-bytes", "50"),
+    ("write", "u", '{"$url":"http://x/\u00e4 b<c>%zz%20"}'), ("read", "u"), ("write", "t", '{"$date":1e20}'),
+    ("write", "t2", '[{"$date":-0.5},{"$double":"-inf"},{"$double":2}]'), ("write", "e2", '{"$dict":{"a":1}}'),
+    ("write", "bad", '{"$url":""}'), ("write", "rel", '{"$url":"a b"}'), ("write", "bad", '{"$dict":5}'), ("write", "bad", '{"$data":"A"}'),
+    ("write", "num", "9223372036854775808"), ("read",),
 ]
 
 

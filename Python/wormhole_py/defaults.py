@@ -160,11 +160,30 @@ class Date:
         return _dt.datetime.fromtimestamp(self.seconds, tz=_dt.timezone.utc)
 
 
+_URL_VALID = re.compile(r"(?:%[0-9A-Fa-f]{2}|[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=])*\Z")
+_URL_UNSAFE = re.compile(r"[^A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]+")
+
+
+def normalise_url(text: str) -> str:
+    """``text`` as Foundation's ``URL(string:)`` stores it: unchanged when it
+    is a valid URL string; else every character a URL may not hold, ``%``
+    included, percent-encoded as UTF-8 (``ä`` -> ``%C3%A4``, space -> ``%20``,
+    ``%zz`` -> ``%25zz``, and then ``%20`` -> ``%2520`` too)."""
+    if _URL_VALID.match(text):
+        return text
+    return _URL_UNSAFE.sub(lambda m: "".join("%%%02X" % b for b in m.group(0).encode("utf-8", "surrogatepass")),
+                           text)
+
+
 @dataclass(frozen=True)
 class URL:
-    """An absolute URL (``{"$url":"…"}``)."""
+    """A URL (``{"$url":"…"}``; a non-empty string, usually absolute), kept percent-encoded: characters
+    a URL may not hold are encoded when it is made (see :func:`normalise_url`)."""
 
     string: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "string", normalise_url(self.string))
 
     def __str__(self) -> str:
         return self.string
@@ -396,7 +415,6 @@ def decode_utf8(data: bytes) -> str:
 # Property-list values <-> JSON
 # --------------------------------------------------------------------------
 
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 _B64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
 
 
@@ -449,9 +467,9 @@ def _decode_tag(text: str, node: Node, tag: str, child: Node) -> Any:
             return base64.b64decode(child.value)
         raise _ValueProblem("$data needs a base64 string", node.start)
     if tag == "$url":
-        if child.kind == STRING and _SCHEME.match(child.value):
+        if child.kind == STRING and child.value:
             return URL(child.value)
-        raise _ValueProblem("$url needs an absolute URL string", node.start)
+        raise _ValueProblem("$url needs a URL string", node.start)
     if tag == "$dict":
         if child.kind == OBJECT:
             return {key: _decode(text, grandchild) for key, grandchild in child.value}
@@ -543,8 +561,8 @@ def encode_value(value: Any, _depth: int = 1) -> str:
             raise InvalidInputError("invalidValue", "a Date needs a finite number of seconds, not %r" % seconds, value)
         return '{"$date":%s}' % repr(seconds)
     if isinstance(value, URL):
-        if not _SCHEME.match(value.string):
-            raise InvalidInputError("invalidValue", "URL %s is not absolute" % _contract.shown(value.string), value)
+        if not value.string:
+            raise InvalidInputError("invalidValue", "a URL needs a non-empty string", value)
         return '{"$url":%s}' % encode_string(value.string)
     if isinstance(value, UnknownValue):
         return value.json
