@@ -33,17 +33,13 @@ then make one call the bus answers.  Readers never write.
 from __future__ import annotations
 
 import base64
-import binascii
 import datetime as _dt
 import errno
 import fcntl
 import json
 import os
 import re
-import secrets
-import stat as _stat
 import struct
-import threading
 import time
 from dataclasses import dataclass
 from json.decoder import scanstring as _scanstring

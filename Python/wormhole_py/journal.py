@@ -33,12 +33,11 @@ import stat as _stat
 import struct
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _contract
 from ._crc32c import crc32c
-from .errors import InvalidInputError, StorageError, UnsafePathError, WormholeError
+from .errors import InvalidInputError, StorageError, WormholeError
 
 __all__ = [
     "Journal", "JournalReader", "JournalError", "Record", "Gap", "Scan", "Cursor", "compact_json",
