@@ -659,6 +659,8 @@ class Journal:
         finally:
             os.close(fd)
         os.rename(tmp, self.path / name)
+        if self.durable:
+            self._datasync(self.path)
 
     def _find_end(self) -> Tuple[int, int, int]:
         """Under ``append.lock``: the last segment's first number, the end of
@@ -788,7 +790,7 @@ class Journal:
                 seal = _build_frame(SEAL, sequence, time.time_ns(), b"")
                 self._pwrite(name, end, seal)
                 if self.durable:
-                    self._sync(name)
+                    self._datasync(self.path / name)
                 first, end = sequence, HEADER
                 name = segment_name(first)
                 self._create_segment(first)
@@ -798,10 +800,13 @@ class Journal:
             self._pwrite(name, end, b"".join(frames))
             last = sequence + len(encoded) - 1
             self._view = (first, end + sum(len(frame) for frame in frames), last + 1)
-            if self.durable:
-                self._sync(name)
+        except BaseException:
+            self._view = None
+            raise
         finally:
             os.close(lock)
+        if self.durable:
+            self._sync(name, self._view[1])
         self._post(last)
         return last
 
@@ -820,18 +825,32 @@ class Journal:
         finally:
             os.close(fd)
 
-    def _sync(self, name: str) -> None:
-        """``fdatasync`` the segment and record the position in ``sync.lock`` (20 bytes with its CRC-32C)."""
+    def _datasync(self, path: Any) -> None:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+
+    def _sync(self, name: str, end: int) -> None:
+        """Group commit (after ``append.lock`` is released): under
+        ``sync.lock``, done when its position (first 16 bytes, checked by the
+        CRC-32C in the next 4) covers ``end`` of segment ``name``; else
+        ``fdatasync`` the segment and store the position, unless a later
+        segment's position is stored already (then only synchronise)."""
+        first = int(name[:20])
         lock = self._lock("sync.lock")
         try:
-            path = self.path / name
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            try:
-                os.fdatasync(fd)
-                size = os.fstat(fd).st_size
-            finally:
-                os.close(fd)
-            position = _U64.pack(int(name[:20])) + _U64.pack(size)
+            stored = os.pread(lock, 20, 0)
+            stored_first = stored_offset = None
+            if len(stored) == 20 and _U32.unpack_from(stored, 16)[0] == crc32c(stored[:16]):
+                stored_first, stored_offset = struct.unpack_from("<QQ", stored)
+                if stored_first == first and stored_offset >= end:
+                    return
+            self._datasync(self.path / name)
+            if stored_first is not None and stored_first > first:
+                return
+            position = _U64.pack(first) + _U64.pack(end)
             os.pwrite(lock, position + _U32.pack(crc32c(position)), 0)
         finally:
             os.close(lock)
