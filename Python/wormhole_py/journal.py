@@ -981,6 +981,8 @@ class JournalReader:
             self.acknowledged = expected - 1
         self._position = Position(None, HEADER, expected)
         self._reported_waiting: Optional[Tuple[int, int]] = None
+        # The highest number a reported gap covered (a gap is reported once).
+        self._reported_through = 0
 
     @property
     def next_sequence(self) -> int:
@@ -1009,11 +1011,15 @@ class JournalReader:
                     continue
                 out.append(item)
             else:
-                if item.last < start.expected:
+                floor = max(start.expected, self._reported_through + 1)
+                if item.last < floor:
                     continue
-                if item.first < start.expected:
-                    item.first = start.expected
+                if item.first < floor:
+                    item.first = floor
                 out.append(item)
+        for item in out:
+            if isinstance(item, Gap):
+                self._reported_through = max(self._reported_through, item.last)
         return out
 
     def begin_batch(self, records: List[Record]) -> None:
