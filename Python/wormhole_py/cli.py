@@ -44,6 +44,9 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # type: ignore[override]
         if message.startswith("argument ") and ": --" in message:
             message = message[message.index(": --") + 2:]  # the type's own line names the option
+        elif message.startswith("unrecognized arguments: "):
+            extra = message[len("unrecognized arguments: "):].split(" ")[0]
+            message = ("unknown option %s" if extra.startswith("-") else "unexpected argument %s") % shown(extra)
         sys.stderr.write("wormhole: %s\n" % message)
         sys.stderr.write(self.format_usage())
         sys.stderr.flush()
@@ -98,7 +101,7 @@ def count_arg(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError("--count must be an integer, not '%s'" % text) from None
     if value < 1:
-        raise argparse.ArgumentTypeError("--count must be at least 1, not '%s'" % text)
+        raise argparse.ArgumentTypeError("--count must be at least 1, not %s" % text)
     return value
 
 
@@ -142,6 +145,7 @@ class Runner:
         self.delivered = 0
         self.status = EX_OK
         self.started = False
+        self.signal: Optional[int] = None
         self._sources: List[int] = []
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             self._sources.append(GLib.unix_signal_add(GLib.PRIORITY_HIGH, signum, self._on_signal, signum))
@@ -149,6 +153,7 @@ class Runner:
             self._sources.append(GLib.timeout_add(int(timeout * 1000), self._on_timeout))
 
     def _on_signal(self, signum: int) -> bool:
+        self.signal = signum
         self.stop(128 + signum)
         return False
 
@@ -188,9 +193,20 @@ class Runner:
         """Run until stopped; returns the exit status."""
         if not getattr(self, "_stopped", False):
             self.loop.run()
+        context = self.GLib.MainContext.default()
         for source in self._sources:
-            self.GLib.source_remove(source)
+            if context.find_source_by_id(source) is not None:
+                self.GLib.source_remove(source)
         return self.status
+
+    def end(self) -> None:
+        """After cleaning up: a command ended by a signal ends by that signal
+        (as the Swift tool does; a shell reports 128+N: 130, 143, 129)."""
+        if self.signal is not None:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            signal.signal(self.signal, signal.SIG_DFL)
+            os.kill(os.getpid(), self.signal)
 
 
 # -- commands -------------------------------------------------------------------------------------------
@@ -341,6 +357,7 @@ def cmd_observe(args: argparse.Namespace) -> int:
         return runner.run()
     finally:
         center.close()
+        runner.end()
 
 
 def cmd_listen(args: argparse.Namespace) -> int:
@@ -396,6 +413,7 @@ def cmd_listen(args: argparse.Namespace) -> int:
         return runner.run()
     finally:
         listener.cancel()
+        runner.end()
 
 
 def cmd_swift_only(args: argparse.Namespace) -> int:

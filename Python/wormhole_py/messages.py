@@ -194,7 +194,7 @@ class Wormhole:
         if data is None:
             raise NoMessageError("noMessage", "no message is stored for %s in %s" % (shown(identifier), self.path),
                                  identifier)
-        return _json.validate_document(data, "stored message %s" % shown(str(path)))
+        return _json.validate_document(data, "the file stored for %s (%s)" % (shown(identifier), path))
 
     def read(self, identifier: str) -> Any:
         """The stored message of ``identifier``, decoded (see :meth:`read_json`)."""
@@ -462,7 +462,7 @@ class Listener:
             if reason in ("stored",):
                 return False
             self._last[identifier] = _CLEARED
-            self._emit(Delivery(identifier, None, "cleared", None))
+            self._emit(Delivery(identifier, None, "cleared", sent_at if reason == "posted" else None))
             return True
         if self._last.get(identifier) == data and not self.every_post:
             return False
