@@ -37,7 +37,9 @@ REPO = PYTHON_DIR.parent
 CONFIG = REPO / "dbus" / "wormhole-session.conf"
 BOUND = 30.0
 
-if str(PYTHON_DIR) not in sys.path:
+#: Tests/python.sh sets this: import and run the installed package, not the source tree.
+INSTALLED = bool(os.environ.get("WORMHOLE_PY_INSTALLED"))
+if not INSTALLED and str(PYTHON_DIR) not in sys.path:
     sys.path.insert(0, str(PYTHON_DIR))
 
 
@@ -130,6 +132,8 @@ def wenv(address, tmp_path, monkeypatch) -> Dict[str, str]:
         "DBUS_SESSION_BUS_ADDRESS": address,
         "PYTHONPATH": str(PYTHON_DIR) + os.pathsep + os.environ.get("PYTHONPATH", ""),
     }
+    if INSTALLED:
+        del values["PYTHONPATH"]
     if os.environ.get("WORMHOLE_TEST_NO_RUNTIME_DIR"):
         del values["XDG_RUNTIME_DIR"]
         monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)

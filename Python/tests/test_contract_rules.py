@@ -162,3 +162,12 @@ def test_stale_temporaries_only_when_unlocked_and_old(tmp_path):
     finally:
         os.close(fd)
     assert not old.exists() and held.exists() and young.exists()
+
+
+def test_the_package_under_test_is_the_installed_one_when_asked():
+    """Tests/python.sh runs the installed package (WORMHOLE_PY_INSTALLED=1), not the source tree."""
+    import wormhole_py
+    from conftest import INSTALLED, PYTHON_DIR
+    if not INSTALLED:
+        pytest.skip("running from the source tree")
+    assert not os.path.realpath(wormhole_py.__file__).startswith(str(PYTHON_DIR) + os.sep)
