@@ -321,6 +321,14 @@ class Bus:
         self.connection.call_sync(DBUS_NAME, DBUS_PATH, DBUS_INTERFACE, "AddMatch", GLib.Variant("(s)", (rule,)),
                                   None, Gio.DBusCallFlags.NONE, int(timeout * 1000), None)
 
+    def __del__(self) -> None:
+        # The last reference going away never drops a signal a send accepted (contract v1.2).
+        try:
+            if self._unconfirmed and not self.connection.is_closed():
+                self.drain()
+        except Exception:
+            pass
+
     def __enter__(self) -> "Bus":
         return self
 
