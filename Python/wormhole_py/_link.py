@@ -233,16 +233,14 @@ class Link:
             self._try_connect()
 
     def _schedule_retry_if_needed(self) -> None:
-        """A connection attempt failed: with a socket path, the next socket
-        event tries again, and one short retry covers a socket that appeared
-        before its daemon listened; without one, back off 10 ms .. 2 s."""
+        """A connection attempt failed: with a socket path that does not
+        exist, its creation tries again; otherwise back off 10 ms .. 2 s."""
         if self._cancelled or self._retry_source is not None:
             return
-        if self._socket is not None and self._monitor is not None:
-            if not os.path.exists(self._socket):
-                return  # the CREATED event will come
-            if self._retry_delay_ms > 640:
-                return  # it exists but refuses: wait for it to be re-created
+        if self._socket is not None and self._monitor is not None and not os.path.exists(self._socket):
+            return  # the socket's CREATED event will come
+        # The socket is there but refused or did not answer (a daemon starting, stopped, or
+        # hung): try again, 10 ms doubling to 2 s, until it answers or is re-created.
         delay = self._retry_delay_ms
         self._retry_delay_ms = min(self._retry_delay_ms * 2, 2000)
         source = GLib.timeout_source_new(delay)

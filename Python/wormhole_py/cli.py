@@ -311,6 +311,12 @@ def _address_text(address: Optional[str]) -> str:
         return "''"
 
 
+def _connect_bound(timeout: Optional[float]) -> float:
+    """Connecting gives up after 5 s, or sooner when ``--timeout`` is shorter."""
+    from ._contract import CONNECT_TIMEOUT_SECONDS
+    return CONNECT_TIMEOUT_SECONDS if timeout is None else max(0.001, min(CONNECT_TIMEOUT_SECONDS, timeout))
+
+
 def cmd_observe(args: argparse.Namespace) -> int:
     """``observe NAME... | --all [--prefix] [--count N] [--timeout S]``."""
     if args.all == bool(args.names):
@@ -324,7 +330,7 @@ def cmd_observe(args: argparse.Namespace) -> int:
             validate_name(name)
     from .notify import NotificationCenter
     runner = Runner(args.count, args.timeout)
-    center = NotificationCenter(args.bus_address, require_bus=False)
+    center = NotificationCenter(args.bus_address, require_bus=False, connect_timeout=_connect_bound(args.timeout))
     address = _address_text(args.bus_address)
 
     def on_note(note: Any) -> None:
@@ -400,7 +406,8 @@ def cmd_listen(args: argparse.Namespace) -> int:
 
     listener = hole.listen(None if args.all else list(args.identifiers), on_delivery, on_error,
                            stored=args.stored, catch_unsignalled=not args.no_catch_unsignalled,
-                           every_post=args.every_post, on_connection_change=on_connection)
+                           every_post=args.every_post, on_connection_change=on_connection,
+                           connect_timeout=_connect_bound(args.timeout))
     runner.started = True
     ready()
     started[0] = True

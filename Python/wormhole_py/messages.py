@@ -283,11 +283,12 @@ class Wormhole:
                on_error: Optional[Callable[[DeliveryError], None]] = None, stored: bool = False,
                catch_unsignalled: bool = True, every_post: bool = False,
                context: Optional[GLib.MainContext] = None, require_bus: bool = False,
-               on_connection_change: Optional[Callable[[bool, Optional[str], int], None]] = None) -> "Listener":
+               on_connection_change: Optional[Callable[[bool, Optional[str], int], None]] = None,
+               connect_timeout: float = CONNECT_TIMEOUT_SECONDS) -> "Listener":
         """Listen for messages of ``identifiers`` (``None``: every mailbox of
         the wormhole).  Active when this returns.  See :class:`Listener`."""
         return Listener(self, identifiers, callback, on_error, stored, catch_unsignalled, every_post, context,
-                        require_bus, on_connection_change)
+                        require_bus, on_connection_change, connect_timeout)
 
     def close(self) -> None:
         """Drain and close the sending connections."""
@@ -322,7 +323,8 @@ class Listener:
                  callback: Callable[[Delivery], None], on_error: Optional[Callable[[DeliveryError], None]],
                  stored: bool, catch_unsignalled: bool, every_post: bool, context: Optional[GLib.MainContext],
                  require_bus: bool,
-                 on_connection_change: Optional[Callable[[bool, Optional[str], int], None]]) -> None:
+                 on_connection_change: Optional[Callable[[bool, Optional[str], int], None]],
+                 connect_timeout: float = CONNECT_TIMEOUT_SECONDS) -> None:
         self.wormhole = wormhole
         self.all = identifiers is None
         self.identifiers: List[str] = [] if identifiers is None else list(dict.fromkeys(identifiers))
@@ -346,7 +348,8 @@ class Listener:
         wormhole._prepare()
         with pushed(self.context):
             try:
-                self.link = Link(wormhole.address, self.context, require_bus=require_bus)
+                self.link = Link(wormhole.address, self.context, require_bus=require_bus,
+                                 connect_timeout=connect_timeout)
             except BusError as error:
                 if require_bus:
                     raise
@@ -459,7 +462,9 @@ class Listener:
         if data is None:
             if self._last.get(identifier) is _CLEARED and not self.every_post:
                 return False
-            if reason in ("stored",):
+            if reason != "posted" and identifier not in self._last:
+                # Stored or caught up, a mailbox never seen is simply empty: nothing changed.
+                self._last[identifier] = _CLEARED
                 return False
             self._last[identifier] = _CLEARED
             self._emit(Delivery(identifier, None, "cleared", sent_at if reason == "posted" else None))
