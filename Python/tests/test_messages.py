@@ -193,3 +193,25 @@ def test_listener_starts_without_any_bus(wenv, tmp_path, context, monkeypatch):
     assert not hole.send("clip", 5).notified
     wait_for(context, lambda: got)
     assert got[0].text == "5"
+
+
+def test_a_bus_that_does_not_answer_then_does(wenv, daemon, context):
+    """A stopped daemon (accepts, never answers): the listener starts on the directory,
+    then joins the bus when the daemon answers again, and catches up."""
+    import signal as _signal
+    hole = Wormhole(G, address=daemon.address)
+    daemon.process.send_signal(_signal.SIGSTOP)
+    try:
+        got, changes = [], []
+        listener = hole.listen(["clip"], got.append, connect_timeout=0.5,
+                               on_connection_change=lambda up, reason, changed: changes.append(up))
+        assert listener.bus_error is not None and listener.bus_error.code == "timedOut"
+        atomic_write(hole.path, "clip.json", b"1", stem="clip")
+        wait_for(context, lambda: got, what="the directory wake")
+    finally:
+        daemon.process.send_signal(_signal.SIGCONT)
+    wait_for(context, lambda: changes == [True], what="joining the bus")
+    assert listener.connected
+    hole.send("clip", 2)
+    wait_for(context, lambda: len(got) == 2)
+    assert (got[1].text, got[1].reason) == ("2", "posted")

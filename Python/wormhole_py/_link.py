@@ -89,6 +89,8 @@ class Link:
         self.bus: Optional[Bus] = None
         self.routes: List[Route] = []
         self.last_error: Optional[str] = None
+        #: Why the first connection failed (``require_bus=False``), else None.
+        self.start_error: Optional[BusError] = None
         self._subscription: Optional[int] = None
         self._closed_handler: Optional[int] = None
         self._monitor: Optional[Gio.FileMonitor] = None
@@ -107,6 +109,7 @@ class Link:
                     self._stop_watch()
                     raise
                 self.last_error = str(error)
+                self.start_error = error
                 self._schedule_retry_if_needed()
             else:
                 self._attach(bus)

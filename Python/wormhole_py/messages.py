@@ -355,7 +355,8 @@ class Listener:
                     raise
                 self.bus_error = error
             if self.link is not None and not self.link.connected:
-                self.bus_error = BusError("connectionFailed", self.link.last_error or "cannot connect to the bus")
+                self.bus_error = self.link.start_error or BusError(
+                    "connectionFailed", self.link.last_error or "cannot connect to the bus")
             self._route = Route(self._rules(), self._on_signal, self._on_lost, self._on_back)
             if self.link is not None:
                 self.link.add(self._route)
