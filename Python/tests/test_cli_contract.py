@@ -7,12 +7,11 @@ expectations.  Then the cross-implementation checks, both ways."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
 from pathlib import Path
-from typing import Dict, List
+from typing import List
 
 import pytest
 

@@ -4,7 +4,6 @@ contract asks (docs/python.md carries the same table)."""
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 from gi.repository import GLib

@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from gi.repository import Gio, GLib
+from gi.repository import GLib
 
 from conftest import BOUND, wait_for
 from wormhole_py import bucket_interface

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 from gi.repository import Gio, GLib
 
-from conftest import BOUND, python_cli, run, wait_for
+from conftest import BOUND, run, wait_for
 from wormhole_py import bus as bus_module
 from wormhole_py.bus import Bus, app_id
 from wormhole_py.errors import InvalidInputError

@@ -16,14 +16,14 @@ import argparse
 import os
 import signal
 import sys
-from typing import Any, Callable, List, NoReturn, Optional
+from typing import Any, List, NoReturn, Optional
 
 from . import __version__, _json
 from ._contract import (
     CONTRACT_VERSION, DEFAULT_DIRECTORY, MAX_STATE, TRANSIENT_LIMIT, shown, validate_directory, validate_group,
     validate_identifier, validate_name, validate_prefix,
 )
-from .errors import BusError, InvalidInputError, NoMessageError, NotSentError, TooLargeError, WormholeError
+from .errors import BusError, InvalidInputError, NotSentError, WormholeError
 
 EX_OK = 0
 EX_FAIL = 1
