@@ -259,3 +259,22 @@ def test_python_post_without_confirm_is_drained_at_exit(swift_bin, wenv, backgro
         run([_sys.executable, "-c", script, str(index)], wenv)
     status, out, _ = observer.finish()
     assert status == 0 and len(out.splitlines()) == 20
+
+
+@pytest.mark.parametrize("command", [["observe", "a.b"], ["listen", "--group", G, "a"]], ids=["observe", "listen"])
+def test_a_closed_output_pipe_ends_with_0(tool, wenv, background, command):
+    process = background(tool + command, wenv)
+    process.ready()
+    process.process.stdout.close()
+    if command[0] == "observe":
+        run(tool + ["post", "a.b", "--state", "1"], wenv)
+    else:
+        run(tool + ["send", "--group", G, "a", "1"], wenv)
+    assert process.wait() == 0
+
+
+def test_observe_all(tool, wenv, background):
+    observer = background(tool + ["observe", "--all", "--count", "1"], wenv)
+    observer.ready()
+    run(tool + ["post", "any.name.at.all", "--state", "9"], wenv)
+    assert observer.finish()[:2] == (0, '{"name":"any.name.at.all","state":9,"reason":"posted"}\n')
