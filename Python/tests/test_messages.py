@@ -215,3 +215,26 @@ def test_a_bus_that_does_not_answer_then_does(wenv, daemon, context):
     hole.send("clip", 2)
     wait_for(context, lambda: len(got) == 2)
     assert (got[1].text, got[1].reason) == ("2", "posted")
+
+
+def test_swift_burst_coalesces_to_the_latest_and_transients_all_arrive(wenv, address, context, swift_bin):
+    """wormhole-test-peer sends 200 messages in a burst: the last delivery carries the latest
+    (section 3); its 50 transient messages all arrive, in order."""
+    import subprocess
+    from conftest import BOUND
+    hole = Wormhole(G, address=address)
+    got = []
+    hole.listen(["burst"], got.append)
+    peer = str(swift_bin / "wormhole-test-peer")
+    root = wenv["WORMHOLE_CONTAINER_ROOT"]
+    subprocess.run([peer, "send-many", root, G, "burst", "200", address], check=True, timeout=BOUND, env=wenv)
+    wait_for(context, lambda: got and got[-1].message == {"n": 199}, what="the latest message")
+    assert all(d.reason == "posted" for d in got)
+    numbers = [d.message["n"] for d in got]
+    assert numbers == sorted(numbers)
+    got.clear()
+    subprocess.run([peer, "send-transient-many", root, G, "burst", "50", address], check=True, timeout=BOUND,
+                   env=wenv)
+    wait_for(context, lambda: len(got) == 50, what="50 transient messages")
+    assert [d.message["n"] for d in got] == list(range(50))
+    assert {d.reason for d in got} == {"transient"}
