@@ -553,6 +553,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         err(str(error))
         return EX_FAIL
     except KeyboardInterrupt:
+        # End by the signal, as the Swift tool does (a shell reports 130).
+        sys.stdout.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
         return 128 + signal.SIGINT
 
 
