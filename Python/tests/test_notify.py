@@ -157,3 +157,38 @@ def test_catch_up_once_after_the_bus_comes_back(wenv, daemon, context):
     wait_for(context, lambda: len(got) == 2)
     assert (got[1].reason, got[1].state) == ("posted", 3)
     center.close()
+
+
+def test_a_worker_threads_context_gets_its_own_callbacks(wenv, address, context):
+    """A center made in a worker thread (its own thread-default context) calls back in that
+    thread, while the main thread's context sees nothing of it."""
+    import threading
+    result = {}
+
+    def worker() -> None:
+        ctx = GLib.MainContext.new()
+        ctx.push_thread_default()
+        try:
+            center = NotificationCenter(address)
+            got = []
+            center.observe(NAME, lambda note: got.append(threading.current_thread()))
+            result["ready"] = True
+            ready_event.set()
+            wait_for(ctx, lambda: got, what="the worker's delivery")
+            result["thread"] = got[0]
+            center.close()
+        finally:
+            ctx.pop_thread_default()
+
+    ready_event = threading.Event()
+    thread = threading.Thread(target=worker)
+    thread.start()
+    assert ready_event.wait(BOUND)
+    main_center = NotificationCenter(address)
+    seen = []
+    main_center.observe(NAME, seen.append)
+    main_center.post(NAME)
+    wait_for(context, lambda: seen)
+    thread.join(BOUND)
+    assert result["thread"] is thread
+    main_center.close()
