@@ -280,3 +280,24 @@ def test_observe_all(tool, wenv, background):
     observer.ready()
     run(tool + ["post", "any.name.at.all", "--state", "9"], wenv)
     assert observer.finish()[:2] == (0, '{"name":"any.name.at.all","state":9,"reason":"posted"}\n')
+
+
+def test_started_without_a_bus(tool, wenv, daemon, background):
+    """observe says once that it waits, then `ready` when the bus is there; listen is ready at
+    once, listening through the directory, then joins the bus."""
+    daemon.stop()
+    observer = background(tool + ["observe", "a.b", "--count", "1"], wenv)
+    listener = background(tool + ["listen", "--group", G, "x", "--count", "2"], wenv)
+    assert observer.err_line().startswith("wormhole: ")
+    assert listener.err_line() == "ready"
+    assert "wormhole directory" in listener.err_line()
+    run(tool + ["send", "--group", G, "x", "1"], wenv)
+    assert listener.line() == '{"identifier":"x","message":1,"reason":"posted","sentAt":null}'
+    daemon.start()
+    assert observer.err_line() == "ready"
+    assert listener.err_line().startswith("wormhole: back on the bus")
+    run(tool + ["post", "a.b", "--state", "5"], wenv)
+    run(tool + ["send", "--group", G, "x", "2"], wenv)
+    assert observer.finish()[:2] == (0, '{"name":"a.b","state":5,"reason":"posted"}\n')
+    assert normalise(listener.line()) == '{"identifier":"x","message":2,"reason":"posted","sentAt":T}'
+    assert listener.wait() == 0
