@@ -1,0 +1,5 @@
+"""``python3 -m wormhole_py``: the ``wormhole-py`` command line."""
+
+from .cli import run
+
+run()

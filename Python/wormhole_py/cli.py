@@ -1,0 +1,569 @@
+"""``wormhole-py``: the Wormhole command line (contract section 4) in Python.
+
+Same commands, lines and exit statuses as the Swift ``wormhole`` tool:
+0 success; 1 failure (bus unreachable for ``post``/``send --transient``, no
+message); 64 bad input (the first line on standard error names the bad
+value, a usage line follows; nothing is written or posted; groups,
+directories and identifiers are refused before any bus connection); 124
+when ``--timeout`` passes before ``--count`` deliveries; 128+N when ended
+by signal N (SIGINT 130, SIGTERM 143, SIGHUP 129).  ``doctor`` and
+``monitor`` are in the Swift tool only (exit 64).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from typing import Any, List, NoReturn, Optional
+
+from . import __version__, _json
+from ._contract import (
+    CONTRACT_VERSION, DEFAULT_DIRECTORY, MAX_STATE, TRANSIENT_LIMIT, shown, validate_directory, validate_group,
+    validate_identifier, validate_name, validate_prefix,
+)
+from .errors import BusError, InvalidInputError, NotSentError, WormholeError
+
+EX_OK = 0
+EX_FAIL = 1
+EX_USAGE = 64
+EX_TIMEOUT = 124
+
+__all__ = ["main", "build_parser"]
+
+
+class UsageError(Exception):
+    """Bad input found after parsing: exit 64 with this line first."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose mistakes exit 64 with the line naming the
+    bad value first (``wormhole: …``), then the usage."""
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        if message.startswith("argument ") and ": --" in message:
+            message = message[message.index(": --") + 2:]  # the type's own line names the option
+        elif message.startswith("unrecognized arguments: "):
+            extra = message[len("unrecognized arguments: "):].split(" ")[0]
+            message = ("unknown option %s" if extra.startswith("-") else "unexpected argument %s") % shown(extra)
+        sys.stderr.write("wormhole: %s\n" % message)
+        sys.stderr.write(self.format_usage())
+        sys.stderr.flush()
+        sys.exit(EX_USAGE)
+
+
+# -- output -----------------------------------------------------------------------------------
+
+def err(line: str) -> None:
+    """Write ``wormhole: line`` on standard error."""
+    sys.stderr.write("wormhole: %s\n" % line)
+    sys.stderr.flush()
+
+
+def ready() -> None:
+    """The readiness line."""
+    sys.stderr.write("ready\n")
+    sys.stderr.flush()
+
+
+class _PipeClosed(Exception):
+    pass
+
+
+def out(line: str) -> None:
+    """Write one line on standard output, flushed; a closed pipe raises
+    :class:`_PipeClosed` (the command then exits 0 quietly)."""
+    try:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except OSError:
+            pass
+        raise _PipeClosed() from None
+
+
+def seconds_text(value: float) -> str:
+    """A duration as the Swift tool prints it (``0.5``, ``1.0``)."""
+    return repr(float(value))
+
+
+# -- argument types -------------------------------------------------------------------------------
+
+def count_arg(text: str) -> int:
+    """``--count``: an integer of at least 1."""
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError("--count must be an integer, not '%s'" % text) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("--count must be at least 1, not %s" % text)
+    return value
+
+
+def timeout_arg(text: str) -> float:
+    """``--timeout``: a finite number of seconds, at least 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("--timeout must be a number of seconds, not '%s'" % text) from None
+    if not (0 <= value < float("inf")):
+        raise argparse.ArgumentTypeError("--timeout must be 0 or more seconds, not '%s'" % text)
+    return value
+
+
+def state_arg(text: str) -> int:
+    """``--state``: an integer 0 ... 2^64-1."""
+    try:
+        value = int(text, 10)
+    except ValueError:
+        value = None
+    if value is None or value > MAX_STATE:
+        raise argparse.ArgumentTypeError("--state must be an integer from 0 to 2^64-1, not '%s'" % text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("--state must be 0 or more, not '%s'" % text)
+    return value
+
+
+# -- signals and the main loop ------------------------------------------------------------------------
+
+class Runner:
+    """A GLib main loop for a long-running command: SIGINT, SIGTERM and
+    SIGHUP end it with 128+N, ``--timeout`` with 0 or 124, a closed output
+    pipe with 0."""
+
+    def __init__(self, count: Optional[int], timeout: Optional[float]) -> None:
+        from gi.repository import GLib
+        self.GLib = GLib
+        self.loop = GLib.MainLoop.new(None, False)
+        self.count = count
+        self.timeout = timeout
+        self.delivered = 0
+        self.status = EX_OK
+        self.started = False
+        self.signal: Optional[int] = None
+        self._sources: List[int] = []
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            self._sources.append(GLib.unix_signal_add(GLib.PRIORITY_HIGH, signum, self._on_signal, signum))
+        if timeout is not None:
+            self._sources.append(GLib.timeout_add(int(timeout * 1000), self._on_timeout))
+
+    def _on_signal(self, signum: int) -> bool:
+        self.signal = signum
+        self.stop(128 + signum)
+        return False
+
+    def _on_timeout(self) -> bool:
+        if self.count is not None:
+            if self.started:
+                err("timed out after %s s before the requested count" % seconds_text(self.timeout or 0))
+            else:
+                err("timed out after %s s before listening started (the bus did not answer in time)"
+                    % seconds_text(self.timeout or 0))
+            self.stop(EX_TIMEOUT)
+        else:
+            self.stop(EX_OK)
+        return False
+
+    def stop(self, status: int) -> None:
+        """End the loop with ``status`` (the first stop wins)."""
+        if self.loop.is_running() or not getattr(self, "_stopped", False):
+            self._stopped = True
+            self.status = status
+            self.loop.quit()
+
+    def emit(self, line: str) -> None:
+        """Print one delivery; stop after ``count``."""
+        if getattr(self, "_stopped", False):
+            return
+        try:
+            out(line)
+        except _PipeClosed:
+            self.stop(EX_OK)
+            return
+        self.delivered += 1
+        if self.count is not None and self.delivered >= self.count:
+            self.stop(EX_OK)
+
+    def run(self) -> int:
+        """Run until stopped; returns the exit status."""
+        if not getattr(self, "_stopped", False):
+            self.loop.run()
+        context = self.GLib.MainContext.default()
+        for source in self._sources:
+            if context.find_source_by_id(source) is not None:
+                self.GLib.source_remove(source)
+        return self.status
+
+    def end(self) -> None:
+        """After cleaning up: a command ended by a signal ends by that signal
+        (as the Swift tool does; a shell reports 128+N: 130, 143, 129)."""
+        if self.signal is not None:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            signal.signal(self.signal, signal.SIG_DFL)
+            os.kill(os.getpid(), self.signal)
+
+
+# -- commands -------------------------------------------------------------------------------------------
+
+def _read_document(args: argparse.Namespace) -> bytes:
+    if args.json is not None:
+        return args.json.encode("utf-8", "surrogateescape")
+    return sys.stdin.buffer.read()
+
+
+def _wormhole(args: argparse.Namespace) -> Any:
+    from .messages import Wormhole
+    return Wormhole(args.group, args.directory, address=args.bus_address)
+
+
+def _validate_place(args: argparse.Namespace, identifiers: List[str]) -> None:
+    validate_group(args.group)
+    validate_directory(args.directory)
+    for identifier in identifiers:
+        validate_identifier(identifier)
+
+
+def cmd_send(args: argparse.Namespace) -> int:
+    """``send --group G [--directory D] ID [JSON]`` (also ``--journal``, ``--transient``)."""
+    if args.journal and args.transient:
+        raise UsageError("give --journal or --transient, not both")
+    _validate_place(args, [args.identifier])
+    if args.journal:
+        from ._cli_journal import send_journal
+        return send_journal(args.group, args.directory, args.identifier, args.json, bus_address=args.bus_address)
+    data = _read_document(args)
+    text = _json.validate_document(data, "message for %s" % shown(args.identifier), "invalidJSON")
+    hole = _wormhole(args)
+    if args.transient:
+        compact = _json.compact(text)
+        size = len(compact.encode("utf-8"))
+        if size > TRANSIENT_LIMIT:
+            raise UsageError("transient message for %s is %d bytes of compact JSON; the limit is %d bytes (64 KiB): "
+                             "send it without --transient, which stores it" % (shown(args.identifier), size,
+                                                                                TRANSIENT_LIMIT))
+        try:
+            hole.send_transient_json(args.identifier, compact)
+        except NotSentError as error:
+            err("cannot send transient message for %s: %s (a transient message is not stored, so nothing will be "
+                "delivered)" % (shown(args.identifier), error))
+            return EX_FAIL
+        return EX_OK
+    result = hole.send_json(args.identifier, text)
+    if not result.notified:
+        err("warning: message stored, but listeners were not notified on the bus (listeners without a bus see the "
+            "file): %s" % result.error)
+    return EX_OK
+
+
+def cmd_read(args: argparse.Namespace) -> int:
+    """``read --group G [--directory D] ID``: the stored document, as stored."""
+    _validate_place(args, [args.identifier])
+    text = _wormhole(args).read_json(args.identifier)
+    try:
+        out(text)
+    except _PipeClosed:
+        pass
+    return EX_OK
+
+
+def cmd_clear(args: argparse.Namespace) -> int:
+    """``clear --group G [--directory D] (ID | --all)``."""
+    if args.all == (args.identifier is not None):
+        raise UsageError("give an identifier or --all (not both)")
+    _validate_place(args, [args.identifier] if args.identifier else [])
+    hole = _wormhole(args)
+    result = hole.clear_all() if args.all else hole.clear(args.identifier)
+    if not result.notified:
+        err("warning: cleared, but listeners were not notified on the bus (listeners without a bus see the file): %s"
+            % result.error)
+    return EX_OK
+
+
+def cmd_post(args: argparse.Namespace) -> int:
+    """``post NAME [--state N]``: exit 0 once the bus took it, else 1."""
+    validate_name(args.name)
+    from .bus import Bus
+    try:
+        bus = Bus.connect(args.bus_address)
+    except BusError as error:
+        err(str(error))
+        return EX_FAIL
+    try:
+        bus.post(args.name, args.state)
+        bus.confirm()
+    except NotSentError as error:
+        err("notification %s was not sent: %s" % (shown(args.name), error))
+        return EX_FAIL
+    return EX_OK
+
+
+def _address_text(address: Optional[str]) -> str:
+    from .bus import resolve_address
+    try:
+        return shown(resolve_address(address))
+    except WormholeError:
+        return "''"
+
+
+def _connect_bound(timeout: Optional[float]) -> float:
+    """Connecting gives up after 5 s, or sooner when ``--timeout`` is shorter."""
+    from ._contract import CONNECT_TIMEOUT_SECONDS
+    return CONNECT_TIMEOUT_SECONDS if timeout is None else max(0.001, min(CONNECT_TIMEOUT_SECONDS, timeout))
+
+
+def cmd_observe(args: argparse.Namespace) -> int:
+    """``observe NAME... | --all [--prefix] [--count N] [--timeout S]``."""
+    if args.all == bool(args.names):
+        raise UsageError("give names or --all (not both)")
+    for name in args.names:
+        if args.prefix:
+            if not name.endswith("/"):
+                raise UsageError("prefix %s must end with '/'" % shown(name))
+            validate_prefix(name)
+        else:
+            validate_name(name)
+    from .notify import NotificationCenter
+    runner = Runner(args.count, args.timeout)
+    center = NotificationCenter(args.bus_address, require_bus=False, connect_timeout=_connect_bound(args.timeout))
+    address = _address_text(args.bus_address)
+
+    def on_note(note: Any) -> None:
+        if note.reason != "posted":
+            return
+        state = "null" if note.state is None else str(note.state)
+        runner.emit('{"name":%s,"state":%s,"reason":"posted"}' % (_json.dumps(note.name), state))
+
+    def on_connection(up: bool, reason: Optional[str]) -> None:
+        if up and not runner.started:
+            runner.started = True
+            ready()
+        elif up:
+            err("back on the bus at %s; posts made while it was away were missed" % address)
+        else:
+            err("lost the bus at %s; waiting for it to come back" % address)
+
+    if args.all:
+        center.observe_all(on_note)
+    else:
+        for name in args.names:
+            center.observe(name, on_note, prefix=args.prefix)
+    center.on_connection_change(on_connection, first=True)
+    if center.connected:
+        runner.started = True
+        ready()
+    else:
+        err("%s; still trying: `ready` follows once the bus is back" % (center.link.last_error or "no bus"))
+    try:
+        return runner.run()
+    finally:
+        center.close()
+        runner.end()
+
+
+def cmd_listen(args: argparse.Namespace) -> int:
+    """``listen --group G [--directory D] ID... | --all [--stored] [--every-post]
+    [--no-catch-unsignalled] [--count N] [--timeout S]`` (``--journal``: the journal)."""
+    if args.all == bool(args.identifiers):
+        raise UsageError("give identifiers or --all (not both)")
+    _validate_place(args, list(args.identifiers))
+    if args.journal:
+        if args.all or len(args.identifiers) != 1:
+            raise UsageError("listen --journal takes exactly one identifier")
+        from ._cli_journal import listen_journal, parse_from
+        start = parse_from(args.start) if args.start is not None else "end"
+        return listen_journal(args.group, args.directory, args.identifiers[0], consumer=args.consumer, start=start,
+                              count=args.count, timeout=args.timeout, bus_address=args.bus_address)
+    if args.consumer is not None or args.start is not None:
+        raise UsageError("--consumer and --from need --journal")
+    from .messages import Delivery, DeliveryError
+    runner = Runner(args.count, args.timeout)
+    hole = _wormhole(args)
+    address = _address_text(args.bus_address)
+    queued: List[Delivery] = []
+    started = [False]
+
+    def on_delivery(delivery: Delivery) -> None:
+        if not started[0]:
+            queued.append(delivery)
+            return
+        runner.emit(delivery.line())
+
+    def on_error(failure: DeliveryError) -> None:
+        err("%s: %s" % (failure.identifier, failure.error))
+
+    def on_connection(up: bool, reason: Optional[str], changed: int) -> None:
+        if up:
+            err("back on the bus at %s; caught up (%d message%s changed while it was away)"
+                % (address, changed, "" if changed == 1 else "s"))
+        else:
+            err("lost the bus at %s; listening through the wormhole directory until it is back" % address)
+
+    listener = hole.listen(None if args.all else list(args.identifiers), on_delivery, on_error,
+                           stored=args.stored, catch_unsignalled=not args.no_catch_unsignalled,
+                           every_post=args.every_post, on_connection_change=on_connection,
+                           connect_timeout=_connect_bound(args.timeout))
+    runner.started = True
+    ready()
+    started[0] = True
+    if listener.bus_error is not None:
+        err("%s; listening through the wormhole directory (inotify) until the bus can be reached"
+            % listener.bus_error)
+    for delivery in queued:
+        runner.emit(delivery.line())
+    try:
+        return runner.run()
+    finally:
+        listener.cancel()
+        runner.end()
+
+
+def cmd_swift_only(args: argparse.Namespace) -> int:
+    """``doctor`` and ``monitor`` live in the Swift tool."""
+    err("'%s' is in the Swift tool only: run 'wormhole %s' (wormhole-py does not implement it)"
+        % (args.command, args.command))
+    return EX_USAGE
+
+
+# -- the parser -------------------------------------------------------------------------------------------
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bus-address", dest="bus_address", default=None, metavar="ADDRESS",
+                        help="the D-Bus address (default: DBUS_SESSION_BUS_ADDRESS)")
+    parser.add_argument("--log-level", dest="log_level", default=None, metavar="LEVEL",
+                        help="accepted for compatibility with the Swift tool")
+
+
+def _place(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--group", required=True, help="the app group identifier")
+    parser.add_argument("--directory", default=DEFAULT_DIRECTORY, help="the wormhole directory (default: wormhole)")
+
+
+def build_parser() -> Parser:
+    """The ``wormhole-py`` argument parser."""
+    parser = Parser(prog="wormhole-py", description="Wormhole app-group messaging (contract %s), in Python. "
+                    "Environment: DBUS_SESSION_BUS_ADDRESS, WORMHOLE_CONTAINER_ROOT, XDG_DATA_HOME, HOME, "
+                    "WORMHOLE_APP_ID, FLATPAK_ID." % CONTRACT_VERSION)
+    parser.add_argument("--version", action="version",
+                        version="wormhole-py %s (contract %s)" % (__version__, CONTRACT_VERSION))
+    commands = parser.add_subparsers(dest="command", metavar="<command>", parser_class=Parser)
+    commands.required = True
+
+    send = commands.add_parser("send", help="store a message and notify listeners")
+    send.add_argument("identifier")
+    send.add_argument("json", nargs="?", default=None, help="the JSON document (standard input when absent)")
+    send.add_argument("--journal", action="store_true", help="append to the identifier's journal instead")
+    send.add_argument("--transient", action="store_true", help="send in the signal only (never stored; <= 64 KiB)")
+    _place(send)
+    _common(send)
+    send.set_defaults(func=cmd_send)
+
+    read = commands.add_parser("read", help="print the stored message")
+    read.add_argument("identifier")
+    _place(read)
+    _common(read)
+    read.set_defaults(func=cmd_read)
+
+    listen = commands.add_parser("listen", help="print one JSON line per delivery")
+    listen.add_argument("identifiers", nargs="*")
+    listen.add_argument("--all", action="store_true", help="every mailbox of the wormhole")
+    listen.add_argument("--stored", action="store_true", help="print the stored messages after ready")
+    listen.add_argument("--every-post", dest="every_post", action="store_true", help="print on every post")
+    listen.add_argument("--no-catch-unsignalled", dest="no_catch_unsignalled", action="store_true",
+                        help="do not watch the directory for renames that no post follows")
+    listen.add_argument("--journal", action="store_true", help="listen to the identifier's journal")
+    listen.add_argument("--consumer", default=None, help="(--journal) a durable consumer name")
+    listen.add_argument("--from", dest="start", default=None, help="(--journal) start|end|SEQ")
+    listen.add_argument("--count", type=count_arg, default=None)
+    listen.add_argument("--timeout", type=timeout_arg, default=None)
+    _place(listen)
+    _common(listen)
+    listen.set_defaults(func=cmd_listen)
+
+    clear = commands.add_parser("clear", help="empty a mailbox (or --all) and notify")
+    clear.add_argument("identifier", nargs="?", default=None)
+    clear.add_argument("--all", action="store_true")
+    _place(clear)
+    _common(clear)
+    clear.set_defaults(func=cmd_clear)
+
+    post = commands.add_parser("post", help="post one notification")
+    post.add_argument("name")
+    post.add_argument("--state", type=state_arg, default=None)
+    _common(post)
+    post.set_defaults(func=cmd_post)
+
+    observe = commands.add_parser("observe", help="print one JSON line per post")
+    observe.add_argument("names", nargs="*")
+    observe.add_argument("--all", action="store_true", help="every post on the bus")
+    observe.add_argument("--prefix", action="store_true", help="each NAME is a prefix ending in '/'")
+    observe.add_argument("--count", type=count_arg, default=None)
+    observe.add_argument("--timeout", type=timeout_arg, default=None)
+    _common(observe)
+    observe.set_defaults(func=cmd_observe)
+
+    try:
+        from . import _cli_defaults
+        _cli_defaults.register(commands)
+    except ImportError:  # part of the package built separately
+        pass
+    try:
+        from . import _cli_journal
+        _cli_journal.register(commands)
+    except ImportError:
+        pass
+
+    for name in ("doctor", "monitor"):
+        swift_only = commands.add_parser(name, help="in the Swift tool only", add_help=False)
+        swift_only.add_argument("rest", nargs=argparse.REMAINDER)
+        swift_only.set_defaults(func=cmd_swift_only)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Run the command line; returns the exit status."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments and arguments[0] in ("doctor", "monitor"):
+        return cmd_swift_only(argparse.Namespace(command=arguments[0]))
+    # `--state -1` is the option's value (refused as negative), not an option.
+    for index, value in enumerate(arguments[:-1]):
+        if value in ("--state", "--timeout", "--count", "--by") and arguments[index + 1].startswith("-"):
+            arguments[index] = "%s=%s" % (value, arguments[index + 1])
+            del arguments[index + 1]
+            break
+    parser = build_parser()
+    args = parser.parse_args(arguments)
+    try:
+        return args.func(args)
+    except UsageError as error:
+        err(str(error))
+        return EX_USAGE
+    except InvalidInputError as error:
+        err(str(error))
+        return EX_USAGE
+    except WormholeError as error:
+        if error.code in ("invalidJSON", "transientTooLarge", "encodingFailed"):
+            err(str(error))
+            return EX_USAGE
+        err(str(error))
+        return EX_FAIL
+    except KeyboardInterrupt:
+        # End by the signal, as the Swift tool does (a shell reports 130).
+        sys.stdout.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        return 128 + signal.SIGINT
+
+
+def run() -> None:
+    """The console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,99 @@
+"""The exceptions of :mod:`wormhole_py`.
+
+Every failure the package reports is a :class:`WormholeError` (or a subclass)
+carrying ``code``, the contract's / the Swift implementation's stable reason
+(``invalidName``, ``invalidGroup``, ``invalidDirectory``, ``invalidIdentifier``,
+``unsafePath``, ``io``, ``noMessage``, ``notJSON``, ``tooLarge``,
+``disconnected``, ``timedOut``, ...), and ``value``, the offending value when
+there is one.  The message always names that value.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+__all__ = [
+    "WormholeError",
+    "InvalidInputError",
+    "UnsafePathError",
+    "StorageError",
+    "NoMessageError",
+    "MessageFormatError",
+    "TooLargeError",
+    "BusError",
+    "NotSentError",
+    "ContextBusyError",
+    "LockTimeoutError",
+]
+
+
+class WormholeError(Exception):
+    """Base class of every error this package raises.
+
+    :param code: the stable reason, e.g. ``"invalidName"``.
+    :param message: a human-readable sentence naming the bad value.
+    :param value: the offending value (a name, identifier, path), if any.
+    """
+
+    def __init__(self, code: str, message: str, value: Optional[object] = None) -> None:
+        super().__init__(message)
+        self.code: str = code
+        self.value: Optional[object] = value
+        self.message: str = message
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code!r}, value={self.value!r}, message={self.message!r})"
+
+
+class InvalidInputError(WormholeError, ValueError):
+    """A name, group, directory, identifier, state, key or argument is invalid
+    (codes ``invalidName``, ``invalidGroup``, ``invalidDirectory``,
+    ``invalidIdentifier``, ``invalidAppID``, ``invalidValue``, ``invalidKey``,
+    ``invalidSuite``, ``invalidAddress``)."""
+
+
+class UnsafePathError(WormholeError):
+    """A container or file is a symlink, owned by another user, or writable by
+    group/others (code ``unsafePath``)."""
+
+
+class StorageError(WormholeError, OSError):
+    """Reading or writing a file failed (code ``io``)."""
+
+
+class NoMessageError(WormholeError):
+    """No message is stored for the identifier (code ``noMessage``)."""
+
+
+class MessageFormatError(WormholeError):
+    """The bytes are not one UTF-8 JSON text without a BOM (code ``notJSON``;
+    ``invalidJSON`` for input handed to a send call)."""
+
+
+class TooLargeError(WormholeError):
+    """A message is over its limit (code ``tooLarge``, or
+    ``transientTooLarge`` for transient messages)."""
+
+
+class BusError(WormholeError):
+    """The bus could not be reached or answered badly (codes
+    ``connectionFailed``, ``disconnected``, ``timedOut``, ``noSessionBus``,
+    ``requestFailed``)."""
+
+
+class NotSentError(BusError):
+    """A notification (or transient message) was not sent or not confirmed
+    (code ``notSent``).  For a mailbox send the message is still stored."""
+
+
+class ContextBusyError(WormholeError, RuntimeError):
+    """A blocking iterator was asked to run on a main context that is already
+    being iterated (code ``contextBusy``)."""
+
+
+class LockTimeoutError(WormholeError):
+    """A ``flock`` was not granted within the lock timeout (code
+    ``lockTimeout``)."""

@@ -1,0 +1,621 @@
+"""Wormhole messages: last-value mailboxes and transient messages
+(contract sections 3 and 7).
+
+::
+
+    hole = Wormhole("group.com.example.lines")
+    hole.send("clip", {"text": "hello"})          # stored, posted, confirmed
+    hole.read("clip")                              # {'text': 'hello'}
+    listener = hole.listen(["clip"], lambda d: print(d.identifier, d.message))
+    GLib.MainLoop().run()
+
+Documents are validated and stored byte for byte (numbers stay as written);
+:meth:`Wormhole.send` serialises a Python value, :meth:`Wormhole.send_json`
+stores a JSON text exactly.  Listener callbacks run in the main context that
+was the thread-default where the listener was made.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, List, Optional, Union
+
+from gi.repository import Gio, GLib
+
+from . import _json
+from ._contract import (
+    CONNECT_TIMEOUT_SECONDS, DEFAULT_DIRECTORY, DEFAULT_MAX_MESSAGE_BYTES, MESSAGE, OBJECT_PATH, PLAIN_INTERFACE,
+    POSTED, TRANSIENT_LIMIT, UNSIGNALLED_GRACE_SECONDS, bucket_interface, exact_rule, mailbox_name,
+    quote_rule_value, shown, validate_directory, validate_group, validate_identifier, write_state,
+)
+from ._link import Link, Route, pushed
+from .bus import CONFIRM_TIMEOUT_SECONDS, Bus
+from .container import atomic_write, container_root, ensure_directory, read_file, remove_stale_temps
+from .errors import (
+    BusError, MessageFormatError, NoMessageError, NotSentError, StorageError, TooLargeError, WormholeError,
+)
+from .notify import BlockingQueue, parse_posted
+
+__all__ = ["Wormhole", "Delivery", "DeliveryError", "SendResult", "Listener", "deliveries"]
+
+_CLEARED = object()
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One message delivered to a listener.
+
+    :ivar identifier: the mailbox identifier.
+    :ivar text: the JSON document exactly as stored or sent (``None`` when
+        the mailbox is empty, reason ``cleared``).
+    :ivar reason: ``posted``, ``stored``, ``catchUp``, ``transient`` or ``cleared``.
+    :ivar sent_at: the sender's write time in ns since 1970 (the ``Posted``
+        state), ``None`` for stored, catch-up, directory and hand-typed wakes.
+    """
+
+    identifier: str
+    text: Optional[str]
+    reason: str
+    sent_at: Optional[int] = None
+
+    @property
+    def message(self) -> Any:
+        """The decoded message (``None`` when cleared).  Floats may round:
+        use :attr:`text` to keep numbers exact."""
+        return None if self.text is None else _json.loads(self.text)
+
+    def line(self) -> str:
+        """The ``wormhole listen`` output line (compact JSON, no newline)."""
+        message = "null" if self.text is None else _json.compact(self.text)
+        sent = "null" if self.sent_at is None else str(self.sent_at)
+        return '{"identifier":%s,"message":%s,"reason":"%s","sentAt":%s}' % (
+            _json.dumps(self.identifier), message, self.reason, sent)
+
+
+@dataclass(frozen=True)
+class DeliveryError:
+    """A delivery that failed (missing, unreadable, undecodable, too large,
+    or a malformed transient message); listening goes on."""
+
+    identifier: str
+    error: WormholeError
+
+
+@dataclass
+class SendResult:
+    """What a send or clear did.
+
+    :ivar path: the file written or removed.
+    :ivar notified: whether the bus confirmed the notification.
+    :ivar error: why it was not, else ``None``.
+    """
+
+    path: Optional[Path]
+    notified: bool
+    error: Optional[WormholeError] = None
+    names: List[str] = field(default_factory=list)
+
+
+class Wormhole:
+    """A wormhole: an app group plus a directory (default ``wormhole``).
+
+    :param group: the group identifier (validated here, before anything else).
+    :param directory: the wormhole directory name (not ``Preferences``).
+    :param address: the bus address (default ``DBUS_SESSION_BUS_ADDRESS``).
+    :param root: the container root (default: contract section 2 / 8).
+    :param max_bytes: the largest stored message read (default 64 MiB).
+    """
+
+    def __init__(self, group: str, directory: str = DEFAULT_DIRECTORY, address: Optional[str] = None,
+                 root: Optional[Union[str, Path]] = None, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+        self.group = validate_group(group)
+        self.directory = validate_directory(directory)
+        self.address = address
+        self.root = Path(root) if root is not None else container_root()
+        self.max_bytes = max_bytes
+        self._sender: Optional[Bus] = None
+        self._transient: Optional[Bus] = None
+
+    @property
+    def path(self) -> Path:
+        """``<root>/<group>/<directory>``."""
+        return self.root / self.group / self.directory
+
+    def name(self, identifier: str) -> str:
+        """The notification name of ``identifier``."""
+        return mailbox_name(self.group, self.directory, validate_identifier(identifier))
+
+    def _prepare(self) -> Path:
+        ensure_directory(self.root / self.group)
+        ensure_directory(self.path)
+        return self.path
+
+    # -- storing -----------------------------------------------------------------
+
+    def send(self, identifier: str, value: Any, notify: bool = True,
+             timeout: float = CONFIRM_TIMEOUT_SECONDS) -> SendResult:
+        """Store ``value`` (serialised as compact JSON) and post.  See :meth:`send_json`."""
+        validate_identifier(identifier)
+        return self.send_json(identifier, _json.dumps(value), notify, timeout)
+
+    def send_json(self, identifier: str, document: Union[str, bytes], notify: bool = True,
+                  timeout: float = CONFIRM_TIMEOUT_SECONDS) -> SendResult:
+        """Store the JSON text ``document`` exactly as given (validated: UTF-8,
+        no BOM, one JSON text), atomically, then post ``<group>/<dir>/<id>``
+        with a state that differs per write and wait (bounded) for the bus to
+        confirm it.  Sending never fails because the bus is down: the result
+        says whether listeners were notified.
+
+        :raises InvalidInputError: a bad identifier.
+        :raises MessageFormatError: not a JSON text (nothing stored).
+        :raises StorageError, UnsafePathError: the file could not be written.
+        """
+        validate_identifier(identifier)
+        text = _json.validate_document(document, "message for %s" % shown(identifier), "invalidJSON")
+        directory = self._prepare()
+        path = atomic_write(directory, identifier + ".json", text.encode("utf-8"), stem=identifier)
+        result = SendResult(path, False, names=[self.name(identifier)])
+        if notify:
+            self._notify(result, timeout)
+        return result
+
+    def _notify(self, result: SendResult, timeout: float) -> None:
+        try:
+            bus = self._sender_bus(timeout)
+            for name in result.names:
+                bus.post(name, write_state())
+            bus.confirm(timeout)
+            result.notified = True
+        except WormholeError as error:
+            result.error = error
+
+    def _sender_bus(self, timeout: float) -> Bus:
+        if self._sender is None or self._sender.closed:
+            self._sender = Bus.connect(self.address, timeout=min(timeout, CONNECT_TIMEOUT_SECONDS))
+        return self._sender
+
+    def read_json(self, identifier: str) -> str:
+        """The stored document of ``identifier``, exactly as stored.
+
+        :raises NoMessageError: nothing is stored.
+        :raises MessageFormatError: the file is not one UTF-8 JSON text.
+        :raises TooLargeError: over :attr:`max_bytes`.
+        """
+        validate_identifier(identifier)
+        path = self.path / (identifier + ".json")
+        container = self.root / self.group
+        for directory in (container, self.path):
+            if not ensure_directory(directory, create=False):
+                raise NoMessageError("noMessage", "no message is stored for %s in %s: %s does not exist"
+                                     % (shown(identifier), self.path, directory), identifier)
+        data = read_file(path, self.max_bytes)
+        if data is None:
+            raise NoMessageError("noMessage", "no message is stored for %s in %s" % (shown(identifier), self.path),
+                                 identifier)
+        return _json.validate_document(data, "the file stored for %s (%s)" % (shown(identifier), path))
+
+    def read(self, identifier: str) -> Any:
+        """The stored message of ``identifier``, decoded (see :meth:`read_json`)."""
+        return _json.loads(self.read_json(identifier))
+
+    def identifiers(self) -> List[str]:
+        """The identifiers with a stored message, sorted."""
+        if not ensure_directory(self.path, create=False):
+            return []
+        found = []
+        for entry in os.scandir(self.path):
+            if entry.name.endswith(".json") and not entry.name.startswith("."):
+                ident = entry.name[:-5]
+                try:
+                    validate_identifier(ident)
+                except WormholeError:
+                    continue
+                found.append(ident)
+        return sorted(found)
+
+    def clear(self, identifier: str, notify: bool = True, timeout: float = CONFIRM_TIMEOUT_SECONDS) -> SendResult:
+        """Remove the stored message of ``identifier`` (if any) and post its
+        name.  Also removes killed writers' temporary files."""
+        validate_identifier(identifier)
+        return self._clear([identifier], notify, timeout)
+
+    def clear_all(self, notify: bool = True, timeout: float = CONFIRM_TIMEOUT_SECONDS) -> SendResult:
+        """Remove every stored message and post each removed name."""
+        return self._clear(self.identifiers(), notify, timeout)
+
+    def _clear(self, identifiers: List[str], notify: bool, timeout: float) -> SendResult:
+        names = []
+        if ensure_directory(self.root / self.group, create=False) and ensure_directory(self.path, create=False):
+            for identifier in identifiers:
+                path = self.path / (identifier + ".json")
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
+                except OSError as error:
+                    raise StorageError("io", "cannot remove %s: %s" % (shown(str(path)), error.strerror),
+                                       str(path)) from None
+                names.append(self.name(identifier))
+            remove_stale_temps(self.path)
+        result = SendResult(self.path, True, names=names)
+        if notify and names:
+            result.notified = False
+            self._notify(result, timeout)
+        return result
+
+    # -- transient -------------------------------------------------------------------
+
+    def send_transient(self, identifier: str, value: Any, timeout: float = CONFIRM_TIMEOUT_SECONDS) -> None:
+        """Send ``value`` to running listeners only (section 7): never stored."""
+        validate_identifier(identifier)
+        self.send_transient_json(identifier, _json.dumps(value), timeout)
+
+    def send_transient_json(self, identifier: str, document: Union[str, bytes],
+                            timeout: float = CONFIRM_TIMEOUT_SECONDS) -> None:
+        """Send a JSON text as a transient ``Message`` (compacted; at most
+        64 KiB) on a connection of its own, confirmed by the bus.
+
+        :raises TooLargeError: (``transientTooLarge``) over 64 KiB.
+        :raises NotSentError: the bus did not take it.
+        """
+        validate_identifier(identifier)
+        text = _json.compact(_json.validate_document(document, "message for %s" % shown(identifier),
+                                                     "invalidJSON"))
+        size = len(text.encode("utf-8"))
+        if size > TRANSIENT_LIMIT:
+            raise TooLargeError("transientTooLarge", "transient message for %s is %d bytes of compact JSON, over "
+                                "the limit of %d" % (shown(identifier), size, TRANSIENT_LIMIT), identifier)
+        try:
+            if self._transient is None or self._transient.closed:
+                self._transient = Bus.connect(self.address, timeout=min(timeout, CONNECT_TIMEOUT_SECONDS))
+            self._transient.send_message(self.name(identifier), text)
+            self._transient.confirm(timeout)
+        except NotSentError:
+            raise
+        except BusError as error:
+            raise NotSentError(error.code, str(error), error.value) from None
+
+    # -- listening -----------------------------------------------------------------------
+
+    def listen(self, identifiers: Optional[Iterable[str]], callback: Callable[[Delivery], None],
+               on_error: Optional[Callable[[DeliveryError], None]] = None, stored: bool = False,
+               catch_unsignalled: bool = True, every_post: bool = False,
+               context: Optional[GLib.MainContext] = None, require_bus: bool = False,
+               on_connection_change: Optional[Callable[[bool, Optional[str], int], None]] = None,
+               connect_timeout: float = CONNECT_TIMEOUT_SECONDS) -> "Listener":
+        """Listen for messages of ``identifiers`` (``None``: every mailbox of
+        the wormhole).  Active when this returns.  See :class:`Listener`."""
+        return Listener(self, identifiers, callback, on_error, stored, catch_unsignalled, every_post, context,
+                        require_bus, on_connection_change, connect_timeout)
+
+    def close(self) -> None:
+        """Drain and close the sending connections."""
+        for bus in (self._sender, self._transient):
+            if bus is not None:
+                bus.close()
+
+
+class Listener:
+    """Delivers the messages of some mailboxes (contract section 3).
+
+    * Woken by ``Posted`` (library, CLI or ``dbus-send``) on the bus; reads
+      ``I.json`` and delivers it unless its bytes equal the last delivered
+      (``every_post`` delivers every post).  An empty mailbox delivers one
+      ``cleared``.  Failures go to ``on_error``; listening goes on.
+    * Transient ``Message`` signals are delivered with reason ``transient``.
+    * Without a bus (none at start, or lost), it is woken by renames in the
+      wormhole directory (``Gio.File.monitor_directory``); when the bus is
+      back it re-adds its rules and delivers a ``catchUp`` for each mailbox
+      that changed.
+    * ``catch_unsignalled`` (v1.3): while on the bus it also watches the
+      directory; a rename onto ``I.json`` not followed by a ``Posted`` for
+      ``I`` within 0.5 s is delivered as ``catchUp`` (``sent_at`` None),
+      and the late ``Posted`` does not deliver it twice.
+
+    ``on_connection_change(connected, reason, changed)`` is called once
+    when the bus is lost (``changed`` 0) and once when it is back, after
+    the catch-ups (``changed`` = how many were delivered).
+    """
+
+    def __init__(self, wormhole: Wormhole, identifiers: Optional[Iterable[str]],
+                 callback: Callable[[Delivery], None], on_error: Optional[Callable[[DeliveryError], None]],
+                 stored: bool, catch_unsignalled: bool, every_post: bool, context: Optional[GLib.MainContext],
+                 require_bus: bool,
+                 on_connection_change: Optional[Callable[[bool, Optional[str], int], None]],
+                 connect_timeout: float = CONNECT_TIMEOUT_SECONDS) -> None:
+        self.wormhole = wormhole
+        self.all = identifiers is None
+        self.identifiers: List[str] = [] if identifiers is None else list(dict.fromkeys(identifiers))
+        for identifier in self.identifiers:
+            validate_identifier(identifier)
+        if not self.all and not self.identifiers:
+            raise WormholeError("invalidIdentifier", "no identifier to listen to", "")
+        self.callback = callback
+        self.on_error = on_error
+        self.every_post = every_post
+        self.catch_unsignalled = catch_unsignalled
+        self.on_connection_change = on_connection_change
+        self.context = context if context is not None else GLib.MainContext.ref_thread_default()
+        self.prefix = "%s/%s/" % (wormhole.group, wormhole.directory)
+        self._last: Dict[str, Any] = {}
+        self._pending: Dict[str, GLib.Source] = {}
+        self._monitor: Optional[Gio.FileMonitor] = None
+        self._cancelled = False
+        self.link: Optional[Link] = None
+        self.bus_error: Optional[BusError] = None
+        wormhole._prepare()
+        with pushed(self.context):
+            try:
+                self.link = Link(wormhole.address, self.context, require_bus=require_bus,
+                                 connect_timeout=connect_timeout)
+            except BusError as error:
+                if require_bus:
+                    raise
+                self.bus_error = error
+            if self.link is not None and not self.link.connected:
+                self.bus_error = self.link.start_error or BusError(
+                    "connectionFailed", self.link.last_error or "cannot connect to the bus")
+            self._route = Route(self._rules(), self._on_signal, self._on_lost, self._on_back)
+            if self.link is not None:
+                self.link.add(self._route)
+            self._update_monitor()
+        if stored:
+            for identifier in self._known_identifiers():
+                self._deliver(identifier, "stored", None)
+
+    # -- rules and routing ------------------------------------------------------------------
+
+    def _rules(self) -> List[str]:
+        if self.all:
+            return ["type='signal',path=%s,member=%s,arg0path=%s" % (
+                quote_rule_value(OBJECT_PATH), quote_rule_value(member), quote_rule_value(self.prefix))
+                for member in (POSTED, MESSAGE)]
+        rules = []
+        for identifier in self.identifiers:
+            name = self.prefix + identifier
+            for member in (POSTED, MESSAGE):
+                rules.append(exact_rule(name, bucket_interface(name), member))
+                rules.append(exact_rule(name, PLAIN_INTERFACE, member))
+        return rules
+
+    def _identifier_of(self, name: str) -> Optional[str]:
+        if not name.startswith(self.prefix):
+            return None
+        identifier = name[len(self.prefix):]
+        if self.all:
+            if "/" in identifier:
+                return None
+            try:
+                validate_identifier(identifier)
+            except WormholeError:
+                return None
+            return identifier
+        return identifier if identifier in self.identifiers else None
+
+    @property
+    def connected(self) -> bool:
+        """Whether the listener is on the bus (else it listens through the directory)."""
+        return self.link is not None and self.link.connected
+
+    def _on_signal(self, interface: str, member: str, parameters: GLib.Variant) -> None:
+        if self._cancelled:
+            return
+        if member == POSTED:
+            parsed = parse_posted(parameters)
+            if parsed is None:
+                return
+            identifier = self._identifier_of(parsed[0])
+            if identifier is None:
+                return
+            pending = self._pending.pop(identifier, None)
+            if pending is not None:
+                pending.destroy()
+            self._deliver(identifier, "posted", parsed[1])
+        elif member == MESSAGE:
+            self._on_message(parameters)
+
+    def _on_message(self, parameters: GLib.Variant) -> None:
+        if parameters.n_children() < 1 or parameters.get_child_value(0).get_type_string() != "s":
+            return
+        identifier = self._identifier_of(parameters.get_child_value(0).get_string())
+        if identifier is None:
+            return
+        if parameters.n_children() < 2 or parameters.get_child_value(1).get_type_string() != "s":
+            self._error(identifier, MessageFormatError("transientDropped", "transient message for %s dropped: "
+                                                       "its second argument is not a string" % shown(identifier),
+                                                       identifier))
+            return
+        text = parameters.get_child_value(1).get_string()
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > TRANSIENT_LIMIT:
+            self._error(identifier, TooLargeError("transientDropped", "transient message for %s dropped: %d bytes, "
+                                                  "over the limit of %d" % (shown(identifier), size, TRANSIENT_LIMIT),
+                                                  identifier))
+            return
+        try:
+            _json.validate_document(text, "transient message for %s" % shown(identifier), "transientDropped")
+        except WormholeError as error:
+            self._error(identifier, error)
+            return
+        self._emit(Delivery(identifier, text, "transient", None))
+
+    # -- delivering ---------------------------------------------------------------------------
+
+    def _emit(self, delivery: Delivery) -> None:
+        self.callback(delivery)
+
+    def _error(self, identifier: str, error: WormholeError) -> None:
+        if self.on_error is not None:
+            self.on_error(DeliveryError(identifier, error))
+
+    def _deliver(self, identifier: str, reason: str, sent_at: Optional[int]) -> bool:
+        """Read ``identifier``'s file and deliver it if it changed (or
+        ``every_post``); True when something was delivered."""
+        path = self.wormhole.path / (identifier + ".json")
+        try:
+            data = read_file(path, self.wormhole.max_bytes)
+        except WormholeError as error:
+            self._last.pop(identifier, None)
+            self._error(identifier, error)
+            return False
+        if data is None:
+            if self._last.get(identifier) is _CLEARED and not self.every_post:
+                return False
+            if reason != "posted" and identifier not in self._last:
+                # Stored or caught up, a mailbox never seen is simply empty: nothing changed.
+                self._last[identifier] = _CLEARED
+                return False
+            self._last[identifier] = _CLEARED
+            self._emit(Delivery(identifier, None, "cleared", sent_at if reason == "posted" else None))
+            return True
+        if self._last.get(identifier) == data and not self.every_post:
+            return False
+        try:
+            text = _json.validate_document(data, "stored message %s" % shown(str(path)))
+        except WormholeError as error:
+            self._last.pop(identifier, None)
+            self._error(identifier, error)
+            return False
+        self._last[identifier] = data
+        self._emit(Delivery(identifier, text, reason, sent_at if reason == "posted" else None))
+        return True
+
+    def _known_identifiers(self) -> List[str]:
+        if not self.all:
+            return list(self.identifiers)
+        found = set(self.wormhole.identifiers())
+        found.update(self._last.keys())
+        return sorted(found)
+
+    # -- the bus going and coming ------------------------------------------------------------------
+
+    def _on_lost(self, reason: str) -> None:
+        self.bus_error = BusError("disconnected", reason)
+        self._update_monitor()
+        if self.on_connection_change is not None:
+            self.on_connection_change(False, reason, 0)
+
+    def _on_back(self) -> None:
+        self.bus_error = None
+        self._update_monitor()
+        changed = 0
+        for identifier in self._known_identifiers():
+            if self._deliver(identifier, "catchUp", None):
+                changed += 1
+        if self.on_connection_change is not None:
+            self.on_connection_change(True, None, changed)
+
+    # -- the directory watch ---------------------------------------------------------------------
+
+    def _update_monitor(self) -> None:
+        wanted = not self._cancelled and (self.catch_unsignalled or not self.connected)
+        if wanted and self._monitor is None:
+            with pushed(self.context):
+                try:
+                    self._monitor = Gio.File.new_for_path(str(self.wormhole.path)).monitor_directory(
+                        Gio.FileMonitorFlags.WATCH_MOVES, None)
+                except GLib.Error as error:
+                    self._monitor = None
+                    if not self.connected:
+                        self._error("", StorageError("io", "cannot watch %s: %s" % (
+                            shown(str(self.wormhole.path)), error.message), str(self.wormhole.path)))
+                    return
+                self._monitor.connect("changed", self._on_directory_event)
+        elif not wanted and self._monitor is not None:
+            self._monitor.cancel()
+            self._monitor = None
+
+    def _identifier_of_file(self, file: Optional[Gio.File]) -> Optional[str]:
+        if file is None:
+            return None
+        base = file.get_basename() or ""
+        if not base.endswith(".json") or base.startswith("."):
+            return None
+        return self._identifier_of(self.prefix + base[:-5])
+
+    def _on_directory_event(self, _monitor: Gio.FileMonitor, file: Gio.File, other: Optional[Gio.File],
+                            event: Gio.FileMonitorEvent) -> None:
+        if self._cancelled:
+            return
+        arrived: Optional[str] = None
+        removed: Optional[str] = None
+        if event == Gio.FileMonitorEvent.RENAMED:
+            arrived = self._identifier_of_file(other)
+            removed = self._identifier_of_file(file)
+        elif event == Gio.FileMonitorEvent.MOVED_IN:
+            arrived = self._identifier_of_file(file)
+        elif event in (Gio.FileMonitorEvent.DELETED, Gio.FileMonitorEvent.MOVED_OUT):
+            removed = self._identifier_of_file(file)
+        if self.connected:
+            if arrived is not None and self.catch_unsignalled and arrived not in self._pending:
+                self._arm_unsignalled(arrived)
+            return
+        for identifier in (removed, arrived):
+            if identifier is not None:
+                self._deliver(identifier, "posted", None)
+
+    def _arm_unsignalled(self, identifier: str) -> None:
+        source = GLib.timeout_source_new(int(UNSIGNALLED_GRACE_SECONDS * 1000))
+
+        def fire(*_: Any) -> bool:
+            if self._pending.get(identifier) is source:
+                del self._pending[identifier]
+                if not self._cancelled:
+                    self._deliver(identifier, "catchUp", None)
+            return False
+
+        source.set_callback(fire)
+        source.attach(self.context)
+        self._pending[identifier] = source
+
+    def cancel(self) -> None:
+        """Stop listening: remove rules, the watch and timers (idempotent)."""
+        if self._cancelled:
+            return
+        self._cancelled = True
+        for source in self._pending.values():
+            source.destroy()
+        self._pending.clear()
+        self._update_monitor()
+        if self.link is not None:
+            self.link.remove(self._route)
+            self.link.close()
+
+
+class _BlockingDeliveries:
+    def __init__(self, wormhole: Wormhole, identifiers: Optional[Iterable[str]], timeout: Optional[float],
+                 stored: bool) -> None:
+        self.queue = BlockingQueue()
+        self.timeout = timeout
+        with pushed(self.queue.context):
+            self.listener = wormhole.listen(identifiers, self.queue.put, self.queue.put, stored=stored,
+                                            context=self.queue.context)
+
+    def __iter__(self) -> "_BlockingDeliveries":
+        return self
+
+    def __next__(self) -> Union[Delivery, DeliveryError]:
+        try:
+            return self.queue.get(self.timeout)
+        except TimeoutError:
+            raise StopIteration from None
+
+    def close(self) -> None:
+        """Stop listening."""
+        self.listener.cancel()
+
+    def __enter__(self) -> "_BlockingDeliveries":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def deliveries(wormhole: Wormhole, identifiers: Optional[Iterable[str]] = None, timeout: Optional[float] = None,
+               stored: bool = False) -> _BlockingDeliveries:
+    """A blocking iterator of :class:`Delivery` / :class:`DeliveryError` for
+    scripts, on a private main context; stops after ``timeout`` seconds
+    without a delivery."""
+    return _BlockingDeliveries(wormhole, identifiers, timeout, stored)
