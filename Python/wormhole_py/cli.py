@@ -200,13 +200,12 @@ class Runner:
         return self.status
 
     def end(self) -> None:
-        """After cleaning up: a command ended by a signal ends by that signal
-        (as the Swift tool does; a shell reports 128+N: 130, 143, 129)."""
+        """After cleaning up: a command ended by a signal exits with 128 + its
+        number (130, 143, 129), as the Swift tool does: a normal end."""
         if self.signal is not None:
             sys.stdout.flush()
             sys.stderr.flush()
-            signal.signal(self.signal, signal.SIG_DFL)
-            os.kill(os.getpid(), self.signal)
+            sys.exit(128 + self.signal)
 
 
 # -- commands -------------------------------------------------------------------------------------------
@@ -553,10 +552,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         err(str(error))
         return EX_FAIL
     except KeyboardInterrupt:
-        # End by the signal, as the Swift tool does (a shell reports 130).
+        # A normal end with 128 + SIGINT, as the Swift tool's.
         sys.stdout.flush()
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
         return 128 + signal.SIGINT
 
 
