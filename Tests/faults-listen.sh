@@ -101,14 +101,20 @@ done
 # 3. Time to ready, with and without the doorbell, on tmpfs and on $TMPDIR's file system.
 ready_ms() {  # DIR DOORBELL: milliseconds from start to `ready` of listen on NAMES names
     XDG_RUNTIME_DIR=$(runtime "$1")
-    local start end
+    local start end line fifo=$scratch/ready.fifo
+    rm -f "$fifo"
+    mkfifo "$fifo"
     start=$(date +%s%N)
     WORMHOLE_DOORBELL=$2 "$wormhole" listen --group group.faults.listen --identifiers-from "$scratch/names" \
-        --bus-address "$address" >/dev/null 2>"$scratch/ready.err" &
+        --bus-address "$address" >/dev/null 2>"$fifo" &
     listener=$!
-    await "$scratch/ready.err" '^ready' 120
+    # Read straight from its standard error (a file followed by tail can lag by its polling).
+    exec 3<"$fifo"
+    while IFS= read -r -t 120 line <&3 && [[ $line != ready ]]; do :; done
     end=$(date +%s%N)
     kill -INT "$listener"
+    cat <&3 >/dev/null
+    exec 3<&-
     wait "$listener" 2>/dev/null
     rm -rf "$XDG_RUNTIME_DIR"
     echo $(((end - start) / 1000000))
