@@ -100,6 +100,11 @@ done
 
 # 3. Time to ready, with and without the doorbell, on tmpfs and on $TMPDIR's file system.
 ready_ms() {  # DIR DOORBELL: milliseconds from start to `ready` of listen on NAMES names
+    # A fresh daemon each time: one that a listener of 10,000 names just left is still removing
+    # its 20,000 match rules for seconds, and the next listener waits behind that.
+    kill "$daemon"
+    wait "$daemon" 2>/dev/null
+    start_daemon
     XDG_RUNTIME_DIR=$(runtime "$1")
     local start end line fifo=$scratch/ready.fifo
     rm -f "$fifo"
