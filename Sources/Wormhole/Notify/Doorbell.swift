@@ -251,9 +251,9 @@ final class Doorbell: Sendable {
 
     /// The most registration directories a process has entries in: observers of further names
     /// are woken by the bus alone. The doorbell is an accelerator: this bounds what a process
-    /// makes at start and removes at its end (a `listen` of 10,000 names makes 256 files, not
+    /// makes at start and removes at its end (a `listen` of 10,000 names makes 64 registrations, not
     /// 10,000, on whatever file system holds the runtime directory).
-    static let registrationLimit = 256
+    static let registrationLimit = 64
 
     /// Removes a registration; the last one of its directory removes the process's entry, the
     /// last one of the process closes the endpoint.
