@@ -18,13 +18,11 @@ a pipe is awaited with ``selectors``; nothing sleeps.
 from __future__ import annotations
 
 import os
-import selectors
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -42,24 +40,7 @@ if str(PYTHON_DIR) not in sys.path:
     sys.path.insert(0, str(PYTHON_DIR))
 
 
-def read_line(stream, timeout: float = BOUND) -> str:
-    """One line from a pipe, waiting at most ``timeout`` seconds (else the test fails)."""
-    selector = selectors.DefaultSelector()
-    selector.register(stream, selectors.EVENT_READ)
-    buffer = b""
-    deadline = time.monotonic() + timeout
-    try:
-        while not buffer.endswith(b"\n"):
-            left = deadline - time.monotonic()
-            if left <= 0 or not selector.select(left):
-                pytest.fail("no line within %g s (got %r)" % (timeout, buffer))
-            chunk = os.read(stream.fileno(), 1)
-            if not chunk:
-                pytest.fail("the stream ended before a line (got %r)" % buffer)
-            buffer += chunk
-    finally:
-        selector.close()
-    return buffer.decode("utf-8", "replace").rstrip("\n")
+from conftest import read_line  # noqa: E402,F401  (one reader of lines for both halves of the tests)
 
 
 @pytest.fixture(scope="module")

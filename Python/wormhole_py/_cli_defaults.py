@@ -19,7 +19,7 @@ import re
 import sys
 from typing import Any, Callable, List, Optional
 
-from . import _contract
+from . import _args, _contract
 from .errors import InvalidInputError, WormholeError
 
 EX_USAGE = 64
@@ -70,24 +70,8 @@ def _integer(text: str) -> int:
     return value
 
 
-def _positive_count(text: str) -> int:
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError("'%s' is not a count" % text) from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("count '%s' must be at least 1" % text)
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("'%s' is not a number of seconds" % text) from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError("timeout '%s' must be a finite number of seconds, at least 0" % text)
-    return value
+_positive_count = _args.count
+_seconds = _args.seconds
 
 
 def _common(parser: argparse.ArgumentParser) -> None:

@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Union
 
-from . import _contract
+from . import _args, _contract
 from .errors import InvalidInputError, WormholeError
 
 EX_USAGE = 64
@@ -54,24 +54,8 @@ def _err(line: str) -> None:
     sys.stderr.flush()
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError("'%s' is not a whole number" % text) from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("'%s' must not be negative" % text)
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("'%s' is not a number of seconds" % text) from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError("'%s' must be a finite number of seconds, at least 0" % text)
-    return value
+_count = _args.whole_number
+_seconds = _args.seconds
 
 
 def parse_from(text: str) -> Union[str, int]:

@@ -18,7 +18,7 @@ import signal
 import sys
 from typing import Any, List, NoReturn, Optional
 
-from . import __version__, _json
+from . import __version__, _args, _json
 from ._contract import (
     CONTRACT_VERSION, DEFAULT_DIRECTORY, MAX_STATE, TRANSIENT_LIMIT, shown, validate_directory, validate_group,
     validate_identifier, validate_name, validate_prefix,
@@ -94,26 +94,8 @@ def seconds_text(value: float) -> str:
 
 # -- argument types -------------------------------------------------------------------------------
 
-def count_arg(text: str) -> int:
-    """``--count``: an integer of at least 1."""
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError("--count must be an integer, not '%s'" % text) from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("--count must be at least 1, not %s" % text)
-    return value
-
-
-def timeout_arg(text: str) -> float:
-    """``--timeout``: a finite number of seconds, at least 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("--timeout must be a number of seconds, not '%s'" % text) from None
-    if not (0 <= value < float("inf")):
-        raise argparse.ArgumentTypeError("--timeout must be 0 or more seconds, not '%s'" % text)
-    return value
+count_arg = _args.count
+timeout_arg = _args.seconds
 
 
 def state_arg(text: str) -> int:
