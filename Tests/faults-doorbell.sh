@@ -12,7 +12,8 @@
 #   POSTS times (`doorbell-post`). Checks: every ring the poster sent (at most one per post; a
 #   ring that finds the target's queue full is not sent) reached the target; the other processes were woken 0 times meanwhile (the sum of every thread's
 #   `voluntary_ctxt_switches` in /proc, before and after); the target delivered every post once;
-#   each other process, sent its own sentinel afterwards, reports exactly 1 ring received.
+#   each other process, sent its own sentinel afterwards, reports at most 1 ring received (the
+#   sentinel's, which follows its signal).
 #   Then a storm: STORM posts of one name as fast as one process can, the observer stopped for
 #   2 s meanwhile, so that the rings run far ahead of the signals (which wait in the daemon and
 #   the poster's outgoing queue): no post is delivered twice, and the last one is delivered
@@ -96,16 +97,20 @@ check "the target delivered every post once" $((delivered == posts ? 0 : 1)) \
 # Every ring the poster sent went to the target (plus the sentinel's): nobody else was rung. A
 # ring finding the target's queue full (EAGAIN: it reads slower than 1000 posts arrive) is not
 # sent; that post wakes it by the bus.
+# (The sentinel's own ring follows its signal, so the target may have ended before reading it.)
+received=$(tail -1 "$scratch/target" | sed -n 's/^rings received=\([0-9]*\) refused=0$/\1/p')
 check "every ring went to the target" \
-    $([[ $sent -ge 1 && $sent -le $posts && $(tail -1 "$scratch/target") == "rings received=$((sent + 1)) refused=0" ]]; echo $?) \
+    $([[ $sent -ge 1 && $sent -le $posts && -n $received && $received -ge $sent && $received -le $((sent + 1)) ]]; echo $?) \
     "$rang; the target: $(tail -1 "$scratch/target")"
 
 for ((i = 0; i < observers; i++)); do
     "$peer" doorbell-post "$address" "com.example.other.$i" 18446744073709551615 >/dev/null &
 done
 wait "${others[@]}"
-ones=$(cat "$scratch"/other.* 2>/dev/null | grep -c '^rings received=1 refused=0$')
-check "each other observer was rung once (its own sentinel)" $((ones == observers ? 0 : 1)) "$ones of $observers"
+# Rung at most once: by its own sentinel, whose ring follows its signal (the observer may end on
+# the signal before reading the ring); never by the target's posts.
+ones=$(cat "$scratch"/other.* 2>/dev/null | grep -c '^rings received=[01] refused=0$')
+check "each other observer was rung at most once (its own sentinel)" $((ones == observers ? 0 : 1)) "$ones of $observers"
 
 observe com.example.storm "$scratch/storm"
 storm_pid=$!
