@@ -109,6 +109,11 @@ final class Doorbell: Sendable {
 
     private static func makeShared() -> Doorbell? {
         if isOff("WORMHOLE_DOORBELL") { return nil }
+        // A sandboxed participant (an app ID, contract §8) talks to the bus through a proxy:
+        // xdg-dbus-proxy closes a client whose serials do not increase, and the doorbell's
+        // numbered posts (high serials) followed by libdbus's own calls (low ones) would not.
+        // Its bus is the way (as between sandboxed apps anyway); so is one whose app ID is invalid.
+        guard case .success(nil) = Result(catching: { try AppIdentity.current() }) else { return nil }
         guard let runtime = getenv("XDG_RUNTIME_DIR").map({ String(cString: $0) }), runtime.hasPrefix("/") else {
             return nil
         }
