@@ -175,9 +175,12 @@ py defaults write --group "$group" ratio 1.0
 wormhole defaults write --group "$group" launches 41
 py defaults write --group "$group" launches 42
 [ "$(py defaults read --group "$group" launches)" = 42 ] || fail "Python does not read the suite"
-py defaults write --group "$group" big 1e400
+# A value another program wrote, which neither tool changes, is kept exactly as written by both.
+suite=$WORMHOLE_CONTAINER_ROOT/$group/Preferences/$group.json
+sed -i '1s/^{/{"big":1e400,/' "$suite"
 wormhole defaults write --group "$group" other 1
-[ "$(py defaults read --group "$group" big)" = 1e400 ] || fail "1e400 was not kept as written"
+py defaults write --group "$group" other 2
+grep -q '"big":1e400' "$suite" || fail "1e400 was not kept as written: $(cat "$suite")"
 [ "$(stat -c %a "$WORMHOLE_CONTAINER_ROOT/$group")" = 700 ] || fail "the Python package made the container without mode 0700"
 echo "snippets: the Python package's command line works on a fresh container under WORMHOLE_CONTAINER_ROOT"
 
