@@ -137,13 +137,9 @@ extension BusIO {
     func absorbDuplicate(serial: UInt32, sender: UnsafePointer<CChar>) -> Bool {
         loop.preconditionOwned()
         HopTrace.mark(.duplicateChecked)
-        if expectedDuplicates[serial] == nil {
-            // Only a serial its sender chose for a ring can have been announced. The ring was
-            // queued on this process's endpoint before the signal was sent: one not read yet
-            // (both were ready at once) is read now, and announces it.
-            guard serial & DoorbellSocket.serialMark != 0 else { return false }
-            DoorbellSocket.endpoint.drain()
-        }
+        // Only a ring already delivered announces its signal. A ring follows its signal's
+        // acceptance, so it is rarely queued when the signal comes: no read of the endpoint here
+        // (a system call per signal); a ring read later is dropped by the observer's merge.
         guard let expected = expectedDuplicates[serial], expected.sender.withCString({ strcmp($0, sender) == 0 })
         else { return false }
         expectedDuplicates[serial] = nil

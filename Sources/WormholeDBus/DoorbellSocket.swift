@@ -184,13 +184,6 @@ package enum DoorbellSocket {
             Glibc.unlink(reader.path)
             reader.close()
         }
-
-        /// On the loop's thread: reads and hands over every ring queued now (so a ring sent
-        /// before a bus signal is handled before that signal). Elsewhere it does nothing.
-        package func drain() {
-            guard let reader = state.withLock({ $0 }), reader.isOnLoop else { return }
-            reader.readAll()
-        }
     }
 
     /// The bound socket on the loop.
@@ -241,8 +234,6 @@ package enum DoorbellSocket {
             }
             loop.attach(self)
         }
-
-        var isOnLoop: Bool { loop.inEventLoop }
 
         func close() { RuntimeLoop.detach(self, from: loop) }
 

@@ -586,4 +586,3 @@ public final class DarwinNotificationCenter: Sendable {
         core.offer(DarwinNotification(name: name, state: state, reason: .posted, isOwnPost: own))
     }
 }
-

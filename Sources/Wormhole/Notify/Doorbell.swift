@@ -418,10 +418,6 @@ final class Doorbell: Sendable {
         }
     }
 
-    /// On the loop's thread, before a bus signal is delivered to a rung observer: the rings
-    /// already queued are handled first (a ring is queued before its signal is sent).
-    func drain() { DoorbellSocket.endpoint.drain() }
-
     /// The serials the doorbell gives posts have the high bit set; libdbus numbers a
     /// connection's messages from 1, so a signal without it was numbered by libdbus.
     static let serialMark: UInt32 = DoorbellSocket.serialMark
