@@ -23,6 +23,7 @@ import sys
 from typing import Any, Dict, List, Optional, Union
 
 from . import _args, _contract
+from ._cli_defaults import _quiet_stdout, _timed_out
 from .errors import InvalidInputError, WormholeError
 
 EX_USAGE = 64
@@ -358,21 +359,6 @@ def listen_journal(group: str, directory: str, identifier: str, consumer: Option
         reader.close()
         center.close()
     return state["status"]
-
-
-def _timed_out(count: Optional[int], timeout: float) -> None:
-    if count:
-        sys.stderr.write("wormhole: timed out after %.1f s before the requested count\n" % timeout)
-        sys.stderr.flush()
-
-
-def _quiet_stdout() -> None:
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except OSError:
-        pass
 
 
 def main(argv: Optional[List[str]] = None) -> int:
