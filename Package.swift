@@ -29,36 +29,52 @@ let package = Package(
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
+        // Layer 0: what Swift cannot import from the Linux headers the process's machinery uses
+        // (epoll, eventfd, inotify, the CMSG_* macros, prctl).
+        .systemLibrary(name: "CWormholeSystem"),
+        // Layer 1: the process's machinery: the one event loop and its deadlines, the inotify
+        // instance, the exit drain, the doorbell's sockets, typed system-call failures.
+        .target(
+            name: "WormholeSystem",
+            dependencies: [
+                "CWormholeSystem",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // Layer 0: libdbus, as the system provides it.
         .systemLibrary(
             name: "CWormholeDBus",
             pkgConfig: "dbus-1",
             providers: [.apt(["libdbus-1-dev"])]
         ),
-        // Layer 1: a thin, typed Swift wrapper over libdbus.
+        // Layer 2: a thin, typed Swift wrapper over libdbus (D-Bus only).
         .target(
             name: "WormholeDBus",
             dependencies: [
                 "CWormholeDBus",
+                "WormholeSystem",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // Layer 2: Darwin-style notifications and MMWormhole-style messaging.
+        // Layer 3: Darwin-style notifications and MMWormhole-style messaging, and the process's
+        // runtime object.
         .target(
             name: "Wormhole",
             dependencies: [
+                "WormholeSystem",
                 "WormholeDBus",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Atomics", package: "swift-atomics"),
             ]
         ),
-        // Layer 3: the `wormhole` command-line tool.
+        // Layer 4: the `wormhole` command-line tool.
         .executableTarget(
             name: "WormholeCLI",
             dependencies: [
                 "Wormhole",
                 "WormholeDBus",
+                "WormholeSystem",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -70,6 +86,7 @@ let package = Package(
             dependencies: [
                 "Wormhole",
                 "WormholeDBus",
+                "WormholeSystem",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -86,7 +103,7 @@ let package = Package(
         // `wormhole-test-peer`, a small peer process for cross-process tests of the D-Bus layer.
         .executableTarget(
             name: "wormhole-test-peer",
-            dependencies: ["WormholeDBus", "Wormhole", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["WormholeDBus", "WormholeSystem", "Wormhole", .product(name: "Logging", package: "swift-log")],
             path: "Sources/WormholeTestPeer"
         ),
         .executableTarget(
@@ -150,20 +167,20 @@ let package = Package(
         ),
         .target(
             name: "WormholeTestSupport",
-            dependencies: ["WormholeDBus"],
+            dependencies: ["WormholeDBus", "WormholeSystem"],
             path: "Tests/WormholeTestSupport"
         ),
         .testTarget(
             name: "WormholeDBusTests",
-            dependencies: ["WormholeDBus", "WormholeTestSupport"]
+            dependencies: ["WormholeDBus", "WormholeSystem", "WormholeTestSupport"]
         ),
         .testTarget(
             name: "WormholeTests",
-            dependencies: ["Wormhole", "WormholeDBus", "WormholeTestSupport"]
+            dependencies: ["Wormhole", "WormholeDBus", "WormholeSystem", "WormholeTestSupport"]
         ),
         .testTarget(
             name: "WormholeCLITests",
-            dependencies: ["Wormhole", "WormholeDBus", "WormholeTestSupport"]
+            dependencies: ["Wormhole", "WormholeDBus", "WormholeSystem", "WormholeTestSupport"]
         ),
     ]
 )

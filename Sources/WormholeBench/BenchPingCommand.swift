@@ -3,6 +3,7 @@ import Foundation
 import Histogram
 import Wormhole
 import WormholeDBus
+import WormholeSystem
 
 /// The pinging side of the notification ping-pong as a process of its own (run by the bench for
 /// the doorbell row, so both sides are processes as the floor's are): pings through a

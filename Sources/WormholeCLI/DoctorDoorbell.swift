@@ -2,6 +2,7 @@ import FoundationEssentials
 import Glibc
 import Wormhole
 import WormholeDBus
+import WormholeSystem
 
 /// `wormhole doctor`'s check of the doorbell (contract §9): whether it is on for this process,
 /// and the endpoints under `$XDG_RUNTIME_DIR/wormhole/doorbell`, the dead ones named (a killed

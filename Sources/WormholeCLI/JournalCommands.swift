@@ -5,6 +5,7 @@ import Glibc
 import Synchronization
 import Wormhole
 import WormholeDBus
+import WormholeSystem
 
 /// Journal errors that are the user's input, not the journal's state: exit 64 like other usage errors.
 func withJournalCLIErrors<T>(_ body: () throws -> T) throws -> T {

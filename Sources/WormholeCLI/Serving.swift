@@ -3,6 +3,7 @@ import FoundationEssentials
 import Glibc
 import Synchronization
 import WormholeDBus
+import WormholeSystem
 
 /// Set once the readiness line is written.
 private let isReady = Atomic<Bool>(false)

@@ -1,6 +1,7 @@
 import Dispatch
 import Logging
 import Synchronization
+import WormholeSystem
 
 // The well-known name a sandboxed sender owns before it emits (contract §8). `xdg-dbus-proxy`,
 // between a Flatpak app and the session bus, passes a broadcast signal to the app only when its

@@ -2,6 +2,7 @@ import Dispatch
 import Glibc
 public import Logging
 import Synchronization
+import WormholeSystem
 
 /// A connection to a D-Bus bus, on the process's one event loop.
 ///
@@ -39,16 +40,16 @@ public final class BusConnection: Sendable {
     /// The address this connection talks to.
     public let address: BusAddress
     let io: BusIO
-    /// For a handle of a shared connection (``shared(address:purpose:connectTimeout:logger:)``): the scope
+    /// For a handle of a shared connection (``shared(address:purpose:in:connectTimeout:logger:)``): the scope
     /// of what this handle adds (routes, rules, event handlers), ended by ``close()``; 0 for a
     /// private connection.
     let scope: UInt64
-    /// For a handle of a shared connection: the entry it holds a reference to.
-    private let sharing: SharedConnections.Entry?
+    /// For a handle of a shared connection: the entry it holds a reference to, and its table.
+    private let sharing: (entry: SharedConnections.Entry, table: SharedConnections)?
     /// Whether this handle was closed (a private connection: its `io` knows).
     private let handleClosed = Atomic<Bool>(false)
 
-    /// What a shared connection carries (``shared(address:purpose:connectTimeout:logger:)``).
+    /// What a shared connection carries (``shared(address:purpose:in:connectTimeout:logger:)``).
     package enum SharedPurpose: String, Sendable {
         /// Notifications and wake-ups: every facade's signals and subscriptions.
         case signals
@@ -106,11 +107,11 @@ public final class BusConnection: Sendable {
     }
 
     /// A handle of the process's one connection to the bus at `address`.
-    private init(address: BusAddress, sharing: SharedConnections.Entry) {
+    private init(address: BusAddress, sharing entry: SharedConnections.Entry, in table: SharedConnections) {
         self.address = address
-        self.io = sharing.io
-        self.sharing = sharing
-        scope = sharing.io.makeID()
+        self.io = entry.io
+        self.sharing = (entry, table)
+        scope = entry.io.makeID()
     }
 
     /// The process's connection to the bus at `address`, shared by every caller: the first call
@@ -128,12 +129,12 @@ public final class BusConnection: Sendable {
     /// daemon charges a message to its sender's connection until every recipient read it, so a
     /// stopped transient receiver must not hold up the other signals).
     package static func shared(
-        address: BusAddress, purpose: SharedPurpose = .signals, connectTimeout: Duration = defaultConnectTimeout,
-        logger: Logger = Logger(label: "wormhole.dbus")
+        address: BusAddress, purpose: SharedPurpose = .signals, in table: SharedConnections,
+        connectTimeout: Duration = defaultConnectTimeout, logger: Logger = Logger(label: "wormhole.dbus")
     ) throws -> BusConnection {
-        let entry = try SharedConnections.acquire(
+        let entry = try table.acquire(
             address: address, purpose: purpose, connectTimeout: connectTimeout, logger: logger)
-        return BusConnection(address: address, sharing: entry)
+        return BusConnection(address: address, sharing: entry, in: table)
     }
 
     /// Connects to the session bus named by `DBUS_SESSION_BUS_ADDRESS`.
@@ -171,7 +172,7 @@ public final class BusConnection: Sendable {
         if handleClosed.exchange(true, ordering: .acquiringAndReleasing) { return }
         guard let sharing else { return io.stop() }
         io.closeScope(scope)
-        SharedConnections.release(sharing)
+        sharing.table.release(sharing.entry)
     }
 
     /// Throws ``BusError/Code/disconnected`` when this handle was closed.

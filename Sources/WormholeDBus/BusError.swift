@@ -1,3 +1,4 @@
+import WormholeSystem
 /// An error from the D-Bus layer.
 ///
 /// Named `BusError` because libdbus already defines a C type `DBusError`. Every
@@ -68,5 +69,13 @@ extension BusError.Code {
     /// Lets `catch BusError.Code.disconnected` style patterns match.
     public static func ~= (code: BusError.Code, error: any Error) -> Bool {
         (error as? BusError)?.code == code
+    }
+}
+
+extension BusError {
+    /// A connection that could not be made because the process's machinery failed (no epoll,
+    /// eventfd or loop to be had).
+    init(_ failure: SystemFailure) {
+        self.init(.connectionFailed, "cannot create the I/O loop: \(failure)")
     }
 }

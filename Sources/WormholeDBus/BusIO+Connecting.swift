@@ -1,4 +1,5 @@
 import Logging
+import WormholeSystem
 
 /// Greeting and connecting: authentication and `Hello` on each new connection, within the
 /// connect timeout, and losing and regaining the bus. Loop-confined; see <doc:Threading>.

@@ -1,5 +1,6 @@
 import Dispatch
 import Logging
+import WormholeSystem
 
 /// libdbus main-loop glue: the connection's watches and timeouts on the process's event loop,
 /// and the handler calls the loop makes each iteration. Owner-confined; see <doc:Threading>.
@@ -63,7 +64,7 @@ extension BusIO {
     func loopStopped() {
         loop.preconditionInEventLoop()
         defer {
-            ExitDrain.unregister(self)
+            ProcessRuntime.shared.exitDrain.unregister(self)
             stoppedSignal.signal()
         }
         forgetUnconfirmed()

@@ -1,4 +1,5 @@
 import Logging
+import WormholeSystem
 
 /// Match rules: references taken outside routes, the calls to the bus daemon, and `AddMatch`
 /// batches sent without replies behind one barrier. Loop-confined; see <doc:Threading>.

@@ -1,3 +1,4 @@
+import WormholeSystem
 
 /// Owners of well-known sender names: a route whose rule names a well-known sender is given
 /// signals from that name's current owner. Loop-confined; see <doc:Threading>.

@@ -1,6 +1,7 @@
 import Dispatch
 import Logging
 import Synchronization
+import WormholeSystem
 
 /// Sending: the outgoing queue, the trylock fast path on which a sender writes on its own
 /// thread, confirmation by the bus (`flush`), the drain at exit and the bounded close.
@@ -432,6 +433,6 @@ extension BusIO {
     /// route finished. Calling it again does nothing.
     func detach() {
         if detached.exchange(true, ordering: .acquiringAndReleasing) { return }
-        RuntimeLoop.detach(self, from: loop)
+        ProcessRuntime.shared.loop.detach(self, from: loop)
     }
 }

@@ -1,6 +1,7 @@
 import Glibc
 import Logging
 import Synchronization
+import WormholeSystem
 
 /// Routing: the route table (which subscription gets a signal), dispatch of what arrived, and
 /// connection events. The table is loop-confined; see <doc:Threading>.

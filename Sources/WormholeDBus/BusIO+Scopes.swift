@@ -1,3 +1,4 @@
+import WormholeSystem
 
 /// Scopes: what each handle of a shared connection added, ended together when it closes.
 extension BusIO {

@@ -2,6 +2,7 @@ import Dispatch
 import Glibc
 import Logging
 import Synchronization
+import WormholeSystem
 
 /// One bus connection: owns one libdbus connection at a time and is one handler of the
 /// process's event loop (``RuntimeLoop``), which it shares with every other connection, the
@@ -22,7 +23,7 @@ import Synchronization
 /// `@unchecked Sendable`: loop-confined properties are touched only on the I/O thread,
 /// owner-confined ones only by the holder of the loop's ownership; the rest is immutable,
 /// atomic or behind `shared`.
-final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
+final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Sendable {
     typealias Completion = @Sendable (Result<Void, BusError>) -> Void
 
     /// A route as the layers above describe it.
@@ -212,7 +213,13 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         self.automaticReconnect = automaticReconnect
         self.connectTimeout = connectTimeout
         self.logger = logger
-        let loop = try RuntimeLoop.join()
+        let runtime = ProcessRuntime.shared
+        let loop: EventLoop
+        do throws(SystemFailure) {
+            loop = try runtime.loop.join()
+        } catch {
+            throw BusError(error)
+        }
         self.loop = loop
         // Connected on the caller's thread (the socket only); it passes to the I/O thread when
         // this connection is attached to it, which authenticates and says Hello without
@@ -221,7 +228,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
         do throws(BusError) {
             connection = try LibDBus.Connection.open(address)
         } catch {
-            RuntimeLoop.leave(loop)
+            runtime.loop.leave(loop)
             throw error
         }
         self.connection = connection
@@ -235,7 +242,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, @unchecked Sendable {
             stop()
             throw error
         }
-        ExitDrain.register(self)
+        runtime.exitDrain.register(self)
     }
 
     var isConnected: Bool { shared.withLock { $0.connected } }

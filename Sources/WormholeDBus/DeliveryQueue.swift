@@ -1,4 +1,5 @@
 public import Dispatch
+import WormholeSystem
 
 /// Where a subscription's handler runs.
 ///

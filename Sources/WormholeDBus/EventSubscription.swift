@@ -1,4 +1,5 @@
 import Synchronization
+import WormholeSystem
 
 /// A subscription to connection events made with ``BusConnection/onEvent(on:handler:)``.
 ///

@@ -1,4 +1,5 @@
 internal import CWormholeDBus
+import Glibc
 
 // Every libdbus call of the module is in this file (the pattern of swift-system's
 // Syscalls.swift): each C function has one call site, behind a small Swift function

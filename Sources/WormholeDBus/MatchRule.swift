@@ -1,3 +1,4 @@
+import WormholeSystem
 /// A D-Bus match rule for signals, built from typed parts.
 ///
 /// The bus daemon delivers a signal to a connection only if one of the

@@ -2,6 +2,7 @@ import Dispatch
 package import Logging
 import Glibc
 import Synchronization
+import WormholeSystem
 
 /// Brings a connection back after the bus daemon went away.
 ///
@@ -49,10 +50,10 @@ final class Reconnector: EventLoopHandler, @unchecked Sendable {
     /// does nothing.
     func start() {
         if started.exchange(true, ordering: .acquiringAndReleasing) { return }
-        do throws(BusError) {
-            loop = try RuntimeLoop.join()
+        do throws(SystemFailure) {
+            loop = try ProcessRuntime.shared.loop.join()
         } catch {
-            logger.error("cannot wait for the bus at \(address.rawValue): \(error.message)")
+            logger.error("cannot wait for the bus at \(address.rawValue): \(error)")
             return
         }
         loop?.attach(self)
@@ -62,7 +63,7 @@ final class Reconnector: EventLoopHandler, @unchecked Sendable {
     func stop() {
         if stopped.exchange(true, ordering: .acquiringAndReleasing) { return }
         guard started.load(ordering: .acquiring), let loop else { return }
-        RuntimeLoop.detach(self, from: loop)
+        ProcessRuntime.shared.loop.detach(self, from: loop)
     }
 
     func loopStarted() {
@@ -90,8 +91,8 @@ final class Reconnector: EventLoopHandler, @unchecked Sendable {
     private func watchSocketDirectories() {
         for path in address.unixSocketPaths {
             let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
-            do throws(InotifyHub.Failure) {
-                let watch = try InotifyHub.shared.watch(
+            do throws(SystemFailure) {
+                let watch = try ProcessRuntime.shared.inotify.watch(
                     directory.isEmpty ? "/" : directory, mask: UInt32(IN_CREATE | IN_MOVED_TO | IN_ATTRIB)
                 ) { [weak self] _ in
                     // On the loop's thread.

@@ -1,3 +1,4 @@
+import WormholeSystem
 /// The match rules one connection holds on the bus, as a state machine with no I/O.
 ///
 /// Identical rules are reference counted: the bus sees `AddMatch` for the first reference and

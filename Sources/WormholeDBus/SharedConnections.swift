@@ -1,6 +1,8 @@
 import Logging
+import WormholeSystem
 
-/// The process's shared connections, one per bus and purpose (``BusConnection/shared(address:purpose:connectTimeout:logger:)``):
+/// A process's shared connections, one per bus and purpose (``BusConnection/shared(address:purpose:in:connectTimeout:logger:)``),
+/// a field of `Wormhole`'s runtime object:
 /// every facade of the layers above (notification centers, message centers, shared defaults,
 /// journals) holds a handle of the same connection, so a process has one unique name, one I/O
 /// thread and one epoll instance per bus, as a GDBus process has one session connection that
@@ -10,7 +12,7 @@ import Logging
 /// without `guid=`, keys in another order) finds the same connection. An entry counts its
 /// handles; the connection stops when the last one is released. A connection that could not be
 /// made leaves no entry: the next caller tries again.
-enum SharedConnections {
+package final class SharedConnections: Sendable {
     /// One shared connection.
     final class Entry: Sendable {
         let key: String
@@ -23,13 +25,15 @@ enum SharedConnections {
     }
 
     /// Each bus's connection and how many handles hold it.
-    private static let table = Locked<[String: (entry: Entry, handles: Int)]>([:])
+    private let table = Locked<[String: (entry: Entry, handles: Int)]>([:])
+
+    package init() {}
 
     /// A reference to the shared connection for `address`, connecting first when there is none.
     /// The connection is made outside the table's lock (a slow bus delays only its own callers);
     /// when two threads connect at once the first to finish wins and the other's connection is
     /// closed.
-    static func acquire(
+    func acquire(
         address: BusAddress, purpose: BusConnection.SharedPurpose, connectTimeout: Duration, logger: Logger
     ) throws(BusError) -> Entry {
         let key = purpose == .signals ? address.sharingKey : "\(purpose.rawValue) \(address.sharingKey)"
@@ -51,7 +55,7 @@ enum SharedConnections {
     }
 
     /// One more handle of the connection under `key`, if there is one.
-    private static func retain(_ key: String) -> Entry? {
+    private func retain(_ key: String) -> Entry? {
         table.withLock { table -> Entry? in
             guard let held = table[key] else { return nil }
             table[key]?.handles += 1
@@ -60,7 +64,7 @@ enum SharedConnections {
     }
 
     /// Drops one handle's reference; the last one stops the connection.
-    static func release(_ entry: Entry) {
+    func release(_ entry: Entry) {
         let last = table.withLock { table -> Bool in
             guard let held = table[entry.key], held.entry === entry else { return false }
             if held.handles > 1 {

@@ -1,4 +1,5 @@
 import Synchronization
+import WormholeSystem
 
 /// A callback subscription made with ``BusConnection/subscribe(_:on:handler:)``.
 ///

@@ -1,3 +1,4 @@
+import WormholeSystem
 /// What every subscription handle of Wormhole is: signal subscriptions, connection-event
 /// subscriptions, notification observers, message listeners and check tokens.
 ///

@@ -1,3 +1,4 @@
+import WormholeSystem
 /// Signals that match one rule, as an `AsyncSequence`; it owns the rule (see
 /// ``BusConnection/signals(matching:bufferLimit:)``).
 public typealias SignalStream = SubscriptionStream<Signal>

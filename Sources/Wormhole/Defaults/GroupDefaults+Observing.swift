@@ -1,6 +1,7 @@
 import Glibc
 import Logging
 public import WormholeDBus
+import WormholeSystem
 
 extension GroupDefaults {
     /// A change of one key, as an observer receives it.

@@ -1,6 +1,7 @@
 public import FoundationEssentials
 public import Logging
 public import WormholeDBus
+import WormholeSystem
 
 /// The app group's shared settings suite, the counterpart of `UserDefaults(suiteName: "group.…")`:
 /// safe across processes, never stale, with a D-Bus notification per changed key (contract §5).

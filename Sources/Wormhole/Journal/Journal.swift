@@ -3,6 +3,7 @@ import FoundationEssentials
 import Glibc
 import Logging
 public import WormholeDBus
+import WormholeSystem
 
 /// A lossless, ordered log of messages for one identifier of a wormhole (contract §6): where a
 /// mailbox keeps the last message, a journal keeps every one, numbered from 1 without gaps.
@@ -374,9 +375,9 @@ final class JournalPoster: Sendable {
     /// Entered while any poster of the process posts: the drain at exit waits for it before the
     /// connections are drained, so an append's notification is on the bus before the process exits.
     private static let anyBusy = DispatchGroup()
-    private static let exitHook: UInt64 = ExitDrain.addHook { deadline in
+    private static let exitHook: UInt64 = ProcessRuntime.shared.exitDrain.addHook { deadline in
         // On the loop's thread the posts could not go on while it waited.
-        if RuntimeLoop.isCurrentThread { return }
+        if ProcessRuntime.shared.loop.isCurrentThread { return }
         _ = JournalPoster.anyBusy.wait(timeout: deadline)
     }
 

@@ -3,6 +3,7 @@ import FoundationEssentials
 import Glibc
 import Synchronization
 public import WormholeDBus
+import WormholeSystem
 
 /// Decodes raw records for one message type.
 enum JournalDecoding {
@@ -188,13 +189,13 @@ final class JournalDrainer<Message: Decodable & Sendable>: JournalDrainControl, 
         self.handler = handler
         handling = core.cursor == nil ? nil : Locked(Handling())
         if handling != nil {
-            let id = ExitDrain.addHook { [weak self] deadline in self?.storeAtExit(deadline: deadline) }
+            let id = ProcessRuntime.shared.exitDrain.addHook { [weak self] deadline in self?.storeAtExit(deadline: deadline) }
             exitHook.withLock { $0 = id }
         }
     }
 
     func cancel() -> Bool {
-        if let id = exitHook.withLock({ hook in defer { hook = nil }; return hook }) { ExitDrain.removeHook(id) }
+        if let id = exitHook.withLock({ hook in defer { hook = nil }; return hook }) { ProcessRuntime.shared.exitDrain.removeHook(id) }
         return pump.cancel()
     }
 

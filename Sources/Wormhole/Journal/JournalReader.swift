@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import WormholeSystem
 
 /// Where a reader starts.
 public enum JournalPosition: Sendable, Hashable {

@@ -2,6 +2,7 @@ import FoundationEssentials
 import Glibc
 import Logging
 import Synchronization
+import WormholeSystem
 
 /// Appends records to one journal directory, from any number of threads and processes.
 ///

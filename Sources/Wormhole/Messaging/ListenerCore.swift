@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import WormholeDBus
+import WormholeSystem
 
 /// Why a mailbox or message is pending: ``MessageDelivery/Reason`` without its generic
 /// parameter, so the bookkeeping of ``ListenerCore`` uses no generic types (in unspecialised
@@ -213,7 +214,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl, Pumped
     /// On the loop: its own timed sleep, no thread or descriptor (the absence of a post is the
     /// one thing no descriptor reports).
     private func scheduleOrphanCheck() {
-        do throws(BusError) {
+        do throws(SystemFailure) {
             // One millisecond more: the loop counts whole milliseconds, the stamps nanoseconds.
             try LoopDeadline.schedule(after: Self.orphanGrace / 1_000_000 + 1) { [weak self] in self?.checkOrphans() }
         } catch {

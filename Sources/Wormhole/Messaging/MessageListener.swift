@@ -1,4 +1,5 @@
 public import WormholeDBus
+import WormholeSystem
 
 /// A registered message listener (see `MessageCenter.listen(identifier:as:on:options:handler:)`).
 ///

@@ -2,6 +2,7 @@ import Dispatch
 public import Logging
 import Synchronization
 public import WormholeDBus
+import WormholeSystem
 
 /// Darwin's notify center (`notify_post(3)`, `CFNotificationCenterGetDarwinNotifyCenter`)
 /// on a D-Bus bus: any process posts a name, every process that observes it wakes at once.
@@ -31,7 +32,7 @@ public final class DarwinNotificationCenter: Sendable {
     /// Whether this center's posts ring Wormhole observers of this user and its observers are
     /// rung (``PeerWake``), beside the bus signal.
     public let wake: PeerWake
-    /// The bus's doorbell hash (`Doorbell.busKey(of:)`).
+    /// The bus's doorbell hash (`DoorbellHash.busKey(of:)`).
     let busKey: UInt64
     let table: SharedStateTable?
     let logger: Logger
@@ -46,16 +47,6 @@ public final class DarwinNotificationCenter: Sendable {
     private let openingTransient = Atomic<Bool>(false)
     /// ``close()`` was called: no transient connection is made after it.
     private let closed = Atomic<Bool>(false)
-
-    /// Every center's connection in this process, to recognise own posts. A sender is this
-    /// process when it is the *current* unique name of one of them on the same bus address:
-    /// every daemon numbers unique names from `:1.0`, so a bare name could be another bus's,
-    /// or (after a restart) another process's that inherited a name we held before.
-    static let ownConnections = Locked<[ObjectIdentifier: BusConnection]>([:])
-
-    static func isOwn(sender: String, on address: BusAddress) -> Bool {
-        ownConnections.withLock { $0.values.contains { $0.address == address && $0.uniqueName == sender } }
-    }
 
     /// Connects to the bus at `busAddress` (the session bus when `nil`).
     ///
@@ -77,10 +68,10 @@ public final class DarwinNotificationCenter: Sendable {
         let address = try busAddress ?? BusAddress.session()
         self.logger = logger
         self.wake = wake
-        busKey = Doorbell.busKey(of: address)
+        busKey = DoorbellHash.busKey(of: address)
         // The process's one connection to this bus, shared with every other facade; this
         // center's handle scopes its observers, so `close()` ends them and nobody else's.
-        connection = try BusConnection.shared(address: address, logger: logger)
+        connection = try BusConnection.shared(address: address, in: WormholeRuntime.shared.connections, logger: logger)
         do {
             table = try SharedStateTable(directory: sharedStateDirectory ?? SharedStateTable.defaultDirectory())
         } catch {
@@ -88,7 +79,7 @@ public final class DarwinNotificationCenter: Sendable {
             table = nil
         }
         let connection = self.connection
-        Self.ownConnections.withLock { $0[ObjectIdentifier(self)] = connection }
+        WormholeRuntime.shared.ownConnections.insert(connection, for: ObjectIdentifier(self))
         // On the I/O thread: each observer's catch-up then takes the same path as its posts.
         let subscription = connection.onEvent(on: .ioThread) { [weak self] event in
             self?.connectionChanged(event)
@@ -100,7 +91,7 @@ public final class DarwinNotificationCenter: Sendable {
         leaveDoorbell()
         eventSubscription.withLock { $0?.cancel() }
         let key = ObjectIdentifier(self)
-        _ = Self.ownConnections.withLock { $0.removeValue(forKey: key) }
+        WormholeRuntime.shared.ownConnections.remove(key)
         closeTransientConnection()
         connection.close()
     }
@@ -121,7 +112,8 @@ public final class DarwinNotificationCenter: Sendable {
             openTransientConnectionOffTheLoop()
             return connection
         }
-        let made = try BusConnection.shared(address: connection.address, purpose: .transient, logger: logger)
+        let made = try BusConnection.shared(
+            address: connection.address, purpose: .transient, in: WormholeRuntime.shared.connections, logger: logger)
         let (kept, extra) = transientConnection.withLock { held -> (BusConnection, BusConnection?) in
             if let held { return (held, made) }
             // Closed meanwhile: not kept (the closed first connection answers the send).
@@ -132,7 +124,7 @@ public final class DarwinNotificationCenter: Sendable {
         if let extra {
             extra.close()  // another thread made one meanwhile: one handle of the same connection
         } else {
-            Self.ownConnections.withLock { $0[ObjectIdentifier(made)] = made }
+            WormholeRuntime.shared.ownConnections.insert(made, for: ObjectIdentifier(made))
         }
         return kept
     }
@@ -157,7 +149,7 @@ public final class DarwinNotificationCenter: Sendable {
 
     private func closeTransientConnection() {
         guard let held = transientConnection.withLock({ value in defer { value = nil }; return value }) else { return }
-        _ = Self.ownConnections.withLock { $0.removeValue(forKey: ObjectIdentifier(held)) }
+        WormholeRuntime.shared.ownConnections.remove(ObjectIdentifier(held))
         held.close()
     }
 
@@ -237,7 +229,7 @@ public final class DarwinNotificationCenter: Sendable {
         // Queued behind a full socket, a newer post of the name replaces an older one: the
         // state travels with the latest (contract section 7). The name is the key: only posts
         // are sent with this policy, and a name's bucket interface follows from the name.
-        guard let doorbell = Doorbell.shared else {
+        guard let doorbell = WormholeRuntime.shared.doorbell else {
             HopTrace.mark(.emitEntered)
             try connection.emit(signal, policy: .replacing(key: name.rawValue))
             return HopTrace.mark(.signalWritten)
@@ -465,7 +457,7 @@ public final class DarwinNotificationCenter: Sendable {
     /// when the process has a doorbell, until it is closed). A core cancelled meanwhile is
     /// retired again at once.
     private func enroll(_ core: ObserverCore) {
-        guard wake == .doorbell, let doorbell = Doorbell.shared, core.doorbell == nil,
+        guard wake == .doorbell, let doorbell = WormholeRuntime.shared.doorbell, core.doorbell == nil,
             !closed.load(ordering: .acquiring)
         else { return }
         core.doorbell = doorbell.register(busKey: busKey, target: core.target.rawValue, isPrefix: core.isPrefix) {
@@ -477,7 +469,7 @@ public final class DarwinNotificationCenter: Sendable {
     }
 
     private static func retire(_ core: ObserverCore) {
-        if let registration = core.takeDoorbell() { Doorbell.shared?.unregister(registration) }
+        if let registration = core.takeDoorbell() { WormholeRuntime.shared.doorbell?.unregister(registration) }
     }
 
     /// Every observer of this center stops being rung (closing: their routes end too).
@@ -489,7 +481,7 @@ public final class DarwinNotificationCenter: Sendable {
     /// (by its directory's hash): the same checks as the bus's rules, then the merge with the
     /// bus's signals (``PostOrder``), then the same delivery as a signal's. No ring is delivered
     /// while this center's connection is down: the catch-up after the reconnect stands for it.
-    private func rung(_ ring: Doorbell.RingMessage, by core: ObserverCore) {
+    private func rung(_ ring: DoorbellRing, by core: ObserverCore) {
         guard ring.busKey == busKey, connection.isConnected else { return }
         let target = core.target.rawValue.utf8
         if core.isPrefix {
@@ -567,8 +559,8 @@ public final class DarwinNotificationCenter: Sendable {
         // A Wormhole sender with a doorbell numbers its posts: an observer that may be rung merges
         // them with its rings, each post once and in its order (``PostOrder``). It keeps the
         // signals that come before any ring too: their rings may follow.
-        if wake == .doorbell, Doorbell.shared != nil, let sender = signal.sender, let serial = signal.serial,
-            serial & Doorbell.serialMark != 0
+        if wake == .doorbell, WormholeRuntime.shared.doorbell != nil, let sender = signal.sender, let serial = signal.serial,
+            serial & DoorbellSocket.serialMark != 0
         {
             let (deliverSignal, then) = core.order(signalFrom: sender, name: rawName, serial: serial)
             if deliverSignal { deliver(name: name, rawName: rawName, state: state, sender: sender, to: core) }
@@ -581,7 +573,7 @@ public final class DarwinNotificationCenter: Sendable {
     /// The end of every delivery of a post, by the bus or the doorbell.
     private func deliver(name: NotificationName, rawName: String, state: UInt64?, sender: String?, to core: ObserverCore) {
         if let state { lastStates.withLock { $0[rawName] = state } }
-        let own = sender.map { Self.isOwn(sender: $0, on: connection.address) } ?? false
+        let own = sender.map { WormholeRuntime.shared.ownConnections.contains(sender: $0, on: connection.address) } ?? false
         if own && core.options.ignoresOwnPosts { return }
         core.offer(DarwinNotification(name: name, state: state, reason: .posted, isOwnPost: own))
     }

@@ -1,6 +1,7 @@
 import Logging
 import SystemPackage
 import WormholeDBus
+import WormholeSystem
 
 /// A notification center made on first use; a failed connection is retried next time. The
 /// connection is made outside the lock; when two threads connect at once the first wins.

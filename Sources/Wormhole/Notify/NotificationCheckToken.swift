@@ -1,5 +1,6 @@
 import Synchronization
 public import WormholeDBus
+import WormholeSystem
 
 /// A check token (see ``DarwinNotificationCenter/makeCheckToken(for:)``).
 ///

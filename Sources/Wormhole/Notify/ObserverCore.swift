@@ -1,4 +1,5 @@
 import WormholeDBus
+import WormholeSystem
 
 /// The shared part of a notification listener: what it listens to, suspension, and its reader
 /// for the ``DeliveryPump``, the one path every delivery takes (posts, catch-ups and resumed

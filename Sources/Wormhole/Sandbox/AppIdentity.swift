@@ -1,5 +1,6 @@
 import FoundationEssentials
 import WormholeDBus
+import WormholeSystem
 
 /// The app a process belongs to, which a sandboxed sender needs (contract §8).
 ///
@@ -55,11 +56,7 @@ public struct AppIdentity: Sendable, Hashable, CustomStringConvertible {
     ///
     /// - Throws: ``WormholeError/Code/invalidAppID`` naming `appID` when it is not a valid app ID.
     public static func setAppID(_ appID: String?) throws {
-        if let appID { try validate(appID, source: .program) }
-        resolved.withLock { state in
-            state.program = appID
-            state.identity = nil
-        }
+        try WormholeRuntime.shared.appIdentity.setAppID(appID)
     }
 
     /// The app ID this process uses now, or `nil`: it posts anonymously.
@@ -67,13 +64,33 @@ public struct AppIdentity: Sendable, Hashable, CustomStringConvertible {
     /// - Throws: ``WormholeError/Code/invalidAppID`` naming the value and where it came from
     ///   when the app ID that applies is not valid.
     public static func current() throws -> AppIdentity? {
-        try resolved.withLock { state throws(WormholeError) -> AppIdentity? in
-            if let identity = state.identity { return try identity.get() }
-            let identity = Result { () throws(WormholeError) -> AppIdentity? in
-                try resolve(flatpakInfo: flatpakInfo.contents, program: state.program, environment: environment)
+        try WormholeRuntime.shared.appIdentity.current()
+    }
+
+    /// The program's setting, and the app ID resolved from it and the rest (once: every post
+    /// asks); the process's one is ``WormholeRuntime/appIdentity``.
+    final class Resolver: Sendable {
+        private let resolved = Locked<(program: String?, identity: Result<AppIdentity?, WormholeError>?)>((nil, nil))
+
+        /// See ``AppIdentity/setAppID(_:)``.
+        func setAppID(_ appID: String?) throws(WormholeError) {
+            if let appID { try validate(appID, source: .program) }
+            resolved.withLock { state in
+                state.program = appID
+                state.identity = nil
             }
-            state.identity = identity
-            return try identity.get()
+        }
+
+        /// See ``AppIdentity/current()``.
+        func current() throws(WormholeError) -> AppIdentity? {
+            try resolved.withLock { state throws(WormholeError) -> AppIdentity? in
+                if let identity = state.identity { return try identity.get() }
+                let identity = Result { () throws(WormholeError) -> AppIdentity? in
+                    try resolve(flatpakInfo: flatpakInfo.contents, program: state.program, environment: environment)
+                }
+                state.identity = identity
+                return try identity.get()
+            }
         }
     }
 
@@ -147,8 +164,6 @@ public struct AppIdentity: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// The program's setting, and the app ID resolved from it and the rest (once: every post asks).
-    private static let resolved = Locked<(program: String?, identity: Result<AppIdentity?, WormholeError>?)>((nil, nil))
 
     /// The two variables, read once.
     private static let environment: [String: String] = {

@@ -1,4 +1,5 @@
 import WormholeDBus
+import WormholeSystem
 
 /// The serial, coalescing delivery that every kind of subscription shares (mailbox listeners,
 /// notification listeners, defaults listeners, journal listeners, transient messages).

@@ -1,6 +1,7 @@
 import Glibc
 import Synchronization
 import WormholeDBus
+import WormholeSystem
 
 /// What a ``DirectoryWatch`` saw.
 enum DirectoryChange: Sendable {
@@ -99,11 +100,11 @@ final class DirectoryWatch: Sendable {
         // The open descriptor, through /proc: the directory that passed the checks, not whatever
         // the path names a moment later. Without /proc, the path (checked just above).
         let handler: @Sendable ([InotifyHub.Event]) -> Void = { [weak self] events in self?.handle(events) }
-        do throws(InotifyHub.Failure) {
-            do throws(InotifyHub.Failure) {
-                return try InotifyHub.shared.watch("/proc/self/fd/\(directory.descriptor)", mask: mask, handler: handler)
+        do throws(SystemFailure) {
+            do throws(SystemFailure) {
+                return try ProcessRuntime.shared.inotify.watch("/proc/self/fd/\(directory.descriptor)", mask: mask, handler: handler)
             } catch where error.call == "inotify_add_watch" && error.code == ENOENT {
-                return try InotifyHub.shared.watch(directory.path, mask: mask | UInt32(IN_DONT_FOLLOW), handler: handler)
+                return try ProcessRuntime.shared.inotify.watch(directory.path, mask: mask | UInt32(IN_DONT_FOLLOW), handler: handler)
             }
         } catch {
             // A per-user limit is named as the value (the sysctl that raises it): the subscribers

@@ -1,4 +1,5 @@
 import WormholeDBus
+import WormholeSystem
 
 /// A subscription woken by the posts of one notification name (or every name below a prefix)
 /// on the bus, and by its directory while there is no bus: what a journal reader and a defaults

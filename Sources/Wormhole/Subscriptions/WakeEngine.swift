@@ -2,6 +2,7 @@ import Dispatch
 import Logging
 import Synchronization
 public import WormholeDBus
+import WormholeSystem
 
 /// How a facade's subscriptions are woken now (``MessageCenter/wakeSource``,
 /// ``GroupDefaults/wakeSource``): the same for every kind of subscription that has files behind it

@@ -1,9 +1,9 @@
-internal import CWormholeDBus  // recvmsg with SCM_CREDENTIALS (the CMSG_* macros)
+internal import CWormholeSystem  // recvmsg with SCM_CREDENTIALS (the CMSG_* macros)
 import Glibc
 
 /// The doorbell's sockets (docs/contract.md section 9): a process's one endpoint, an unbound-
 /// to-peers `AF_UNIX` datagram socket bound to a path, read on the process's loop
-/// (``RuntimeLoop``) like the inotify instance; and the one unbound socket the process rings
+/// (``ProcessRuntime/loop``) like the inotify instance; and the one unbound socket the process rings
 /// others' endpoints from. What a ring means is the `Wormhole` module's: this file moves bytes
 /// and the kernel's word on who sent them.
 package enum DoorbellSocket {
@@ -15,22 +15,6 @@ package enum DoorbellSocket {
         package var uid: UInt32
         /// The sender's process ID (in this process's PID namespace; 0 when unknown).
         package var pid: Int32
-    }
-
-    /// Why the endpoint could not be opened.
-    package struct Failure: Error, Sendable, CustomStringConvertible {
-        /// The call that failed (`socket`, `bind`, `setsockopt`, the runtime loop).
-        package var call: String
-        /// The path involved.
-        package var path: String
-        /// Its `errno`, or 0.
-        package var code: Int32
-        /// What went wrong when `errno` does not say it.
-        package var detail: String?
-
-        package var description: String {
-            "\(call) \(path) failed: \(detail ?? String(cString: strerror(code)))"
-        }
     }
 
     /// What ringing one endpoint came to.
@@ -58,13 +42,19 @@ package enum DoorbellSocket {
     /// The largest datagram read; a longer one is dropped as malformed.
     package static let maximumDatagram = 2_048
 
-    /// The process's socket that rings (made on first use; -1 before), held while a ring is sent
-    /// so that it is never replaced under a sender.
-    private static let ringer = Locked<Int32>(-1)
-
     private static func makeRingingSocket() -> Int32 {
         Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     }
+
+    /// The process's socket that rings others' endpoints (a field of `Wormhole`'s runtime).
+    package final class Ringer: Sendable {
+        /// The socket (made on first use; -1 before), held while a ring is sent so that it is
+        /// never replaced under a sender.
+        private let socket = Locked<Int32>(-1)
+
+        package init() {}
+
+        deinit { socket.withLock { if $0 >= 0 { Glibc.close($0) } } }
 
     /// Sends `bytes` to the endpoint bound at `address` (``address(_:)``), never waiting.
     ///
@@ -74,18 +64,19 @@ package enum DoorbellSocket {
     /// a fresh ringing socket and tries once more: `EAGAIN` again means this endpoint's own queue
     /// is full (``Outcome/full``). The old socket is closed; the kernel keeps what it sent queued.
     /// The corresponding C function is `sendto` (with `MSG_DONTWAIT`).
-    package static func ring(_ bytes: UnsafeRawBufferPointer, to address: Address) -> Outcome {
+    package func ring(_ bytes: UnsafeRawBufferPointer, to address: Address) -> Outcome {
         let address = address.value
-        return ringer.withLock { fd -> Outcome in
-            if fd < 0 { fd = makeRingingSocket() }
-            let first = send(bytes, to: address, from: fd)
+        return socket.withLock { fd -> Outcome in
+            if fd < 0 { fd = DoorbellSocket.makeRingingSocket() }
+            let first = DoorbellSocket.send(bytes, to: address, from: fd)
             guard first == .full else { return first }
-            let fresh = makeRingingSocket()
+            let fresh = DoorbellSocket.makeRingingSocket()
             guard fresh >= 0 else { return first }
             Glibc.close(fd)
             fd = fresh
-            return send(bytes, to: address, from: fd)
+            return DoorbellSocket.send(bytes, to: address, from: fd)
         }
+    }
     }
 
     private static func send(_ bytes: UnsafeRawBufferPointer, to socketAddress: sockaddr_un, from fd: Int32) -> Outcome {
@@ -155,15 +146,15 @@ package enum DoorbellSocket {
         return address
     }
 
-    /// The process's endpoint, made by ``open(path:handler:)`` and closed by ``close()``.
-    package static let endpoint = Endpoint()
-
-    /// The process's one endpoint: a datagram socket bound at a path, with `SO_PASSCRED`, read on
-    /// the process's loop. Its handler gets every datagram with its sender's credentials.
+    /// The process's one endpoint (a field of `Wormhole`'s runtime), opened by
+    /// ``open(path:handler:)`` and closed by ``close()``: a datagram socket bound at a path, with
+    /// `SO_PASSCRED`, read on the process's loop. Its handler gets every datagram with its
+    /// sender's credentials.
     package final class Endpoint: Sendable {
         private let state = Locked<Reader?>(nil)
+        private let runtime: RuntimeLoop
 
-        fileprivate init() {}
+        package init(loop: RuntimeLoop = ProcessRuntime.shared.loop) { runtime = loop }
 
         /// Whether it is open, and where.
         package var path: String? { state.withLock { $0?.path } }
@@ -171,10 +162,10 @@ package enum DoorbellSocket {
         /// Binds a socket at `path` (which must not exist; a stale file is the caller's to
         /// remove) and reads it on the loop, calling `handler` there with each batch of rings.
         /// Does nothing when it is open already.
-        package func open(path: String, handler: @escaping @Sendable ([Ring]) -> Void) throws(Failure) {
-            try state.withLock { reader throws(Failure) in
+        package func open(path: String, handler: @escaping @Sendable ([Ring]) -> Void) throws(SystemFailure) {
+            try state.withLock { reader throws(SystemFailure) in
                 if reader != nil { return }
-                reader = try Reader(path: path, handler: handler)
+                reader = try Reader(path: path, runtime: runtime, handler: handler)
             }
         }
 
@@ -191,24 +182,26 @@ package enum DoorbellSocket {
         // @unchecked: `fd`, `path`, `loop` and `handler` are set in init; `closed` is loop-confined.
         let fd: Int32
         let path: String
+        private let runtime: RuntimeLoop
         private let loop: EventLoop
         private let handler: @Sendable ([Ring]) -> Void
         private var closed = false
 
-        init(path: String, handler: @escaping @Sendable ([Ring]) -> Void) throws(Failure) {
+        init(path: String, runtime: RuntimeLoop, handler: @escaping @Sendable ([Ring]) -> Void) throws(SystemFailure) {
             self.path = path
+            self.runtime = runtime
             self.handler = handler
             guard var address = DoorbellSocket.socketAddress(path) else {
-                throw Failure(call: "bind", path: path, code: ENAMETOOLONG, detail: "the path is over 107 bytes")
+                throw SystemFailure(call: "bind", code: ENAMETOOLONG, path: path, detail: "the path is over 107 bytes")
             }
             let fd = Glibc.socket(
                 AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-            guard fd >= 0 else { throw Failure(call: "socket", path: path, code: errno) }
+            guard fd >= 0 else { throw SystemFailure(call: "socket", code: errno, path: path) }
             var one: Int32 = 1
             guard setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
                 let code = errno
                 Glibc.close(fd)
-                throw Failure(call: "setsockopt(SO_PASSCRED)", path: path, code: code)
+                throw SystemFailure(call: "setsockopt(SO_PASSCRED)", code: code, path: path)
             }
             let bound = withUnsafePointer(to: &address) { pointer in
                 pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
@@ -218,24 +211,24 @@ package enum DoorbellSocket {
             guard bound == 0 else {
                 let code = errno
                 Glibc.close(fd)
-                throw Failure(call: "bind", path: path, code: code)
+                throw SystemFailure(call: "bind", code: code, path: path)
             }
             // Mode 0600 (bind made it with the umask's mode; changing the process's umask would
             // race other threads). Its directory is 0700 meanwhile, and the credentials check
             // stays the rule.
             Glibc.chmod(path, 0o600)
             self.fd = fd
-            do throws(BusError) {
-                loop = try RuntimeLoop.join()
+            do throws(SystemFailure) {
+                loop = try runtime.join()
             } catch {
                 Glibc.close(fd)
                 Glibc.unlink(path)
-                throw Failure(call: "the runtime loop", path: path, code: 0, detail: error.message)
+                throw error
             }
             loop.attach(self)
         }
 
-        func close() { RuntimeLoop.detach(self, from: loop) }
+        func close() { runtime.detach(self, from: loop) }
 
         func loopStarted() {
             if !closed { loop.setInterest(fd: fd, Interest(readable: true), for: self) }

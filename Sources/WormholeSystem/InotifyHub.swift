@@ -1,7 +1,7 @@
 import Glibc
 import Synchronization
 
-/// The process's one inotify instance, on the process's loop (``RuntimeLoop``): the wormhole
+/// The process's one inotify instance, on the process's loop (``ProcessRuntime/loop``): the wormhole
 /// directories that listeners watch while no bus can be reached, and the socket directories a
 /// reconnection watches for a restarted bus, all share it. The per-user limit on instances
 /// (`fs.inotify.max_user_instances`, 128 by default) is so spent once per process, however
@@ -10,8 +10,11 @@ import Synchronization
 /// The instance is made with the first watch and closed with the last. Handlers run on the
 /// loop's thread and must return quickly.
 package final class InotifyHub: Sendable {
-    /// The process's hub.
-    package static let shared = InotifyHub()
+    /// The loop the instance is read on.
+    private let runtime: RuntimeLoop
+
+    /// The process's hub is ``ProcessRuntime/inotify``.
+    init(loop: RuntimeLoop) { runtime = loop }
 
     /// One event, as the kernel reported it.
     package struct Event: Sendable {
@@ -21,31 +24,6 @@ package final class InotifyHub: Sendable {
         package var name: String?
 
         package func has(_ bits: Int32) -> Bool { mask & UInt32(bits) != 0 }
-    }
-
-    /// Why a watch could not be added.
-    package struct Failure: Error, Sendable, CustomStringConvertible {
-        /// The call that failed: `inotify_init1` or `inotify_add_watch`.
-        package var call: String
-        /// Its `errno`.
-        package var code: Int32
-        /// What went wrong, when it is not what `errno` says.
-        package var detail: String?
-        /// The kernel limit that the failure points at, when it is one: what raises it.
-        package var limit: String? {
-            switch (call, code) {
-            case ("inotify_init1", EMFILE): "fs.inotify.max_user_instances"
-            case ("inotify_add_watch", ENOSPC): "fs.inotify.max_user_watches"
-            default: nil
-            }
-        }
-
-        package var description: String {
-            let reason = detail ?? String(cString: strerror(code))
-            guard let limit else { return "\(call) failed: \(reason)" }
-            return "\(call) failed: \(reason): the per-user limit \(limit) is reached "
-                + "(raise it with `sysctl \(limit)=N` as root)"
-        }
     }
 
     /// A watch; the handler is not called after ``cancel()`` returns on the loop's thread, nor
@@ -97,8 +75,8 @@ package final class InotifyHub: Sendable {
     /// `IN_Q_OVERFLOW` (events were lost). Two watches of one directory share one descriptor.
     package func watch(
         _ path: String, mask: UInt32, handler: @escaping @Sendable ([Event]) -> Void
-    ) throws(Failure) -> Watch {
-        let id = try state.withLock { state throws(Failure) -> UInt64 in
+    ) throws(SystemFailure) -> Watch {
+        let id = try state.withLock { state throws(SystemFailure) -> UInt64 in
             let instance: Instance
             if let open = state.instance {
                 instance = open
@@ -109,7 +87,7 @@ package final class InotifyHub: Sendable {
             // IN_MASK_ADD: another subscriber of the same directory keeps the events it asked for.
             let wd = inotify_add_watch(instance.fd, path, mask | UInt32(IN_MASK_ADD))
             guard wd >= 0 else {
-                let failure = Failure(call: "inotify_add_watch", code: errno)
+                let failure = SystemFailure(call: "inotify_add_watch", code: errno)
                 if state.watches.isEmpty { closeInstance(&state) }
                 throw failure
             }
@@ -182,16 +160,16 @@ package final class InotifyHub: Sendable {
         private unowned let hub: InotifyHub
         private let loop: EventLoop
 
-        init(hub: InotifyHub) throws(Failure) {
+        init(hub: InotifyHub) throws(SystemFailure) {
             self.hub = hub
             let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
-            guard fd >= 0 else { throw Failure(call: "inotify_init1", code: errno) }
+            guard fd >= 0 else { throw SystemFailure(call: "inotify_init1", code: errno) }
             self.fd = fd
-            do throws(BusError) {
-                loop = try RuntimeLoop.join()
+            do throws(SystemFailure) {
+                loop = try hub.runtime.join()
             } catch {
                 Glibc.close(fd)
-                throw Failure(call: "the runtime loop", code: 0, detail: error.message)
+                throw error
             }
             loop.attach(self)
         }
@@ -200,7 +178,7 @@ package final class InotifyHub: Sendable {
         private var closed = false
 
         /// Leaves the loop; the descriptor is closed there (if it is not already).
-        func close() { RuntimeLoop.detach(self, from: loop) }
+        func close() { hub.runtime.detach(self, from: loop) }
 
         /// Runs `body` on the loop's thread, after the events already read.
         func whenIdle(_ body: @escaping @Sendable () -> Void) { loop.execute(body) }

@@ -1,13 +1,13 @@
-internal import CWormholeDBus  // the epoll and eventfd declarations
+internal import CWormholeSystem  // the epoll and eventfd declarations
 import FoundationEssentials
 import Glibc
-import Logging
+package import Logging
 import Synchronization
 
 /// What an ``EventLoop`` drives: a bus connection (`BusIO`), the process's inotify instance
 /// (`InotifyHub`), a reconnection's wait. One loop drives many handlers (see ``RuntimeLoop``);
 /// every method runs on the loop's thread, holding the loop's ownership.
-protocol EventLoopHandler: AnyObject, Sendable {
+package protocol EventLoopHandler: AnyObject, Sendable {
     /// The handler was attached (``EventLoop/attach(_:)``): first thing on the loop's thread.
     func loopStarted()
     /// A descriptor this handler registered is ready.
@@ -25,26 +25,38 @@ protocol EventLoopHandler: AnyObject, Sendable {
 }
 
 extension EventLoopHandler {
-    func ready(fd: Int32, _ readiness: Readiness) {}
-    func timeoutMilliseconds() -> Int32 { -1 }
-    func beforeJobs() {}
-    func iterationEnded() {}
+    package func ready(fd: Int32, _ readiness: Readiness) {}
+    package func timeoutMilliseconds() -> Int32 { -1 }
+    package func beforeJobs() {}
+    package func iterationEnded() {}
 }
 
 /// What a descriptor is ready for, or what is wrong with it.
-struct Readiness: Hashable {
-    var readable = false
-    var writable = false
-    var error = false
-    var hangup = false
+package struct Readiness: Hashable {
+    package var readable = false
+    package var writable = false
+    package var error = false
+    package var hangup = false
+
+    package init(readable: Bool = false, writable: Bool = false, error: Bool = false, hangup: Bool = false) {
+        self.readable = readable
+        self.writable = writable
+        self.error = error
+        self.hangup = hangup
+    }
 }
 
 /// The events a descriptor is watched for.
-struct Interest: Hashable {
-    var readable = false
-    var writable = false
+package struct Interest: Hashable {
+    package var readable = false
+    package var writable = false
 
-    var isEmpty: Bool { !readable && !writable }
+    package init(readable: Bool = false, writable: Bool = false) {
+        self.readable = readable
+        self.writable = writable
+    }
+
+    package var isEmpty: Bool { !readable && !writable }
 }
 
 /// One thread that sleeps in `epoll_wait` on the descriptors its handlers register and on an
@@ -64,13 +76,13 @@ struct Interest: Hashable {
 ///
 /// `@unchecked Sendable`: the descriptors are immutable, the job queue is behind a `Mutex`,
 /// the thread identity is atomic, and `interests` and `handlers` are owner-confined.
-final class EventLoop: @unchecked Sendable {
+package final class EventLoop: @unchecked Sendable {
     private struct Queue {
         var jobs: [@Sendable () -> Void] = []
         var stopping = false
     }
 
-    let name: String
+    package let name: String
     private let logger: Logger
     private let epollFD: Int32
     private let wakeFD: Int32
@@ -82,7 +94,7 @@ final class EventLoop: @unchecked Sendable {
     /// Owner only: the attached handlers, in the order they were attached.
     private var handlers: [any EventLoopHandler] = []
 
-    init(name: String, logger: Logger) throws(BusError) {
+    package init(name: String, logger: Logger) throws(SystemFailure) {
         self.name = name
         self.logger = logger
         epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
@@ -91,14 +103,13 @@ final class EventLoop: @unchecked Sendable {
         let wakeErrno = errno
         // On the failures below, deinit runs (every property is set) and closes what was opened.
         guard epollFD >= 0, wakeFD >= 0 else {
-            let reason = String(cString: strerror(epollFD < 0 ? epollErrno : wakeErrno))
-            throw BusError(.connectionFailed, "cannot create the I/O loop (\(epollFD < 0 ? "epoll_create1" : "eventfd")): \(reason)")
+            throw SystemFailure(call: epollFD < 0 ? "epoll_create1" : "eventfd", code: epollFD < 0 ? epollErrno : wakeErrno)
         }
         var event = epoll_event()
         event.events = EPOLLIN.rawValue
         event.data.fd = wakeFD
         guard epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event) == 0 else {
-            throw BusError(.connectionFailed, "cannot create the I/O loop (epoll_ctl on the eventfd): \(String(cString: strerror(errno)))")
+            throw SystemFailure.lastError("epoll_ctl on the eventfd")
         }
     }
 
@@ -108,14 +119,14 @@ final class EventLoop: @unchecked Sendable {
     }
 
     /// Monotonic milliseconds, for the deadlines the handlers keep (`CLOCK_MONOTONIC`).
-    static func nowMilliseconds() -> UInt64 {
+    package static func nowMilliseconds() -> UInt64 {
         var spec = timespec()
         clock_gettime(CLOCK_MONOTONIC, &spec)
         return UInt64(spec.tv_sec) * 1_000 + UInt64(spec.tv_nsec) / 1_000_000
     }
 
     /// Starts the thread.
-    func start() {
+    package func start() {
         DetachedThread.start(name: name) { [self] in run() }
     }
 
@@ -123,7 +134,7 @@ final class EventLoop: @unchecked Sendable {
     /// it takes part in every iteration until detached. The loop keeps it alive meanwhile.
     /// Returns false when the loop is stopping.
     @discardableResult
-    func attach(_ handler: any EventLoopHandler) -> Bool {
+    package func attach(_ handler: any EventLoopHandler) -> Bool {
         execute { [self] in
             handlers.append(handler)
             handler.loopStarted()
@@ -133,7 +144,7 @@ final class EventLoop: @unchecked Sendable {
     /// Detaches `handler`: its ``EventLoopHandler/loopStopped()`` runs on the loop's thread and
     /// its descriptors are unregistered. Jobs queued before still run first.
     /// When the loop is stopping already, its thread finishes every handler still attached.
-    func detach(_ handler: any EventLoopHandler) {
+    package func detach(_ handler: any EventLoopHandler) {
         execute { [self] in finish(handler) }
     }
 
@@ -146,32 +157,32 @@ final class EventLoop: @unchecked Sendable {
     }
 
     /// Whether the caller runs on the loop's thread.
-    var inEventLoop: Bool { thread.load(ordering: .acquiring) == UInt(pthread_self()) }
+    package var inEventLoop: Bool { thread.load(ordering: .acquiring) == UInt(pthread_self()) }
 
     /// Traps in debug builds when the caller is not on the loop's thread.
-    func preconditionInEventLoop(file: StaticString = #fileID, line: UInt = #line) {
+    package func preconditionInEventLoop(file: StaticString = #fileID, line: UInt = #line) {
         assert(inEventLoop, "must run on the \(name) thread", file: file, line: line)
     }
 
     /// Traps in debug builds when the caller does not hold the ownership lock.
-    func preconditionOwned(file: StaticString = #fileID, line: UInt = #line) {
+    package func preconditionOwned(file: StaticString = #fileID, line: UInt = #line) {
         assert(ownership.isHeldByCaller, "must hold the \(name) ownership", file: file, line: line)
     }
 
     /// Whether the caller holds the ownership lock (the loop's thread while awake, or a thread
     /// that took it with ``tryTakeOwnership()``).
-    var isOwned: Bool { ownership.isHeldByCaller }
+    package var isOwned: Bool { ownership.isHeldByCaller }
 
     /// Takes the ownership lock if nobody holds it (the loop is asleep); never waits.
-    func tryTakeOwnership() -> Bool { ownership.tryLock() }
+    package func tryTakeOwnership() -> Bool { ownership.tryLock() }
 
     /// Gives back what ``tryTakeOwnership()`` took.
-    func releaseOwnership() { ownership.unlock() }
+    package func releaseOwnership() { ownership.unlock() }
 
     /// Queues `job` to run on the loop's thread, in submission order. Returns false (and drops
     /// the job) once the loop is stopping.
     @discardableResult
-    func execute(_ job: @escaping @Sendable () -> Void) -> Bool {
+    package func execute(_ job: @escaping @Sendable () -> Void) -> Bool {
         let accepted = queue.withLock { queue -> Bool in
             if queue.stopping { return false }
             queue.jobs.append(job)
@@ -182,7 +193,7 @@ final class EventLoop: @unchecked Sendable {
     }
 
     /// Wakes the loop (from another thread; on the loop's thread it is awake already).
-    func wake() {
+    package func wake() {
         if inEventLoop { return }
         signalWake()
     }
@@ -191,12 +202,12 @@ final class EventLoop: @unchecked Sendable {
         var one: UInt64 = 1
         // EAGAIN means the counter is already non-zero: the loop is woken either way.
         if Glibc.write(wakeFD, &one, 8) < 0 && errno != EAGAIN && errno != EINTR {
-            logger.error("cannot wake the I/O loop: write to eventfd failed: \(String(cString: strerror(errno)))")
+            logger.error("cannot wake the I/O loop: write to eventfd failed: \(SystemFailure.text(of: errno))")
         }
     }
 
     /// Asks the loop to stop after its current iteration. Jobs queued before still run.
-    func stop() {
+    package func stop() {
         let first = queue.withLock { queue -> Bool in
             defer { queue.stopping = true }
             return !queue.stopping
@@ -206,7 +217,7 @@ final class EventLoop: @unchecked Sendable {
 
     /// Sets the events a descriptor of `handler` is watched for; an empty interest removes it.
     /// Owner only.
-    func setInterest(fd: Int32, _ interest: Interest, for handler: any EventLoopHandler) {
+    package func setInterest(fd: Int32, _ interest: Interest, for handler: any EventLoopHandler) {
         preconditionOwned()
         let current = interests[fd]?.interest
         if current == interest || (current == nil && interest.isEmpty) {
@@ -229,13 +240,13 @@ final class EventLoop: @unchecked Sendable {
             // EBADF/ENOENT after libdbus closed a socket it had just stopped watching is harmless.
             let code = errno
             if !(operation == EPOLL_CTL_DEL && (code == EBADF || code == ENOENT)) {
-                logger.error("epoll_ctl failed for fd \(fd): \(String(cString: strerror(code)))")
+                logger.error("epoll_ctl failed for fd \(fd): \(SystemFailure.text(of: code))")
             }
         }
     }
 
     /// Forgets every descriptor of `handler` (after what owned them is gone). Owner only.
-    func removeAllInterests(of handler: any EventLoopHandler) {
+    package func removeAllInterests(of handler: any EventLoopHandler) {
         preconditionOwned()
         for (fd, entry) in interests where entry.handler === handler { setInterest(fd: fd, Interest(), for: handler) }
     }
@@ -266,7 +277,7 @@ final class EventLoop: @unchecked Sendable {
             HopTrace.mark(.epollReturned)
             ownership.lock()
             if count < 0 && waitErrno != EINTR {
-                logger.critical("epoll_wait failed; the I/O loop stops: \(String(cString: strerror(waitErrno)))")
+                logger.critical("epoll_wait failed; the I/O loop stops: \(SystemFailure.text(of: waitErrno))")
                 queue.withLock { $0.stopping = true }
             }
             for index in 0..<max(0, Int(count)) {

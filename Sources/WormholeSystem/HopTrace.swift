@@ -1,4 +1,4 @@
-internal import CWormholeDBus  // timespec as the shim declares it
+internal import CWormholeSystem  // timespec as the shim declares it
 import Glibc
 import Synchronization
 

@@ -1,6 +1,13 @@
 package import Dispatch
 import Glibc
 
+/// A connection the drain at exit waits for (``ExitDrain/register(_:)``).
+package protocol ExitDrainable: AnyObject, Sendable {
+    /// Starts what confirms the connection's accepted signals by `deadline`, and returns the
+    /// wait for it (true when confirmed), or nil when nothing is unconfirmed.
+    func beginExitDrain(deadline: DispatchTime) -> (() -> Bool)?
+}
+
 /// What a process does with the signals it accepted, when it exits normally.
 ///
 /// Every connection registers itself here while it is alive. The first one installs an
@@ -17,40 +24,44 @@ import Glibc
 /// dropped (the stored part of a message is on disk regardless). A process that sent nothing
 /// pays nothing. Not covered: `_exit`, `execve`, a crash, SIGKILL, or a terminating signal
 /// the program does not handle.
-package enum ExitDrain {
+package final class ExitDrain: Sendable {
     /// How long the drain at exit may take in all: 3 seconds.
     package static let bound: Duration = .seconds(3)
 
     private struct State {
-        var connections: [ObjectIdentifier: BusIO] = [:]
+        var connections: [ObjectIdentifier: any ExitDrainable] = [:]
         var hooks: [UInt64: @Sendable (DispatchTime) -> Void] = [:]
         var nextHook: UInt64 = 1
         var installed = false
     }
 
-    private static let state = Locked(State())
+    private let state = Locked(State())
+
+    /// The process's drain is ``ProcessRuntime/exitDrain``.
+    init() {}
 
     /// Installs the `atexit` hook (once per process).
-    private static func installIfNeeded(_ state: inout State) {
+    private func installIfNeeded(_ state: inout State) {
         guard !state.installed else { return }
         state.installed = true
-        atexit { ExitDrain.run() }
+        atexit { ProcessRuntime.shared.exitDrain.run() }
     }
 
-    static func register(_ io: BusIO) {
+    /// Drains `connection` at exit until ``unregister(_:)``.
+    package func register(_ connection: any ExitDrainable) {
         state.withLock {
             installIfNeeded(&$0)
-            $0.connections[ObjectIdentifier(io)] = io
+            $0.connections[ObjectIdentifier(connection)] = connection
         }
     }
 
-    static func unregister(_ io: BusIO) {
-        _ = state.withLock { $0.connections.removeValue(forKey: ObjectIdentifier(io)) }
+    package func unregister(_ connection: any ExitDrainable) {
+        _ = state.withLock { $0.connections.removeValue(forKey: ObjectIdentifier(connection)) }
     }
 
     /// Adds work to do at exit before the connections are drained: `hook` gets the deadline of
     /// the whole drain and must return by then. Returns an id for ``removeHook(_:)``.
-    package static func addHook(_ hook: @escaping @Sendable (DispatchTime) -> Void) -> UInt64 {
+    package func addHook(_ hook: @escaping @Sendable (DispatchTime) -> Void) -> UInt64 {
         state.withLock {
             installIfNeeded(&$0)
             let id = $0.nextHook
@@ -60,7 +71,7 @@ package enum ExitDrain {
         }
     }
 
-    package static func removeHook(_ id: UInt64) {
+    package func removeHook(_ id: UInt64) {
         _ = state.withLock { $0.hooks.removeValue(forKey: id) }
     }
 
@@ -79,7 +90,7 @@ package enum ExitDrain {
     }
 
     /// Milliseconds from now until `deadline` (at least 1).
-    static func milliseconds(until deadline: DispatchTime) -> Int32 {
+    package static func milliseconds(until deadline: DispatchTime) -> Int32 {
         let now = DispatchTime.now().uptimeNanoseconds
         let end = deadline.uptimeNanoseconds
         return end <= now ? 1 : Int32(clamping: max(1, (end - now) / 1_000_000))
@@ -88,8 +99,8 @@ package enum ExitDrain {
     /// Drains every connection of the process, at most ``bound`` in all (what the `atexit` hook
     /// runs; tests call it directly). Returns how many connections did not confirm in time.
     @discardableResult
-    package static func run() -> Int {
-        let deadline = deadline(after: bound)
+    package func run() -> Int {
+        let deadline = Self.deadline(after: Self.bound)
         let hooks = state.withLock { $0.hooks.sorted { $0.key < $1.key }.map(\.value) }
         for hook in hooks { hook(deadline) }
         let connections = state.withLock { Array($0.connections.values) }

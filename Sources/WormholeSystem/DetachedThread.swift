@@ -1,4 +1,4 @@
-internal import CWormholeDBus  // the thread-naming shim
+internal import CWormholeSystem  // the thread-naming shim
 import Glibc
 
 /// Starts a detached POSIX thread that runs `body` once: what `Foundation.Thread` would do,
@@ -29,7 +29,7 @@ package enum DetachedThread {
             return nil
         }, start)
         guard status == 0 else {
-            fatalError("cannot start the thread '\(name)': \(String(cString: strerror(status)))")
+            fatalError("cannot start the thread '\(name)': \(SystemFailure.text(of: status))")
         }
         pthread_detach(thread)
     }

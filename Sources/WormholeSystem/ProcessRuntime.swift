@@ -1,0 +1,22 @@
+/// The process's machinery below D-Bus, one per process: the event loop every connection,
+/// watch, deadline and socket shares, the one inotify instance, and the drain that runs at
+/// exit. `Wormhole`'s runtime object holds it (with the shared connections, the doorbell and
+/// the subscription table, which belong to the layers above); the D-Bus layer reaches it
+/// through ``shared``, the one static of the layers below `Wormhole`.
+package final class ProcessRuntime: Sendable {
+    /// The process's runtime.
+    package static let shared = ProcessRuntime()
+
+    /// The process's one event loop, started with its first handler, stopped with its last.
+    package let loop: RuntimeLoop
+    /// The process's one inotify instance, on ``loop``.
+    package let inotify: InotifyHub
+    /// What runs at a normal exit: hooks, then every connection's drain.
+    package let exitDrain: ExitDrain
+
+    private init() {
+        loop = RuntimeLoop()
+        inotify = InotifyHub(loop: loop)
+        exitDrain = ExitDrain()
+    }
+}
