@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 import WormholeDBus
 import WormholeTestSupport
+import WormholeSystem
 
 /// One thread owns each libdbus connection; other threads only hand it work. This storm is the
 /// proof the issue asked for: run it under ThreadSanitizer and AddressSanitizer too

@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 import WormholeDBus
 import WormholeTestSupport
+import WormholeSystem
 
 /// Each delivery is decided once, in the connection's route table, by the bus daemon's rules.
 /// The tests share the suite's bus, each on an interface of its own (and the owner's name is

@@ -2,6 +2,7 @@ public import Foundation
 import Glibc
 import Synchronization
 import WormholeDBus
+import WormholeSystem
 
 /// The directory that holds the package's built products (next to the test bundle).
 public let productsDirectory: URL = {

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 public import WormholeDBus
+import WormholeSystem
 
 /// A fresh directory from `mkdtemp` (mode 0700), removed with everything in it on release.
 public final class TemporaryDirectory: Sendable {
