@@ -153,7 +153,7 @@ extension BusConnection {
     /// Sends `RequestName(name, DO_NOT_QUEUE)`; its answer settles `pending`. Loop-confined.
     private func requestName(_ name: String, unique: String, pending: AppNameClaim.Pending) {
         let doNotQueue: UInt32 = 4
-        io.callBus("RequestName", arguments: [.string(name), .uint32(doNotQueue)], naming: name) { [self] result in
+        io.rules.callBus("RequestName", arguments: [.string(name), .uint32(doNotQueue)], naming: name) { [self] result in
             switch result {
             case .success(let arguments):
                 // 1: primary owner, 4: already the owner; 2 (queued) and 3 (exists) are refusals.

@@ -262,7 +262,7 @@ public final class BusConnection: Sendable {
         try checkOpen()
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             let accepted = io.submit { [io, scope] in
-                io.acquireRule(rule, scope: scope) { continuation.resume(with: $0.mapError { $0 as any Error }) }
+                io.rules.acquireRule(rule, scope: scope) { continuation.resume(with: $0.mapError { $0 as any Error }) }
             }
             if !accepted { continuation.resume(throwing: closedError()) }
         }
@@ -273,7 +273,7 @@ public final class BusConnection: Sendable {
     public func removeMatch(_ rule: MatchRule) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             let accepted = io.submit { [io, scope] in
-                io.releaseRule(rule, scope: scope) { continuation.resume(with: $0.mapError { $0 as any Error }) }
+                io.rules.releaseRule(rule, scope: scope) { continuation.resume(with: $0.mapError { $0 as any Error }) }
             }
             if !accepted { continuation.resume(throwing: closedError()) }
         }
@@ -467,7 +467,7 @@ public final class BusConnection: Sendable {
     /// Whether ``addRoutes(_:)`` sends `AddMatch` without replies on this connection (the bus
     /// daemon reports refusals even so): `nil` until the first batch asked. For tests.
     package var batchesAddMatchWithoutReplies: Bool? {
-        switch io.quietAddsKnown.load(ordering: .relaxed) {
+        switch io.rules.quietAddsKnown.load(ordering: .relaxed) {
         case 1: false
         case 2: true
         default: nil
@@ -494,7 +494,7 @@ public final class BusConnection: Sendable {
         let label = "\(method)(\(arguments.map(\.description).joined(separator: ", ")))"
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[DBusValue], any Error>) in
             let accepted = io.submit { [io] in
-                io.callBus(method, arguments: arguments, naming: label) { continuation.resume(with: $0.mapError { $0 }) }
+                io.rules.callBus(method, arguments: arguments, naming: label) { continuation.resume(with: $0.mapError { $0 }) }
             }
             if !accepted { continuation.resume(throwing: closedError()) }
         }
@@ -508,7 +508,7 @@ public final class BusConnection: Sendable {
         let method = "GetAllMatchRules"
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[String: [String]], any Error>) in
             let accepted = io.submit { [io] in
-                io.callBus(
+                io.rules.callBus(
                     method, interface: "org.freedesktop.DBus.Debug.Stats", arguments: [], naming: method,
                     decode: { reply in
                         guard let rules = MessageCoding.readStringArrayDictionary(reply) else {

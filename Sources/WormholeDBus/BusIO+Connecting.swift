@@ -131,8 +131,8 @@ extension BusIO {
             logger.warning("dropped \(dropped) queued signal(s): the bus went away before they were written")
         }
         forgetUnconfirmed()
-        perform(registry.disconnected(keepRules: automaticReconnect))
-        forgetQuietAdds()
+        rules.perform(rules.registry.disconnected(keepRules: automaticReconnect))
+        rules.forgetQuietAdds()
         routes.owners = [:]
         // A new connection's signals never bring those announced on this one.
         expectedDuplicates = [:]
@@ -142,7 +142,7 @@ extension BusIO {
             if !stopping { startReconnecting() }
         } else {
             for route in routes.removeAll() { route.payload.finish() }
-            trackedNames = [:]
+            rules.trackedNames = [:]
             scopedRoutes = [:]
         }
         failConfirmations()
@@ -175,8 +175,8 @@ extension BusIO {
     /// report `.reconnected`.
     func restoreRules() {
         loop.preconditionInEventLoop()
-        let actions = registry.reconnected()
-        let names = Array(trackedNames.keys)
+        let actions = rules.registry.reconnected()
+        let names = Array(rules.trackedNames.keys)
         let remaining = OutcomeCollector(count: actions.count + names.count)
         logger.info("reconnected to the bus", metadata: ["address": "\(address.rawValue)", "rules": "\(actions.count)"])
         if actions.isEmpty && names.isEmpty {
@@ -192,11 +192,11 @@ extension BusIO {
         }
         for action in actions {
             guard case .add(let rule, let generation) = action else { continue }
-            callBus("AddMatch", rule) { [self] result in
-                perform(registry.answered(rule, generation: generation, result.map { _ in () }))
+            rules.callBus("AddMatch", rule) { [self] result in
+                rules.perform(rules.registry.answered(rule, generation: generation, result.map { _ in () }))
                 counted(result.map { _ in () })
             }
         }
-        for name in names { askOwner(of: name, completion: counted) }
+        for name in names { rules.askOwner(of: name, completion: counted) }
     }
 }

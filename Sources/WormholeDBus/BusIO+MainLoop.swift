@@ -11,7 +11,8 @@ extension BusIO {
         var index = 0
         while true {
             // Look the watch up again each time: handling one may remove the others (on this thread).
-            guard let list = watches[fd], index < list.count else { return }
+            let list = mainLoop.watches(on: fd)
+            guard index < list.count else { return }
             let watch = list[index]
             index += 1
             guard watch.isEnabled else { continue }
@@ -29,12 +30,12 @@ extension BusIO {
             let now = Self.now()
             if greetingDeadline <= now { return 0 }
             let untilGreeting = Int32(clamping: greetingDeadline - now)
-            if timeouts.isEmpty || earliestDeadline == .max { return untilGreeting }
-            let next = earliestDeadline <= now ? 0 : Int32(clamping: earliestDeadline - now)
+            let earliest = mainLoop.nextDeadline()
+            if earliest == .max { return untilGreeting }
+            let next = earliest <= now ? 0 : Int32(clamping: earliest - now)
             return min(next, untilGreeting)
         }
-        if timeouts.isEmpty { earliestDeadline = .max }
-        let next = earliestDeadline
+        let next = mainLoop.nextDeadline()
         guard next != UInt64.max else { return -1 }
         let now = Self.now()
         return next <= now ? 0 : Int32(clamping: next - now)
@@ -82,85 +83,48 @@ extension BusIO {
         wakeRoomWaiters()
         if dropped > 0 { logger.debug("dropped \(dropped) queued signal(s): the connection was closed") }
         for route in routes.removeAll() { route.payload.finish() }
-        trackedNames = [:]
+        rules.trackedNames = [:]
         scopedRoutes = [:]
-        scopedRules = [:]
-        perform(registry.closed())
-        forgetQuietAdds()
+        rules.scopedRules = [:]
+        rules.perform(rules.registry.closed())
+        rules.forgetQuietAdds()
         failConfirmations()
     }
 
     func clearWatchesAndTimeouts() {
         loop.preconditionOwned()
-        watches = [:]
-        timeouts = [:]
-        earliestDeadline = .max
+        mainLoop.removeAll()
         loop.removeAllInterests(of: self)
-    }
-
-    func interest(in fd: Int32) -> Interest {
-        var interest = Interest()
-        for watch in watches[fd] ?? [] where watch.isEnabled {
-            if watch.wantsReadable { interest.readable = true }
-            if watch.wantsWritable { interest.writable = true }
-        }
-        return interest
     }
 
     func addWatch(_ watch: LibDBus.Watch) {
         loop.preconditionOwned()
-        let fd = watch.fd
-        watches[fd, default: []].append(watch)
-        loop.setInterest(fd: fd, interest(in: fd), for: self)
+        let fd = mainLoop.add(watch)
+        loop.setInterest(fd: fd, mainLoop.interest(in: fd), for: self)
     }
 
     func removeWatch(_ watch: LibDBus.Watch) {
         loop.preconditionOwned()
-        for (fd, list) in watches where list.contains(watch) {
-            let rest = list.filter { $0 != watch }
-            watches[fd] = rest.isEmpty ? nil : rest
-            loop.setInterest(fd: fd, interest(in: fd), for: self)
-        }
+        for fd in mainLoop.remove(watch) { loop.setInterest(fd: fd, mainLoop.interest(in: fd), for: self) }
     }
 
     func toggleWatch(_ watch: LibDBus.Watch) {
         loop.preconditionOwned()
-        for (fd, list) in watches where list.contains(watch) {
-            loop.setInterest(fd: fd, interest(in: fd), for: self)
-        }
+        for fd in mainLoop.descriptors(of: watch) { loop.setInterest(fd: fd, mainLoop.interest(in: fd), for: self) }
     }
 
     func changeTimeout(_ timeout: LibDBus.Timeout, removed: Bool) {
         loop.preconditionOwned()
-        if removed {
-            timeouts[timeout] = nil
-        } else {
-            let interval = timeout.intervalMilliseconds
-            let record = TimeoutRecord(
-                intervalMilliseconds: interval, enabled: timeout.isEnabled, deadline: Self.now() + UInt64(max(0, interval)))
-            timeouts[timeout] = record
-            if record.enabled { earliestDeadline = min(earliestDeadline, record.deadline) }
-        }
+        mainLoop.change(timeout, removed: removed, now: Self.now())
     }
 
     func fireTimeouts() {
         loop.preconditionOwned()
-        // Most iterations have no libdbus timeout at all (they exist only while a reply is awaited).
-        if timeouts.isEmpty {
-            earliestDeadline = .max
-            return
-        }
-        let now = Self.now()
-        guard earliestDeadline <= now else { return }
-        let due = timeouts.filter { $0.value.enabled && $0.value.deadline <= now }.map(\.key)
-        for timeout in due {
-            // Handling one may remove others (on this thread): check before each.
-            guard var record = timeouts[timeout] else { continue }
-            record.deadline = now + UInt64(max(0, record.intervalMilliseconds))
-            timeouts[timeout] = record
-            timeout.handle()
-        }
-        earliestDeadline = timeouts.values.lazy.filter(\.enabled).map(\.deadline).min() ?? .max
+        let due = mainLoop.takeDue(now: Self.now())
+        guard !due.isEmpty else { return }
+        // Handling one may remove others (on this thread): check before each.
+        for timeout in due where mainLoop.isPresent(timeout) { timeout.handle() }
+        mainLoop.settle()
     }
 
     static func now() -> UInt64 { EventLoop.nowMilliseconds() }

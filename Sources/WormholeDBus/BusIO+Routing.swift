@@ -25,14 +25,14 @@ extension BusIO {
         _ batch: [(id: UInt64, route: Route)], completion: @escaping @Sendable ([Result<Void, BusError>]) -> Void
     ) {
         let accepted = execute { [self] in
-            whenQuietAddsKnown { [self] quiet in
+            rules.whenQuietAddsKnown { [self] quiet in
                 let outcomes = BatchOutcomes(count: batch.count, completion: completion)
-                quietAdds = quiet
+                rules.quietAdds = quiet
                 for (index, entry) in batch.enumerated() {
                     addRoute(confined: entry.id, entry.route) { outcomes.record($0, at: index) }
                 }
-                quietAdds = false
-                sendBarrier()
+                rules.quietAdds = false
+                rules.sendBarrier()
             }
         }
         if !accepted { completion(Array(repeating: .failure(closedError()), count: batch.count)) }
@@ -46,7 +46,7 @@ extension BusIO {
                 payload: Handlers(deliver: route.deliver, finish: route.finish, texts: route.texts, scope: route.scope)),
             id: id)
         if route.scope != 0 { scopedRoutes[route.scope, default: []].insert(id) }
-        let names = Set(route.rules.compactMap(\.sender).filter(Self.isWellKnown))
+        let names = Set(route.rules.compactMap(\.sender).filter(BusRules.isWellKnown))
         let outcomes = OutcomeCollector(count: route.rules.count + names.count)
         let finished: @Sendable () -> Void = { [self] in
             guard let all = outcomes.finished() else { return }
@@ -59,13 +59,13 @@ extension BusIO {
         }
         if route.rules.isEmpty && names.isEmpty { completion(.success(())) }
         for text in route.texts {
-            perform(registry.acquire(text, waiter: { result in
+            rules.perform(rules.registry.acquire(text, waiter: { result in
                 outcomes.record(result)
                 finished()
             }))
         }
         for name in names {
-            track(name) { result in
+            rules.track(name) { result in
                 outcomes.record(result)
                 finished()
             }
@@ -87,8 +87,8 @@ extension BusIO {
             scopedRoutes[scope]?.remove(id)
             if scopedRoutes[scope]?.isEmpty == true { scopedRoutes[scope] = nil }
         }
-        for text in route.payload.texts { perform(registry.release(text)) }
-        for name in Set(route.rules.compactMap(\.sender).filter(Self.isWellKnown)) { untrack(name) }
+        for text in route.payload.texts { rules.perform(rules.registry.release(text)) }
+        for name in Set(route.rules.compactMap(\.sender).filter(BusRules.isWellKnown)) { rules.untrack(name) }
         return route.payload
     }
 

@@ -18,10 +18,10 @@ extension BusIO {
         execute { [self] in
             for id in scopedRoutes[scope] ?? [] { removeRoute(confined: id)?.finish() }
             scopedRoutes[scope] = nil
-            for (text, count) in scopedRules[scope] ?? [:] {
-                for _ in 0..<count { perform(registry.release(text)) }
+            for (text, count) in rules.scopedRules[scope] ?? [:] {
+                for _ in 0..<count { rules.perform(rules.registry.release(text)) }
             }
-            scopedRules[scope] = nil
+            rules.scopedRules[scope] = nil
         }
     }
 }

@@ -13,12 +13,12 @@ import WormholeSystem
 /// the module's Threading article (<doc:Threading>); debug builds assert it
 /// (`loop.preconditionInEventLoop()`, `loop.preconditionOwned()`).
 ///
-/// The class is split by concern: this file holds its state and the libdbus callbacks;
-/// `BusIO+Connecting` the greeting and reconnection, `BusIO+Outgoing` sending, confirmation and
-/// the drain at exit, `BusIO+MatchRules` the rules and quiet `AddMatch` batches,
-/// `BusIO+NameOwners` the owners of well-known senders, `BusIO+MainLoop` the watches and
-/// timeouts, `BusIO+Routing` routes, dispatch and events, `BusIO+Scopes` the handles of a
-/// shared connection.
+/// The match rules it holds at the daemon, the owners of well-known senders and the quiet
+/// `AddMatch` batches are a part of their own (``BusRules``). The class is split by concern:
+/// this file holds its state and the libdbus callbacks; `BusIO+Connecting` the greeting and
+/// reconnection, `BusIO+Outgoing` sending, confirmation and the drain at exit, `BusIO+MainLoop`
+/// the watches and timeouts, `BusIO+Routing` routes, dispatch and events, `BusIO+Scopes` the
+/// handles of a shared connection.
 ///
 /// `@unchecked Sendable`: loop-confined properties are touched only on the I/O thread,
 /// owner-confined ones only by the holder of the loop's ownership; the rest is immutable,
@@ -49,12 +49,6 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
         var texts: [String]
         /// The scope that added the route; 0 for none.
         var scope: UInt64
-    }
-
-    struct TimeoutRecord {
-        var intervalMilliseconds: Int
-        var enabled: Bool
-        var deadline: UInt64
     }
 
     struct Shared {
@@ -117,27 +111,20 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
 
     // Loop-confined.
     var connection: LibDBus.Connection?
-    var watches: [Int32: [LibDBus.Watch]] = [:]
-    var timeouts: [LibDBus.Timeout: TimeoutRecord] = [:]
-    /// No enabled timeout is due before this (it may be earlier than the true next deadline, never
-    /// later: removing a timeout leaves it as it was). Keeps each loop iteration O(1) however many
-    /// replies are awaited (one per pending `AddMatch` when thousands are sent at once); the
-    /// timeouts are scanned only when it passes.
-    var earliestDeadline = UInt64.max
-    var registry = RuleRegistry<Completion>(connected: true)
+    /// libdbus's watches and timeouts on the loop.
+    var mainLoop = LibDBusWatches()
     var routes = RouteTable<Handlers>()
+    /// The match rules this connection holds at the daemon (set once, in `init`, before the
+    /// connection is on the loop).
+    private(set) var rules: BusRules!
     /// Signals announced before they arrive (a doorbell ring came first), by serial; owner-confined
     /// like `routes`. See ``expectDuplicate(of:serial:routeID:absorbed:)``.
     var expectedDuplicates: [UInt32: ExpectedDuplicate] = [:]
-    /// Routes per well-known sender name whose owner the route table must know.
-    var trackedNames: [String: Int] = [:]
     /// Confirmations waiting for the bus's answer (``confirmOnLoop(deadline:completion:)``), by
     /// id: a connection that goes away fails them (libdbus forgets its pending calls on close).
     var confirmations: [UInt64: (BusError?) -> Void] = [:]
     /// The routes each scope added (a shared connection's handles; see ``closeScope(_:)``).
     var scopedRoutes: [UInt64: Set<UInt64>] = [:]
-    /// The rules each scope took with ``acquireRule(_:scope:completion:)``, with their counts.
-    var scopedRules: [UInt64: [String: Int]] = [:]
     var disconnectPending = false
     /// A greeting that failed inside a libdbus callback: the connection is given up after the
     /// dispatch returns (closing it from inside would free it under libdbus's feet).
@@ -147,31 +134,6 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
     /// to report, and the greeting would wait forever (seen in restart storms).
     var greetingDeadline: UInt64?
     var reconnector: Reconnector?
-    /// Whether the bus daemon on this connection reports a refused `AddMatch` sent with the
-    /// no-reply flag (dbus-daemon 1.14 does; dbus-broker 33 stays silent, as the D-Bus
-    /// specification allows): `nil` until asked once per connection (``whenQuietAddsKnown(_:)``).
-    /// When it does, a batch of routes sends its `AddMatch` calls without asking for replies
-    /// and one `GetId` after them: the daemon handles a connection's messages in order, so
-    /// `GetId`'s answer means every rule before it is active, and each refused rule has had
-    /// its error (naming its serial, so the rule). This spares the daemon one reply per rule,
-    /// two thirds of its work for a batch (measured: 40,000 AddMatch in 0.3 s of daemon CPU
-    /// instead of 0.95 s).
-    var quietAddsReported: Bool? {
-        didSet { quietAddsKnown.store(quietAddsReported.map { $0 ? 2 : 1 } ?? 0, ordering: .relaxed) }
-    }
-    /// `quietAddsReported` for other threads (tests): 0 not known, 1 no, 2 yes.
-    let quietAddsKnown = Atomic<UInt8>(0)
-    /// Batches waiting for the answer to the question above, and the probe asking it.
-    var quietAddsWaiters: [(Bool) -> Void] = []
-    var probe: (serial: UInt32, refused: Bool, generation: UInt64)?
-    var probeGeneration: UInt64 = 0
-    /// While a batch's job runs: `AddMatch` goes out without asking for a reply.
-    var quietAdds = false
-    /// `AddMatch` calls sent without reply by serial, until refused or acknowledged by a barrier.
-    var quietMatches: [UInt32: (rule: String, generation: UInt64)] = [:]
-    /// Quiet `AddMatch` calls of the running batch, built and not yet sent: they go out together
-    /// (``sendBarrier()``), so that the daemon reads many per wake-up instead of one.
-    var unsent: [(message: LibDBus.Message, rule: String, generation: UInt64)] = []
     /// Where the current connection is in its life: greeting the bus, or ready.
     var phase: Phase
 
@@ -235,6 +197,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
         let greeting = Greeting()
         phase = .greeting(initial: greeting)
         super.init()
+        rules = BusRules(io: self)
         precondition(!loop.inEventLoop, "a bus connection must not be made on the runtime loop's thread (a handler on .ioThread)")
         loop.attach(self)
         // The greeting has its own deadline; this one is a backstop should the loop never answer.
@@ -282,7 +245,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
     override func disconnected() { disconnectPending = true }
 
     override func received(_ signal: Signal) {
-        noteOwnerChange(signal)
+        rules.noteOwnerChange(signal)
         dispatch(signal)
     }
 
@@ -291,7 +254,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
     }
 
     override func receivedReply(serial: UInt32, error: (name: String, message: String)?) {
-        quietAddAnswered(serial: serial, error: error)
+        rules.quietAddAnswered(serial: serial, error: error)
     }
 
     override func wakeUp() { loop.wake() }
