@@ -66,8 +66,12 @@ await "$scratch/order.out" "\"state\":$posts[,}]" 120
 kill -INT "$observer"
 wait "$observer" 2>/dev/null
 delivered=$(states "$scratch/order.out" | wc -l)
-check "order: $posts posts, observer stopped 2 s: all delivered" $((delivered == posts ? 0 : 1)) \
-    "$delivered delivered; poster: $(tail -1 "$scratch/order.posted")"
+# A queued signal replaced by the next post's while the daemon was behind (contract §7) is stood
+# for by that one: every post arrives but at most those.
+replaced=$(sed -n 's/^replaced //p' "$scratch/order.posted")
+check "order: $posts posts, observer stopped 2 s: all delivered but the ${replaced:-?} replaced" \
+    $((delivered >= posts - ${replaced:-0} ? 0 : 1)) \
+    "$delivered delivered; poster: $(tail -2 "$scratch/order.posted" | tr '\n' ' ')"
 check "order: none out of order" $(($(backwards "$scratch/order.out") == 0 ? 0 : 1)) \
     "$(backwards "$scratch/order.out") went back"
 check "order: none twice" $(($(twice "$scratch/order.out") == 0 ? 0 : 1)) "$(twice "$scratch/order.out") twice"

@@ -222,6 +222,10 @@ public final class BusConnection: Sendable {
     /// How many signals ``emit(_:)`` refused because the outgoing queue was full.
     public var refusedSignals: UInt64 { io.refusedSignals.load(ordering: .relaxed) }
 
+    /// How many queued signals a newer one with the same key replaced while the socket was full
+    /// (a `Posted` of one name: the newer stands for it, contract §7). For tests.
+    package var replacedSignals: UInt64 { io.shared.withLock { $0.outgoing.replaced } }
+
     /// How long ``flush(timeout:)`` waits by default: 5 seconds.
     public static let defaultFlushTimeout: Duration = .seconds(5)
 

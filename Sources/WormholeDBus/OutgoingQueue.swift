@@ -34,6 +34,8 @@ struct OutgoingQueue<Message> {
 
     /// Bytes queued.
     private(set) var bytes = 0
+    /// How many messages a newer one with the same key replaced, ever.
+    private(set) var replaced: UInt64 = 0
     /// The most bytes the queue holds.
     let limit: Int
 
@@ -65,6 +67,7 @@ struct OutgoingQueue<Message> {
         if replacing, let key, let sequence = keyed[key], let old = entries[Int(sequence - base)] {
             entries[Int(sequence - base)] = Entry(message: message, bytes: size, key: key)
             bytes += size - old.bytes
+            replaced += 1
             return true
         }
         if let key {

@@ -58,6 +58,9 @@ private func postSequence(_ arguments: [String]) throws {
         }
     }
     if let error = center.flush(timeout: .seconds(10)) { printLine("unconfirmed: \(error)") }
+    // Posts whose queued signal a newer one replaced while the socket was full (contract §7):
+    // an observer not rung for them gets the newer one only.
+    printLine("replaced \(center.connection.replacedSignals)")
     printLine("posted \(count - notSent) notsent \(notSent)")
 }
 

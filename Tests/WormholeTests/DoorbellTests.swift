@@ -178,7 +178,7 @@ struct DoorbellTests {
         #expect(finished.deliveries == [] && finished.received == 0, "\(finished)")
     }
 
-    @Test("a sender's posts arrive in its order, once each, when rings are dropped (the observer stopped, its queue full)")
+    @Test("a sender's posts arrive in its order, once each (but those a newer queued signal replaced), when rings are dropped (the observer stopped, its queue full)")
     func orderWithDroppedRings() async throws {
         let name = "com.example.doorbell.order"
         let observer = try await fixture.observe(name)
@@ -196,8 +196,18 @@ struct DoorbellTests {
         observer.child.signal(SIGCONT)
         let posted = try await poster.finished("the poster")
         #expect(posted.status == 0 && posted.stdout.hasSuffix("posted \(posts) notsent 0\n"), "\(posted.stdout.suffix(80))")
+        // When the daemon fell behind the poster (a loaded machine), a queued signal may have been
+        // replaced by the next post's (contract §7): a post whose ring was dropped too is stood
+        // for by that next one. Otherwise every post arrives.
+        let replaced = posted.stdout.split(separator: "\n").compactMap { line in
+            line.hasPrefix("replaced ") ? Int(line.dropFirst("replaced ".count)) : nil
+        }.first
         let finished = try await fixture.finishCounting(observer, posting: name, ["--bus-only"])
-        #expect(finished.deliveries == (1...posts).map { "\(name) \($0)" }, "\(finished.received) rings received")
+        let states = finished.deliveries.compactMap { Int($0.dropFirst(name.count + 1)) }
+        #expect(states.count == finished.deliveries.count, "\(finished.deliveries.prefix(3))")
+        #expect(zip(states, states.dropFirst()).allSatisfy { $0 < $1 }, "in order and once each")
+        #expect(states.last == posts, "the last post arrives")
+        #expect(posts - states.count <= (replaced ?? 0), "\(posts - states.count) missing, \(replaced ?? -1) replaced, \(finished.received) rings received")
     }
 
     @Test("a post rings only the processes that observe its name or a prefix of it")
