@@ -425,8 +425,8 @@ public final class BusConnection: Sendable {
         var positions: [Int] = []
         batch.reserveCapacity(requests.count)
         positions.reserveCapacity(requests.count)
-        // The rules' texts are made and checked here, once. (Handing the I/O thread slices while
-        // the next are made was measured slower: on two cores the daemon needs the other one.)
+        // The rules' texts are made and checked here, once (not in slices handed to the I/O
+        // thread meanwhile: docs/performance.md, *Figures behind the design*).
         for (index, request) in requests.enumerated() {
             let texts: [String]
             do throws(BusError) {

@@ -7,7 +7,7 @@ extension BusIO {
     // MARK: The loop (EventLoopHandler)
 
     func loopStarted() {
-        loop.preconditionInEventLoop()
+        loop.assertInEventLoop()
         guard let connection else { return }
         connection.installMainLoop(self)
         greet(connection)
@@ -16,7 +16,7 @@ extension BusIO {
     /// Sends `Hello` on a new connection (libdbus authenticates first, through the watches) and
     /// moves to `.ready` with its answer, or gives the connection up when the deadline passes.
     func greet(_ connection: LibDBus.Connection) {
-        loop.preconditionInEventLoop()
+        loop.assertInEventLoop()
         let seconds = connectTimeout.components.seconds
         let milliseconds = Int32(clamping: seconds * 1_000 + connectTimeout.components.attoseconds / 1_000_000_000_000_000)
         // libdbus's own timeout for Hello first; this one only if libdbus never reports.
@@ -49,7 +49,7 @@ extension BusIO {
 
     /// The bus answered (or did not answer) `Hello` on `connection`.
     func greeted(_ connection: LibDBus.Connection, _ outcome: Result<String, BusError>) {
-        loop.preconditionInEventLoop()
+        loop.assertInEventLoop()
         guard case .greeting(let initial) = phase, self.connection == connection else { return }
         var outcome = outcome
         if case .success(let name) = outcome, !connection.setUniqueName(name) {
@@ -91,7 +91,7 @@ extension BusIO {
 
     /// Gives up a connection whose greeting failed: outside any libdbus call. Loop-confined.
     func abandonGreeting(_ failure: BusError) {
-        loop.preconditionInEventLoop()
+        loop.assertInEventLoop()
         greetingFailure = nil
         greetingDeadline = nil
         guard case .greeting(let initial) = phase else { return }
@@ -109,7 +109,7 @@ extension BusIO {
     // MARK: Disconnection and reconnection
 
     func handleDisconnect() {
-        loop.preconditionInEventLoop()
+        loop.assertInEventLoop()
         disconnectPending = false
         if case .greeting = phase {
             // Lost while greeting: the greeting fails (the initialiser throws, or the reconnector
@@ -149,7 +149,7 @@ extension BusIO {
     }
 
     func startReconnecting() {
-        loop.preconditionInEventLoop()
+        loop.assertInEventLoop()
         phase = .greeting(initial: nil)
         reconnector?.stop()
         reconnector = Reconnector(io: self)
@@ -158,7 +158,7 @@ extension BusIO {
 
     /// Called on the I/O thread with a new connection from the reconnector: greet the bus on it.
     func adoptReconnected(_ connection: LibDBus.Connection) {
-        loop.preconditionInEventLoop()
+        loop.assertInEventLoop()
         reconnector?.stop()
         reconnector = nil
         if shared.withLock({ $0.stopping }) {
@@ -174,7 +174,7 @@ extension BusIO {
     /// After a reconnection's `Hello`: re-add every rule, learn the tracked names' owners, then
     /// report `.reconnected`.
     func restoreRules() {
-        loop.preconditionInEventLoop()
+        loop.assertInEventLoop()
         let actions = rules.registry.reconnected()
         let names = Array(rules.trackedNames.keys)
         let remaining = OutcomeCollector(count: actions.count + names.count)

@@ -6,7 +6,7 @@ import WormholeSystem
 /// and the handler calls the loop makes each iteration. Owner-confined; see <doc:Threading>.
 extension BusIO {
     func ready(fd: Int32, _ readiness: Readiness) {
-        loop.preconditionOwned()
+        loop.assertOwned()
         HopTrace.mark(.busReady)
         var index = 0
         while true {
@@ -23,7 +23,7 @@ extension BusIO {
     }
 
     func timeoutMilliseconds() -> Int32 {
-        loop.preconditionOwned()
+        loop.assertOwned()
         // Work left over from inside a libdbus call is done in the next iteration, at once.
         if greetingFailure != nil || disconnectPending { return 0 }
         if let greetingDeadline {
@@ -42,13 +42,13 @@ extension BusIO {
     }
 
     func beforeJobs() {
-        loop.preconditionInEventLoop()
+        loop.assertInEventLoop()
         fireTimeouts()
         pumpOutgoing()
     }
 
     func iterationEnded() {
-        loop.preconditionInEventLoop()
+        loop.assertInEventLoop()
         // What was queued behind this iteration's jobs, or while they ran.
         pumpOutgoing()
         connection?.dispatchAll()
@@ -63,7 +63,7 @@ extension BusIO {
     }
 
     func loopStopped() {
-        loop.preconditionInEventLoop()
+        loop.assertInEventLoop()
         defer {
             ProcessRuntime.shared.exitDrain.unregister(self)
             stoppedSignal.signal()
@@ -92,34 +92,34 @@ extension BusIO {
     }
 
     func clearWatchesAndTimeouts() {
-        loop.preconditionOwned()
+        loop.assertOwned()
         mainLoop.removeAll()
         loop.removeAllInterests(of: self)
     }
 
     func addWatch(_ watch: LibDBus.Watch) {
-        loop.preconditionOwned()
+        loop.assertOwned()
         let fd = mainLoop.add(watch)
         loop.setInterest(fd: fd, mainLoop.interest(in: fd), for: self)
     }
 
     func removeWatch(_ watch: LibDBus.Watch) {
-        loop.preconditionOwned()
+        loop.assertOwned()
         for fd in mainLoop.remove(watch) { loop.setInterest(fd: fd, mainLoop.interest(in: fd), for: self) }
     }
 
     func toggleWatch(_ watch: LibDBus.Watch) {
-        loop.preconditionOwned()
+        loop.assertOwned()
         for fd in mainLoop.descriptors(of: watch) { loop.setInterest(fd: fd, mainLoop.interest(in: fd), for: self) }
     }
 
     func changeTimeout(_ timeout: LibDBus.Timeout, removed: Bool) {
-        loop.preconditionOwned()
+        loop.assertOwned()
         mainLoop.change(timeout, removed: removed, now: Self.now())
     }
 
     func fireTimeouts() {
-        loop.preconditionOwned()
+        loop.assertOwned()
         let due = mainLoop.takeDue(now: Self.now())
         guard !due.isEmpty else { return }
         // Handling one may remove others (on this thread): check before each.

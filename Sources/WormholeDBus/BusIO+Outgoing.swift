@@ -149,7 +149,7 @@ extension BusIO {
     /// (libdbus writes what the socket takes at once), and wakes senders waiting for room.
     /// Owner only.
     func pumpOutgoing() {
-        loop.preconditionOwned()
+        loop.assertOwned()
         guard let connection else { return }
         // The common case costs one lock: nothing waits, and the socket took everything.
         if shared.withLock({ $0.outgoing.isEmpty && !$0.congested }) { return }
@@ -185,7 +185,7 @@ extension BusIO {
     /// A job queued through ``execute(_:)`` is about to run: the messages queued before it are
     /// handed to libdbus first, whatever it holds (they were accepted before the job). Owner only.
     func writeBeforeJob() {
-        loop.preconditionOwned()
+        loop.assertOwned()
         let messages = shared.withLock { $0.outgoing.takeBeforeJob() }
         write(messages)
     }
@@ -193,7 +193,7 @@ extension BusIO {
     /// Hands everything queued that may go (nothing after a job that has not run) to libdbus,
     /// whatever it holds: before a confirmation and at exit. Owner only.
     func drainOutgoing() {
-        loop.preconditionOwned()
+        loop.assertOwned()
         write(shared.withLock { $0.outgoing.take(maximumBytes: .max) })
     }
 
@@ -267,7 +267,7 @@ extension BusIO {
     /// was queued before the job, so written before it runs (``writeBeforeJob()``), while
     /// signals accepted later may still wait in the queue behind a full socket.
     func confirmOnLoop(target: UInt64, deadline: DispatchTime, completion: @escaping (BusError?) -> Void) {
-        loop.preconditionInEventLoop()
+        loop.assertInEventLoop()
         drainOutgoing()
         guard let connection, case .ready = phase else {
             completion(notConnected())
@@ -296,7 +296,7 @@ extension BusIO {
 
     /// Fails every confirmation waiting for an answer: the connection is gone. Loop-confined.
     func failConfirmations() {
-        loop.preconditionInEventLoop()
+        loop.assertInEventLoop()
         let waiting = confirmations
         confirmations = [:]
         for completion in waiting.values { completion(droppedError()) }
@@ -304,7 +304,7 @@ extension BusIO {
 
     /// ``confirmOnLoop(deadline:completion:)`` waiting on the I/O thread itself. Loop-confined.
     func confirmInline(deadline: DispatchTime) -> BusError? {
-        loop.preconditionInEventLoop()
+        loop.assertInEventLoop()
         let target = acceptedSignals.load(ordering: .acquiring)
         drainOutgoing()
         guard let connection, case .ready = phase else { return notConnected() }
@@ -339,7 +339,7 @@ extension BusIO {
     /// Signals accepted and not yet confirmed were dropped with the connection: remembered for
     /// the next flush, and no longer waited for. Loop-confined.
     func forgetUnconfirmed() {
-        loop.preconditionInEventLoop()
+        loop.assertInEventLoop()
         let accepted = acceptedSignals.load(ordering: .acquiring)
         if accepted > confirmedSignals.load(ordering: .acquiring) {
             lostSignals.store(true, ordering: .releasing)

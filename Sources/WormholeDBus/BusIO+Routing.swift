@@ -39,7 +39,7 @@ extension BusIO {
     }
 
     func addRoute(confined id: UInt64, _ route: Route, completion: @escaping Completion) {
-        loop.preconditionInEventLoop()
+        loop.assertInEventLoop()
         routes.insert(
             RouteTable.Route(
                 rules: route.rules, strictArgumentPaths: route.strictArgumentPaths,
@@ -80,7 +80,7 @@ extension BusIO {
     /// Removes a route and releases its rules; returns what it carried (nil: no such route).
     @discardableResult
     func removeRoute(confined id: UInt64) -> Handlers? {
-        loop.preconditionInEventLoop()
+        loop.assertInEventLoop()
         guard let route = routes.remove(id: id) else { return nil }
         let scope = route.payload.scope
         if scope != 0 {
@@ -94,7 +94,7 @@ extension BusIO {
 
     /// Hands a signal that arrived to every route it matches. Owner-confined (libdbus's filter).
     func dispatch(_ signal: Signal) {
-        loop.preconditionOwned()
+        loop.assertOwned()
         // The daemon's own signals to us (NameAcquired) are not counted: only other connections' signals.
         if signal.interface.rawValue != MatchRule.busDaemonName { signalsReceived.add(1, ordering: .relaxed) }
         for route in routes.routes(for: signal) { route.payload.deliver(signal) }
@@ -123,7 +123,7 @@ extension BusIO {
     /// is decoded; otherwise it is delivered as usual (and each route decides). Owner-confined
     /// (the doorbell's rings are read on the loop).
     func expectDuplicate(of probe: Signal, serial: UInt32, routeID: UInt64, absorbed: @escaping @Sendable () -> Void) {
-        loop.preconditionOwned()
+        loop.assertOwned()
         guard let sender = probe.sender else { return }
         if expectedDuplicates[serial]?.sender == sender {
             expectedDuplicates[serial]?.absorbers[routeID] = absorbed
@@ -136,7 +136,7 @@ extension BusIO {
     /// In libdbus's filter, before decoding: whether the signal from `sender` with `serial` was
     /// announced and every route it reaches now has had it (then it is dropped here). Owner-confined.
     func absorbDuplicate(serial: UInt32, sender: UnsafePointer<CChar>) -> Bool {
-        loop.preconditionOwned()
+        loop.assertOwned()
         HopTrace.mark(.duplicateChecked)
         // Only a ring already delivered announces its signal. A ring follows its signal's
         // acceptance, so it is rarely queued when the signal comes: no read of the endpoint here
@@ -173,7 +173,7 @@ extension BusIO {
     }
 
     func report(_ event: BusConnectionEvent) {
-        loop.preconditionInEventLoop()
+        loop.assertInEventLoop()
         // In the order they were added (IDs increase): a layer above that added its handler
         // first (a notification center's catch-up) has acted when a later one runs.
         let handlers = shared.withLock { $0.eventHandlers.sorted { $0.key < $1.key }.map(\.value) }

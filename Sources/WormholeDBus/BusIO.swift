@@ -11,7 +11,7 @@ import WormholeSystem
 /// Which thread may touch what (loop-confined and owner-confined state, the `trylock` fast path
 /// on which a sender writes on its own thread, what is a job on the loop) is written once, in
 /// the module's Threading article (<doc:Threading>); debug builds assert it
-/// (`loop.preconditionInEventLoop()`, `loop.preconditionOwned()`).
+/// (`loop.assertInEventLoop()`, `loop.assertOwned()`).
 ///
 /// The match rules it holds at the daemon, the owners of well-known senders and the quiet
 /// `AddMatch` batches are a part of their own (``BusRules``). The class is split by concern:

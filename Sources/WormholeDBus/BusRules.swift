@@ -27,8 +27,7 @@ final class BusRules: @unchecked Sendable {
     /// and one `GetId` after them: the daemon handles a connection's messages in order, so
     /// `GetId`'s answer means every rule before it is active, and each refused rule has had
     /// its error (naming its serial, so the rule). This spares the daemon one reply per rule,
-    /// two thirds of its work for a batch (measured: 40,000 AddMatch in 0.3 s of daemon CPU
-    /// instead of 0.95 s).
+    /// most of its work for a batch (docs/performance.md, *Figures behind the design*).
     var quietAddsReported: Bool? {
         didSet { quietAddsKnown.store(quietAddsReported.map { $0 ? 2 : 1 } ?? 0, ordering: .relaxed) }
     }
@@ -47,7 +46,7 @@ final class BusRules: @unchecked Sendable {
     var unsent: [(message: LibDBus.Message, rule: String, generation: UInt64)] = []
     /// Takes one reference on a rule outside any route (`BusConnection.addMatch`). Loop-confined.
     func acquireRule(_ rule: MatchRule, scope: UInt64 = 0, completion: @escaping BusIO.Completion) {
-        io.loop.preconditionInEventLoop()
+        io.loop.assertInEventLoop()
         let text = rule.description
         if scope != 0 { scopedRules[scope, default: [:]][text, default: 0] += 1 }
         perform(registry.acquire(text, waiter: completion))
@@ -55,7 +54,7 @@ final class BusRules: @unchecked Sendable {
 
     /// Drops one reference taken with `acquireRule`. Loop-confined.
     func releaseRule(_ rule: MatchRule, scope: UInt64 = 0, completion: BusIO.Completion? = nil) {
-        io.loop.preconditionInEventLoop()
+        io.loop.assertInEventLoop()
         let text = rule.description
         if scope != 0 {
             // A scope releases only what it took (a second release of one rule is not another's).
@@ -72,7 +71,7 @@ final class BusRules: @unchecked Sendable {
 
     /// Carries out what the rule registry asked for. Loop-confined.
     func perform(_ actions: [RuleRegistry<BusIO.Completion>.Action]) {
-        io.loop.preconditionInEventLoop()
+        io.loop.assertInEventLoop()
         for action in actions {
             switch action {
             case .add(let rule, let generation):
@@ -124,7 +123,7 @@ final class BusRules: @unchecked Sendable {
         decode: @escaping (LibDBus.Message) -> Result<Reply, BusError>,
         completion: @escaping (Result<Reply, BusError>) -> Void
     ) {
-        io.loop.preconditionInEventLoop()
+        io.loop.assertInEventLoop()
         guard let connection = io.connection else {
             completion(.failure(io.notConnected()))
             return
@@ -163,7 +162,7 @@ final class BusRules: @unchecked Sendable {
     /// the probe is an `AddMatch` of a rule it refuses, sent without reply, then `GetId`. Its
     /// refusal arriving before `GetId`'s answer means refusals are reported. Loop-confined.
     func whenQuietAddsKnown(_ body: @escaping (Bool) -> Void) {
-        io.loop.preconditionInEventLoop()
+        io.loop.assertInEventLoop()
         if let known = quietAddsReported {
             body(known)
             return
@@ -189,7 +188,7 @@ final class BusRules: @unchecked Sendable {
     /// Hands the probe's answer to the batches waiting for it (`false` when there is none:
     /// they then use one reply per rule). Loop-confined.
     func finishProbe(reported: Bool) {
-        io.loop.preconditionInEventLoop()
+        io.loop.assertInEventLoop()
         probe = nil
         let waiters = quietAddsWaiters
         quietAddsWaiters = []
@@ -200,7 +199,7 @@ final class BusRules: @unchecked Sendable {
     /// a refusal is an error naming its serial, and the barrier acknowledges it otherwise.
     /// Loop-confined.
     func addMatchQuietly(_ rule: String, generation: UInt64) {
-        io.loop.preconditionInEventLoop()
+        io.loop.assertInEventLoop()
         guard let message = MessageCoding.makeAddMatch(rule, noReply: true) else {
             perform(registry.answered(rule, generation: generation, .failure(BusError(
                 .outOfMemory, value: rule, "libdbus could not build AddMatch for \(rule)"))))
@@ -213,7 +212,7 @@ final class BusRules: @unchecked Sendable {
     /// every one of them that was not refused (the daemon answers a connection's calls in
     /// order). Loop-confined.
     func sendBarrier() {
-        io.loop.preconditionInEventLoop()
+        io.loop.assertInEventLoop()
         guard !unsent.isEmpty else { return }
         let batch = unsent
         unsent = []
@@ -248,7 +247,7 @@ final class BusRules: @unchecked Sendable {
     /// Forgets the quiet calls and the probe of a connection that is gone (the registry fails
     /// the waiters); batches waiting for the probe go on without it. Loop-confined.
     func forgetQuietAdds() {
-        io.loop.preconditionInEventLoop()
+        io.loop.assertInEventLoop()
         quietMatches = [:]
         unsent = []
         quietAddsReported = nil
@@ -258,7 +257,7 @@ final class BusRules: @unchecked Sendable {
     /// A reply no pending call waited for: the probe's refusal, or the answer to a quiet
     /// `AddMatch` (a refusal, or a daemon that answers calls sent without reply). Owner-confined.
     func quietAddAnswered(serial: UInt32, error: (name: String, message: String)?) {
-        io.loop.preconditionOwned()
+        io.loop.assertOwned()
         if let asked = probe, asked.serial == serial {
             if error != nil { probe?.refused = true }
             return
@@ -290,7 +289,7 @@ final class BusRules: @unchecked Sendable {
     /// Starts following who owns `name` (a rule for its `NameOwnerChanged`, then `GetNameOwner`);
     /// `completion` runs once the owner is known. Loop-confined.
     func track(_ name: String, completion: @escaping BusIO.Completion) {
-        io.loop.preconditionInEventLoop()
+        io.loop.assertInEventLoop()
         trackedNames[name, default: 0] += 1
         perform(registry.acquire(Self.ownerRule(for: name).description, waiter: { [self] result in
             if case .failure = result {
@@ -302,7 +301,7 @@ final class BusRules: @unchecked Sendable {
     }
 
     func askOwner(of name: String, completion: BusIO.Completion?) {
-        io.loop.preconditionInEventLoop()
+        io.loop.assertInEventLoop()
         callBus("GetNameOwner", name) { [self] result in
             switch result {
             case .success(let arguments):
@@ -318,7 +317,7 @@ final class BusRules: @unchecked Sendable {
     }
 
     func untrack(_ name: String) {
-        io.loop.preconditionInEventLoop()
+        io.loop.assertInEventLoop()
         guard let count = trackedNames[name] else { return }
         if count > 1 {
             trackedNames[name] = count - 1
@@ -332,7 +331,7 @@ final class BusRules: @unchecked Sendable {
     /// A `NameOwnerChanged` for a tracked name updates the route table's owners. Owner-confined
     /// (called from libdbus's filter while the signal is dispatched).
     func noteOwnerChange(_ signal: Signal) {
-        io.loop.preconditionOwned()
+        io.loop.assertOwned()
         guard signal.sender == MatchRule.busDaemonName && signal.member.rawValue == "NameOwnerChanged",
             signal.arguments.count == 3, case .string(let name) = signal.arguments[0], trackedNames[name] != nil,
             case .string(let owner) = signal.arguments[2]

@@ -65,14 +65,15 @@ package struct Interest: Hashable {
 /// which every bus connection, the inotify instance and every reconnection share.
 ///
 /// Everything marked *loop-confined* is touched only on the loop's thread; ``inEventLoop``
-/// says whether the caller is there, and ``preconditionInEventLoop()`` checks it in debug
-/// builds (the habit swift-nio's event loops have).
+/// says whether the caller is there, and ``assertInEventLoop(file:line:)`` checks it in debug
+/// builds only (named as swift-nio names its debug-only check; its `precondition` form is
+/// always on, and this loop has none).
 ///
 /// What the loop drives (its handlers' libdbus connections) is *owned*: exactly one thread at a
 /// time may touch it, the holder of the ownership lock. The loop's thread holds it whenever it is not
 /// asleep in `epoll_wait`; another thread may take it only with ``tryTakeOwnership()``, which
 /// never waits, so nothing ever waits behind the loop (the way GRDB serialises a database
-/// connection across threads). ``preconditionOwned()`` checks it in debug builds.
+/// connection across threads). ``assertOwned()`` checks it in debug builds.
 ///
 /// `@unchecked Sendable`: the descriptors are immutable, the job queue is behind a `Mutex`,
 /// the thread identity is atomic, and `interests` and `handlers` are owner-confined.
@@ -159,13 +160,14 @@ package final class EventLoop: @unchecked Sendable {
     /// Whether the caller runs on the loop's thread.
     package var inEventLoop: Bool { thread.load(ordering: .acquiring) == UInt(pthread_self()) }
 
-    /// Traps in debug builds when the caller is not on the loop's thread.
-    package func preconditionInEventLoop(file: StaticString = #fileID, line: UInt = #line) {
+    /// Traps in debug builds (an `assert`: release builds check nothing) when the caller is not
+    /// on the loop's thread.
+    package func assertInEventLoop(file: StaticString = #fileID, line: UInt = #line) {
         assert(inEventLoop, "must run on the \(name) thread", file: file, line: line)
     }
 
-    /// Traps in debug builds when the caller does not hold the ownership lock.
-    package func preconditionOwned(file: StaticString = #fileID, line: UInt = #line) {
+    /// Traps in debug builds (an `assert`) when the caller does not hold the ownership lock.
+    package func assertOwned(file: StaticString = #fileID, line: UInt = #line) {
         assert(ownership.isHeldByCaller, "must hold the \(name) ownership", file: file, line: line)
     }
 
@@ -218,7 +220,7 @@ package final class EventLoop: @unchecked Sendable {
     /// Sets the events a descriptor of `handler` is watched for; an empty interest removes it.
     /// Owner only.
     package func setInterest(fd: Int32, _ interest: Interest, for handler: any EventLoopHandler) {
-        preconditionOwned()
+        assertOwned()
         let current = interests[fd]?.interest
         if current == interest || (current == nil && interest.isEmpty) {
             if current != nil { interests[fd]?.handler = handler }
@@ -247,7 +249,7 @@ package final class EventLoop: @unchecked Sendable {
 
     /// Forgets every descriptor of `handler` (after what owned them is gone). Owner only.
     package func removeAllInterests(of handler: any EventLoopHandler) {
-        preconditionOwned()
+        assertOwned()
         for (fd, entry) in interests where entry.handler === handler { setInterest(fd: fd, Interest(), for: handler) }
     }
 

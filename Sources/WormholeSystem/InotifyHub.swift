@@ -185,7 +185,7 @@ package final class InotifyHub: Sendable {
 
         /// On the loop's thread: stops reading and closes the descriptor.
         func closeDescriptor() {
-            loop.preconditionInEventLoop()
+            loop.assertInEventLoop()
             guard !closed else { return }
             closed = true
             loop.setInterest(fd: fd, Interest(), for: self)

@@ -84,7 +84,8 @@ final class RegistrationLookup: Sendable {
     }
 
     /// The most registration listings (open directories) a process keeps: 64. A post to a name
-    /// beyond them lists its directory again (about 19 µs instead of 2.5 on the project's VM).
+    /// beyond them lists its directory again (what that costs: docs/performance.md, *Figures
+    /// behind the design*).
     static let keptListingLimit = 64
 
     /// How many registration listings are kept now (tests).
