@@ -286,26 +286,16 @@ struct DefaultsObserveCommand: ParsableCommand {
     @Argument(help: "Keys to observe (default: every key of the suite).")
     var keys: [String] = []
 
-    @Option(help: "Exit 0 after this many changes.")
-    var count: Int?
-
-    @Option(help: "Give up after this many seconds: exit 124 if --count was given, 0 if not.")
-    var timeout: Double?
+    @OptionGroup var limits: ServingLimits
 
     @OptionGroup var options: DefaultsOptions
 
-    func validate() throws {
-        if let count, count < 1 { throw ValidationError("--count must be at least 1, not \(count)") }
-        if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be a positive number of seconds") }
-    }
-
     func run() throws {
-        armTimeout(timeout, countGiven: count != nil)
+        let counter = limits.start()
         var seen = Set<String>()
         let unique = keys.filter { seen.insert($0).inserted }
         let defaults = try options.defaults(keys: unique)
         let writer = LineWriter()
-        let counter = DeliveryCounter(limit: count)
         let reports = BusReports(.defaults, address: try options.bus.addressIfAny())
         // On the I/O thread: read, build and write the line where the signal was read.
         let handler: @Sendable (GroupDefaults.Change) -> Void = { change in

@@ -46,11 +46,7 @@ struct ListenCommand: ParsableCommand {
     @Flag(help: "Do not watch the wormhole directory beside the bus: saves an inotify instance, but a message whose sender died before its signal then waits for the next post.")
     var noCatchUnsignalled = false
 
-    @Option(help: "Exit 0 after this many deliveries.")
-    var count: Int?
-
-    @Option(help: "Give up after this many seconds: exit 124 if --count was given, 0 if not.")
-    var timeout: Double?
+    @OptionGroup var limits: ServingLimits
 
     @Flag(help: "Print the records of the identifier's journal, in order (one identifier).")
     var journal = false
@@ -79,22 +75,19 @@ struct ListenCommand: ParsableCommand {
         if (identifiers.isEmpty && identifiersFrom == nil) != all {
             throw ValidationError("give identifiers or --all (not both)")
         }
-        if let count, count < 1 { throw ValidationError("--count must be at least 1, not \(count)") }
-        if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be a positive number of seconds") }
     }
 
     func run() throws {
         if journal {
             try JournalListen(
                 identifier: identifiers[0], consumer: consumer, from: from.flatMap(JournalListen.position) ?? .end,
-                count: count, timeout: timeout, options: options
+                count: limits.count, timeout: limits.timeout, options: options
             ).run()
         }
-        armTimeout(timeout, countGiven: count != nil)
+        let counter = limits.start()
         let identifiers = try identifiers + (identifiersFrom.map(readIdentifierList) ?? [])
         let wormhole = try options.wormhole(identifiers: identifiers, maximumMessageSize: sizeLimit.bytes)
         let writer = LineWriter()
-        let counter = DeliveryCounter(limit: count)
         // On the I/O thread: the file is read, the line built and written where the signal was
         // read, with no hop; the count is taken only once the line is written.
         // No session bus at all is not an error here unless --require-bus: the directory wakes it.

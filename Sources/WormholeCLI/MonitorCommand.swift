@@ -25,26 +25,16 @@ struct MonitorCommand: ParsableCommand {
     @Flag(help: "One JSON object per signal instead of a line of text.")
     var json = false
 
-    @Option(help: "Exit 0 after this many signals.")
-    var count: Int?
-
-    @Option(help: "Give up after this many seconds: exit 124 if --count was given, 0 if not.")
-    var timeout: Double?
+    @OptionGroup var limits: ServingLimits
 
     @OptionGroup var bus: BusOptions
 
-    func validate() throws {
-        if let count, count < 1 { throw ValidationError("--count must be at least 1, not \(count)") }
-        if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be a positive number of seconds") }
-    }
-
     func run() throws {
         let group = try withCLIErrors { try self.group.map(GroupIdentifier.init) }
-        armTimeout(timeout, countGiven: count != nil)
+        let counter = limits.start()
         let address = try bus.address()
         let root = try? GroupContainer.rootDirectory()
         let writer = LineWriter()
-        let counter = DeliveryCounter(limit: count)
         let json = self.json
         let prefix = group.map { $0.rawValue + "/" }
         let (connection, subscription) = try withCLIErrors {

@@ -23,23 +23,17 @@ struct ObserveCommand: ParsableCommand {
     @Flag(help: "Observe every post on the bus, whatever its name (one rule on path and member).")
     var all = false
 
-    @Option(help: "Exit 0 after this many notifications.")
-    var count: Int?
-
-    @Option(help: "Give up after this many seconds: exit 124 if --count was given, 0 if not.")
-    var timeout: Double?
+    @OptionGroup var limits: ServingLimits
 
     @OptionGroup var bus: BusOptions
 
     func validate() throws {
         if names.isEmpty && !all { throw ValidationError("give at least one name, or --all") }
         if all && (!names.isEmpty || prefix) { throw ValidationError("--all takes no names and no --prefix") }
-        if let count, count < 1 { throw ValidationError("--count must be at least 1, not \(count)") }
-        if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be a positive number of seconds") }
     }
 
     func run() throws {
-        armTimeout(timeout, countGiven: count != nil)
+        let counter = limits.start()
         // Each name once: observing a name twice would print every post twice.
         var seen = Set<String>()
         let unique = self.names.filter { seen.insert($0).inserted }
@@ -49,7 +43,6 @@ struct ObserveCommand: ParsableCommand {
         }
         let address = try bus.address()
         let writer = LineWriter()
-        let counter = DeliveryCounter(limit: count)
         // A bus that is not there yet is waited for (one line says so), not an error.
         let center = try withCLIErrors { try retryingUntilBusReachable(address) { try DarwinNotificationCenter(busAddress: address) } }
         // On the I/O thread, where the signal was read: no hop, one write(2) per line, and the
