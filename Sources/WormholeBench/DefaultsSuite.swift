@@ -221,28 +221,10 @@ struct DefaultsSuite {
 
     /// `set` → observer in another process against `passMessage` → listener, alternating rounds.
     private func latency() throws {
-        let options = context.options
-        Console.output("\nset -> observer in another process, against passMessage (100 B) -> listener")
-        Console.output(BenchRow.header)
-        let work = try ScratchDirectory("defaults")
-        let root = work.path + "/containers"
-        let session = try DefaultsSession(address: context.address, root: root, group: Self.group)
-        let messages = try MessageSession(address: context.address, root: root, size: 100)
-        let perRound = max(1, options.defaultsRoundTrips / options.rounds)
-        let warm = min(options.warmup, perRound)
-        let merged = try AlternatingRounds(label: "defaults latency", rounds: options.rounds).measure([
-            .init(name: "message") { try messages.run(count: perRound, warmup: warm) },
-            .init(name: "defaults") { try session.run(count: perRound, warmup: warm) },
-        ])
-        session.stop()
-        messages.stop()
-        withExtendedLifetime(work) {}
-        let message = BenchRow(label: "passMessage -> listener, 100 B", histogram: merged[0])
-        let ours = BenchRow(label: "set -> observer", histogram: merged[1])
-        Console.output(message.line(against: nil))
-        Console.output(ours.line(against: message))
-        context.report.add(message, suite: "defaults")
-        context.report.add(ours, suite: "defaults", against: message, target: 1.3)
+        let (message, ours) = try latencyAgainstMessage(
+            context, suite: "defaults", title: "set -> observer in another process, against passMessage (100 B) -> listener",
+            label: "set -> observer", roundTrips: context.options.defaultsRoundTrips
+        ) { address, root in try DefaultsSession(address: address, root: root, group: Self.group) }
         context.report.goal(
             "defaults", "set->observer p50 / passMessage p50", ratio: ours.median / message.median, target: 1.3)
         context.report.goal(

@@ -330,28 +330,10 @@ struct JournalSuite {
 
     /// append -> durable-less consumer in another process, against passMessage -> listener (100 B).
     private func latency() throws {
-        let options = context.options
-        Console.output("\nappend -> consumer in another process, against passMessage (100 B) -> listener")
-        Console.output(BenchRow.header)
-        let work = try ScratchDirectory("journal")
-        let root = work.path + "/containers"
-        let session = try JournalSession(address: context.address, root: root, group: Self.group)
-        let messages = try MessageSession(address: context.address, root: root, size: 100)
-        let perRound = max(1, options.messageRoundTrips / options.rounds)
-        let warm = min(options.warmup, perRound)
-        let merged = try AlternatingRounds(label: "journal latency", rounds: options.rounds).measure([
-            .init(name: "message") { try messages.run(count: perRound, warmup: warm) },
-            .init(name: "journal") { try session.run(count: perRound, warmup: warm) },
-        ])
-        session.stop()
-        messages.stop()
-        withExtendedLifetime(work) {}
-        let message = BenchRow(label: "passMessage -> listener, 100 B", histogram: merged[0])
-        let ours = BenchRow(label: "append -> consumer, 100 B", histogram: merged[1])
-        Console.output(message.line(against: nil))
-        Console.output(ours.line(against: message))
-        context.report.add(message, suite: "journal")
-        context.report.add(ours, suite: "journal", against: message, target: 1.3)
+        let (message, ours) = try latencyAgainstMessage(
+            context, suite: "journal", title: "append -> consumer in another process, against passMessage (100 B) -> listener",
+            label: "append -> consumer, 100 B", roundTrips: context.options.messageRoundTrips
+        ) { address, root in try JournalSession(address: address, root: root, group: Self.group) }
         context.report.goal("journal", "append->consumer p50 / passMessage p50", ratio: ours.median / message.median, target: 1.3)
         context.report.figure(
             "journal", "append->consumer p99 (one-way)", value: ours.percentile(99), unit: "us", count: ours.count, target: 1000)
