@@ -135,7 +135,7 @@ extension BusIO {
         rules.forgetQuietAdds()
         routes.owners = [:]
         // A new connection's signals never bring those announced on this one.
-        expectedDuplicates = [:]
+        expectedDuplicates.removeAll()
         logger.info("disconnected from the bus", metadata: ["address": "\(address.rawValue)"])
         report(.disconnected)
         if automaticReconnect {

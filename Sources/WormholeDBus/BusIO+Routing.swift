@@ -100,57 +100,27 @@ extension BusIO {
         for route in routes.routes(for: signal) { route.payload.deliver(signal) }
     }
 
-    // MARK: Duplicates announced in advance
-
-    /// The most signals announced and not arrived that a connection remembers (a signal that
-    /// never comes, its sender killed between its ring and its signal, leaves one); past it they
-    /// are all forgotten, and those signals take the ordinary path (decoded and dispatched).
-    static let expectedDuplicateLimit = 16_384
-
-    /// A signal that will arrive from `sender` with `serial`, and what each route already
-    /// delivered (by a faster way) calls instead of receiving it.
-    struct ExpectedDuplicate {
-        var sender: String
-        /// The signal as it will arrive (its arguments, interface and sender), to find the
-        /// routes it will reach without decoding it.
-        var probe: Signal
-        var absorbers: [UInt64: @Sendable () -> Void]
-    }
+    // MARK: Duplicates announced in advance (the doorbell's dedupe, ``ExpectedDuplicates``)
 
     /// Announces that the signal `probe` (its sender set) with `serial` will arrive, and that the
-    /// route `routeID` has already had its content: when it arrives, if every route it reaches
-    /// was announced so, each one's `absorbed` runs instead and the signal is dropped before it
-    /// is decoded; otherwise it is delivered as usual (and each route decides). Owner-confined
-    /// (the doorbell's rings are read on the loop).
+    /// route `routeID` has already had its content. Owner-confined (the doorbell's rings are read
+    /// on the loop).
     func expectDuplicate(of probe: Signal, serial: UInt32, routeID: UInt64, absorbed: @escaping @Sendable () -> Void) {
         loop.assertOwned()
-        guard let sender = probe.sender else { return }
-        if expectedDuplicates[serial]?.sender == sender {
-            expectedDuplicates[serial]?.absorbers[routeID] = absorbed
-            return
-        }
-        if expectedDuplicates.count >= Self.expectedDuplicateLimit { expectedDuplicates = [:] }
-        expectedDuplicates[serial] = ExpectedDuplicate(sender: sender, probe: probe, absorbers: [routeID: absorbed])
+        expectedDuplicates.expect(probe, serial: serial, routeID: routeID, absorbed: absorbed)
     }
 
     /// In libdbus's filter, before decoding: whether the signal from `sender` with `serial` was
-    /// announced and every route it reaches now has had it (then it is dropped here). Owner-confined.
+    /// announced and every route it reaches now has had it (then it is dropped here, and each
+    /// route's `absorbed` runs). Owner-confined.
     func absorbDuplicate(serial: UInt32, sender: UnsafePointer<CChar>) -> Bool {
         loop.assertOwned()
         HopTrace.mark(.duplicateChecked)
-        // Only a ring already delivered announces its signal. A ring follows its signal's
-        // acceptance, so it is rarely queued when the signal comes: no read of the endpoint here
-        // (a system call per signal); a ring read later is dropped by the observer's merge.
-        guard let expected = expectedDuplicates[serial], expected.sender.withCString({ strcmp($0, sender) == 0 })
-        else { return false }
-        expectedDuplicates[serial] = nil
-        // A route added since the announcement, or one that was not rung, still wants it.
-        let reached = routes.routeIDs(for: expected.probe)
-        guard !reached.isEmpty, reached.allSatisfy({ expected.absorbers[$0] != nil }) else { return false }
+        guard let absorbers = expectedDuplicates.take(serial: serial, sender: sender, routes: routes) else { return false }
         signalsReceived.add(1, ordering: .relaxed)
         duplicatesAbsorbed.add(1, ordering: .relaxed)
         HopTrace.mark(.duplicateDropped)
-        for id in reached { expected.absorbers[id]?() }
+        for absorbed in absorbers { absorbed() }
         return true
     }
 

@@ -117,9 +117,9 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
     /// The match rules this connection holds at the daemon (set once, in `init`, before the
     /// connection is on the loop).
     private(set) var rules: BusRules!
-    /// Signals announced before they arrive (a doorbell ring came first), by serial; owner-confined
-    /// like `routes`. See ``expectDuplicate(of:serial:routeID:absorbed:)``.
-    var expectedDuplicates: [UInt32: ExpectedDuplicate] = [:]
+    /// Signals announced before they arrive (a doorbell ring came first); owner-confined like
+    /// `routes`.
+    var expectedDuplicates = ExpectedDuplicates()
     /// Confirmations waiting for the bus's answer (``confirmOnLoop(deadline:completion:)``), by
     /// id: a connection that goes away fails them (libdbus forgets its pending calls on close).
     var confirmations: [UInt64: (BusError?) -> Void] = [:]
