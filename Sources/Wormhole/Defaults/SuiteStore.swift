@@ -28,27 +28,10 @@ final class SuiteStore: Sendable {
     /// `<root>/<group>/Preferences/<suite>.json`.
     let path: String
 
-    /// What identifies one version of the suite file.
-    struct Signature: Equatable {
-        var device: UInt64
-        var inode: UInt64
-        var size: Int64
-        var modified: UInt64
-        var changed: UInt64
-
-        init(_ status: stat) {
-            device = UInt64(status.st_dev)
-            inode = UInt64(status.st_ino)
-            size = Int64(status.st_size)
-            modified = UInt64(status.st_mtim.tv_sec) &* 1_000_000_000 &+ UInt64(status.st_mtim.tv_nsec)
-            changed = UInt64(status.st_ctim.tv_sec) &* 1_000_000_000 &+ UInt64(status.st_ctim.tv_nsec)
-        }
-    }
-
     /// One version of the suite as read; `signature` nil when there was no file.
     struct Snapshot: Sendable {
         var contents: SuiteJSON.Contents
-        var signature: Signature?
+        var signature: FileVersion?
         /// The change counter's word when this version was read (nil: no counter was mapped).
         var counter: UInt64?
         /// The values this version understands (unknown ones are in `contents.unknown`).
@@ -130,7 +113,7 @@ final class SuiteStore: Sendable {
         if writable {
             file = try directory.openOrCreateFile(suite.counterName)
         } else {
-            file = try directory.openFileForReading(suite.counterName)
+            file = try directory.openFile(suite.counterName)
         }
         guard let file, let mapped = try SuiteChangeCounter(file, writable: writable) else { return nil }
         counter.withLock { $0 = mapped }
@@ -139,9 +122,9 @@ final class SuiteStore: Sendable {
 
     /// The cached snapshot when the file is still the one it was read from (one `lstat`).
     private func cachedIfCurrent() -> Snapshot? {
-        let current: Signature?
+        let current: FileVersion?
         do throws(Errno) {
-            current = Signature(try Syscall.lstat(path))
+            current = FileVersion(try Syscall.lstat(path))
         } catch .noSuchFileOrDirectory, .notDirectory {
             current = nil
         } catch {
@@ -164,7 +147,7 @@ final class SuiteStore: Sendable {
 
     /// The suite in `directory`: parsed, or why it did not parse.
     private func read(in directory: OpenFile) throws(WormholeError) -> Result<Snapshot, Unparseable> {
-        guard let file = try directory.openFileForReading(suite.fileName) else {
+        guard let file = try directory.openFile(suite.fileName) else {
             return .success(Snapshot(contents: SuiteJSON.Contents(), signature: nil))
         }
         let status: stat
@@ -175,7 +158,7 @@ final class SuiteStore: Sendable {
         }
         let data = try file.readToEnd()
         do throws(SuiteJSON.ParseError) {
-            return .success(Snapshot(contents: try SuiteJSON.decodeSuite(data), signature: Signature(status)))
+            return .success(Snapshot(contents: try SuiteJSON.decodeSuite(data), signature: FileVersion(status)))
         } catch {
             return .failure(Unparseable(error: error, size: data.count))
         }
@@ -301,7 +284,7 @@ final class SuiteStore: Sendable {
             let count = changeCounter?.increment()
             // Still under the lock: the file now in place is the one just written.
             if let status = try? Syscall.lstatat(directory.descriptor, suite.fileName) {
-                _ = remember(Snapshot(contents: contents, signature: Signature(status), counter: count))
+                _ = remember(Snapshot(contents: contents, signature: FileVersion(status), counter: count))
             }
             return Outcome(result: result, changes: changes, generation: generation)
         }

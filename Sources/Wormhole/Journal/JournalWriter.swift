@@ -13,11 +13,11 @@ import Synchronization
 /// writes every frame of the batch with one `pwrite`, and applies retention after a rollover.
 final class JournalWriter: Sendable {
     private struct State {
-        var directory: JournalFile?
-        var lock: JournalFile?
+        var directory: OpenFile?
+        var lock: OpenFile?
         /// The segment being appended to, its first sequence number, the end of its last whole
         /// frame, and the last sequence number in the journal, as of the last time the lock was held.
-        var segment: JournalFile?
+        var segment: OpenFile?
         var segmentFirst: UInt64 = 0
         var end = 0
         var last: UInt64 = 0
@@ -31,7 +31,7 @@ final class JournalWriter: Sendable {
 
     /// What a synchronising appender needs: the segment and the offset its records end at.
     private struct SyncTarget: Sendable {
-        var segment: JournalFile
+        var segment: OpenFile
         var segmentFirst: UInt64
         var end: Int
     }
@@ -47,7 +47,7 @@ final class JournalWriter: Sendable {
     /// known to be synchronised, so a thread another thread of this process covered is done
     /// without taking the file lock.
     private struct SyncState {
-        var file: JournalFile?
+        var file: OpenFile?
         var segmentFirst: UInt64 = 0
         var offset = 0
 
@@ -107,10 +107,10 @@ final class JournalWriter: Sendable {
     private func append(
         count: Int, frames: (_ first: UInt64, _ time: UInt64, _ bytes: inout [UInt8]) -> Void
     ) throws(WormholeError) -> ClosedRange<UInt64> {
-        let time = Syscall.realtimeNanoseconds()
+        let time = Syscall.realTimeNanoseconds()
         let (range, target) = try state.withLock { state throws(WormholeError) -> (ClosedRange<UInt64>, SyncTarget) in
             let lock = try openIfNeeded(&state)
-            try lock.lock()
+            try lock.lock(backoff: .journal)
             defer { lock.unlock() }
             try locate(&state)
             guard UInt64(count) <= JournalFormat.maximumSequence - state.last else {
@@ -153,7 +153,7 @@ final class JournalWriter: Sendable {
     func lastSequence() throws(WormholeError) -> UInt64 {
         try state.withLock { state throws(WormholeError) -> UInt64 in
             let lock = try openIfNeeded(&state)
-            try lock.lock()
+            try lock.lock(backoff: .journal)
             defer { lock.unlock() }
             try locate(&state)
             return state.last
@@ -164,7 +164,7 @@ final class JournalWriter: Sendable {
     func trim(_ retention: Journal.Retention) throws(WormholeError) -> [String] {
         try state.withLock { state throws(WormholeError) -> [String] in
             let lock = try openIfNeeded(&state)
-            try lock.lock()
+            try lock.lock(backoff: .journal)
             defer { lock.unlock() }
             try locate(&state)
             return try removeSegments(&state, retention: retention)
@@ -173,10 +173,10 @@ final class JournalWriter: Sendable {
 
     // MARK: Under the lock
 
-    private func openIfNeeded(_ state: inout State) throws(WormholeError) -> JournalFile {
+    private func openIfNeeded(_ state: inout State) throws(WormholeError) -> OpenFile {
         if let lock = state.lock { return lock }
         guard let directory = try location.open(create: true) else { preconditionFailure("created") }
-        let lock = try directory.openOrCreate(JournalFormat.appendLockName)
+        let lock = try directory.openOrCreateFile(JournalFormat.appendLockName)
         state.directory = directory
         state.lock = lock
         return lock
@@ -255,7 +255,7 @@ final class JournalWriter: Sendable {
     /// read was cut since (a torn or truncated tail), the next append numbers after the highest
     /// `delivering` of the cursor files (unreadable ones are skipped; they are that consumer's
     /// problem). The skipped numbers are then a damaged range readers report.
-    private func numberAfterStoredCursors(_ state: inout State, _ directory: JournalFile) {
+    private func numberAfterStoredCursors(_ state: inout State, _ directory: OpenFile) {
         guard state.readCursors else { return }
         state.readCursors = false
         guard let names = try? JournalListing(directory).consumers else { return }
@@ -274,7 +274,7 @@ final class JournalWriter: Sendable {
     }
 
     /// Truncates the torn tail of the last segment (the lock holder's repair).
-    private func repair(_ segment: JournalFile, at offset: Int, reason: String) throws(WormholeError) {
+    private func repair(_ segment: OpenFile, at offset: Int, reason: String) throws(WormholeError) {
         try segment.truncate(to: offset)
         if options.durability == .fdatasync { try segment.dataSync() }
         location.logger.notice(
@@ -282,7 +282,7 @@ final class JournalWriter: Sendable {
     }
 
     /// Starts from the directory listing: the last segment, read from its header.
-    private func resynchronise(_ state: inout State, _ directory: JournalFile) throws(WormholeError) {
+    private func resynchronise(_ state: inout State, _ directory: OpenFile) throws(WormholeError) {
         let listing = try JournalListing(directory)
         try listing.sweepTemporaries(directory)
         guard let lastFirst = listing.segments.last else {
@@ -304,11 +304,11 @@ final class JournalWriter: Sendable {
         state.readCursors = true
     }
 
-    private func readHeader(_ segment: JournalFile) throws(WormholeError) -> UInt64 {
+    private func readHeader(_ segment: OpenFile) throws(WormholeError) -> UInt64 {
         try JournalFormat.checkHeader(try segment.read(at: 0, count: JournalFormat.headerSize), path: segment.path)
     }
 
-    private func misnamed(_ segment: JournalFile, first: UInt64) -> WormholeError {
+    private func misnamed(_ segment: OpenFile, first: UInt64) -> WormholeError {
         WormholeError(
             .journalCorrupt, value: segment.path,
             "journal segment '\(segment.path)' says its first record is \(first), which does not match its name")
@@ -319,7 +319,7 @@ final class JournalWriter: Sendable {
         guard let directory = state.directory else { preconditionFailure("opened") }
         let name = JournalFormat.segmentName(first)
         let sync = options.durability == .fdatasync
-        let segment: JournalFile
+        let segment: OpenFile
         if let existing = try directory.openFile(name, writable: true) {
             segment = existing
             let stored = try readHeader(segment)
@@ -368,7 +368,7 @@ final class JournalWriter: Sendable {
             }
         }
         var total = sizes.values.reduce(0, +)
-        let now = Double(Syscall.realtimeNanoseconds()) / 1e9
+        let now = Double(Syscall.realTimeNanoseconds()) / 1e9
         var removed: [String] = []
         while segments.count > 1 {
             let oldest = segments[0]
@@ -409,7 +409,7 @@ final class JournalWriter: Sendable {
             if sync.isPast(target) { return try target.segment.dataSync() }
             if sync.file == nil {
                 guard let directory = try location.open(create: true) else { preconditionFailure("created") }
-                sync.file = try directory.openOrCreate(JournalFormat.syncLockName)
+                sync.file = try directory.openOrCreateFile(JournalFormat.syncLockName)
             }
             guard let file = sync.file else { return }
             var learnt = sync
@@ -456,7 +456,7 @@ final class JournalWriter: Sendable {
     private func wholeEnd() throws(WormholeError) -> SyncTarget {
         try state.withLock { state throws(WormholeError) -> SyncTarget in
             let lock = try openIfNeeded(&state)
-            try lock.lock()
+            try lock.lock(backoff: .journal)
             defer { lock.unlock() }
             try locate(&state)
             guard let segment = state.segment else { preconditionFailure("located without a segment") }

@@ -39,7 +39,7 @@ struct MessageFiles: Sendable, Hashable {
     }
 
     func read(identifier: MessageIdentifier, in directory: OpenFile) throws(WormholeError) -> Data? {
-        guard let file = try directory.openFileForReading(identifier.fileName) else { return nil }
+        guard let file = try directory.openFile(identifier.fileName) else { return nil }
         return try file.readToEnd(limit: maximumMessageSize) { size in
             Self.tooLarge(identifier, size: size, limit: maximumMessageSize, path: file.path)
         }
@@ -68,7 +68,7 @@ struct MessageFiles: Sendable, Hashable {
     }
 
     func identifiers(in directory: OpenFile) throws(WormholeError) -> [MessageIdentifier] {
-        try directory.fileNames().compactMap { MessageIdentifier(fileName: $0) }.sorted { $0.rawValue < $1.rawValue }
+        try directory.names().compactMap { MessageIdentifier(fileName: $0) }.sorted { $0.rawValue < $1.rawValue }
     }
 
     /// `.<identifier>.<pid>-<random>.tmp`: hidden (so never taken for a message), unique per writer,

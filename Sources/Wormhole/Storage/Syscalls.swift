@@ -1,7 +1,8 @@
 // The one place where the storage layer calls C. Each function below is the only call site of its
 // C function in the module; it retries `EINTR` where the call may be interrupted and turns the C
 // error convention (`-1` and `errno`) into a thrown `Errno`. Callers turn an `Errno` into a
-// `WormholeError` that names the path (see `OpenFile`).
+// `WormholeError` that names the path (see `OpenFile`). The journal's calls at explicit offsets
+// (`pread`, `pwrite`, `ftruncate`, `lseek`, `fdatasync`) are here too.
 
 import Glibc
 import SystemPackage
@@ -119,6 +120,36 @@ package enum Syscall {
         try retrying { Glibc.write(descriptor, buffer.baseAddress, buffer.count) }
     }
 
+    /// The corresponding C function is `pread`. Returns the number of bytes read; 0 at end of file.
+    static func pread(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(Errno) -> Int {
+        try retrying { Glibc.pread(descriptor, buffer.baseAddress, buffer.count, off_t(offset)) }
+    }
+
+    /// The corresponding C function is `pwrite`. Returns the number of bytes written, which may be
+    /// fewer than asked.
+    static func pwrite(_ descriptor: Int32, from buffer: UnsafeRawBufferPointer, at offset: Int) throws(Errno) -> Int {
+        try retrying { Glibc.pwrite(descriptor, buffer.baseAddress, buffer.count, off_t(offset)) }
+    }
+
+    /// The corresponding C function is `ftruncate`.
+    static func ftruncate(_ descriptor: Int32, _ length: Int) throws(Errno) {
+        _ = try retrying { Glibc.ftruncate(descriptor, off_t(length)) }
+    }
+
+    /// The corresponding C function is `lseek(descriptor, 0, SEEK_END)`: the file's size. Not
+    /// `fstat`: on kernels with multigrain timestamps (Linux 6.13 and later) a `stat` of a file
+    /// makes its next change take a fine-grained time, which costs the journal's appender a
+    /// journalled inode update; the journal's files are only ever read and written at explicit
+    /// offsets, so moving the file position changes nothing.
+    static func endOffset(_ descriptor: Int32) throws(Errno) -> Int {
+        Int(try retrying { Glibc.lseek(descriptor, 0, SEEK_END) })
+    }
+
+    /// The corresponding C function is `fdatasync`.
+    static func fdatasync(_ descriptor: Int32) throws(Errno) {
+        _ = try retrying { Glibc.fdatasync(descriptor) }
+    }
+
     /// The corresponding C function is `fsync`.
     static func fsync(_ descriptor: Int32) throws(Errno) {
         _ = try retrying { Glibc.fsync(descriptor) }
@@ -164,6 +195,14 @@ package enum Syscall {
         return UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
     }
 
+    /// The corresponding C function is `clock_gettime(CLOCK_REALTIME_COARSE)`: nanoseconds since
+    /// 1970 on the clock the file system stamps file times with (its last tick, not now).
+    static func coarseRealTimeNanoseconds() -> UInt64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME_COARSE, &spec)
+        return UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
+    }
+
     /// The corresponding C functions are `fdopendir`, `readdir` and `closedir`: the names in the
     /// directory open at `descriptor`, which this call takes ownership of and closes, each with
     /// whether it is a directory (nil when the file system does not say).
@@ -201,4 +240,9 @@ package enum Syscall {
     static func processID() -> pid_t {
         Glibc.getpid()
     }
+}
+
+/// The `io` error for a failed call on `path`: "cannot ACTION 'PATH': REASON (errno N)".
+func ioError(_ error: Errno, _ action: String, _ path: String) -> WormholeError {
+    WormholeError(.io, value: path, "cannot \(action) '\(path)': \(error) (errno \(error.rawValue))")
 }
