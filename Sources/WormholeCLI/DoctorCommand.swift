@@ -603,11 +603,8 @@ final class Doctor {
 
     static func quietLogger() -> Logger { Logger(label: "wormhole.doctor") }
 
-    static func now() -> UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_REALTIME, &time)
-        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
-    }
+    /// Nanoseconds since 1970 (`CLOCK_REALTIME`).
+    static func now() -> UInt64 { Syscall.realTimeNanoseconds() }
 
     /// `312 µs`, `4.2 ms`, `12 s`, `3 min`, `5 h`, `2 d`.
     static func age(nanoseconds: UInt64) -> String {

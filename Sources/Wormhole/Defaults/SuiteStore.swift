@@ -273,7 +273,7 @@ final class SuiteStore: Sendable {
                     "the write would make suite '\(suite)' \(encoded.count) bytes, over its limit of \(maximumBytes) bytes; "
                         + "nothing was written (removing keys is always allowed)")
             }
-            let generation = max(Self.now(), old.generation &+ 1)
+            let generation = max(Syscall.realTimeNanoseconds(), old.generation &+ 1)
             // Mapped (and created) before the rename: a write that could not count is not made.
             let changeCounter = try mapCounter(writable: true, in: directory)
             try directory.replaceAtomically(
@@ -288,13 +288,6 @@ final class SuiteStore: Sendable {
             }
             return Outcome(result: result, changes: changes, generation: generation)
         }
-    }
-
-    /// Nanoseconds since 1970 (`CLOCK_REALTIME`).
-    static func now() -> UInt64 {
-        var spec = timespec()
-        clock_gettime(CLOCK_REALTIME, &spec)
-        return UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
     }
 }
 

@@ -92,6 +92,13 @@ package enum Syscall {
         try checked(Glibc.futimens(descriptor, times))
     }
 
+    /// The corresponding C function is `stat`: a symlink is followed.
+    static func followingStat(_ path: String) throws(Errno) -> stat {
+        var status = stat()
+        try checked(Glibc.stat(_:_:)(path, &status))
+        return status
+    }
+
     /// The corresponding C function is `lstat`: a symlink is described, not followed.
     static func lstat(_ path: String) throws(Errno) -> stat {
         var status = stat()
@@ -104,9 +111,26 @@ package enum Syscall {
         try checked(Glibc.renameat(directory, from, directory, to))
     }
 
-    /// The corresponding C function is `unlinkat`, without `AT_REMOVEDIR`.
-    static func unlinkat(_ directory: Int32, _ name: String) throws(Errno) {
-        try checked(Glibc.unlinkat(directory, name, 0))
+    /// The corresponding C function is `unlinkat`: removes the file `name`, or with
+    /// `removingDirectory` (`AT_REMOVEDIR`) the empty directory `name`.
+    static func unlinkat(_ directory: Int32, _ name: String, removingDirectory: Bool = false) throws(Errno) {
+        try checked(Glibc.unlinkat(directory, name, removingDirectory ? AT_REMOVEDIR : 0))
+    }
+
+    /// The corresponding C function is `unlink`.
+    static func unlink(_ path: String) throws(Errno) {
+        try checked(Glibc.unlink(path))
+    }
+
+    /// The corresponding C function is `rmdir` (`ENOTEMPTY` when the directory is not empty).
+    static func rmdir(_ path: String) throws(Errno) {
+        try checked(Glibc.rmdir(path))
+    }
+
+    /// The corresponding C function is `dup`, with `F_DUPFD_CLOEXEC` (`fcntl`): a second
+    /// descriptor of the same open file description, not inherited by child processes.
+    static func duplicate(_ descriptor: Int32) throws(Errno) -> Int32 {
+        try retrying { Glibc.fcntl(descriptor, F_DUPFD_CLOEXEC, 0) }
     }
 
     /// The corresponding C function is `read`. Returns the number of bytes read; 0 at end of file.
@@ -189,7 +213,7 @@ package enum Syscall {
 
     /// The corresponding C function is `clock_gettime(CLOCK_REALTIME)`: nanoseconds since 1970, the
     /// clock file times are set from.
-    static func realTimeNanoseconds() -> UInt64 {
+    package static func realTimeNanoseconds() -> UInt64 {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
         return UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
@@ -239,6 +263,18 @@ package enum Syscall {
     /// The corresponding C function is `getpid`.
     static func processID() -> pid_t {
         Glibc.getpid()
+    }
+
+    /// The corresponding C function is `getenv`: the variable's value; nil when it is not set.
+    static func environment(_ name: String) -> String? {
+        Glibc.getenv(name).map { String(cString: $0) }
+    }
+
+    /// The corresponding C functions are `getpwnam` and `getpwuid(getuid())`: the home directory
+    /// the password database gives `user` (nil: this process's user); nil when it has none.
+    static func homeDirectory(ofUser user: String? = nil) -> String? {
+        let entry = user.map { Glibc.getpwnam($0) } ?? Glibc.getpwuid(Glibc.getuid())
+        return entry.flatMap { $0.pointee.pw_dir.map { String(cString: $0) } }
     }
 }
 
