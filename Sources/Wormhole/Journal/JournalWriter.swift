@@ -29,49 +29,16 @@ final class JournalWriter: Sendable {
         var readCursors = true
     }
 
-    /// What a synchronising appender needs: the segment and the offset its records end at.
-    private struct SyncTarget: Sendable {
-        var segment: OpenFile
-        var segmentFirst: UInt64
-        var end: Int
-    }
-
     let location: JournalLocation
     let options: Journal.Options
     /// How much the lock holder reads from its last known end to see what others appended.
     private static let probeSize = 4096
     private let state = Locked(State())
-    private let syncState = Locked(SyncState())
-
-    /// The group commit's state in this process: `sync.lock`, and the position (segment, offset)
-    /// known to be synchronised, so a thread another thread of this process covered is done
-    /// without taking the file lock.
-    private struct SyncState {
-        var file: OpenFile?
-        var segmentFirst: UInt64 = 0
-        var offset = 0
-
-        /// Whether the position is at or past `target`'s end in the same segment. A position in
-        /// a later segment does not count: an appender without `.fdatasync` seals a segment
-        /// without synchronising it, so the records before the seal may still be in the page cache.
-        func covers(_ target: SyncTarget) -> Bool {
-            segmentFirst == target.segmentFirst && offset >= target.end
-        }
-
-        /// Whether the position is in a segment after `target`'s (its segment was sealed since).
-        func isPast(_ target: SyncTarget) -> Bool { segmentFirst > target.segmentFirst }
-
-        /// Takes a position read from `sync.lock` when it is past the one known.
-        mutating func learn(_ stored: (segment: UInt64, offset: UInt64)) {
-            if stored.segment > segmentFirst || (stored.segment == segmentFirst && stored.offset > UInt64(offset)) {
-                (segmentFirst, offset) = (stored.segment, Int(clamping: stored.offset))
-            }
-        }
-    }
-
+    private let groupCommit: JournalGroupCommit
     init(location: JournalLocation, options: Journal.Options) {
         self.location = location
         self.options = options
+        groupCommit = JournalGroupCommit(location: location)
     }
 
     /// Appends `payloads` (each one JSON document, already checked) as consecutive records;
@@ -108,7 +75,7 @@ final class JournalWriter: Sendable {
         count: Int, frames: (_ first: UInt64, _ time: UInt64, _ bytes: inout [UInt8]) -> Void
     ) throws(WormholeError) -> ClosedRange<UInt64> {
         let time = Syscall.realTimeNanoseconds()
-        let (range, target) = try state.withLock { state throws(WormholeError) -> (ClosedRange<UInt64>, SyncTarget) in
+        let (range, target) = try state.withLock { state throws(WormholeError) -> (ClosedRange<UInt64>, JournalSyncTarget) in
             let lock = try openIfNeeded(&state)
             try lock.lock(backoff: .journal)
             defer { lock.unlock() }
@@ -143,9 +110,11 @@ final class JournalWriter: Sendable {
             state.end += bytes.count
             state.last += UInt64(count)
             state.encodeBuffer = bytes
-            return (first...state.last, SyncTarget(segment: segment, segmentFirst: state.segmentFirst, end: state.end))
+            return (first...state.last, JournalSyncTarget(segment: segment, segmentFirst: state.segmentFirst, end: state.end))
         }
-        if options.durability == .fdatasync { try synchronize(target) }
+        if options.durability == .fdatasync {
+            try groupCommit.synchronize(target) { () throws(WormholeError) in try self.wholeEnd() }
+        }
         return range
     }
 
@@ -393,74 +362,19 @@ final class JournalWriter: Sendable {
         return removed
     }
 
-    // MARK: Group commit
-
-    /// Makes the records up to `target.end` durable: an appender that finds another already
-    /// synchronised past its records is done without a system call of its own. The position
-    /// synchronised so far is shared between processes in `sync.lock` (``JournalFormat/syncPositionSize``
-    /// bytes: the segment's first sequence number, the offset, and a check), written under
-    /// `flock` of that file. A process waiting for the lock reads the position between its tries
-    /// and is done as soon as it covers its records: the appender that holds the lock may take it
-    /// back for its next record before a waiter's next try, again and again, and each of its syncs
-    /// covers the waiters' records too.
-    private func synchronize(_ target: SyncTarget) throws(WormholeError) {
-        try syncState.withLock { sync throws(WormholeError) in
-            if sync.covers(target) { return }
-            if sync.isPast(target) { return try target.segment.dataSync() }
-            if sync.file == nil {
-                guard let directory = try location.open(create: true) else { preconditionFailure("created") }
-                sync.file = try directory.openOrCreateFile(JournalFormat.syncLockName)
-            }
-            guard let file = sync.file else { return }
-            var learnt = sync
-            let locked = try file.lock(backoff: .journalSync) {
-                // Unlocked: only a position whose check matches counts.
-                guard let bytes = try? file.read(at: 0, count: JournalFormat.syncPositionSize),
-                    let stored = JournalFormat.parseSyncPosition(bytes, checked: true)
-                else { return false }
-                learnt.learn(stored)
-                return learnt.covers(target) || learnt.isPast(target)
-            }
-            sync = learnt
-            if !locked && sync.covers(target) { return }
-            // Sealed since our write: synchronise the segment itself (quick when the appender that
-            // sealed it did), leaving the stored position, which is already past it.
-            if !locked { return try target.segment.dataSync() }
-            defer { file.unlock() }
-            if let stored = JournalFormat.parseSyncPosition(
-                try file.read(at: 0, count: JournalFormat.syncPositionSize), checked: false)
-            {
-                sync.learn(stored)
-                if sync.covers(target) { return }
-                if sync.isPast(target) { return try target.segment.dataSync() }
-            }
-            // Nobody appended after us (a single appender's case): our own end is the last whole
-            // frame's, known without the append lock.
-            var whole = try target.segment.size() == target.end ? target : try wholeEnd()
-            if whole.segmentFirst != target.segmentFirst {
-                // A rollover since our write: an appender without `.fdatasync` seals without a
-                // sync, so synchronise our own segment and store only our own end.
-                whole = target
-            }
-            try whole.segment.dataSync()
-            try file.write(JournalFormat.syncPosition(segment: whole.segmentFirst, offset: UInt64(whole.end)), at: 0)
-            (sync.segmentFirst, sync.offset) = (whole.segmentFirst, whole.end)
-        }
-    }
-
     /// What a sync covers: the segment appended to and the end of its last whole frame, brought
     /// up to date under `append.lock` as an appender does (a torn tail is cut first). Not the
     /// file's size: that may hold part of a frame an appender is writing, or a killed one left,
     /// and once the tail is cut a later, shorter record would end inside the stored position and
     /// be taken as synchronised when it is not.
-    private func wholeEnd() throws(WormholeError) -> SyncTarget {
-        try state.withLock { state throws(WormholeError) -> SyncTarget in
+    private func wholeEnd() throws(WormholeError) -> JournalSyncTarget {
+        try state.withLock { state throws(WormholeError) -> JournalSyncTarget in
             let lock = try openIfNeeded(&state)
             try lock.lock(backoff: .journal)
             defer { lock.unlock() }
             try locate(&state)
             guard let segment = state.segment else { preconditionFailure("located without a segment") }
-            return SyncTarget(segment: segment, segmentFirst: state.segmentFirst, end: state.end)
+            return JournalSyncTarget(segment: segment, segmentFirst: state.segmentFirst, end: state.end)
         }
     }
 }
