@@ -69,21 +69,23 @@ final class Doctor {
             return
         }
         guard let value = environment["DBUS_SESSION_BUS_ADDRESS"], !value.isEmpty else {
-            record(DoctorCheck(
-                check: "bus address", status: .fail,
-                detail: "none: no --bus-address and DBUS_SESSION_BUS_ADDRESS is not set",
-                fix: "run inside a desktop session, or start a private bus and export its address: "
-                    + Self.privateBusRecipe + ", or pass --bus-address ADDRESS; \(sameBus)"))
+            record(
+                DoctorCheck(
+                    check: "bus address", status: .fail,
+                    detail: "none: no --bus-address and DBUS_SESSION_BUS_ADDRESS is not set",
+                    fix: "run inside a desktop session, or start a private bus and export its address: "
+                        + Self.privateBusRecipe + ", or pass --bus-address ADDRESS; \(sameBus)"))
             return
         }
         do {
             address = try BusAddress(value)
             record(DoctorCheck(check: "bus address", status: .pass, detail: "\(value) (from DBUS_SESSION_BUS_ADDRESS)"))
         } catch {
-            record(DoctorCheck(
-                check: "bus address", status: .fail,
-                detail: "DBUS_SESSION_BUS_ADDRESS is not a valid D-Bus address: \(cliFailure(error).message)",
-                fix: "export the address dbus-daemon printed (unix:path=…) or pass --bus-address; \(sameBus)"))
+            record(
+                DoctorCheck(
+                    check: "bus address", status: .fail,
+                    detail: "DBUS_SESSION_BUS_ADDRESS is not a valid D-Bus address: \(cliFailure(error).message)",
+                    fix: "export the address dbus-daemon printed (unix:path=…) or pass --bus-address; \(sameBus)"))
         }
     }
 
@@ -106,8 +108,9 @@ final class Doctor {
             if let socket = Self.socketPath(address) {
                 fix = "is the daemon running? \(socket) must be its live socket (`ls -l \(socket)`); " + fix
             }
-            record(DoctorCheck(
-                check: "bus", status: .fail, detail: "not reachable: \(cliFailure(error).message)", fix: fix))
+            record(
+                DoctorCheck(
+                    check: "bus", status: .fail, detail: "not reachable: \(cliFailure(error).message)", fix: fix))
             return
         }
         self.connection = connection
@@ -123,12 +126,15 @@ final class Doctor {
     /// The daemon's program and version: its pid from the bus, its executable from /proc, and
     /// that executable's `--version`; else what the bus calls itself.
     private func daemonDescription(_ connection: BusConnection) -> String {
-        guard let reply = try? blocking({
-            try await connection.callBusDaemon("GetConnectionUnixProcessID", [.string("org.freedesktop.DBus")])
-        }), case .uint32(let pid)? = reply.first
+        guard
+            let reply = try? blocking({
+                try await connection.callBusDaemon("GetConnectionUnixProcessID", [.string("org.freedesktop.DBus")])
+            }), case .uint32(let pid)? = reply.first
         else { return "daemon pid unknown" }
         guard let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe") else {
-            let comm = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)).map { PathText.trimmingWhitespace($0) }
+            let comm = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)).map {
+                PathText.trimmingWhitespace($0)
+            }
             return "\(comm ?? "daemon") pid \(pid)"
         }
         // Only a known daemon is asked for its version: through a proxy (a sandbox) the pid may
@@ -154,9 +160,10 @@ final class Doctor {
         do {
             root = try GroupContainer.rootDirectory(environment: environment)
         } catch {
-            record(DoctorCheck(
-                check: "container root", status: .fail, detail: cliFailure(error).message,
-                fix: "set WORMHOLE_CONTAINER_ROOT to an absolute directory, the same in both processes"))
+            record(
+                DoctorCheck(
+                    check: "container root", status: .fail, detail: cliFailure(error).message,
+                    fix: "set WORMHOLE_CONTAINER_ROOT to an absolute directory, the same in both processes"))
             return
         }
         if source != "WORMHOLE_CONTAINER_ROOT", Self.sandbox != nil, let home = environment["HOME"],
@@ -165,7 +172,8 @@ final class Doctor {
             source = "HOME: the host's root, visible in the sandbox"
         }
         if let group { container = try? GroupContainer(group: group, root: root) }
-        let exists = (try? ContainerInspection.root(root)) != nil ? "" : "; it does not exist yet (created on first use)"
+        let exists =
+            (try? ContainerInspection.root(root)) != nil ? "" : "; it does not exist yet (created on first use)"
         record(DoctorCheck(check: "container root", status: .pass, detail: "\(root) (from \(source))\(exists)"))
     }
 
@@ -174,12 +182,15 @@ final class Doctor {
             record(DoctorCheck(check: "container", status: .skipped, detail: "not checked: no container root"))
             return
         }
-        checkPlace("container", container.path) { () throws(WormholeError) in try ContainerInspection.container(container) }
+        checkPlace("container", container.path) { () throws(WormholeError) in
+            try ContainerInspection.container(container)
+        }
     }
 
     private func checkDirectory() {
         guard let container, checks.last?.status == .pass else {
-            record(DoctorCheck(check: "directory", status: .skipped, detail: "not checked: the container is not usable"))
+            record(
+                DoctorCheck(check: "directory", status: .skipped, detail: "not checked: the container is not usable"))
             return
         }
         let path = container.directoryPath(directory)
@@ -188,19 +199,23 @@ final class Doctor {
         }
     }
 
-    private func checkPlace(_ what: String, _ path: String, _ inspect: () throws(WormholeError) -> ContainerInspection.Directory?) {
+    private func checkPlace(
+        _ what: String, _ path: String, _ inspect: () throws(WormholeError) -> ContainerInspection.Directory?
+    ) {
         do {
             guard let found = try inspect() else {
-                record(DoctorCheck(
-                    check: what, status: .fail,
-                    detail: "\(path) does not exist: nothing was ever sent here under this root",
-                    fix: "sending creates it; check both sides use the same group, directory and container root "
-                        + "(WORMHOLE_CONTAINER_ROOT, XDG_DATA_HOME, HOME)"))
+                record(
+                    DoctorCheck(
+                        check: what, status: .fail,
+                        detail: "\(path) does not exist: nothing was ever sent here under this root",
+                        fix: "sending creates it; check both sides use the same group, directory and container root "
+                            + "(WORMHOLE_CONTAINER_ROOT, XDG_DATA_HOME, HOME)"))
                 return
             }
-            record(DoctorCheck(
-                check: what, status: .pass,
-                detail: "\(found.path) (mode \(String(found.mode, radix: 8)), owner uid \(found.owner))"))
+            record(
+                DoctorCheck(
+                    check: what, status: .pass,
+                    detail: "\(found.path) (mode \(String(found.mode, radix: 8)), owner uid \(found.owner))"))
         } catch {
             record(DoctorCheck(check: what, status: .fail, detail: error.message, fix: Self.fix(forUnsafe: path)))
         }
@@ -226,7 +241,9 @@ final class Doctor {
 
     private func checkMessages() {
         guard let container, checks.last?.status == .pass, let group else {
-            record(DoctorCheck(check: "stored messages", status: .skipped, detail: "not checked: the directory is not usable"))
+            record(
+                DoctorCheck(
+                    check: "stored messages", status: .skipped, detail: "not checked: the directory is not usable"))
             return
         }
         let stored: [ContainerInspection.StoredMessage]
@@ -235,7 +252,10 @@ final class Doctor {
             stored = try ContainerInspection.storedMessages(container, directory: directory.rawValue)
             temporary = try ContainerInspection.temporaryFiles(container, directory: directory.rawValue)
         } catch {
-            record(DoctorCheck(check: "stored messages", status: .fail, detail: error.message, fix: Self.fix(forUnsafe: error.value ?? container.path)))
+            record(
+                DoctorCheck(
+                    check: "stored messages", status: .fail, detail: error.message,
+                    fix: Self.fix(forUnsafe: error.value ?? container.path)))
             return
         }
         let now = Self.now()
@@ -253,18 +273,23 @@ final class Doctor {
         let missing = identifiers.filter { id in !stored.contains { $0.identifier == id.rawValue } }
         let summary = "\(stored.count) in \(container.directoryPath(directory))"
         if let first = bad.first {
-            record(DoctorCheck(
-                check: "stored messages", status: .fail,
-                detail: "\(summary); \(bad.count) not readable as JSON: \(bad.map(\.identifier).joined(separator: ", "))",
-                fix: "listeners report \(first.identifier) as undecodable: send it again (wormhole send --group \(group) "
-                    + "\(directory.rawValue == "wormhole" ? "" : "--directory \(directory) ")\(first.identifier) JSON) or clear it",
-                items: items))
+            record(
+                DoctorCheck(
+                    check: "stored messages", status: .fail,
+                    detail:
+                        "\(summary); \(bad.count) not readable as JSON: \(bad.map(\.identifier).joined(separator: ", "))",
+                    fix:
+                        "listeners report \(first.identifier) as undecodable: send it again (wormhole send --group \(group) "
+                        + "\(directory.rawValue == "wormhole" ? "" : "--directory \(directory) ")\(first.identifier) JSON) or clear it",
+                    items: items))
         } else if !missing.isEmpty {
-            record(DoctorCheck(
-                check: "stored messages", status: .fail,
-                detail: "\(summary); none for \(missing.map(\.rawValue).joined(separator: ", "))",
-                fix: "nothing was sent for \(missing[0]) here: check the sender's identifier, group, directory and container root",
-                items: items))
+            record(
+                DoctorCheck(
+                    check: "stored messages", status: .fail,
+                    detail: "\(summary); none for \(missing.map(\.rawValue).joined(separator: ", "))",
+                    fix:
+                        "nothing was sent for \(missing[0]) here: check the sender's identifier, group, directory and container root",
+                    items: items))
         } else {
             record(DoctorCheck(check: "stored messages", status: .pass, detail: summary, items: items))
         }
@@ -295,20 +320,25 @@ final class Doctor {
         do {
             let (elapsed, name) = try Self.roundTrip(address, appID: (try? AppIdentity.current())?.appID)
             guard let elapsed else {
-                record(DoctorCheck(
-                    check: "round trip", status: .fail,
-                    detail: "a signal posted now on the private name \(name) was not delivered within 5 s",
-                    fix: "the daemon did not route it: check its policy (receive/send rules) and its log"))
+                record(
+                    DoctorCheck(
+                        check: "round trip", status: .fail,
+                        detail: "a signal posted now on the private name \(name) was not delivered within 5 s",
+                        fix: "the daemon did not route it: check its policy (receive/send rules) and its log"))
                 return
             }
             let reach = Self.sandbox != nil ? "; posts reach this app's own processes through the proxy" : ""
-            record(DoctorCheck(
-                check: "round trip", status: .pass,
-                detail: "a signal posted now on the private name \(name) was delivered in \(Self.age(nanoseconds: elapsed))\(reach)"))
+            record(
+                DoctorCheck(
+                    check: "round trip", status: .pass,
+                    detail:
+                        "a signal posted now on the private name \(name) was delivered in \(Self.age(nanoseconds: elapsed))\(reach)"
+                ))
         } catch {
-            record(DoctorCheck(
-                check: "round trip", status: .fail, detail: cliFailure(error).message,
-                fix: "the bus refused a subscription or a post: check its policy and limits"))
+            record(
+                DoctorCheck(
+                    check: "round trip", status: .fail, detail: cliFailure(error).message,
+                    fix: "the bus refused a subscription or a post: check its policy and limits"))
         }
     }
 
@@ -332,7 +362,8 @@ final class Doctor {
         ) { _ in arrived.signal() }
         if let appID { _ = try poster.claimAppName(appID: appID) }
         let start = DispatchTime.now().uptimeNanoseconds
-        try poster.emit(Signal(path: path, interface: interface, member: member, arguments: [.string(name), .uint64(1)]))
+        try poster.emit(
+            Signal(path: path, interface: interface, member: member, arguments: [.string(name), .uint64(1)]))
         poster.flush()
         let result = arrived.wait(timeout: .now() + 5)
         let elapsed = DispatchTime.now().uptimeNanoseconds - start

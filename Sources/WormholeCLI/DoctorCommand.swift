@@ -31,7 +31,9 @@ struct DoctorCommand: ParsableCommand {
     @Argument(help: "Message identifiers whose message and listeners to check.")
     var identifiers: [String] = []
 
-    @Option(name: .customLong("peer"), help: "Inside a sandbox: another app's ID whose posts this app must hear (repeatable).")
+    @Option(
+        name: .customLong("peer"),
+        help: "Inside a sandbox: another app's ID whose posts this app must hear (repeatable).")
     var peers: [String] = []
 
     @Flag(help: "Print one JSON object instead of lines.")

@@ -29,12 +29,17 @@ struct ListenerCensus {
         for identifier in identifiers {
             let name = self.name(identifier)
             for interface in [NotifyContract.bucketInterface(for: name), NotifyContract.plainInterface] {
-                items.append(MatchRule(interface: try? InterfaceName(interface), member: Doctor.posted, arguments: [0: name]).description)
+                items.append(
+                    MatchRule(interface: try? InterfaceName(interface), member: Doctor.posted, arguments: [0: name])
+                        .description)
             }
         }
         let detail: String
         if identifiers.isEmpty {
-            items.append(MatchRule(member: Doctor.posted, path: try? ObjectPath(NotifyContract.objectPath), argumentPaths: [0: prefix]).description)
+            items.append(
+                MatchRule(
+                    member: Doctor.posted, path: try? ObjectPath(NotifyContract.objectPath), argumentPaths: [0: prefix]
+                ).description)
             detail = "a listener for every identifier (listen, listen --all) adds 1 rule"
         } else {
             detail = "a listener for \(identifiers.map(\.rawValue).joined(separator: ", ")) adds \(items.count) rules"
@@ -63,7 +68,9 @@ struct ListenerCensus {
         let listeners = others.filter { !monitors.contains($0.key) }
         if identifiers.isEmpty {
             let listening = listeners.filter { $0.value.contains { self.listensBelow(prefix, RuleText($0)) } }
-            let watching = monitors.filter { unique in others[unique]!.contains { self.listensBelow(prefix, RuleText($0)) } }
+            let watching = monitors.filter { unique in
+                others[unique]!.contains { self.listensBelow(prefix, RuleText($0)) }
+            }
             return DoctorCheck(
                 check: "listeners", status: .pass,
                 detail: "\(listening.count) connection(s) listening below \(prefix)"
@@ -87,18 +94,25 @@ struct ListenerCensus {
             let watching = hearing.filter { monitors.contains($0) }
             if listening.isEmpty { silent.append(identifier) }
             if !watching.isEmpty { watched = true }
-            var line = "\(identifier): " + (listening.isEmpty ? "nobody" : listening.map { describeConnection($0, connection) }.joined(separator: ", "))
+            var line =
+                "\(identifier): "
+                + (listening.isEmpty
+                    ? "nobody" : listening.map { describeConnection($0, connection) }.joined(separator: ", "))
             if !watching.isEmpty {
-                line += " (seen by monitor " + watching.map { describeConnection($0, connection) }.joined(separator: ", ") + ")"
+                line +=
+                    " (seen by monitor " + watching.map { describeConnection($0, connection) }.joined(separator: ", ")
+                    + ")"
             }
             items.append(line)
         }
         if silent.isEmpty {
-            return DoctorCheck(check: "listeners", status: .pass, detail: "every identifier has a listener on this bus", items: items)
+            return DoctorCheck(
+                check: "listeners", status: .pass, detail: "every identifier has a listener on this bus", items: items)
         } else {
             return DoctorCheck(
                 check: "listeners", status: .fail,
-                detail: "no connection on this bus is listening for \(silent.map { self.name($0) }.joined(separator: ", "))"
+                detail:
+                    "no connection on this bus is listening for \(silent.map { self.name($0) }.joined(separator: ", "))"
                     + (watched ? " (a monitor sees the posts, but a monitor is not a listener)" : ""),
                 fix: replacedDaemonHint(connection)
                     + "start the listener on this same bus (\(address?.rawValue ?? "")); a listener on another bus "
@@ -111,7 +125,9 @@ struct ListenerCensus {
     /// process (its rule may equal a prefix observer's), or a connection whose every rule on the
     /// notification path takes every post, whatever its name (`observe --all`, a bus monitor).
     private func isMonitor(_ unique: String, rules: [RuleText], _ connection: BusConnection) -> Bool {
-        let posted = rules.filter { rule in rule.pairs.contains { $0.key == "member" && $0.value == NotifyContract.member } }
+        let posted = rules.filter { rule in
+            rule.pairs.contains { $0.key == "member" && $0.value == NotifyContract.member }
+        }
         if !posted.isEmpty && posted.allSatisfy({ rule in !rule.pairs.contains { $0.key.hasPrefix("arg0") } }) {
             return true
         }
@@ -126,14 +142,18 @@ struct ListenerCensus {
     /// started took the socket file over, so a listener connected to another one is out of reach
     /// (it runs, yet no new connection finds its bus). Empty otherwise.
     private func replacedDaemonHint(_ connection: BusConnection) -> String {
-        guard let address, let socket = Doctor.socketPath(address), let bus = processID(of: "org.freedesktop.DBus", connection),
+        guard let address, let socket = Doctor.socketPath(address),
+            let bus = processID(of: "org.freedesktop.DBus", connection),
             let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc")
         else { return "" }
         let others = entries.compactMap { UInt32($0) }.filter { pid in
-            guard pid != bus, let command = try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8) else { return false }
+            guard pid != bus, let command = try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8) else {
+                return false
+            }
             let arguments = command.split(separator: "\0").map(String.init)
             guard arguments.first.map({ PathText.lastComponent(of: $0) == "dbus-daemon" }) == true else { return false }
-            let given = zip(arguments, arguments.dropFirst()).compactMap { $0 == "--address" ? $1 : nil }
+            let given =
+                zip(arguments, arguments.dropFirst()).compactMap { $0 == "--address" ? $1 : nil }
                 + arguments.compactMap { $0.hasPrefix("--address=") ? String($0.dropFirst("--address=".count)) : nil }
             return given.contains { Doctor.socketPath(raw: $0) == socket }
         }.sorted()
@@ -145,7 +165,10 @@ struct ListenerCensus {
 
     /// The process ID of the connection `unique`, from the bus daemon.
     private func processID(of unique: String, _ connection: BusConnection) -> UInt32? {
-        guard let reply = try? blocking({ try await connection.callBusDaemon("GetConnectionUnixProcessID", [.string(unique)]) }),
+        guard
+            let reply = try? blocking({
+                try await connection.callBusDaemon("GetConnectionUnixProcessID", [.string(unique)])
+            }),
             case .uint32(let pid)? = reply.first
         else { return nil }
         return pid
@@ -157,7 +180,8 @@ struct ListenerCensus {
         let member = NotifyContract.member
         if let exact = rule.pairs.first(where: { $0.key == "arg0" })?.value {
             return exact.hasPrefix(prefix)
-                && rule.delivers(name: exact, interface: NotifyContract.bucketInterface(for: exact), path: path, member: member)
+                && rule.delivers(
+                    name: exact, interface: NotifyContract.bucketInterface(for: exact), path: path, member: member)
         }
         // Any interface: a prefix rule names none.
         return !rule.pairs.contains { $0.key == "interface" }
@@ -166,11 +190,14 @@ struct ListenerCensus {
 
     /// `:1.7 (pid 123 counter-app)`, or the unique name alone.
     private func describeConnection(_ unique: String, _ connection: BusConnection) -> String {
-        guard let reply = try? blocking({
-            try await connection.callBusDaemon("GetConnectionUnixProcessID", [.string(unique)])
-        }), case .uint32(let pid)? = reply.first
+        guard
+            let reply = try? blocking({
+                try await connection.callBusDaemon("GetConnectionUnixProcessID", [.string(unique)])
+            }), case .uint32(let pid)? = reply.first
         else { return unique }
-        let comm = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)).map { PathText.trimmingWhitespace($0) }
+        let comm = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)).map {
+            PathText.trimmingWhitespace($0)
+        }
         return "\(unique) (pid \(pid)\(comm.map { " " + $0 } ?? ""))"
     }
 }

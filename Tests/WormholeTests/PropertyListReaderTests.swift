@@ -4,6 +4,7 @@
 
 import Foundation
 import Testing
+
 @testable import Wormhole
 
 @Suite("Property-list readers")
@@ -37,15 +38,23 @@ struct PropertyListReaderTests {
         ("date before 1970", "<date>1960-01-01T00:00:00Z</date>", .date(Date(timeIntervalSince1970: -315_619_200))),
         ("data", "<data>AAH/</data>", .data(Data([0, 1, 255]))),
         ("empty data", "<data></data>", .data(Data())),
-        ("array", "<array><string>a</string><integer>1</integer><real>2.5</real></array>",
-         .array([.string("a"), .integer(1), .double(2.5)])),
+        (
+            "array", "<array><string>a</string><integer>1</integer><real>2.5</real></array>",
+            .array([.string("a"), .integer(1), .double(2.5)])
+        ),
         ("empty array", "<array/>", .array([])),
-        ("dictionary", "<dict><key>x</key><real>1.5</real><key>é</key><true/></dict>",
-         .dictionary(["x": .double(1.5), "é": .bool(true)])),
+        (
+            "dictionary", "<dict><key>x</key><real>1.5</real><key>é</key><true/></dict>",
+            .dictionary(["x": .double(1.5), "é": .bool(true)])
+        ),
         ("empty dictionary", "<dict/>", .dictionary([:])),
-        ("nested",
-         "<dict><key>n</key><array><dict><key>d</key><date>2023-11-14T22:13:20Z</date></dict><array/></array></dict>",
-         .dictionary(["n": .array([.dictionary(["d": .date(Date(timeIntervalSince1970: 1_700_000_000))]), .array([])])])),
+        (
+            "nested",
+            "<dict><key>n</key><array><dict><key>d</key><date>2023-11-14T22:13:20Z</date></dict><array/></array></dict>",
+            .dictionary([
+                "n": .array([.dictionary(["d": .date(Date(timeIntervalSince1970: 1_700_000_000))]), .array([])])
+            ])
+        ),
     ]
 
     /// The rows PropertyListDecoder reads otherwise: it cannot tell a whole `<real>` from an
@@ -73,7 +82,8 @@ struct PropertyListReaderTests {
         let row = try #require(Self.rows.first { $0.name == name })
         let expected = PropertyListValue.dictionary(["v": row.value])
         for (form, data) in [("XML", Self.xml(row)), ("binary", try Self.binary(row))] {
-            let read = BinaryPropertyList.isBinary(data) ? try BinaryPropertyList.read(data) : try XMLPropertyList.read(data)
+            let read =
+                BinaryPropertyList.isBinary(data) ? try BinaryPropertyList.read(data) : try XMLPropertyList.read(data)
             #expect(BinaryPropertyList.isBinary(data) == (form == "binary"))
             #expect(read == expected, "\(name), \(form): the reader gave \(read)")
             let decoded = try PropertyListDecoder().decode(AnyPropertyList.self, from: data).value

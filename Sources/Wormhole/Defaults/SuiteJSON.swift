@@ -114,7 +114,9 @@ enum SuiteJSON {
                 output.append(contentsOf: Array(double.description.utf8))
             }
         case .date(let date):
-            appendTag("$date", to: &output) { $0.append(contentsOf: Array(date.timeIntervalSince1970.description.utf8)) }
+            appendTag("$date", to: &output) {
+                $0.append(contentsOf: Array(date.timeIntervalSince1970.description.utf8))
+            }
         case .data(let data):
             appendTag("$data", to: &output) { appendString(data.base64EncodedString(), to: &$0) }
         case .url(let url):
@@ -161,7 +163,9 @@ enum SuiteJSON {
         output.append(UInt8(ascii: "\""))
         for byte in text.utf8 {
             switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"): output.append(UInt8(ascii: "\\")); output.append(byte)
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+                output.append(UInt8(ascii: "\\"))
+                output.append(byte)
             case 0x0A: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
             case 0x0D: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
             case 0x09: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])

@@ -177,7 +177,8 @@ struct SuiteJSONReader {
         case ("$date", .double(let seconds)): return .date(Date(timeIntervalSince1970: seconds))
         case ("$date", .integer(let seconds)): return .date(Date(timeIntervalSince1970: Double(seconds)))
         case ("$date", _): return needs("a number of seconds since 1970")
-        case ("$data", .string(let text)): return Data(base64Encoded: text).map { .data($0) } ?? needs("a base64 string")
+        case ("$data", .string(let text)):
+            return Data(base64Encoded: text).map { .data($0) } ?? needs("a base64 string")
         case ("$data", _): return needs("a base64 string")
         case ("$url", .string(let text)): return URL(string: text).map { .url($0) } ?? needs("a URL string")
         case ("$url", _): return needs("a URL string")
@@ -194,7 +195,9 @@ struct SuiteJSONReader {
     /// The string whose content (between its quotes, checked by the scanner) is `token`.
     private func string(_ token: (content: Range<Int>, escaped: Bool)) throws(ParseError) -> String {
         let bytes = scanner.bytes
-        if !token.escaped { return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[token.content]), as: UTF8.self) }
+        if !token.escaped {
+            return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[token.content]), as: UTF8.self)
+        }
         var output: [UInt8] = []
         output.reserveCapacity(token.content.count)
         var index = token.content.lowerBound
@@ -227,7 +230,9 @@ struct SuiteJSONReader {
                     scalar = 0x10000 + ((scalar - 0xD800) << 10) + (hex4(index + 2) - 0xDC00)
                     index += 6
                 }
-                guard let unicode = Unicode.Scalar(scalar) else { throw ParseError(offset: index - 6, reason: .unpairedSurrogate) }
+                guard let unicode = Unicode.Scalar(scalar) else {
+                    throw ParseError(offset: index - 6, reason: .unpairedSurrogate)
+                }
                 output.append(contentsOf: String(Character(unicode)).utf8)
             default: output.append(escape)  // '"', '\\' or '/'
             }

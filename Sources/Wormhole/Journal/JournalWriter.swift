@@ -75,7 +75,8 @@ final class JournalWriter: Sendable {
         count: Int, frames: (_ first: UInt64, _ time: UInt64, _ bytes: inout [UInt8]) -> Void
     ) throws(WormholeError) -> ClosedRange<UInt64> {
         let time = Syscall.realTimeNanoseconds()
-        let (range, target) = try state.withLock { state throws(WormholeError) -> (ClosedRange<UInt64>, JournalSyncTarget) in
+        let (range, target) = try state.withLock {
+            state throws(WormholeError) -> (ClosedRange<UInt64>, JournalSyncTarget) in
             let lock = try openIfNeeded(&state)
             try lock.lock(backoff: .journal)
             defer { lock.unlock() }
@@ -110,7 +111,10 @@ final class JournalWriter: Sendable {
             state.end += bytes.count
             state.last += UInt64(count)
             state.encodeBuffer = bytes
-            return (first...state.last, JournalSyncTarget(segment: segment, segmentFirst: state.segmentFirst, end: state.end))
+            return (
+                first...state.last,
+                JournalSyncTarget(segment: segment, segmentFirst: state.segmentFirst, end: state.end)
+            )
         }
         if options.durability == .fdatasync {
             try groupCommit.synchronize(target) { () throws(WormholeError) in try self.wholeEnd() }
@@ -247,7 +251,8 @@ final class JournalWriter: Sendable {
         try segment.truncate(to: offset)
         if options.durability == .fdatasync { try segment.dataSync() }
         location.logger.notice(
-            "repaired a torn journal tail", metadata: ["segment": "\(segment.path)", "offset": "\(offset)", "reason": "\(reason)"])
+            "repaired a torn journal tail",
+            metadata: ["segment": "\(segment.path)", "offset": "\(offset)", "reason": "\(reason)"])
     }
 
     /// Starts from the directory listing: the last segment, read from its header.

@@ -61,7 +61,8 @@ enum JSONSyntax {
             case .endInsideEscape: "the text ends inside an escape"
             case .hexDigitsMissing: "\\u needs four hex digits"
             case .invalidEscape(let byte): "invalid escape '\\\(Character(Unicode.Scalar(byte)))'"
-            case .controlCharacter(let byte): "a control character (0x\(String(byte, radix: 16))) inside a string must be escaped"
+            case .controlCharacter(let byte):
+                "a control character (0x\(String(byte, radix: 16))) inside a string must be escaped"
             case .invalidUTF8(let byte): "invalid UTF-8 (byte 0x\(String(byte, radix: 16)))"
             case .endInsideCharacter: "invalid UTF-8 (the text ends inside a character)"
             }
@@ -91,7 +92,9 @@ enum JSONSyntax {
 
         var current: UInt8? { index < bytes.count ? bytes[index] : nil }
 
-        var startsWithByteOrderMark: Bool { bytes.count >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF }
+        var startsWithByteOrderMark: Bool {
+            bytes.count >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF
+        }
 
         mutating func skipWhitespace() {
             while index < bytes.count {
@@ -249,7 +252,9 @@ enum JSONSyntax {
             while true {
                 // Eight plain bytes at a time (printable ASCII other than '"' and '\\'): a 1 MB
                 // string is checked in a fraction of the byte-at-a-time loop's time.
-                while index + 8 <= bytes.count, Self.isPlain(bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self)) {
+                while index + 8 <= bytes.count,
+                    Self.isPlain(bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self))
+                {
                     index += 8
                 }
                 guard let byte = current else { throw fail(.endInsideString) }

@@ -9,6 +9,18 @@ struct MessageFiles: Sendable, Hashable {
     /// The largest message read or written, in bytes (``FileTransiting/maximumMessageSize``).
     let maximumMessageSize: Int
 
+    /// The messages in `<container>/<directory>/`, at most `maximumMessageSize` bytes each (a
+    /// negative limit counts as 0).
+    init(
+        container: GroupContainer, directory: WormholeDirectoryName, durability: FileTransiting.Durability,
+        maximumMessageSize: Int
+    ) {
+        self.container = container
+        self.directory = directory
+        self.durability = durability
+        self.maximumMessageSize = max(0, maximumMessageSize)
+    }
+
     /// The open, checked wormhole directory; nil when it (or the container) does not exist.
     func openExistingDirectory() throws(WormholeError) -> OpenFile? {
         try container.openDirectory(directory, create: false)

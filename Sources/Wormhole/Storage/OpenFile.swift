@@ -99,7 +99,9 @@ final class OpenFile: Sendable {
 
     /// Creates the new file `name` (it must not exist) with mode 0600 for writing (and reading
     /// when `readable`). Its messages name `reportedAs` when given (the name it is renamed to).
-    func createNewFile(_ name: String, readable: Bool = false, reportedAs: String? = nil) throws(WormholeError) -> OpenFile {
+    func createNewFile(_ name: String, readable: Bool = false, reportedAs: String? = nil) throws(WormholeError)
+        -> OpenFile
+    {
         let flags = (readable ? O_RDWR : O_WRONLY) | O_CREAT | O_EXCL | baseFlags
         let file: OpenFile
         do throws(Errno) {
@@ -156,7 +158,9 @@ final class OpenFile: Sendable {
     /// name is removed first) is written, `fdatasync`ed when `sync`, and renamed to `final` (the
     /// directory is `fdatasync`ed after it when `sync`). Returns `final` open for reading and
     /// writing. If any step fails, the temporary file is removed.
-    func createAtomically(_ final: String, temporary: String, bytes: [UInt8], sync: Bool) throws(WormholeError) -> OpenFile {
+    func createAtomically(_ final: String, temporary: String, bytes: [UInt8], sync: Bool) throws(WormholeError)
+        -> OpenFile
+    {
         _ = try? remove(temporary)
         let file = try createNewFile(temporary, readable: true, reportedAs: child(final))
         do throws(WormholeError) {
@@ -431,8 +435,6 @@ final class OpenFile: Sendable {
 
     /// Releases the lock (closing the descriptor would too); an unlock that fails leaves nothing to fix.
     func unlock() { try? Syscall.flock(descriptor, LOCK_UN) }
-
-    // MARK: Safety checks
 
     /// Checks the open file is of `kind`, owned by this user and not writable by group or others.
     func checkSafe(_ kind: EntryKind) throws(WormholeError) {

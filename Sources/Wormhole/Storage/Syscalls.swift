@@ -145,7 +145,9 @@ package enum Syscall {
     }
 
     /// The corresponding C function is `pread`. Returns the number of bytes read; 0 at end of file.
-    static func pread(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(Errno) -> Int {
+    static func pread(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(Errno)
+        -> Int
+    {
         try retrying { Glibc.pread(descriptor, buffer.baseAddress, buffer.count, off_t(offset)) }
     }
 
