@@ -9,9 +9,11 @@ import WormholeDBus
 
 /// The checks, in order; each one sees what the earlier ones found.
 final class Doctor {
-    let group: GroupIdentifier?
-    let directory: WormholeDirectoryName
-    let identifiers: [MessageIdentifier]
+    /// The group, directory and identifiers looked at, and the listeners for them.
+    let census: ListenerCensus
+    var group: GroupIdentifier? { census.group }
+    var directory: WormholeDirectoryName { census.directory }
+    var identifiers: [MessageIdentifier] { census.identifiers }
     let explicitAddress: String?
     let peers: [String]
     let emit: ((DoctorCheck) -> Void)?
@@ -26,11 +28,9 @@ final class Doctor {
         group: GroupIdentifier?, directory: WormholeDirectoryName, identifiers: [MessageIdentifier],
         explicitAddress: String?, peers: [String] = [], emit: ((DoctorCheck) -> Void)?
     ) {
-        self.peers = peers
-        self.group = group
-        self.directory = directory
-        self.identifiers = identifiers
+        census = ListenerCensus(group: group, directory: directory, identifiers: identifiers)
         self.explicitAddress = explicitAddress
+        self.peers = peers
         self.emit = emit
     }
 
@@ -297,17 +297,14 @@ final class Doctor {
 
     // MARK: Listeners
 
-    private func checkRules() {
-        record(ListenerCensus(group: group, directory: directory, identifiers: identifiers, address: address).rules())
-    }
+    private func checkRules() { record(census.rules()) }
 
     private func checkListeners() {
         guard let connection else {
             record(DoctorCheck(check: "listeners", status: .skipped, detail: "not checked: no bus"))
             return
         }
-        let census = ListenerCensus(group: group, directory: directory, identifiers: identifiers, address: address)
-        record(census.listeners(on: connection))
+        record(census.listeners(on: connection, address: address))
     }
 
     // MARK: Round trip

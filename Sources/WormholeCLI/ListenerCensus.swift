@@ -14,7 +14,6 @@ struct ListenerCensus {
     let group: GroupIdentifier?
     let directory: WormholeDirectoryName
     let identifiers: [MessageIdentifier]
-    let address: BusAddress?
 
     /// The notification name of a message identifier (contract §3).
     private func name(_ identifier: MessageIdentifier) -> String {
@@ -48,8 +47,9 @@ struct ListenerCensus {
     }
 
     /// Which connections on the bus of `connection` (other than itself) listen for the
-    /// identifiers, or below the directory when there are none; monitors named apart.
-    func listeners(on connection: BusConnection) -> DoctorCheck {
+    /// identifiers, or below the directory when there are none; monitors named apart. `address`
+    /// is the bus's, for the fix.
+    func listeners(on connection: BusConnection, address: BusAddress?) -> DoctorCheck {
         let rules: [String: [String]]
         do {
             rules = try blocking { try await connection.matchRulesOnBus() }
@@ -114,7 +114,7 @@ struct ListenerCensus {
                 detail:
                     "no connection on this bus is listening for \(silent.map { self.name($0) }.joined(separator: ", "))"
                     + (watched ? " (a monitor sees the posts, but a monitor is not a listener)" : ""),
-                fix: replacedDaemonHint(connection)
+                fix: replacedDaemonHint(connection, address: address)
                     + "start the listener on this same bus (\(address?.rawValue ?? "")); a listener on another bus "
                     + "(another DBUS_SESSION_BUS_ADDRESS: ssh, sudo, a container, a sandbox) never hears it",
                 items: items)
@@ -141,7 +141,7 @@ struct ListenerCensus {
     /// When other `dbus-daemon` processes were started on this bus's socket path: the last one
     /// started took the socket file over, so a listener connected to another one is out of reach
     /// (it runs, yet no new connection finds its bus). Empty otherwise.
-    private func replacedDaemonHint(_ connection: BusConnection) -> String {
+    private func replacedDaemonHint(_ connection: BusConnection, address: BusAddress?) -> String {
         guard let address, let socket = Doctor.socketPath(address),
             let bus = processID(of: "org.freedesktop.DBus", connection),
             let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc")
