@@ -117,13 +117,13 @@ private func referenceWalk(
 
 /// Two anonymous files (created and unlinked at start): `plain` holds the input; `chunked` holds
 /// a header and one large record, then the input's frames.
-private func anonymousFile(_ name: String) -> JournalFile {
+private func anonymousFile(_ name: String) -> OpenFile {
     var template = Array("/dev/shm/wormhole-fuzz-XXXXXX".utf8CString)
     if access("/dev/shm", W_OK) != 0 { template = Array("/tmp/wormhole-fuzz-XXXXXX".utf8CString) }
     let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
     guard descriptor >= 0 else { fatalError("mkstemp: errno \(errno)") }
     template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
-    return JournalFile(descriptor: descriptor, path: name)
+    return OpenFile(descriptor: descriptor, path: name)
 }
 
 private let plain = anonymousFile("fuzz.seg")
@@ -134,14 +134,14 @@ nonisolated(unsafe) private var prefixes: [Int: [UInt8]] = [:]
 private let chunk = 256 * 1024
 
 /// Makes `file` hold `bytes` at `offset` and end there (the bytes before are left as they are).
-private func fill(_ file: JournalFile, at offset: Int, _ bytes: UnsafeRawBufferPointer) {
+private func fill(_ file: OpenFile, at offset: Int, _ bytes: UnsafeRawBufferPointer) {
     guard pwrite(file.descriptor, bytes.baseAddress, bytes.count, off_t(offset)) == bytes.count,
         ftruncate(file.descriptor, off_t(offset + bytes.count)) == 0
     else { fatalError("writing the scratch file: errno \(errno)") }
 }
 
 private func scan(
-    _ file: JournalFile, from offset: Int, expecting next: UInt64, maximumRecords: Int = .max
+    _ file: OpenFile, from offset: Int, expecting next: UInt64, maximumRecords: Int = .max
 ) -> JournalScan {
     do {
         return try JournalScan.run(file, from: offset, expecting: next, collect: true, maximumRecords: maximumRecords)

@@ -21,7 +21,7 @@ public func fuzzSuite(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     do throws(SuiteJSON.ParseError) {
         contents = try SuiteJSON.decodeSuite(input)
     } catch {
-        guard error.offset >= 0, error.offset <= size, !error.reason.isEmpty else {
+        guard error.offset >= 0, error.offset <= size, !error.reason.description.isEmpty else {
             fatalError("refused with offset \(error.offset) of \(size): \(error.reason)")
         }
         return 0

@@ -419,7 +419,7 @@ extension GroupDefaults.Keys {
 
     @Test(arguments: [
         ("bom", [0xEF, 0xBB, 0xBF] + Array("{\"a\":1}".utf8), 0),
-        ("invalid UTF-8", Array("{\"a\":\"".utf8) + [0xFF] + Array("\"}".utf8), 8),
+        ("invalid UTF-8", Array("{\"a\":\"".utf8) + [0xFF] + Array("\"}".utf8), 6),
         ("deep", Array(("{\"a\":" + String(repeating: "[", count: 600) + String(repeating: "]", count: 600) + "}").utf8), 517),
         ("empty", [], 0),
         ("not an object", Array("[1]".utf8), 0),

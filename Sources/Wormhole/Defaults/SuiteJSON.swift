@@ -114,7 +114,9 @@ enum SuiteJSON {
                 output.append(contentsOf: Array(double.description.utf8))
             }
         case .date(let date):
-            appendTag("$date", to: &output) { $0.append(contentsOf: Array(date.timeIntervalSince1970.description.utf8)) }
+            appendTag("$date", to: &output) {
+                $0.append(contentsOf: Array(date.timeIntervalSince1970.description.utf8))
+            }
         case .data(let data):
             appendTag("$data", to: &output) { appendString(data.base64EncodedString(), to: &$0) }
         case .url(let url):
@@ -161,7 +163,9 @@ enum SuiteJSON {
         output.append(UInt8(ascii: "\""))
         for byte in text.utf8 {
             switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"): output.append(UInt8(ascii: "\\")); output.append(byte)
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+                output.append(UInt8(ascii: "\\"))
+                output.append(byte)
             case 0x0A: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
             case 0x0D: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
             case 0x09: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
@@ -178,11 +182,43 @@ enum SuiteJSON {
 
     // MARK: Decoding
 
-    /// Why a text is not a suite or a value by the book.
+    /// Why a text is not a suite or a value by the book, and where.
     struct ParseError: Error, CustomStringConvertible {
         var offset: Int
-        var reason: String
+        var reason: Reason
         var description: String { "\(reason) at byte \(offset)" }
+
+        enum Reason: Equatable, Sendable, CustomStringConvertible {
+            /// The text is not JSON.
+            case syntax(JSONSyntax.Reason)
+            case emptyFile
+            case notAnObject
+            case tooDeep
+            case unpairedSurrogate
+            // JSON, but not a value this version reads.
+            case null
+            case integerTooLarge(String)
+            case badNumber(String)
+            case tagNeeds(tag: String, what: String)
+            case unknownTag(String)
+
+            var description: String {
+                switch self {
+                case .syntax(let reason): reason.description
+                case .emptyFile: "the file is empty, not a JSON object"
+                case .notAnObject: "the suite is not a JSON object"
+                case .tooDeep: "nested deeper than \(SuiteJSON.maximumDepth) levels"
+                case .unpairedSurrogate: "unpaired surrogate"
+                case .null: "null is not a property-list value (remove the key instead)"
+                case .integerTooLarge(let text):
+                    "the integer \(text) does not fit a signed 64-bit Int (write it as \(text).0 for a Double)"
+                case .badNumber(let text): "bad number \(text)"
+                case .tagNeeds(let tag, let what): "\(tag) needs \(what)"
+                case .unknownTag(let tag):
+                    "unknown tag \(NameRules.quoted(tag)) (a dictionary whose only key starts with '$' is written {\"$dict\":{…}})"
+                }
+            }
+        }
     }
 
     /// The deepest nesting of arrays and objects a suite file (and a value written to it) may
@@ -205,6 +241,21 @@ enum SuiteJSON {
         fileprivate(set) var sortedKeys: [String]?
 
         init(values: [String: PropertyListValue] = [:]) { self.values = values }
+
+        /// Empty contents of the file `source`, which ``SuiteJSONReader`` fills with ``read(_:_:at:)``.
+        init(source: [UInt8]) { self.source = source }
+
+        /// The value of `key` the reader found at `span` of the file; nil for JSON this version
+        /// does not read, kept as its bytes.
+        mutating func read(_ key: String, _ value: PropertyListValue?, at span: Range<Int>) {
+            if let value {
+                self[key] = value
+            } else {
+                values[key] = nil
+                unknown[key] = Array(source[span])
+            }
+            spans[key] = span
+        }
 
         /// The value for `key` as a writer sees it: setting it (nil removes it) replaces an
         /// unknown value of that key too.
@@ -240,49 +291,7 @@ enum SuiteJSON {
     ///   whose value is JSON but not a value this version understands is not an error: it is
     ///   kept in ``Contents/unknown``.
     static func decodeSuite(_ data: Data) throws(ParseError) -> Contents {
-        var parser = Parser(bytes: [UInt8](data))
-        if parser.bytes.starts(with: [0xEF, 0xBB, 0xBF]) {
-            throw ParseError(offset: 0, reason: "the file starts with a UTF-8 byte-order mark (JSON text has none)")
-        }
-        parser.skipSpace()
-        guard parser.peek == UInt8(ascii: "{") else {
-            throw parser.error(parser.peek == nil ? "the file is empty, not a JSON object" : "the suite is not a JSON object")
-        }
-        var contents = Contents()
-        parser.index += 1
-        parser.skipSpace()
-        if parser.peek == UInt8(ascii: "}") {
-            parser.index += 1
-        } else {
-            while true {
-                parser.skipSpace()
-                guard parser.peek == UInt8(ascii: "\"") else { throw parser.error("expected a string key in an object") }
-                let key = try parser.parseString()
-                parser.skipSpace()
-                guard parser.peek == UInt8(ascii: ":") else { throw parser.error("expected ':' after an object key") }
-                parser.index += 1
-                parser.skipSpace()
-                let start = parser.index
-                do throws(ParseError) {
-                    contents[key] = try parser.parseValue(depth: 1)
-                } catch {
-                    // JSON, but not a value this version reads: kept as it is. Not JSON: the error.
-                    var syntax = Parser(bytes: parser.bytes, index: start)
-                    try syntax.skipValue(depth: 1)
-                    contents.values[key] = nil
-                    contents.unknown[key] = Array(parser.bytes[start..<syntax.index])
-                    parser.index = syntax.index
-                }
-                contents.spans[key] = start..<parser.index
-                parser.skipSpace()
-                if parser.peek == UInt8(ascii: ",") { parser.index += 1; continue }
-                if parser.peek == UInt8(ascii: "}") { parser.index += 1; break }
-                throw parser.error("expected ',' or '}' in an object")
-            }
-        }
-        try parser.expectEnd()
-        contents.source = parser.bytes
-        return contents
+        try SuiteJSONReader.suite(data)
     }
 
     /// How deep `value` nests arrays and dictionaries (a scalar is 0).
@@ -296,289 +305,6 @@ enum SuiteJSON {
 
     /// Parses one value (the command line's `defaults write KEY JSON`).
     static func decodeValue(_ data: Data) throws(ParseError) -> PropertyListValue {
-        var parser = Parser(bytes: [UInt8](data))
-        let value = try parser.parseValue()
-        try parser.expectEnd()
-        return value
-    }
-
-    private struct Parser {
-        let bytes: [UInt8]
-        var index = 0
-
-        var peek: UInt8? { index < bytes.count ? bytes[index] : nil }
-
-        func error(_ reason: String) -> ParseError { ParseError(offset: index, reason: reason) }
-
-        mutating func skipSpace() {
-            while let byte = peek, byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 { index += 1 }
-        }
-
-        mutating func expectEnd() throws(ParseError) {
-            skipSpace()
-            if index != bytes.count { throw error("unexpected text after the JSON value") }
-        }
-
-        mutating func expect(_ literal: String) throws(ParseError) {
-            for byte in literal.utf8 {
-                guard peek == byte else { throw error("expected '\(literal)'") }
-                index += 1
-            }
-        }
-
-        mutating func parseValue(depth: Int = 0) throws(ParseError) -> PropertyListValue {
-            if depth > SuiteJSON.maximumDepth { throw error("nested deeper than \(SuiteJSON.maximumDepth) levels") }
-            skipSpace()
-            guard let byte = peek else { throw error("unexpected end of the text") }
-            switch byte {
-            case UInt8(ascii: "{"): return try parseObject(depth: depth)
-            case UInt8(ascii: "["):
-                index += 1
-                var values: [PropertyListValue] = []
-                skipSpace()
-                if peek == UInt8(ascii: "]") {
-                    index += 1
-                    return .array(values)
-                }
-                while true {
-                    values.append(try parseValue(depth: depth + 1))
-                    skipSpace()
-                    if peek == UInt8(ascii: ",") { index += 1; continue }
-                    if peek == UInt8(ascii: "]") { index += 1; return .array(values) }
-                    throw error("expected ',' or ']' in an array")
-                }
-            case UInt8(ascii: "\""): return .string(try parseString())
-            case UInt8(ascii: "t"): try expect("true"); return .bool(true)
-            case UInt8(ascii: "f"): try expect("false"); return .bool(false)
-            case UInt8(ascii: "n"): throw error("null is not a property-list value (remove the key instead)")
-            default: return try parseNumber()
-            }
-        }
-
-        /// The object at `index`. With `plain` it is a dictionary whatever its keys (the suite
-        /// itself, or the object inside `$dict`); otherwise an object with one member whose name
-        /// starts with `$` is a tag.
-        mutating func parseObject(depth: Int, plain: Bool = false) throws(ParseError) -> PropertyListValue {
-            let start = index
-            index += 1  // {
-            var members: [(key: String, value: PropertyListValue)] = []
-            // Where the value of a leading "$dict" member starts, when it was read as an escape.
-            var escapeStart: Int?
-            skipSpace()
-            if peek == UInt8(ascii: "}") {
-                index += 1
-                return .dictionary([:])
-            }
-            while true {
-                skipSpace()
-                guard peek == UInt8(ascii: "\"") else { throw error("expected a string key in an object") }
-                let key = try parseString()
-                skipSpace()
-                guard peek == UInt8(ascii: ":") else { throw error("expected ':' after an object key") }
-                index += 1
-                skipSpace()
-                if !plain && members.isEmpty && key == "$dict" && peek == UInt8(ascii: "{") {
-                    escapeStart = index
-                    members.append((key, try parseObject(depth: depth + 1, plain: true)))
-                } else {
-                    members.append((key, try parseValue(depth: depth + 1)))
-                }
-                skipSpace()
-                if peek == UInt8(ascii: ",") { index += 1; continue }
-                if peek == UInt8(ascii: "}") { index += 1; break }
-                throw error("expected ',' or '}' in an object")
-            }
-            if plain { return try plainDictionary(members, at: start) }
-            if members.count == 1 && members[0].key == "$dict" {
-                guard escapeStart != nil else { throw ParseError(offset: start, reason: "$dict needs an object") }
-                return members[0].value
-            }
-            if let escapeStart {
-                // "$dict" was one key among others: its value is an ordinary value after all.
-                var again = Parser(bytes: bytes, index: escapeStart)
-                members[0].value = try again.parseValue(depth: depth + 1)
-            }
-            if members.count == 1, members[0].key.hasPrefix("$") {
-                return try tagged(members[0].key, members[0].value, at: start)
-            }
-            return try plainDictionary(members, at: start)
-        }
-
-        func plainDictionary(
-            _ members: [(key: String, value: PropertyListValue)], at start: Int
-        ) throws(ParseError) -> PropertyListValue {
-            // Duplicate keys: the last one wins (contract §5, v1.2).
-            var dictionary: [String: PropertyListValue] = [:]
-            for (key, value) in members { dictionary[key] = value }
-            return .dictionary(dictionary)
-        }
-
-        func tagged(_ tag: String, _ value: PropertyListValue, at start: Int) throws(ParseError) -> PropertyListValue {
-            func bad(_ what: String) -> ParseError { ParseError(offset: start, reason: "\(tag) needs \(what)") }
-            switch (tag, value) {
-            case ("$date", .double(let seconds)): return .date(Date(timeIntervalSince1970: seconds))
-            case ("$date", .integer(let seconds)): return .date(Date(timeIntervalSince1970: Double(seconds)))
-            case ("$date", _): throw bad("a number of seconds since 1970")
-            case ("$data", .string(let text)):
-                guard let data = Data(base64Encoded: text) else { throw bad("a base64 string") }
-                return .data(data)
-            case ("$data", _): throw bad("a base64 string")
-            case ("$url", .string(let text)):
-                guard let url = URL(string: text) else { throw bad("a URL string") }
-                return .url(url)
-            case ("$url", _): throw bad("a URL string")
-            case ("$double", .string("nan")): return .double(.nan)
-            case ("$double", .string("inf")): return .double(.infinity)
-            case ("$double", .string("-inf")): return .double(-.infinity)
-            case ("$double", .double(let double)): return .double(double)
-            case ("$double", .integer(let integer)): return .double(Double(integer))
-            case ("$double", _): throw bad("\"nan\", \"inf\", \"-inf\" or a number")
-            default:
-                throw ParseError(
-                    offset: start,
-                    reason: "unknown tag \(NameRules.quoted(tag)) (a dictionary whose only key starts with '$' "
-                        + "is written {\"$dict\":{…}})")
-            }
-        }
-
-        mutating func parseString() throws(ParseError) -> String {
-            index += 1  // opening quote
-            var output: [UInt8] = []
-            while true {
-                guard let byte = peek else { throw error("unterminated string") }
-                index += 1
-                switch byte {
-                case UInt8(ascii: "\""):
-                    guard let string = String(validating: output, as: UTF8.self) else {
-                        throw error("a string is not valid UTF-8")
-                    }
-                    return string
-                case UInt8(ascii: "\\"):
-                    guard let escape = peek else { throw error("unterminated escape") }
-                    index += 1
-                    switch escape {
-                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): output.append(escape)
-                    case UInt8(ascii: "b"): output.append(0x08)
-                    case UInt8(ascii: "f"): output.append(0x0C)
-                    case UInt8(ascii: "n"): output.append(0x0A)
-                    case UInt8(ascii: "r"): output.append(0x0D)
-                    case UInt8(ascii: "t"): output.append(0x09)
-                    case UInt8(ascii: "u"):
-                        var scalar = try parseHex4()
-                        if (0xD800..<0xDC00).contains(scalar) {
-                            try expect("\\u")
-                            let low = try parseHex4()
-                            guard (0xDC00..<0xE000).contains(low) else { throw error("unpaired surrogate") }
-                            scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-                        }
-                        guard let unicode = Unicode.Scalar(scalar) else { throw error("unpaired surrogate") }
-                        output.append(contentsOf: Array(String(Character(unicode)).utf8))
-                    default: throw error("invalid escape")
-                    }
-                case 0..<0x20: throw error("control character in a string")
-                default: output.append(byte)
-                }
-            }
-        }
-
-        /// Checks the JSON value at `index` for syntax only (any JSON, `null` and unknown tags
-        /// included) and moves past it.
-        mutating func skipValue(depth: Int) throws(ParseError) {
-            if depth > SuiteJSON.maximumDepth { throw error("nested deeper than \(SuiteJSON.maximumDepth) levels") }
-            skipSpace()
-            guard let byte = peek else { throw error("unexpected end of the text") }
-            switch byte {
-            case UInt8(ascii: "{"), UInt8(ascii: "["):
-                let close = byte == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")
-                index += 1
-                skipSpace()
-                if peek == close {
-                    index += 1
-                    return
-                }
-                while true {
-                    skipSpace()
-                    if close == UInt8(ascii: "}") {
-                        guard peek == UInt8(ascii: "\"") else { throw error("expected a string key in an object") }
-                        _ = try parseString()
-                        skipSpace()
-                        guard peek == UInt8(ascii: ":") else { throw error("expected ':' after an object key") }
-                        index += 1
-                    }
-                    try skipValue(depth: depth + 1)
-                    skipSpace()
-                    if peek == UInt8(ascii: ",") { index += 1; continue }
-                    if peek == close { index += 1; return }
-                    throw error(close == UInt8(ascii: "}") ? "expected ',' or '}' in an object" : "expected ',' or ']' in an array")
-                }
-            case UInt8(ascii: "\""): _ = try parseString()
-            case UInt8(ascii: "t"): try expect("true")
-            case UInt8(ascii: "f"): try expect("false")
-            case UInt8(ascii: "n"): try expect("null")
-            default:
-                let start = index
-                do throws(ParseError) {
-                    _ = try parseNumber()
-                } catch {
-                    // Grammar only: an integer past 64 bits is still JSON.
-                    if index == start || error.reason.hasPrefix("not a JSON value") || error.reason.contains("digits")
-                        || error.reason.contains("leading zero")
-                    {
-                        throw error
-                    }
-                }
-            }
-        }
-
-        mutating func parseHex4() throws(ParseError) -> UInt32 {
-            var value: UInt32 = 0
-            for _ in 0..<4 {
-                guard let byte = peek, let digit = Int(String(UnicodeScalar(byte)), radix: 16) else {
-                    throw error("expected 4 hex digits")
-                }
-                value = value << 4 | UInt32(digit)
-                index += 1
-            }
-            return value
-        }
-
-        mutating func parseNumber() throws(ParseError) -> PropertyListValue {
-            let start = index
-            func digits(_ parser: inout Parser) -> Int {
-                var count = 0
-                while let byte = parser.peek, byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") {
-                    parser.index += 1
-                    count += 1
-                }
-                return count
-            }
-            if peek == UInt8(ascii: "-") { index += 1 }
-            let intStart = index
-            let intDigits = digits(&self)
-            if intDigits == 0 { throw ParseError(offset: start, reason: "not a JSON value") }
-            if intDigits > 1 && bytes[intStart] == UInt8(ascii: "0") { throw error("a number has a leading zero") }
-            var isInteger = true
-            if peek == UInt8(ascii: ".") {
-                index += 1
-                isInteger = false
-                if digits(&self) == 0 { throw error("expected digits after '.'") }
-            }
-            if peek == UInt8(ascii: "e") || peek == UInt8(ascii: "E") {
-                index += 1
-                isInteger = false
-                if peek == UInt8(ascii: "+") || peek == UInt8(ascii: "-") { index += 1 }
-                if digits(&self) == 0 { throw error("expected digits in an exponent") }
-            }
-            let text = String(decoding: bytes[start..<index], as: UTF8.self)
-            if isInteger {
-                guard let integer = Int(text) else {
-                    throw ParseError(
-                        offset: start, reason: "the integer \(text) does not fit a signed 64-bit Int (write it as \(text).0 for a Double)")
-                }
-                return .integer(integer)
-            }
-            guard let double = Double(text) else { throw ParseError(offset: start, reason: "bad number \(text)") }
-            return .double(double)
-        }
+        try SuiteJSONReader.value(data)
     }
 }

@@ -29,27 +29,10 @@ final class SuiteStore: Sendable {
     /// `<root>/<group>/Preferences/<suite>.json`.
     let path: String
 
-    /// What identifies one version of the suite file.
-    struct Signature: Equatable {
-        var device: UInt64
-        var inode: UInt64
-        var size: Int64
-        var modified: UInt64
-        var changed: UInt64
-
-        init(_ status: stat) {
-            device = UInt64(status.st_dev)
-            inode = UInt64(status.st_ino)
-            size = Int64(status.st_size)
-            modified = UInt64(status.st_mtim.tv_sec) &* 1_000_000_000 &+ UInt64(status.st_mtim.tv_nsec)
-            changed = UInt64(status.st_ctim.tv_sec) &* 1_000_000_000 &+ UInt64(status.st_ctim.tv_nsec)
-        }
-    }
-
     /// One version of the suite as read; `signature` nil when there was no file.
     struct Snapshot: Sendable {
         var contents: SuiteJSON.Contents
-        var signature: Signature?
+        var signature: FileVersion?
         /// The change counter's word when this version was read (nil: no counter was mapped).
         var counter: UInt64?
         /// The values this version understands (unknown ones are in `contents.unknown`).
@@ -131,7 +114,7 @@ final class SuiteStore: Sendable {
         if writable {
             file = try directory.openOrCreateFile(suite.counterName)
         } else {
-            file = try directory.openFileForReading(suite.counterName)
+            file = try directory.openFile(suite.counterName)
         }
         guard let file, let mapped = try SuiteChangeCounter(file, writable: writable) else { return nil }
         counter.withLock { $0 = mapped }
@@ -140,9 +123,9 @@ final class SuiteStore: Sendable {
 
     /// The cached snapshot when the file is still the one it was read from (one `lstat`).
     private func cachedIfCurrent() -> Snapshot? {
-        let current: Signature?
+        let current: FileVersion?
         do throws(Errno) {
-            current = Signature(try Syscall.lstat(path))
+            current = FileVersion(try Syscall.lstat(path))
         } catch .noSuchFileOrDirectory, .notDirectory {
             current = nil
         } catch {
@@ -165,7 +148,7 @@ final class SuiteStore: Sendable {
 
     /// The suite in `directory`: parsed, or why it did not parse.
     private func read(in directory: OpenFile) throws(WormholeError) -> Result<Snapshot, Unparseable> {
-        guard let file = try directory.openFileForReading(suite.fileName) else {
+        guard let file = try directory.openFile(suite.fileName) else {
             return .success(Snapshot(contents: SuiteJSON.Contents(), signature: nil))
         }
         let status: stat
@@ -176,7 +159,7 @@ final class SuiteStore: Sendable {
         }
         let data = try file.readToEnd()
         do throws(SuiteJSON.ParseError) {
-            return .success(Snapshot(contents: try SuiteJSON.decodeSuite(data), signature: Signature(status)))
+            return .success(Snapshot(contents: try SuiteJSON.decodeSuite(data), signature: FileVersion(status)))
         } catch {
             return .failure(Unparseable(error: error, size: data.count))
         }
@@ -291,7 +274,7 @@ final class SuiteStore: Sendable {
                     "the write would make suite '\(suite)' \(encoded.count) bytes, over its limit of \(maximumBytes) bytes; "
                         + "nothing was written (removing keys is always allowed)")
             }
-            let generation = max(Self.now(), old.generation &+ 1)
+            let generation = max(Syscall.realTimeNanoseconds(), old.generation &+ 1)
             // Mapped (and created) before the rename: a write that could not count is not made.
             let changeCounter = try mapCounter(writable: true, in: directory)
             try directory.replaceAtomically(
@@ -302,17 +285,10 @@ final class SuiteStore: Sendable {
             let count = changeCounter?.increment()
             // Still under the lock: the file now in place is the one just written.
             if let status = try? Syscall.lstatat(directory.descriptor, suite.fileName) {
-                _ = remember(Snapshot(contents: contents, signature: Signature(status), counter: count))
+                _ = remember(Snapshot(contents: contents, signature: FileVersion(status), counter: count))
             }
             return Outcome(result: result, changes: changes, generation: generation)
         }
-    }
-
-    /// Nanoseconds since 1970 (`CLOCK_REALTIME`).
-    static func now() -> UInt64 {
-        var spec = timespec()
-        clock_gettime(CLOCK_REALTIME, &spec)
-        return UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
     }
 }
 

@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Glibc
 
 /// The XML property-list format (what Foundation's `UserDefaults` writes on Linux), read into
 /// ``PropertyListValue``: the part of `PropertyListSerialization` that importing a Foundation
@@ -230,13 +229,23 @@ enum XMLPropertyList {
                 let hour = number(11..<13), let minute = number(14..<16),
                 let second = Double(String(decoding: bytes[17..<(bytes.count - 1)], as: UTF8.self))
             else { return nil }
-            var parts = tm()
-            parts.tm_year = Int32(year - 1900)
-            parts.tm_mon = Int32(month - 1)
-            parts.tm_mday = Int32(day)
-            parts.tm_hour = Int32(hour)
-            parts.tm_min = Int32(minute)
-            return Double(timegm(&parts)) + second
+            return Double(daysSince1970(year: year, month: month, day: day) * 86_400 + hour * 3_600 + minute * 60) + second
+        }
+
+        /// The days from 1970-01-01 to a date of the proleptic Gregorian calendar, a month past
+        /// 1...12 carried into the year as `timegm` does (Howard Hinnant's `days_from_civil`).
+        static func daysSince1970(year: Int, month: Int, day: Int) -> Int {
+            var (carry, monthIndex) = (month - 1).quotientAndRemainder(dividingBy: 12)
+            if monthIndex < 0 {
+                carry -= 1
+                monthIndex += 12
+            }
+            let shiftedYear = year + carry - (monthIndex < 2 ? 1 : 0)  // years start in March
+            let era = (shiftedYear >= 0 ? shiftedYear : shiftedYear - 399) / 400
+            let yearOfEra = shiftedYear - era * 400
+            let dayOfYear = (153 * ((monthIndex + 10) % 12) + 2) / 5 + day - 1
+            let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+            return era * 146_097 + dayOfEra - 719_468
         }
     }
 }

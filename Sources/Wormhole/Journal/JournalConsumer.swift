@@ -11,19 +11,19 @@ import WormholeSystem
 final class JournalCursorFile: Sendable {
     let name: JournalConsumerName
     let path: String
-    private let directory: JournalFile
-    private let lock: JournalFile
+    private let directory: OpenFile
+    private let lock: OpenFile
     private let synchronized: Bool
 
     /// How long a consumer's lock is waited for before it is reported in use.
     static let busyBound: Duration = .milliseconds(250)
 
-    init(directory: JournalFile, name: JournalConsumerName, synchronized: Bool, identifier: MessageIdentifier) throws(WormholeError) {
+    init(directory: OpenFile, name: JournalConsumerName, synchronized: Bool, identifier: MessageIdentifier) throws(WormholeError) {
         self.name = name
         self.directory = directory
         self.synchronized = synchronized
         path = directory.child(name.rawValue + JournalFormat.cursorSuffix)
-        lock = try directory.openOrCreate(name.rawValue + JournalFormat.consumerLockSuffix)
+        lock = try directory.openOrCreateFile(name.rawValue + JournalFormat.consumerLockSuffix)
         // Not at once: a process of this program that is starting another (posix_spawn) holds a
         // copy of every descriptor until the child's exec closes it, flock included, for an
         // instant. A reader that really holds the consumer still holds it after the bound.

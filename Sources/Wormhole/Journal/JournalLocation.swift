@@ -20,8 +20,9 @@ struct JournalLocation: Sendable {
     }
 
     /// The journal directory, checked; nil when it does not exist and `create` is false.
-    func open(create: Bool) throws(WormholeError) -> JournalFile? {
-        try JournalFile.openJournalDirectory(container: container, directory: directory, name: directoryName, create: create)
+    func open(create: Bool) throws(WormholeError) -> OpenFile? {
+        guard let wormhole = try container.openDirectory(directory, create: create) else { return nil }
+        return try wormhole.openDirectory(directoryName, create: create)
     }
 }
 
@@ -35,8 +36,8 @@ struct JournalListing {
     var consumers: [String] = []
     var temporaries: [String] = []
 
-    init(_ directory: JournalFile) throws(WormholeError) {
-        for name in try directory.names() {
+    init(_ directory: OpenFile) throws(WormholeError) {
+        for name in try directory.names(includingDirectories: true) {
             if let first = JournalFormat.segmentSequence(name) {
                 segments.append(first)
             } else if name == JournalFormat.appendLockName || name == JournalFormat.syncLockName {
@@ -65,7 +66,7 @@ struct JournalListing {
 
     /// Removes leftover temporary segment files (a writer killed while creating a segment). Only
     /// the holder of the append lock may call this.
-    func sweepTemporaries(_ directory: JournalFile) throws(WormholeError) {
+    func sweepTemporaries(_ directory: OpenFile) throws(WormholeError) {
         for name in temporaries where name.hasSuffix(JournalFormat.segmentSuffix + ".tmp") {
             try directory.remove(name)
         }

@@ -24,8 +24,8 @@ public enum JournalPosition: Sendable, Hashable {
 /// docs/journal-format.md, "Reading past damage".
 final class JournalReader: Sendable {
     struct State {
-        var directory: JournalFile
-        var segment: JournalFile?
+        var directory: OpenFile
+        var segment: OpenFile?
         /// The open segment's first sequence number (its name), or with no open segment, the
         /// segment to open next (after a seal, or before any append).
         var segmentFirst: UInt64
@@ -35,20 +35,11 @@ final class JournalReader: Sendable {
         var pending: [JournalDamage] = []
         /// Numbers at or below this are neither reported nor delivered (before the start position).
         var floor: UInt64 = 0
-        /// The segments as last listed, and what the directory looked like then.
+        /// The segments as last listed, and the directory's version then (a new segment changes it).
         var listing: [UInt64] = []
-        var listedAt: StatSignature?
+        var listedAt: FileVersion?
         /// Where damage with nothing readable after it (yet) was reported: not again.
         var stuckAt: (segment: UInt64, offset: Int)?
-    }
-
-    /// What identifies one version of the directory (a new segment changes it).
-    struct StatSignature: Equatable {
-        var modified: Int
-        var modifiedNanoseconds: Int
-        var changed: Int
-        var changedNanoseconds: Int
-        var size: Int
     }
 
     let location: JournalLocation
@@ -348,10 +339,7 @@ final class JournalReader: Sendable {
         return state.listing.first { $0 > first }
     }
 
-    private static func signature(_ directory: JournalFile) throws(WormholeError) -> StatSignature {
-        let status = try directory.status()
-        return StatSignature(
-            modified: status.st_mtim.tv_sec, modifiedNanoseconds: status.st_mtim.tv_nsec, changed: status.st_ctim.tv_sec,
-            changedNanoseconds: status.st_ctim.tv_nsec, size: Int(status.st_size))
+    private static func signature(_ directory: OpenFile) throws(WormholeError) -> FileVersion {
+        FileVersion(try directory.status())
     }
 }

@@ -42,7 +42,7 @@ struct JournalScan {
     /// every byte from `offset` to the end of the file, as a short read just found them (no
     /// `fstat` and no second read, see ``JournalWriter``).
     static func run(
-        _ file: JournalFile, from offset: Int, expecting next: UInt64, collect: Bool,
+        _ file: OpenFile, from offset: Int, expecting next: UInt64, collect: Bool,
         maximumRecords: Int = .max, maximumBytes: Int = .max, tail: [UInt8]? = nil
     ) throws(WormholeError) -> JournalScan {
         var scan = JournalScan(end: offset, next: next)
@@ -148,7 +148,7 @@ struct JournalScan {
     /// offset (a frame's length field may be what is damaged). Nil when there is none in the file.
     /// A candidate's number and length are checked before its checksum, so garbage costs little.
     static func resynchronise(
-        _ file: JournalFile, from offset: Int, after next: UInt64, through bound: UInt64
+        _ file: OpenFile, from offset: Int, after next: UInt64, through bound: UInt64
     ) throws(WormholeError) -> (offset: Int, sequence: UInt64)? {
         let size = try file.size()
         let window = 4 << 20
@@ -183,7 +183,7 @@ struct JournalScan {
     }
 
     /// Whether every byte of `file` in `start..<end` is zero (a tail a power loss can leave).
-    private static func allZero(_ file: JournalFile, from start: Int, to end: Int) throws(WormholeError) -> Bool {
+    private static func allZero(_ file: OpenFile, from start: Int, to end: Int) throws(WormholeError) -> Bool {
         var offset = start
         while offset < end {
             let bytes = try file.read(at: offset, count: min(end - offset, 1 << 20))

@@ -14,11 +14,11 @@ import WormholeSystem
 /// writes every frame of the batch with one `pwrite`, and applies retention after a rollover.
 final class JournalWriter: Sendable {
     private struct State {
-        var directory: JournalFile?
-        var lock: JournalFile?
+        var directory: OpenFile?
+        var lock: OpenFile?
         /// The segment being appended to, its first sequence number, the end of its last whole
         /// frame, and the last sequence number in the journal, as of the last time the lock was held.
-        var segment: JournalFile?
+        var segment: OpenFile?
         var segmentFirst: UInt64 = 0
         var end = 0
         var last: UInt64 = 0
@@ -30,49 +30,16 @@ final class JournalWriter: Sendable {
         var readCursors = true
     }
 
-    /// What a synchronising appender needs: the segment and the offset its records end at.
-    private struct SyncTarget: Sendable {
-        var segment: JournalFile
-        var segmentFirst: UInt64
-        var end: Int
-    }
-
     let location: JournalLocation
     let options: Journal.Options
     /// How much the lock holder reads from its last known end to see what others appended.
     private static let probeSize = 4096
     private let state = Locked(State())
-    private let syncState = Locked(SyncState())
-
-    /// The group commit's state in this process: `sync.lock`, and the position (segment, offset)
-    /// known to be synchronised, so a thread another thread of this process covered is done
-    /// without taking the file lock.
-    private struct SyncState {
-        var file: JournalFile?
-        var segmentFirst: UInt64 = 0
-        var offset = 0
-
-        /// Whether the position is at or past `target`'s end in the same segment. A position in
-        /// a later segment does not count: an appender without `.fdatasync` seals a segment
-        /// without synchronising it, so the records before the seal may still be in the page cache.
-        func covers(_ target: SyncTarget) -> Bool {
-            segmentFirst == target.segmentFirst && offset >= target.end
-        }
-
-        /// Whether the position is in a segment after `target`'s (its segment was sealed since).
-        func isPast(_ target: SyncTarget) -> Bool { segmentFirst > target.segmentFirst }
-
-        /// Takes a position read from `sync.lock` when it is past the one known.
-        mutating func learn(_ stored: (segment: UInt64, offset: UInt64)) {
-            if stored.segment > segmentFirst || (stored.segment == segmentFirst && stored.offset > UInt64(offset)) {
-                (segmentFirst, offset) = (stored.segment, Int(clamping: stored.offset))
-            }
-        }
-    }
-
+    private let groupCommit: JournalGroupCommit
     init(location: JournalLocation, options: Journal.Options) {
         self.location = location
         self.options = options
+        groupCommit = JournalGroupCommit(location: location)
     }
 
     /// Appends `payloads` (each one JSON document, already checked) as consecutive records;
@@ -108,10 +75,11 @@ final class JournalWriter: Sendable {
     private func append(
         count: Int, frames: (_ first: UInt64, _ time: UInt64, _ bytes: inout [UInt8]) -> Void
     ) throws(WormholeError) -> ClosedRange<UInt64> {
-        let time = Syscall.realtimeNanoseconds()
-        let (range, target) = try state.withLock { state throws(WormholeError) -> (ClosedRange<UInt64>, SyncTarget) in
+        let time = Syscall.realTimeNanoseconds()
+        let (range, target) = try state.withLock {
+            state throws(WormholeError) -> (ClosedRange<UInt64>, JournalSyncTarget) in
             let lock = try openIfNeeded(&state)
-            try lock.lock()
+            try lock.lock(backoff: .journal)
             defer { lock.unlock() }
             try locate(&state)
             guard UInt64(count) <= JournalFormat.maximumSequence - state.last else {
@@ -144,9 +112,14 @@ final class JournalWriter: Sendable {
             state.end += bytes.count
             state.last += UInt64(count)
             state.encodeBuffer = bytes
-            return (first...state.last, SyncTarget(segment: segment, segmentFirst: state.segmentFirst, end: state.end))
+            return (
+                first...state.last,
+                JournalSyncTarget(segment: segment, segmentFirst: state.segmentFirst, end: state.end)
+            )
         }
-        if options.durability == .fdatasync { try synchronize(target) }
+        if options.durability == .fdatasync {
+            try groupCommit.synchronize(target) { () throws(WormholeError) in try self.wholeEnd() }
+        }
         return range
     }
 
@@ -154,7 +127,7 @@ final class JournalWriter: Sendable {
     func lastSequence() throws(WormholeError) -> UInt64 {
         try state.withLock { state throws(WormholeError) -> UInt64 in
             let lock = try openIfNeeded(&state)
-            try lock.lock()
+            try lock.lock(backoff: .journal)
             defer { lock.unlock() }
             try locate(&state)
             return state.last
@@ -165,7 +138,7 @@ final class JournalWriter: Sendable {
     func trim(_ retention: Journal.Retention) throws(WormholeError) -> [String] {
         try state.withLock { state throws(WormholeError) -> [String] in
             let lock = try openIfNeeded(&state)
-            try lock.lock()
+            try lock.lock(backoff: .journal)
             defer { lock.unlock() }
             try locate(&state)
             return try removeSegments(&state, retention: retention)
@@ -174,10 +147,10 @@ final class JournalWriter: Sendable {
 
     // MARK: Under the lock
 
-    private func openIfNeeded(_ state: inout State) throws(WormholeError) -> JournalFile {
+    private func openIfNeeded(_ state: inout State) throws(WormholeError) -> OpenFile {
         if let lock = state.lock { return lock }
         guard let directory = try location.open(create: true) else { preconditionFailure("created") }
-        let lock = try directory.openOrCreate(JournalFormat.appendLockName)
+        let lock = try directory.openOrCreateFile(JournalFormat.appendLockName)
         state.directory = directory
         state.lock = lock
         return lock
@@ -256,7 +229,7 @@ final class JournalWriter: Sendable {
     /// read was cut since (a torn or truncated tail), the next append numbers after the highest
     /// `delivering` of the cursor files (unreadable ones are skipped; they are that consumer's
     /// problem). The skipped numbers are then a damaged range readers report.
-    private func numberAfterStoredCursors(_ state: inout State, _ directory: JournalFile) {
+    private func numberAfterStoredCursors(_ state: inout State, _ directory: OpenFile) {
         guard state.readCursors else { return }
         state.readCursors = false
         guard let names = try? JournalListing(directory).consumers else { return }
@@ -275,15 +248,16 @@ final class JournalWriter: Sendable {
     }
 
     /// Truncates the torn tail of the last segment (the lock holder's repair).
-    private func repair(_ segment: JournalFile, at offset: Int, reason: String) throws(WormholeError) {
+    private func repair(_ segment: OpenFile, at offset: Int, reason: String) throws(WormholeError) {
         try segment.truncate(to: offset)
         if options.durability == .fdatasync { try segment.dataSync() }
         location.logger.notice(
-            "repaired a torn journal tail", metadata: ["segment": "\(segment.path)", "offset": "\(offset)", "reason": "\(reason)"])
+            "repaired a torn journal tail",
+            metadata: ["segment": "\(segment.path)", "offset": "\(offset)", "reason": "\(reason)"])
     }
 
     /// Starts from the directory listing: the last segment, read from its header.
-    private func resynchronise(_ state: inout State, _ directory: JournalFile) throws(WormholeError) {
+    private func resynchronise(_ state: inout State, _ directory: OpenFile) throws(WormholeError) {
         let listing = try JournalListing(directory)
         try listing.sweepTemporaries(directory)
         guard let lastFirst = listing.segments.last else {
@@ -305,11 +279,11 @@ final class JournalWriter: Sendable {
         state.readCursors = true
     }
 
-    private func readHeader(_ segment: JournalFile) throws(WormholeError) -> UInt64 {
+    private func readHeader(_ segment: OpenFile) throws(WormholeError) -> UInt64 {
         try JournalFormat.checkHeader(try segment.read(at: 0, count: JournalFormat.headerSize), path: segment.path)
     }
 
-    private func misnamed(_ segment: JournalFile, first: UInt64) -> WormholeError {
+    private func misnamed(_ segment: OpenFile, first: UInt64) -> WormholeError {
         WormholeError(
             .journalCorrupt, value: segment.path,
             "journal segment '\(segment.path)' says its first record is \(first), which does not match its name")
@@ -320,7 +294,7 @@ final class JournalWriter: Sendable {
         guard let directory = state.directory else { preconditionFailure("opened") }
         let name = JournalFormat.segmentName(first)
         let sync = options.durability == .fdatasync
-        let segment: JournalFile
+        let segment: OpenFile
         if let existing = try directory.openFile(name, writable: true) {
             segment = existing
             let stored = try readHeader(segment)
@@ -369,7 +343,7 @@ final class JournalWriter: Sendable {
             }
         }
         var total = sizes.values.reduce(0, +)
-        let now = Double(Syscall.realtimeNanoseconds()) / 1e9
+        let now = Double(Syscall.realTimeNanoseconds()) / 1e9
         var removed: [String] = []
         while segments.count > 1 {
             let oldest = segments[0]
@@ -394,74 +368,19 @@ final class JournalWriter: Sendable {
         return removed
     }
 
-    // MARK: Group commit
-
-    /// Makes the records up to `target.end` durable: an appender that finds another already
-    /// synchronised past its records is done without a system call of its own. The position
-    /// synchronised so far is shared between processes in `sync.lock` (``JournalFormat/syncPositionSize``
-    /// bytes: the segment's first sequence number, the offset, and a check), written under
-    /// `flock` of that file. A process waiting for the lock reads the position between its tries
-    /// and is done as soon as it covers its records: the appender that holds the lock may take it
-    /// back for its next record before a waiter's next try, again and again, and each of its syncs
-    /// covers the waiters' records too.
-    private func synchronize(_ target: SyncTarget) throws(WormholeError) {
-        try syncState.withLock { sync throws(WormholeError) in
-            if sync.covers(target) { return }
-            if sync.isPast(target) { return try target.segment.dataSync() }
-            if sync.file == nil {
-                guard let directory = try location.open(create: true) else { preconditionFailure("created") }
-                sync.file = try directory.openOrCreate(JournalFormat.syncLockName)
-            }
-            guard let file = sync.file else { return }
-            var learnt = sync
-            let locked = try file.lock(backoff: .journalSync) {
-                // Unlocked: only a position whose check matches counts.
-                guard let bytes = try? file.read(at: 0, count: JournalFormat.syncPositionSize),
-                    let stored = JournalFormat.parseSyncPosition(bytes, checked: true)
-                else { return false }
-                learnt.learn(stored)
-                return learnt.covers(target) || learnt.isPast(target)
-            }
-            sync = learnt
-            if !locked && sync.covers(target) { return }
-            // Sealed since our write: synchronise the segment itself (quick when the appender that
-            // sealed it did), leaving the stored position, which is already past it.
-            if !locked { return try target.segment.dataSync() }
-            defer { file.unlock() }
-            if let stored = JournalFormat.parseSyncPosition(
-                try file.read(at: 0, count: JournalFormat.syncPositionSize), checked: false)
-            {
-                sync.learn(stored)
-                if sync.covers(target) { return }
-                if sync.isPast(target) { return try target.segment.dataSync() }
-            }
-            // Nobody appended after us (a single appender's case): our own end is the last whole
-            // frame's, known without the append lock.
-            var whole = try target.segment.size() == target.end ? target : try wholeEnd()
-            if whole.segmentFirst != target.segmentFirst {
-                // A rollover since our write: an appender without `.fdatasync` seals without a
-                // sync, so synchronise our own segment and store only our own end.
-                whole = target
-            }
-            try whole.segment.dataSync()
-            try file.write(JournalFormat.syncPosition(segment: whole.segmentFirst, offset: UInt64(whole.end)), at: 0)
-            (sync.segmentFirst, sync.offset) = (whole.segmentFirst, whole.end)
-        }
-    }
-
     /// What a sync covers: the segment appended to and the end of its last whole frame, brought
     /// up to date under `append.lock` as an appender does (a torn tail is cut first). Not the
     /// file's size: that may hold part of a frame an appender is writing, or a killed one left,
     /// and once the tail is cut a later, shorter record would end inside the stored position and
     /// be taken as synchronised when it is not.
-    private func wholeEnd() throws(WormholeError) -> SyncTarget {
-        try state.withLock { state throws(WormholeError) -> SyncTarget in
+    private func wholeEnd() throws(WormholeError) -> JournalSyncTarget {
+        try state.withLock { state throws(WormholeError) -> JournalSyncTarget in
             let lock = try openIfNeeded(&state)
-            try lock.lock()
+            try lock.lock(backoff: .journal)
             defer { lock.unlock() }
             try locate(&state)
             guard let segment = state.segment else { preconditionFailure("located without a segment") }
-            return SyncTarget(segment: segment, segmentFirst: state.segmentFirst, end: state.end)
+            return JournalSyncTarget(segment: segment, segmentFirst: state.segmentFirst, end: state.end)
         }
     }
 }

@@ -33,7 +33,7 @@ package enum ContainerInspection {
 
     /// The container root, or nil when it does not exist.
     package static func root(_ path: String) throws(WormholeError) -> Directory? {
-        guard let root = try OpenFile.openRoot(path, create: false) else { return nil }
+        guard let root = try ContainerRoot.open(path, create: false) else { return nil }
         return try describe(root)
     }
 
@@ -56,7 +56,7 @@ package enum ContainerInspection {
         -> [StoredMessage]
     {
         guard let directory = try container.openDirectory(named: name, create: false) else { return [] }
-        let identifiers = try directory.fileNames().compactMap { MessageIdentifier(fileName: $0) }
+        let identifiers = try directory.names().compactMap { MessageIdentifier(fileName: $0) }
         return identifiers.sorted { $0.rawValue < $1.rawValue }.map { identifier in
             inspect(identifier, in: directory)
         }
@@ -79,7 +79,7 @@ package enum ContainerInspection {
         -> [String]
     {
         guard let directory = try container.openDirectory(named: name, create: false) else { return [] }
-        return try directory.fileNames().filter { $0.hasPrefix(".") && $0.hasSuffix(".tmp") }.sorted()
+        return try directory.names().filter { $0.hasPrefix(".") && $0.hasSuffix(".tmp") }.sorted()
     }
 
     /// The bytes and modification time (ns since 1970) of the file `file` in the directory
@@ -88,7 +88,7 @@ package enum ContainerInspection {
         -> (data: [UInt8], modified: UInt64)?
     {
         guard let directory = try container.openDirectory(named: name, create: false),
-            let opened = try directory.openFileForReading(file)
+            let opened = try directory.openFile(file)
         else { return nil }
         let status = try status(of: opened)
         return ([UInt8](try opened.readToEnd()), modificationTime(status))
@@ -117,7 +117,7 @@ package enum ContainerInspection {
     private static func inspect(_ identifier: MessageIdentifier, in directory: OpenFile) -> StoredMessage {
         var found = StoredMessage(identifier: identifier.rawValue)
         do throws(WormholeError) {
-            guard let file = try directory.openFileForReading(identifier.fileName) else { return found }
+            guard let file = try directory.openFile(identifier.fileName) else { return found }
             let status = try status(of: file)
             found.size = Int(status.st_size)
             found.modified = modificationTime(status)

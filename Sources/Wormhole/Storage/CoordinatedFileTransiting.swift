@@ -44,8 +44,7 @@ public struct CoordinatedFileTransiting: WormholeTransiting, Hashable {
         maximumMessageSize: Int = FileTransiting.defaultMaximumMessageSize
     ) {
         files = MessageFiles(
-            container: container, directory: directory, durability: durability,
-            maximumMessageSize: max(0, maximumMessageSize))
+            container: container, directory: directory, durability: durability, maximumMessageSize: maximumMessageSize)
     }
 
     /// Stores `data` as `<identifier>.json` while holding the identifier's exclusive lock, replacing

@@ -74,8 +74,7 @@ public struct FileTransiting: WormholeTransiting, Hashable {
         maximumMessageSize: Int = defaultMaximumMessageSize
     ) {
         files = MessageFiles(
-            container: container, directory: directory, durability: durability,
-            maximumMessageSize: max(0, maximumMessageSize))
+            container: container, directory: directory, durability: durability, maximumMessageSize: maximumMessageSize)
     }
 
     /// Stores `data` as `<identifier>.json`, replacing the previous message atomically, and creates

@@ -114,7 +114,7 @@ public struct GroupContainer: Sendable, Hashable {
 
     /// The open, checked container; nil when it does not exist and `create` is false.
     func openContainer(create: Bool) throws(WormholeError) -> OpenFile? {
-        guard let root = try OpenFile.openRoot(root, create: create) else { return nil }
+        guard let root = try ContainerRoot.open(root, create: create) else { return nil }
         return try root.openDirectory(group.rawValue, create: create)
     }
 

@@ -11,7 +11,7 @@ enum LockWait {
     /// How long a lock wait may take: `WORMHOLE_LOCK_TIMEOUT` (seconds, fractions allowed) when
     /// set to a number of 0 or more, else 10 seconds.
     static let timeout: Duration = {
-        if let text = getenv("WORMHOLE_LOCK_TIMEOUT").map({ String(cString: $0) }), let seconds = Double(text), seconds >= 0,
+        if let text = Syscall.environment("WORMHOLE_LOCK_TIMEOUT"), let seconds = Double(text), seconds >= 0,
             seconds.isFinite
         {
             return .milliseconds(Int64(seconds * 1000))
@@ -82,7 +82,7 @@ enum LockWait {
         func hex(_ value: UInt64) -> String { (value < 0x10 ? "0" : "") + String(value, radix: 16) }
         let key = "\(hex(major)):\(hex(minor)):\(UInt64(status.st_ino))"
         guard let text = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return nil }
-        let own = getpid()
+        let own = Syscall.processID()
         for line in text.split(separator: "\n") {
             // `1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`; a waiter's line has `->` after the number.
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)

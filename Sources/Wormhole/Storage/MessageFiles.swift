@@ -9,6 +9,18 @@ struct MessageFiles: Sendable, Hashable {
     /// The largest message read or written, in bytes (``FileTransiting/maximumMessageSize``).
     let maximumMessageSize: Int
 
+    /// The messages in `<container>/<directory>/`, at most `maximumMessageSize` bytes each (a
+    /// negative limit counts as 0).
+    init(
+        container: GroupContainer, directory: WormholeDirectoryName, durability: FileTransiting.Durability,
+        maximumMessageSize: Int
+    ) {
+        self.container = container
+        self.directory = directory
+        self.durability = durability
+        self.maximumMessageSize = max(0, maximumMessageSize)
+    }
+
     /// The open, checked wormhole directory; nil when it (or the container) does not exist.
     func openExistingDirectory() throws(WormholeError) -> OpenFile? {
         try container.openDirectory(directory, create: false)
@@ -39,7 +51,7 @@ struct MessageFiles: Sendable, Hashable {
     }
 
     func read(identifier: MessageIdentifier, in directory: OpenFile) throws(WormholeError) -> Data? {
-        guard let file = try directory.openFileForReading(identifier.fileName) else { return nil }
+        guard let file = try directory.openFile(identifier.fileName) else { return nil }
         return try file.readToEnd(limit: maximumMessageSize) { size in
             Self.tooLarge(identifier, size: size, limit: maximumMessageSize, path: file.path)
         }
@@ -68,7 +80,7 @@ struct MessageFiles: Sendable, Hashable {
     }
 
     func identifiers(in directory: OpenFile) throws(WormholeError) -> [MessageIdentifier] {
-        try directory.fileNames().compactMap { MessageIdentifier(fileName: $0) }.sorted { $0.rawValue < $1.rawValue }
+        try directory.names().compactMap { MessageIdentifier(fileName: $0) }.sorted { $0.rawValue < $1.rawValue }
     }
 
     /// `.<identifier>.<pid>-<random>.tmp`: hidden (so never taken for a message), unique per writer,

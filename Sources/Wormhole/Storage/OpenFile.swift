@@ -1,36 +1,18 @@
-// An open file or directory inside a group container, with the path it was opened at (for error
-// messages only: every operation goes through the descriptor, never through the path again).
+// An open file or directory inside a group container: the stores (mailboxes, defaults) read and
+// write whole files, the journal reads and writes at explicit offsets.
 
 import FoundationEssentials
 import Glibc
 import SystemPackage
 
-/// What an entry inside a container must be.
-enum EntryKind: CustomStringConvertible {
-    case directory
-    case regularFile
-
-    var description: String {
-        switch self {
-        case .directory: "a directory"
-        case .regularFile: "a regular file"
-        }
-    }
-
-    var typeBits: mode_t {
-        switch self {
-        case .directory: 0o040000
-        case .regularFile: 0o100000
-        }
-    }
-}
-
 /// Flags every open inside a container uses: never follow a symlink, never leak into a child process.
 private let baseFlags = O_NOFOLLOW | O_CLOEXEC
 
-/// A file descriptor that is closed when the last reference goes away. Not `Sendable`: each one is
-/// owned by the call that opened it and never escapes it.
-final class OpenFile {
+/// A file descriptor that is closed when the last reference goes away. Immutable, so it may be
+/// shared between threads: the calls at explicit offsets (`pread`, `pwrite`, `flock`…) need no
+/// shared state. A store's file is owned by the call that opened it (its reads and writes move
+/// the one file offset); a journal's files are shared by its reader and writers.
+final class OpenFile: Sendable {
     let descriptor: Int32
     /// The path the descriptor was opened at, for messages.
     let path: String
@@ -45,53 +27,6 @@ final class OpenFile {
     /// The path of `name` inside this directory.
     func child(_ name: String) -> String {
         path == "/" ? "/" + name : path + "/" + name
-    }
-
-    // MARK: Opening the root (the one place where a path is followed)
-
-    /// Opens the container root, following symlinks in its path (the root is the user's choice, like
-    /// `$HOME`; only what is inside it is checked). Creates it and its missing parents with mode 0700
-    /// when `create` is true; returns nil when it is missing and `create` is false.
-    static func openRoot(_ path: String, create: Bool) throws(WormholeError) -> OpenFile? {
-        let flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC
-        do throws(Errno) {
-            return OpenFile(descriptor: try Syscall.open(path, flags), path: path)
-        } catch .noSuchFileOrDirectory where create {
-            try makeDirectories(path)
-            do throws(Errno) {
-                return OpenFile(descriptor: try Syscall.open(path, flags), path: path)
-            } catch {
-                throw ioError(error, "open the container root", path)
-            }
-        } catch .noSuchFileOrDirectory {
-            return nil
-        } catch {
-            throw ioError(error, "open the container root", path)
-        }
-    }
-
-    /// `mkdir -p` with mode 0700 for every directory it creates.
-    private static func makeDirectories(_ path: String) throws(WormholeError) {
-        do throws(Errno) {
-            try Syscall.mkdir(path, 0o700)
-        } catch .fileExists {
-            return
-        } catch .noSuchFileOrDirectory {
-            let parent = PathText.parent(of: path)
-            guard !parent.isEmpty, parent != path else {
-                throw ioError(.noSuchFileOrDirectory, "create the directory", path)
-            }
-            try makeDirectories(parent)
-            do throws(Errno) {
-                try Syscall.mkdir(path, 0o700)
-            } catch .fileExists {
-                return
-            } catch {
-                throw ioError(error, "create the directory", path)
-            }
-        } catch {
-            throw ioError(error, "create the directory", path)
-        }
     }
 
     // MARK: Entries inside a container
@@ -130,50 +65,48 @@ final class OpenFile {
         }
     }
 
-    /// Opens the existing file `name` for reading without following a symlink and checks it is safe.
-    /// Returns nil when there is no such file.
-    func openFileForReading(_ name: String) throws(WormholeError) -> OpenFile? {
-        // O_NONBLOCK: opening a FIFO planted in the directory must not hang; it is then refused as
-        // not a regular file. It has no effect on reading a regular file.
-        let flags = O_RDONLY | O_NONBLOCK | baseFlags
-        let opened: Int32
-        do throws(Errno) {
-            opened = try Syscall.openat(descriptor, name, flags)
-        } catch .noSuchFileOrDirectory {
-            return nil
-        } catch .tooManySymbolicLinkLevels {
-            throw wrongKind(name, expected: .regularFile)
-        } catch {
-            throw ioError(error, "open", child(name))
-        }
-        let file = OpenFile(descriptor: opened, path: child(name))
-        try file.checkSafe(.regularFile)
-        return file
+    /// Opens the existing file `name` for reading (and writing when `writable`) without following
+    /// a symlink and checks it is safe. Returns nil when there is no such file.
+    func openFile(_ name: String, writable: Bool = false) throws(WormholeError) -> OpenFile? {
+        try openRegularFile(name, writable ? O_RDWR : O_RDONLY, action: "open")
     }
 
     /// Opens the file `name` for reading and writing, creating it with mode 0600 when missing, without
     /// following a symlink, and checks it is safe. Used for lock files.
     func openOrCreateFile(_ name: String) throws(WormholeError) -> OpenFile {
-        let flags = O_RDWR | O_CREAT | O_NONBLOCK | baseFlags
+        try openRegularFile(name, O_RDWR | O_CREAT, action: "open or create")!
+    }
+
+    /// Opens the regular file `name` with `flags`, never following a symlink, and checks it is
+    /// safe; nil when it does not exist (and `flags` do not create it).
+    private func openRegularFile(_ name: String, _ flags: Int32, action: String) throws(WormholeError) -> OpenFile? {
         let opened: Int32
         do throws(Errno) {
-            opened = try Syscall.openat(descriptor, name, flags, 0o600)
+            // O_NONBLOCK: opening a FIFO planted in the directory must not hang; it is then refused
+            // as not a regular file. It has no effect on reading a regular file.
+            opened = try Syscall.openat(descriptor, name, flags | O_NONBLOCK | baseFlags, 0o600)
+        } catch .noSuchFileOrDirectory where flags & O_CREAT == 0 {
+            return nil
         } catch .tooManySymbolicLinkLevels {
             throw wrongKind(name, expected: .regularFile)
         } catch {
-            throw ioError(error, "open or create", child(name))
+            throw ioError(error, action, child(name))
         }
         let file = OpenFile(descriptor: opened, path: child(name))
         try file.checkSafe(.regularFile)
         return file
     }
 
-    /// Creates the new file `name` (it must not exist) with mode 0600 for writing.
-    func createNewFile(_ name: String) throws(WormholeError) -> OpenFile {
-        let flags = O_WRONLY | O_CREAT | O_EXCL | baseFlags
+    /// Creates the new file `name` (it must not exist) with mode 0600 for writing (and reading
+    /// when `readable`). Its messages name `reportedAs` when given (the name it is renamed to).
+    func createNewFile(_ name: String, readable: Bool = false, reportedAs: String? = nil) throws(WormholeError)
+        -> OpenFile
+    {
+        let flags = (readable ? O_RDWR : O_WRONLY) | O_CREAT | O_EXCL | baseFlags
         let file: OpenFile
         do throws(Errno) {
-            file = OpenFile(descriptor: try Syscall.openat(descriptor, name, flags, 0o600), path: child(name))
+            let opened = try Syscall.openat(descriptor, name, flags, 0o600)
+            file = OpenFile(descriptor: opened, path: reportedAs ?? child(name))
         } catch {
             throw ioError(error, "create", child(name))
         }
@@ -181,7 +114,7 @@ final class OpenFile {
             // The umask may have removed bits; the contract says 0600, exactly.
             try Syscall.fchmod(file.descriptor, 0o600)
         } catch {
-            throw ioError(error, "set the mode of", file.path)
+            throw ioError(error, "set the mode of", child(name))
         }
         return file
     }
@@ -189,15 +122,8 @@ final class OpenFile {
     /// Checks, without following it, that the entry `name` (if it exists) is a safe regular file:
     /// so that a rename never silently replaces a symlink, a directory or another user's file.
     func checkReplaceable(_ name: String) throws(WormholeError) {
-        let status: stat
-        do throws(Errno) {
-            status = try Syscall.lstatat(descriptor, name)
-        } catch .noSuchFileOrDirectory {
-            return
-        } catch {
-            throw ioError(error, "inspect", child(name))
-        }
-        try Self.checkSafe(status, kind: .regularFile, path: child(name))
+        guard let status = try status(of: name) else { return }
+        try EntryKind.regularFile.check(status, path: child(name))
     }
 
     /// Replaces the file `name` atomically with `data`: a new file `temporaryName` (mode 0600) in
@@ -217,7 +143,7 @@ final class OpenFile {
             // Held until the file is closed, after the rename: a sweep of stale temporaries never
             // removes a file a live writer owns (see `removeStaleTemporaries`).
             try file.lock(exclusive: true)
-            try file.writeAll(data)
+            try file.write(data)
             if let modified { try file.setModificationTime(nanoseconds: modified) }
             if durability == .synchronized { try file.synchronize() }
             try rename(temporaryName, to: name)
@@ -226,6 +152,27 @@ final class OpenFile {
             throw error
         }
         if durability == .synchronized { try synchronize() }
+    }
+
+    /// Creates the file `final` from `bytes`: a new file `temporary` (mode 0600; a leftover of that
+    /// name is removed first) is written, `fdatasync`ed when `sync`, and renamed to `final` (the
+    /// directory is `fdatasync`ed after it when `sync`). Returns `final` open for reading and
+    /// writing. If any step fails, the temporary file is removed.
+    func createAtomically(_ final: String, temporary: String, bytes: [UInt8], sync: Bool) throws(WormholeError)
+        -> OpenFile
+    {
+        _ = try? remove(temporary)
+        let file = try createNewFile(temporary, readable: true, reportedAs: child(final))
+        do throws(WormholeError) {
+            try file.write(bytes, at: 0)
+            if sync { try file.dataSync() }
+            try rename(temporary, to: final)
+        } catch {
+            _ = try? remove(temporary)
+            throw error
+        }
+        if sync { try dataSync() }
+        return file
     }
 
     /// Sets the open file's access and modification times to `nanoseconds` since 1970.
@@ -260,13 +207,15 @@ final class OpenFile {
         }
     }
 
-    /// The names in this directory, without `.`, `..` and subdirectories.
-    func fileNames() throws(WormholeError) -> [String] {
+    /// The names in this directory, without `.` and `..`, and without subdirectories unless
+    /// `includingDirectories`.
+    func names(includingDirectories: Bool = false) throws(WormholeError) -> [String] {
         do throws(Errno) {
             // readdir needs its own descriptor (closedir closes it); "." is this very directory.
             let copy = try Syscall.openat(descriptor, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
             return try Syscall.readDirectory(consuming: copy).filter { entry in
                 guard entry.name != ".", entry.name != ".." else { return false }
+                if includingDirectories { return true }
                 if let isDirectory = entry.isDirectory { return !isDirectory }
                 // The file system did not say: ask (an entry removed meanwhile is dropped too).
                 guard let status = try? Syscall.lstatat(descriptor, entry.name) else { return false }
@@ -327,20 +276,101 @@ final class OpenFile {
         return data
     }
 
-    /// Writes all of `data`, however many short writes that takes.
-    func writeAll(_ data: Data) throws(WormholeError) {
-        var written = 0
-        while written < data.count {
-            do throws(Errno) {
-                let result = data.withUnsafeBytes { buffer in
-                    Result { () throws(Errno) in
-                        try Syscall.write(descriptor, from: UnsafeRawBufferPointer(rebasing: buffer[written...]))
+    /// Writes all of `bytes`, however many short writes that takes: at `offset` (`pwrite`), or
+    /// at the file's offset when it is nil (`write`).
+    func write(_ bytes: some ContiguousBytes, at offset: Int? = nil) throws(WormholeError) {
+        do throws(Errno) {
+            let result = bytes.withUnsafeBytes { buffer in
+                Result { () throws(Errno) in
+                    var done = 0
+                    while done < buffer.count {
+                        let rest = UnsafeRawBufferPointer(rebasing: buffer[done...])
+                        if let offset {
+                            done += try Syscall.pwrite(descriptor, from: rest, at: offset + done)
+                        } else {
+                            done += try Syscall.write(descriptor, from: rest)
+                        }
                     }
                 }
-                written += try result.get()
-            } catch {
-                throw ioError(error, "write", path)
             }
+            try result.get()
+        } catch {
+            throw ioError(error, "write", path)
+        }
+    }
+
+    /// One `pread` into all of `buffer` (kept by the caller, so a read allocates nothing) at
+    /// `offset`; returns the number of bytes read, fewer than asked only at the end of the file.
+    func readOnce(at offset: Int, into buffer: inout [UInt8]) throws(WormholeError) -> Int {
+        do throws(Errno) {
+            let result = buffer.withUnsafeMutableBytes { bytes in
+                Result { () throws(Errno) in try Syscall.pread(descriptor, into: bytes, at: offset) }
+            }
+            return try result.get()
+        } catch {
+            throw ioError(error, "read", path)
+        }
+    }
+
+    /// Reads up to `count` bytes at `offset` (fewer at the end of the file).
+    func read(at offset: Int, count: Int) throws(WormholeError) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        do throws(Errno) {
+            let result = bytes.withUnsafeMutableBytes { buffer in
+                Result { () throws(Errno) in
+                    var done = 0
+                    while done < count {
+                        let rest = UnsafeMutableRawBufferPointer(rebasing: buffer[done...])
+                        let got = try Syscall.pread(descriptor, into: rest, at: offset + done)
+                        if got == 0 { break }
+                        done += got
+                    }
+                    return done
+                }
+            }
+            let done = try result.get()
+            if done < count { bytes.removeSubrange(done...) }
+            return bytes
+        } catch {
+            throw ioError(error, "read", path)
+        }
+    }
+
+    /// The file's `fstat`.
+    func status() throws(WormholeError) -> stat {
+        do throws(Errno) {
+            return try Syscall.fstat(descriptor)
+        } catch {
+            throw ioError(error, "inspect", path)
+        }
+    }
+
+    /// The `lstat` of the entry `name` of this directory; nil when there is none.
+    func status(of name: String) throws(WormholeError) -> stat? {
+        do throws(Errno) {
+            return try Syscall.lstatat(descriptor, name)
+        } catch .noSuchFileOrDirectory {
+            return nil
+        } catch {
+            throw ioError(error, "inspect", child(name))
+        }
+    }
+
+    /// The file's size (`lseek` to its end, not `fstat`: see `Syscall.endOffset`).
+    func size() throws(WormholeError) -> Int {
+        do throws(Errno) {
+            return try Syscall.endOffset(descriptor)
+        } catch {
+            throw ioError(error, "seek to the end of", path)
+        }
+    }
+
+    /// Cuts the file to `length` bytes.
+    func truncate(to length: Int) throws(WormholeError) {
+        do throws(Errno) {
+            try Syscall.ftruncate(descriptor, length)
+        } catch {
+            throw ioError(error, "truncate", path)
         }
     }
 
@@ -353,11 +383,27 @@ final class OpenFile {
         }
     }
 
-    /// Takes an advisory `flock` lock on the file, waiting until it is granted. It is released when
-    /// the descriptor is closed (or the process exits, however it exits).
-    func lock(exclusive: Bool) throws(WormholeError) {
+    /// Flushes the file's data (and the metadata needed to read it) to stable storage.
+    func dataSync() throws(WormholeError) {
         do throws(Errno) {
-            try Syscall.flock(descriptor, exclusive ? LOCK_EX : LOCK_SH)
+            try Syscall.fdatasync(descriptor)
+        } catch {
+            throw ioError(error, "fdatasync", path)
+        }
+    }
+
+    /// Takes an advisory `flock` lock on the file, waiting at most ``LockWait/timeout`` with
+    /// `backoff`. It is released by ``unlock()``, or when the descriptor is closed (or the process
+    /// exits, however it exits). When `unneeded` is given, it is asked after each pause of the
+    /// wait: once it returns true the wait ends without the lock and this returns false.
+    @discardableResult
+    func lock(
+        exclusive: Bool = true, backoff: LockWait.Backoff = .storage, unneeded: (() -> Bool)? = nil
+    ) throws(WormholeError) -> Bool {
+        do throws(Errno) {
+            return try LockWait.acquire(
+                descriptor, exclusive ? LOCK_EX : LOCK_SH, timeout: LockWait.timeout, backoff: backoff,
+                unneeded: unneeded)
         } catch .wouldBlock {
             throw LockWait.timedOut(descriptor, path: path)
         } catch {
@@ -365,71 +411,38 @@ final class OpenFile {
         }
     }
 
-    // MARK: Safety checks
+    /// Takes the exclusive lock without waiting; false when another open file description holds it.
+    func tryLock() throws(WormholeError) -> Bool {
+        do throws(Errno) {
+            return try Syscall.tryFlock(descriptor, LOCK_EX)
+        } catch {
+            throw ioError(error, "lock (exclusive)", path)
+        }
+    }
+
+    /// Takes the exclusive lock, waiting at most `bound` (the bounded retry of ``LockWait``);
+    /// false when it is still held then.
+    func lock(within bound: Duration) throws(WormholeError) -> Bool {
+        do throws(Errno) {
+            try LockWait.acquire(descriptor, LOCK_EX, timeout: bound)
+            return true
+        } catch .wouldBlock {
+            return false
+        } catch {
+            throw ioError(error, "lock (exclusive)", path)
+        }
+    }
+
+    /// Releases the lock (closing the descriptor would too); an unlock that fails leaves nothing to fix.
+    func unlock() { try? Syscall.flock(descriptor, LOCK_UN) }
 
     /// Checks the open file is of `kind`, owned by this user and not writable by group or others.
     func checkSafe(_ kind: EntryKind) throws(WormholeError) {
-        let status: stat
-        do throws(Errno) {
-            status = try Syscall.fstat(descriptor)
-        } catch {
-            throw ioError(error, "inspect", path)
-        }
-        try Self.checkSafe(status, kind: kind, path: path)
-    }
-
-    static func checkSafe(_ status: stat, kind: EntryKind, path: String) throws(WormholeError) {
-        let type = status.st_mode & 0o170000
-        if type != kind.typeBits {
-            throw WormholeError(
-                .unsafePath, value: path,
-                "'\(path)' is \(describe(type)), not \(kind); refusing to use it")
-        }
-        let user = Syscall.effectiveUserID()
-        if status.st_uid != user {
-            throw WormholeError(
-                .unsafePath, value: path,
-                "'\(path)' is owned by uid \(status.st_uid), not by this user (uid \(user)); refusing to use it")
-        }
-        let permissions = status.st_mode & 0o7777
-        if permissions & 0o022 != 0 {
-            throw WormholeError(
-                .unsafePath, value: path,
-                "'\(path)' is writable by group or others (mode \(String(permissions, radix: 8))); "
-                    + "refusing to use it (fix with: chmod go-w '\(path)')")
-        }
+        try kind.check(try status(), path: path)
     }
 
     /// The error for an entry that an O_NOFOLLOW open refused: a symlink, or something else.
     private func wrongKind(_ name: String, expected: EntryKind) -> WormholeError {
-        let path = child(name)
-        if let status = try? Syscall.lstatat(descriptor, name) {
-            let type = status.st_mode & 0o170000
-            if type == 0o120000 {
-                return WormholeError(
-                    .unsafePath, value: path,
-                    "'\(path)' is a symbolic link; symlinks inside a group container are never followed")
-            }
-            return WormholeError(.unsafePath, value: path, "'\(path)' is \(Self.describe(type)), not \(expected)")
-        }
-        return WormholeError(.unsafePath, value: path, "'\(path)' is not \(expected)")
+        expected.refused(try? Syscall.lstatat(descriptor, name), path: child(name))
     }
-
-    private static func describe(_ type: mode_t) -> String {
-        switch type {
-        case 0o040000: "a directory"
-        case 0o100000: "a regular file"
-        case 0o120000: "a symbolic link"
-        case 0o010000: "a FIFO"
-        case 0o140000: "a socket"
-        case 0o020000: "a character device"
-        case 0o060000: "a block device"
-        default: "of unknown type \(String(type, radix: 8))"
-        }
-    }
-}
-
-/// The `io` error for a failed call on `path`: "cannot ACTION 'PATH': REASON (errno N)".
-func ioError(_ error: Errno, _ action: String, _ path: String) -> WormholeError {
-    WormholeError(.io, value: path, "cannot \(action) '\(path)': \(error) (errno \(error.rawValue))")
 }

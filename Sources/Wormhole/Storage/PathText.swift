@@ -24,13 +24,13 @@ package enum PathText {
         let user = path[path.index(after: path.startIndex)..<slash]
         let home: String?
         if user.isEmpty {
-            if let variable = getenv("HOME"), variable.pointee != 0 {
-                home = String(cString: variable)
+            if let variable = Syscall.environment("HOME"), !variable.isEmpty {
+                home = variable
             } else {
-                home = getpwuid(getuid()).flatMap { $0.pointee.pw_dir.map { String(cString: $0) } }
+                home = Syscall.homeDirectory()
             }
         } else {
-            home = getpwnam(String(user)).flatMap { $0.pointee.pw_dir.map { String(cString: $0) } }
+            home = Syscall.homeDirectory(ofUser: String(user))
         }
         guard let home else { return path }
         let rest = path[slash...]
@@ -65,7 +65,7 @@ package enum PathText {
 
     /// Whether `path` names a directory, following symlinks (`stat`).
     package static func isDirectory(_ path: String) -> Bool {
-        var status = stat()
-        return stat(path, &status) == 0 && status.st_mode & S_IFMT == S_IFDIR
+        guard let status = try? Syscall.followingStat(path) else { return false }
+        return status.st_mode & S_IFMT == S_IFDIR
     }
 }

@@ -55,7 +55,7 @@ extension OpenFile {
     @discardableResult
     func removeStaleTemporaries(olderThan age: UInt64) throws(WormholeError) -> Int {
         var removed = 0
-        for name in try fileNames() where Self.isTemporaryName(name) {
+        for name in try names() where Self.isTemporaryName(name) {
             if try removeIfStale(name, olderThan: age) { removed += 1 }
         }
         return removed

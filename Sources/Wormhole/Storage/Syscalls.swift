@@ -1,7 +1,8 @@
 // The one place where the storage layer calls C. Each function below is the only call site of its
 // C function in the module; it retries `EINTR` where the call may be interrupted and turns the C
 // error convention (`-1` and `errno`) into a thrown `Errno`. Callers turn an `Errno` into a
-// `WormholeError` that names the path (see `OpenFile`).
+// `WormholeError` that names the path (see `OpenFile`). The journal's calls at explicit offsets
+// (`pread`, `pwrite`, `ftruncate`, `lseek`, `fdatasync`) are here too.
 
 import Glibc
 import SystemPackage
@@ -91,6 +92,13 @@ package enum Syscall {
         try checked(Glibc.futimens(descriptor, times))
     }
 
+    /// The corresponding C function is `stat`: a symlink is followed.
+    static func followingStat(_ path: String) throws(Errno) -> stat {
+        var status = stat()
+        try checked(Glibc.stat(_:_:)(path, &status))
+        return status
+    }
+
     /// The corresponding C function is `lstat`: a symlink is described, not followed.
     static func lstat(_ path: String) throws(Errno) -> stat {
         var status = stat()
@@ -103,9 +111,26 @@ package enum Syscall {
         try checked(Glibc.renameat(directory, from, directory, to))
     }
 
-    /// The corresponding C function is `unlinkat`, without `AT_REMOVEDIR`.
-    static func unlinkat(_ directory: Int32, _ name: String) throws(Errno) {
-        try checked(Glibc.unlinkat(directory, name, 0))
+    /// The corresponding C function is `unlinkat`: removes the file `name`, or with
+    /// `removingDirectory` (`AT_REMOVEDIR`) the empty directory `name`.
+    static func unlinkat(_ directory: Int32, _ name: String, removingDirectory: Bool = false) throws(Errno) {
+        try checked(Glibc.unlinkat(directory, name, removingDirectory ? AT_REMOVEDIR : 0))
+    }
+
+    /// The corresponding C function is `unlink`.
+    static func unlink(_ path: String) throws(Errno) {
+        try checked(Glibc.unlink(path))
+    }
+
+    /// The corresponding C function is `rmdir` (`ENOTEMPTY` when the directory is not empty).
+    static func rmdir(_ path: String) throws(Errno) {
+        try checked(Glibc.rmdir(path))
+    }
+
+    /// The corresponding C function is `dup`, with `F_DUPFD_CLOEXEC` (`fcntl`): a second
+    /// descriptor of the same open file description, not inherited by child processes.
+    static func duplicate(_ descriptor: Int32) throws(Errno) -> Int32 {
+        try retrying { Glibc.fcntl(descriptor, F_DUPFD_CLOEXEC, 0) }
     }
 
     /// The corresponding C function is `read`. Returns the number of bytes read; 0 at end of file.
@@ -117,6 +142,38 @@ package enum Syscall {
     /// fewer than asked.
     static func write(_ descriptor: Int32, from buffer: UnsafeRawBufferPointer) throws(Errno) -> Int {
         try retrying { Glibc.write(descriptor, buffer.baseAddress, buffer.count) }
+    }
+
+    /// The corresponding C function is `pread`. Returns the number of bytes read; 0 at end of file.
+    static func pread(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(Errno)
+        -> Int
+    {
+        try retrying { Glibc.pread(descriptor, buffer.baseAddress, buffer.count, off_t(offset)) }
+    }
+
+    /// The corresponding C function is `pwrite`. Returns the number of bytes written, which may be
+    /// fewer than asked.
+    static func pwrite(_ descriptor: Int32, from buffer: UnsafeRawBufferPointer, at offset: Int) throws(Errno) -> Int {
+        try retrying { Glibc.pwrite(descriptor, buffer.baseAddress, buffer.count, off_t(offset)) }
+    }
+
+    /// The corresponding C function is `ftruncate`.
+    static func ftruncate(_ descriptor: Int32, _ length: Int) throws(Errno) {
+        _ = try retrying { Glibc.ftruncate(descriptor, off_t(length)) }
+    }
+
+    /// The corresponding C function is `lseek(descriptor, 0, SEEK_END)`: the file's size. Not
+    /// `fstat`: on kernels with multigrain timestamps (Linux 6.13 and later) a `stat` of a file
+    /// makes its next change take a fine-grained time, which costs the journal's appender a
+    /// journalled inode update; the journal's files are only ever read and written at explicit
+    /// offsets, so moving the file position changes nothing.
+    static func endOffset(_ descriptor: Int32) throws(Errno) -> Int {
+        Int(try retrying { Glibc.lseek(descriptor, 0, SEEK_END) })
+    }
+
+    /// The corresponding C function is `fdatasync`.
+    static func fdatasync(_ descriptor: Int32) throws(Errno) {
+        _ = try retrying { Glibc.fdatasync(descriptor) }
     }
 
     /// The corresponding C function is `fsync`.
@@ -158,9 +215,17 @@ package enum Syscall {
 
     /// The corresponding C function is `clock_gettime(CLOCK_REALTIME)`: nanoseconds since 1970, the
     /// clock file times are set from.
-    static func realTimeNanoseconds() -> UInt64 {
+    package static func realTimeNanoseconds() -> UInt64 {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
+        return UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
+    }
+
+    /// The corresponding C function is `clock_gettime(CLOCK_REALTIME_COARSE)`: nanoseconds since
+    /// 1970 on the clock the file system stamps file times with (its last tick, not now).
+    static func coarseRealTimeNanoseconds() -> UInt64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME_COARSE, &spec)
         return UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
     }
 
@@ -201,4 +266,21 @@ package enum Syscall {
     static func processID() -> pid_t {
         Glibc.getpid()
     }
+
+    /// The corresponding C function is `getenv`: the variable's value; nil when it is not set.
+    static func environment(_ name: String) -> String? {
+        Glibc.getenv(name).map { String(cString: $0) }
+    }
+
+    /// The corresponding C functions are `getpwnam` and `getpwuid(getuid())`: the home directory
+    /// the password database gives `user` (nil: this process's user); nil when it has none.
+    static func homeDirectory(ofUser user: String? = nil) -> String? {
+        let entry = user.map { Glibc.getpwnam($0) } ?? Glibc.getpwuid(Glibc.getuid())
+        return entry.flatMap { $0.pointee.pw_dir.map { String(cString: $0) } }
+    }
+}
+
+/// The `io` error for a failed call on `path`: "cannot ACTION 'PATH': REASON (errno N)".
+func ioError(_ error: Errno, _ action: String, _ path: String) -> WormholeError {
+    WormholeError(.io, value: path, "cannot \(action) '\(path)': \(error) (errno \(error.rawValue))")
 }

@@ -23,7 +23,6 @@ protocol WatchableDirectory {
 }
 
 extension OpenFile: WatchableDirectory {}
-extension JournalFile: WatchableDirectory {}
 
 /// What a subscription wants watched while it has no bus (see ``WakeEngine``): one directory,
 /// opened (and created when missing) with the container's checks, and the events that mean
