@@ -1,4 +1,5 @@
 import FoundationEssentials
+import WormholeSystem
 
 /// What a synchronising appender needs: the segment and the offset its records end at.
 struct JournalSyncTarget: Sendable {
