@@ -1,6 +1,7 @@
 import Glibc
 import Logging
 import Synchronization
+import SystemPackage
 import WormholeDBus
 import WormholeSystem
 
@@ -93,7 +94,7 @@ final class Doorbell: Sendable {
 
     /// Whether the environment variable `name` turns something off (`off`, `0`, `no`, `false`).
     private static func isOff(_ name: String) -> Bool {
-        guard let setting = getenv(name).map({ String(cString: $0) }) else { return false }
+        guard let setting = Syscall.environment(name) else { return false }
         return ["off", "0", "no", "false"].contains(setting.lowercased())
     }
 
@@ -107,7 +108,7 @@ final class Doorbell: Sendable {
         // numbered posts (high serials) followed by libdbus's own calls (low ones) would not.
         // Its bus is the way (as between sandboxed apps anyway); so is one whose app ID is invalid.
         guard case .success(nil) = Result(catching: { try identity.current() }) else { return nil }
-        guard let runtime = getenv("XDG_RUNTIME_DIR").map({ String(cString: $0) }), runtime.hasPrefix("/") else {
+        guard let runtime = Syscall.environment("XDG_RUNTIME_DIR"), runtime.hasPrefix("/") else {
             return nil
         }
         let doorbell = Doorbell(
@@ -187,20 +188,26 @@ final class Doorbell: Sendable {
     private func makeRoot() throws {
         let parent = String(root.dropLast("/doorbell".count))
         for directory in [parent, root] {
-            if mkdir(directory, 0o700) != 0 && errno != EEXIST {
-                throw WormholeError(.io, value: directory, "cannot create \(directory): \(String(cString: strerror(errno)))")
-            }
+            try Self.makeDirectory(directory)
             try Self.checkPrivate(directory)
+        }
+    }
+
+    /// Makes `path` (mode 0700) unless it exists.
+    private static func makeDirectory(_ path: String) throws(WormholeError) {
+        if case .failure(let error) = Result(catching: { () throws(Errno) in try Syscall.mkdir(path, 0o700) }),
+            error != .fileExists
+        {
+            throw ioError(error, "create", path)
         }
     }
 
     /// The directory is the user's, not a symlink, and nobody else's to enter or write.
     private static func checkPrivate(_ path: String) throws {
-        var info = stat()
-        guard lstat(path, &info) == 0 else {
-            throw WormholeError(.io, value: path, "cannot inspect \(path): \(String(cString: strerror(errno)))")
+        switch Result(catching: { () throws(Errno) -> stat in try Syscall.lstat(path) }) {
+        case .success(let info): try checkPrivate(info, path: path)
+        case .failure(let error): throw ioError(error, "inspect", path)
         }
-        try checkPrivate(info, path: path)
     }
 
     static func checkPrivate(_ info: stat, path: String) throws {
@@ -222,7 +229,7 @@ final class Doorbell: Sendable {
             try endpoint.open(path: path, handler: handler)
         } catch let failure where failure.code == EADDRINUSE {
             // A file left at our random ID: nobody can be bound there but a process with this ID.
-            unlink(path)
+            try? Syscall.unlink(path)
             try endpoint.open(path: path, handler: handler)
         }
     }
@@ -245,11 +252,11 @@ final class Doorbell: Sendable {
             let directory = root + "/" + entry
             var removed = false
             for id in RegistrationLookup.names(at: directory) where dead.contains(id) {
-                removed = unlink(directory + "/" + id) == 0 || removed
+                removed = (try? Syscall.unlink(directory + "/" + id)) != nil || removed
             }
-            if removed { rmdir(directory) }  // not empty: others observe it
+            if removed { try? Syscall.rmdir(directory) }  // not empty: others observe it
         }
-        for id in dead { unlink(endpointPath(id)) }
+        for id in dead { try? Syscall.unlink(endpointPath(id)) }
         staleRemoved.add(UInt64(dead.count), ordering: .relaxed)
         logger.debug("removed \(dead.count) dead doorbell endpoints and their registrations")
     }
@@ -281,16 +288,18 @@ final class Doorbell: Sendable {
     private func addEntry(_ directory: UInt64) throws {
         let (directoryPath, entryPath) = entryPath(directory)
         for _ in 0..<16 {
-            if mkdir(directoryPath, 0o700) != 0 && errno != EEXIST {
-                throw WormholeError(.io, value: directoryPath, "cannot create \(directoryPath): \(String(cString: strerror(errno)))")
+            try Self.makeDirectory(directoryPath)
+            let opened = Result { () throws(Errno) -> Int32 in
+                try Syscall.open(entryPath, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
             }
-            let fd = open(entryPath, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
-            if fd >= 0 {
-                close(fd)
+            switch opened {
+            case .success(let fd):
+                Syscall.close(fd)
                 return
-            }
-            if errno != ENOENT {
-                throw WormholeError(.io, value: entryPath, "cannot create \(entryPath): \(String(cString: strerror(errno)))")
+            case .failure(let error) where error != .noSuchFileOrDirectory:
+                throw ioError(error, "create", entryPath)
+            case .failure:
+                continue  // the directory went between the two calls: made again
             }
         }
         throw WormholeError(.io, value: directoryPath, "\(directoryPath) kept disappearing")
@@ -298,8 +307,8 @@ final class Doorbell: Sendable {
 
     private func removeEntry(_ directory: UInt64) {
         let (directoryPath, entryPath) = entryPath(directory)
-        unlink(entryPath)
-        rmdir(directoryPath)  // ENOTEMPTY: other processes still observe it
+        try? Syscall.unlink(entryPath)
+        try? Syscall.rmdir(directoryPath)  // ENOTEMPTY: other processes still observe it
     }
 
     /// On the loop's thread: rings read from the endpoint.
@@ -389,13 +398,13 @@ final class Doorbell: Sendable {
                     let directory = "n" + Self.hex(hash)
                     // The endpoint file stays for the sweep, which also finds the process's other
                     // registrations (``sweep()``).
-                    unlinkat(rootFD, directory + "/" + endpoint.id, 0)
-                    unlinkat(rootFD, directory, AT_REMOVEDIR)
+                    try? Syscall.unlinkat(rootFD, directory + "/" + endpoint.id)
+                    try? Syscall.unlinkat(rootFD, directory, removingDirectory: true)
                     staleRemoved.add(1, ordering: .relaxed)
                 case .full:
                     logger.debug("doorbell endpoint \(endpoint.id) is full: the bus signal wakes it")
                 case .failed(let code):
-                    logger.debug("cannot ring doorbell endpoint \(endpoint.id): \(String(cString: strerror(code)))")
+                    logger.debug("cannot ring doorbell endpoint \(endpoint.id): \(Errno(rawValue: code))")
                 }
             }
         }
@@ -403,7 +412,7 @@ final class Doorbell: Sendable {
         // sender to wait next, as a request-reply peer does), but this sender goes on with its
         // own work: one yield lets the rung process run first (docs/performance.md, *The
         // doorbell*); with nothing else to run here, it returns at once.
-        if datagram != nil && Self.yieldsAfterRinging { sched_yield() }
+        if datagram != nil && Self.yieldsAfterRinging { Syscall.yieldProcessor() }
     }
 
     /// Whether a post that rang somebody yields the CPU before its signal is built and written:

@@ -25,7 +25,7 @@ final class RegistrationLookup: Sendable {
     /// removed one has no links left), and the endpoints it named then.
     private struct RegistrationListing {
         var descriptor: Int32
-        var snapshot: Snapshot
+        var version: FileVersion
         var endpoints: [Endpoint]
     }
 
@@ -37,47 +37,46 @@ final class RegistrationLookup: Sendable {
     /// is unchanged, else listed again (`openat`, `getdents64`), and that listing kept once it is
     /// settled. Nil when the directory is gone.
     func registrations(of hash: UInt64, in rootFD: Int32) -> [Endpoint]? {
-        var info = stat()
         let held = registrationListings.withLock { listings -> [Endpoint]? in
             guard let held = listings[hash] else { return nil }
-            if fstat(held.descriptor, &info) == 0, held.snapshot.matches(info) { return held.endpoints }
-            close(held.descriptor)
+            if let info = try? Syscall.fstat(held.descriptor), held.version == FileVersion(info) { return held.endpoints }
+            Syscall.close(held.descriptor)
             listings[hash] = nil
             return nil
         }
         if let held { return held }
-        let fd = openat(rootFD, "n" + Doorbell.hex(hash), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        // The state before the listing: a change after it makes the snapshot differ.
-        guard fstat(fd, &info) == 0 else {
-            close(fd)
+        guard let fd = try? Syscall.openat(rootFD, "n" + Doorbell.hex(hash), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        else { return nil }
+        // The state before the listing: a change after it makes the version differ.
+        guard let info = try? Syscall.fstat(fd) else {
+            Syscall.close(fd)
             return nil
         }
-        let snapshot = Snapshot(info)
+        let version = FileVersion(info)
         // `names(consuming:)` closes what it reads; the descriptor kept is the one opened.
-        let reading = dup(fd)
+        let reading = try? Syscall.duplicate(fd)
         let endpoints: [Endpoint] =
-            reading < 0
-            ? []
-            : Self.names(consuming: reading).compactMap { id in
-                guard id.utf8.count == 16, let address = DoorbellSocket.address(root + "/e" + id) else { return nil }
-                return Endpoint(id: id, address: address)
-            }
-        guard reading >= 0, snapshot.isSettled else {
-            close(fd)
+            reading.map { reading in
+                Self.names(consuming: reading).compactMap { id in
+                    guard id.utf8.count == 16, let address = DoorbellSocket.address(root + "/e" + id) else { return nil }
+                    return Endpoint(id: id, address: address)
+                }
+            } ?? []
+        guard reading != nil, version.isSettled else {
+            Syscall.close(fd)
             return endpoints
         }
         registrationListings.withLock { listings in
             // Each kept listing holds a descriptor: at most `keptListingLimit` of them, so a process
             // that posts to many observed names keeps its descriptors for its own files.
             if listings[hash] == nil, listings.count >= Self.keptListingLimit, let evicted = listings.first {
-                close(evicted.value.descriptor)
+                Syscall.close(evicted.value.descriptor)
                 listings[evicted.key] = nil
             }
             if let replaced = listings.updateValue(
-                RegistrationListing(descriptor: fd, snapshot: snapshot, endpoints: endpoints), forKey: hash)
+                RegistrationListing(descriptor: fd, version: version, endpoints: endpoints), forKey: hash)
             {
-                close(replaced.descriptor)
+                Syscall.close(replaced.descriptor)
             }
         }
         return endpoints
@@ -96,55 +95,16 @@ final class RegistrationLookup: Sendable {
     private func forgetRegistrationListings(except directories: Set<UInt64>) {
         registrationListings.withLock { listings in
             for (hash, listing) in listings where !directories.contains(hash) {
-                close(listing.descriptor)
+                Syscall.close(listing.descriptor)
                 listings[hash] = nil
             }
         }
     }
 
-    /// What a directory's `fstat` said: the same inode, link count (one per subdirectory), size,
-    /// modification and change time mean the same entries, once the file system's clock has
-    /// moved past those times (``isSettled``).
-    struct Snapshot {
-        var inode: UInt64
-        var links: UInt64
-        var size: Int64
-        var modified: timespec
-        var changed: timespec
-
-        init(_ info: stat) {
-            inode = UInt64(info.st_ino)
-            links = UInt64(info.st_nlink)
-            size = Int64(info.st_size)
-            modified = info.st_mtim
-            changed = info.st_ctim
-        }
-
-        func matches(_ info: stat) -> Bool {
-            inode == UInt64(info.st_ino) && links == UInt64(info.st_nlink) && size == Int64(info.st_size)
-                && modified.tv_sec == info.st_mtim.tv_sec && modified.tv_nsec == info.st_mtim.tv_nsec
-                && changed.tv_sec == info.st_ctim.tv_sec && changed.tv_nsec == info.st_ctim.tv_nsec
-        }
-
-        /// Whether its times are older than the file system's clock now (`CLOCK_REALTIME_COARSE`,
-        /// the clock of file times): a change from now on gets a later time, so an unchanged
-        /// `fstat` means unchanged entries. Within the tick of a change (a few milliseconds), two
-        /// changes can leave the same times and size (an entry removed and another made), so a
-        /// listing taken then is not kept: the next post lists again.
-        var isSettled: Bool {
-            var now = timespec()
-            clock_gettime(CLOCK_REALTIME_COARSE, &now)
-            func before(_ time: timespec) -> Bool {
-                time.tv_sec < now.tv_sec || (time.tv_sec == now.tv_sec && time.tv_nsec < now.tv_nsec)
-            }
-            return before(modified) && before(changed)
-        }
-    }
-
     /// The doorbell directory's registration directories (their hashes) as last listed, and
-    /// its snapshot then.
+    /// its version then.
     private struct Listing {
-        var snapshot: Snapshot
+        var version: FileVersion
         var directories: Set<UInt64>
     }
 
@@ -153,7 +113,7 @@ final class RegistrationLookup: Sendable {
     /// Forgets the doorbell directory's listing: a registration directory it named is gone.
     func forgetListing() { listing.withLock { $0 = nil } }
     /// The parent's `fstat` when the doorbell directory was found missing.
-    private let rootMissing = Locked<Snapshot?>(nil)
+    private let rootMissing = Locked<FileVersion?>(nil)
     /// `$XDG_RUNTIME_DIR/wormhole`, opened once it exists and is the user's (-1 before).
     private let parentDescriptor = Atomic<Int32>(-1)
 
@@ -161,17 +121,15 @@ final class RegistrationLookup: Sendable {
         let held = parentDescriptor.load(ordering: .acquiring)
         if held >= 0 { return held }
         let path = String(root.dropLast("/doorbell".count))
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        var info = stat()
-        guard fstat(fd, &info) == 0, (try? Doorbell.checkPrivate(info, path: path)) != nil else {
-            close(fd)
+        guard let fd = try? Syscall.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) else { return nil }
+        guard let info = try? Syscall.fstat(fd), (try? Doorbell.checkPrivate(info, path: path)) != nil else {
+            Syscall.close(fd)
             return nil
         }
         let (exchanged, found) = parentDescriptor.compareExchange(
             expected: -1, desired: fd, ordering: .acquiringAndReleasing)
         if exchanged { return fd }
-        close(fd)
+        Syscall.close(fd)
         return found
     }
 
@@ -179,17 +137,15 @@ final class RegistrationLookup: Sendable {
     /// directory is unchanged, else listed again; nil when it cannot be said (then every
     /// candidate is opened).
     func registrationDirectories(_ rootFD: Int32) -> Set<UInt64>? {
-        var info = stat()
-        guard fstat(rootFD, &info) == 0 else { return nil }
-        if let held = listing.withLock({ $0 }), held.snapshot.matches(info) { return held.directories }
-        let fd = openat(rootFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
+        guard let info = try? Syscall.fstat(rootFD) else { return nil }
+        let version = FileVersion(info)
+        if let held = listing.withLock({ $0 }), held.version == version { return held.directories }
+        guard let fd = try? Syscall.openat(rootFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) else { return nil }
         var directories = Set<UInt64>()
         for entry in Self.names(consuming: fd) where entry.utf8.count == 17 && entry.hasPrefix("n") {
             if let hash = UInt64(entry.dropFirst(), radix: 16) { directories.insert(hash) }
         }
-        let snapshot = Snapshot(info)
-        listing.withLock { $0 = snapshot.isSettled ? Listing(snapshot: snapshot, directories: directories) : nil }
+        listing.withLock { $0 = version.isSettled ? Listing(version: version, directories: directories) : nil }
         forgetRegistrationListings(except: directories)
         return directories
     }
@@ -215,31 +171,23 @@ final class RegistrationLookup: Sendable {
     func openRoot() -> Int32? {
         let held = rootDescriptor.load(ordering: .acquiring)
         if held >= 0 { return held }
-        var parentInfo = stat()
         let parent = openParent()
-        if let parent, fstat(parent, &parentInfo) == 0,
-            let missing = rootMissing.withLock({ $0 }), missing.matches(parentInfo)
-        {
+        let parentVersion = parent.flatMap { try? Syscall.fstat($0) }.map(FileVersion.init)
+        if let parentVersion, let missing = rootMissing.withLock({ $0 }), missing == parentVersion { return nil }
+        let flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+        let opened =
+            if let parent { try? Syscall.openat(parent, "doorbell", flags) } else { try? Syscall.open(root, flags) }
+        guard let fd = opened else {
+            if let parentVersion { rootMissing.withLock { $0 = parentVersion.isSettled ? parentVersion : nil } }
             return nil
         }
-        let fd =
-            parent.map { openat($0, "doorbell", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
-            ?? open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else {
-            if parent != nil {
-                let snapshot = Snapshot(parentInfo)
-                rootMissing.withLock { $0 = snapshot.isSettled ? snapshot : nil }
-            }
-            return nil
-        }
-        var info = stat()
-        guard fstat(fd, &info) == 0, (try? Doorbell.checkPrivate(info, path: root)) != nil else {
-            close(fd)
+        guard let info = try? Syscall.fstat(fd), (try? Doorbell.checkPrivate(info, path: root)) != nil else {
+            Syscall.close(fd)
             return nil
         }
         let (exchanged, found) = rootDescriptor.compareExchange(expected: -1, desired: fd, ordering: .acquiringAndReleasing)
         if exchanged { return fd }
-        close(fd)
+        Syscall.close(fd)
         return found
     }
 }

@@ -1,6 +1,7 @@
 import Atomics
 import FoundationEssentials
 import Glibc
+import SystemPackage
 
 /// A table of per-name generation counters and states in shared memory, so a check token
 /// answers "posted since my last check?" with one memory load: no system call, no bus traffic.
@@ -45,31 +46,28 @@ final class SharedStateTable: @unchecked Sendable {
         if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
             return runtime + "/wormhole"
         }
-        return "/tmp/wormhole-\(geteuid())"
+        return "/tmp/wormhole-\(Syscall.effectiveUserID())"
     }
 
     /// Opens (creating if needed) the table in `directory`.
     init(directory: String) throws {
-        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
-            throw WormholeError(.io, value: directory, "cannot create \(directory): \(String(cString: strerror(errno)))")
+        try Self.checked("create", directory) { () throws(Errno) in
+            do throws(Errno) { try Syscall.mkdir(directory, 0o700) } catch where error == .fileExists {}
         }
         try Self.checkSafe(path: directory, isDirectory: true)
         path = directory + "/notify-state-v1"
-        let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            let reason = errno == ELOOP ? "it is a symlink" : String(cString: strerror(errno))
-            throw WormholeError(errno == ELOOP ? .unsafePath : .io, value: path, "cannot open \(path): \(reason)")
-        }
-        defer { close(fd) }
-        try Self.checkSafe(fd: fd, path: path)
+        let path = path
+        let fd = try Self.openTable(path)
+        defer { Syscall.close(fd) }
+        let info = try Self.checked("inspect", path) { () throws(Errno) in try Syscall.fstat(fd) }
+        try Self.checkSafe(info, path: path)
         length = (Self.headerWords + Self.slotCount * Self.slotWords) * 8
-        var info = stat()
-        fstat(fd, &info)
-        if Int(info.st_size) < length && ftruncate(fd, off_t(length)) != 0 {
-            throw WormholeError(.io, value: path, "cannot size \(path): \(String(cString: strerror(errno)))")
+        let length = length
+        if Int(info.st_size) < length {
+            try Self.checked("size", path) { () throws(Errno) in try Syscall.ftruncate(fd, length) }
         }
-        guard let mapping = mmap(nil, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), mapping != MAP_FAILED else {
-            throw WormholeError(.io, value: path, "cannot map \(path): \(String(cString: strerror(errno)))")
+        let mapping = try Self.checked("map", path) { () throws(Errno) in
+            try Syscall.mapShared(fd, length: length, writable: true)
         }
         base = mapping.bindMemory(to: UInt64.AtomicRepresentation.self, capacity: length / 8)
         let magic = UnsafeAtomic<UInt64>(at: base)
@@ -78,33 +76,42 @@ final class SharedStateTable: @unchecked Sendable {
             UnsafeAtomic<UInt64>(at: base + 1).store(Self.version, ordering: .releasing)
             UnsafeAtomic<UInt64>(at: base + 2).store(UInt64(Self.slotCount), ordering: .releasing)
         } else if found != Self.magic {
-            munmap(mapping, length)
+            Syscall.unmap(mapping, length: length)
             throw WormholeError(.io, value: path, "\(path) is not a Wormhole notification table (bad magic)")
         }
     }
 
-    deinit { munmap(UnsafeMutableRawPointer(base), length) }
+    deinit { Syscall.unmap(UnsafeMutableRawPointer(base), length: length) }
 
-    private static func checkSafe(path: String, isDirectory: Bool) throws {
-        var info = stat()
-        guard lstat(path, &info) == 0 else {
-            throw WormholeError(.io, value: path, "cannot inspect \(path): \(String(cString: strerror(errno)))")
+    /// Runs `call`; its failure becomes an `io` error saying what could not be done to `path`.
+    private static func checked<T>(_ action: String, _ path: String, _ call: () throws(Errno) -> T) throws(WormholeError) -> T {
+        switch Result(catching: call) {
+        case .success(let value): return value
+        case .failure(let error): throw ioError(error, action, path)
         }
-        try checkSafe(info, path: path)
     }
 
-    private static func checkSafe(fd: Int32, path: String) throws {
-        var info = stat()
-        fstat(fd, &info)
-        try checkSafe(info, path: path)
+    /// Opens (creating) the table file, refusing a symlink.
+    private static func openTable(_ path: String) throws(WormholeError) -> Int32 {
+        switch Result(catching: { () throws(Errno) in try Syscall.open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600) }) {
+        case .success(let fd): return fd
+        case .failure(let error) where error == .tooManySymbolicLinkLevels:
+            throw WormholeError(.unsafePath, value: path, "cannot open \(path): it is a symlink")
+        case .failure(let error): throw ioError(error, "open", path)
+        }
+    }
+
+    private static func checkSafe(path: String, isDirectory: Bool) throws {
+        try checkSafe(checked("inspect", path) { () throws(Errno) in try Syscall.lstat(path) }, path: path)
     }
 
     private static func checkSafe(_ info: stat, path: String) throws {
         if info.st_mode & S_IFMT == S_IFLNK {
             throw WormholeError(.unsafePath, value: path, "\(path) is a symlink; refusing to follow it")
         }
-        if info.st_uid != geteuid() {
-            throw WormholeError(.unsafePath, value: path, "\(path) is owned by uid \(info.st_uid), not by this user (\(geteuid()))")
+        if info.st_uid != Syscall.effectiveUserID() {
+            throw WormholeError(
+                .unsafePath, value: path, "\(path) is owned by uid \(info.st_uid), not by this user (\(Syscall.effectiveUserID()))")
         }
         if info.st_mode & 0o022 != 0 {
             throw WormholeError(

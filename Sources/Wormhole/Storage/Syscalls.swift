@@ -106,6 +106,10 @@ package enum Syscall {
         return status
     }
 
+    /// Gives the CPU to another runnable thread, if any. The corresponding C function is
+    /// `sched_yield`.
+    static func yieldProcessor() { _ = Glibc.sched_yield() }
+
     /// The corresponding C function is `renameat`.
     static func renameat(_ directory: Int32, _ from: String, _ to: String) throws(Errno) {
         try checked(Glibc.renameat(directory, from, directory, to))
