@@ -39,7 +39,7 @@ struct MonitorCommand: ParsableCommand {
     }
 
     func run() throws {
-        let group = try withCLIErrors { try self.group.map(GroupIdentifier.init) }
+        let group = try withCLIErrors { try self.group.map { try GroupIdentifier($0) } }
         armTimeout(timeout, countGiven: count != nil)
         let address = try bus.address()
         let root = try? GroupContainer.rootDirectory()

@@ -65,7 +65,7 @@ private final class DefaultsCLIWorld: Sendable {
         var logger = Logger(label: "wormhole.cli-defaults-tests")
         logger.logLevel = .error
         return try GroupDefaults(
-            applicationGroupIdentifier: group, containerRoot: root.path, busAddress: bus.address,
+            applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root.path, busAddress: bus.address,
             sharedStateDirectory: runtime.path + "/wormhole", logger: logger)
     }
 

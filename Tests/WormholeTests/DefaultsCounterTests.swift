@@ -15,7 +15,7 @@ import WormholeTestSupport
 
     func defaults(_ freshness: GroupDefaults.Freshness) throws -> GroupDefaults {
         try GroupDefaults(
-            applicationGroupIdentifier: world.group, containerRoot: world.root.path, busAddress: world.bus.address,
+            applicationGroupIdentifier: GroupIdentifier(world.group), containerRoot: world.root.path, busAddress: world.bus.address,
             sharedStateDirectory: world.state.path, freshness: freshness, logger: MessagingHarness.logger)
     }
 

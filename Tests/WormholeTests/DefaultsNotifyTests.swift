@@ -344,7 +344,7 @@ enum DefaultsHarness {
     /// `.synchronized` durability writes the same suite (fsync'ed).
     @Test func synchronizedDurabilityWrites() throws {
         let defaults = try GroupDefaults(
-            applicationGroupIdentifier: world.group, durability: .synchronized, containerRoot: world.root.path,
+            applicationGroupIdentifier: GroupIdentifier(world.group), durability: .synchronized, containerRoot: world.root.path,
             busAddress: world.bus.address, sharedStateDirectory: world.state.path, logger: MessagingHarness.logger)
         try defaults.update("n") { _ in .integer(5) }
         #expect(try world.defaults().value(forKey: "n") == .integer(5))

@@ -13,7 +13,7 @@ import WormholeTestSupport
 extension MessagingFixture {
     func defaults(group: String? = nil, suite: String? = nil) throws -> GroupDefaults {
         try GroupDefaults(
-            applicationGroupIdentifier: group ?? self.group, suiteName: suite, containerRoot: root.path, busAddress: bus.address,
+            applicationGroupIdentifier: GroupIdentifier(group ?? self.group), suiteName: suite.map { try SuiteName($0) }, containerRoot: root.path, busAddress: bus.address,
             sharedStateDirectory: state.path, logger: MessagingHarness.logger)
     }
 
@@ -478,7 +478,7 @@ extension GroupDefaults.Keys {
         #expect(defaults.string(forKey: "s") == "x")
         // The limit: a write over it is refused, the suite unchanged; removals always work.
         let small = try GroupDefaults(
-            applicationGroupIdentifier: world.group, containerRoot: world.root.path, busAddress: world.bus.address,
+            applicationGroupIdentifier: GroupIdentifier(world.group), containerRoot: world.root.path, busAddress: world.bus.address,
             sharedStateDirectory: world.state.path, maximumSuiteBytes: 200, logger: MessagingHarness.logger)
         let before = FileManager.default.contents(atPath: world.suitePath())
         let tooLarge = try #require(throws: WormholeError.self) { try small.set(String(repeating: "x", count: 300), forKey: "big") }

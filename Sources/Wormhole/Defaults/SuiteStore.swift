@@ -3,6 +3,7 @@ import Glibc
 import Logging
 import Synchronization
 import SystemPackage
+import WormholeDBus
 
 /// The suite file of contract §5 (`<container>/Preferences/<suite>.json`) with its lock, its
 /// corruption handling and a cache of its parsed content.

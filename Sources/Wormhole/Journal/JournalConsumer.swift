@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Synchronization
+import WormholeDBus
 
 /// A durable consumer's cursor file, `<name>.cursor` in the journal directory: one line of JSON,
 /// `{"format":1,"acknowledged":A,"delivering":D}`. Records up to A were handled; records A+1…D

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import WormholeDBus
 
 /// Where a reader starts.
 public enum JournalPosition: Sendable, Hashable {

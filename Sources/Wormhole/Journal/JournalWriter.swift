@@ -2,6 +2,7 @@ import FoundationEssentials
 import Glibc
 import Logging
 import Synchronization
+import WormholeDBus
 
 /// Appends records to one journal directory, from any number of threads and processes.
 ///

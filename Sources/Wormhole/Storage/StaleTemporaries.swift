@@ -8,6 +8,7 @@
 
 import Glibc
 import SystemPackage
+import WormholeDBus
 
 extension OpenFile {
     /// An empty temporary younger than this is kept whatever the age asked for: it may belong to a
