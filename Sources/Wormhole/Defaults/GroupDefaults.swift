@@ -1,4 +1,4 @@
-package import FoundationEssentials
+import FoundationEssentials
 public import Logging
 public import WormholeDBus
 
@@ -182,82 +182,6 @@ public final class GroupDefaults: Sendable {
         String(decoding: SuiteJSON.compactSuite(try store.snapshot().contents), as: UTF8.self)
     }
 
-    /// The value for `key` as Foundation types (`String`, `Int`, `Double`, `Bool`, `Date`, `Data`,
-    /// `URL`, `[Any]`, `[String: Any]`), or nil.
-    package func object(forKey key: String) -> Any? { lenient(key)?.object }
-
-    /// The string for `key`, or nil when absent or not a string.
-    package func string(forKey key: String) -> String? {
-        if case .string(let value)? = lenient(key) { return value }
-        return nil
-    }
-
-    /// The integer for `key` (a `Double` is truncated, a `Bool` is 0 or 1); 0 when absent.
-    package func integer(forKey key: String) -> Int {
-        switch lenient(key) {
-        case .integer(let value)?: value
-        case .double(let value)? where value.isFinite && abs(value) < 9.2e18: Int(value)
-        case .bool(let value)?: value ? 1 : 0
-        case .string(let text)?: Int(text) ?? 0
-        default: 0
-        }
-    }
-
-    /// The double for `key` (an `Int` is converted); 0 when absent.
-    package func double(forKey key: String) -> Double {
-        switch lenient(key) {
-        case .double(let value)?: value
-        case .integer(let value)?: Double(value)
-        case .bool(let value)?: value ? 1 : 0
-        case .string(let text)?: Double(text) ?? 0
-        default: 0
-        }
-    }
-
-    /// The Boolean for `key` (a nonzero number is true); false when absent.
-    package func bool(forKey key: String) -> Bool {
-        switch lenient(key) {
-        case .bool(let value)?: value
-        case .integer(let value)?: value != 0
-        case .double(let value)?: value != 0
-        case .string(let text)?: ["yes", "true", "1"].contains(text.lowercased())
-        default: false
-        }
-    }
-
-    /// The data for `key`, or nil.
-    package func data(forKey key: String) -> Data? {
-        if case .data(let value)? = lenient(key) { return value }
-        return nil
-    }
-
-    /// The array for `key`, as Foundation types, or nil.
-    package func array(forKey key: String) -> [Any]? {
-        if case .array(let values)? = lenient(key) { return values.map(\.object) }
-        return nil
-    }
-
-    /// The dictionary for `key`, as Foundation types, or nil.
-    package func dictionary(forKey key: String) -> [String: Any]? {
-        if case .dictionary(let values)? = lenient(key) { return values.mapValues(\.object) }
-        return nil
-    }
-
-    /// The URL for `key` (a string is read as a file path, as `UserDefaults` does), or nil.
-    package func url(forKey key: String) -> URL? {
-        switch lenient(key) {
-        case .url(let value)?: value
-        case .string(let path)?: URL(fileURLWithPath: PathText.expandingTilde(path))
-        default: nil
-        }
-    }
-
-    /// Every stored value with the registered defaults under them, as Foundation types.
-    package func dictionaryRepresentation() -> [String: Any] {
-        let stored = (try? values()) ?? [:]
-        return registered.withLock { $0 }.merging(stored) { _, new in new }.mapValues(\.object)
-    }
-
     /// Registers defaults for keys that have no stored value, in this object only (they are never
     /// written to the suite), like `UserDefaults.register(defaults:)`.
     ///
@@ -269,15 +193,5 @@ public final class GroupDefaults: Sendable {
             converted[key] = try PropertyListValue(value, key: key)
         }
         registered.withLock { $0.merge(converted) { _, new in new } }
-    }
-
-    /// The value for `key` for the non-throwing readers: a problem is logged and reads as absent.
-    private func lenient(_ key: String) -> PropertyListValue? {
-        do {
-            return try value(forKey: key)
-        } catch {
-            logger.error("cannot read '\(key)' from \(path): \(error)")
-            return nil
-        }
     }
 }

@@ -105,9 +105,9 @@ public enum PropertyListValue: Sendable, Hashable, CustomStringConvertible {
                 + "(allowed: String, Int, Double, Bool, Date, Data, URL, arrays and [String: …] dictionaries of them)")
     }
 
-    /// The value as Foundation types, as `UserDefaults.object(forKey:)` returns it: `String`,
-    /// `Int`, `Double`, `Bool`, `Date`, `Data`, `URL`, `[Any]`, `[String: Any]`.
-    package var object: Any {
+    /// The value as Foundation types (`String`, `Int`, `Double`, `Bool`, `Date`, `Data`, `URL`,
+    /// `[Any]`, `[String: Any]`), for decoding a typed key's value.
+    var object: Any {
         switch self {
         case .string(let value): value
         case .integer(let value): value
