@@ -12,11 +12,13 @@ let package = Package(
     name: "Wormhole",
     // Linux only: the package needs libdbus, epoll, eventfd and inotify (no platforms entry
     // claims an Apple OS it has never been built on).
-    // What other packages use. The tools and examples below are executable targets without
-    // products: SwiftPM still builds each as a binary named after its target.
+    // What other packages use: the Wormhole library (it re-exports the few D-Bus layer types its
+    // API names) and the `wormhole` tool. WormholeDBus is a target of this package only, which
+    // its tools, examples and tests depend on directly. The tools and examples below are
+    // executable targets without products: SwiftPM still builds each as a binary named after
+    // its target.
     products: [
         .library(name: "Wormhole", targets: ["Wormhole"]),
-        .library(name: "WormholeDBus", targets: ["WormholeDBus"]),
         .executable(name: "wormhole", targets: ["WormholeCLI"]),
     ],
     dependencies: [
@@ -119,7 +121,7 @@ let package = Package(
         // Scenario 3: a watch and its app sharing settings and a photo (Examples/Settings).
         .target(
             name: "SettingsShared",
-            dependencies: ["Wormhole", "WormholeDBus"],
+            dependencies: ["Wormhole"],
             path: "Examples/Settings/Shared"
         ),
         .executableTarget(
@@ -136,7 +138,7 @@ let package = Package(
         // (Examples/Lines, Examples/LineGrabber), sharing a LineChannel.
         .target(
             name: "LineChannel",
-            dependencies: ["Wormhole", "WormholeDBus"],
+            dependencies: ["Wormhole"],
             path: "Examples/Lines/Channel"
         ),
         .executableTarget(
@@ -152,7 +154,7 @@ let package = Package(
         // Scenario 4: a share extension handing items to its host app (Examples/ShareHandoff).
         .target(
             name: "ShareHandoffShared",
-            dependencies: ["Wormhole", "WormholeDBus"],
+            dependencies: ["Wormhole"],
             path: "Examples/ShareHandoff/Shared"
         ),
         .executableTarget(

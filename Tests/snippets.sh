@@ -3,7 +3,7 @@
 # building or a tour step that stops working fails it).
 #
 # 1. Every Swift block of README.md, docs/*.md and the DocC catalogs
-#    (Sources/*/*.docc/*.md) that imports Wormhole (or WormholeDBus) becomes an executable target of a scratch
+#    (Sources/*/*.docc/*.md) that imports Wormhole becomes an executable target of a scratch
 #    package (.build/snippets) that depends on this checkout by path, and the package is built
 #    (no warning allowed in a snippet). A Swift block that does not import Wormhole must be
 #    marked `<!-- fragment -->` on the line before it (a Package.swift excerpt, a few lines of
@@ -47,7 +47,7 @@ for path in files:
             named = re.fullmatch(r"<!-- snippet: ([A-Za-z][A-Za-z0-9_-]*) -->", marker)
             if marker == "<!-- fragment -->":
                 fragments.append(where)
-            elif re.search(r"^import Wormhole(DBus)?$", body, re.M):
+            elif re.search(r"^import Wormhole$", body, re.M):
                 name = named.group(1) if named else "s_" + re.sub(r"[^A-Za-z0-9]", "_", "%s_%d" % (path, i + 1))
                 targets.append((name, where, body))
             else:
@@ -55,7 +55,7 @@ for path in files:
             i = end
         i += 1
 if errors:
-    sys.exit("snippets: a Swift block neither imports Wormhole (or WormholeDBus) nor is marked <!-- fragment -->: " + ", ".join(errors))
+    sys.exit("snippets: a Swift block neither imports Wormhole nor is marked <!-- fragment -->: " + ", ".join(errors))
 identity = os.path.basename(root.rstrip("/")).lower()
 sources = os.path.join(pkg, "Sources")
 shutil.rmtree(sources, ignore_errors=True)
@@ -76,7 +76,7 @@ let package = Package(
 )
 """ % ('"%s"' % root, ",\n".join(
     '        .executableTarget(name: "%s", dependencies: [%s])' % (n, ", ".join(
-        '.product(name: "%s", package: "%s")' % (product, identity) for product in ("Wormhole", "WormholeDBus")))
+        '.product(name: "%s", package: "%s")' % (product, identity) for product in ("Wormhole",)))
     for n, _, _ in targets))
 old = open(os.path.join(pkg, "Package.swift")).read() if os.path.exists(os.path.join(pkg, "Package.swift")) else None
 if old != manifest:

@@ -2,9 +2,9 @@
 /// --version` and `wormhole bench --version` print them. Not API.
 package enum WormholeVersion {
     /// The package's version (semantic versioning; see `docs/public-api.md`).
-    package static let package = "1.0.0"
+    package static let package = "2.0.0"
     /// The wire and storage contract this build implements (docs/contract.md).
     package static let contract = "1.3"
-    /// What `--version` prints: `1.0.0 (contract 1.3)`.
+    /// What `--version` prints: `2.0.0 (contract 1.3)`.
     package static let description = "\(package) (contract \(contract))"
 }

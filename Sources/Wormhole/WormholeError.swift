@@ -67,7 +67,7 @@ public struct WormholeError: Error, Sendable, Hashable, CustomStringConvertible 
         /// lock file and, when it can be found, the holder's pid; nothing was changed. The CLI
         /// exits 75 (`EX_TEMPFAIL`).
         public static let lockTimeout = Code("lockTimeout")
-        /// An app ID (contract §8: `/.flatpak-info`, ``AppIdentity/setAppID(_:)``,
+        /// An app ID (contract §8: `/.flatpak-info`, `AppIdentity.setAppID(_:)`,
         /// `WORMHOLE_APP_ID`, `FLATPAK_ID`) is not a D-Bus well-known name of two or more
         /// elements of `A-Z a-z 0-9 _ -`, none starting with a digit, at most 255 bytes.
         public static let invalidAppID = Code("invalidAppID")

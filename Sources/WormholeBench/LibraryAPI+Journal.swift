@@ -8,7 +8,7 @@ extension LibraryAPI {
     static func journal(
         group: String, root: String, address: BusAddress, identifier: String, synchronized: Bool = false
     ) throws -> Journal {
-        try Mailbox(applicationGroupIdentifier: group, containerRoot: root, busAddress: address)
+        try Mailbox(applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root, busAddress: address)
             .journal(MessageIdentifier(identifier), options: Journal.Options(durability: synchronized ? .fdatasync : .none))
     }
 

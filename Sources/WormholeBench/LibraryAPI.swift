@@ -51,7 +51,7 @@ enum LibraryAPI {
 
     /// A wormhole of `group` under the container root `root`.
     static func mailbox(group: String, root: String, address: BusAddress) throws -> Mailbox {
-        try Mailbox(applicationGroupIdentifier: group, containerRoot: root, busAddress: address)
+        try Mailbox(applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root, busAddress: address)
     }
 
     /// Calls `handler` with each payload delivered for `identifier`, on the I/O thread.
@@ -142,7 +142,7 @@ enum LibraryAPI {
     static func defaults(
         group: String, root: String, address: BusAddress, freshness: GroupDefaults.Freshness = .everyWriter
     ) throws -> GroupDefaults {
-        try GroupDefaults(applicationGroupIdentifier: group, containerRoot: root, busAddress: address, freshness: freshness)
+        try GroupDefaults(applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root, busAddress: address, freshness: freshness)
     }
 
     /// Adds 1 to the integer `key` under the suite's lock (`update`).

@@ -32,7 +32,7 @@ struct DefaultsOptions: ParsableArguments {
     func defaults(keys: [String] = [], maximumBytes: Int = GroupDefaults.defaultMaximumSuiteBytes) throws -> GroupDefaults {
         try withCLIErrors {
             let defaults = try GroupDefaults(
-                applicationGroupIdentifier: group, suiteName: suite, busAddress: bus.busAddress.map(BusAddress.init),
+                applicationGroupIdentifier: GroupIdentifier(group), suiteName: suite.map { try SuiteName($0) }, busAddress: bus.busAddress.map(BusAddress.init),
                 maximumSuiteBytes: maximumBytes)
             for key in keys { _ = try defaults.notificationName(forKey: key) }
             return defaults

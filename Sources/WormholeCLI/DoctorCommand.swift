@@ -48,7 +48,7 @@ struct DoctorCommand: ParsableCommand {
     func run() throws {
         // Bad input is a usage error (64) before anything is checked, as in every command.
         let names = try withCLIErrors { () throws -> (GroupIdentifier?, WormholeDirectoryName, [MessageIdentifier]) in
-            let group = try self.group.map(GroupIdentifier.init)
+            let group = try self.group.map { try GroupIdentifier($0) }
             let directory = try WormholeDirectoryName(self.directory)
             var seen = Set<String>()
             let identifiers = try self.identifiers.filter { seen.insert($0).inserted }.map { try MessageIdentifier($0) }

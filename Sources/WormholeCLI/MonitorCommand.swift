@@ -30,7 +30,7 @@ struct MonitorCommand: ParsableCommand {
     @OptionGroup var bus: BusOptions
 
     func run() throws {
-        let group = try withCLIErrors { try self.group.map(GroupIdentifier.init) }
+        let group = try withCLIErrors { try self.group.map { try GroupIdentifier($0) } }
         let counter = limits.start()
         let address = try bus.address()
         let root = try? GroupContainer.rootDirectory()

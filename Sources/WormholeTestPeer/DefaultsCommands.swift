@@ -37,7 +37,7 @@ private func defaultsReadLoop(_ arguments: [String]) throws {
         reads += 1
         do {
             let defaults = try GroupDefaults(
-                applicationGroupIdentifier: arguments[1], suiteName: arguments[2], containerRoot: arguments[0], logger: logger)
+                applicationGroupIdentifier: GroupIdentifier(arguments[1]), suiteName: SuiteName(arguments[2]), containerRoot: arguments[0], logger: logger)
             for key in try defaults.keys() { _ = try defaults.storedJSON(forKey: key) }
         } catch {
             if failed == 0 { FileHandle.standardError.write(Data("read \(reads): \(error)\n".utf8)) }
@@ -56,7 +56,7 @@ private func suite(_ root: String, _ group: String, bus: String?) throws -> Grou
     var logger = Logger(label: "wormhole-test-peer")
     logger.logLevel = .critical
     return try GroupDefaults(
-        applicationGroupIdentifier: group, containerRoot: root,
+        applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root,
         busAddress: try bus.flatMap { $0 == "-" ? nil : try BusAddress($0) }, logger: logger)
 }
 

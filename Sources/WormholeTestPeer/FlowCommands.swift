@@ -28,7 +28,7 @@ private func floodTransient(_ arguments: [String]) throws {
         count > 0, size > 0, every > 0
     else { throw PeerError("flood-transient ROOT GROUP IDENTIFIER COUNT SIZE BUS MAILBOX EVERY") }
     let wormhole = try MessageCenter(
-        applicationGroupIdentifier: arguments[1], containerRoot: arguments[0], busAddress: BusAddress(arguments[5]))
+        applicationGroupIdentifier: GroupIdentifier(arguments[1]), containerRoot: arguments[0], busAddress: BusAddress(arguments[5]))
     let identifier = arguments[2]
     let mailbox = arguments[6]
     let pad = String(repeating: "x", count: max(0, size - 24))
@@ -83,7 +83,7 @@ private func postStorm(_ arguments: [String]) throws {
         throw PeerError("post-storm ROOT GROUP NAME MAILBOX COUNT BUS")
     }
     let bus = try BusAddress(arguments[5])
-    let wormhole = try MessageCenter(applicationGroupIdentifier: arguments[1], containerRoot: arguments[0], busAddress: bus)
+    let wormhole = try MessageCenter(applicationGroupIdentifier: GroupIdentifier(arguments[1]), containerRoot: arguments[0], busAddress: bus)
     let center = try wormhole.notificationCenter()
     let name = try NotificationName(arguments[2])
     var posted = 0

@@ -50,7 +50,7 @@ private func check<T>(_ string: String, _ shouldAccept: Bool, _ make: (String) t
 public func fuzzNames(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let string = String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)
     let allowed = allowedLength(string.utf8)
-    _ = check(string, expected(allowed, maximum: 255), GroupIdentifier.init)
+    _ = check(string, expected(allowed, maximum: 255), { try GroupIdentifier($0) })
     _ = check(string, expected(allowed, maximum: 255) && string != "Preferences", WormholeDirectoryName.init)
     if let identifier = check(string, expected(allowed, maximum: 200), { try MessageIdentifier($0) }) {
         guard MessageIdentifier(fileName: identifier.fileName) == identifier else { fatalError("file name round trip") }

@@ -65,7 +65,7 @@ private final class DefaultsCLIWorld: Sendable {
         var logger = Logger(label: "wormhole.cli-defaults-tests")
         logger.logLevel = .error
         return try GroupDefaults(
-            applicationGroupIdentifier: group, containerRoot: root.path, busAddress: bus.address,
+            applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root.path, busAddress: bus.address,
             sharedStateDirectory: runtime.path + "/wormhole", logger: logger)
     }
 
@@ -166,8 +166,8 @@ private final class DefaultsCLIWorld: Sendable {
         let all = try await world.run(["read"])
         #expect(all.stdout.hasPrefix(#"{"a key/with.dots 'and' spaces":[1,{"$data":"AAE="}],"date":"#))
         #expect(all.stdout.split(separator: "\n").count == 1)
-        #expect(try world.inProcess().double(forKey: "double") == 1.0)
-        #expect(try world.inProcess().object(forKey: "int") as? Int == 1)
+        #expect(try (world.inProcess().value(forKey: "double")?.doubleValue ?? 0) == 1.0)
+        #expect(try world.inProcess().value(forKey: "int") == .integer(1))
 
         #expect(try await world.run(["delete", "int"]).status == 0)
         let absent = try await world.run(["read", "int"])

@@ -404,7 +404,7 @@ struct DoctorCLITests {
         var logger = Logger(label: "doctor-tests")
         logger.logLevel = .error
         let center = try MessageCenter(
-            applicationGroupIdentifier: world.group, containerRoot: world.root.path, busAddress: world.bus.address,
+            applicationGroupIdentifier: GroupIdentifier(world.group), containerRoot: world.root.path, busAddress: world.bus.address,
             sharedStateDirectory: world.runtime.path + "/wormhole", logger: logger)
         let other = try DarwinNotificationCenter(busAddress: world.bus.address, sharedStateDirectory: world.runtime.path + "/w2")
         try other.post(NotificationName("group.com.example.other/wormhole/x"))
@@ -412,7 +412,7 @@ struct DoctorCLITests {
             try center.passMessage(["n": n], identifier: "burst")
         }
         let defaults = try GroupDefaults(
-            applicationGroupIdentifier: world.group, containerRoot: world.root.path, busAddress: world.bus.address,
+            applicationGroupIdentifier: GroupIdentifier(world.group), containerRoot: world.root.path, busAddress: world.bus.address,
             sharedStateDirectory: world.runtime.path + "/wormhole", logger: logger)
         try defaults.set("EUR", forKey: "currency")
         try other.post(NotificationName("\(world.group)/wormhole/burst/journal"), state: 7)

@@ -71,7 +71,7 @@ private final class JournalCLIWorld: Sendable {
         var logger = Logger(label: "journal-cli-tests")
         logger.logLevel = .error
         return try MessageCenter(
-            applicationGroupIdentifier: group, containerRoot: root.path, busAddress: bus.address,
+            applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root.path, busAddress: bus.address,
             sharedStateDirectory: runtime.path + "/wormhole", logger: logger
         ).journal(MessageIdentifier(identifier))
     }
@@ -171,7 +171,7 @@ struct JournalCLITests {
         #expect(empty.status == 0)
         #expect(empty.stdout == #"{"identifier":"events","first":1,"last":0,"records":0,"bytes":0,"segments":0,"consumers":{},"damaged":[]}"# + "\n")
         let journal = try MessageCenter(
-            applicationGroupIdentifier: world.group, containerRoot: world.root.path, busAddress: world.bus.address,
+            applicationGroupIdentifier: GroupIdentifier(world.group), containerRoot: world.root.path, busAddress: world.bus.address,
             sharedStateDirectory: world.runtime.path + "/wormhole"
         ).journal("events", options: Journal.Options(segmentSize: 4096))
         for n in 0..<200 { try journal.append(["n": String(n), "pad": String(repeating: "p", count: 60)]) }
@@ -208,7 +208,7 @@ struct JournalCLITests {
         var logger = Logger(label: "journal-cli-tests")
         logger.logLevel = .critical
         let journal = try MessageCenter(
-            applicationGroupIdentifier: world.group, containerRoot: world.root.path, busAddress: world.bus.address,
+            applicationGroupIdentifier: GroupIdentifier(world.group), containerRoot: world.root.path, busAddress: world.bus.address,
             sharedStateDirectory: world.runtime.path + "/wormhole", logger: logger
         ).journal("events", options: Journal.Options(segmentSize: 4096))
         let pad = String(repeating: "p", count: 1000)

@@ -77,7 +77,7 @@ final class CLIWorld: Sendable {
     /// A wormhole in this process, on the same bus and root.
     func inProcess() throws -> MessageCenter {
         try MessageCenter(
-            applicationGroupIdentifier: group, containerRoot: root.path, busAddress: bus.address,
+            applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root.path, busAddress: bus.address,
             sharedStateDirectory: runtime.path + "/wormhole", logger: Self.quietLogger)
     }
 

@@ -124,7 +124,7 @@ struct ReliabilityCLITests {
         #expect(first.first == "ready")
         #expect(first.last?.contains("huge: message 'huge'") == true && first.last?.contains("\(Self.huge) bytes") == true)
         let wormhole = try MessageCenter(
-            applicationGroupIdentifier: world.group, containerRoot: world.root.path,
+            applicationGroupIdentifier: GroupIdentifier(world.group), containerRoot: world.root.path,
             busAddress: world.bus.address, sharedStateDirectory: world.runtime.path)
         wormhole.passMessage(identifier: "huge")
         let second = try await next(1, from: child.stderrLines, "the posted error")
@@ -270,7 +270,7 @@ struct ReliabilityCLITests {
         let ready = try await next(1, from: child.stderrLines, "ready once the bus is back")
         #expect(ready == ["ready"])
         let wormhole = try MessageCenter(
-            applicationGroupIdentifier: world.group, containerRoot: world.root.path,
+            applicationGroupIdentifier: GroupIdentifier(world.group), containerRoot: world.root.path,
             busAddress: world.bus.address, sharedStateDirectory: world.runtime.path)
         let report = try wormhole.passMessage(["late": true], identifier: "late")
         #expect(report.notified)

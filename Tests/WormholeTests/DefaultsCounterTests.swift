@@ -15,7 +15,7 @@ import WormholeTestSupport
 
     func defaults(_ freshness: GroupDefaults.Freshness) throws -> GroupDefaults {
         try GroupDefaults(
-            applicationGroupIdentifier: world.group, containerRoot: world.root.path, busAddress: world.bus.address,
+            applicationGroupIdentifier: GroupIdentifier(world.group), containerRoot: world.root.path, busAddress: world.bus.address,
             sharedStateDirectory: world.state.path, freshness: freshness, logger: MessagingHarness.logger)
     }
 
@@ -55,14 +55,14 @@ import WormholeTestSupport
     /// again from the cache.
     @Test func anotherProcessesWriteIsSeenByTheNextRead() async throws {
         let reader = try defaults(.changeCounter)
-        #expect(reader.object(forKey: "n") == nil)
+        #expect(try reader.value(forKey: "n") == nil)
         for round in 0..<12 {
             try await world.runCLI(["defaults", "write", "--group", world.group, "n", String(round)])
-            #expect(reader.integer(forKey: "n") == round, "round \(round)")
-            #expect(reader.integer(forKey: "n") == round, "round \(round), cached")
+            #expect(try (reader.value(forKey: "n")?.intValue ?? 0) == round, "round \(round)")
+            #expect(try (reader.value(forKey: "n")?.intValue ?? 0) == round, "round \(round), cached")
         }
         try await world.runCLI(["defaults", "delete", "--group", world.group, "n"])
-        #expect(reader.object(forKey: "n") == nil)
+        #expect(try reader.value(forKey: "n") == nil)
     }
 
     /// The writer's own reads, and another object's in this process, follow every write.
@@ -71,9 +71,9 @@ import WormholeTestSupport
         let writer = try defaults(.everyWriter)
         for round in 0..<200 {
             try writer.set(round, forKey: "n")
-            #expect(reader.integer(forKey: "n") == round, "round \(round)")
+            #expect(try (reader.value(forKey: "n")?.intValue ?? 0) == round, "round \(round)")
             try reader.set(-round, forKey: "m")
-            #expect(reader.integer(forKey: "m") == -round && writer.integer(forKey: "m") == -round, "round \(round)")
+            #expect(try (reader.value(forKey: "m")?.intValue ?? 0) == -round && (writer.value(forKey: "m")?.intValue ?? 0) == -round, "round \(round)")
         }
     }
 
@@ -82,20 +82,20 @@ import WormholeTestSupport
         let counted = try defaults(.changeCounter)
         let checked = try defaults(.everyWriter)
         try checked.set(1, forKey: "n")
-        #expect(counted.integer(forKey: "n") == 1 && checked.integer(forKey: "n") == 1)
+        #expect(try (counted.value(forKey: "n")?.intValue ?? 0) == 1 && (checked.value(forKey: "n")?.intValue ?? 0) == 1)
 
         try await foreignWrite(2, counting: true)
-        #expect(counted.integer(forKey: "n") == 2, "a foreign writer that counts")
-        #expect(checked.integer(forKey: "n") == 2)
+        #expect(try (counted.value(forKey: "n")?.intValue ?? 0) == 2, "a foreign writer that counts")
+        #expect(try (checked.value(forKey: "n")?.intValue ?? 0) == 2)
 
         // A writer of contract 1.2 that does not count: the lstat check sees it; the counter
         // reader keeps its cache, with no system call to notice (the mode's stated limit).
         try await foreignWrite(3, counting: false)
-        #expect(checked.integer(forKey: "n") == 3, "the default check sees every writer")
-        #expect(counted.integer(forKey: "n") == 2, "the counter reader has not looked at the file")
+        #expect(try (checked.value(forKey: "n")?.intValue ?? 0) == 3, "the default check sees every writer")
+        #expect(try (counted.value(forKey: "n")?.intValue ?? 0) == 2, "the counter reader has not looked at the file")
         // The next counting write of any key brings it up to date, the foreign value included.
         try await world.runCLI(["defaults", "write", "--group", world.group, "other", "1"])
-        #expect(counted.integer(forKey: "n") == 3 && counted.integer(forKey: "other") == 1)
+        #expect(try (counted.value(forKey: "n")?.intValue ?? 0) == 3 && (counted.value(forKey: "other")?.intValue ?? 0) == 1)
     }
 
     /// The counter file: 8 bytes, mode 0600, little-endian, one more per write that changed

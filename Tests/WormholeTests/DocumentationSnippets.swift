@@ -35,14 +35,16 @@ private func docComments() throws {
     withExtendedLifetime(observer) {}
 }
 
-/// The example in MainActorDelivery's doc comment.
+/// The example in `DeliveryQueue.mainActor`'s doc comment.
 @MainActor private final class CounterModel {
     var label = "no press yet"
     var listener: MessageListener?
 
     func start(_ wormhole: MessageCenter) throws {
         listener = try wormhole.listen(identifier: "button", as: Button.self, on: .mainActor) { delivery in
-            if case .success(let button) = delivery.result { self.label = "pressed \(button.buttonNumber)" }
+            MainActor.assumeIsolated {
+                if case .success(let button) = delivery.result { self.label = "pressed \(button.buttonNumber)" }
+            }
         }
     }
 }

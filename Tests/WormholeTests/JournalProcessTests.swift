@@ -120,7 +120,7 @@ struct JournalProcessTests {
         #expect(try first[0].get().sequence == 1)
         fixture.bus.kill()
         let appender = try MessageCenter(
-            applicationGroupIdentifier: fixture.group, containerRoot: fixture.root.path,
+            applicationGroupIdentifier: GroupIdentifier(fixture.group), containerRoot: fixture.root.path,
             busAddress: fixture.bus.address, sharedStateDirectory: fixture.state.path, logger: MessagingHarness.logger)
         let other = appender.journal(MessageIdentifier("events"))
         // The appender shares the process's connection, which may not have seen the daemon die

@@ -531,7 +531,7 @@ struct JournalStorageTests {
     @Test func withoutABusAppendsGoOnAndFlushSaysReadersWereNotTold() throws {
         let disk = try JournalDisk()
         let center = try MessageCenter(
-            applicationGroupIdentifier: JournalDisk.group, containerRoot: disk.root.path,
+            applicationGroupIdentifier: GroupIdentifier(JournalDisk.group), containerRoot: disk.root.path,
             busAddress: try BusAddress("unix:path=\(disk.root.path)/no-bus-here"))
         let journal = center.journal("events")
         for n in 1...50 { #expect(try journal.append(["n": n]) == UInt64(n)) }

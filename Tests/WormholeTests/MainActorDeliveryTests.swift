@@ -23,13 +23,15 @@ struct MainActorDeliveryTests {
     let fixture: MessagingFixture
     init() throws { fixture = try MessagingFixture() }
 
-    @Test("a listener's @MainActor handler updates main-actor state, in order, on the main thread")
+    @Test("a listener's handler on .mainActor updates main-actor state, in order, on the main thread")
     @MainActor func listenerOnTheMainActor() async throws {
         let model = CounterModel()
         let receiver = try fixture.wormhole()
         let listener = try receiver.listen(identifier: "button", as: MessagingCounter.self, on: .mainActor) { delivery in
-            // Compiles only because the handler is @MainActor: `model` is main-actor state.
-            if case .success(let counter) = delivery.result { model.show("button \(counter.n)") }
+            // `model` is main-actor state: the handler runs on the main queue, the main actor's executor.
+            MainActor.assumeIsolated {
+                if case .success(let counter) = delivery.result { model.show("button \(counter.n)") }
+            }
         }
         defer { listener.cancel() }
         let sender = try fixture.wormhole()
@@ -40,14 +42,14 @@ struct MainActorDeliveryTests {
         #expect(model.labels == ["button 1", "button 2"])
     }
 
-    @Test("a shared-defaults observer's @MainActor handler runs on the main actor")
+    @Test("a shared-defaults observer's handler on .mainActor runs on the main actor")
     @MainActor func observersOnTheMainActor() async throws {
         let model = CounterModel()
         let defaults = try GroupDefaults(
-            applicationGroupIdentifier: fixture.group, containerRoot: fixture.root.path,
+            applicationGroupIdentifier: GroupIdentifier(fixture.group), containerRoot: fixture.root.path,
             busAddress: fixture.bus.address, sharedStateDirectory: fixture.state.path, logger: MessagingHarness.logger)
         let observer = try defaults.listen(forKey: "currency", on: .mainActor) { change in
-            model.show("currency \(change.value?.stringValue ?? "removed")")
+            MainActor.assumeIsolated { model.show("currency \(change.value?.stringValue ?? "removed")") }
         }
         defer { observer.cancel() }
         try defaults.set("EUR", forKey: "currency")

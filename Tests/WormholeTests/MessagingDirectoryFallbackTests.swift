@@ -25,8 +25,8 @@ struct MessagingDirectoryFallbackTests {
     init() throws { fixture = try MessagingFixture(bus: TestBus()) }
 
     /// The wake-source changes of `wormhole`, as a stream.
-    private static func sources(_ wormhole: MessageCenter) -> (AsyncStream<MessageCenter.WakeSource>, WakeSourceSubscription) {
-        let (stream, continuation) = AsyncStream<MessageCenter.WakeSource>.makeStream()
+    private static func sources(_ wormhole: MessageCenter) -> (AsyncStream<WakeSource>, WakeSourceSubscription) {
+        let (stream, continuation) = AsyncStream<WakeSource>.makeStream()
         let subscription = wormhole.onWakeSourceChange(on: .ioThread) { continuation.yield($0) }
         return (stream, subscription)
     }

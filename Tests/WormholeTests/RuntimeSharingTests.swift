@@ -55,10 +55,10 @@ struct RuntimeSharingTests {
         let state = try TemporaryDirectory("runtime-state")
         let group = "group.com.example.runtime"
         let wormhole = try MessageCenter(
-            applicationGroupIdentifier: group, containerRoot: root.path, busAddress: bus.address,
+            applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root.path, busAddress: bus.address,
             sharedStateDirectory: state.path)
         let defaults = try GroupDefaults(
-            applicationGroupIdentifier: group, containerRoot: root.path, busAddress: bus.address,
+            applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root.path, busAddress: bus.address,
             sharedStateDirectory: state.path)
         let center = try DarwinNotificationCenter(busAddress: bus.address, sharedStateDirectory: state.path)
         let listener = try wormhole.listen(identifier: "inbox", as: JSONDocument.self) { _ in }
@@ -166,7 +166,7 @@ struct RuntimeSharingTests {
         let state = try TemporaryDirectory("runtime-watch-state")
         let group = "group.com.example.watch"
         let center = try MessageCenter(
-            applicationGroupIdentifier: group, containerRoot: root.path,
+            applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root.path,
             busAddress: try BusAddress("unix:path=\(root.path)/no-bus-here"), sharedStateDirectory: state.path)
         let directory = root.path + "/\(group)/wormhole"
         let (stream, continuation) = AsyncStream<String>.makeStream()
@@ -198,7 +198,7 @@ struct RuntimeSharingTests {
         var centers: [MessageCenter] = []
         for index in 0..<20 {
             let center = try MessageCenter(
-                applicationGroupIdentifier: "group.com.example.nobus\(index)", containerRoot: root.path,
+                applicationGroupIdentifier: GroupIdentifier("group.com.example.nobus\(index)"), containerRoot: root.path,
                 busAddress: missing, sharedStateDirectory: state.path)
             let (stream, continuation) = AsyncStream<String>.makeStream()
             listeners.append(try center.listen(identifier: "inbox", as: JSONDocument.self) { delivery in

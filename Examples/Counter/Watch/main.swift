@@ -31,10 +31,10 @@ let presses = option("--presses").flatMap(Int.init) ?? 5
 
 do {
     let wormhole = try MessageCenter(
-        applicationGroupIdentifier: group, busAddress: try option("--bus-address").map(BusAddress.init))
+        applicationGroupIdentifier: GroupIdentifier(group), busAddress: try option("--bus-address").map(BusAddress.init))
     for number in 1...presses {
         let report = try wormhole.passMessage(ButtonMessage(buttonNumber: number), identifier: "button")
-        say("watch: pressed button \(number)" + (report.notified ? "" : " (stored; app not notified: bus down)"))
+        say("watch: pressed button \(number)" + (report.notificationError == nil ? "" : " (stored; app not notified: bus down)"))
         wormhole.flush()
         // A person pressing a button now and then, not a wait for an event.
         usleep(150_000)

@@ -69,8 +69,8 @@ public final class GroupLineChannel: LineChannel {
     public init(group: String? = nil, busAddress: String? = nil) throws {
         let group = group ?? ProcessInfo.processInfo.environment["LINES_GROUP"] ?? "group.com.example.lines"
         let address = try busAddress.map(BusAddress.init)
-        defaults = try GroupDefaults(applicationGroupIdentifier: group, busAddress: address)
-        wormhole = try MessageCenter(applicationGroupIdentifier: group, directory: "lines", busAddress: address)
+        defaults = try GroupDefaults(applicationGroupIdentifier: GroupIdentifier(group), busAddress: address)
+        wormhole = try MessageCenter(applicationGroupIdentifier: GroupIdentifier(group), directory: WormholeDirectoryName("lines"), busAddress: address)
     }
 
     public func send(_ line: Line, _ direction: LineDirection) throws {
@@ -116,8 +116,8 @@ public final class JournalLineChannel: LineChannel {
     public init(group: String? = nil, busAddress: String? = nil) throws {
         let group = group ?? ProcessInfo.processInfo.environment["LINES_GROUP"] ?? "group.com.example.lines"
         let address = try busAddress.map(BusAddress.init)
-        defaults = try GroupDefaults(applicationGroupIdentifier: group, busAddress: address)
-        wormhole = try MessageCenter(applicationGroupIdentifier: group, directory: "lines", busAddress: address)
+        defaults = try GroupDefaults(applicationGroupIdentifier: GroupIdentifier(group), busAddress: address)
+        wormhole = try MessageCenter(applicationGroupIdentifier: GroupIdentifier(group), directory: WormholeDirectoryName("lines"), busAddress: address)
     }
 
     func journal(_ direction: LineDirection) throws -> Journal {
@@ -134,12 +134,12 @@ public final class JournalLineChannel: LineChannel {
     }
 
     public func latest(_ direction: LineDirection) throws -> Line? {
-        guard let stored = defaults.dictionary(forKey: direction.rawValue),
-            let id = stored["id"] as? String, let text = stored["text"] as? String
+        guard let value = try? defaults.value(forKey: direction.rawValue), case .dictionary(let stored) = value,
+            let id = stored["id"]?.stringValue, let text = stored["text"]?.stringValue
         else { return nil }
-        var line = Line(text: text, url: (stored["url"] as? String).flatMap { $0.isEmpty ? nil : $0 })
+        var line = Line(text: text, url: stored["url"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 })
         line.id = id
-        line.sentAt = stored["sentAt"] as? Double ?? line.sentAt
+        line.sentAt = stored["sentAt"]?.doubleValue ?? line.sentAt
         return line
     }
 

@@ -49,8 +49,8 @@ public final class SettingsSide: Sendable {
     public init(role: String, group: String, busAddress: String?) throws {
         self.role = role
         let address = try busAddress.map(BusAddress.init)
-        defaults = try GroupDefaults(applicationGroupIdentifier: group, busAddress: address)
-        wormhole = try MessageCenter(applicationGroupIdentifier: group, directory: "settings", busAddress: address)
+        defaults = try GroupDefaults(applicationGroupIdentifier: GroupIdentifier(group), busAddress: address)
+        wormhole = try MessageCenter(applicationGroupIdentifier: GroupIdentifier(group), directory: WormholeDirectoryName("settings"), busAddress: address)
         photoDirectory = try wormhole.container.createDirectory(WormholeDirectoryName("Photos"))
     }
 

@@ -83,8 +83,8 @@ public struct ShareGroup: Sendable {
     public init(group: String?, busAddress: String?) throws {
         let group = group ?? ProcessInfo.processInfo.environment["SHARE_GROUP"] ?? "group.com.example.share"
         let address = try busAddress.map(BusAddress.init)
-        defaults = try GroupDefaults(applicationGroupIdentifier: group, busAddress: address)
-        wormhole = try MessageCenter(applicationGroupIdentifier: group, directory: "share", busAddress: address)
+        defaults = try GroupDefaults(applicationGroupIdentifier: GroupIdentifier(group), busAddress: address)
+        wormhole = try MessageCenter(applicationGroupIdentifier: GroupIdentifier(group), directory: WormholeDirectoryName("share"), busAddress: address)
         journal = wormhole.journal("shares")
         sharedDirectory = try wormhole.container.createDirectory(WormholeDirectoryName("Shared"))
     }

@@ -18,7 +18,7 @@ extension GroupDefaults {
     ///   a dictionary, ``WormholeError/Code/invalidKey`` / ``WormholeError/Code/invalidValue`` naming
     ///   a key or value that cannot be stored (nothing is written then).
     @discardableResult
-    public func importFoundationSuite(named suiteName: String, configDirectory: String? = nil) throws -> WriteReport {
+    package func importFoundationSuite(named suiteName: String, configDirectory: String? = nil) throws -> WriteReport {
         let directory = try configDirectory ?? Self.foundationConfigDirectory()
         let path = directory + "/" + suiteName + ".plist"
         guard !suiteName.isEmpty, !suiteName.contains("/"), let data = FileManager.default.contents(atPath: path) else {

@@ -29,7 +29,7 @@ extension GroupDefaults {
         /// The key's name in the suite.
         public let name: String
         /// What a read returns when nothing usable is stored.
-        public let defaultValue: Value
+        package let defaultValue: Value
 
         /// A key named `name` with a default.
         public init(_ name: String, default defaultValue: Value) {
@@ -68,7 +68,7 @@ extension GroupDefaults {
 
     /// Removes the stored value, so that `key` reads as its default again.
     @discardableResult
-    public func reset<Value>(_ key: Key<Value>) throws -> WriteReport {
+    package func reset<Value>(_ key: Key<Value>) throws -> WriteReport {
         try removeObject(forKey: key.name)
     }
 

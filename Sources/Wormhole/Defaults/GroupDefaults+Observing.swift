@@ -27,7 +27,7 @@ extension GroupDefaults {
         public var isOwnWrite: Bool
 
         /// Creates a change (for tests and adapters).
-        public init(key: String, value: PropertyListValue?, reason: Reason = .changed, isOwnWrite: Bool = false) {
+        package init(key: String, value: PropertyListValue?, reason: Reason = .changed, isOwnWrite: Bool = false) {
             self.key = key
             self.value = value
             self.reason = reason

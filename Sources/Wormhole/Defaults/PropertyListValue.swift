@@ -31,7 +31,7 @@ public enum PropertyListValue: Sendable, Hashable, CustomStringConvertible {
     ///
     /// - Throws: ``WormholeError`` with ``WormholeError/Code/invalidValue`` naming `key` and the
     ///   offending type (and where in the value it is) for anything else.
-    public init(_ value: Any, key: String = "value") throws {
+    package init(_ value: Any, key: String = "value") throws {
         self = try Self.convert(value, key: key, path: "")
     }
 
@@ -105,9 +105,9 @@ public enum PropertyListValue: Sendable, Hashable, CustomStringConvertible {
                 + "(allowed: String, Int, Double, Bool, Date, Data, URL, arrays and [String: …] dictionaries of them)")
     }
 
-    /// The value as Foundation types, as `UserDefaults.object(forKey:)` returns it: `String`,
-    /// `Int`, `Double`, `Bool`, `Date`, `Data`, `URL`, `[Any]`, `[String: Any]`.
-    public var object: Any {
+    /// The value as Foundation types (`String`, `Int`, `Double`, `Bool`, `Date`, `Data`, `URL`,
+    /// `[Any]`, `[String: Any]`), for decoding a typed key's value.
+    var object: Any {
         switch self {
         case .string(let value): value
         case .integer(let value): value
@@ -140,9 +140,9 @@ public enum PropertyListValue: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The value in the suite file's JSON form, compact (see the format table of docs/shared-defaults.md).
-    public var jsonText: String { String(decoding: SuiteJSON.encode(self), as: UTF8.self) }
+    package var jsonText: String { String(decoding: SuiteJSON.encode(self), as: UTF8.self) }
 
-    /// The UTF-8 bytes of ``jsonText`` (for writers that reuse a buffer).
+    /// The UTF-8 bytes of `jsonText` (for writers that reuse a buffer).
     package var jsonBytes: [UInt8] { SuiteJSON.encode(self) }
 
     /// Reads a value written in the suite file's JSON form (`1`, `1.0`, `"text"`,
@@ -150,7 +150,7 @@ public enum PropertyListValue: Sendable, Hashable, CustomStringConvertible {
     ///
     /// - Throws: ``WormholeError`` with ``WormholeError/Code/invalidValue`` naming `key` and what is
     ///   wrong, with its byte offset (`null` is refused: it is not a property-list value).
-    public init(jsonText: String, key: String = "value") throws {
+    package init(jsonText: String, key: String = "value") throws {
         do throws(SuiteJSON.ParseError) {
             self = try SuiteJSON.decodeValue(Data(jsonText.utf8))
         } catch {

@@ -8,7 +8,7 @@ public struct SuiteName: Hashable, Sendable, CustomStringConvertible {
     public let rawValue: String
 
     /// The longest name allowed, in bytes.
-    public static let maximumLength = 200
+    package static let maximumLength = 200
 
     /// Validates `string` as a suite name.
     ///
@@ -24,7 +24,7 @@ public struct SuiteName: Hashable, Sendable, CustomStringConvertible {
     ///
     /// - Throws: ``WormholeError`` with ``WormholeError/Code/invalidSuite`` when the identifier is
     ///   longer than 200 bytes: such a group has no default suite, and a suite must be named.
-    public init(defaultFor group: GroupIdentifier) throws {
+    package init(defaultFor group: GroupIdentifier) throws {
         let length = group.rawValue.utf8.count
         guard length <= Self.maximumLength else {
             throw WormholeError(

@@ -87,9 +87,9 @@ public final class Journal: Sendable {
     /// The journal directory, `<root>/<group>/<directory>/<identifier>.journal`.
     public var path: String { location.path }
     /// The name appenders post after appending, `<group>/<directory>/<identifier>/journal`.
-    public var notificationName: NotificationName { location.notificationName }
+    package var notificationName: NotificationName { location.notificationName }
     /// The settings in use.
-    public let options: Journal.Options
+    package let options: Journal.Options
 
     let location: JournalLocation
     let center: MessageCenter
@@ -314,7 +314,7 @@ public final class Journal: Sendable {
 
     /// The ranges of the journal that cannot be read, in order (reads every frame; takes no
     /// lock): empty when the journal is whole. `wormhole journal check` prints them.
-    public func check() throws -> [JournalDamage] {
+    package func check() throws -> [JournalDamage] {
         try JournalStatus.read(location).damaged
     }
 

@@ -5,7 +5,7 @@ import FoundationEssentials
 /// Readers report each range once, as a ``WormholeError`` whose ``WormholeError/journalDamage``
 /// is this value (code ``WormholeError/Code/journalGap`` for ``Reason/retention``,
 /// ``WormholeError/Code/journalDamaged`` otherwise), then go on with the next readable record.
-/// ``JournalStatus/damaged`` and ``Journal/check()`` list the damaged ranges of a whole journal.
+/// ``JournalStatus/damaged`` and `Journal.check()` list the damaged ranges of a whole journal.
 public struct JournalDamage: Sendable, Hashable, CustomStringConvertible {
     /// Why the records cannot be read. The raw values are the tokens `journal stat` and
     /// `journal check` print.
@@ -37,7 +37,7 @@ public struct JournalDamage: Sendable, Hashable, CustomStringConvertible {
     public var detail: String
 
     /// Creates a damage report (for tests and adapters).
-    public init(from: UInt64, to: UInt64, file: String, reason: Reason, detail: String = "") {
+    package init(from: UInt64, to: UInt64, file: String, reason: Reason, detail: String = "") {
         self.from = from
         self.to = to
         self.file = file
@@ -46,7 +46,7 @@ public struct JournalDamage: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// How many sequence numbers the range holds.
-    public var count: UInt64 { to >= from ? to - from + 1 : 0 }
+    package var count: UInt64 { to >= from ? to - from + 1 : 0 }
 
     /// `records A..B: reason (file F)`.
     public var description: String {

@@ -36,12 +36,10 @@ enum JournalDecoding {
 /// The reader is active when the call that made the stream returns and goes away when the
 /// iteration ends, its task is cancelled, or the stream is released. The bus side only rings a
 /// doorbell; the iterator's `next()` reads the journal from its cursor.
+///
+/// Each element is one record, decoded; iteration throws ``WormholeError``s (gap reports,
+/// damage, records that do not decode).
 public struct JournalRecordStream<Message: Decodable & Sendable>: AsyncSequence, Sendable {
-    /// Each element is one record, decoded.
-    public typealias Element = JournalRecord<Message>
-    /// Iteration throws ``WormholeError``s (gap reports, damage, records that do not decode).
-    public typealias Failure = any Error
-
     private let doorbell: AsyncStream<Void>
     private let core: JournalConsumerCore
     private let identifier: MessageIdentifier

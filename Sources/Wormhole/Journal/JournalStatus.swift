@@ -23,10 +23,10 @@ public struct JournalStatus: Sendable, Hashable {
     public var readable: UInt64
 
     /// How many records the journal holds (readable ones: ``readable``).
-    public var count: UInt64 { readable }
+    package var count: UInt64 { readable }
 
     /// Whether nothing is damaged.
-    public var isWhole: Bool { damaged.isEmpty }
+    package var isWhole: Bool { damaged.isEmpty }
 
     static func read(_ location: JournalLocation) throws(WormholeError) -> JournalStatus {
         guard let directory = try location.open(create: false) else {

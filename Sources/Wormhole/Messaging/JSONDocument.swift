@@ -43,7 +43,7 @@ public struct JSONDocument: Sendable, Hashable, Decodable, CustomStringConvertib
 
     /// The document on one line: white space outside strings removed, everything else (key
     /// order, number spelling, escapes) exactly as stored.
-    public var compactText: String {
+    package var compactText: String {
         var output: [UInt8] = []
         output.reserveCapacity(data.count)
         appendCompact(to: &output)
@@ -57,7 +57,7 @@ public struct JSONDocument: Sendable, Hashable, Decodable, CustomStringConvertib
 
     public var description: String { compactText }
 
-    /// Appends ``compactText``'s bytes to `output` (no `String` made: for writers that reuse a buffer).
+    /// Appends `compactText`'s bytes to `output` (no `String` made: for writers that reuse a buffer).
     package func appendCompact(to output: inout [UInt8]) {
         var inString = false
         var escaped = false

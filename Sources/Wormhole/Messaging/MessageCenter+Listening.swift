@@ -24,7 +24,7 @@ extension MessageCenter {
         /// When the bus cannot be reached (no session bus in a container, an SSH session or CI; a
         /// daemon that is down or does not answer), listen through inotify on the wormhole
         /// directory instead of throwing, and move to the bus as soon as it can be reached (see
-        /// ``MessageCenter/WakeSource``); likewise while a lost connection is away. Default
+        /// ``WakeSource``); likewise while a lost connection is away. Default
         /// `true`. Only for the built-in transitings (a custom one has no directory to watch).
         /// With `false`, starting a listener without a bus throws `BusError` and a lost bus is
         /// caught up on its return.

@@ -18,12 +18,12 @@ extension MessageCenter {
     /// never sees it, and the stored message (if any) is left as it is.
     ///
     /// - Throws: ``WormholeError/Code/transientTooLarge`` when the JSON is over
-    ///   ``transientMessageLimit`` (nothing is sent); ``WormholeError/Code/encodingFailed`` when
+    ///   `transientMessageLimit` (nothing is sent); ``WormholeError/Code/encodingFailed`` when
     ///   it does not encode; a `BusError` when the bus cannot be reached: unlike
     ///   `passMessage(_:identifier:)`, nothing is kept to deliver later. `BusError` with
     ///   `queueFull` when the message was refused: a receiver that stopped reading holds up
     ///   the transient connection and its bounded queue is full (the call waits at most one
-    ///   second for room); nothing was sent, and ``refusedTransientMessages`` counts it.
+    ///   second for room); nothing was sent, and `refusedTransientMessages` counts it.
     ///
     /// Transient messages travel on the process's second connection to the bus, so a stopped
     /// receiver cannot hold up the process's other notifications (the reliability guide in docs/reliability.md).
@@ -35,10 +35,10 @@ extension MessageCenter {
 
     /// How many transient messages this process refused (`passTransientMessage(_:identifier:)`
     /// threw `queueFull`): nothing of them was sent.
-    public var refusedTransientMessages: UInt64 { centers.existing()?.refusedTransientMessages ?? 0 }
+    package var refusedTransientMessages: UInt64 { centers.existing()?.refusedTransientMessages ?? 0 }
 
-    /// Sends a JSON document as a transient message: its ``JSONDocument/compactText`` (white
-    /// space outside strings removed), which must be at most ``transientMessageLimit`` bytes.
+    /// Sends a JSON document as a transient message: its `JSONDocument.compactText` (white
+    /// space outside strings removed), which must be at most `transientMessageLimit` bytes.
     public func passTransientMessage(_ document: JSONDocument, identifier: MessageIdentifier) throws {
         var compact: [UInt8] = []
         compact.reserveCapacity(document.data.count)

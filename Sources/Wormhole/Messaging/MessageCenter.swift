@@ -31,9 +31,9 @@ public import WormholeDBus
 public final class MessageCenter: Sendable {
     /// How messages are stored.
     public enum Transiting: Sendable {
-        /// ``FileTransiting``: atomic replace (the contract's layout; the default).
+        /// `FileTransiting`: atomic replace (the contract's layout; the default).
         case file
-        /// ``CoordinatedFileTransiting``: the same files, with cross-process advisory locks.
+        /// `CoordinatedFileTransiting`: the same files, with cross-process advisory locks.
         case coordinatedFile
         /// Your own storage. Notifications still use the contract's names.
         case custom(any WormholeTransiting)
@@ -42,17 +42,19 @@ public final class MessageCenter: Sendable {
     /// The app-group container.
     public let container: GroupContainer
     /// The wormhole directory inside the container.
-    public let directory: WormholeDirectoryName
+    package let directory: WormholeDirectoryName
     /// The storage in use.
-    public let transiting: any WormholeTransiting
+    package let transiting: any WormholeTransiting
     /// The bus the wormhole posts and listens on (`nil`: the session bus).
-    public let busAddress: BusAddress?
+    package let busAddress: BusAddress?
     /// The largest message, in bytes, this wormhole sends or reads (default
-    /// ``FileTransiting/defaultMaximumMessageSize``, 64 MiB). A larger one is refused with
-    /// ``WormholeError/Code/messageTooLarge`` naming the identifier, its size and the limit: a
-    /// send before anything is stored, a read (and a listener's delivery) from the file's size,
-    /// before the file is read (see ``FileTransiting/maximumMessageSize``).
-    public let maximumMessageSize: Int
+    /// ``defaultMaximumMessageSize``, 64 MiB). A larger one is refused with
+    /// `messageTooLarge` naming the identifier, its size and the limit: a send before anything
+    /// is stored, a read (and a listener's delivery) from the file's size, before the file is read.
+    package let maximumMessageSize: Int
+
+    /// The default largest message: 64 MiB (67,108,864 bytes).
+    public static let defaultMaximumMessageSize = 64 << 20
     let logger: Logger
     let centers: LazyNotificationCenter
     /// Where the listeners and journal readers are registered, and how they are woken (the bus,
@@ -66,31 +68,31 @@ public final class MessageCenter: Sendable {
     ///
     /// Nothing is written and no bus connection is made until the first message or listener.
     /// - Parameters:
-    ///   - applicationGroupIdentifier: the app group, such as `group.com.example.lines`.
-    ///   - directory: the directory inside the container (default `wormhole`).
+    ///   - group: the app group, such as `group.com.example.lines` (a string literal is one).
+    ///   - directory: the directory inside the container (``WormholeDirectoryName/default``, `wormhole`).
     ///   - transiting: how messages are stored.
     ///   - durability: for the built-in transitings: whether writes are `fsync`ed.
     ///   - containerRoot: the root of all group containers; `nil` resolves it from the
     ///     environment (`$WORMHOLE_CONTAINER_ROOT`, `$XDG_DATA_HOME/group-containers`,
     ///     `$HOME/.local/share/group-containers`).
     ///   - busAddress: the bus; `nil` for the session bus.
-    ///   - maximumMessageSize: the largest message in bytes (see ``maximumMessageSize``; a
+    ///   - maximumMessageSize: the largest message in bytes (see `maximumMessageSize`; a
     ///     negative limit counts as 0). A custom transiting must apply it when it reads;
     ///     sends are checked here for every transiting.
     ///   - sharedStateDirectory: see ``DarwinNotificationCenter/init(busAddress:sharedStateDirectory:wake:logger:)``.
     ///   - wake: whether sends ring this user's Wormhole listeners directly beside the bus signal,
     ///     and listeners are rung (``PeerWake/doorbell``, the default), or not (``PeerWake/busOnly``).
     ///   - logger: where the library logs (swift-log).
-    /// - Throws: ``WormholeError`` naming an invalid group or directory, before touching disk or bus.
+    /// - Throws: ``WormholeError`` naming an invalid container root, before touching disk or bus.
     public init(
-        applicationGroupIdentifier: String, directory: String = "wormhole", transiting: Transiting = .file,
-        durability: FileTransiting.Durability = .atomic, containerRoot: String? = nil, busAddress: BusAddress? = nil,
-        maximumMessageSize: Int = FileTransiting.defaultMaximumMessageSize, sharedStateDirectory: String? = nil,
+        applicationGroupIdentifier group: GroupIdentifier, directory: WormholeDirectoryName = .default,
+        transiting: Transiting = .file, durability: GroupContainer.Durability = .atomic, containerRoot: String? = nil,
+        busAddress: BusAddress? = nil, maximumMessageSize: Int = MessageCenter.defaultMaximumMessageSize,
+        sharedStateDirectory: String? = nil,
         wake: PeerWake = .doorbell, logger: Logger = Logger(label: "wormhole")
     ) throws {
         self.maximumMessageSize = max(0, maximumMessageSize)
-        let group = try GroupIdentifier(applicationGroupIdentifier)
-        self.directory = try WormholeDirectoryName(directory)
+        self.directory = directory
         container = try GroupContainer(group: group, root: containerRoot)
         switch transiting {
         case .file:
@@ -112,14 +114,14 @@ public final class MessageCenter: Sendable {
     }
 
     /// The notification name for `identifier`: `<group>/<directory>/<identifier>`.
-    public func notificationName(for identifier: MessageIdentifier) -> NotificationName {
+    package func notificationName(for identifier: MessageIdentifier) -> NotificationName {
         // At most 255 + 1 + 255 + 1 + 200 bytes of `A-Z a-z 0-9 . _ - /`: always a valid name, so
         // the checks (which build the match rule, costly on every send) are skipped.
         NotificationName(valid: "\(container.group.rawValue)/\(directory.rawValue)/\(identifier.rawValue)")
     }
 
     /// The prefix every notification of this wormhole starts with: `<group>/<directory>/`.
-    public var notificationPrefix: NotificationName {
+    package var notificationPrefix: NotificationName {
         try! NotificationName("\(container.group.rawValue)/\(directory.rawValue)/")
     }
 
@@ -128,7 +130,7 @@ public final class MessageCenter: Sendable {
     /// The connection is made outside any lock, so a send on another thread never waits behind
     /// it; when two threads connect at once, the first to finish wins and the other's
     /// connection is closed.
-    public func notificationCenter() throws -> DarwinNotificationCenter { try centers.get() }
+    package func notificationCenter() throws -> DarwinNotificationCenter { try centers.get() }
 
     // MARK: Sending
 
@@ -142,7 +144,7 @@ public final class MessageCenter: Sendable {
         /// The message is stored either way; listeners catch up when they reconnect.
         public var notificationError: (any Error)?
         /// Whether the notification was sent.
-        public var notified: Bool { notificationError == nil }
+        package var notified: Bool { notificationError == nil }
     }
 
     /// Stores `message` as the JSON document for `identifier` (replacing the previous one
@@ -153,7 +155,8 @@ public final class MessageCenter: Sendable {
     /// - Throws: ``WormholeError`` for a message that does not encode, or a storage failure.
     @discardableResult
     public func passMessage(_ message: some Encodable, identifier: MessageIdentifier) throws -> SendReport {
-        // `Data` reached through a generic context: refused as the `Data` overload refuses it.
+        // `Data` is `Encodable` as a base64 JSON string, almost never what is meant: refused
+        // (JSON bytes go through `JSONDocument(data:)`).
         if message is Data { throw Self.refuseData(identifier.rawValue) }
         // JSONEncoder's output is one JSON document: no need to parse it again.
         let data = try Self.encode(message, identifier: identifier)
@@ -170,19 +173,6 @@ public final class MessageCenter: Sendable {
         try checkSize(document.data.count, identifier: identifier)
         try transiting.writeMessage(document.data, identifier: identifier)
         return notify(identifier)
-    }
-
-    /// Refused: `Data` is `Encodable` as a base64 JSON string, which is almost never what is
-    /// meant. Wrap JSON bytes in a ``JSONDocument`` (`passMessage(JSONDocument(data: bytes), …)`).
-    ///
-    /// Swift prefers an available generic overload to an unavailable one, so this overload is
-    /// deprecated rather than unavailable: the call compiles with a warning that says what to
-    /// do (an error where warnings are errors) and throws ``WormholeError/Code/encodingFailed``
-    /// without storing anything.
-    @available(*, deprecated, message: "Data would be stored as a base64 JSON string; pass JSONDocument(data: data)")
-    @discardableResult
-    public func passMessage(_ data: Data, identifier: MessageIdentifier) throws -> SendReport {
-        throw Self.refuseData(identifier.rawValue)
     }
 
     static func refuseData(_ identifier: String) -> WormholeError {
@@ -215,7 +205,7 @@ public final class MessageCenter: Sendable {
         return identifiers.map(notify)
     }
 
-    /// Throws ``WormholeError/Code/messageTooLarge`` for a message over ``maximumMessageSize``.
+    /// Throws ``WormholeError/Code/messageTooLarge`` for a message over `maximumMessageSize`.
     func checkSize(_ size: Int, identifier: MessageIdentifier) throws(WormholeError) {
         if size > maximumMessageSize {
             throw MessageFiles.tooLarge(identifier, size: size, limit: maximumMessageSize, path: nil)

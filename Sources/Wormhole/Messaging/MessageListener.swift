@@ -7,7 +7,7 @@ import WormholeSystem
 /// first (the rule of every `SubscriptionHandle`): keep it for as long as you want
 /// deliveries. It keeps the bus connection it listens on open, even after its
 /// ``MessageCenter`` is released. Without a bus it is woken through the wormhole directory
-/// (see ``MessageCenter/WakeSource``) until the bus can be reached.
+/// (see ``WakeSource``) until the bus can be reached.
 public final class MessageListener: SubscriptionHandle {
     /// What a listener holds on the bus, once attached.
     private struct BusSide {

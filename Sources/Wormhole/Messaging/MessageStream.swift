@@ -8,9 +8,6 @@
 /// each on its own, up to ``MessageCenter/ListenOptions/transientBufferLimit`` (then the oldest
 /// is dropped and reported).
 public struct MessageStream<Message: Decodable & Sendable>: AsyncSequence, Sendable {
-    public typealias Element = MessageDelivery<Message>
-    public typealias Failure = Never
-
     private let doorbell: AsyncStream<Void>
     private let core: ListenerCore<Message>
 

@@ -25,7 +25,7 @@ public struct DarwinNotification: Sendable, Hashable, CustomStringConvertible {
     public var isOwnPost: Bool
 
     /// Creates a notification, as an observer would receive it (for tests and adapters).
-    public init(
+    package init(
         name: NotificationName, state: UInt64? = nil, reason: Reason = .posted, coalescedCount: Int = 1,
         isOwnPost: Bool = false
     ) {

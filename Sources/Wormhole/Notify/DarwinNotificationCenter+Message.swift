@@ -15,7 +15,7 @@ extension DarwinNotificationCenter {
     // MARK: Transient messages (contract §7)
 
     /// Emits `Message(name, payload)` on the name's bucket interface. The payload must already
-    /// be one compact JSON document of at most ``NotifyContract/transientMessageLimit`` bytes.
+    /// be one compact JSON document of at most `NotifyContract.transientMessageLimit` bytes.
     ///
     /// It travels on the transient connection (``transientSender()``); when that connection's
     /// bounded queue cannot take it within ``BusConnection/defaultRefusalWait``, it is refused.

@@ -31,7 +31,7 @@ public final class DarwinNotificationCenter: Sendable {
     package let connection: BusConnection
     /// Whether this center's posts ring Wormhole observers of this user and its observers are
     /// rung (``PeerWake``), beside the bus signal.
-    public let wake: PeerWake
+    package let wake: PeerWake
     /// The bus's doorbell hash (`DoorbellHash.busKey(of:)`).
     let busKey: UInt64
     let table: SharedStateTable?
@@ -252,7 +252,7 @@ public final class DarwinNotificationCenter: Sendable {
             name: name.rawValue, state: carried ?? 0, busKey: busKey, sender: sender, serial: serial, previous: previous)
     }
 
-    /// Inside a sandbox (the process has an app ID, ``AppIdentity``): makes sure the connection
+    /// Inside a sandbox (the process has an app ID, `AppIdentity`): makes sure the connection
     /// owns `<APPID>.Wormhole.c<unique>` before a signal goes out (contract §8), so that
     /// `xdg-dbus-proxy` passes it to the app's processes. Asks the bus once per connection; a
     /// process without an app ID posts anonymously and pays nothing. Every sending path (posts,
@@ -272,7 +272,7 @@ public final class DarwinNotificationCenter: Sendable {
     ///
     /// Unlike `notify_get_state`, which asks a daemon, this answers from memory; for the
     /// machine-wide last posted state use ``sharedState(of:)``.
-    public func lastState(of name: NotificationName) -> UInt64? {
+    package func lastState(of name: NotificationName) -> UInt64? {
         lastStates.withLock { $0[name.rawValue] }
     }
 

@@ -38,7 +38,7 @@ public final class NotificationListener: SubscriptionHandle {
     public func resume() { core.resume() }
 
     /// Whether the observer is suspended.
-    public var isSuspended: Bool { core.isSuspended }
+    package var isSuspended: Bool { core.isSuspended }
 }
 
 /// Notifications as an `AsyncSequence` (see ``DarwinNotificationCenter/notifications(name:options:)``);

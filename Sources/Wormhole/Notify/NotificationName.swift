@@ -6,9 +6,9 @@ import WormholeDBus
 /// match rules over 1024 bytes, and 900 leaves room for the rule around the name.
 /// Reverse-DNS names are the convention; slashes group names into families that a
 /// prefix observer can watch (`group.com.example/wormhole/`).
-public struct NotificationName: Hashable, Sendable, CustomStringConvertible, Comparable {
+public struct NotificationName: Hashable, Sendable, CustomStringConvertible {
     /// The longest name, in UTF-8 bytes.
-    public static let maximumLength = 900
+    package static let maximumLength = 900
 
     /// The name as written.
     public let rawValue: String
@@ -42,7 +42,7 @@ public struct NotificationName: Hashable, Sendable, CustomStringConvertible, Com
     }
 
     /// Checks a name given as raw bytes; refuses bytes that are not valid UTF-8 as well.
-    public init(utf8 bytes: some Collection<UInt8>) throws {
+    package init(utf8 bytes: some Collection<UInt8>) throws {
         guard let string = String(validating: bytes, as: UTF8.self) else {
             let hex = bytes.prefix(40).map { String($0, radix: 16) }.joined(separator: " ")
             throw WormholeError(.invalidName, value: hex, "notification name is not valid UTF-8 (bytes: \(hex))")
@@ -66,14 +66,12 @@ public struct NotificationName: Hashable, Sendable, CustomStringConvertible, Com
 
     public var description: String { rawValue }
 
-    public static func < (lhs: NotificationName, rhs: NotificationName) -> Bool { lhs.rawValue < rhs.rawValue }
-
     /// Whether the name can be used as a prefix for ``DarwinNotificationCenter`` prefix observation.
-    public var isPrefix: Bool { rawValue.hasSuffix("/") }
+    package var isPrefix: Bool { rawValue.hasSuffix("/") }
 
     /// The bucket interface the contract puts this name's signals on:
     /// `org.wormhole.Notify1.B` + four upper-case hex digits, the low 16 bits of FNV-1a-32.
-    public var bucketInterface: String { NotifyContract.bucketInterface(for: rawValue) }
+    package var bucketInterface: String { NotifyContract.bucketInterface(for: rawValue) }
 }
 
 extension NotificationName: ExpressibleByStringLiteral {

@@ -1,18 +1,18 @@
 import WormholeDBus
 
 /// The wire vocabulary of contract §1, in one place.
-public enum NotifyContract: Sendable {
+package enum NotifyContract: Sendable {
     /// The object path every `Posted` signal is emitted on: `/org/wormhole/Notify1`.
-    public static let objectPath = "/org/wormhole/Notify1"
+    package static let objectPath = "/org/wormhole/Notify1"
     /// The plain interface for hand-typed triggers: `org.wormhole.Notify1`.
-    public static let plainInterface = "org.wormhole.Notify1"
+    package static let plainInterface = "org.wormhole.Notify1"
     /// The signal name: `Posted`.
-    public static let member = "Posted"
+    package static let member = "Posted"
     /// The signal that carries a transient message (contract §7): `Message`, arguments
     /// `name` (`s`) and `message` (`s`, one compact JSON document).
-    public static let transientMember = "Message"
+    package static let transientMember = "Message"
     /// The largest transient message, in bytes of compact JSON: 64 KiB (contract §7).
-    public static let transientMessageLimit = 65_536
+    package static let transientMessageLimit = 65_536
 
     /// The 32-bit FNV-1a hash of `bytes` (the bucket of a name is its low 16 bits).
     package static func fnv1a32(_ bytes: some Sequence<UInt8>) -> UInt32 {
@@ -35,7 +35,7 @@ public enum NotifyContract: Sendable {
     }
 
     /// The bucket interface of a name: `org.wormhole.Notify1.B%04X` of `fnv1a32(name) & 0xFFFF`.
-    public static func bucketInterface(for name: String) -> String {
+    package static func bucketInterface(for name: String) -> String {
         // Built in place: every post computes it, so no intermediate arrays.
         let low = fnv1a32(name.utf8) & 0xFFFF
         let prefix = bucketPrefix.utf8

@@ -12,19 +12,19 @@ import WormholeSystem
 /// The app ID is, first that applies:
 /// 1. the `name` of the `[Application]` group of `/.flatpak-info`, which Flatpak mounts into
 ///    every sandbox (nothing overrides it: inside Flatpak the proxy owns the decision);
-/// 2. the ID the program set with ``setAppID(_:)``;
+/// 2. the ID the program set with `setAppID(_:)`;
 /// 3. `$WORMHOLE_APP_ID` (an unsandboxed helper of a sandboxed app: `WORMHOLE_APP_ID=org.example.Lines`);
 /// 4. `$FLATPAK_ID`.
 ///
 /// ```swift
 /// try AppIdentity.setAppID("org.example.Lines")   // before the first post
 /// ```
-public struct AppIdentity: Sendable, Hashable, CustomStringConvertible {
+package struct AppIdentity: Sendable, Hashable, CustomStringConvertible {
     /// Where an app ID came from.
-    public enum Source: String, Sendable, Hashable {
+    package enum Source: String, Sendable, Hashable {
         /// `/.flatpak-info` (inside a Flatpak sandbox).
         case flatpakInfo = "/.flatpak-info"
-        /// ``AppIdentity/setAppID(_:)``.
+        /// `AppIdentity.setAppID(_:)`.
         case program = "the program"
         /// `$WORMHOLE_APP_ID`.
         case wormholeAppID = "WORMHOLE_APP_ID"
@@ -33,11 +33,11 @@ public struct AppIdentity: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The app ID, a D-Bus well-known name (`org.example.Lines`).
-    public let appID: String
+    package let appID: String
     /// Where it came from.
-    public let source: Source
+    package let source: Source
 
-    public var description: String { "\(appID) (from \(source.rawValue))" }
+    package var description: String { "\(appID) (from \(source.rawValue))" }
 
     package init(appID: String, source: Source) {
         self.appID = appID
@@ -45,17 +45,17 @@ public struct AppIdentity: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Where Flatpak describes the sandbox to the app inside it.
-    public static let flatpakInfoPath = "/.flatpak-info"
+    package static let flatpakInfoPath = "/.flatpak-info"
 
     /// Whether this process runs inside a Flatpak sandbox (`/.flatpak-info` exists).
-    public static var isFlatpakSandbox: Bool { flatpakInfo.present }
+    package static var isFlatpakSandbox: Bool { flatpakInfo.present }
 
     /// Sets the program's app ID (step 2 of the order above; `nil` clears it). It applies to the
     /// posts made after the call, on every facade of the process. Inside a Flatpak sandbox
     /// `/.flatpak-info` wins.
     ///
     /// - Throws: ``WormholeError/Code/invalidAppID`` naming `appID` when it is not a valid app ID.
-    public static func setAppID(_ appID: String?) throws {
+    package static func setAppID(_ appID: String?) throws {
         try WormholeRuntime.shared.appIdentity.setAppID(appID)
     }
 
@@ -63,7 +63,7 @@ public struct AppIdentity: Sendable, Hashable, CustomStringConvertible {
     ///
     /// - Throws: ``WormholeError/Code/invalidAppID`` naming the value and where it came from
     ///   when the app ID that applies is not valid.
-    public static func current() throws -> AppIdentity? {
+    package static func current() throws -> AppIdentity? {
         try WormholeRuntime.shared.appIdentity.current()
     }
 

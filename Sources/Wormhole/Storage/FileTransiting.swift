@@ -1,4 +1,4 @@
-public import FoundationEssentials
+package import FoundationEssentials
 
 /// Stores each message as a file replaced atomically: the equivalent of MMWormhole's
 /// `MMWormholeFileTransiting` (contract §3).
@@ -10,11 +10,11 @@ public import FoundationEssentials
 /// instant. If a write fails, its temporary file is removed; a writer that is killed leaves its
 /// temporary file behind (it is never read, and ``WormholeTransiting/storedIdentifiers()`` skips it).
 ///
-/// Stale temporary files are swept: by ``removeStaleTemporaryFiles(olderThan:)``, by
+/// Stale temporary files are swept: by `removeStaleTemporaryFiles(olderThan:)`, by
 /// ``deleteAllMessages()``, and once per process and directory on its first write. A writer holds
 /// `flock(LOCK_EX)` on its temporary file from creation to rename, so a sweep removes only files
 /// named exactly `.<identifier>.<pid>-<hex>.tmp`, regular files of this user, older than
-/// ``staleTemporaryAge`` (10 minutes), whose lock it takes without waiting: never a live writer's.
+/// `staleTemporaryAge` (10 minutes), whose lock it takes without waiting: never a live writer's.
 ///
 /// The container and the directory are created (mode 0700) by the first write; reads, deletes and
 /// listings of a wormhole that was never written find nothing and create nothing. Before a read the
@@ -24,36 +24,26 @@ public import FoundationEssentials
 /// symlink points to).
 ///
 /// Concurrent writers of the same identifier never corrupt the file, but the last rename wins. When
-/// writers must be serialised, use ``CoordinatedFileTransiting``.
+/// writers must be serialised, use `CoordinatedFileTransiting`.
 ///
 /// ```swift
 /// let container = try GroupContainer(group: GroupIdentifier("group.com.example.lines"))
 /// let transiting = FileTransiting(container: container)
 /// try transiting.writeMessage(Data(#"{"n":1}"#.utf8), identifier: MessageIdentifier("counter"))
 /// ```
-public struct FileTransiting: WormholeTransiting, Hashable {
-    /// How far a stored message survives a crash.
-    public enum Durability: Sendable, Hashable {
-        /// Rename without `fsync`. A write that returned survives the writer process crashing or being
-        /// killed, and readers always see a whole document. After a power loss or kernel crash, the
-        /// message may be the old one, the new one, or (depending on the file system) an empty file.
-        /// This is the contract's guarantee, and the fast default.
-        case atomic
-        /// `fsync` the temporary file before the rename and the directory after it. A write that
-        /// returned also survives a power loss or kernel crash: after a restart the message is the
-        /// new document. Each write then waits for the disk, which is much slower (milliseconds).
-        case synchronized
-    }
+package struct FileTransiting: WormholeTransiting, Hashable {
+    /// How far a stored message survives a crash (``GroupContainer/Durability``).
+    package typealias Durability = GroupContainer.Durability
 
     /// The group container holding the wormhole.
-    public var container: GroupContainer { files.container }
+    package var container: GroupContainer { files.container }
     /// The wormhole directory inside the container.
-    public var directory: WormholeDirectoryName { files.directory }
+    package var directory: WormholeDirectoryName { files.directory }
     /// How far a stored message survives a crash.
-    public var durability: Durability { files.durability }
+    package var durability: Durability { files.durability }
 
-    /// The default ``maximumMessageSize``: 64 MiB (67,108,864 bytes).
-    public static let defaultMaximumMessageSize = 64 << 20
+    /// The default `maximumMessageSize`: 64 MiB (67,108,864 bytes).
+    package static let defaultMaximumMessageSize = MessageCenter.defaultMaximumMessageSize
 
     /// The largest message, in bytes, this transiting reads or writes.
     ///
@@ -63,13 +53,13 @@ public struct FileTransiting: WormholeTransiting, Hashable {
     /// or sparse file planted in the directory costs nothing. A file that grows past the limit
     /// while it is read is refused too. Every process that shares a wormhole should use the same
     /// limit (or the reader the larger one).
-    public var maximumMessageSize: Int { files.maximumMessageSize }
+    package var maximumMessageSize: Int { files.maximumMessageSize }
 
     let files: MessageFiles
 
     /// A transiting storing messages in `<container>/<directory>/`, refusing messages over
     /// `maximumMessageSize` bytes (a negative limit counts as 0). Does not touch the disk.
-    public init(
+    package init(
         container: GroupContainer, directory: WormholeDirectoryName = .default, durability: Durability = .atomic,
         maximumMessageSize: Int = defaultMaximumMessageSize
     ) {
@@ -83,8 +73,8 @@ public struct FileTransiting: WormholeTransiting, Hashable {
     /// - Throws: ``WormholeError`` with code ``WormholeError/Code/unsafePath`` when the container, the
     ///   directory or an existing message file is unsafe; ``WormholeError/Code/io`` when a file-system
     ///   call fails; ``WormholeError/Code/messageTooLarge`` (before anything is written) when `data`
-    ///   is over ``maximumMessageSize``.
-    public func writeMessage(_ data: Data, identifier: MessageIdentifier) throws {
+    ///   is over `maximumMessageSize`.
+    package func writeMessage(_ data: Data, identifier: MessageIdentifier) throws {
         try files.checkSize(data.count, identifier: identifier)
         let directory = try files.openOrCreateDirectory()
         try files.write(data, identifier: identifier, in: directory)
@@ -95,8 +85,8 @@ public struct FileTransiting: WormholeTransiting, Hashable {
     /// - Throws: ``WormholeError`` with code ``WormholeError/Code/unsafePath`` when the container, the
     ///   directory or the file is unsafe; ``WormholeError/Code/io`` when a file-system call fails;
     ///   ``WormholeError/Code/messageTooLarge`` (from its size, before it is read) when the file is
-    ///   over ``maximumMessageSize``.
-    public func messageData(identifier: MessageIdentifier) throws -> Data? {
+    ///   over `maximumMessageSize`.
+    package func messageData(identifier: MessageIdentifier) throws -> Data? {
         guard let directory = try files.openExistingDirectory() else { return nil }
         return try files.read(identifier: identifier, in: directory)
     }
@@ -104,17 +94,17 @@ public struct FileTransiting: WormholeTransiting, Hashable {
     /// Removes `<identifier>.json`; does nothing when no message is stored.
     ///
     /// - Throws: ``WormholeError`` when the container or directory is unsafe or a file-system call fails.
-    public func deleteMessage(identifier: MessageIdentifier) throws {
+    package func deleteMessage(identifier: MessageIdentifier) throws {
         guard let directory = try files.openExistingDirectory() else { return }
         try files.delete(identifier: identifier, in: directory)
     }
 
     /// Removes every `<identifier>.json` in the directory, and the stale temporary files of killed
-    /// writers (as ``removeStaleTemporaryFiles(olderThan:)`` with ``staleTemporaryAge``). Other files
+    /// writers (as `removeStaleTemporaryFiles(olderThan:)` with `staleTemporaryAge`). Other files
     /// are left alone.
     ///
     /// - Throws: ``WormholeError`` when the container or directory is unsafe or a file-system call fails.
-    public func deleteAllMessages() throws {
+    package func deleteAllMessages() throws {
         guard let directory = try files.openExistingDirectory() else { return }
         for identifier in try files.identifiers(in: directory) {
             try files.delete(identifier: identifier, in: directory)
@@ -125,7 +115,7 @@ public struct FileTransiting: WormholeTransiting, Hashable {
     /// How old a writer's temporary file must be before a sweep may remove it: 10 minutes. A
     /// sweep never removes a file a live writer holds, whatever its age; the age keeps sweeps off
     /// files of writers that do not take the lock (older versions, other programs).
-    public static let staleTemporaryAge: Duration = .seconds(600)
+    package static let staleTemporaryAge: Duration = .seconds(600)
 
     /// Removes the temporary files that writers killed mid-write left in the directory: files
     /// named `.<identifier>.<pid>-<hex>.tmp` that are regular files of this user, last modified
@@ -135,14 +125,14 @@ public struct FileTransiting: WormholeTransiting, Hashable {
     ///
     /// - Throws: ``WormholeError`` when the container or directory is unsafe or cannot be listed.
     @discardableResult
-    public func removeStaleTemporaryFiles(olderThan age: Duration = staleTemporaryAge) throws -> Int {
+    package func removeStaleTemporaryFiles(olderThan age: Duration = staleTemporaryAge) throws -> Int {
         try files.removeStaleTemporaries(olderThan: age)
     }
 
     /// The identifiers with a stored message, sorted.
     ///
     /// - Throws: ``WormholeError`` when the container or directory is unsafe or cannot be read.
-    public func storedIdentifiers() throws -> [MessageIdentifier] {
+    package func storedIdentifiers() throws -> [MessageIdentifier] {
         guard let directory = try files.openExistingDirectory() else { return [] }
         return try files.identifiers(in: directory)
     }

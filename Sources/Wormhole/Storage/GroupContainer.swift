@@ -1,14 +1,14 @@
-public import FoundationEssentials
+import FoundationEssentials
 
 /// The shared directory of an application group, `<root>/<group>/` (contract §2): the Linux
 /// equivalent of Apple's `FileManager.containerURL(forSecurityApplicationGroupIdentifier:)`.
 ///
 /// Every process of the same user that names the same group gets the same directory. The root is
 /// `$WORMHOLE_CONTAINER_ROOT`, else `$XDG_DATA_HOME/group-containers`, else
-/// `$HOME/.local/share/group-containers` (see ``rootDirectory(environment:inFlatpakSandbox:)``).
+/// `$HOME/.local/share/group-containers` (see `rootDirectory(environment:inFlatpakSandbox:)`).
 ///
 /// Making a `GroupContainer` does not touch the disk. The container is created, with mode 0700, on
-/// first use (``create()``, ``createDirectory(_:)`` or a first write through a transiting). The
+/// first use (`create()`, ``createDirectory(_:)`` or a first write through a transiting). The
 /// container and everything the library opens inside it must be a real directory or file (not a
 /// symlink), owned by the effective user and not writable by group or others; anything else is
 /// refused with ``WormholeError/Code/unsafePath`` and nothing is read or written through it. Paths
@@ -18,14 +18,28 @@ public import FoundationEssentials
 ///
 /// ```swift
 /// let container = try GroupContainer(group: GroupIdentifier("group.com.example.lines"))
-/// try container.create()
+/// let photos = try container.createDirectory(WormholeDirectoryName("photos"))  // creates the container too
 /// print(container.path)  // /home/me/.local/share/group-containers/group.com.example.lines
 /// ```
 public struct GroupContainer: Sendable, Hashable {
+    /// How far a stored message or suite survives a crash (the `durability` of ``MessageCenter``
+    /// and ``GroupDefaults``).
+    public enum Durability: Sendable, Hashable {
+        /// Rename without `fsync`. A write that returned survives the writer process crashing or being
+        /// killed, and readers always see a whole document. After a power loss or kernel crash, the
+        /// message may be the old one, the new one, or (depending on the file system) an empty file.
+        /// This is the contract's guarantee, and the fast default.
+        case atomic
+        /// `fsync` the temporary file before the rename and the directory after it. A write that
+        /// returned also survives a power loss or kernel crash: after a restart the message is the
+        /// new document. Each write then waits for the disk, which is much slower (milliseconds).
+        case synchronized
+    }
+
     /// The group this container belongs to.
     public let group: GroupIdentifier
     /// The directory holding every group's container.
-    public let root: String
+    package let root: String
     /// The container's path, `<root>/<group>`.
     public let path: String
 
@@ -44,7 +58,7 @@ public struct GroupContainer: Sendable, Hashable {
     /// group of it), else `$XDG_DATA_HOME/group-containers` (shared by that app's processes only).
     ///
     /// - Throws: ``WormholeError`` with code ``WormholeError/Code/noContainerRoot`` when none applies.
-    public static func rootDirectory(
+    package static func rootDirectory(
         environment: [String: String] = ProcessInfo.processInfo.environment,
         inFlatpakSandbox: Bool = AppIdentity.isFlatpakSandbox
     ) throws -> String {
@@ -67,7 +81,7 @@ public struct GroupContainer: Sendable, Hashable {
                 + "is set to an absolute path; set WORMHOLE_CONTAINER_ROOT to a directory")
     }
 
-    /// The container of `group` under `root`, or under ``rootDirectory(environment:inFlatpakSandbox:)`` of this
+    /// The container of `group` under `root`, or under `rootDirectory(environment:inFlatpakSandbox:)` of this
     /// process's environment when `root` is nil. Does not touch the disk.
     ///
     /// - Throws: ``WormholeError`` with code ``WormholeError/Code/noContainerRoot`` when `root` is nil
@@ -85,7 +99,7 @@ public struct GroupContainer: Sendable, Hashable {
     }
 
     /// The path of the wormhole directory `directory` inside the container. Does not touch the disk.
-    public func directoryPath(_ directory: WormholeDirectoryName) -> String {
+    package func directoryPath(_ directory: WormholeDirectoryName) -> String {
         path + "/" + directory.rawValue
     }
 
@@ -95,15 +109,15 @@ public struct GroupContainer: Sendable, Hashable {
     /// - Throws: ``WormholeError`` with code ``WormholeError/Code/unsafePath`` when the container is a
     ///   symlink, not a directory, owned by another user or writable by group or others;
     ///   ``WormholeError/Code/io`` when a file-system call fails.
-    public func create() throws {
+    package func create() throws {
         _ = try openContainer(create: true)
     }
 
     /// Creates the wormhole directory `directory` inside the container with mode 0700 if it does not
-    /// exist (creating the container first, as ``create()`` does), checks both are safe to use, and
+    /// exist (creating the container first, as `create()` does), checks both are safe to use, and
     /// returns the directory's path.
     ///
-    /// - Throws: ``WormholeError`` as ``create()`` does, for the container or the directory.
+    /// - Throws: ``WormholeError`` as `create()` does, for the container or the directory.
     @discardableResult
     public func createDirectory(_ directory: WormholeDirectoryName) throws -> String {
         _ = try openDirectory(directory, create: true)

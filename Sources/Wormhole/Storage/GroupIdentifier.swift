@@ -16,7 +16,7 @@ public struct GroupIdentifier: Hashable, Sendable, CustomStringConvertible {
     public let rawValue: String
 
     /// The longest identifier allowed, in bytes.
-    public static let maximumLength = 255
+    package static let maximumLength = 255
 
     /// Validates `string` as a group identifier.
     ///
@@ -29,4 +29,18 @@ public struct GroupIdentifier: Hashable, Sendable, CustomStringConvertible {
 
     /// The identifier itself.
     public var description: String { rawValue }
+}
+
+extension GroupIdentifier: ExpressibleByStringLiteral {
+    /// A group written in the source, such as `"group.com.example.lines"` where a
+    /// ``GroupIdentifier`` is expected. An invalid literal is a programmer error: it stops the
+    /// program with a message naming it. Values from outside (arguments, files, the user) go
+    /// through the throwing ``init(_:)``.
+    public init(stringLiteral value: String) {
+        do {
+            try self.init(value)
+        } catch {
+            preconditionFailure("invalid group identifier literal: \(error)")
+        }
+    }
 }

@@ -1,12 +1,12 @@
 import FoundationEssentials
 
-/// The file layout and the atomic replace that ``FileTransiting`` and ``CoordinatedFileTransiting``
+/// The file layout and the atomic replace that `FileTransiting` and `CoordinatedFileTransiting`
 /// share; no locking here.
 struct MessageFiles: Sendable, Hashable {
     let container: GroupContainer
     let directory: WormholeDirectoryName
     let durability: FileTransiting.Durability
-    /// The largest message read or written, in bytes (``FileTransiting/maximumMessageSize``).
+    /// The largest message read or written, in bytes (`FileTransiting.maximumMessageSize`).
     let maximumMessageSize: Int
 
     /// The messages in `<container>/<directory>/`, at most `maximumMessageSize` bytes each (a
@@ -44,7 +44,7 @@ struct MessageFiles: Sendable, Hashable {
         OpportunisticSweep.onFirstWrite(in: directory, olderThan: FileTransiting.staleTemporaryAge.wholeNanoseconds)
     }
 
-    /// Removes the temporaries of killed writers older than `age` (see ``FileTransiting/removeStaleTemporaryFiles(olderThan:)``).
+    /// Removes the temporaries of killed writers older than `age` (see `FileTransiting.removeStaleTemporaryFiles(olderThan:)`).
     func removeStaleTemporaries(olderThan age: Duration) throws(WormholeError) -> Int {
         guard let directory = try openExistingDirectory() else { return 0 }
         return try directory.removeStaleTemporaries(olderThan: age.wholeNanoseconds)
@@ -90,7 +90,7 @@ struct MessageFiles: Sendable, Hashable {
         return ".\(identifier.rawValue).\(Syscall.processID())-\(random).tmp"
     }
 
-    /// `.<identifier>.lock`, the lock file of ``CoordinatedFileTransiting``.
+    /// `.<identifier>.lock`, the lock file of `CoordinatedFileTransiting`.
     static func lockName(for identifier: MessageIdentifier) -> String {
         ".\(identifier.rawValue).lock"
     }

@@ -8,7 +8,7 @@ public struct MessageIdentifier: Hashable, Sendable, CustomStringConvertible {
     public let rawValue: String
 
     /// The longest identifier allowed, in bytes.
-    public static let maximumLength = 200
+    package static let maximumLength = 200
 
     /// Validates `string` as a message identifier.
     ///

@@ -127,7 +127,7 @@ final class OpenFile: Sendable {
     }
 
     /// Replaces the file `name` atomically with `data`: a new file `temporaryName` (mode 0600) in
-    /// this directory is written in full (and `fsync`ed for ``FileTransiting/Durability/synchronized``),
+    /// this directory is written in full (and `fsync`ed for `FileTransiting.Durability.synchronized`),
     /// then renamed over `name` (the directory is `fsync`ed after it for `.synchronized`). A
     /// reader sees the old or the new content, never a mix. When `modified` is given, the new
     /// file's modification time is set to it (nanoseconds since 1970) before the rename. If any

@@ -7,11 +7,11 @@ public struct WormholeDirectoryName: Hashable, Sendable, CustomStringConvertible
     public let rawValue: String
 
     /// The longest name allowed, in bytes.
-    public static let maximumLength = 255
+    package static let maximumLength = 255
 
     /// The directory name reserved for shared defaults (contract §5), `Preferences`: refused as
     /// a wormhole directory.
-    public static let reservedForDefaults = "Preferences"
+    package static let reservedForDefaults = "Preferences"
 
     /// The default directory, `wormhole`.
     public static let `default` = WormholeDirectoryName(validated: "wormhole")

@@ -4,7 +4,7 @@ public import FoundationEssentials
 ///
 /// A message is one JSON document, stored under its ``MessageIdentifier`` as the last value sent
 /// (a mailbox, not a queue). Transitings move the bytes and never parse them; encoding and decoding
-/// is the wormhole's job. The library provides ``FileTransiting`` and ``CoordinatedFileTransiting``.
+/// is the wormhole's job. The library provides `FileTransiting` and `CoordinatedFileTransiting`.
 public protocol WormholeTransiting: Sendable {
     /// Stores `data` as the message for `identifier`, replacing the previous one.
     ///

@@ -34,9 +34,6 @@ public enum WakeSource: Sendable, Hashable, CustomStringConvertible {
 }
 
 extension MessageCenter {
-    /// How a wormhole's listeners are woken now (the ``Wormhole/WakeSource`` of every facade).
-    public typealias WakeSource = Wormhole.WakeSource
-
     /// How this wormhole's listeners and journal readers are woken now: ``WakeSource/bus``, or
     /// ``WakeSource/directory(_:)`` while the bus cannot be reached (`.bus` while it has none).
     public var wakeSource: WakeSource { wakeups.source }
