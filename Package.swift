@@ -105,7 +105,9 @@ let package = Package(
         // `wormhole-test-peer`, a small peer process for cross-process tests of the D-Bus layer.
         .executableTarget(
             name: "wormhole-test-peer",
-            dependencies: ["WormholeDBus", "WormholeSystem", "Wormhole", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "WormholeDBus", "WormholeSystem", "Wormhole", .product(name: "Logging", package: "swift-log"),
+            ],
             path: "Sources/WormholeTestPeer"
         ),
         .executableTarget(

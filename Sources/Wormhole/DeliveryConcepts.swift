@@ -1,3 +1,5 @@
+import Dispatch
+
 // The delivery and bus concepts an app names (`DeliveryQueue`, `SubscriptionHandle`,
 // `SubscriptionStream`, `BusAddress`, `BusError`) are defined in the D-Bus layer, which uses
 // them too. `Wormhole` re-exports those five types, and only those, so an app writes
@@ -9,7 +11,6 @@
 @_exported public import enum WormholeDBus.DeliveryQueue
 @_exported public import protocol WormholeDBus.SubscriptionHandle
 @_exported public import struct WormholeDBus.SubscriptionStream
-import Dispatch
 
 extension DeliveryQueue {
     /// Delivery on the main actor, for UI code: pass `on: .mainActor` to a listener or an

@@ -54,7 +54,8 @@ struct BenchCommand: ParsableCommand {
     /// The processes the bench starts (`wormhole-bench _bench-echo …`): hidden, and not
     /// subcommands, so the usage line stays that of the bench.
     static let helpers: [any ParsableCommand.Type] = [
-        BenchEchoCommand.self, BenchPingCommand.self, BenchLoadCommand.self, BenchMessageEchoCommand.self, BenchDefaultsCommand.self,
+        BenchEchoCommand.self, BenchPingCommand.self, BenchLoadCommand.self, BenchMessageEchoCommand.self,
+        BenchDefaultsCommand.self,
         BenchJournalCommand.self, BenchPostCallCommand.self,
     ]
 
@@ -146,7 +147,8 @@ struct BenchCommand: ParsableCommand {
     @Option(
         help: ArgumentHelp(
             "Which parts of the journal suite to run: \(journalParts.joined(separator: ", ")) or all; several separated by commas.",
-            discussion: "kills: the appender and consumer SIGKILLs; fanout: 8 appenders x 8 consumers; rates: appends/s "
+            discussion:
+                "kills: the appender and consumer SIGKILLs; fanout: 8 appenders x 8 consumers; rates: appends/s "
                 + "without fsync; durable: appends/s with fdatasync and the single durable appender; latency: append -> "
                 + "consumer."))
     var journalRows = "all"
@@ -157,7 +159,10 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "Write every row to this CSV file (the columns of --json).")
     var csv: String?
 
-    @Option(help: "Write each latency row's percentile distribution (HdrHistogram .hgrm text, one-way µs) into this directory.")
+    @Option(
+        help:
+            "Write each latency row's percentile distribution (HdrHistogram .hgrm text, one-way µs) into this directory."
+    )
     var percentiles: String?
 
     @Option(help: "Draw every latency row and its floor (latency by percentile, log scales) into this SVG file.")
@@ -174,7 +179,10 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "The private bus daemon: dbus-daemon or broker (dbus-broker-launch; needs the dbus-broker package).")
     var daemon = BusDaemonKind.dbusDaemon
 
-    @Flag(help: "Also measure post -> wormhole observe with both ends behind xdg-dbus-proxy, the observer in bwrap (cli suite; needs bubblewrap and xdg-dbus-proxy).")
+    @Flag(
+        help:
+            "Also measure post -> wormhole observe with both ends behind xdg-dbus-proxy, the observer in bwrap (cli suite; needs bubblewrap and xdg-dbus-proxy)."
+    )
     var sandboxed = false
 
     @OptionGroup var bus: BusOptions
@@ -193,7 +201,9 @@ struct BenchCommand: ParsableCommand {
 
     /// The sizes of `--message-sizes`, each at least 30 bytes (the payload's own fields).
     var messageSizeList: [Int] {
-        messageSizes.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }.filter { $0 >= 30 && $0 <= 100_000_000 }
+        messageSizes.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }.filter {
+            $0 >= 30 && $0 <= 100_000_000
+        }
     }
 
     func validate() throws {
@@ -215,7 +225,8 @@ struct BenchCommand: ParsableCommand {
             throw ValidationError("--message-round-trips must be at least 10 x --rounds")
         }
         if messageSizeList.isEmpty || messageSizeList.count != messageSizes.split(separator: ",").count {
-            throw ValidationError("--message-sizes takes sizes in bytes (at least 30) separated by commas, not '\(messageSizes)'")
+            throw ValidationError(
+                "--message-sizes takes sizes in bytes (at least 30) separated by commas, not '\(messageSizes)'")
         }
         if postThreads < 1 || posts < postThreads {
             throw ValidationError("--posts must be at least --post-threads, which must be at least 1")
@@ -229,7 +240,8 @@ struct BenchCommand: ParsableCommand {
         let journalAsked = journalRows.split(separator: ",", omittingEmptySubsequences: false)
             .map { $0.trimmingCharacters(in: .whitespaces) }
         if let bad = journalAsked.first(where: { $0 != "all" && !Self.journalParts.contains($0) }) {
-            throw ValidationError("--journal-rows takes \(Self.journalParts.joined(separator: ", ")) or all, not '\(bad)'")
+            throw ValidationError(
+                "--journal-rows takes \(Self.journalParts.joined(separator: ", ")) or all, not '\(bad)'")
         }
         if journalKills < 0 || journalRecords < 8 || journalAppends < 20 {
             throw ValidationError("--journal-kills must be at least 0, --journal-records 8, --journal-appends 20")
@@ -305,10 +317,13 @@ struct BenchCommand: ParsableCommand {
         let privateDaemon =
             try bus.address() == nil
             ? try PrivateDaemon(
-                config: Executables.busConfiguration(config, isDefault: config == Self.defaultConfig), kind: self.daemon)
+                config: Executables.busConfiguration(config, isDefault: config == Self.defaultConfig), kind: self.daemon
+            )
             : nil
         if let privateDaemon {
-            Console.progress("wormhole-bench: private \(daemon == .broker ? "dbus-broker" : "dbus-daemon") from \(privateDaemon.config)")
+            Console.progress(
+                "wormhole-bench: private \(daemon == .broker ? "dbus-broker" : "dbus-daemon") from \(privateDaemon.config)"
+            )
         }
         guard let address = try privateDaemon?.address ?? bus.address() else { throw BenchFailure("no bus") }
         let report = BenchReport()
@@ -342,7 +357,8 @@ struct BenchCommand: ParsableCommand {
                     "suites": selectedSuites.joined(separator: ","), "rounds": "\(rounds)",
                     "roundTrips": "\(roundTrips)",
                     "warmup": "\(warmup)", "posts": "\(posts)", "postThreads": "\(postThreads)", "routes": "\(routes)",
-                    "defaults": "\(defaultsProcesses)x\(defaultsIncrements) increments, \(defaultsProcesses)x\(defaultsKeys) keys, "
+                    "defaults":
+                        "\(defaultsProcesses)x\(defaultsIncrements) increments, \(defaultsProcesses)x\(defaultsKeys) keys, "
                         + "\(defaultsKills) kills, \(defaultsRoundTrips) round trips, \(defaultsReads) reads, 4x\(defaultsSets) sets",
                     "seconds": String(format: "%.1f", seconds),
                     "date": ISO8601DateFormatter().string(from: Date()),

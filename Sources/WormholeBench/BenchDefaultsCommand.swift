@@ -20,8 +20,12 @@ struct BenchDefaultsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "_bench-defaults", shouldDisplay: false)
 
     enum Mode: String, ExpressibleByArgument {
-        case increment, distinct, foundationIncrement = "foundation-increment"
-        case foundationDistinct = "foundation-distinct", writeLoop = "write-loop", echo, setRate = "set-rate"
+        case increment, distinct
+        case foundationIncrement = "foundation-increment"
+        case foundationDistinct = "foundation-distinct"
+        case writeLoop = "write-loop"
+        case echo
+        case setRate = "set-rate"
     }
 
     @Option var mode: Mode

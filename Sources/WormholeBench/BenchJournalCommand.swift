@@ -26,7 +26,8 @@ struct BenchJournalCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "_bench-journal", shouldDisplay: false)
 
     enum Mode: String, ExpressibleByArgument {
-        case appendLoop = "append-loop", consume, fanout, rate, echo
+        case appendLoop = "append-loop"
+        case consume, fanout, rate, echo
     }
 
     @Option var mode: Mode
@@ -59,7 +60,9 @@ struct BenchJournalCommand: ParsableCommand {
     private static func processCPU() -> UInt64 {
         var usage = rusage()
         getrusage(RUSAGE_SELF.rawValue, &usage)
-        let micros = (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1_000_000 + usage.ru_utime.tv_usec + usage.ru_stime.tv_usec
+        let micros =
+            (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1_000_000 + usage.ru_utime.tv_usec
+            + usage.ru_stime.tv_usec
         return UInt64(micros) * 1_000
     }
 
@@ -168,7 +171,9 @@ struct BenchJournalCommand: ParsableCommand {
                             continue
                         }
                         // About 100 bytes each: {"p":PID,"i":I,"pad":"xxx…"}.
-                        let messages = (done..<(done + size)).map { BenchRecord(p: pid, i: thread * 1_000_000 + $0, pad: pad) }
+                        let messages = (done..<(done + size)).map {
+                            BenchRecord(p: pid, i: thread * 1_000_000 + $0, pad: pad)
+                        }
                         if size == 1 {
                             try LibraryAPI.append(journal, messages[0])
                         } else {

@@ -3,11 +3,6 @@ struct BenchPayload: Codable, Sendable {
     var seq: UInt64
     var pad: String
 
-    init(seq: UInt64, pad: String) {
-        self.seq = seq
-        self.pad = pad
-    }
-
     /// Padding that makes the encoded payload about `size` bytes.
     static func pad(size: Int) -> String { String(repeating: "x", count: max(0, size - 22)) }
 }

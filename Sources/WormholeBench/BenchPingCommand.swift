@@ -48,7 +48,9 @@ struct BenchPingCommand: ParsableCommand {
     }
 
     /// Stops the echo and prints the round trips.
-    private func finish(_ center: DarwinNotificationCenter, _ ping: NotificationName, _ histogram: Histogram<UInt64>) throws {
+    private func finish(_ center: DarwinNotificationCenter, _ ping: NotificationName, _ histogram: Histogram<UInt64>)
+        throws
+    {
         try center.post(ping, state: UInt64.max)
         center.flush()
         // One line per recorded value: `NANOSECONDS COUNT`.
@@ -96,7 +98,8 @@ final class SpacedPings: Sendable {
             }
             let arrival = state.withLock { $0.arrival }
             if sequence >= UInt64(warmup) { histogram.record(arrival - start) }
-            var gap = timespec(tv_sec: spacingMicroseconds / 1_000_000, tv_nsec: (spacingMicroseconds % 1_000_000) * 1_000)
+            var gap = timespec(
+                tv_sec: spacingMicroseconds / 1_000_000, tv_nsec: (spacingMicroseconds % 1_000_000) * 1_000)
             var remaining = timespec()
             while nanosleep(&gap, &remaining) != 0 && errno == EINTR { gap = remaining }
         }

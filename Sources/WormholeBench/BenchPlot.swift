@@ -38,7 +38,10 @@ struct BenchPlot {
             let colour = Self.palette[groups.firstIndex(of: key)! % Self.palette.count]
             if let reference = entry.reference, !drawnFloors.contains(key) {
                 drawnFloors.insert(key)
-                series.append(Series(label: reference.label, colour: colour, dashes: Self.floorDashes, points: Self.points(reference)))
+                series.append(
+                    Series(
+                        label: reference.label, colour: colour, dashes: Self.floorDashes, points: Self.points(reference)
+                    ))
             }
             // A floor recorded as a row of its own is drawn once, as the floor of its group.
             let isFloor = rows.contains { $0.suite == entry.suite && $0.reference?.label == entry.row.label }
@@ -46,7 +49,9 @@ struct BenchPlot {
                 if !drawnFloors.contains(entry.suite + "/" + entry.row.label) {
                     drawnFloors.insert(entry.suite + "/" + entry.row.label)
                     series.append(
-                        Series(label: entry.row.label, colour: colour, dashes: Self.floorDashes, points: Self.points(entry.row)))
+                        Series(
+                            label: entry.row.label, colour: colour, dashes: Self.floorDashes,
+                            points: Self.points(entry.row)))
                 }
                 continue
             }
@@ -99,9 +104,12 @@ struct BenchPlot {
         // Grid and ticks: percentiles on x, 1-2-5 steps per decade of microseconds on y.
         for tick in 0...Int(maxX) {
             let label =
-                tick == 0 ? "0%" : tick == 1 ? "90%" : "99" + (tick > 2 ? "." + String(repeating: "9", count: tick - 2) : "") + "%"
+                tick == 0
+                ? "0%"
+                : tick == 1 ? "90%" : "99" + (tick > 2 ? "." + String(repeating: "9", count: tick - 2) : "") + "%"
             let x = px(Double(tick))
-            out += "<line x1=\"\(f(x))\" y1=\"\(f(top))\" x2=\"\(f(x))\" y2=\"\(f(top + plotHeight))\" stroke=\"#ddd\"/>"
+            out +=
+                "<line x1=\"\(f(x))\" y1=\"\(f(top))\" x2=\"\(f(x))\" y2=\"\(f(top + plotHeight))\" stroke=\"#ddd\"/>"
             out += "<text x=\"\(f(x))\" y=\"\(f(top + plotHeight + 16))\" text-anchor=\"middle\">\(label)</text>\n"
         }
         var decade = lowY
@@ -109,14 +117,19 @@ struct BenchPlot {
             for step in [1.0, 2, 5] where decade + log10(step) <= highY + 1e-9 {
                 let value = step * pow(10, decade)
                 let y = py(value)
-                out += "<line x1=\"\(f(left))\" y1=\"\(f(y))\" x2=\"\(f(left + plotWidth))\" y2=\"\(f(y))\" stroke=\"\(step == 1 ? "#ccc" : "#eee")\"/>"
-                out += "<text x=\"\(f(left - 6))\" y=\"\(f(y + 4))\" text-anchor=\"end\">\(BenchReport.number(value))</text>\n"
+                out +=
+                    "<line x1=\"\(f(left))\" y1=\"\(f(y))\" x2=\"\(f(left + plotWidth))\" y2=\"\(f(y))\" stroke=\"\(step == 1 ? "#ccc" : "#eee")\"/>"
+                out +=
+                    "<text x=\"\(f(left - 6))\" y=\"\(f(y + 4))\" text-anchor=\"end\">\(BenchReport.number(value))</text>\n"
             }
             decade += 1
         }
-        out += "<rect x=\"\(f(left))\" y=\"\(f(top))\" width=\"\(f(plotWidth))\" height=\"\(f(plotHeight))\" fill=\"none\" stroke=\"#444\"/>\n"
-        out += "<text x=\"\(f(left + plotWidth / 2))\" y=\"\(f(top + plotHeight + 36))\" text-anchor=\"middle\">percentile</text>\n"
-        out += "<text transform=\"translate(18 \(f(top + plotHeight / 2))) rotate(-90)\" text-anchor=\"middle\">one-way latency (µs, log scale)</text>\n"
+        out +=
+            "<rect x=\"\(f(left))\" y=\"\(f(top))\" width=\"\(f(plotWidth))\" height=\"\(f(plotHeight))\" fill=\"none\" stroke=\"#444\"/>\n"
+        out +=
+            "<text x=\"\(f(left + plotWidth / 2))\" y=\"\(f(top + plotHeight + 36))\" text-anchor=\"middle\">percentile</text>\n"
+        out +=
+            "<text transform=\"translate(18 \(f(top + plotHeight / 2))) rotate(-90)\" text-anchor=\"middle\">one-way latency (µs, log scale)</text>\n"
         // The lines, then the legend.
         for line in series where !line.points.isEmpty {
             var path = ""
@@ -127,13 +140,15 @@ struct BenchPlot {
                 path += (index == 0 ? "M" : "L") + next
                 previous = next
             }
-            out += "<path d=\"\(path)\" fill=\"none\" stroke=\"\(line.colour)\" stroke-width=\"1.6\""
+            out +=
+                "<path d=\"\(path)\" fill=\"none\" stroke=\"\(line.colour)\" stroke-width=\"1.6\""
                 + (line.dashes.map { " stroke-dasharray=\"\($0)\"" } ?? "") + "/>\n"
         }
         for (index, line) in series.enumerated() {
             let y = top + 8 + Double(index) * 18
             let x = left + plotWidth + 16
-            out += "<line x1=\"\(f(x))\" y1=\"\(f(y))\" x2=\"\(f(x + 28))\" y2=\"\(f(y))\" stroke=\"\(line.colour)\" stroke-width=\"1.6\""
+            out +=
+                "<line x1=\"\(f(x))\" y1=\"\(f(y))\" x2=\"\(f(x + 28))\" y2=\"\(f(y))\" stroke=\"\(line.colour)\" stroke-width=\"1.6\""
                 + (line.dashes.map { " stroke-dasharray=\"\($0)\"" } ?? "") + "/>"
             out += "<text x=\"\(f(x + 34))\" y=\"\(f(y + 4))\">\(escaped(line.label))</text>\n"
         }

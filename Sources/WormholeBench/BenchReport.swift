@@ -130,11 +130,13 @@ final class BenchReport {
         append(
             Record(
                 kind: "rate", suite: suite, label: row.label, count: row.posts * row.samples.count,
-                postsPerSecond: row.median, postsPerSecondLoop: row.loopMedian, ratio: floor.map { row.median / $0.median },
+                postsPerSecond: row.median, postsPerSecondLoop: row.loopMedian,
+                ratio: floor.map { row.median / $0.median },
                 value: row.median, unit: "posts/s", floor: floor.flatMap { id(of: $0.label, suite: suite) }))
         progress(
             suite, row.label,
-            String(format: "%.0f posts/s", row.median) + (floor.map { String(format: ", %.3fx", row.median / $0.median) } ?? ""))
+            String(format: "%.0f posts/s", row.median)
+                + (floor.map { String(format: ", %.3fx", row.median / $0.median) } ?? ""))
     }
 
     /// One progress line (standard error) per finished row, with the time since the previous one,
@@ -175,7 +177,8 @@ final class BenchReport {
     ) {
         append(
             Record(
-                kind: "goal", suite: suite, label: what, count: 0, ratio: ratio, target: target, value: ratio, unit: "x",
+                kind: "goal", suite: suite, label: what, count: 0, ratio: ratio, target: target, value: ratio,
+                unit: "x",
                 atLeast: target == nil ? nil : atLeast, floor: floor.flatMap { id(of: $0, suite: suite) }))
         summarise(Goal(suite: suite, what: what, ratio: ratio, target: target, atLeast: atLeast))
     }

@@ -42,7 +42,9 @@ struct CLISuite {
         // observe: {"name":"NAME","state":N,"reason":"posted"} per post.
         Console.progress("cli: wormhole observe against wormhole-floor observe")
         let name = try NotificationName(names.name("cli"))
-        let observeLine = { (state: UInt64) in Array("{\"name\":\"\(name.rawValue)\",\"state\":\(state),\"reason\":\"posted\"}".utf8) }
+        let observeLine = { (state: UInt64) in
+            Array("{\"name\":\"\(name.rawValue)\",\"state\":\(state),\"reason\":\"posted\"}".utf8)
+        }
         let postName = { (state: UInt64) in try poster.post(name, state: state) }
         let observed = try AlternatingRounds(label: "cli observe", rounds: options.rounds).measure([
             .init(name: "floor") {
@@ -74,7 +76,8 @@ struct CLISuite {
             let message = "{\"seq\":\(state)}"
             try Self.replaceFile(mailboxDirectory + "/\(identifier).json", with: Array(message.utf8))
             return Array(
-                "{\"identifier\":\"\(identifier)\",\"message\":\(message),\"reason\":\"posted\",\"sentAt\":\(state)}".utf8)
+                "{\"identifier\":\"\(identifier)\",\"message\":\(message),\"reason\":\"posted\",\"sentAt\":\(state)}"
+                    .utf8)
         }
         let postMailbox = { (state: UInt64) in try poster.post(mailboxName, state: state) }
         let listened = try AlternatingRounds(label: "cli listen", rounds: options.rounds).measure([

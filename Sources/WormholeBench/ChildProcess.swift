@@ -17,7 +17,9 @@ final class ChildProcess {
 
     /// Starts `executable` with `arguments`, with `environment` added to this process's (a
     /// value of `""` removes the variable), and `standardInput` (default `/dev/null`) as fd 0.
-    init(executable: String, arguments: [String], environment: [String: String] = [:], standardInput: Int32? = nil) throws {
+    init(executable: String, arguments: [String], environment: [String: String] = [:], standardInput: Int32? = nil)
+        throws
+    {
         name = String(executable.split(separator: "/").last ?? Substring(executable))
         var outputPipe: [Int32] = [0, 0]
         var errorPipe: [Int32] = [0, 0]

@@ -50,9 +50,12 @@ struct DefaultsSuite {
         // The floor: read the file, write the same bytes to a temporary file, rename it over.
         let directory = (path as NSString).deletingLastPathComponent
         let plain = try time {
-            guard let bytes = FileManager.default.contents(atPath: path) else { throw BenchFailure("cannot read \(path)") }
+            guard let bytes = FileManager.default.contents(atPath: path) else {
+                throw BenchFailure("cannot read \(path)")
+            }
             let temporary = directory + "/.plain.tmp"
-            guard FileManager.default.createFile(atPath: temporary, contents: bytes), rename(temporary, path) == 0 else {
+            guard FileManager.default.createFile(atPath: temporary, contents: bytes), rename(temporary, path) == 0
+            else {
                 throw BenchFailure("cannot replace \(path): errno \(errno)")
             }
         }
@@ -63,7 +66,8 @@ struct DefaultsSuite {
         }
         let freshWrite = try time {
             counter += 1
-            try LibraryAPI.defaults(group: Self.group, root: work.path, address: context.address).set(counter, forKey: "counter")
+            try LibraryAPI.defaults(group: Self.group, root: work.path, address: context.address).set(
+                counter, forKey: "counter")
         }
         let freshRead = try time {
             _ = try LibraryAPI.defaults(group: Self.group, root: work.path, address: context.address).values()
@@ -76,7 +80,9 @@ struct DefaultsSuite {
                 throw BenchFailure("a 5 MiB value was accepted")
             } catch let error as WormholeError where error.code == .suiteTooLarge {}
         }
-        guard FileManager.default.contents(atPath: path) == before else { throw BenchFailure("a refused write changed the suite") }
+        guard FileManager.default.contents(atPath: path) == before else {
+            throw BenchFailure("a refused write changed the suite")
+        }
         let rows = [
             BenchRow(label: "plain read + atomic replace", histogram: plain, isRoundTrip: false),
             BenchRow(label: "set, this process's cache", histogram: cachedWrite, isRoundTrip: false),
@@ -84,7 +90,8 @@ struct DefaultsSuite {
             BenchRow(label: "read the suite once (new)", histogram: freshRead, isRoundTrip: false),
             BenchRow(label: "5 MiB value refused", histogram: refused, isRoundTrip: false),
         ]
-        Console.output("\nthe suite limit: writes into a \(size)-byte suite, \(rounds) each, against a plain read + replace")
+        Console.output(
+            "\nthe suite limit: writes into a \(size)-byte suite, \(rounds) each, against a plain read + replace")
         Console.output(BenchRow.header)
         Console.output(rows[0].line(against: nil))
         for row in rows[1...] { Console.output(row.line(against: rows[0])) }
@@ -222,7 +229,8 @@ struct DefaultsSuite {
     /// `set` → observer in another process against `passMessage` → listener, alternating rounds.
     private func latency() throws {
         let (message, ours) = try latencyAgainstMessage(
-            context, suite: "defaults", title: "set -> observer in another process, against passMessage (100 B) -> listener",
+            context, suite: "defaults",
+            title: "set -> observer in another process, against passMessage (100 B) -> listener",
             label: "set -> observer", roundTrips: context.options.defaultsRoundTrips
         ) { address, root in try DefaultsSession(address: address, root: root, group: Self.group) }
         context.report.goal(
@@ -252,10 +260,13 @@ struct DefaultsSuite {
         guard try LibraryAPI.integer(counted, forKey: "cached") == 42 else {
             throw BenchFailure("the change-counter reader does not read the value just written")
         }
-        let countedReads = try timeBatches(reads, batch: batch) { try LibraryAPI.integer(counted, forKey: "cached") ?? 0 }
+        let countedReads = try timeBatches(reads, batch: batch) {
+            try LibraryAPI.integer(counted, forKey: "cached") ?? 0
+        }
         let floor = BenchRow(label: "lstat of the suite file", histogram: syscall, isRoundTrip: false)
         let row = BenchRow(label: "cached unchanged get", histogram: cached, isRoundTrip: false)
-        let countedRow = BenchRow(label: "cached unchanged get, change counter", histogram: countedReads, isRoundTrip: false)
+        let countedRow = BenchRow(
+            label: "cached unchanged get, change counter", histogram: countedReads, isRoundTrip: false)
         Console.output(
             "\ncached unchanged get, one process, \(row.count * batch) reads timed in batches of \(batch) "
                 + "(per read), against a bare lstat")

@@ -15,13 +15,15 @@ struct FallbackSuite {
         let (address, options, report) = (context.address, context.options, context.report)
         let size = 100
         let label = MessageSuite.sizeLabel(size)
-        Console.output("\nlistening without a bus: \(label) raw messages woken by inotify on the directory, one process each side")
+        Console.output(
+            "\nlistening without a bus: \(label) raw messages woken by inotify on the directory, one process each side")
         Console.output(BenchRow.header)
         Console.progress("fallback: \(label)")
         let work = try ScratchDirectory("fallback")
         let floorFiles = work.path + "/floor"
         try FileManager.default.createDirectory(atPath: floorFiles, withIntermediateDirectories: true)
-        let directory = try MessageSession(address: address, root: work.path + "/containers", size: size, mode: .directory)
+        let directory = try MessageSession(
+            address: address, root: work.path + "/containers", size: size, mode: .directory)
         let bus = try MessageSession(address: address, root: work.path + "/containers", size: size, mode: .raw)
         let perRound = max(1, options.messageRoundTrips / options.rounds)
         let warm = min(options.warmup, perRound)
@@ -43,12 +45,17 @@ struct FallbackSuite {
         let busFloor = BenchRow(label: "floor, \(label) files + signal", histogram: merged[2])
         let onBus = BenchRow(label: "Wormhole, \(label) raw, on the bus", histogram: merged[3])
         report.publish(
-            [(inotifyFloor, nil, nil), (ours, inotifyFloor, Self.target), (busFloor, nil, nil), (onBus, busFloor, nil)],
+            [
+                (inotifyFloor, nil, nil), (ours, inotifyFloor, Self.target), (busFloor, nil, nil),
+                (onBus, busFloor, nil),
+            ],
             suite: "fallback")
         report.goal(
-            "fallback", "no bus \(label) p50 / inotify floor p50", ratio: ours.median / inotifyFloor.median, target: Self.target)
+            "fallback", "no bus \(label) p50 / inotify floor p50", ratio: ours.median / inotifyFloor.median,
+            target: Self.target)
         report.goal("fallback", "no bus \(label) p50 / on the bus p50", ratio: ours.median / onBus.median, target: nil)
         report.goal(
-            "fallback", "inotify floor p50 / signal floor p50", ratio: inotifyFloor.median / busFloor.median, target: nil)
+            "fallback", "inotify floor p50 / signal floor p50", ratio: inotifyFloor.median / busFloor.median,
+            target: nil)
     }
 }

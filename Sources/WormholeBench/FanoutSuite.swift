@@ -58,11 +58,14 @@ struct FanoutSuite {
         Console.progress("fanout: \(observers) x wormhole observe against \(observers) x wormhole-floor observe")
         let merged = try AlternatingRounds(label: "fanout", rounds: options.fanoutRounds).measure([
             .init(name: "floor") { try round(floor, ["observe", address.rawValue, name.rawValue]) },
-            .init(name: "wormhole") { try round(wormhole, ["observe", name.rawValue, "--bus-address", address.rawValue]) },
+            .init(name: "wormhole") {
+                try round(wormhole, ["observe", name.rawValue, "--bus-address", address.rawValue])
+            },
         ])
         let floorRow = BenchRow(
             label: "\(observers) x wormhole-floor observe, last woken", histogram: merged[0], isRoundTrip: false)
-        let ours = BenchRow(label: "\(observers) x wormhole observe, last woken", histogram: merged[1], isRoundTrip: false)
+        let ours = BenchRow(
+            label: "\(observers) x wormhole observe, last woken", histogram: merged[1], isRoundTrip: false)
         report.publish([(floorRow, nil, nil), (ours, floorRow, 1.3)], suite: "fanout")
         report.goal(
             "fanout", "\(observers) observers, last woken p50 / floor p50", ratio: ours.median / floorRow.median,

@@ -39,7 +39,8 @@ enum FloorPingPong {
     }
 
     /// The round-trip times `ping` printed (one number of nanoseconds per line), once both exited.
-    private static func collect(_ ping: ChildProcess, _ echo: ChildProcess, _ what: String) throws -> Histogram<UInt64> {
+    private static func collect(_ ping: ChildProcess, _ echo: ChildProcess, _ what: String) throws -> Histogram<UInt64>
+    {
         let output = try ping.readAllOutput()
         guard ping.waitForExit() == 0 else { throw BenchFailure("\(what) failed") }
         echo.waitForExit()
@@ -61,14 +62,18 @@ enum DoorbellPingPong {
         let names = BenchNames()
         // The bench turned the doorbell off for itself and its helpers; on for these two ("" unsets).
         let environment = ["XDG_RUNTIME_DIR": runtime, "WORMHOLE_DOORBELL": ""]
-        let common = ["--ping", names.ping, "--pong", names.pong, "--wake", "doorbell", "--bus-address", address.rawValue]
+        let common = [
+            "--ping", names.ping, "--pong", names.pong, "--wake", "doorbell", "--bus-address", address.rawValue,
+        ]
         let echo = try ChildProcess(
             executable: Executables.current, arguments: ["_bench-echo", "--delivery", "io-thread"] + common,
             environment: environment)
         try echo.waitForReady()
         let ping = try ChildProcess(
             executable: Executables.current,
-            arguments: ["_bench-ping", "--count", "\(count)", "--warmup", "\(warmup)", "--spacing-us", "\(spacingMicroseconds)"]
+            arguments: [
+                "_bench-ping", "--count", "\(count)", "--warmup", "\(warmup)", "--spacing-us", "\(spacingMicroseconds)",
+            ]
                 + common,
             environment: environment)
         let output = try ping.readAllOutput()

@@ -20,8 +20,9 @@ struct JournalSuite {
         }
         if parts.contains("fanout") { try fanout(processes: 8, records: options.journalRecords) }
         if parts.contains("rates") || parts.contains("durable") {
-            Console.output("\nappends/s of 100 B records in \(NSTemporaryDirectory()) (JSON documents: made before the clock "
-                + "starts, the journal's own rate; Codable: encoded by each append)")
+            Console.output(
+                "\nappends/s of 100 B records in \(NSTemporaryDirectory()) (JSON documents: made before the clock "
+                    + "starts, the journal's own rate; Codable: encoded by each append)")
         }
         // processes, batch, fdatasync, threads per process, JSON documents, goal (appends/s, at least).
         let rows: [(Int, Int, Bool, Int, Bool, Double?)] = [
@@ -29,19 +30,25 @@ struct JournalSuite {
             (8, 1, false, 1, true, 250_000), (8, 1, false, 1, false, nil), (8, 100, false, 1, false, 250_000),
             (8, 1, true, 1, false, 10_000), (8, 1, true, 8, false, 10_000), (8, 100, true, 1, false, 10_000),
         ]
-        for (processes, batch, fsync, threads, documents, goal) in rows where parts.contains(fsync ? "durable" : "rates") {
+        for (processes, batch, fsync, threads, documents, goal) in rows
+        where parts.contains(fsync ? "durable" : "rates") {
             // One process appends 4 times as many as each of 8; with fdatasync, a twentieth.
             let appends = (processes == 1 ? 4 : 1) * (fsync ? options.journalAppends / 20 : options.journalAppends)
             try rate(
                 processes: processes, appends: appends, batch: batch, fsync: fsync, threads: threads,
                 documents: documents, goal: goal)
         }
-        if parts.contains("durable") { try durableAgainstFloor(records: max(50, options.journalAppends / 100), rounds: 3) }
+        if parts.contains("durable") {
+            try durableAgainstFloor(records: max(50, options.journalAppends / 100), rounds: 3)
+        }
         if parts.contains("latency") { try latency() }
     }
 
     private func helper(_ root: String, _ mode: String, _ extra: [String] = []) -> [String] {
-        ["_bench-journal", "--mode", mode, "--group", Self.group, "--root", root, "--bus-address", context.address.rawValue]
+        [
+            "_bench-journal", "--mode", mode, "--group", Self.group, "--root", root, "--bus-address",
+            context.address.rawValue,
+        ]
             + extra
     }
 
@@ -68,7 +75,8 @@ struct JournalSuite {
             child.terminate(signal: SIGKILL)
             for line in [String(decoding: first, as: UTF8.self)] + (try child.readAllOutput()) {
                 let fields = line.split(separator: " ")
-                guard fields.count == 3, let sequence = UInt64(fields[0]), let p = Int(fields[1]), let i = Int(fields[2])
+                guard fields.count == 3, let sequence = UInt64(fields[0]), let p = Int(fields[1]),
+                    let i = Int(fields[2])
                 else { continue }
                 acknowledged[sequence] = [p, i]
             }
@@ -101,9 +109,15 @@ struct JournalSuite {
                 + "\(records.count) in the journal: \(lost) lost, \(corrupt) corrupt, \(duplicated) duplicated"
                 + (damage.map { " (read failed: \($0))" } ?? ""))
         let count = acknowledged.count
-        context.report.figure("journal", "appender kills: acknowledged records lost", value: Double(lost), unit: "count", count: count, target: 0)
-        context.report.figure("journal", "appender kills: records corrupt", value: Double(corrupt), unit: "count", count: count, target: 0)
-        context.report.figure("journal", "appender kills: records duplicated", value: Double(duplicated), unit: "count", count: count, target: 0)
+        context.report.figure(
+            "journal", "appender kills: acknowledged records lost", value: Double(lost), unit: "count", count: count,
+            target: 0)
+        context.report.figure(
+            "journal", "appender kills: records corrupt", value: Double(corrupt), unit: "count", count: count, target: 0
+        )
+        context.report.figure(
+            "journal", "appender kills: records duplicated", value: Double(duplicated), unit: "count", count: count,
+            target: 0)
     }
 
     /// SIGKILLs a durable consumer at a random instant (up to 5 ms after its first record),
@@ -156,9 +170,15 @@ struct JournalSuite {
                 + "\(corrupt) corrupt, \(unflagged) delivered again without the flag (\(flagged) flagged redeliveries, "
                 + String(format: "%.1f", Double(flagged) / Double(kills)) + " per kill)")
         let count = Int(appended)
-        context.report.figure("journal", "consumer kills: records never delivered", value: Double(missing + skipped), unit: "count", count: count, target: 0)
-        context.report.figure("journal", "consumer kills: records corrupt", value: Double(corrupt), unit: "count", count: count, target: 0)
-        context.report.figure("journal", "consumer kills: duplicates without the flag", value: Double(unflagged), unit: "count", count: count, target: 0)
+        context.report.figure(
+            "journal", "consumer kills: records never delivered", value: Double(missing + skipped), unit: "count",
+            count: count, target: 0)
+        context.report.figure(
+            "journal", "consumer kills: records corrupt", value: Double(corrupt), unit: "count", count: count, target: 0
+        )
+        context.report.figure(
+            "journal", "consumer kills: duplicates without the flag", value: Double(unflagged), unit: "count",
+            count: count, target: 0)
     }
 
     /// 8 consumer processes (in-process cursors) and 8 appender processes; every consumer must
@@ -169,7 +189,8 @@ struct JournalSuite {
         let perAppender = records / processes
         let total = perAppender * processes
         let consumers = try (0..<processes).map { _ in
-            try ChildProcess(executable: Executables.current, arguments: helper(work.path, "fanout", ["--count", "\(total)"]))
+            try ChildProcess(
+                executable: Executables.current, arguments: helper(work.path, "fanout", ["--count", "\(total)"]))
         }
         for consumer in consumers { try consumer.waitForReady() }
         let go = work.path + "/go"
@@ -193,7 +214,9 @@ struct JournalSuite {
         for consumer in consumers {
             let line = try consumer.readAllOutput().first ?? ""
             let fields = line.split(separator: " ").compactMap { Int($0) }
-            if consumer.waitForExit() == 0, fields.count == 3, fields[0] == total, fields[1] == 1, fields[2] == 0 { good += 1 }
+            if consumer.waitForExit() == 0, fields.count == 3, fields[0] == total, fields[1] == 1, fields[2] == 0 {
+                good += 1
+            }
             summary.append(line)
         }
         let seconds = Double(MonotonicClock.now() - started) / 1e9
@@ -210,7 +233,8 @@ struct JournalSuite {
     private func rate(
         processes: Int, appends: Int, batch: Int, fsync: Bool, threads: Int, documents: Bool, goal: Double?
     ) throws {
-        let label = "\(batch == 1 ? "single appends" : "batches of \(batch)")\(fsync ? ", fdatasync" : ", no fsync")"
+        let label =
+            "\(batch == 1 ? "single appends" : "batches of \(batch)")\(fsync ? ", fdatasync" : ", no fsync")"
             + (threads > 1 ? ", \(threads) threads each" : "") + (documents ? ", JSON documents" : ", Codable")
         let who = processes == 1 ? "1 process" : "\(processes) processes"
         Console.progress("journal: appends/s from \(who), \(label)")
@@ -223,7 +247,9 @@ struct JournalSuite {
             Console.output(
                 "  (each of the \(processes) processes waits for the sync of its record before the next append, so at "
                     + "most \(processes) records share one fdatasync: the rate is bounded by \(processes) / fdatasync latency; "
-                    + String(format: "a bare write + fdatasync of 124 bytes here takes %.2f ms, so the bound is %.0f/s)", latency * 1e3, Double(processes) / latency))
+                    + String(
+                        format: "a bare write + fdatasync of 124 bytes here takes %.2f ms, so the bound is %.0f/s)",
+                        latency * 1e3, Double(processes) / latency))
         }
         Console.output(
             "appends/s: \(who) x \(appends) records of 100 B, \(label): " + String(format: "%.0f appends/s", rate)
@@ -264,7 +290,9 @@ struct JournalSuite {
         for child in children {
             let line = try child.readAllOutput().first ?? ""
             let numbers = line.split(separator: " ").compactMap { UInt64($0) }
-            guard child.waitForExit() == 0, numbers.count == 4 else { throw BenchFailure("an appender failed: \(line)") }
+            guard child.waitForExit() == 0, numbers.count == 4 else {
+                throw BenchFailure("an appender failed: \(line)")
+            }
             (first, last, total) = (min(first, numbers[0]), max(last, numbers[1]), total + Int(numbers[2]))
             cpu += numbers[3]
         }
@@ -281,7 +309,9 @@ struct JournalSuite {
     private func durableAgainstFloor(records: Int, rounds: Int) throws {
         Console.progress("journal: a single durable appender against a bare write + fdatasync loop")
         // {"p":PID,"i":I,"pad":"x…"} with a pid and index of this run's widths, framed (24 bytes more).
-        let frame = 24 + Array("{\"p\":\(getpid()),\"i\":\(records),\"pad\":\"\(String(repeating: "x", count: 68))\"}".utf8).count
+        let frame =
+            24
+            + Array("{\"p\":\(getpid()),\"i\":\(records),\"pad\":\"\(String(repeating: "x", count: 68))\"}".utf8).count
         var floorRates: [Double] = []
         var ourRates: [Double] = []
         for round in 0..<rounds {
@@ -289,13 +319,15 @@ struct JournalSuite {
             let work = try ScratchDirectory("journal")
             floorRates.append(Double(records) / (try bareSyncLoop(in: work.path, records: records, bytes: frame)))
             ourRates.append(
-                try measureRate(processes: 1, appends: records, batch: 1, fsync: true, threads: 1, documents: false).rate)
+                try measureRate(processes: 1, appends: records, batch: 1, fsync: true, threads: 1, documents: false)
+                    .rate)
         }
         let floor = floorRates.sorted()[rounds / 2]
         let ours = ourRates.sorted()[rounds / 2]
         Console.output(
             "durable single appender: \(rounds) alternating rounds of \(records) records: bare write + fdatasync of "
-                + "\(frame) B " + String(format: "%.0f/s, Journal.append with .fdatasync %.0f/s: %.3fx", floor, ours, ours / floor))
+                + "\(frame) B "
+                + String(format: "%.0f/s, Journal.append with .fdatasync %.0f/s: %.3fx", floor, ours, ours / floor))
         // The frame's size is in the line above, not in the label: the label names the row in `--json`.
         let floorLabel = "bare write + fdatasync loop of one frame per write"
         context.report.figure(
@@ -304,7 +336,8 @@ struct JournalSuite {
             "journal", "appends/s from 1 process, single appends, fdatasync, Codable", value: ours, unit: "appends/s",
             count: records * rounds, target: nil)
         context.report.goal(
-            "journal", "durable single appender / bare write + fdatasync", ratio: ours / floor, target: 0.9, atLeast: true,
+            "journal", "durable single appender / bare write + fdatasync", ratio: ours / floor, target: 0.9,
+            atLeast: true,
             floor: floorLabel)
     }
 
@@ -331,11 +364,14 @@ struct JournalSuite {
     /// append -> durable-less consumer in another process, against passMessage -> listener (100 B).
     private func latency() throws {
         let (message, ours) = try latencyAgainstMessage(
-            context, suite: "journal", title: "append -> consumer in another process, against passMessage (100 B) -> listener",
+            context, suite: "journal",
+            title: "append -> consumer in another process, against passMessage (100 B) -> listener",
             label: "append -> consumer, 100 B", roundTrips: context.options.messageRoundTrips
         ) { address, root in try JournalSession(address: address, root: root, group: Self.group) }
-        context.report.goal("journal", "append->consumer p50 / passMessage p50", ratio: ours.median / message.median, target: 1.3)
+        context.report.goal(
+            "journal", "append->consumer p50 / passMessage p50", ratio: ours.median / message.median, target: 1.3)
         context.report.figure(
-            "journal", "append->consumer p99 (one-way)", value: ours.percentile(99), unit: "us", count: ours.count, target: 1000)
+            "journal", "append->consumer p99 (one-way)", value: ours.percentile(99), unit: "us", count: ours.count,
+            target: 1000)
     }
 }

@@ -9,7 +9,8 @@ extension LibraryAPI {
         group: String, root: String, address: BusAddress, identifier: String, synchronized: Bool = false
     ) throws -> Journal {
         try Mailbox(applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root, busAddress: address)
-            .journal(MessageIdentifier(identifier), options: Journal.Options(durability: synchronized ? .fdatasync : .none))
+            .journal(
+                MessageIdentifier(identifier), options: Journal.Options(durability: synchronized ? .fdatasync : .none))
     }
 
     /// Appends one record.
@@ -20,7 +21,9 @@ extension LibraryAPI {
 
     /// Appends records under one lock acquisition and write.
     @discardableResult
-    static func append<Message: Encodable>(_ journal: Journal, contentsOf messages: [Message]) throws -> ClosedRange<UInt64> {
+    static func append<Message: Encodable>(_ journal: Journal, contentsOf messages: [Message]) throws -> ClosedRange<
+        UInt64
+    > {
         try journal.append(contentsOf: messages)
     }
 

@@ -58,7 +58,8 @@ enum LibraryAPI {
     static func listen(
         _ mailbox: Mailbox, identifier: String, handler: @escaping @Sendable (BenchPayload) -> Void
     ) throws -> MessageListener {
-        try mailbox.listen(identifier: MessageIdentifier(identifier), as: BenchPayload.self, on: .ioThread) { delivery in
+        try mailbox.listen(identifier: MessageIdentifier(identifier), as: BenchPayload.self, on: .ioThread) {
+            delivery in
             if case .success(let payload) = delivery.result { handler(payload) }
         }
     }
@@ -142,7 +143,9 @@ enum LibraryAPI {
     static func defaults(
         group: String, root: String, address: BusAddress, freshness: GroupDefaults.Freshness = .everyWriter
     ) throws -> GroupDefaults {
-        try GroupDefaults(applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root, busAddress: address, freshness: freshness)
+        try GroupDefaults(
+            applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root, busAddress: address,
+            freshness: freshness)
     }
 
     /// Adds 1 to the integer `key` under the suite's lock (`update`).

@@ -48,7 +48,9 @@ final class MessageSession {
             let listener = try LibraryAPI.listenDocument(
                 mailbox, identifier: "pong", watchBesideBus: mode.watchesBesideBus
             ) { document in
-                guard let sequence = LibraryAPI.sequence(of: document), let next = driver.received(sequence) else { return }
+                guard let sequence = LibraryAPI.sequence(of: document), let next = driver.received(sequence) else {
+                    return
+                }
                 try? sendRaw(next)
             }
             defer { listener.cancel() }

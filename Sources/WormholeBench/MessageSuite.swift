@@ -46,7 +46,9 @@ struct MessageSuite {
                 .init(name: "raw") { try raw.run(count: perRound, warmup: warm) },
                 .init(name: "codec") { try CodecCost.run(count: perRound, warmup: warm, size: size) },
             ]
-            if let busOnly { rows.append(.init(name: "raw, bus only") { try busOnly.run(count: perRound, warmup: warm) }) }
+            if let busOnly {
+                rows.append(.init(name: "raw, bus only") { try busOnly.run(count: perRound, warmup: warm) })
+            }
             let merged = try AlternatingRounds(label: "message \(label)", rounds: options.rounds).measure(rows)
             session.stop()
             raw.stop()
@@ -66,7 +68,8 @@ struct MessageSuite {
             report.add(document, suite: "message", against: floor, target: Self.rawTarget)
             report.add(codec, suite: "message", against: floor)
             report.goal(
-                "message", "Wormhole \(label) p50 / floor p50", ratio: ours.median / floor.median, target: codableTarget)
+                "message", "Wormhole \(label) p50 / floor p50", ratio: ours.median / floor.median, target: codableTarget
+            )
             report.goal(
                 "message", "Wormhole \(label) JSON p50 - codec p50, / floor p50",
                 ratio: (ours.median - codec.median) / floor.median, target: Self.codableTarget)
@@ -90,11 +93,13 @@ struct MessageSuite {
     private func runTransient() throws {
         let (address, options, report) = (context.address, context.options, context.report)
         let size = 100
-        Console.output("\ntransient messages (\(Self.sizeLabel(size)) JSON in the signal, nothing stored), one process each side")
+        Console.output(
+            "\ntransient messages (\(Self.sizeLabel(size)) JSON in the signal, nothing stored), one process each side")
         Console.output(BenchRow.header)
         Console.progress("message: transient \(Self.sizeLabel(size))")
         let work = try ScratchDirectory("files")
-        let transient = try MessageSession(address: address, root: work.path + "/containers", size: size, mode: .transient)
+        let transient = try MessageSession(
+            address: address, root: work.path + "/containers", size: size, mode: .transient)
         let raw = try MessageSession(address: address, root: work.path + "/containers", size: size, mode: .transientRaw)
         let mailbox = try MessageSession(address: address, root: work.path + "/containers", size: size)
         let perRound = max(1, options.messageRoundTrips / options.rounds)
@@ -115,10 +120,12 @@ struct MessageSuite {
         let stored = BenchRow(label: "mailbox, 100 B Codable", histogram: merged[3])
         report.publish(
             [(floor, nil, nil), (ours, floor, 1.15), (document, floor, 1.15), (stored, floor, nil)], suite: "message")
-        report.goal("message", "transient 100 B p50 / notification floor p50", ratio: ours.median / floor.median, target: 1.15)
+        report.goal(
+            "message", "transient 100 B p50 / notification floor p50", ratio: ours.median / floor.median, target: 1.15)
         report.goal(
             "message", "transient JSONDocument p50 / notification floor p50", ratio: document.median / floor.median,
             target: 1.15)
-        report.goal("message", "transient 100 B p50 / mailbox 100 B p50", ratio: ours.median / stored.median, target: nil)
+        report.goal(
+            "message", "transient 100 B p50 / mailbox 100 B p50", ratio: ours.median / stored.median, target: nil)
     }
 }

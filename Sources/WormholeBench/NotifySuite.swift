@@ -32,7 +32,9 @@ struct NotifySuite {
                 BenchRow(label: "center processes, doorbell", histogram: merged[3])
             )
         }()
-        for (row, reference, target) in [(floor, nil, nil), (ours, floor, 1.15), (queued, floor, 1.25), (rung, floor, 0.5)]
+        for (row, reference, target) in [
+            (floor, nil, nil), (ours, floor, 1.15), (queued, floor, 1.25), (rung, floor, 0.5),
+        ]
             as [(BenchRow, BenchRow?, Double?)]
         {
             Console.output(row.line(against: reference))

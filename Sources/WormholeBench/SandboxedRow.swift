@@ -14,14 +14,19 @@ extension CLISuite {
 
     func runSandboxed(
         wormhole: String,
-        round: @escaping (String, [String], (UInt64) throws -> [UInt8], (UInt64) throws -> Void) throws -> Histogram<UInt64>
+        round:
+            @escaping (String, [String], (UInt64) throws -> [UInt8], (UInt64) throws -> Void) throws -> Histogram<
+                UInt64
+            >
     ) throws {
         let (address, options, report) = (context.address, context.options, context.report)
         let bwrap = try Self.tool("bwrap")
         let proxyTool = try Self.tool("xdg-dbus-proxy")
         let scratch = try ScratchDirectory("sandboxed")
-        let observerProxy = try FilteringProxy(proxyTool, bus: address, socket: scratch.path + "/observer", appID: Self.sandboxAppID)
-        let posterProxy = try FilteringProxy(proxyTool, bus: address, socket: scratch.path + "/poster", appID: Self.sandboxAppID)
+        let observerProxy = try FilteringProxy(
+            proxyTool, bus: address, socket: scratch.path + "/observer", appID: Self.sandboxAppID)
+        let posterProxy = try FilteringProxy(
+            proxyTool, bus: address, socket: scratch.path + "/poster", appID: Self.sandboxAppID)
         defer {
             observerProxy.stop()
             posterProxy.stop()
@@ -33,8 +38,12 @@ extension CLISuite {
 
         Console.progress("cli: wormhole observe sandboxed (bwrap + xdg-dbus-proxy both ends) against unsandboxed")
         let name = try NotificationName(BenchNames().name("sandboxed"))
-        let line = { (state: UInt64) in Array("{\"name\":\"\(name.rawValue)\",\"state\":\(state),\"reason\":\"posted\"}".utf8) }
-        let sandbox = ["--unshare-pid", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--"]
+        let line = { (state: UInt64) in
+            Array("{\"name\":\"\(name.rawValue)\",\"state\":\(state),\"reason\":\"posted\"}".utf8)
+        }
+        let sandbox = [
+            "--unshare-pid", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--",
+        ]
         let measured = try AlternatingRounds(label: "cli observe sandboxed", rounds: options.rounds).measure([
             .init(name: "unsandboxed") {
                 try round(wormhole, ["observe", name.rawValue, "--bus-address", address.rawValue], line) {
@@ -43,7 +52,10 @@ extension CLISuite {
             },
             .init(name: "sandboxed") {
                 try round(
-                    bwrap, sandbox + [wormhole, "observe", name.rawValue, "--bus-address", "unix:path=\(observerProxy.socket)"],
+                    bwrap,
+                    sandbox + [
+                        wormhole, "observe", name.rawValue, "--bus-address", "unix:path=\(observerProxy.socket)",
+                    ],
                     line
                 ) { try proxied.post(name, state: $0) }
             },
@@ -54,7 +66,8 @@ extension CLISuite {
         Console.output(sandboxed.line(against: plain))
         report.add(plain, suite: "cli")
         report.add(sandboxed, suite: "cli", against: plain, target: 1.5)
-        report.goal("cli", "sandboxed observe p50 / unsandboxed p50", ratio: sandboxed.median / plain.median, target: 1.5)
+        report.goal(
+            "cli", "sandboxed observe p50 / unsandboxed p50", ratio: sandboxed.median / plain.median, target: 1.5)
     }
 
     /// The path of a program on `PATH`; a clear error when it is missing.
@@ -94,7 +107,9 @@ final class FilteringProxy {
         pid = try ChildReaper.spawn {
             var child: pid_t = 0
             let result = posix_spawn(&child, executable, &actions, nil, argv, environ)
-            guard result == 0 else { throw BenchFailure("cannot start \(executable): \(String(cString: strerror(result)))") }
+            guard result == 0 else {
+                throw BenchFailure("cannot start \(executable): \(String(cString: strerror(result)))")
+            }
             return child
         }
         close(ends[1])

@@ -12,7 +12,9 @@ final class ScratchDirectory {
         path = try ChildReaper.makeDirectory {
             var template = Array((parent + "wormhole-bench-\(label)-XXXXXX").utf8CString)
             let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!).map { String(cString: $0) } }
-            guard let made else { throw BenchFailure("cannot create a temporary directory in \(parent): errno \(errno)") }
+            guard let made else {
+                throw BenchFailure("cannot create a temporary directory in \(parent): errno \(errno)")
+            }
             return made
         }
     }

@@ -84,8 +84,13 @@ struct StartupRow {
                     ? ""
                     : "; CPU of the bus daemon: \(daemonCPU.map { String(format: "%.0f", $0) }.joined(separator: ", ")) ms")
                 + String(
-                    format: " (median per identifier: %.0f µs here%@)", cpu.sorted()[cpu.count / 2] * 1e3 / Double(count),
-                    daemonCPU.isEmpty ? "" : String(format: ", %.0f µs in the daemon", daemonCPU.sorted()[daemonCPU.count / 2] * 1e3 / Double(count))))
+                    format: " (median per identifier: %.0f µs here%@)",
+                    cpu.sorted()[cpu.count / 2] * 1e3 / Double(count),
+                    daemonCPU.isEmpty
+                        ? ""
+                        : String(
+                            format: ", %.0f µs in the daemon",
+                            daemonCPU.sorted()[daemonCPU.count / 2] * 1e3 / Double(count))))
         report.figure(
             "routes", "listen on \(count) identifiers: time to ready", value: median, unit: "ms", count: rounds,
             target: 1_000)
@@ -99,7 +104,8 @@ struct StartupRow {
         let pid = Mutex<Int?>(nil)
         let done = DispatchSemaphore(value: 0)
         Task {
-            let reply = try? await connection.callBusDaemon("GetConnectionUnixProcessID", [.string("org.freedesktop.DBus")])
+            let reply = try? await connection.callBusDaemon(
+                "GetConnectionUnixProcessID", [.string("org.freedesktop.DBus")])
             if case .uint32(let value)? = reply?.first { pid.withLock { $0 = Int(value) } }
             done.signal()
         }

@@ -32,7 +32,7 @@ struct BenchLauncher: ParsableCommand {
             throw CLIFailure(
                 message:
                     "the benchmark is not built: no executable at \(path) "
-                        + "(run `swift build -c release` in the repository)"
+                    + "(run `swift build -c release` in the repository)"
             )
         }
         let argv = ([path] + arguments).map { strdup($0) } + [nil]

@@ -1,6 +1,6 @@
+import ArgumentParser
 import FoundationEssentials
 import Glibc
-import ArgumentParser
 import Wormhole
 import WormholeDBus
 
@@ -14,7 +14,9 @@ struct BusOptions: ParsableArguments {
     /// The address, checked; the session bus when none was given; `nil` when none was given and
     /// there is no session bus (`DBUS_SESSION_BUS_ADDRESS` unset or empty).
     func addressIfAny() throws -> BusAddress? {
-        if busAddress == nil && (ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"] ?? "").isEmpty { return nil }
+        if busAddress == nil && (ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"] ?? "").isEmpty {
+            return nil
+        }
         return try address()
     }
 

@@ -77,7 +77,8 @@ final class BusReports: Sendable {
     func sayWhereListening(_ facade: some WakeSourceReporting) {
         switch facade.wakeSource {
         case .directory(let error) where error.code != .disconnected:
-            writeError("wormhole: \(error.message); listening through \(directory) (inotify) until the bus can be reached")
+            writeError(
+                "wormhole: \(error.message); listening through \(directory) (inotify) until the bus can be reached")
         case .waitingForBus(let error):
             writeError("wormhole: \(error.message); waiting for the bus")
         default: break

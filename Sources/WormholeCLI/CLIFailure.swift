@@ -13,7 +13,8 @@ struct CLIFailure: Error {
 func cliFailure(_ error: any Error) -> CLIFailure {
     if let error = error as? WormholeError {
         switch error.code {
-        case .invalidName, .invalidGroup, .invalidDirectory, .invalidIdentifier, .invalidJSON, .invalidSuite, .invalidKey,
+        case .invalidName, .invalidGroup, .invalidDirectory, .invalidIdentifier, .invalidJSON, .invalidSuite,
+            .invalidKey,
             .invalidValue, .transientTooLarge:
             return CLIFailure(message: error.message, status: 64)
         case .lockTimeout:

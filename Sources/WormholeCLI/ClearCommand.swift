@@ -28,7 +28,9 @@ struct ClearCommand: ParsableCommand {
         }
         let failure = reports.compactMap(\.notificationError).first
         if let error = failure {
-            writeError("wormhole: warning: cleared, but listeners were not notified on the bus (listeners without a bus see the file): \(error)")
+            writeError(
+                "wormhole: warning: cleared, but listeners were not notified on the bus (listeners without a bus see the file): \(error)"
+            )
         }
         OneShot.confirm("cleared", alreadyReported: failure != nil) { wormhole.flush(timeout: $0) }
     }

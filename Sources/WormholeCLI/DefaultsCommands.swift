@@ -13,9 +13,11 @@ struct DefaultsCommand: ParsableCommand {
             Values are JSON in the suite file's format: 1 is an Int, 1.0 a Double, \
             {"$date":SECONDS}, {"$data":"BASE64"} and {"$url":"URL"} tag the other types.
             """,
-        subcommands: [DefaultsReadCommand.self, DefaultsWriteCommand.self, DefaultsDeleteCommand.self,
-                      DefaultsIncrementCommand.self, DefaultsLoadCommand.self, DefaultsRepairCommand.self,
-                      DefaultsObserveCommand.self])
+        subcommands: [
+            DefaultsReadCommand.self, DefaultsWriteCommand.self, DefaultsDeleteCommand.self,
+            DefaultsIncrementCommand.self, DefaultsLoadCommand.self, DefaultsRepairCommand.self,
+            DefaultsObserveCommand.self,
+        ])
 }
 
 /// `--group`, `--suite` and `--bus-address`, checked before anything touches the disk or the bus.
@@ -29,10 +31,13 @@ struct DefaultsOptions: ParsableArguments {
     @OptionGroup var bus: BusOptions
 
     /// The suite, with the group, the suite and `keys` validated first.
-    func defaults(keys: [String] = [], maximumBytes: Int = GroupDefaults.defaultMaximumSuiteBytes) throws -> GroupDefaults {
+    func defaults(keys: [String] = [], maximumBytes: Int = GroupDefaults.defaultMaximumSuiteBytes) throws
+        -> GroupDefaults
+    {
         try withCLIErrors {
             let defaults = try GroupDefaults(
-                applicationGroupIdentifier: GroupIdentifier(group), suiteName: suite.map { try SuiteName($0) }, busAddress: bus.busAddress.map(BusAddress.init),
+                applicationGroupIdentifier: GroupIdentifier(group), suiteName: suite.map { try SuiteName($0) },
+                busAddress: bus.busAddress.map(BusAddress.init),
                 maximumSuiteBytes: maximumBytes)
             for key in keys { _ = try defaults.notificationName(forKey: key) }
             return defaults
@@ -143,7 +148,8 @@ struct DefaultsWriteCommand: ParsableCommand {
     func run() throws {
         let defaults = try options.defaults(keys: [key], maximumBytes: limit.maxBytes.bytes)
         let expected = try withCLIErrors { try expect.map { try PropertyListValue(jsonText: $0, key: key) } }
-        let text = try json ?? String(decoding: readStandardInput(limit: .max, identifier: "standard input"), as: UTF8.self)
+        let text =
+            try json ?? String(decoding: readStandardInput(limit: .max, identifier: "standard input"), as: UTF8.self)
         let value = try withCLIErrors { try propertyListArgument(text, key: key, argument: json) }
         OneShot.arm("the value of '\(key)'", done: "value stored")
         let report: GroupDefaults.WriteReport

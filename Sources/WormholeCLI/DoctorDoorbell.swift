@@ -12,9 +12,13 @@ extension Doctor {
     func checkDoorbell() {
         guard let root = DoorbellStatus.directory else {
             let why =
-                environment["XDG_RUNTIME_DIR"].map { $0.hasPrefix("/") ? "WORMHOLE_DOORBELL turns it off" : "XDG_RUNTIME_DIR is not absolute" }
+                environment["XDG_RUNTIME_DIR"].map {
+                    $0.hasPrefix("/") ? "WORMHOLE_DOORBELL turns it off" : "XDG_RUNTIME_DIR is not absolute"
+                }
                 ?? "no XDG_RUNTIME_DIR"
-            record(DoctorCheck(check: "doorbell", status: .pass, detail: "off (\(why)): posts wake observers by the bus alone"))
+            record(
+                DoctorCheck(
+                    check: "doorbell", status: .pass, detail: "off (\(why)): posts wake observers by the bus alone"))
             return
         }
         let names = (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []
@@ -26,10 +30,12 @@ extension Doctor {
                 dead.append(endpoint)
             }
         }
-        var detail = "on, in \(root): \(endpoints.count) endpoint\(endpoints.count == 1 ? "" : "s"), "
+        var detail =
+            "on, in \(root): \(endpoints.count) endpoint\(endpoints.count == 1 ? "" : "s"), "
             + "\(registrations) name\(registrations == 1 ? "" : "s") registered"
         if !dead.isEmpty {
-            detail += "; \(dead.count) dead (left by killed processes: removed by the next post that rings them "
+            detail +=
+                "; \(dead.count) dead (left by killed processes: removed by the next post that rings them "
                 + "or the next Wormhole process that starts observing)"
         }
         record(DoctorCheck(check: "doorbell", status: .pass, detail: detail, items: dead.map { "dead endpoint \($0)" }))

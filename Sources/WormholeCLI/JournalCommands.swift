@@ -11,7 +11,8 @@ import WormholeSystem
 func withJournalCLIErrors<T>(_ body: () throws -> T) throws -> T {
     do {
         return try body()
-    } catch let error as WormholeError where [.recordTooLarge, .invalidConsumer, .invalidPosition].contains(error.code) {
+    } catch let error as WormholeError where [.recordTooLarge, .invalidConsumer, .invalidPosition].contains(error.code)
+    {
         throw CLIFailure(message: error.message, status: 64)
     } catch {
         throw cliFailure(error)
@@ -26,7 +27,8 @@ struct JournalSend {
 
     func run() throws {
         let wormhole = try options.wormhole(identifiers: [identifier])
-        let text = try json ?? String(decoding: readStandardInput(limit: .max, identifier: "standard input"), as: UTF8.self)
+        let text =
+            try json ?? String(decoding: readStandardInput(limit: .max, identifier: "standard input"), as: UTF8.self)
         let bytes = Data(PathText.trimmingWhitespace(text).utf8)
         let journal = try withJournalCLIErrors { try wormhole.journal(MessageIdentifier(identifier)) }
         try withJournalCLIErrors {

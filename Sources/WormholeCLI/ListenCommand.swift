@@ -26,9 +26,10 @@ struct ListenCommand: ParsableCommand {
     @Argument(help: "Message identifiers to listen to.")
     var identifiers: [String] = []
 
-    @Option(help: ArgumentHelp(
-        "Also listen to the identifiers in this file, one per line ('-': standard input); for thousands.",
-        valueName: "file"))
+    @Option(
+        help: ArgumentHelp(
+            "Also listen to the identifiers in this file, one per line ('-': standard input); for thousands.",
+            valueName: "file"))
     var identifiersFrom: String?
 
     @Flag(help: "Listen to every identifier of the wormhole.")
@@ -40,10 +41,14 @@ struct ListenCommand: ParsableCommand {
     @Flag(help: "Print a message on every post, even when the file is the one printed last.")
     var everyPost = false
 
-    @Flag(help: "Without a bus, wait for it before printing ready, instead of listening through the wormhole directory.")
+    @Flag(
+        help: "Without a bus, wait for it before printing ready, instead of listening through the wormhole directory.")
     var requireBus = false
 
-    @Flag(help: "Do not watch the wormhole directory beside the bus: saves an inotify instance, but a message whose sender died before its signal then waits for the next post.")
+    @Flag(
+        help:
+            "Do not watch the wormhole directory beside the bus: saves an inotify instance, but a message whose sender died before its signal then waits for the next post."
+    )
     var noCatchUnsignalled = false
 
     @OptionGroup var limits: ServingLimits
@@ -51,7 +56,8 @@ struct ListenCommand: ParsableCommand {
     @Flag(help: "Print the records of the identifier's journal, in order (one identifier).")
     var journal = false
 
-    @Option(help: "With --journal: a durable consumer name; a later listen with it starts after the last record printed.")
+    @Option(
+        help: "With --journal: a durable consumer name; a later listen with it starts after the last record printed.")
     var consumer: String?
 
     @Option(help: "With --journal: start, end (the default) or a sequence number (a stored --consumer cursor wins).")
@@ -62,7 +68,9 @@ struct ListenCommand: ParsableCommand {
     @OptionGroup var sizeLimit: SizeLimitOption
 
     func validate() throws {
-        if !journal && (consumer != nil || from != nil) { throw ValidationError("--consumer and --from need --journal") }
+        if !journal && (consumer != nil || from != nil) {
+            throw ValidationError("--consumer and --from need --journal")
+        }
         if journal && noCatchUnsignalled {
             throw ValidationError("--no-catch-unsignalled is for mailboxes: a journal reader reads every record anyway")
         }
@@ -131,7 +139,8 @@ struct ListenCommand: ParsableCommand {
                 ]
             }
             return try wormhole.listen(
-                identifiers: try identifiers.map { try MessageIdentifier($0) }, as: JSONDocument.self, on: .ioThread, options: listenOptions, handler: handler)
+                identifiers: try identifiers.map { try MessageIdentifier($0) }, as: JSONDocument.self, on: .ioThread,
+                options: listenOptions, handler: handler)
         }
         let listeners: [MessageListener]
         let watching: any SubscriptionHandle

@@ -11,7 +11,10 @@ enum LogSettings {
     static let levels = Logger.Level.allCases
 
     /// The level loggers made from now on use.
-    static var current: Logger.Level { let index = level.load(ordering: .relaxed); return index < 0 ? .critical : levels[index] }
+    static var current: Logger.Level {
+        let index = level.load(ordering: .relaxed)
+        return index < 0 ? .critical : levels[index]
+    }
 
     static func set(_ value: Logger.Level) { level.store(levels.firstIndex(of: value) ?? -1, ordering: .relaxed) }
 

@@ -40,7 +40,8 @@ struct MonitorCommand: ParsableCommand {
         let (connection, subscription) = try withCLIErrors {
             let path = try ObjectPath(NotifyContract.objectPath)
             let member = try MemberName(NotifyContract.member)
-            let rule = prefix.map { MatchRule(member: member, path: path, argumentPaths: [0: $0]) }
+            let rule =
+                prefix.map { MatchRule(member: member, path: path, argumentPaths: [0: $0]) }
                 ?? MatchRule(member: member, path: path)
             var logger = Logger(label: "wormhole.monitor")
             logger.logLevel = .critical
@@ -109,7 +110,8 @@ struct MonitorEvent {
         self.arrived = arrived
         kind = .malformed
         let first = signal.arguments.first.map(\.description) ?? "no argument"
-        problem = "malformed Posted on \(signal.interface): its first argument is \(first), not a string; every receiver drops it"
+        problem =
+            "malformed Posted on \(signal.interface): its first argument is \(first), not a string; every receiver drops it"
     }
 
     private mutating func decode(root: String?) {
@@ -138,7 +140,9 @@ struct MonitorEvent {
         identifier = parts[2]
         guard kind == .message, let container else { return }
         do {
-            guard let (data, modified) = try ContainerInspection.read(container, directory: parts[1], file: parts[2] + ".json")
+            guard
+                let (data, modified) = try ContainerInspection.read(
+                    container, directory: parts[1], file: parts[2] + ".json")
             else {
                 problem = "no stored message"
                 return
@@ -156,8 +160,9 @@ struct MonitorEvent {
 
     private mutating func readDefaults(_ container: GroupContainer, suite: String, key: String) {
         do {
-            guard let (data, modified) = try ContainerInspection.read(
-                container, directory: WormholeDirectoryName.reservedForDefaults, file: suite + ".json")
+            guard
+                let (data, modified) = try ContainerInspection.read(
+                    container, directory: WormholeDirectoryName.reservedForDefaults, file: suite + ".json")
             else {
                 problem = "no suite file"
                 return
@@ -235,8 +240,10 @@ struct MonitorEvent {
         line.string(sender)
         line.raw(#","kind":"#)
         line.string(kind.rawValue)
-        for (field, value) in [("group", group), ("directory", directory), (kind == .defaults ? "suite" : "identifier", identifier),
-                               ("key", key), ("preview", preview), ("problem", problem)] {
+        for (field, value) in [
+            ("group", group), ("directory", directory), (kind == .defaults ? "suite" : "identifier", identifier),
+            ("key", key), ("preview", preview), ("problem", problem),
+        ] {
             guard let value else { continue }
             line.bytes.append(contentsOf: Array(",\"\(field)\":".utf8))
             line.string(value)

@@ -44,7 +44,9 @@ struct ObserveCommand: ParsableCommand {
         let address = try bus.address()
         let writer = LineWriter()
         // A bus that is not there yet is waited for (one line says so), not an error.
-        let center = try withCLIErrors { try retryingUntilBusReachable(address) { try DarwinNotificationCenter(busAddress: address) } }
+        let center = try withCLIErrors {
+            try retryingUntilBusReachable(address) { try DarwinNotificationCenter(busAddress: address) }
+        }
         // On the I/O thread, where the signal was read: no hop, one write(2) per line, and the
         // count is taken only once the line is written. A catch-up is not a post: the line on
         // standard error says that posts were missed.

@@ -33,7 +33,9 @@ enum OneShot {
                 writeError("wormhole: \(what) was not sent: the bus did not answer within \(watchdogSeconds) s")
                 _exit(1)
             }
-            writeError("wormhole: warning: \(done), but the notification was not sent: the bus did not answer within \(watchdogSeconds) s")
+            writeError(
+                "wormhole: warning: \(done), but the notification was not sent: the bus did not answer within \(watchdogSeconds) s"
+            )
             _exit(0)
         }
     }

@@ -18,7 +18,9 @@ struct PostCommand: ParsableCommand {
 
     func validate() throws {
         if let state, UInt64(state) == nil {
-            let why = state.hasPrefix("-") && Int64(state) != nil ? "must be 0 or more" : "must be an integer from 0 to 2^64-1"
+            let why =
+                state.hasPrefix("-") && Int64(state) != nil
+                ? "must be 0 or more" : "must be an integer from 0 to 2^64-1"
             throw ValidationError("--state \(why), not '\(state)'")
         }
     }

@@ -24,7 +24,8 @@ struct ReadCommand: ParsableCommand {
             // nearest name that exists: most "no message" reports are a typo.
             let why = absence(in: wormhole, identifier: identifier).map { ": " + $0 } ?? ""
             throw CLIFailure(
-                message: "no message is stored for '\(identifier)' in \(wormhole.container.directoryPath(wormhole.directory))"
+                message:
+                    "no message is stored for '\(identifier)' in \(wormhole.container.directoryPath(wormhole.directory))"
                     + why)
         }
         guard (try? JSONDocument(data: data)) != nil else {
@@ -34,6 +35,7 @@ struct ReadCommand: ParsableCommand {
         }
         // One line: the document, and a newline unless it already ends with one (written
         // apart, so the document is never copied).
-        LineWriter.writeAll(STDOUT_FILENO, data.last == UInt8(ascii: "\n") ? Array(data) : Array(data) + [UInt8(ascii: "\n")])
+        LineWriter.writeAll(
+            STDOUT_FILENO, data.last == UInt8(ascii: "\n") ? Array(data) : Array(data) + [UInt8(ascii: "\n")])
     }
 }

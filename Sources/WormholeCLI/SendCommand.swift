@@ -40,7 +40,8 @@ struct SendCommand: ParsableCommand {
 
     func validate() throws {
         if journal && transient {
-            throw ValidationError("--journal and --transient exclude each other: a journal record is stored, a transient message is not")
+            throw ValidationError(
+                "--journal and --transient exclude each other: a journal record is stored, a transient message is not")
         }
     }
 
@@ -59,7 +60,8 @@ struct SendCommand: ParsableCommand {
                 document = try JSONDocument(data: bytes)
             } catch let error as WormholeError {
                 throw WormholeError(
-                    .invalidJSON, value: identifier, "message for '\(identifier)' is \(error.message)" + bareWordHint(json))
+                    .invalidJSON, value: identifier,
+                    "message for '\(identifier)' is \(error.message)" + bareWordHint(json))
             }
             if transient {
                 try sendTransient(document, through: wormhole)
@@ -68,7 +70,9 @@ struct SendCommand: ParsableCommand {
             return try wormhole.passMessage(document, identifier: MessageIdentifier(identifier))
         }
         if let error = report?.notificationError {
-            writeError("wormhole: warning: message stored, but listeners were not notified on the bus (listeners without a bus see the file): \(error)")
+            writeError(
+                "wormhole: warning: message stored, but listeners were not notified on the bus (listeners without a bus see the file): \(error)"
+            )
         }
         if transient {
             if let error = wormhole.flush(timeout: OneShot.flushTimeout) {
@@ -76,7 +80,9 @@ struct SendCommand: ParsableCommand {
             }
             return
         }
-        OneShot.confirm("message stored", alreadyReported: report?.notificationError != nil) { wormhole.flush(timeout: $0) }
+        OneShot.confirm("message stored", alreadyReported: report?.notificationError != nil) {
+            wormhole.flush(timeout: $0)
+        }
     }
 
     /// Emits the transient message and flushes it to the bus: it is not stored, so a bus that

@@ -41,7 +41,8 @@ func armTimeout(_ seconds: Double?, countGiven: Bool) {
     guard let seconds else { return }
     let fire: @Sendable () -> Void = {
         if !isReady.load(ordering: .acquiring) {
-            writeError("wormhole: timed out after \(seconds) s before listening started (the bus did not answer in time)")
+            writeError(
+                "wormhole: timed out after \(seconds) s before listening started (the bus did not answer in time)")
         } else if countGiven {
             writeError("wormhole: timed out after \(seconds) s before the requested count")
         }
@@ -56,7 +57,8 @@ func runAfter(milliseconds: UInt64, _ action: @escaping @Sendable () -> Void) {
     do {
         try LoopDeadline.schedule(after: milliseconds, action)
     } catch {
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(clamping: milliseconds)), execute: action)
+        DispatchQueue.global().asyncAfter(
+            deadline: .now() + .milliseconds(Int(clamping: milliseconds)), execute: action)
     }
 }
 

@@ -3,7 +3,9 @@ import ArgumentParser
 /// `--count N` and `--timeout S`, shared by the commands that serve until stopped (`listen`,
 /// `observe`, `monitor`, `defaults observe`).
 struct ServingLimits: ParsableArguments {
-    @Option(help: "Exit 0 after this many lines of output (posts, messages, changes or signals, as the command prints them).")
+    @Option(
+        help:
+            "Exit 0 after this many lines of output (posts, messages, changes or signals, as the command prints them).")
     var count: Int?
 
     @Option(help: "Give up after this many seconds: exit 124 if --count was given, 0 if not.")

@@ -73,7 +73,8 @@ func readStandardInput(limit: Int, identifier: String) throws -> Data {
         if result == 0 { break }
         if result < 0 {
             if errno == EINTR { continue }
-            throw CLIFailure(message: "cannot read standard input: \(String(cString: strerror(errno))) (errno \(errno))")
+            throw CLIFailure(
+                message: "cannot read standard input: \(String(cString: strerror(errno))) (errno \(errno))")
         }
         count += result
     }

@@ -4,7 +4,8 @@ import Wormhole
 
 /// The Levenshtein distance between two strings, counted in Unicode scalars.
 func editDistance(_ a: String, _ b: String) -> Int {
-    let a = Array(a.unicodeScalars), b = Array(b.unicodeScalars)
+    let a = Array(a.unicodeScalars)
+    let b = Array(b.unicodeScalars)
     if a.isEmpty || b.isEmpty { return max(a.count, b.count) }
     var previous = Array(0...b.count)
     var current = [Int](repeating: 0, count: b.count + 1)
@@ -48,7 +49,8 @@ func absence(in wormhole: MessageCenter, identifier: String? = nil) -> String? {
     let container = wormhole.container
     let group = container.group.rawValue
     guard exists(container.path) else {
-        var text = "the group container \(container.path) does not exist (nothing was ever stored for group '\(group)' under \(container.root))"
+        var text =
+            "the group container \(container.path) does not exist (nothing was ever stored for group '\(group)' under \(container.root))"
         let groups = entries(of: container.root).filter { !$0.hasPrefix(".") }
         if let near = nearest(to: group, in: groups) { text += "; did you mean --group \(near)?" }
         return text
@@ -66,5 +68,6 @@ func absence(in wormhole: MessageCenter, identifier: String? = nil) -> String? {
     if let near = nearest(to: identifier, in: stored) { return "did you mean '\(near)'?" }
     if stored.isEmpty { return "the wormhole holds no messages" }
     let which = directory == "wormhole" ? "" : " --directory \(directory)"
-    return "\(stored.count == 1 ? "1 identifier is" : "\(stored.count) identifiers are") stored: wormhole list --group \(group)\(which)"
+    return
+        "\(stored.count == 1 ? "1 identifier is" : "\(stored.count) identifiers are") stored: wormhole list --group \(group)\(which)"
 }

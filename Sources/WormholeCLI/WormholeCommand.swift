@@ -41,7 +41,9 @@ struct WormholeCommand: ParsableCommand {
         }
         // `wormhole help NAME`: ArgumentParser shows the root help for an unknown NAME; it is a mistake.
         let arguments = Array(CommandLine.arguments.dropFirst())
-        if arguments.first == "help", arguments.count > 1, let unknown = unknownCommand(in: Array(arguments.dropFirst())) {
+        if arguments.first == "help", arguments.count > 1,
+            let unknown = unknownCommand(in: Array(arguments.dropFirst()))
+        {
             failUsage(unknown)
         }
         if arguments.first != "help", let unknown = unknownCommand(in: arguments) {
@@ -99,10 +101,12 @@ struct WormholeCommand: ParsableCommand {
     static func firstNonUTF8Argument() -> String? {
         for index in 1..<Int(CommandLine.argc) {
             guard let pointer = CommandLine.unsafeArgv[index] else { continue }
-            let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self),
-                                            count: strlen(pointer))
+            let bytes = UnsafeBufferPointer(
+                start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self),
+                count: strlen(pointer))
             if String(validating: bytes, as: UTF8.self) == nil {
-                return "\(index) (bytes " + bytes.map { ($0 < 0x10 ? "0" : "") + String($0, radix: 16) }.joined(separator: " ") + ")"
+                return "\(index) (bytes "
+                    + bytes.map { ($0 < 0x10 ? "0" : "") + String($0, radix: 16) }.joined(separator: " ") + ")"
             }
         }
         return nil

@@ -18,7 +18,8 @@ struct WormholeOptions: ParsableArguments {
     ) throws -> MessageCenter {
         try withCLIErrors {
             let wormhole = try MessageCenter(
-                applicationGroupIdentifier: GroupIdentifier(group), directory: WormholeDirectoryName(directory), busAddress: bus.busAddress.map(BusAddress.init),
+                applicationGroupIdentifier: GroupIdentifier(group), directory: WormholeDirectoryName(directory),
+                busAddress: bus.busAddress.map(BusAddress.init),
                 maximumMessageSize: maximumMessageSize)
             for identifier in identifiers { _ = try MessageIdentifier(identifier) }
             return wormhole

@@ -84,13 +84,15 @@ extension BusConnection {
         }
         let unique = io.uniqueName
         guard isConnected, !unique.isEmpty else {
-            throw BusError(.disconnected, value: address.rawValue, "the connection to \(quoted(address.rawValue)) is down")
+            throw BusError(
+                .disconnected, value: address.rawValue, "the connection to \(quoted(address.rawValue)) is down")
         }
         let name = Self.appSenderName(appID: appID, unique: unique)
         if name.utf8.count > 255 {
             throw BusError(
                 .nameRefused, value: name,
-                "the sender name \(quoted(name)) is \(name.utf8.count) bytes, over the 255 D-Bus allows: use a shorter app ID")
+                "the sender name \(quoted(name)) is \(name.utf8.count) bytes, over the 255 D-Bus allows: use a shorter app ID"
+            )
         }
         enum Step {
             case done
@@ -128,7 +130,9 @@ extension BusConnection {
             }
             let accepted = io.submit { [self] in requestName(name, unique: unique, pending: pending) }
             if !accepted {
-                settle(pending, unique: unique, name: name, .failure(BusError(.disconnected, value: address.rawValue, "the connection is closed")))
+                settle(
+                    pending, unique: unique, name: name,
+                    .failure(BusError(.disconnected, value: address.rawValue, "the connection is closed")))
             }
             return try wait(for: pending, name: name, timeout: timeout)
         }
@@ -143,7 +147,8 @@ extension BusConnection {
             // Asked again by the next sender; a late answer still settles this claim.
             throw BusError(
                 .timedOut, value: name,
-                "the bus at \(quoted(address.rawValue)) did not answer RequestName for \(quoted(name)) within \(timeout)")
+                "the bus at \(quoted(address.rawValue)) did not answer RequestName for \(quoted(name)) within \(timeout)"
+            )
         }
         pending.done.signal()
         if case .failure(let error) = pending.outcome.withLock({ $0 }) ?? .success(()) { throw error }
@@ -153,7 +158,8 @@ extension BusConnection {
     /// Sends `RequestName(name, DO_NOT_QUEUE)`; its answer settles `pending`. Loop-confined.
     private func requestName(_ name: String, unique: String, pending: AppNameClaim.Pending) {
         let doNotQueue: UInt32 = 4
-        io.rules.callBus("RequestName", arguments: [.string(name), .uint32(doNotQueue)], naming: name) { [self] result in
+        io.rules.callBus("RequestName", arguments: [.string(name), .uint32(doNotQueue)], naming: name) {
+            [self] result in
             switch result {
             case .success(let arguments):
                 // 1: primary owner, 4: already the owner; 2 (queued) and 3 (exists) are refusals.
@@ -161,14 +167,22 @@ extension BusConnection {
                     settle(pending, unique: unique, name: name, .success(()))
                 } else {
                     let code = arguments.first.map(\.description) ?? "nothing"
-                    settle(pending, unique: unique, name: name, .failure(BusError(
-                        .nameRefused, value: name, "the bus did not give \(quoted(name)) to this connection (RequestName answered \(code))")))
+                    settle(
+                        pending, unique: unique, name: name,
+                        .failure(
+                            BusError(
+                                .nameRefused, value: name,
+                                "the bus did not give \(quoted(name)) to this connection (RequestName answered \(code))"
+                            )))
                 }
             case .failure(let error) where error.code == .requestFailed:
-                settle(pending, unique: unique, name: name, .failure(BusError(
-                    .nameRefused, value: name, dbusName: error.dbusName,
-                    "the bus or a proxy refused the sender name \(quoted(name)) (\(error.dbusName ?? "no error name")): "
-                        + "a sandboxed app may own only names below its app ID")))
+                settle(
+                    pending, unique: unique, name: name,
+                    .failure(
+                        BusError(
+                            .nameRefused, value: name, dbusName: error.dbusName,
+                            "the bus or a proxy refused the sender name \(quoted(name)) (\(error.dbusName ?? "no error name")): "
+                                + "a sandboxed app may own only names below its app ID")))
             case .failure(let error):
                 settle(pending, unique: unique, name: name, .failure(error))
             }
@@ -177,12 +191,15 @@ extension BusConnection {
 
     /// Records a claim's outcome: owned and refused are kept for the unique name, anything else
     /// (the bus went away, no answer) is forgotten so that the next sender asks again.
-    private func settle(_ pending: AppNameClaim.Pending, unique: String, name: String, _ outcome: Result<Void, BusError>) {
+    private func settle(
+        _ pending: AppNameClaim.Pending, unique: String, name: String, _ outcome: Result<Void, BusError>
+    ) {
         io.appNameClaim.state.withLock { state in
             guard case .pending(_, _, let current) = state, current === pending else { return }
             switch outcome {
             case .success: state = .owned(unique: unique, name: name)
-            case .failure(let error) where error.code == .nameRefused: state = .refused(unique: unique, name: name, error)
+            case .failure(let error) where error.code == .nameRefused:
+                state = .refused(unique: unique, name: name, error)
             case .failure: state = .none
             }
         }

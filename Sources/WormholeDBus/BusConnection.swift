@@ -249,7 +249,9 @@ public final class BusConnection: Sendable {
     /// ``flush(timeout:)`` without a waiting thread: `completion` runs on the I/O thread once the
     /// signals emitted so far are on the bus (`nil`) or the confirmation failed. Returns false,
     /// without calling `completion`, when the connection is closed.
-    package func flush(timeout: Duration = defaultFlushTimeout, then completion: @escaping @Sendable (BusError?) -> Void) -> Bool {
+    package func flush(
+        timeout: Duration = defaultFlushTimeout, then completion: @escaping @Sendable (BusError?) -> Void
+    ) -> Bool {
         io.confirmLater(timeout: timeout, completion: completion)
     }
 
@@ -294,7 +296,8 @@ public final class BusConnection: Sendable {
     /// consumer sees the newest signals, never a stalled I/O thread).
     /// With ``ReconnectPolicy/never`` the stream finishes when the bus goes away.
     public func signals(matching rule: MatchRule, bufferLimit: Int = 1024) async throws -> SignalStream {
-        let (stream, continuation) = AsyncStream<Signal>.makeStream(bufferingPolicy: .bufferingNewest(max(1, bufferLimit)))
+        let (stream, continuation) = AsyncStream<Signal>.makeStream(
+            bufferingPolicy: .bufferingNewest(max(1, bufferLimit)))
         let id = try await addRoute([rule], deliver: { continuation.yield($0) }, finish: { continuation.finish() })
         continuation.onTermination = { [io] _ in io.removeRoute(id: id) }
         return SignalStream(stream)
@@ -361,7 +364,8 @@ public final class BusConnection: Sendable {
         let result = Locked<Result<Void, BusError>?>(nil)
         let done = DispatchSemaphore(value: 0)
         let route = BusIO.Route(
-            rules: rules, texts: texts, strictArgumentPaths: strictArgumentPaths, deliver: deliver, finish: finish, scope: scope)
+            rules: rules, texts: texts, strictArgumentPaths: strictArgumentPaths, deliver: deliver, finish: finish,
+            scope: scope)
         io.addRoute(id: id, route) { outcome in
             result.withLock { $0 = outcome }
             done.signal()
@@ -381,7 +385,8 @@ public final class BusConnection: Sendable {
         try checkOpen()
         let id = io.makeID()
         let route = BusIO.Route(
-            rules: rules, texts: texts, strictArgumentPaths: strictArgumentPaths, deliver: deliver, finish: finish, scope: scope)
+            rules: rules, texts: texts, strictArgumentPaths: strictArgumentPaths, deliver: deliver, finish: finish,
+            scope: scope)
         try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
             io.addRoute(id: id, route) {
                 done.resume(with: $0.mapError { $0 as any Error })
@@ -419,7 +424,9 @@ public final class BusConnection: Sendable {
     /// not one per rule.
     package func addRoutes(_ requests: [RouteRequest]) -> [Result<UInt64, BusError>] {
         precondition(!io.isOnIOThread, "routes must not be added from the connection's I/O thread")
-        if handleClosed.load(ordering: .relaxed) { return Array(repeating: .failure(closedError()), count: requests.count) }
+        if handleClosed.load(ordering: .relaxed) {
+            return Array(repeating: .failure(closedError()), count: requests.count)
+        }
         var results = [Result<UInt64, BusError>?](repeating: nil, count: requests.count)
         var batch: [(id: UInt64, route: BusIO.Route)] = []
         var positions: [Int] = []
@@ -496,9 +503,12 @@ public final class BusConnection: Sendable {
     /// ``BusError/Code/requestFailed`` with its D-Bus error name.
     package func callBusDaemon(_ method: String, _ arguments: [DBusValue] = []) async throws -> [DBusValue] {
         let label = "\(method)(\(arguments.map(\.description).joined(separator: ", ")))"
-        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[DBusValue], any Error>) in
+        return try await withCheckedThrowingContinuation {
+            (continuation: CheckedContinuation<[DBusValue], any Error>) in
             let accepted = io.submit { [io] in
-                io.rules.callBus(method, arguments: arguments, naming: label) { continuation.resume(with: $0.mapError { $0 }) }
+                io.rules.callBus(method, arguments: arguments, naming: label) {
+                    continuation.resume(with: $0.mapError { $0 })
+                }
             }
             if !accepted { continuation.resume(throwing: closedError()) }
         }
@@ -510,13 +520,15 @@ public final class BusConnection: Sendable {
     /// (a ``BusError/Code/requestFailed`` carrying the daemon's D-Bus error name).
     package func matchRulesOnBus() async throws -> [String: [String]] {
         let method = "GetAllMatchRules"
-        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[String: [String]], any Error>) in
+        return try await withCheckedThrowingContinuation {
+            (continuation: CheckedContinuation<[String: [String]], any Error>) in
             let accepted = io.submit { [io] in
                 io.rules.callBus(
                     method, interface: "org.freedesktop.DBus.Debug.Stats", arguments: [], naming: method,
                     decode: { reply in
                         guard let rules = MessageCoding.readStringArrayDictionary(reply) else {
-                            return .failure(BusError(.typeMismatch, value: method, "the reply to \(method) is not a{sas}"))
+                            return .failure(
+                                BusError(.typeMismatch, value: method, "the reply to \(method) is not a{sas}"))
                         }
                         return .success(rules)
                     }

@@ -1,4 +1,5 @@
 import WormholeSystem
+
 /// An event the connection reports about itself.
 public enum BusConnectionEvent: Hashable, Sendable {
     /// The bus daemon went away or closed the connection. Signals are not delivered until a reconnect.

@@ -1,4 +1,5 @@
 import WormholeSystem
+
 /// An error from the D-Bus layer.
 ///
 /// Named `BusError` because libdbus already defines a C type `DBusError`. Every

@@ -18,22 +18,32 @@ extension BusIO {
     func greet(_ connection: LibDBus.Connection) {
         loop.assertInEventLoop()
         let seconds = connectTimeout.components.seconds
-        let milliseconds = Int32(clamping: seconds * 1_000 + connectTimeout.components.attoseconds / 1_000_000_000_000_000)
+        let milliseconds = Int32(
+            clamping: seconds * 1_000 + connectTimeout.components.attoseconds / 1_000_000_000_000_000)
         // libdbus's own timeout for Hello first; this one only if libdbus never reports.
         greetingDeadline = Self.now() + UInt64(max(1, milliseconds)) + 250
         let context = "the bus at \(quoted(address.rawValue))"
         let sent: Bool
         do {
-            sent = connection.call(try MessageCoding.makeBusCall("Hello", arguments: []), timeoutMilliseconds: max(1, milliseconds)) {
+            sent = connection.call(
+                try MessageCoding.makeBusCall("Hello", arguments: []), timeoutMilliseconds: max(1, milliseconds)
+            ) {
                 [self] reply in
-                greeted(connection, reply.map(Self.helloOutcome) ?? .failure(
-                    BusError(.connectionFailed, value: address.rawValue, "\(context) closed the connection before answering Hello")))
+                greeted(
+                    connection,
+                    reply.map(Self.helloOutcome)
+                        ?? .failure(
+                            BusError(
+                                .connectionFailed, value: address.rawValue,
+                                "\(context) closed the connection before answering Hello")))
             }
         } catch {
             sent = false
         }
         if !sent {
-            greeted(connection, .failure(BusError(.connectionFailed, value: address.rawValue, "cannot send Hello to \(context)")))
+            greeted(
+                connection,
+                .failure(BusError(.connectionFailed, value: address.rawValue, "cannot send Hello to \(context)")))
         }
     }
 
@@ -75,7 +85,8 @@ extension BusIO {
                 ? greetingTimedOut(dbusName: error.dbusName)
                 : BusError(
                     .connectionFailed, value: address.rawValue, dbusName: error.dbusName,
-                    "cannot connect to the bus at \(quoted(address.rawValue)): it refused the connection: \(error.message)")
+                    "cannot connect to the bus at \(quoted(address.rawValue)): it refused the connection: \(error.message)"
+                )
         }
     }
 
@@ -114,9 +125,12 @@ extension BusIO {
         if case .greeting = phase {
             // Lost while greeting: the greeting fails (the initialiser throws, or the reconnector
             // tries again); nobody was told the connection was up, so nobody is told it went down.
-            abandonGreeting(greetingFailure ?? BusError(
-                .connectionFailed, value: address.rawValue,
-                "cannot connect to the bus at \(quoted(address.rawValue)): it closed the connection during authentication"))
+            abandonGreeting(
+                greetingFailure
+                    ?? BusError(
+                        .connectionFailed, value: address.rawValue,
+                        "cannot connect to the bus at \(quoted(address.rawValue)): it closed the connection during authentication"
+                    ))
             return
         }
         connection?.closeAndRelease()
@@ -178,7 +192,8 @@ extension BusIO {
         let actions = rules.registry.reconnected()
         let names = Array(rules.trackedNames.keys)
         let remaining = OutcomeCollector(count: actions.count + names.count)
-        logger.info("reconnected to the bus", metadata: ["address": "\(address.rawValue)", "rules": "\(actions.count)"])
+        logger.info(
+            "reconnected to the bus", metadata: ["address": "\(address.rawValue)", "rules": "\(actions.count)"])
         if actions.isEmpty && names.isEmpty {
             report(.reconnected)
             return

@@ -17,7 +17,8 @@ extension BusIO {
             index += 1
             guard watch.isEnabled else { continue }
             watch.handle(
-                readable: readiness.readable && watch.wantsReadable, writable: readiness.writable && watch.wantsWritable,
+                readable: readiness.readable && watch.wantsReadable,
+                writable: readiness.writable && watch.wantsWritable,
                 error: readiness.error, hangup: readiness.hangup)
         }
     }

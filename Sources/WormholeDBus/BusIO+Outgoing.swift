@@ -41,7 +41,8 @@ extension BusIO {
             if try enqueue(message, bytes: bytes, key: key) == nil { throw refuse(bytes) }
             return
         }
-        let deadline: DispatchTime? = if case .refusable(let wait) = policy { ExitDrain.deadline(after: wait) } else { nil }
+        let deadline: DispatchTime? =
+            if case .refusable(let wait) = policy { ExitDrain.deadline(after: wait) } else { nil }
         while true {
             switch try attemptSend(message, bytes: bytes, key: key) {
             case .sent: return
@@ -282,13 +283,17 @@ extension BusIO {
         }
         let id = makeID()
         confirmations[id] = completion
-        let sent = connection.call(message, timeoutMilliseconds: ExitDrain.milliseconds(until: deadline)) { [self] reply in
+        let sent = connection.call(message, timeoutMilliseconds: ExitDrain.milliseconds(until: deadline)) {
+            [self] reply in
             guard let completion = confirmations.removeValue(forKey: id) else { return }
             if let reply, !Self.isLocalFailure(reply) {
                 confirmed(upTo: target)
                 completion(nil)
             } else {
-                completion(BusError(.timedOut, value: address.rawValue, "the bus at \(quoted(address.rawValue)) did not answer in time"))
+                completion(
+                    BusError(
+                        .timedOut, value: address.rawValue,
+                        "the bus at \(quoted(address.rawValue)) did not answer in time"))
             }
         }
         if !sent, let completion = confirmations.removeValue(forKey: id) { completion(notConnected()) }
@@ -308,13 +313,16 @@ extension BusIO {
         let target = acceptedSignals.load(ordering: .acquiring)
         drainOutgoing()
         guard let connection, case .ready = phase else { return notConnected() }
-        guard let message = try? MessageCoding.makeBusCall("GetNameOwner", arguments: [.string(connection.uniqueName)]) else {
+        guard let message = try? MessageCoding.makeBusCall("GetNameOwner", arguments: [.string(connection.uniqueName)])
+        else {
             return BusError(.outOfMemory, "libdbus could not build a call")
         }
-        guard let reply = connection.callBlocking(message, timeoutMilliseconds: ExitDrain.milliseconds(until: deadline)),
+        guard
+            let reply = connection.callBlocking(message, timeoutMilliseconds: ExitDrain.milliseconds(until: deadline)),
             !Self.isLocalFailure(reply)
         else {
-            return BusError(.timedOut, value: address.rawValue, "the bus at \(quoted(address.rawValue)) did not answer in time")
+            return BusError(
+                .timedOut, value: address.rawValue, "the bus at \(quoted(address.rawValue)) did not answer in time")
         }
         confirmed(upTo: target)
         return nil
@@ -323,7 +331,8 @@ extension BusIO {
     /// An answer libdbus made up itself (no reply in time, or the connection closed), not the bus's.
     static func isLocalFailure(_ reply: LibDBus.Message) -> Bool {
         guard let error = MessageCoding.readError(reply) else { return false }
-        return error.name == "org.freedesktop.DBus.Error.NoReply" || error.name == "org.freedesktop.DBus.Error.Disconnected"
+        return error.name == "org.freedesktop.DBus.Error.NoReply"
+            || error.name == "org.freedesktop.DBus.Error.Disconnected"
     }
 
     func confirmed(upTo target: UInt64) {
@@ -388,7 +397,9 @@ extension BusIO {
         guard accepted else { return nil }
         return { [self] in
             if done.wait(timeout: deadline) == .timedOut {
-                logger.warning("exiting: signals may not have reached the bus at \(quoted(address.rawValue)): it did not answer within the exit drain's bound")
+                logger.warning(
+                    "exiting: signals may not have reached the bus at \(quoted(address.rawValue)): it did not answer within the exit drain's bound"
+                )
                 return false
             }
             if let error = failure.withLock({ $0 }) {

@@ -59,10 +59,13 @@ extension BusIO {
         }
         if route.rules.isEmpty && names.isEmpty { completion(.success(())) }
         for text in route.texts {
-            rules.perform(rules.registry.acquire(text, waiter: { result in
-                outcomes.record(result)
-                finished()
-            }))
+            rules.perform(
+                rules.registry.acquire(
+                    text,
+                    waiter: { result in
+                        outcomes.record(result)
+                        finished()
+                    }))
         }
         for name in names {
             rules.track(name) { result in
@@ -116,7 +119,9 @@ extension BusIO {
     func absorbDuplicate(serial: UInt32, sender: UnsafePointer<CChar>) -> Bool {
         loop.assertOwned()
         HopTrace.mark(.duplicateChecked)
-        guard let absorbers = expectedDuplicates.take(serial: serial, sender: sender, routes: routes) else { return false }
+        guard let absorbers = expectedDuplicates.take(serial: serial, sender: sender, routes: routes) else {
+            return false
+        }
         signalsReceived.add(1, ordering: .relaxed)
         duplicatesAbsorbed.add(1, ordering: .relaxed)
         HopTrace.mark(.duplicateDropped)

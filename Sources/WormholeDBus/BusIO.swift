@@ -159,7 +159,8 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
 
         func wait(timeout: DispatchTime) -> Result<Void, BusError> {
             if done.wait(timeout: timeout) == .timedOut {
-                complete(.failure(BusError(.connectionFailed, "no answer to Hello in time (the I/O thread did not report)")))
+                complete(
+                    .failure(BusError(.connectionFailed, "no answer to Hello in time (the I/O thread did not report)")))
             }
             return outcome.withLock { $0 } ?? .failure(BusError(.connectionFailed, "no answer"))
         }
@@ -198,7 +199,9 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
         phase = .greeting(initial: greeting)
         super.init()
         rules = BusRules(io: self)
-        precondition(!loop.inEventLoop, "a bus connection must not be made on the runtime loop's thread (a handler on .ioThread)")
+        precondition(
+            !loop.inEventLoop, "a bus connection must not be made on the runtime loop's thread (a handler on .ioThread)"
+        )
         loop.attach(self)
         // The greeting has its own deadline; this one is a backstop should the loop never answer.
         if case .failure(let error) = greeting.wait(timeout: ExitDrain.deadline(after: connectTimeout + .seconds(1))) {
@@ -276,7 +279,9 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
     }
 
     func timedOut(_ timeout: Duration) -> BusError {
-        BusError(.timedOut, value: address.rawValue, "the bus at \(quoted(address.rawValue)) did not confirm within \(timeout)")
+        BusError(
+            .timedOut, value: address.rawValue,
+            "the bus at \(quoted(address.rawValue)) did not confirm within \(timeout)")
     }
 
     func notConnected() -> BusError {

@@ -141,15 +141,21 @@ final class BusRules: @unchecked Sendable {
                 return
             }
             if let error = MessageCoding.readError(reply) {
-                completion(.failure(BusError(
-                    .requestFailed, value: argument, dbusName: error.name,
-                    "the bus refused \(method) for \(argument): \(error.message)")))
+                completion(
+                    .failure(
+                        BusError(
+                            .requestFailed, value: argument, dbusName: error.name,
+                            "the bus refused \(method) for \(argument): \(error.message)")))
             } else {
                 completion(decode(reply))
             }
         }
         if !sent {
-            completion(.failure(BusError(.disconnected, value: argument, "cannot send \(method) for \(argument): the connection is closed")))
+            completion(
+                .failure(
+                    BusError(
+                        .disconnected, value: argument,
+                        "cannot send \(method) for \(argument): the connection is closed")))
         }
     }
 
@@ -169,7 +175,8 @@ final class BusRules: @unchecked Sendable {
         }
         quietAddsWaiters.append(body)
         guard quietAddsWaiters.count == 1 else { return }  // a probe is on its way
-        guard let connection = io.connection, case .ready = io.phase, let message = MessageCoding.makeAddMatch(Self.probeRule, noReply: true),
+        guard let connection = io.connection, case .ready = io.phase,
+            let message = MessageCoding.makeAddMatch(Self.probeRule, noReply: true),
             let serial = connection.sendReturningSerial(message)
         else {
             finishProbe(reported: false)
@@ -201,8 +208,12 @@ final class BusRules: @unchecked Sendable {
     func addMatchQuietly(_ rule: String, generation: UInt64) {
         io.loop.assertInEventLoop()
         guard let message = MessageCoding.makeAddMatch(rule, noReply: true) else {
-            perform(registry.answered(rule, generation: generation, .failure(BusError(
-                .outOfMemory, value: rule, "libdbus could not build AddMatch for \(rule)"))))
+            perform(
+                registry.answered(
+                    rule, generation: generation,
+                    .failure(
+                        BusError(
+                            .outOfMemory, value: rule, "libdbus could not build AddMatch for \(rule)"))))
             return
         }
         unsent.append((message, rule, generation))
@@ -220,8 +231,13 @@ final class BusRules: @unchecked Sendable {
         covered.reserveCapacity(batch.count)
         for call in batch {
             guard let connection = io.connection, let serial = connection.sendReturningSerial(call.message) else {
-                perform(registry.answered(call.rule, generation: call.generation, .failure(BusError(
-                    .disconnected, value: call.rule, "cannot send AddMatch for \(call.rule): the connection is closed"))))
+                perform(
+                    registry.answered(
+                        call.rule, generation: call.generation,
+                        .failure(
+                            BusError(
+                                .disconnected, value: call.rule,
+                                "cannot send AddMatch for \(call.rule): the connection is closed"))))
                 continue
             }
             quietMatches[serial] = (call.rule, call.generation)
@@ -235,9 +251,10 @@ final class BusRules: @unchecked Sendable {
                     switch result {
                     case .success: .success(())
                     case .failure(let error):
-                        .failure(BusError(
-                            error.code, value: pending.rule, dbusName: error.dbusName,
-                            "no answer to AddMatch for \(pending.rule): \(error.message)"))
+                        .failure(
+                            BusError(
+                                error.code, value: pending.rule, dbusName: error.dbusName,
+                                "no answer to AddMatch for \(pending.rule): \(error.message)"))
                     }
                 perform(registry.answered(pending.rule, generation: pending.generation, outcome))
             }
@@ -265,9 +282,10 @@ final class BusRules: @unchecked Sendable {
         guard let pending = quietMatches.removeValue(forKey: serial) else { return }
         let outcome: Result<Void, BusError> =
             if let error {
-                .failure(BusError(
-                    .requestFailed, value: pending.rule, dbusName: error.name,
-                    "the bus refused AddMatch for \(pending.rule): \(error.message)"))
+                .failure(
+                    BusError(
+                        .requestFailed, value: pending.rule, dbusName: error.name,
+                        "the bus refused AddMatch for \(pending.rule): \(error.message)"))
             } else {
                 .success(())  // a daemon that answers even calls sent without reply
             }
@@ -291,13 +309,16 @@ final class BusRules: @unchecked Sendable {
     func track(_ name: String, completion: @escaping BusIO.Completion) {
         io.loop.assertInEventLoop()
         trackedNames[name, default: 0] += 1
-        perform(registry.acquire(Self.ownerRule(for: name).description, waiter: { [self] result in
-            if case .failure = result {
-                completion(result)
-                return
-            }
-            askOwner(of: name, completion: completion)
-        }))
+        perform(
+            registry.acquire(
+                Self.ownerRule(for: name).description,
+                waiter: { [self] result in
+                    if case .failure = result {
+                        completion(result)
+                        return
+                    }
+                    askOwner(of: name, completion: completion)
+                }))
     }
 
     func askOwner(of name: String, completion: BusIO.Completion?) {
@@ -305,7 +326,9 @@ final class BusRules: @unchecked Sendable {
         callBus("GetNameOwner", name) { [self] result in
             switch result {
             case .success(let arguments):
-                if case .string(let owner)? = arguments.first, trackedNames[name] != nil { io.routes.owners[name] = owner }
+                if case .string(let owner)? = arguments.first, trackedNames[name] != nil {
+                    io.routes.owners[name] = owner
+                }
                 completion?(.success(()))
             case .failure(let error) where error.dbusName == "org.freedesktop.DBus.Error.NameHasNoOwner":
                 io.routes.owners[name] = nil

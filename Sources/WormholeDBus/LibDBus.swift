@@ -85,7 +85,9 @@ enum LibDBus {
         try withCString(rawValue, what: "bus address", code: .invalidAddress) { address throws(BusError) in
             var entries: UnsafeMutablePointer<OpaquePointer?>?
             var count: Int32 = 0
-            let ok = try withCError(.invalidAddress, value: rawValue, context: "bus address \(quoted(rawValue)) does not parse") {
+            let ok = try withCError(
+                .invalidAddress, value: rawValue, context: "bus address \(quoted(rawValue)) does not parse"
+            ) {
                 dbus_parse_address(address, &entries, &count, $0)
             }
             guard ok != 0, let entries else {

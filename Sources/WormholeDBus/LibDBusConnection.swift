@@ -49,7 +49,8 @@ extension LibDBus {
         /// `dbus_connection_set_dispatch_status_function` and `dbus_connection_add_filter`.
         func installMainLoop(_ owner: MainLoopOwner) {
             let data = Unmanaged.passUnretained(owner).toOpaque()
-            dbus_connection_set_watch_functions(pointer, Trampolines.addWatch, Trampolines.removeWatch, Trampolines.toggleWatch, data, nil)
+            dbus_connection_set_watch_functions(
+                pointer, Trampolines.addWatch, Trampolines.removeWatch, Trampolines.toggleWatch, data, nil)
             dbus_connection_set_timeout_functions(
                 pointer, Trampolines.addTimeout, Trampolines.removeTimeout, Trampolines.toggleTimeout, data, nil)
             dbus_connection_set_wakeup_main_function(pointer, Trampolines.wakeup, data, nil)
@@ -86,7 +87,8 @@ extension LibDBus {
         ///
         /// `timeoutMilliseconds` bounds the wait (libdbus's default, 25 s, when `nil`); when it
         /// passes, the handler gets libdbus's `NoReply` error reply.
-        func call(_ message: Message, timeoutMilliseconds: Int32? = nil, handler: @escaping (Message?) -> Void) -> Bool {
+        func call(_ message: Message, timeoutMilliseconds: Int32? = nil, handler: @escaping (Message?) -> Void) -> Bool
+        {
             var pending: OpaquePointer?
             let timeout = timeoutMilliseconds ?? cwormhole_timeout_use_default
             guard dbus_connection_send_with_reply(pointer, message.pointer, &pending, timeout) != 0,
@@ -117,8 +119,10 @@ extension LibDBus {
             var error = DBusError()
             dbus_error_init(&error)
             defer { dbus_error_free(&error) }
-            return dbus_connection_send_with_reply_and_block(pointer, message.pointer, max(1, timeoutMilliseconds), &error)
-                .map(Message.init(taking:))
+            return dbus_connection_send_with_reply_and_block(
+                pointer, message.pointer, max(1, timeoutMilliseconds), &error
+            )
+            .map(Message.init(taking:))
         }
     }
 

@@ -1,4 +1,5 @@
 import WormholeSystem
+
 /// A D-Bus match rule for signals, built from typed parts.
 ///
 /// The bus daemon delivers a signal to a connection only if one of the
@@ -51,7 +52,8 @@ public struct MatchRule: Hashable, Sendable, CustomStringConvertible {
     public var description: String {
         // One string grown in place (thousands of rules may be built at once).
         var text = "type='signal'"
-        text.reserveCapacity(64 + (arguments.first?.value.utf8.count ?? 0) + (argumentPaths.first?.value.utf8.count ?? 0))
+        text.reserveCapacity(
+            64 + (arguments.first?.value.utf8.count ?? 0) + (argumentPaths.first?.value.utf8.count ?? 0))
         func append(_ key: String, _ value: String) {
             text += ","
             text += key
@@ -114,7 +116,8 @@ public struct MatchRule: Hashable, Sendable, CustomStringConvertible {
                 "match rule is \(length) bytes; the bus daemon accepts at most \(Self.maximumLength)")
         }
         for index in Array(arguments.keys) + Array(argumentPaths.keys) where !(0...63).contains(index) {
-            throw BusError(.invalidMatchRule, value: description, "match rule argument index \(index) is outside 0...63")
+            throw BusError(
+                .invalidMatchRule, value: description, "match rule argument index \(index) is outside 0...63")
         }
         for value in Array(arguments.values) + Array(argumentPaths.values) + [sender].compactMap({ $0 }) {
             try validateDBusString(value, what: "match rule value")

@@ -73,7 +73,9 @@ enum MessageCoding {
         }
     }
 
-    private static func appendBasic<T: BitwiseCopyable>(_ value: T, type: Int32, to iterator: inout DBusMessageIter) -> Bool {
+    private static func appendBasic<T: BitwiseCopyable>(_ value: T, type: Int32, to iterator: inout DBusMessageIter)
+        -> Bool
+    {
         var copy = value
         return withUnsafeMutablePointer(to: &copy) { dbus_message_iter_append_basic(&iterator, type, $0) != 0 }
     }
@@ -93,7 +95,9 @@ enum MessageCoding {
         case .objectPath(let v): return appendString(v.rawValue, type: cwormhole_type_object_path, to: &iterator)
         case .bytes(let bytes):
             var sub = DBusMessageIter()
-            guard dbus_message_iter_open_container(&iterator, cwormhole_type_array, "y", &sub) != 0 else { return false }
+            guard dbus_message_iter_open_container(&iterator, cwormhole_type_array, "y", &sub) != 0 else {
+                return false
+            }
             let ok = bytes.withUnsafeBufferPointer { buffer -> Bool in
                 var base: UnsafePointer<UInt8>? = buffer.baseAddress ?? UnsafePointer(bitPattern: 1)
                 return withUnsafeMutablePointer(to: &base) { pointer in
@@ -103,7 +107,9 @@ enum MessageCoding {
             return dbus_message_iter_close_container(&iterator, &sub) != 0 && ok
         case .strings(let strings):
             var sub = DBusMessageIter()
-            guard dbus_message_iter_open_container(&iterator, cwormhole_type_array, "s", &sub) != 0 else { return false }
+            guard dbus_message_iter_open_container(&iterator, cwormhole_type_array, "s", &sub) != 0 else {
+                return false
+            }
             var ok = true
             for string in strings where ok { ok = appendString(string, type: cwormhole_type_string, to: &sub) }
             return dbus_message_iter_close_container(&iterator, &sub) != 0 && ok

@@ -27,7 +27,9 @@ public struct BusAddress: Hashable, Sendable, CustomStringConvertible {
     public static func session(environment: [String: String]? = nil) throws -> BusAddress {
         // getenv, not ProcessInfo's environment, which copies the whole environment per call
         // (this runs on every send while no bus can be reached).
-        let value = environment.map { $0["DBUS_SESSION_BUS_ADDRESS"] } ?? getenv("DBUS_SESSION_BUS_ADDRESS").map { String(cString: $0) }
+        let value =
+            environment.map { $0["DBUS_SESSION_BUS_ADDRESS"] }
+            ?? getenv("DBUS_SESSION_BUS_ADDRESS").map { String(cString: $0) }
         guard let value, !value.isEmpty else {
             throw BusError(
                 .noSessionBus,

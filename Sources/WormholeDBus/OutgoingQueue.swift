@@ -1,4 +1,5 @@
 import WormholeSystem
+
 /// The signals a connection accepted and has not handed to libdbus yet, bounded by bytes, in
 /// the order they were accepted, with the marks of the loop jobs queued among them.
 ///

@@ -1,4 +1,5 @@
 import WormholeSystem
+
 /// Renders a value for an error message: quoted, with control characters visible. A value
 /// longer than 200 bytes is cut after its first 100 characters, with an ellipsis and its
 /// length, so that one error stays one readable line (a 10 KB bus address is still named).

@@ -1,6 +1,6 @@
 import Dispatch
-package import Logging
 import Glibc
+package import Logging
 import Synchronization
 import WormholeSystem
 
@@ -90,7 +90,8 @@ final class Reconnector: EventLoopHandler, @unchecked Sendable {
 
     private func watchSocketDirectories() {
         for path in address.unixSocketPaths {
-            let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+            let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(
+                separator: "/")
             do throws(SystemFailure) {
                 let watch = try ProcessRuntime.shared.inotify.watch(
                     directory.isEmpty ? "/" : directory, mask: UInt32(IN_CREATE | IN_MOVED_TO | IN_ATTRIB)

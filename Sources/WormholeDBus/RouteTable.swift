@@ -1,4 +1,5 @@
 import WormholeSystem
+
 /// Which subscriptions of a connection receive a signal: decided once per signal, by index.
 ///
 /// The bus daemon sends a connection every signal that matches any of its rules; the table

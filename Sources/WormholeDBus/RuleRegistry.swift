@@ -1,4 +1,5 @@
 import WormholeSystem
+
 /// The match rules one connection holds on the bus, as a state machine with no I/O.
 ///
 /// Identical rules are reference counted: the bus sees `AddMatch` for the first reference and
@@ -65,8 +66,13 @@ package struct RuleRegistry<Waiter> {
     /// never come.
     package mutating func acquire(_ rule: String, waiter: Waiter) -> [Action] {
         guard connected else {
-            return [.complete([waiter], .failure(BusError(
-                .disconnected, value: rule, "cannot add match rule \(rule): not connected to the bus")))]
+            return [
+                .complete(
+                    [waiter],
+                    .failure(
+                        BusError(
+                            .disconnected, value: rule, "cannot add match rule \(rule): not connected to the bus")))
+            ]
         }
         if var entry = entries[rule] {
             entry.count += 1
@@ -106,8 +112,13 @@ package struct RuleRegistry<Waiter> {
         var actions: [Action] = []
         if connected && entry.phase != .lost { actions.append(.remove(rule)) }
         if !entry.waiters.isEmpty {
-            actions.append(.complete(entry.waiters, .failure(BusError(
-                .disconnected, value: rule, "match rule \(rule) was released before the bus acknowledged it"))))
+            actions.append(
+                .complete(
+                    entry.waiters,
+                    .failure(
+                        BusError(
+                            .disconnected, value: rule, "match rule \(rule) was released before the bus acknowledged it"
+                        ))))
         }
         return actions
     }
@@ -143,8 +154,13 @@ package struct RuleRegistry<Waiter> {
         }
         if !keepRules { entries = [:] }
         guard !failed.isEmpty else { return [] }
-        return [.complete(failed, .failure(BusError(
-            .disconnected, "the bus went away before it acknowledged the match rule")))]
+        return [
+            .complete(
+                failed,
+                .failure(
+                    BusError(
+                        .disconnected, "the bus went away before it acknowledged the match rule")))
+        ]
     }
 
     /// A new connection is up: re-add every rule that still has references.

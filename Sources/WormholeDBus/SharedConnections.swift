@@ -86,7 +86,9 @@ extension BusAddress {
     package var sharingKey: String {
         guard let entries = try? LibDBus.parseAddress(rawValue) else { return rawValue }
         return entries.map { entry in
-            let pairs = entry.values.filter { $0.key != "guid" }.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+            let pairs = entry.values.filter { $0.key != "guid" }.sorted { $0.key < $1.key }.map {
+                "\($0.key)=\($0.value)"
+            }
             return "\(entry.method):\(pairs.joined(separator: ","))"
         }.joined(separator: ";")
     }

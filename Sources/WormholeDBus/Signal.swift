@@ -1,4 +1,5 @@
 import WormholeSystem
+
 /// A D-Bus signal: where it was emitted, by whom, and its arguments.
 public struct Signal: Hashable, Sendable, CustomStringConvertible {
     /// The object path the signal was emitted on.

@@ -1,4 +1,5 @@
 import WormholeSystem
+
 /// What every subscription handle of Wormhole is: signal subscriptions, connection-event
 /// subscriptions, notification observers, message listeners and check tokens.
 ///

@@ -1,4 +1,5 @@
 import WormholeSystem
+
 /// Signals that match one rule, as an `AsyncSequence`; it owns the rule (see
 /// ``BusConnection/signals(matching:bufferLimit:)``).
 public typealias SignalStream = SubscriptionStream<Signal>

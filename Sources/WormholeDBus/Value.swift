@@ -1,4 +1,5 @@
 import WormholeSystem
+
 /// One argument of a D-Bus message: the basic types, byte arrays and string arrays.
 ///
 /// Values of other container types that arrive on the bus are kept as

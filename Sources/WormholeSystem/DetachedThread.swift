@@ -22,12 +22,14 @@ package enum DetachedThread {
     package static func start(name: String, _ body: @escaping @Sendable () -> Void) {
         let start = Unmanaged.passRetained(Start(name: name, body: body)).toOpaque()
         var thread = pthread_t()
-        let status = pthread_create(&thread, nil, { argument in
-            let start = Unmanaged<Start>.fromOpaque(argument!).takeRetainedValue()
-            _ = start.name.withCString { cwormhole_name_this_thread($0) }
-            start.body()
-            return nil
-        }, start)
+        let status = pthread_create(
+            &thread, nil,
+            { argument in
+                let start = Unmanaged<Start>.fromOpaque(argument!).takeRetainedValue()
+                _ = start.name.withCString { cwormhole_name_this_thread($0) }
+                start.body()
+                return nil
+            }, start)
         guard status == 0 else {
             fatalError("cannot start the thread '\(name)': \(SystemFailure.text(of: status))")
         }

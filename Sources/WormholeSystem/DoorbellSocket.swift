@@ -56,30 +56,31 @@ package enum DoorbellSocket {
 
         deinit { socket.withLock { if $0 >= 0 { Glibc.close($0) } } }
 
-    /// Sends `bytes` to the endpoint bound at `address` (``address(_:)``), never waiting.
-    ///
-    /// A datagram waiting in an endpoint's queue is charged to the socket that sent it until it
-    /// is read, so a stopped process's queue can fill the ringing socket's send buffer, and then
-    /// every ring from it fails with `EAGAIN`, whoever it is for. On `EAGAIN` the process moves to
-    /// a fresh ringing socket and tries once more: `EAGAIN` again means this endpoint's own queue
-    /// is full (``Outcome/full``). The old socket is closed; the kernel keeps what it sent queued.
-    /// The corresponding C function is `sendto` (with `MSG_DONTWAIT`).
-    package func ring(_ bytes: UnsafeRawBufferPointer, to address: Address) -> Outcome {
-        let address = address.value
-        return socket.withLock { fd -> Outcome in
-            if fd < 0 { fd = DoorbellSocket.makeRingingSocket() }
-            let first = DoorbellSocket.send(bytes, to: address, from: fd)
-            guard first == .full else { return first }
-            let fresh = DoorbellSocket.makeRingingSocket()
-            guard fresh >= 0 else { return first }
-            Glibc.close(fd)
-            fd = fresh
-            return DoorbellSocket.send(bytes, to: address, from: fd)
+        /// Sends `bytes` to the endpoint bound at `address` (``address(_:)``), never waiting.
+        ///
+        /// A datagram waiting in an endpoint's queue is charged to the socket that sent it until it
+        /// is read, so a stopped process's queue can fill the ringing socket's send buffer, and then
+        /// every ring from it fails with `EAGAIN`, whoever it is for. On `EAGAIN` the process moves to
+        /// a fresh ringing socket and tries once more: `EAGAIN` again means this endpoint's own queue
+        /// is full (``Outcome/full``). The old socket is closed; the kernel keeps what it sent queued.
+        /// The corresponding C function is `sendto` (with `MSG_DONTWAIT`).
+        package func ring(_ bytes: UnsafeRawBufferPointer, to address: Address) -> Outcome {
+            let address = address.value
+            return socket.withLock { fd -> Outcome in
+                if fd < 0 { fd = DoorbellSocket.makeRingingSocket() }
+                let first = DoorbellSocket.send(bytes, to: address, from: fd)
+                guard first == .full else { return first }
+                let fresh = DoorbellSocket.makeRingingSocket()
+                guard fresh >= 0 else { return first }
+                Glibc.close(fd)
+                fd = fresh
+                return DoorbellSocket.send(bytes, to: address, from: fd)
+            }
         }
     }
-    }
 
-    private static func send(_ bytes: UnsafeRawBufferPointer, to socketAddress: sockaddr_un, from fd: Int32) -> Outcome {
+    private static func send(_ bytes: UnsafeRawBufferPointer, to socketAddress: sockaddr_un, from fd: Int32) -> Outcome
+    {
         guard fd >= 0 else { return .failed(errno) }
         var address = socketAddress
         while true {
@@ -171,7 +172,12 @@ package enum DoorbellSocket {
 
         /// Stops reading, closes the socket and removes its file.
         package func close() {
-            guard let reader = state.withLock({ value in defer { value = nil }; return value }) else { return }
+            guard
+                let reader = state.withLock({ value in
+                    defer { value = nil }
+                    return value
+                })
+            else { return }
             Glibc.unlink(reader.path)
             reader.close()
         }
@@ -259,7 +265,8 @@ package enum DoorbellSocket {
                         break  // EAGAIN: drained
                     }
                     if truncated != 0 { continue }  // longer than any ring: not one
-                    rings.append(Ring(bytes: Array(UnsafeRawBufferPointer(start: base, count: count)), uid: uid, pid: pid))
+                    rings.append(
+                        Ring(bytes: Array(UnsafeRawBufferPointer(start: base, count: count)), uid: uid, pid: pid))
                 }
             }
             HopTrace.mark(.ringRead)

@@ -104,7 +104,8 @@ package final class EventLoop: @unchecked Sendable {
         let wakeErrno = errno
         // On the failures below, deinit runs (every property is set) and closes what was opened.
         guard epollFD >= 0, wakeFD >= 0 else {
-            throw SystemFailure(call: epollFD < 0 ? "epoll_create1" : "eventfd", code: epollFD < 0 ? epollErrno : wakeErrno)
+            throw SystemFailure(
+                call: epollFD < 0 ? "epoll_create1" : "eventfd", code: epollFD < 0 ? epollErrno : wakeErrno)
         }
         var event = epoll_event()
         event.events = EPOLLIN.rawValue

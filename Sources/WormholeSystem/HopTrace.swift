@@ -56,7 +56,9 @@ package enum HopTrace {
     }
 
     private static let storage: Storage? = {
-        guard let prefix = getenv("WORMHOLE_HOP_TRACE").map({ String(cString: $0) }), !prefix.isEmpty else { return nil }
+        guard let prefix = getenv("WORMHOLE_HOP_TRACE").map({ String(cString: $0) }), !prefix.isEmpty else {
+            return nil
+        }
         // Two words a mark: the time, then the CPU and the point.
         let entries = UnsafeMutablePointer<UInt64>.allocate(capacity: 2 * capacity)
         // Touch every page now, so that no mark takes a page fault.
@@ -84,7 +86,8 @@ package enum HopTrace {
         let slot = next.wrappingAdd(1, ordering: .relaxed).oldValue
         guard slot < capacity else { return }
         storage.entries[2 * slot] = now
-        storage.entries[2 * slot + 1] = UInt64(UInt32(bitPattern: cwormhole_current_cpu())) << 8 | UInt64(point.rawValue)
+        storage.entries[2 * slot + 1] =
+            UInt64(UInt32(bitPattern: cwormhole_current_cpu())) << 8 | UInt64(point.rawValue)
     }
 
     /// At exit: the marks as text, in the order they were taken.

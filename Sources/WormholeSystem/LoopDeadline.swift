@@ -37,7 +37,8 @@ package final class LoopDeadline: EventLoopHandler, @unchecked Sendable {
             // The loop is stopping: it would never fire; its place is given back now.
             deadline.finished.store(true, ordering: .releasing)
             runtime.leave(loop)
-            throw SystemFailure(call: "the runtime loop", code: 0, detail: "the process's loop is stopping: no deadline can be kept")
+            throw SystemFailure(
+                call: "the runtime loop", code: 0, detail: "the process's loop is stopping: no deadline can be kept")
         }
         return deadline
     }
@@ -61,7 +62,9 @@ package final class LoopDeadline: EventLoopHandler, @unchecked Sendable {
     }
 
     package func beforeJobs() {
-        guard due <= EventLoop.nowMilliseconds(), !finished.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        guard due <= EventLoop.nowMilliseconds(), !finished.exchange(true, ordering: .acquiringAndReleasing) else {
+            return
+        }
         runtime.detach(self, from: loop)
         action()
     }

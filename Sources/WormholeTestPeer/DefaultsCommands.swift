@@ -37,13 +37,16 @@ private func defaultsReadLoop(_ arguments: [String]) throws {
         reads += 1
         do {
             let defaults = try GroupDefaults(
-                applicationGroupIdentifier: GroupIdentifier(arguments[1]), suiteName: SuiteName(arguments[2]), containerRoot: arguments[0], logger: logger)
+                applicationGroupIdentifier: GroupIdentifier(arguments[1]), suiteName: SuiteName(arguments[2]),
+                containerRoot: arguments[0], logger: logger)
             for key in try defaults.keys() { _ = try defaults.storedJSON(forKey: key) }
         } catch {
             if failed == 0 { FileHandle.standardError.write(Data("read \(reads): \(error)\n".utf8)) }
             failed += 1
         }
-        if count == 0 && reads % 100 == 0 { FileHandle.standardOutput.write(Data("reads \(reads) failed \(failed)\n".utf8)) }
+        if count == 0 && reads % 100 == 0 {
+            FileHandle.standardOutput.write(Data("reads \(reads) failed \(failed)\n".utf8))
+        }
     }
     FileHandle.standardOutput.write(Data("reads \(reads) failed \(failed)\n".utf8))
 }

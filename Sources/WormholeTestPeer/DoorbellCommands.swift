@@ -105,7 +105,8 @@ private func doorbellObserve(_ arguments: [String]) throws {
     }
     // `--events`: the connection's losses and returns, in the order of the deliveries (all on the
     // I/O thread), for counting one catch-up per reconnect.
-    let events = flags.contains("--events")
+    let events =
+        flags.contains("--events")
         ? center.connection.onEvent(on: .ioThread) { event in
             printLine(event == .disconnected ? "disconnected" : "reconnected")
         } : nil
@@ -118,7 +119,8 @@ private func doorbellPost(_ arguments: [String]) throws {
     let flags = Set(arguments.filter { $0.hasPrefix("--") })
     let positional = arguments.filter { !$0.hasPrefix("--") }
     guard positional.count >= 3 else {
-        throw PeerError("doorbell-post BUS NAME STATE... [--bus-only] [--on-input] [--each-input] [--flush-wait] [--names]")
+        throw PeerError(
+            "doorbell-post BUS NAME STATE... [--bus-only] [--on-input] [--each-input] [--flush-wait] [--names]")
     }
     let center = try DarwinNotificationCenter(
         busAddress: try BusAddress(positional[0]), wake: flags.contains("--bus-only") ? .busOnly : .doorbell)

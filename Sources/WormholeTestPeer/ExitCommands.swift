@@ -34,7 +34,9 @@ private func journalExit(_ arguments: [String]) throws {
         throw PeerError("journal-exit main|handler ROOT GROUP ID BUS")
     }
     let (mode, root, group, identifier) = (arguments[0], arguments[1], arguments[2], arguments[3])
-    let wormhole = try MessageCenter(applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root, busAddress: try BusAddress(arguments[4]))
+    let wormhole = try MessageCenter(
+        applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root,
+        busAddress: try BusAddress(arguments[4]))
     let journal = try wormhole.journal(MessageIdentifier(identifier))
     try journal.append(["n": 1])
     if let error = journal.flush() { throw PeerError("first append not posted: \(error)") }
@@ -89,12 +91,14 @@ private func sendOnce(_ arguments: [String]) throws {
     let facade: AnyObject
     switch kind {
     case "mailbox":
-        let wormhole = try MessageCenter(applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root, busAddress: bus, logger: logger)
+        let wormhole = try MessageCenter(
+            applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root, busAddress: bus, logger: logger)
         let report = try wormhole.passMessage(["id": identifier], identifier: MessageIdentifier(identifier))
         if let error = report.notificationError { throw PeerError("not posted: \(error)") }
         facade = wormhole
     case "journal":
-        let wormhole = try MessageCenter(applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root, busAddress: bus, logger: logger)
+        let wormhole = try MessageCenter(
+            applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root, busAddress: bus, logger: logger)
         let journal = try wormhole.journal(MessageIdentifier(identifier))
         try journal.append(["id": identifier])
         facade = journal
@@ -103,12 +107,14 @@ private func sendOnce(_ arguments: [String]) throws {
         try center.post(NotificationName("\(group)/post/\(identifier)"))
         facade = center
     case "defaults":
-        let defaults = try GroupDefaults(applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root, busAddress: bus, logger: logger)
+        let defaults = try GroupDefaults(
+            applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root, busAddress: bus, logger: logger)
         let report = try defaults.set(identifier, forKey: identifier)
         if let error = report.notificationError { throw PeerError("not posted: \(error)") }
         facade = defaults
     case "transient":
-        let wormhole = try MessageCenter(applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root, busAddress: bus, logger: logger)
+        let wormhole = try MessageCenter(
+            applicationGroupIdentifier: GroupIdentifier(group), containerRoot: root, busAddress: bus, logger: logger)
         try wormhole.passTransientMessage(["id": identifier], identifier: MessageIdentifier(identifier))
         facade = wormhole
     default:

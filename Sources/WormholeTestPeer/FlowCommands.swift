@@ -24,11 +24,13 @@ private struct Padded: Encodable {
 }
 
 private func floodTransient(_ arguments: [String]) throws {
-    guard arguments.count == 8, let count = Int(arguments[3]), let size = Int(arguments[4]), let every = Int(arguments[7]),
+    guard arguments.count == 8, let count = Int(arguments[3]), let size = Int(arguments[4]),
+        let every = Int(arguments[7]),
         count > 0, size > 0, every > 0
     else { throw PeerError("flood-transient ROOT GROUP IDENTIFIER COUNT SIZE BUS MAILBOX EVERY") }
     let wormhole = try MessageCenter(
-        applicationGroupIdentifier: GroupIdentifier(arguments[1]), containerRoot: arguments[0], busAddress: BusAddress(arguments[5]))
+        applicationGroupIdentifier: GroupIdentifier(arguments[1]), containerRoot: arguments[0],
+        busAddress: BusAddress(arguments[5]))
     let identifier = arguments[2]
     let mailbox = arguments[6]
     let pad = String(repeating: "x", count: max(0, size - 24))
@@ -83,7 +85,8 @@ private func postStorm(_ arguments: [String]) throws {
         throw PeerError("post-storm ROOT GROUP NAME MAILBOX COUNT BUS")
     }
     let bus = try BusAddress(arguments[5])
-    let wormhole = try MessageCenter(applicationGroupIdentifier: GroupIdentifier(arguments[1]), containerRoot: arguments[0], busAddress: bus)
+    let wormhole = try MessageCenter(
+        applicationGroupIdentifier: GroupIdentifier(arguments[1]), containerRoot: arguments[0], busAddress: bus)
     let center = try wormhole.notificationCenter()
     let name = try NotificationName(arguments[2])
     var posted = 0
@@ -99,7 +102,9 @@ private func postStorm(_ arguments: [String]) throws {
             refused += 1
         }
         slowest = max(slowest, clock.now - start)
-        if state % 100_000 == 0 { _ = try wormhole.passMessage(["n": state], identifier: MessageIdentifier(arguments[3])) }
+        if state % 100_000 == 0 {
+            _ = try wormhole.passMessage(["n": state], identifier: MessageIdentifier(arguments[3]))
+        }
     }
     _ = try wormhole.passMessage(["n": "last"], identifier: MessageIdentifier(arguments[3]))
     _ = wormhole.flush()

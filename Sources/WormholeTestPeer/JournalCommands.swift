@@ -43,7 +43,8 @@ private func journalAppend(_ arguments: [String]) throws {
         throw PeerError("journal-append ROOT GROUP IDENTIFIER COUNT BATCH BUS [hold]")
     }
     let wormhole = try MessageCenter(
-        applicationGroupIdentifier: GroupIdentifier(arguments[1]), containerRoot: arguments[0], busAddress: BusAddress(arguments[5]))
+        applicationGroupIdentifier: GroupIdentifier(arguments[1]), containerRoot: arguments[0],
+        busAddress: BusAddress(arguments[5]))
     let journal = try wormhole.journal(MessageIdentifier(arguments[2]))
     let pid = Int(getpid())
     var next = 0
@@ -75,7 +76,8 @@ private func journalConsume(_ arguments: [String]) throws {
         throw PeerError("journal-consume ROOT GROUP IDENTIFIER CONSUMER LAST BUS")
     }
     let wormhole = try MessageCenter(
-        applicationGroupIdentifier: GroupIdentifier(arguments[1]), containerRoot: arguments[0], busAddress: BusAddress(arguments[5]))
+        applicationGroupIdentifier: GroupIdentifier(arguments[1]), containerRoot: arguments[0],
+        busAddress: BusAddress(arguments[5]))
     let journal = try wormhole.journal(MessageIdentifier(arguments[2]))
     let done = DispatchSemaphore(value: 0)
     let listener = try journal.listen(from: .beginning, consumer: arguments[3], as: JSONDocument.self) { result in
@@ -108,7 +110,8 @@ private func journalFill(_ arguments: [String]) throws {
         throw PeerError("journal-fill ROOT GROUP IDENTIFIER LIMIT BUS")
     }
     let wormhole = try MessageCenter(
-        applicationGroupIdentifier: GroupIdentifier(arguments[1]), containerRoot: arguments[0], busAddress: BusAddress(arguments[4]))
+        applicationGroupIdentifier: GroupIdentifier(arguments[1]), containerRoot: arguments[0],
+        busAddress: BusAddress(arguments[4]))
     let journal = try wormhole.journal(MessageIdentifier(arguments[2]))
     signal(SIGXFSZ, SIG_IGN)
     var bound = rlimit(rlim_cur: rlim_t(limit), rlim_max: rlim_t(limit))

@@ -29,7 +29,8 @@ private func sendMany(_ arguments: [String], requireBus: Bool) throws {
         throw PeerError("send-many ROOT GROUP IDENTIFIER COUNT BUS [TAG]")
     }
     let wormhole = try MessageCenter(
-        applicationGroupIdentifier: GroupIdentifier(arguments[1]), containerRoot: arguments[0], busAddress: BusAddress(arguments[4]))
+        applicationGroupIdentifier: GroupIdentifier(arguments[1]), containerRoot: arguments[0],
+        busAddress: BusAddress(arguments[4]))
     let tag = arguments.count == 6 ? arguments[5] : nil
     for n in 0..<count {
         let report =
@@ -50,7 +51,8 @@ private func sendTransientMany(_ arguments: [String]) throws {
         throw PeerError("send-transient-many ROOT GROUP IDENTIFIER COUNT BUS")
     }
     let wormhole = try MessageCenter(
-        applicationGroupIdentifier: GroupIdentifier(arguments[1]), containerRoot: arguments[0], busAddress: BusAddress(arguments[4]))
+        applicationGroupIdentifier: GroupIdentifier(arguments[1]), containerRoot: arguments[0],
+        busAddress: BusAddress(arguments[4]))
     for n in 0..<count {
         try wormhole.passTransientMessage(["n": n], identifier: MessageIdentifier(arguments[2]))
     }

@@ -163,11 +163,15 @@ public func fuzzJSONSyntax(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         fatalError("failure offset \(failure.offset) outside 0...\(size)")
     }
     if (failure == nil) != Reference.accepts(bytes) {
-        fatalError("JSONSyntax \(failure.map { "refuses (\($0))" } ?? "accepts") what RFC 8259 \(failure == nil ? "refuses" : "accepts")")
+        fatalError(
+            "JSONSyntax \(failure.map { "refuses (\($0))" } ?? "accepts") what RFC 8259 \(failure == nil ? "refuses" : "accepts")"
+        )
     }
     if failure == nil {
         let spaced = [0x20, 0x0A] + Array(bytes) + [0x09, 0x0D]
-        if spaced.withUnsafeBytes({ JSONSyntax.check($0) }) != nil { fatalError("accepted text refused with white space") }
+        if spaced.withUnsafeBytes({ JSONSyntax.check($0) }) != nil {
+            fatalError("accepted text refused with white space")
+        }
         let trailing = Array(bytes) + [UInt8(ascii: "x")]
         if trailing.withUnsafeBytes({ JSONSyntax.check($0) }) == nil { fatalError("accepted text plus 'x' accepted") }
     }

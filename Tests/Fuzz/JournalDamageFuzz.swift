@@ -74,9 +74,15 @@ public func fuzzJournalDamage(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt
         let fileSize = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
         switch kind {
         case 1: removeTree(path)
-        case 2: removeTree(path); _ = mkfifo(path, 0o600)
-        case 3: removeTree(path); _ = mkdir(path, 0o700)
-        case 4: removeTree(path); _ = symlink(names[0], path)
+        case 2:
+            removeTree(path)
+            _ = mkfifo(path, 0o600)
+        case 3:
+            removeTree(path)
+            _ = mkdir(path, 0o700)
+        case 4:
+            removeTree(path)
+            _ = symlink(names[0], path)
         default:
             // Never through a symlink planted before: that would damage the segment it names.
             let descriptor = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK)
@@ -114,7 +120,9 @@ public func fuzzJournalDamage(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt
     var polls = 0
     while true {
         polls += 1
-        if polls > 10_000 { fatalError("the reader does not end: \(delivered.count) records, \(reported.count) reports") }
+        if polls > 10_000 {
+            fatalError("the reader does not end: \(delivered.count) records, \(reported.count) reports")
+        }
         do {
             let batch = try reader.poll(maximumRecords: 7)
             if batch.isEmpty { break }
@@ -122,7 +130,9 @@ public func fuzzJournalDamage(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt
                 guard payloads[record.sequence] == record.payload else {
                     fatalError("record \(record.sequence) is not the payload appended with that number")
                 }
-                if let last = delivered.last, record.sequence <= last { fatalError("record \(record.sequence) after \(last)") }
+                if let last = delivered.last, record.sequence <= last {
+                    fatalError("record \(record.sequence) after \(last)")
+                }
                 delivered.append(record.sequence)
             }
         } catch {
@@ -130,7 +140,9 @@ public func fuzzJournalDamage(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt
                 if error.code == .journalVersion || error.code == .io { return 0 }
                 fatalError("a poll threw without a range: \(error)")
             }
-            guard error.message.hasPrefix("records \(damage.from)..\(damage.to) ") else { fatalError("message: \(error.message)") }
+            guard error.message.hasPrefix("records \(damage.from)..\(damage.to) ") else {
+                fatalError("message: \(error.message)")
+            }
             reported.append(damage)
         }
     }
@@ -141,7 +153,8 @@ public func fuzzJournalDamage(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt
         var expected = firstEvent.from
         for event in events {
             guard event.from == expected, event.to >= event.from else {
-                fatalError("numbers \(expected)..\(event.from) neither delivered nor reported (or overlap): \(reported)")
+                fatalError(
+                    "numbers \(expected)..\(event.from) neither delivered nor reported (or overlap): \(reported)")
             }
             expected = event.to &+ 1
         }

@@ -55,7 +55,11 @@ private func little<T: FixedWidthInteger>(_ type: T.Type, _ bytes: UnsafeRawBuff
 }
 
 private enum Stop: Equatable {
-    case end, seal(UInt64), budget, incomplete, invalid(tailLike: Bool), jump(UInt64)
+    case end
+    case seal(UInt64)
+    case budget, incomplete
+    case invalid(tailLike: Bool)
+    case jump(UInt64)
 }
 
 private struct Walk {
@@ -75,11 +79,20 @@ private func referenceWalk(
     let size = base + bytes.count
     func allZero(from start: Int) -> Bool { bytes[(start - base)...].allSatisfy { $0 == 0 } }
     while true {
-        if walk.end >= size { walk.stop = .end; return walk }
-        if walk.records.count >= maximumRecords { walk.stop = .budget; return walk }
+        if walk.end >= size {
+            walk.stop = .end
+            return walk
+        }
+        if walk.records.count >= maximumRecords {
+            walk.stop = .budget
+            return walk
+        }
         let at = walk.end - base
         let remaining = size - walk.end
-        if remaining < 20 { walk.stop = .incomplete; return walk }
+        if remaining < 20 {
+            walk.stop = .incomplete
+            return walk
+        }
         let length = little(UInt32.self, bytes, at)
         let sequence = little(UInt64.self, bytes, at + 4)
         let time = little(UInt64.self, bytes, at + 12)
@@ -90,7 +103,10 @@ private func referenceWalk(
         }
         let payloadLength = seal ? 0 : Int(length)
         let frameSize = 24 + payloadLength
-        if remaining < frameSize { walk.stop = .incomplete; return walk }
+        if remaining < frameSize {
+            walk.stop = .incomplete
+            return walk
+        }
         let stored = little(UInt32.self, bytes, at + 20 + payloadLength)
         if stored != referenceCRC(UnsafeRawBufferPointer(rebasing: bytes[at..<(at + 20 + payloadLength)])) {
             walk.stop = .invalid(tailLike: walk.end + frameSize >= size || allZero(from: walk.end))
@@ -98,10 +114,19 @@ private func referenceWalk(
         }
         // A whole frame numbered after the expected one: the numbers between are not in the
         // file (an append numbered past a stored cursor); the frame is not consumed.
-        if sequence > walk.next && (seal || sequence <= .max - 1) { walk.stop = .jump(sequence); return walk }
-        if sequence != walk.next { walk.stop = .invalid(tailLike: false); return walk }
+        if sequence > walk.next && (seal || sequence <= .max - 1) {
+            walk.stop = .jump(sequence)
+            return walk
+        }
+        if sequence != walk.next {
+            walk.stop = .invalid(tailLike: false)
+            return walk
+        }
         // No record can carry the last 64-bit number: the sequence after it would not fit.
-        if !seal && sequence == .max { walk.stop = .invalid(tailLike: false); return walk }
+        if !seal && sequence == .max {
+            walk.stop = .invalid(tailLike: false)
+            return walk
+        }
         if seal {
             walk.end += 24
             walk.stop = .seal(sequence)
@@ -164,16 +189,22 @@ private func stop(of scan: JournalScan) -> Stop {
 }
 
 /// Fails unless `scanned` (records from index `skip` on) is what the reference walk found.
-private func agree(_ scanned: JournalScan, skip: Int = 0, _ walk: Walk, _ bytes: UnsafeRawBufferPointer, base: Int, _ what: String) {
+private func agree(
+    _ scanned: JournalScan, skip: Int = 0, _ walk: Walk, _ bytes: UnsafeRawBufferPointer, base: Int, _ what: String
+) {
     func fail(_ why: String) -> Never {
-        fatalError("\(what): \(why); scan: end \(scanned.end), next \(scanned.next), stop \(scanned.stop), "
-            + "\(scanned.records.count) records; reference: end \(walk.end), next \(walk.next), stop \(walk.stop), "
-            + "\(walk.records.count) records")
+        fatalError(
+            "\(what): \(why); scan: end \(scanned.end), next \(scanned.next), stop \(scanned.stop), "
+                + "\(scanned.records.count) records; reference: end \(walk.end), next \(walk.next), stop \(walk.stop), "
+                + "\(walk.records.count) records")
     }
     if scanned.records.count - skip != walk.records.count { fail("record count") }
     for (record, expected) in zip(scanned.records[skip...], walk.records) {
-        if record.sequence != expected.sequence || record.time != expected.time { fail("record \(expected.sequence) header") }
-        let payload = UnsafeRawBufferPointer(rebasing: bytes[(expected.payload.lowerBound - base)..<(expected.payload.upperBound - base)])
+        if record.sequence != expected.sequence || record.time != expected.time {
+            fail("record \(expected.sequence) header")
+        }
+        let payload = UnsafeRawBufferPointer(
+            rebasing: bytes[(expected.payload.lowerBound - base)..<(expected.payload.upperBound - base)])
         if !record.payload.elementsEqual(payload) { fail("record \(expected.sequence) payload") }
     }
     if scanned.end != walk.end || scanned.next != walk.next || stop(of: scanned) != walk.stop { fail("end or stop") }
@@ -263,7 +294,8 @@ private func checkNames(_ input: UnsafeRawBufferPointer) {
 
 private func checkCursor(_ input: UnsafeRawBufferPointer, roundTrip: Bool) {
     do {
-        let (acknowledged, delivering) = try JournalCursorFile.parse(Array(input), path: "fuzz.cursor", consumer: "fuzz")
+        let (acknowledged, delivering) = try JournalCursorFile.parse(
+            Array(input), path: "fuzz.cursor", consumer: "fuzz")
         if delivering < acknowledged || delivering > JournalFormat.maximumSequence {
             fatalError("cursor parsed as acknowledged \(acknowledged), delivering \(delivering)")
         }
@@ -288,7 +320,8 @@ private func checkAcrossChunk(_ input: UnsafeRawBufferPointer, before: Int) {
     let prefix = 16 + chunk - before
     if chunkedPrefix != prefix {
         let bytes =
-            prefixes[before] ?? {
+            prefixes[before]
+            ?? {
                 var bytes = JournalFormat.header(first: 0)
                 let payload = Data(repeating: UInt8(ascii: " "), count: prefix - 16 - 24)
                 JournalFormat.appendFrame(sequence: 0, time: 0, payload: payload, to: &bytes)
@@ -304,7 +337,9 @@ private func checkAcrossChunk(_ input: UnsafeRawBufferPointer, before: Int) {
     guard let large = scanned.records.first, large.sequence == 0, large.payload.count == prefix - 40 else {
         fatalError("the large record before the chunk boundary was not read: \(scanned.stop)")
     }
-    agree(scanned, skip: 1, referenceWalk(frames, base: prefix, from: prefix, expecting: 1), frames, base: prefix, "across the chunk")
+    agree(
+        scanned, skip: 1, referenceWalk(frames, base: prefix, from: prefix, expecting: 1), frames, base: prefix,
+        "across the chunk")
 }
 
 /// A segment the writer's encoder builds from the input's lines (up to 16).
@@ -315,7 +350,8 @@ private func checkEncoded(_ input: UnsafeRawBufferPointer, hash: UInt64) {
     var starts: [Int] = []
     for (index, line) in lines.enumerated() {
         starts.append(bytes.count)
-        JournalFormat.appendFrame(sequence: first + UInt64(index), time: UInt64(index) << 40, payload: Data(line), to: &bytes)
+        JournalFormat.appendFrame(
+            sequence: first + UInt64(index), time: UInt64(index) << 40, payload: Data(line), to: &bytes)
     }
     starts.append(bytes.count)
     JournalFormat.appendFrame(sequence: first + UInt64(lines.count), time: 0, payload: nil, to: &bytes)

@@ -21,9 +21,11 @@ private func readsBack(
         while index < rule.count && rule[index] != UInt8(ascii: "=") { index += 1 }
         guard index < rule.count else { return false }
         let name = UnsafeBufferPointer(rebasing: rule[nameStart..<index])
-        guard let field = expected.firstIndex(where: { field in
-            field.name.withUTF8Buffer { $0.elementsEqual(name) }
-        }), !seen[field] else { return false }
+        guard
+            let field = expected.firstIndex(where: { field in
+                field.name.withUTF8Buffer { $0.elementsEqual(name) }
+            }), !seen[field]
+        else { return false }
         seen[field] = true
         let value = expected[field].value
         index += 1

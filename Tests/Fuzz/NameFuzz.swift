@@ -57,7 +57,8 @@ public func fuzzNames(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     }
     // As a file name: `<identifier>.json` parses to the identifier; anything else does not parse.
     let parsed = MessageIdentifier(fileName: string)
-    let isFileName = string.utf8.reversed().starts(with: ".json".utf8.reversed())
+    let isFileName =
+        string.utf8.reversed().starts(with: ".json".utf8.reversed())
         && expected(allowedLength(string.utf8.dropLast(5)), maximum: 200)
     if (parsed != nil) != isFileName { fatalError("fileName parse of \(Array(string.utf8))") }
     if let parsed, parsed.fileName != string { fatalError("fileName parse") }

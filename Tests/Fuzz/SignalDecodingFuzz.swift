@@ -58,19 +58,26 @@ private let member = try! MemberName("Posted")
 /// With WORMHOLE_FUZZ_SEEDS=DIR, writes marshalled signals of every argument type to DIR (the
 /// seed corpus) and exits.
 @_cdecl("LLVMFuzzerInitialize")
-public func fuzzSignalDecodingInitialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> CInt {
+public func fuzzSignalDecodingInitialize(
+    _ argc: UnsafeMutablePointer<CInt>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>
+) -> CInt {
     guard let directory = getenv("WORMHOLE_FUZZ_SEEDS").map({ String(cString: $0) }) else { return 0 }
     let samples: [[DBusValue]] = [
         [.string("com.example.app.refresh"), .uint64(42)],
         [.string("it's/a \\ name")],
         [.uint64(1)],
         [.string("a"), .uint64(.max), .string("extra")],
-        [.bytes([1, 2, 3]), .boolean(true), .int32(-7), .double(2.5), .strings(["a", "b"]), .objectPath(path), .byte(9)],
+        [
+            .bytes([1, 2, 3]), .boolean(true), .int32(-7), .double(2.5), .strings(["a", "b"]), .objectPath(path),
+            .byte(9),
+        ],
         [.int16(-2), .uint16(3), .uint32(4), .int64(-5), .double(-.nan), .bytes([]), .strings([])],
         [],
     ]
     for (index, arguments) in samples.enumerated() {
-        let message = try! MessageCoding.makeSignal(Signal(path: path, interface: interface, member: member, arguments: arguments))
+        let message = try! MessageCoding.makeSignal(
+            Signal(path: path, interface: interface, member: member, arguments: arguments))
         // A message on the wire has a serial (libdbus refuses serial 0 when it reads one).
         dbus_message_set_serial(message.pointer, UInt32(index + 1))
         var bytes: UnsafeMutablePointer<CChar>?

@@ -101,7 +101,9 @@ struct BenchCLITests {
         ).wait()
         #expect(summary.status == 0, "\(summary.stderr)")
         let written = try String(contentsOfFile: readme, encoding: .utf8)
-        #expect(written.hasPrefix("intro\n<!-- bench-summary:begin -->\n") && written.hasSuffix("<!-- bench-summary:end -->\nafter\n"))
+        #expect(
+            written.hasPrefix("intro\n<!-- bench-summary:begin -->\n")
+                && written.hasSuffix("<!-- bench-summary:end -->\nafter\n"))
         #expect(written.contains("| cli | ") && !written.contains("\nold\n"), "\(written)")
     }
 
@@ -126,7 +128,8 @@ struct BenchCLITests {
             "kills: 3 SIGKILLs of a writer", "passMessage -> listener, 100 B ", "set -> observer ",
             "cached unchanged get ", "sets/s: 4 processes x 50 sets",
         ] {
-            #expect(output.stdout.split(separator: "\n").contains { $0.hasPrefix(row) }, "row \(row) in \(output.stdout)")
+            #expect(
+                output.stdout.split(separator: "\n").contains { $0.hasPrefix(row) }, "row \(row) in \(output.stdout)")
         }
         for goal in [
             "GroupDefaults.update: increments lost of 40", "GroupDefaults.set: keys lost of 20",
@@ -250,13 +253,17 @@ struct BenchCLITests {
         return String(fields[19])
     }
 
-    @Test("SIGINT during `wormhole bench` stops its children and its private dbus-daemon and removes its temporary files")
+    @Test(
+        "SIGINT during `wormhole bench` stops its children and its private dbus-daemon and removes its temporary files")
     func interruptCleansUp() async throws {
         let temporary = try TemporaryDirectory("bench-tmp")
         // A private daemon (no --bus-address) and far more round trips than run before the signal.
         let child = try ChildProcess(
             try productPath("wormhole"),
-            ["bench", "--suite", "notify", "--other-names", "0", "--round-trips", "100000000", "--rounds", "2", "--warmup", "0"],
+            [
+                "bench", "--suite", "notify", "--other-names", "0", "--round-trips", "100000000", "--rounds", "2",
+                "--warmup", "0",
+            ],
             environment: environment.merging(["TMPDIR": temporary.path]) { $1 })
         let pid = child.pid
         // The first round runs: the daemon and the ping-pong processes are up.
@@ -266,7 +273,8 @@ struct BenchCLITests {
         #expect(line != nil, "\(child.outputSoFar)")
         let children = Self.children(of: pid)
         let names = children.compactMap {
-            try? String(contentsOfFile: "/proc/\($0.pid)/comm", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            try? String(contentsOfFile: "/proc/\($0.pid)/comm", encoding: .utf8).trimmingCharacters(
+                in: .whitespacesAndNewlines)
         }
         #expect(names.contains("dbus-daemon"), "children: \(names)")
         #expect(children.count >= 3, "the daemon and the ping-pong processes: \(names)")
@@ -282,7 +290,9 @@ struct BenchCLITests {
         #expect(left.isEmpty, "left in TMPDIR: \(left)")
     }
 
-    @Test("--csv, --percentiles and --plot write every message row (Codable, raw JSONDocument, codec alone, raw on the bus only, transient, floors)")
+    @Test(
+        "--csv, --percentiles and --plot write every message row (Codable, raw JSONDocument, codec alone, raw on the bus only, transient, floors)"
+    )
     func benchOutputs() async throws {
         let output = runtime.path + "/out"
         try FileManager.default.createDirectory(atPath: output + "/percentiles", withIntermediateDirectories: true)
@@ -315,9 +325,14 @@ struct BenchCLITests {
 
         let csv = try String(contentsOfFile: output + "/rows.csv", encoding: .utf8)
         let lines = csv.split(separator: "\r\n")
-        #expect(lines.first == "suite,label,count,p50,p90,p99,p99.9,max,postsPerSecond,postsPerSecondLoop,ratio,target,value,unit,atLeast")
+        #expect(
+            lines.first
+                == "suite,label,count,p50,p90,p99,p99.9,max,postsPerSecond,postsPerSecondLoop,ratio,target,value,unit,atLeast"
+        )
         #expect(lines.count == 1 + labels.count, "\(csv)")
-        #expect(lines.contains { $0.hasPrefix("message,\"Wormhole, 100 B raw JSONDocument\",20,") && $0.contains(",1.5,") }, "\(csv)")
+        #expect(
+            lines.contains { $0.hasPrefix("message,\"Wormhole, 100 B raw JSONDocument\",20,") && $0.contains(",1.5,") },
+            "\(csv)")
 
         let files = try FileManager.default.contentsOfDirectory(atPath: output + "/percentiles").sorted()
         #expect(
@@ -328,7 +343,8 @@ struct BenchCLITests {
                 "message-wormhole-100-b-json.hgrm", "message-wormhole-100-b-raw-bus-only.hgrm",
                 "message-wormhole-100-b-raw-jsondocument.hgrm",
             ])
-        let distribution = try String(contentsOfFile: output + "/percentiles/message-wormhole-100-b-json.hgrm", encoding: .utf8)
+        let distribution = try String(
+            contentsOfFile: output + "/percentiles/message-wormhole-100-b-json.hgrm", encoding: .utf8)
         #expect(distribution.contains("Percentile") && distribution.contains("#[Mean"), "\(distribution)")
 
         let svg = try String(contentsOfFile: output + "/plot.svg", encoding: .utf8)
@@ -339,16 +355,31 @@ struct BenchCLITests {
         #expect(svg.contains(">99%</text>"))
     }
 
-    @Test("bad --percentiles, --plot, --csv, --message-sizes and --journal-rows are refused before anything runs, naming the value")
+    @Test(
+        "bad --percentiles, --plot, --csv, --message-sizes and --journal-rows are refused before anything runs, naming the value"
+    )
     func badOutputOptions() async throws {
         for (arguments, expected) in [
-            (["--percentiles", "/nonexistent/wormhole-dir"], "--percentiles /nonexistent/wormhole-dir: not a writable directory"),
-            (["--plot", "/nonexistent/dir/plot.svg"], "--plot /nonexistent/dir/plot.svg: cannot write in /nonexistent/dir"),
-            (["--csv", "/nonexistent/dir/rows.csv"], "--csv /nonexistent/dir/rows.csv: cannot write in /nonexistent/dir"),
+            (
+                ["--percentiles", "/nonexistent/wormhole-dir"],
+                "--percentiles /nonexistent/wormhole-dir: not a writable directory"
+            ),
+            (
+                ["--plot", "/nonexistent/dir/plot.svg"],
+                "--plot /nonexistent/dir/plot.svg: cannot write in /nonexistent/dir"
+            ),
+            (
+                ["--csv", "/nonexistent/dir/rows.csv"],
+                "--csv /nonexistent/dir/rows.csv: cannot write in /nonexistent/dir"
+            ),
             (["--message-sizes", "100,big"], "not '100,big'"),
-            (["--journal-rows", "rates,speed"], "--journal-rows takes kills, fanout, rates, durable, latency or all, not 'speed'"),
+            (
+                ["--journal-rows", "rates,speed"],
+                "--journal-rows takes kills, fanout, rates, durable, latency or all, not 'speed'"
+            ),
         ] {
-            let output = try await runInBackground(try productPath("wormhole"), ["bench", "--suite", "message"] + arguments)
+            let output = try await runInBackground(
+                try productPath("wormhole"), ["bench", "--suite", "message"] + arguments)
             #expect(output.status != 0)
             #expect(output.stderr.contains(expected), "\(output.stderr)")
             #expect(output.stdout.isEmpty)
@@ -359,7 +390,8 @@ struct BenchCLITests {
     func installedConfig() async throws {
         let prefix = try TemporaryDirectory("bench-prefix")
         try FileManager.default.createDirectory(atPath: prefix.path + "/bin", withIntermediateDirectories: true)
-        try FileManager.default.createDirectory(atPath: prefix.path + "/share/wormhole", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: prefix.path + "/share/wormhole", withIntermediateDirectories: true)
         // Copied by cp (a child), so no write descriptor of ours is inherited by a child another test starts.
         let configuration = productsDirectory.deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("dbus/wormhole-session.conf").path
@@ -367,16 +399,20 @@ struct BenchCLITests {
             "/bin/cp",
             [try productPath("wormhole-bench"), try productPath("wormhole-floor"), prefix.path + "/bin/"])
         #expect(copy.status == 0, "\(copy.stderr)")
-        try FileManager.default.copyItem(atPath: configuration, toPath: prefix.path + "/share/wormhole/wormhole-session.conf")
+        try FileManager.default.copyItem(
+            atPath: configuration, toPath: prefix.path + "/share/wormhole/wormhole-session.conf")
         // Run from the prefix, where no dbus/ directory is.
         let output = try await runInBackground(
             "/bin/sh",
             [
-                "-c", "cd \"$1\" && exec ./bin/wormhole-bench --suite notify --other-names 0 --round-trips 4 --rounds 2 --warmup 0",
+                "-c",
+                "cd \"$1\" && exec ./bin/wormhole-bench --suite notify --other-names 0 --round-trips 4 --rounds 2 --warmup 0",
                 "sh", prefix.path,
             ],
             environment: environment.merging(["TMPDIR": prefix.path]) { $1 })
         #expect(output.status == 0, "\(output.stderr)")
-        #expect(output.stderr.contains("private dbus-daemon from \(prefix.path)/share/wormhole/wormhole-session.conf"), "\(output.stderr)")
+        #expect(
+            output.stderr.contains("private dbus-daemon from \(prefix.path)/share/wormhole/wormhole-session.conf"),
+            "\(output.stderr)")
     }
 }

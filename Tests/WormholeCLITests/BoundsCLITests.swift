@@ -32,7 +32,8 @@ private final class BoundsWorld: Sendable {
     }
 
     /// Runs `wormhole` to completion on a Dispatch thread.
-    func wormhole(_ command: [String], group: Bool = true, extra: [String: String] = [:]) async throws -> ProcessOutput {
+    func wormhole(_ command: [String], group: Bool = true, extra: [String: String] = [:]) async throws -> ProcessOutput
+    {
         let executable = try productPath("wormhole")
         let arguments = arguments(command, group: group)
         let environment = environment.merging(extra) { _, new in new }
@@ -64,11 +65,15 @@ struct BoundsCLITests {
         async let clear = world.wormhole(["clear", "before"])
         async let post = world.wormhole(["post", "com.example.bounds.post"], group: false)
         async let transient = world.wormhole(["send", "--transient", "live", "4"])
-        for (name, output) in [("send", try await send), ("send --journal", try await journal),
-                               ("defaults write", try await write), ("clear", try await clear)] {
+        for (name, output) in [
+            ("send", try await send), ("send --journal", try await journal),
+            ("defaults write", try await write), ("clear", try await clear),
+        ] {
             #expect(output.status == 0, "\(name): \(output.stderr)")
             #expect(lines(output.stderr).count == 1, "\(name) wrote \(lines(output.stderr))")
-            #expect(output.stderr.contains("not notified") || output.stderr.contains("not sent"), "\(name): \(output.stderr)")
+            #expect(
+                output.stderr.contains("not notified") || output.stderr.contains("not sent"),
+                "\(name): \(output.stderr)")
         }
         for (name, output) in [("post", try await post), ("send --transient", try await transient)] {
             #expect(output.status != 0, "\(name) exited 0: nothing is stored, so not sending is a failure")
@@ -89,9 +94,12 @@ struct BoundsCLITests {
         func wormhole(_ arguments: [String]) async throws -> ProcessOutput {
             try await withCheckedThrowingContinuation { continuation in
                 DispatchQueue.global().async {
-                    continuation.resume(with: Result {
-                        try run(executable, arguments + ["--bus-address", "unix:path=\(silent.path)"], environment: environment)
-                    })
+                    continuation.resume(
+                        with: Result {
+                            try run(
+                                executable, arguments + ["--bus-address", "unix:path=\(silent.path)"],
+                                environment: environment)
+                        })
                 }
             }
         }
@@ -112,7 +120,8 @@ struct BoundsCLITests {
         #expect(fd >= 0)
         defer { close(fd) }
         #expect(flock(fd, LOCK_EX) == 0)
-        let output = try await world.wormhole(["defaults", "write", "key", "2"], extra: ["WORMHOLE_LOCK_TIMEOUT": "0.2"])
+        let output = try await world.wormhole(
+            ["defaults", "write", "key", "2"], extra: ["WORMHOLE_LOCK_TIMEOUT": "0.2"])
         #expect(output.status == 75, "\(output.stderr)")
         #expect(output.stderr.contains(lockPath), "\(output.stderr)")
         #expect(output.stderr.contains("held by pid \(getpid())"), "\(output.stderr)")
@@ -132,7 +141,12 @@ struct BoundsCLITests {
         ]
         var children: [(String, ChildProcess)] = []
         // Each runs until it is killed: kill and reap them all however the test ends.
-        defer { for (_, child) in children { child.signal(SIGKILL); _ = child.wait() } }
+        defer {
+            for (_, child) in children {
+                child.signal(SIGKILL)
+                _ = child.wait()
+            }
+        }
         for (name, arguments, group) in commands {
             let child = try world.start(arguments, group: group)
             _ = try await within("ready from \(name)") { await child.stderrLines.firstLine { $0 == "ready" } }
@@ -156,11 +170,15 @@ struct BoundsCLITests {
             }
             #expect(line != nil, "\(name)")
         }
-        let expected = ["listen": #""message":7"#, "listen --require-bus": #""message":7"#, "listen --journal": #""message":8"#,
-                        "defaults observe": #""value":9"#]
+        let expected = [
+            "listen": #""message":7"#, "listen --require-bus": #""message":7"#, "listen --journal": #""message":8"#,
+            "defaults observe": #""value":9"#,
+        ]
         for (name, child) in children {
             guard let text = expected[name] else { continue }
-            let line = try await within("the change from \(name)") { await child.stdoutLines.firstLine { $0.contains(text) } }
+            let line = try await within("the change from \(name)") {
+                await child.stdoutLines.firstLine { $0.contains(text) }
+            }
             #expect(line != nil, "\(name)")
         }
     }

@@ -33,7 +33,8 @@ struct CommandLineTests {
         let environment = environment.merging(extra) { $1 }
         return try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
-                continuation.resume(with: Result { try run(executable, arguments, input: input, environment: environment) })
+                continuation.resume(
+                    with: Result { try run(executable, arguments, input: input, environment: environment) })
             }
         }
     }
@@ -74,7 +75,9 @@ struct CommandLineTests {
         #expect(output.stderr.contains(expected), "\(output.stderr)")
     }
 
-    @Test("help of a real command still works", arguments: [["help", "send"], ["help", "defaults", "write"], ["list", "--help"]])
+    @Test(
+        "help of a real command still works",
+        arguments: [["help", "send"], ["help", "defaults", "write"], ["list", "--help"]])
     func helpWorks(arguments: [String]) async throws {
         let output = try await wormhole(arguments)
         #expect(output.status == 0, "\(output.stderr)")
@@ -93,26 +96,35 @@ struct CommandLineTests {
 
     @Test(
         "--state refuses a negative or non-integer value naming it, and takes 2^64-1",
-        arguments: [("-1", "--state must be 0 or more, not '-1'"), ("abc", "--state must be an integer from 0 to 2^64-1, not 'abc'"),
-                    ("18446744073709551616", "not '18446744073709551616'")])
+        arguments: [
+            ("-1", "--state must be 0 or more, not '-1'"),
+            ("abc", "--state must be an integer from 0 to 2^64-1, not 'abc'"),
+            ("18446744073709551616", "not '18446744073709551616'"),
+        ])
     func stateErrors(value: String, expected: String) async throws {
         let output = try await wormhole(["post", "some.name", "--state", value, "--bus-address", Self.noBus])
         #expect(output.status == 64)
-        #expect(Self.lines(output.stderr).first == "wormhole: " + expected || output.stderr.contains(expected), "\(output.stderr)")
+        #expect(
+            Self.lines(output.stderr).first == "wormhole: " + expected || output.stderr.contains(expected),
+            "\(output.stderr)")
     }
 
     @Test("bench --rounds 0 names --rounds")
     func benchRounds() async throws {
         let output = try await wormhole(["bench", "--rounds", "0"])
         #expect(output.status == 64)
-        #expect(Self.lines(output.stderr).first?.contains("--rounds must be at least 1, not 0") == true, "\(output.stderr)")
+        #expect(
+            Self.lines(output.stderr).first?.contains("--rounds must be at least 1, not 0") == true, "\(output.stderr)")
     }
 
-    @Test("--generate-completion-script writes a completion script for bash, zsh and fish", arguments: ["bash", "zsh", "fish"])
+    @Test(
+        "--generate-completion-script writes a completion script for bash, zsh and fish",
+        arguments: ["bash", "zsh", "fish"])
     func completionScripts(shell: String) async throws {
         let output = try await wormhole(["--generate-completion-script", shell])
         #expect(output.status == 0, "\(output.stderr)")
-        #expect(output.stdout.contains("list") && output.stdout.contains("observe") && output.stdout.contains("log-level"))
+        #expect(
+            output.stdout.contains("list") && output.stdout.contains("observe") && output.stdout.contains("log-level"))
         if shell == "bash" {
             let script = try TemporaryDirectory("completion")
             try output.stdout.write(toFile: script.path + "/wormhole.bash", atomically: true, encoding: .utf8)
@@ -131,13 +143,16 @@ struct CommandLineTests {
         let bus = try TestBus()
         for (variable, option) in [("DeBuG", [String]()), ("Loud", ["--log-level", "DEBUG"]), ("loud", [])] {
             let child = try ChildProcess(
-                try productPath("wormhole"), ["observe", name, "--count", "1", "--bus-address", bus.address.rawValue] + option,
+                try productPath("wormhole"),
+                ["observe", name, "--count", "1", "--bus-address", bus.address.rawValue] + option,
                 environment: environment.merging(["WORMHOLE_LOG": variable]) { $1 })
             _ = try await within("ready") { await child.stderrLines.firstLine { $0 == "ready" } }
             let sent = try run(
                 "/usr/bin/env",
-                ["dbus-send", "--bus=\(bus.address.rawValue)", "--type=signal", NotifyContract.objectPath,
-                 NotifyContract.plainInterface + ".Posted", "string:\(name)", "int32:-1"])
+                [
+                    "dbus-send", "--bus=\(bus.address.rawValue)", "--type=signal", NotifyContract.objectPath,
+                    NotifyContract.plainInterface + ".Posted", "string:\(name)", "int32:-1",
+                ])
             #expect(sent.status == 0)
             let output = try await within("observe to exit") {
                 await withCheckedContinuation { continuation in
@@ -152,7 +167,10 @@ struct CommandLineTests {
         }
         let bad = try await wormhole(["post", "x", "--log-level", "loud", "--bus-address", Self.noBus])
         #expect(bad.status == 64)
-        #expect(Self.lines(bad.stderr).first == "wormhole: --log-level 'loud' is not a log level (trace, debug, info, notice, warning, error, critical)")
+        #expect(
+            Self.lines(bad.stderr).first
+                == "wormhole: --log-level 'loud' is not a log level (trace, debug, info, notice, warning, error, critical)"
+        )
     }
 
     // MARK: list and read
@@ -190,20 +208,26 @@ struct CommandLineTests {
         try await send("clip", "1")
         try await send("other", "2", directory: "inbox")
         try await send("gone", "3", directory: "empty")
-        let removed = try await wormhole(["clear", "--group", Self.group, "--directory", "empty", "--all", "--bus-address", Self.noBus])
+        let removed = try await wormhole([
+            "clear", "--group", Self.group, "--directory", "empty", "--all", "--bus-address", Self.noBus,
+        ])
         #expect(removed.status == 0, "\(removed.stderr)")
         let empty = try await wormhole(["list", "--group", Self.group, "--directory", "empty"])
         #expect(empty.status == 0 && empty.stdout.isEmpty && empty.stderr.isEmpty, "\(empty)")
 
         let group = try await wormhole(["list", "--group", "group.com.example.clj"])
         #expect(group.status == 1)
-        #expect(group.stderr.contains("the group container \(root.path)/group.com.example.clj does not exist"), "\(group.stderr)")
+        #expect(
+            group.stderr.contains("the group container \(root.path)/group.com.example.clj does not exist"),
+            "\(group.stderr)")
         #expect(group.stderr.contains("did you mean --group \(Self.group)?"), "\(group.stderr)")
         #expect(Self.lines(group.stderr).count == 1)
 
         let directory = try await wormhole(["list", "--group", Self.group, "--directory", "inbx"])
         #expect(directory.status == 1)
-        #expect(directory.stderr.contains("the directory \(root.path)/\(Self.group)/inbx does not exist"), "\(directory.stderr)")
+        #expect(
+            directory.stderr.contains("the directory \(root.path)/\(Self.group)/inbx does not exist"),
+            "\(directory.stderr)")
         #expect(directory.stderr.contains("did you mean --directory inbox?"), "\(directory.stderr)")
     }
 
@@ -224,7 +248,9 @@ struct CommandLineTests {
         #expect(group.stderr.contains("the group container \(root.path)/group.other does not exist"), "\(group.stderr)")
 
         let directory = try await wormhole(["read", "--group", Self.group, "--directory", "wormhol", "clipboard"])
-        #expect(directory.stderr.contains("does not exist") && directory.stderr.contains("did you mean --directory wormhole?"),
-                "\(directory.stderr)")
+        #expect(
+            directory.stderr.contains("does not exist")
+                && directory.stderr.contains("did you mean --directory wormhole?"),
+            "\(directory.stderr)")
     }
 }

@@ -47,14 +47,17 @@ private final class DefaultsCLIWorld: Sendable {
         return try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
                 continuation.resume(
-                    with: Result { try WormholeTestSupport.run(executable, arguments, input: input, environment: environment) })
+                    with: Result {
+                        try WormholeTestSupport.run(executable, arguments, input: input, environment: environment)
+                    })
             }
         }
     }
 
     /// Starts `wormhole defaults observe …` and returns once it wrote `ready`.
     func observe(_ rest: [String]) async throws -> ChildProcess {
-        let child = try ChildProcess(try productPath("wormhole"), arguments(["observe"] + rest), environment: environment)
+        let child = try ChildProcess(
+            try productPath("wormhole"), arguments(["observe"] + rest), environment: environment)
         let first = try await next(1, from: child.stderrLines, "ready from wormhole defaults observe")
         guard first == ["ready"] else { throw TestFailure("observe wrote \(first) before 'ready'") }
         return child
@@ -99,7 +102,8 @@ private final class DefaultsCLIWorld: Sendable {
         #expect(by.status == 0 && by.stdout == "-1\n", "\(by.stderr)")
         _ = try await world.run(["write", "ratio", "2.0"])
         let notInteger = try await world.run(["increment", "ratio"])
-        #expect(notInteger.status == 1 && notInteger.stderr.contains("'ratio'") && notInteger.stderr.contains("a Double"))
+        #expect(
+            notInteger.status == 1 && notInteger.stderr.contains("'ratio'") && notInteger.stderr.contains("a Double"))
     }
 
     @Test func compareAndSetLoadKeysRepairAndLimits() async throws {
@@ -128,7 +132,9 @@ private final class DefaultsCLIWorld: Sendable {
         #expect(try await world.run(["load"], input: "[1]").status == 64)
         // The limit: refused naming size and limit, the suite unchanged.
         let before = FileManager.default.contents(atPath: world.suitePath)
-        let big = try await world.run(["write", "big", "\"" + String(repeating: "x", count: 2000) + "\"", "--max-bytes", "1K"])
+        let big = try await world.run([
+            "write", "big", "\"" + String(repeating: "x", count: 2000) + "\"", "--max-bytes", "1K",
+        ])
         #expect(big.status == 1 && big.stderr.contains("1024"), "\(big.stderr)")
         #expect(FileManager.default.contents(atPath: world.suitePath) == before)
         // Unknown values: read prints them as stored; writers keep them; reads never move the file.
@@ -139,7 +145,9 @@ private final class DefaultsCLIWorld: Sendable {
         // A file that is not one object: read and write fail naming repair; repair moves it aside.
         try Data("{oops".utf8).write(to: URL(fileURLWithPath: world.suitePath))
         let read = try await world.run(["read", "b"])
-        #expect(read.status == 1 && read.stderr.contains("at byte 1") && read.stderr.contains("defaults repair"), "\(read.stderr)")
+        #expect(
+            read.status == 1 && read.stderr.contains("at byte 1") && read.stderr.contains("defaults repair"),
+            "\(read.stderr)")
         let write = try await world.run(["write", "b", "1"])
         #expect(write.status == 1 && write.stderr.contains("nothing was written"))
         #expect(FileManager.default.contents(atPath: world.suitePath) == Data("{oops".utf8))
@@ -152,8 +160,10 @@ private final class DefaultsCLIWorld: Sendable {
     }
     @Test func writeReadDeleteRoundTrip() async throws {
         let world = try DefaultsCLIWorld()
-        for (key, json) in [("int", "1"), ("double", "1.0"), ("text", #""Grüße/\"x\"""#), ("date", #"{"$date":1700000000.5}"#),
-                            ("a key/with.dots 'and' spaces", #"[1,{"$data":"AAE="}]"#)] {
+        for (key, json) in [
+            ("int", "1"), ("double", "1.0"), ("text", #""Grüße/\"x\"""#), ("date", #"{"$date":1700000000.5}"#),
+            ("a key/with.dots 'and' spaces", #"[1,{"$data":"AAE="}]"#),
+        ] {
             let write = try await world.run(["write", key, json])
             #expect(write.status == 0 && write.stderr.isEmpty, "\(write.stderr)")
             let read = try await world.run(["read", key])
@@ -181,12 +191,15 @@ private final class DefaultsCLIWorld: Sendable {
         let before = FileManager.default.contents(atPath: world.suitePath)
         for (arguments, named) in [
             (["write", "k", "null"], "'k'"), (["write", "k", "{\"a\":"], "'k'"), (["write", "k", "01"], "'k'"),
-            (["write", "k", #"{"$bogus":1}"#], "$bogus"), (["write", "", "1"], "key ''"), (["write", "a\u{1}", "[null]"], "'a"),
-            (["write", "--suite", "bad/suite", "k", "1"], "'bad/suite'"), (["read", "--suite", ".hidden"], "'.hidden'"),
+            (["write", "k", #"{"$bogus":1}"#], "$bogus"), (["write", "", "1"], "key ''"),
+            (["write", "a\u{1}", "[null]"], "'a"),
+            (["write", "--suite", "bad/suite", "k", "1"], "'bad/suite'"),
+            (["read", "--suite", ".hidden"], "'.hidden'"),
         ] {
             let output = try await world.run(arguments)
             #expect(output.status == 64, "\(arguments): \(output.status) \(output.stderr)")
-            #expect(output.stderr.split(separator: "\n").count == 1 && output.stderr.contains(named), "\(output.stderr)")
+            #expect(
+                output.stderr.split(separator: "\n").count == 1 && output.stderr.contains(named), "\(output.stderr)")
         }
         let badGroup = try WormholeTestSupport.run(
             try productPath("wormhole"), ["defaults", "read", "--group", "no/slash"], environment: world.environment)

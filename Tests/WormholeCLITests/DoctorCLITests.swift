@@ -62,7 +62,9 @@ private final class DoctorWorld: Sendable {
     }
 
     func send(_ identifier: String, _ json: String) async throws {
-        let output = try await wormhole(["send", "--group", group, "--bus-address", bus.address.rawValue, identifier, json])
+        let output = try await wormhole([
+            "send", "--group", group, "--bus-address", bus.address.rawValue, identifier, json,
+        ])
         if output.status != 0 { throw TestFailure("wormhole send failed: \(output.stderr)") }
     }
 
@@ -148,7 +150,10 @@ struct DoctorCLITests {
         #expect(relative["container root"]?.fix?.contains("WORMHOLE_CONTAINER_ROOT") == true)
         #expect(relative["container"]?.status == "skipped")
         let xdg = try await world.doctor(environment: ["WORMHOLE_CONTAINER_ROOT": "", "XDG_DATA_HOME": world.root.path])
-        #expect(xdg["container root"]?.detail == "\(world.root.path)/group-containers (from XDG_DATA_HOME); it does not exist yet (created on first use)")
+        #expect(
+            xdg["container root"]?.detail
+                == "\(world.root.path)/group-containers (from XDG_DATA_HOME); it does not exist yet (created on first use)"
+        )
     }
 
     @Test("a dead bus: not reachable, with the socket to look at")
@@ -250,14 +255,18 @@ struct DoctorCLITests {
         let listeners = try #require(output["listeners"])
         #expect(listeners.status == "unknown")
         #expect(listeners.detail.contains("GetAllMatchRules"), "\(listeners.detail)")
-        for check in ["bus address", "bus", "container root", "container", "directory", "stored messages", "round trip"] {
+        for check in [
+            "bus address", "bus", "container root", "container", "directory", "stored messages", "round trip",
+        ] {
             #expect(output[check]?.status == "pass", "\(check): \(output[check]?.detail ?? "missing")")
         }
     }
 
     @Test(
         "no listener for an identifier: the finding and the same-bus fix; everything else passes",
-        .disabled(if: TestBusDaemon.isBroker, "the listeners check reads GetAllMatchRules (Debug.Stats), which dbus-broker does not implement"))
+        .disabled(
+            if: TestBusDaemon.isBroker,
+            "the listeners check reads GetAllMatchRules (Debug.Stats), which dbus-broker does not implement"))
     func noListener() async throws {
         let world = try DoctorWorld()
         try await world.send("button", #"{"n":1}"#)
@@ -270,37 +279,53 @@ struct DoctorCLITests {
         #expect(listeners.fix?.contains("another dbus-daemon") == false)
         #expect(output["match rules"]?.items.count == 2)
         #expect(output["match rules"]?.items.first?.contains("arg0='\(world.group)/wormhole/button'") == true)
-        for check in ["bus address", "bus", "container root", "container", "directory", "stored messages", "round trip"] {
+        for check in [
+            "bus address", "bus", "container root", "container", "directory", "stored messages", "round trip",
+        ] {
             #expect(output[check]?.status == "pass", "\(check): \(output[check]?.detail ?? "missing")")
         }
     }
 
     @Test(
         "a second dbus-daemon on the same socket path: the listener left on the first is named as out of reach",
-        .disabled(if: TestBusDaemon.isBroker, "the listeners check reads GetAllMatchRules (Debug.Stats), which dbus-broker does not implement"))
+        .disabled(
+            if: TestBusDaemon.isBroker,
+            "the listeners check reads GetAllMatchRules (Debug.Stats), which dbus-broker does not implement"))
     func replacedSocket() async throws {
         let world = try DoctorWorld(bus: TestBus())
         let listener = try await world.startReady(
             ["listen", "--group", world.group, "--bus-address", world.bus.address.rawValue, "button"])
-        defer { listener.signal(SIGKILL); _ = listener.wait() }
+        defer {
+            listener.signal(SIGKILL)
+            _ = listener.wait()
+        }
         // The README tour's bus line run a second time: a daemon on the same path takes the socket over.
         let second = try ChildProcess(
             "/usr/bin/env",
-            ["dbus-daemon", "--config-file=\(world.bus.configFile)", "--nofork", "--print-address",
-             "--address=unix:path=\(world.bus.socketPath)"])
-        defer { second.signal(SIGKILL); _ = second.wait() }
+            [
+                "dbus-daemon", "--config-file=\(world.bus.configFile)", "--nofork", "--print-address",
+                "--address=unix:path=\(world.bus.socketPath)",
+            ])
+        defer {
+            second.signal(SIGKILL)
+            _ = second.wait()
+        }
         _ = try await next(1, from: second.stdoutLines, "the second daemon's address")
         let output = try await world.doctor(["button"])
         let listeners = try #require(output["listeners"])
         #expect(listeners.status == "fail")
         let fix = listeners.fix ?? ""
-        #expect(fix.contains("another dbus-daemon runs on this socket path (pid ") && fix.contains(world.bus.socketPath), "\(fix)")
+        #expect(
+            fix.contains("another dbus-daemon runs on this socket path (pid ") && fix.contains(world.bus.socketPath),
+            "\(fix)")
         #expect(!fix.contains("pid \(second.pid))"), "the bus doctor talks to is not the other one: \(fix)")
     }
 
     @Test(
         "a listener present: every check passes, exit 0, and the listener's process is named",
-        .disabled(if: TestBusDaemon.isBroker, "the listeners check reads GetAllMatchRules (Debug.Stats), which dbus-broker does not implement"))
+        .disabled(
+            if: TestBusDaemon.isBroker,
+            "the listeners check reads GetAllMatchRules (Debug.Stats), which dbus-broker does not implement"))
     func listenerPresent() async throws {
         let world = try DoctorWorld()
         try await world.send("button", #"{"n":1}"#)
@@ -325,12 +350,16 @@ struct DoctorCLITests {
 
     @Test(
         "a listener for every identifier (listen --all) and a prefix observer count as listeners; one on another group does not",
-        .disabled(if: TestBusDaemon.isBroker, "the listeners check reads GetAllMatchRules (Debug.Stats), which dbus-broker does not implement"))
+        .disabled(
+            if: TestBusDaemon.isBroker,
+            "the listeners check reads GetAllMatchRules (Debug.Stats), which dbus-broker does not implement"))
     func prefixListeners() async throws {
         let world = try DoctorWorld()
         try await world.send("button", #"{"n":1}"#)
         let address = world.bus.address.rawValue
-        let other = try await world.startReady(["listen", "--group", "group.com.example.other", "--bus-address", address, "button"])
+        let other = try await world.startReady([
+            "listen", "--group", "group.com.example.other", "--bus-address", address, "button",
+        ])
         let none = try await world.doctor(["button"])
         #expect(none["listeners"]?.status == "fail")
         let all = try await world.startReady(["listen", "--group", world.group, "--bus-address", address, "--all"])
@@ -350,7 +379,8 @@ struct DoctorCLITests {
         let original = try String(contentsOfFile: repositoryRoot.path + "/dbus/wormhole-session.conf", encoding: .utf8)
         let denying = original.replacingOccurrences(
             of: "    <allow own=\"*\"/>\n  </policy>",
-            with: "    <allow own=\"*\"/>\n    <deny send_interface=\"org.freedesktop.DBus.Debug.Stats\"/>\n  </policy>")
+            with: "    <allow own=\"*\"/>\n    <deny send_interface=\"org.freedesktop.DBus.Debug.Stats\"/>\n  </policy>"
+        )
         #expect(denying != original)
         try denying.write(toFile: config.path + "/deny-stats.conf", atomically: true, encoding: .utf8)
         let world = try DoctorWorld(configFile: config.path + "/deny-stats.conf")
@@ -363,7 +393,9 @@ struct DoctorCLITests {
         #expect(output.status == 0, "\(output.statuses)")
     }
 
-    @Test("the doorbell check names a killed listener's endpoint as dead; the next observer sweeps it; Ctrl-C leaves none")
+    @Test(
+        "the doorbell check names a killed listener's endpoint as dead; the next observer sweeps it; Ctrl-C leaves none"
+    )
     func doorbellEndpoints() async throws {
         let world = try DoctorWorld()
         let killed = try await world.startReady(
@@ -374,7 +406,9 @@ struct DoctorCLITests {
         let doorbell = try #require(output["doorbell"])
         #expect(doorbell.status == "pass")
         #expect(doorbell.detail.contains("1 endpoint,") && doorbell.detail.contains("1 dead"), "\(doorbell.detail)")
-        #expect(doorbell.items.count == 1 && doorbell.items.first?.hasPrefix("dead endpoint e") == true, "\(doorbell.items)")
+        #expect(
+            doorbell.items.count == 1 && doorbell.items.first?.hasPrefix("dead endpoint e") == true, "\(doorbell.items)"
+        )
         // The next process that opens an endpoint sweeps the dead one; SIGINT ends it normally.
         let stopped = try await world.startReady(
             ["listen", "--group", world.group, "--bus-address", world.bus.address.rawValue, "other"])
@@ -388,7 +422,9 @@ struct DoctorCLITests {
     @Test("bad input is a usage error before anything is checked")
     func badInput() async throws {
         let world = try DoctorWorld()
-        let output = try await world.wormhole(["doctor", "--group", "bad/group", "--bus-address", world.bus.address.rawValue])
+        let output = try await world.wormhole([
+            "doctor", "--group", "bad/group", "--bus-address", world.bus.address.rawValue,
+        ])
         #expect(output.status == 64)
         #expect(output.stdout.isEmpty)
         #expect(output.stderr.contains("bad/group"))
@@ -399,20 +435,25 @@ struct DoctorCLITests {
         let world = try DoctorWorld()
         let burst = 40
         let monitor = try await world.startReady(
-            ["monitor", "--group", world.group, "--json", "--bus-address", world.bus.address.rawValue,
-             "--count", String(burst + 2)])
+            [
+                "monitor", "--group", world.group, "--json", "--bus-address", world.bus.address.rawValue,
+                "--count", String(burst + 2),
+            ])
         var logger = Logger(label: "doctor-tests")
         logger.logLevel = .error
         let center = try MessageCenter(
-            applicationGroupIdentifier: GroupIdentifier(world.group), containerRoot: world.root.path, busAddress: world.bus.address,
+            applicationGroupIdentifier: GroupIdentifier(world.group), containerRoot: world.root.path,
+            busAddress: world.bus.address,
             sharedStateDirectory: world.runtime.path + "/wormhole", logger: logger)
-        let other = try DarwinNotificationCenter(busAddress: world.bus.address, sharedStateDirectory: world.runtime.path + "/w2")
+        let other = try DarwinNotificationCenter(
+            busAddress: world.bus.address, sharedStateDirectory: world.runtime.path + "/w2")
         try other.post(NotificationName("group.com.example.other/wormhole/x"))
         for n in 1...burst {
             try center.passMessage(["n": n], identifier: "burst")
         }
         let defaults = try GroupDefaults(
-            applicationGroupIdentifier: GroupIdentifier(world.group), containerRoot: world.root.path, busAddress: world.bus.address,
+            applicationGroupIdentifier: GroupIdentifier(world.group), containerRoot: world.root.path,
+            busAddress: world.bus.address,
             sharedStateDirectory: world.runtime.path + "/wormhole", logger: logger)
         try defaults.set("EUR", forKey: "currency")
         try other.post(NotificationName("\(world.group)/wormhole/burst/journal"), state: 7)
@@ -420,13 +461,18 @@ struct DoctorCLITests {
         #expect(output.status == 0, "\(output.stderr)")
         let lines = output.stdout.split(separator: "\n").map(String.init)
         #expect(lines.count == burst + 2)
-        let objects = try lines.map { try #require(JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
+        let objects = try lines.map {
+            try #require(JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
+        }
         #expect(!objects.contains { ($0["name"] as? String)?.hasPrefix("group.com.example.other") == true })
         let messages = objects.filter { $0["kind"] as? String == "message" }
         #expect(messages.count == burst)
         #expect(Set(messages.compactMap { $0["state"] as? UInt64 }).count == burst)  // every post, none merged
         #expect(messages.allSatisfy { $0["identifier"] as? String == "burst" && $0["sender"] as? String != nil })
-        #expect(messages.allSatisfy { ($0["preview"] as? String)?.hasPrefix(#"{"n":"#) == true && $0["ageMicroseconds"] != nil })
+        #expect(
+            messages.allSatisfy {
+                ($0["preview"] as? String)?.hasPrefix(#"{"n":"#) == true && $0["ageMicroseconds"] != nil
+            })
         let setting = try #require(objects.first { $0["kind"] as? String == "defaults" })
         #expect(setting["key"] as? String == "currency")
         #expect(setting["preview"] as? String == #""EUR""#)
@@ -440,18 +486,25 @@ struct DoctorCLITests {
     func monitorText() async throws {
         // Its monitor shows every post on the bus: a bus of its own, not the suite's.
         let world = try DoctorWorld(bus: TestBus())
-        let monitor = try await world.startReady(["monitor", "--bus-address", world.bus.address.rawValue, "--count", "3"])
+        let monitor = try await world.startReady([
+            "monitor", "--bus-address", world.bus.address.rawValue, "--count", "3",
+        ])
         try await world.send("button", #"{ "buttonNumber" : 3 }"#)
-        let post = try await world.wormhole(["post", "--bus-address", world.bus.address.rawValue, "com.example.plain", "--state", "5"])
+        let post = try await world.wormhole([
+            "post", "--bus-address", world.bus.address.rawValue, "com.example.plain", "--state", "5",
+        ])
         #expect(post.status == 0)
         // A Posted whose first argument is not a string, as a mistyped dbus-send makes it.
         let malformed = try await runInBackground(
             "/usr/bin/env",
-            ["dbus-send", "--bus=\(world.bus.address.rawValue)", "--type=signal", "/org/wormhole/Notify1",
-             "org.wormhole.Notify1.Posted", "int32:5"])
+            [
+                "dbus-send", "--bus=\(world.bus.address.rawValue)", "--type=signal", "/org/wormhole/Notify1",
+                "org.wormhole.Notify1.Posted", "int32:5",
+            ])
         #expect(malformed.status == 0)
         let lines = try await next(3, from: monitor.stdoutLines, "monitor lines")
-        #expect(lines[2].contains("malformed Posted on org.wormhole.Notify1: its first argument is int32 5, not a string"))
+        #expect(
+            lines[2].contains("malformed Posted on org.wormhole.Notify1: its first argument is int32 5, not a string"))
         #expect(lines[0].contains("\(world.group)/wormhole/button  state="))
         #expect(lines[0].contains(#"message {"buttonNumber":3}"#))
         #expect(lines[0].contains(" from :1."))

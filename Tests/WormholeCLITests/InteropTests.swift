@@ -38,7 +38,8 @@ enum Interop {
 
 /// The recipes use the README's fixed names, and the monitors show every post on the bus: the
 /// tests share the suite's bus one at a time.
-@Suite("interop recipes (README): Python, shell tools and monitors against the wormhole binary", .sharedBus, .serialized)
+@Suite(
+    "interop recipes (README): Python, shell tools and monitors against the wormhole binary", .sharedBus, .serialized)
 struct InteropTests {
     let bus: TestBus
     let runtime: TemporaryDirectory
@@ -105,15 +106,20 @@ struct InteropTests {
 
     @Test(
         "the Python package's observer gets wormhole post and dbus-send; its post reaches wormhole observe with its state",
-        .enabled(if: Interop.hasPackage, "GLib's Python bindings are not importable by /usr/bin/python3 (Debian: apt install python3-gi)"))
+        .enabled(
+            if: Interop.hasPackage,
+            "GLib's Python bindings are not importable by /usr/bin/python3 (Debian: apt install python3-gi)"))
     func pythonPackageBothWays() async throws {
         let observer = try python(["observe", "com.example.py", "--count", "2"])
         try await ready(observer)
         try await succeed(try productPath("wormhole"), ["post", "com.example.py", "--state", "5"])
-        try await shell("dbus-send --session --type=signal /org/wormhole/Notify1 org.wormhole.Notify1.Posted string:com.example.py")
+        try await shell(
+            "dbus-send --session --type=signal /org/wormhole/Notify1 org.wormhole.Notify1.Posted string:com.example.py")
         let output = try await finish(observer)
         #expect(output.status == 0, "\(output.stderr)")
-        #expect(output.stdout == Self.observeLine("com.example.py", 5) + "\n" + Self.observeLine("com.example.py", nil) + "\n")
+        #expect(
+            output.stdout == Self.observeLine("com.example.py", 5) + "\n" + Self.observeLine("com.example.py", nil)
+                + "\n")
 
         let wormholeObserver = try wormhole(["observe", "com.example.py2", "--count", "1"])
         try await ready(wormholeObserver)
@@ -125,15 +131,19 @@ struct InteropTests {
 
     @Test(
         "dbus-python: a plain Python int goes as int32, which wormhole observe accepts as the state",
-        .enabled(if: Interop.hasDBusPython, "dbus-python is not importable by /usr/bin/python3 (Debian: apt install python3-dbus python3-gi)"))
+        .enabled(
+            if: Interop.hasDBusPython,
+            "dbus-python is not importable by /usr/bin/python3 (Debian: apt install python3-dbus python3-gi)"))
     func dbusPythonPosts() async throws {
         let observer = try wormhole(["observe", "com.example.py", "--count", "1"])
         try await ready(observer)
         try await succeed(
             Interop.python,
-            ["-c",
-             "import dbus; m = dbus.lowlevel.SignalMessage('/org/wormhole/Notify1', 'org.wormhole.Notify1', 'Posted'); "
-                + "m.append('com.example.py', 5); b = dbus.SessionBus(); b.send_message(m); b.flush()"])
+            [
+                "-c",
+                "import dbus; m = dbus.lowlevel.SignalMessage('/org/wormhole/Notify1', 'org.wormhole.Notify1', 'Posted'); "
+                    + "m.append('com.example.py', 5); b = dbus.SessionBus(); b.send_message(m); b.flush()",
+            ])
         let output = try await finish(observer)
         #expect(output.status == 0, "\(output.stderr)")
         #expect(output.stdout == Self.observeLine("com.example.py", 5) + "\n")
@@ -146,11 +156,14 @@ struct InteropTests {
         let observer = try wormhole(["observe", "com.example.sh", "--count", "2"])
         try await ready(observer)
         let bucket = NotifyContract.bucketInterface(for: "com.example.sh")
-        try await shell("dbus-send --session --type=signal /org/wormhole/Notify1 org.wormhole.Notify1.Posted string:com.example.sh")
+        try await shell(
+            "dbus-send --session --type=signal /org/wormhole/Notify1 org.wormhole.Notify1.Posted string:com.example.sh")
         try await shell(
             "dbus-send --session --type=signal /org/wormhole/Notify1 \(bucket).Posted string:com.example.sh uint64:3")
         let output = try await finish(observer)
-        #expect(output.stdout == Self.observeLine("com.example.sh", nil) + "\n" + Self.observeLine("com.example.sh", 3) + "\n")
+        #expect(
+            output.stdout == Self.observeLine("com.example.sh", nil) + "\n" + Self.observeLine("com.example.sh", 3)
+                + "\n")
     }
 
     @Test(
@@ -160,7 +173,8 @@ struct InteropTests {
         let observer = try wormhole(["observe", "com.example.sh", "--count", "1"])
         try await ready(observer)
         try await shell(
-            #"gdbus emit --session --object-path /org/wormhole/Notify1 --signal org.wormhole.Notify1.Posted "'com.example.sh'" "uint64 4""#)
+            #"gdbus emit --session --object-path /org/wormhole/Notify1 --signal org.wormhole.Notify1.Posted "'com.example.sh'" "uint64 4""#
+        )
         let output = try await finish(observer)
         #expect(output.stdout == Self.observeLine("com.example.sh", 4) + "\n", "\(output.stderr)")
     }
@@ -173,9 +187,12 @@ struct InteropTests {
         try await ready(observer)
         try await shell("busctl --user emit /org/wormhole/Notify1 org.wormhole.Notify1 Posted st com.example.sh 5")
         try await shell(
-            "busctl --address=\"$DBUS_SESSION_BUS_ADDRESS\" emit /org/wormhole/Notify1 org.wormhole.Notify1 Posted s com.example.sh")
+            "busctl --address=\"$DBUS_SESSION_BUS_ADDRESS\" emit /org/wormhole/Notify1 org.wormhole.Notify1 Posted s com.example.sh"
+        )
         let output = try await finish(observer)
-        #expect(output.stdout == Self.observeLine("com.example.sh", 5) + "\n" + Self.observeLine("com.example.sh", nil) + "\n")
+        #expect(
+            output.stdout == Self.observeLine("com.example.sh", 5) + "\n" + Self.observeLine("com.example.sh", nil)
+                + "\n")
     }
 
     // MARK: Monitors
@@ -202,7 +219,9 @@ struct InteropTests {
         monitor.signal(SIGKILL)  // its SIGTERM may be blocked, inherited from this process
         _ = try await finish(monitor)
         let text = seen.joined(separator: "\n")
-        #expect(text.contains("interface=\(NotifyContract.bucketInterface(for: "com.example.mon")); member=Posted"), "\(text)")
+        #expect(
+            text.contains("interface=\(NotifyContract.bucketInterface(for: "com.example.mon")); member=Posted"),
+            "\(text)")
         #expect(text.contains(#"string "com.example.mon""#), "\(text)")
     }
 
@@ -240,7 +259,6 @@ struct IntrospectionTests {
         #expect(output.status == 0, "\(arguments): \(output.stderr)")
     }
 
-
     @Test("the introspection XML documents each argument in gdbus-codegen's form and says how to receive every post")
     func introspectionDocumented() throws {
         let path = repositoryRoot.path + "/dbus/org.wormhole.Notify1.xml"
@@ -268,7 +286,10 @@ struct IntrospectionTests {
         let out = try TemporaryDirectory("codegen")
         try await succeed(
             "/usr/bin/env",
-            ["gdbus-codegen", "--generate-rst", out.path + "/doc", repositoryRoot.path + "/dbus/org.wormhole.Notify1.xml"])
+            [
+                "gdbus-codegen", "--generate-rst", out.path + "/doc",
+                repositoryRoot.path + "/dbus/org.wormhole.Notify1.xml",
+            ])
         let rst = try String(contentsOfFile: out.path + "/doc-org.wormhole.Notify1.rst", encoding: .utf8)
         #expect(rst.contains("name\n  The notification name"), "\(rst)")
         #expect(rst.contains("state\n  Optional 64-bit state"), "\(rst)")

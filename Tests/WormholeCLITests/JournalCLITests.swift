@@ -43,7 +43,8 @@ private final class JournalCLIWorld: Sendable {
         return try await within("wormhole \(command.joined(separator: " "))") {
             try await withCheckedThrowingContinuation { continuation in
                 DispatchQueue.global().async {
-                    continuation.resume(with: Result { try run(executable, arguments, input: input, environment: environment) })
+                    continuation.resume(
+                        with: Result { try run(executable, arguments, input: input, environment: environment) })
                 }
             }
         }
@@ -114,16 +115,23 @@ struct JournalCLITests {
     func startPositions() async throws {
         let journal = try world.journal()
         try journal.append(contentsOf: (1...5).map { ["n": $0] })
-        let fromStart = try await world.wormhole("listen", "--journal", rest: ["events", "--from", "start", "--count", "5", "--timeout", "30"])
+        let fromStart = try await world.wormhole(
+            "listen", "--journal", rest: ["events", "--from", "start", "--count", "5", "--timeout", "30"])
         #expect(fromStart.status == 0)
-        #expect(fromStart.stdout.split(separator: "\n").map(String.init) == (1...5).map { world.line($0, "{\"n\":\($0)}") })
-        let fromFour = try await world.wormhole("listen", "--journal", rest: ["events", "--from", "4", "--count", "2", "--timeout", "30"])
-        #expect(fromFour.stdout.split(separator: "\n").map(String.init) == [world.line(4, #"{"n":4}"#), world.line(5, #"{"n":5}"#)])
+        #expect(
+            fromStart.stdout.split(separator: "\n").map(String.init) == (1...5).map { world.line($0, "{\"n\":\($0)}") })
+        let fromFour = try await world.wormhole(
+            "listen", "--journal", rest: ["events", "--from", "4", "--count", "2", "--timeout", "30"])
+        #expect(
+            fromFour.stdout.split(separator: "\n").map(String.init) == [
+                world.line(4, #"{"n":4}"#), world.line(5, #"{"n":5}"#),
+            ])
         let child = try await world.listen(["events", "--count", "1", "--timeout", "120"])
         try journal.append(["n": 6])
         let atEnd = try await world.wait(child)
         #expect(atEnd.stdout == world.line(6, #"{"n":6}"#) + "\n")
-        let future = try await world.wormhole("listen", "--journal", rest: ["events", "--from", "9", "--count", "1", "--timeout", "30"])
+        let future = try await world.wormhole(
+            "listen", "--journal", rest: ["events", "--from", "9", "--count", "1", "--timeout", "30"])
         #expect(future.status == 64 && future.stderr.contains("9"), "\(future.stderr)")
     }
 
@@ -132,10 +140,16 @@ struct JournalCLITests {
         let journal = try world.journal()
         try journal.append(contentsOf: (1...5).map { ["n": $0] })
         let first = try await world.wormhole(
-            "listen", "--journal", rest: ["events", "--consumer", "printer", "--from", "start", "--count", "2", "--timeout", "30"])
-        #expect(first.stdout.split(separator: "\n").map(String.init) == [world.line(1, #"{"n":1}"#), world.line(2, #"{"n":2}"#)])
-        let second = try await world.wormhole("listen", "--journal", rest: ["events", "--consumer", "printer", "--count", "3", "--timeout", "30"])
-        #expect(second.stdout.split(separator: "\n").map(String.init) == (3...5).map { world.line($0, "{\"n\":\($0)}") })
+            "listen", "--journal",
+            rest: ["events", "--consumer", "printer", "--from", "start", "--count", "2", "--timeout", "30"])
+        #expect(
+            first.stdout.split(separator: "\n").map(String.init) == [
+                world.line(1, #"{"n":1}"#), world.line(2, #"{"n":2}"#),
+            ])
+        let second = try await world.wormhole(
+            "listen", "--journal", rest: ["events", "--consumer", "printer", "--count", "3", "--timeout", "30"])
+        #expect(
+            second.stdout.split(separator: "\n").map(String.init) == (3...5).map { world.line($0, "{\"n\":\($0)}") })
         let stat = try await world.wormhole("journal", "stat", rest: ["events"])
         #expect(stat.status == 0)
         #expect(stat.stdout.contains(#""consumers":{"printer":5}"#), "\(stat.stdout)")
@@ -162,16 +176,21 @@ struct JournalCLITests {
         let output = try await world.wait(first)
         #expect(
             output.status == 0 && output.stdout == world.line(1, #"{"n":1}"#) + "\n",
-            "the first listen: status \(output.status), \(output.stdout.debugDescription), \(output.stderr.debugDescription)")
+            "the first listen: status \(output.status), \(output.stdout.debugDescription), \(output.stderr.debugDescription)"
+        )
     }
 
     @Test("journal stat prints first, last, records, bytes, segments and consumers; trim removes old segments")
     func statAndTrim() async throws {
         let empty = try await world.wormhole("journal", "stat", rest: ["events"])
         #expect(empty.status == 0)
-        #expect(empty.stdout == #"{"identifier":"events","first":1,"last":0,"records":0,"bytes":0,"segments":0,"consumers":{},"damaged":[]}"# + "\n")
+        #expect(
+            empty.stdout
+                == #"{"identifier":"events","first":1,"last":0,"records":0,"bytes":0,"segments":0,"consumers":{},"damaged":[]}"#
+                + "\n")
         let journal = try MessageCenter(
-            applicationGroupIdentifier: GroupIdentifier(world.group), containerRoot: world.root.path, busAddress: world.bus.address,
+            applicationGroupIdentifier: GroupIdentifier(world.group), containerRoot: world.root.path,
+            busAddress: world.bus.address,
             sharedStateDirectory: world.runtime.path + "/wormhole"
         ).journal("events", options: Journal.Options(segmentSize: 4096))
         for n in 0..<200 { try journal.append(["n": String(n), "pad": String(repeating: "p", count: 60)]) }
@@ -189,9 +208,12 @@ struct JournalCLITests {
         #expect(trimmed.stdout.contains(#""first":\#(after.first),"last":200"#))
         #expect(trimmed.stdout.contains(#""removed":["00000000000000000001.seg""#), "\(trimmed.stdout)")
         // A durable consumer behind the trim gets one gap line, then the first available record.
-        let gap = try await world.wormhole("listen", "--journal", rest: ["events", "--from", "2", "--count", "1", "--timeout", "30"])
+        let gap = try await world.wormhole(
+            "listen", "--journal", rest: ["events", "--from", "2", "--count", "1", "--timeout", "30"])
         #expect(gap.status == 0)
-        #expect(gap.stderr.contains("removed by retention") && gap.stderr.contains("going on at \(after.first)"), "\(gap.stderr)")
+        #expect(
+            gap.stderr.contains("removed by retention") && gap.stderr.contains("going on at \(after.first)"),
+            "\(gap.stderr)")
         #expect(gap.stdout.hasPrefix(#"{"identifier":"events","sequence":\#(after.first),"#))
         let noLimit = try await world.wormhole("journal", "trim", rest: ["events"])
         #expect(noLimit.status == 64)
@@ -200,15 +222,18 @@ struct JournalCLITests {
     /// The damage of contract §6 v1.2 in the second of 4 segments (records 5…8 of 14):
     /// `listen --journal --from start` prints every record outside the damaged range, one
     /// `wormhole: records A..B` line for it, and `journal check` exits 1 listing exactly it.
-    @Test("damage in a middle segment: every intact record, one range line, journal check exits 1", .serialized, arguments: [
-        ("truncate", 6, 8, "truncated"), ("remove", 5, 8, "missing"), ("fifo", 5, 8, "foreign"),
-        ("headerless", 5, 8, "foreign"), ("directory", 5, 8, "foreign"), ("flip", 6, 6, "checksum"),
-    ])
+    @Test(
+        "damage in a middle segment: every intact record, one range line, journal check exits 1", .serialized,
+        arguments: [
+            ("truncate", 6, 8, "truncated"), ("remove", 5, 8, "missing"), ("fifo", 5, 8, "foreign"),
+            ("headerless", 5, 8, "foreign"), ("directory", 5, 8, "foreign"), ("flip", 6, 6, "checksum"),
+        ])
     func damageIsReportedAndReadPast(kind: String, from: Int, to: Int, reason: String) async throws {
         var logger = Logger(label: "journal-cli-tests")
         logger.logLevel = .critical
         let journal = try MessageCenter(
-            applicationGroupIdentifier: GroupIdentifier(world.group), containerRoot: world.root.path, busAddress: world.bus.address,
+            applicationGroupIdentifier: GroupIdentifier(world.group), containerRoot: world.root.path,
+            busAddress: world.bus.address,
             sharedStateDirectory: world.runtime.path + "/wormhole", logger: logger
         ).journal("events", options: Journal.Options(segmentSize: 4096))
         let pad = String(repeating: "p", count: 1000)
@@ -234,10 +259,13 @@ struct JournalCLITests {
         }
         let expected = (1...14).filter { $0 < from || $0 > to }
         let listened = try await world.wormhole(
-            "listen", "--journal", rest: ["events", "--from", "start", "--count", String(expected.count), "--timeout", "60"])
+            "listen", "--journal",
+            rest: ["events", "--from", "start", "--count", String(expected.count), "--timeout", "60"])
         #expect(listened.status == 0, "\(listened.stderr)")
         let numbers = listened.stdout.split(separator: "\n").compactMap { line -> Int? in
-            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
+                return nil
+            }
             return object["sequence"] as? Int
         }
         #expect(numbers == expected)
@@ -263,13 +291,18 @@ struct JournalCLITests {
     func badCursorIsThatConsumersAlone() async throws {
         let journal = try world.journal()
         try journal.append(["n": 1])
-        let good = try await world.wormhole("listen", "--journal", rest: ["events", "--consumer", "good", "--from", "start", "--count", "1", "--timeout", "30"])
+        let good = try await world.wormhole(
+            "listen", "--journal",
+            rest: ["events", "--consumer", "good", "--from", "start", "--count", "1", "--timeout", "30"])
         #expect(good.status == 0)
         try Data("garbage".utf8).write(to: URL(fileURLWithPath: journal.path + "/bad.cursor"))
         let stat = try await world.wormhole("journal", "stat", rest: ["events"])
         #expect(stat.status == 0, "\(stat.stderr)")
-        #expect(stat.stdout.contains(#""consumers":{"good":1}"#) && stat.stdout.contains(#""badConsumers":{"bad":"#), "\(stat.stdout)")
-        let bad = try await world.wormhole("listen", "--journal", rest: ["events", "--consumer", "bad", "--count", "1", "--timeout", "30"])
+        #expect(
+            stat.stdout.contains(#""consumers":{"good":1}"#) && stat.stdout.contains(#""badConsumers":{"bad":"#),
+            "\(stat.stdout)")
+        let bad = try await world.wormhole(
+            "listen", "--journal", rest: ["events", "--consumer", "bad", "--count", "1", "--timeout", "30"])
         #expect(bad.status != 0 && bad.stderr.contains("bad.cursor"), "\(bad.stderr)")
     }
 

@@ -212,7 +212,8 @@ struct MessageCLITests {
     func sendToListener() async throws {
         let receiver = try world.inProcess()
         let (deliveries, continuation) = AsyncStream<MessageDelivery<CLINote>>.makeStream()
-        let listener = try receiver.listen(identifier: "clip", as: CLINote.self, on: .queue(DispatchQueue(label: "t"))) {
+        let listener = try receiver.listen(identifier: "clip", as: CLINote.self, on: .queue(DispatchQueue(label: "t")))
+        {
             continuation.yield($0)
         }
         defer { listener.cancel() }
@@ -242,7 +243,8 @@ struct MessageCLITests {
         let sender = try world.inProcess()
         let sent = try sender.passMessage(CLINote(text: "hello"), identifier: "clip")
         let first = try await CLIWait.next(1, from: child.stdoutLines, "the first line")
-        #expect(first == [#"{"identifier":"clip","message":{"text":"hello"},"reason":"posted","sentAt":\#(sent.sentAt)}"#])
+        #expect(
+            first == [#"{"identifier":"clip","message":{"text":"hello"},"reason":"posted","sentAt":\#(sent.sentAt)}"#])
         let second = try sender.passMessage(CLINote(text: "a/b \"q\" é"), identifier: "clip")
         let output = try await CLIWait.wait(child)
         #expect(output.status == 0)
@@ -280,7 +282,8 @@ struct MessageCLITests {
         let output = try await CLIWait.wait(child)
         #expect(output.status == 0)
         #expect(
-            output.stdout == #"{"identifier":"clip","message":{"n":5,"s":"x y"},"reason":"posted","sentAt":null}"# + "\n",
+            output.stdout == #"{"identifier":"clip","message":{"n":5,"s":"x y"},"reason":"posted","sentAt":null}"#
+                + "\n",
             "a dbus-send trigger carries no time")
         #expect(output.stderr == "ready\n")
     }
@@ -314,7 +317,9 @@ struct MessageCLITests {
         #expect(output.stderr == "ready\n")
     }
 
-    @Test("a corrupt file is one stderr line; wormhole listen goes on; a clear and an emptied mailbox are 'cleared' lines")
+    @Test(
+        "a corrupt file is one stderr line; wormhole listen goes on; a clear and an emptied mailbox are 'cleared' lines"
+    )
     func corruptFile() async throws {
         let child = try await world.listen(["doc", "--count", "4", "--timeout", "120"])
         let sender = try world.inProcess()
@@ -390,7 +395,8 @@ struct MessageCLITests {
             "the unchanged mailbox 'still' is not delivered again: \(output.stdout)")
     }
 
-    @Test("listen that loses the bus prints what another process sends through the directory, then goes back to the bus")
+    @Test(
+        "listen that loses the bus prints what another process sends through the directory, then goes back to the bus")
     func listenFallsBackToTheDirectory() async throws {
         // It kills the bus: a bus of its own, not the suite's.
         let world = try CLIWorld(bus: TestBus())

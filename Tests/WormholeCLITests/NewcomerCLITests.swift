@@ -18,9 +18,10 @@ struct NewcomerCLITests {
         return try await within("wormhole \(arguments.first ?? "") to exit") {
             try await withCheckedThrowingContinuation { continuation in
                 DispatchQueue.global().async {
-                    continuation.resume(with: Result {
-                        try run(executable, arguments, environment: ["WORMHOLE_CONTAINER_ROOT": root.path])
-                    })
+                    continuation.resume(
+                        with: Result {
+                            try run(executable, arguments, environment: ["WORMHOLE_CONTAINER_ROOT": root.path])
+                        })
                 }
             }
         }
@@ -59,25 +60,32 @@ struct NewcomerCLITests {
 
     @Test(
         "doctor: a monitor sees the posts but is not a listener; a listener beside it passes",
-        .disabled(if: TestBusDaemon.isBroker, "the listeners check reads GetAllMatchRules (Debug.Stats), which dbus-broker does not implement"))
+        .disabled(
+            if: TestBusDaemon.isBroker,
+            "the listeners check reads GetAllMatchRules (Debug.Stats), which dbus-broker does not implement"))
     func monitorIsNoListener() async throws {
         let bus = try TestBus()
         let root = try TemporaryDirectory("newcomer-root")
         let address = bus.address.rawValue
         let environment = ["WORMHOLE_CONTAINER_ROOT": root.path]
         func startReady(_ arguments: [String]) async throws -> ChildProcess {
-            let child = try ChildProcess(try productPath("wormhole"), arguments + ["--bus-address", address], environment: environment)
+            let child = try ChildProcess(
+                try productPath("wormhole"), arguments + ["--bus-address", address], environment: environment)
             let first = try await next(1, from: child.stderrLines, "ready from wormhole \(arguments[0])")
-            guard first == ["ready"] else { throw TestFailure("wormhole \(arguments[0]) wrote \(first) before 'ready'") }
+            guard first == ["ready"] else {
+                throw TestFailure("wormhole \(arguments[0]) wrote \(first) before 'ready'")
+            }
             return child
         }
         func listenersCheck() async throws -> [String: Any] {
-            let output = try await wormhole(["doctor", "--json", "--group", Self.group, "--bus-address", address, "button"], root: root)
+            let output = try await wormhole(
+                ["doctor", "--json", "--group", Self.group, "--bus-address", address, "button"], root: root)
             let report = try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any]
             let checks = report?["checks"] as? [[String: Any]] ?? []
             return try #require(checks.first { $0["check"] as? String == "listeners" }, "\(output.stdout)")
         }
-        let sent = try await wormhole(["send", "--group", Self.group, "--bus-address", address, "button", "1"], root: root)
+        let sent = try await wormhole(
+            ["send", "--group", Self.group, "--bus-address", address, "button", "1"], root: root)
         #expect(sent.status == 0, "\(sent.stderr)")
 
         let monitor = try await startReady(["monitor", "--group", Self.group])

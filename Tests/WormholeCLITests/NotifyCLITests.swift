@@ -369,8 +369,9 @@ struct NotifyCLITests {
         #expect(withoutCount.stderr == "ready\n")
     }
 
-    @Test("--timeout bounds the whole command: a bus that accepts and never answers cannot hold observe or listen past it",
-          arguments: [["observe", "some.name"], ["listen", "--group", "group.cli", "id"]])
+    @Test(
+        "--timeout bounds the whole command: a bus that accepts and never answers cannot hold observe or listen past it",
+        arguments: [["observe", "some.name"], ["listen", "--group", "group.cli", "id"]])
     func timeoutCoversConnecting(command: [String]) async throws {
         let silent = try SilentSocket()
         let address = "unix:path=\(silent.path)"
@@ -379,7 +380,10 @@ struct NotifyCLITests {
         let output = await finish(counted)
         #expect(output.status == 124, "\(output.stderr)")
         #expect(output.stdout.isEmpty)
-        #expect(Self.lines(output.stderr) == ["wormhole: timed out after 0.5 s before listening started (the bus did not answer in time)"])
+        #expect(
+            Self.lines(output.stderr) == [
+                "wormhole: timed out after 0.5 s before listening started (the bus did not answer in time)"
+            ])
     }
 
     // observe and listen wait for an unreachable bus instead (ReliabilityCLITests).
@@ -421,7 +425,9 @@ struct NotifyCLITests {
 
     // MARK: Interop and reporting
 
-    @Test("a state sent as any integer type of 0 or more is read; a negative or non-integer one is no state, with the reason logged")
+    @Test(
+        "a state sent as any integer type of 0 or more is read; a negative or non-integer one is no state, with the reason logged"
+    )
     func stateTypes() async throws {
         let name = "com.example.types"
         let cases: [(argument: String, state: UInt64?)] = [
@@ -457,7 +463,8 @@ struct NotifyCLITests {
         let poster = try this.center()
         try poster.post(NotificationName("nobody.observes/this"), state: 1)
         // A Posted on another name's bucket is not a valid post: dropped, as observers drop it.
-        try await this.dbusSend(interface: NotifyContract.bucketInterface(for: "other"), ["string:wrong/bucket", "uint64:9"])
+        try await this.dbusSend(
+            interface: NotifyContract.bucketInterface(for: "other"), ["string:wrong/bucket", "uint64:9"])
         try await this.dbusSend(interface: NotifyContract.plainInterface, ["string:typed.by/hand"])
         try poster.post(NotificationName("it's"), state: 3)
         let output = await this.finish(child)
@@ -486,7 +493,9 @@ struct NotifyCLITests {
         try this.bus.start()
         let back = try await Self.within("the back line") { await child.stderrLines.firstLine { _ in true } }
         #expect(
-            back == "wormhole: back on the bus at '\(this.bus.address.rawValue)'; posts made while it was away were missed")
+            back
+                == "wormhole: back on the bus at '\(this.bus.address.rawValue)'; posts made while it was away were missed"
+        )
         try this.center().post(NotificationName("back/again"), state: 2)
         let output = await this.finish(child)
         #expect(output.status == 0, "\(output.stderr)")

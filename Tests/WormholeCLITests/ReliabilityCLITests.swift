@@ -31,7 +31,8 @@ private final class ReliabilityWorld: Sendable {
 
     /// `command` may name a subcommand too (`defaults observe`).
     func arguments(_ command: String, _ rest: [String]) -> [String] {
-        command.split(separator: " ").map(String.init) + ["--group", group, "--bus-address", bus.address.rawValue] + rest
+        command.split(separator: " ").map(String.init) + ["--group", group, "--bus-address", bus.address.rawValue]
+            + rest
     }
 
     /// Runs `wormhole` to completion on a Dispatch thread.
@@ -41,7 +42,8 @@ private final class ReliabilityWorld: Sendable {
         let environment = environment
         return try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
-                continuation.resume(with: Result { try run(executable, arguments, input: input, environment: environment) })
+                continuation.resume(
+                    with: Result { try run(executable, arguments, input: input, environment: environment) })
             }
         }
     }
@@ -122,7 +124,8 @@ struct ReliabilityCLITests {
         let child = try world.start("listen", ["huge", "--stored", "--count", "1", "--timeout", "120"])
         let first = try await next(2, from: child.stderrLines, "ready, then the start-up error")
         #expect(first.first == "ready")
-        #expect(first.last?.contains("huge: message 'huge'") == true && first.last?.contains("\(Self.huge) bytes") == true)
+        #expect(
+            first.last?.contains("huge: message 'huge'") == true && first.last?.contains("\(Self.huge) bytes") == true)
         let wormhole = try MessageCenter(
             applicationGroupIdentifier: GroupIdentifier(world.group), containerRoot: world.root.path,
             busAddress: world.bus.address, sharedStateDirectory: world.runtime.path)
@@ -135,7 +138,8 @@ struct ReliabilityCLITests {
         #expect(ListenLine.bases(of: output.stdout) == #"{"identifier":"huge","message":{"fits":1}}"# + "\n")
     }
 
-    @Test("listen catches a message whose sender died before its signal (a rename with no post): delivered as a catch-up")
+    @Test(
+        "listen catches a message whose sender died before its signal (a rename with no post): delivered as a catch-up")
     func listenCatchesAWriteWithoutSignal() async throws {
         try world.makeDirectory()
         let child = try world.start("listen", ["inbox", "--count", "2", "--timeout", "120"])
@@ -145,7 +149,8 @@ struct ReliabilityCLITests {
         let shell = try run("/bin/sh", ["-c", script, "sh", #"{"orphan":1}"#, world.directoryPath])
         #expect(shell.status == 0, "\(shell.stderr)")
         let orphan = try await next(1, from: child.stdoutLines, "the message stored without a signal")
-        #expect(orphan.first?.contains(#""message":{"orphan":1},"reason":"catchUp","sentAt":null"#) == true, "\(orphan)")
+        #expect(
+            orphan.first?.contains(#""message":{"orphan":1},"reason":"catchUp","sentAt":null"#) == true, "\(orphan)")
         let sent = try await world.wormhole("send", ["inbox", #"{"posted":2}"#])
         #expect(sent.status == 0, "\(sent.stderr)")
         let posted = try await next(1, from: child.stdoutLines, "the posted message, delivered once after the orphan")
@@ -159,7 +164,8 @@ struct ReliabilityCLITests {
         let big = "[" + String(repeating: "1,", count: 1100) + "1]"  // 2,203 bytes
         let fromArgument = try await world.wormhole("send", ["m", "--max-size", "2K", big])
         #expect(fromArgument.status == 1)
-        #expect(fromArgument.stderr.contains("'m'") && fromArgument.stderr.contains("2203 bytes"), "\(fromArgument.stderr)")
+        #expect(
+            fromArgument.stderr.contains("'m'") && fromArgument.stderr.contains("2203 bytes"), "\(fromArgument.stderr)")
         #expect(fromArgument.stderr.contains("limit of 2048 bytes"))
         let fromPipe = try await world.wormhole("send", ["m", "--max-size", "1K"], input: big)
         #expect(fromPipe.status == 1 && fromPipe.stderr.contains("more than 1024 bytes"), "\(fromPipe.stderr)")
@@ -171,7 +177,9 @@ struct ReliabilityCLITests {
         #expect(read.stdout == big + "\n")
     }
 
-    @Test("listen started while the bus is down prints ready, says it listens through the directory, delivers, then moves to the bus")
+    @Test(
+        "listen started while the bus is down prints ready, says it listens through the directory, delivers, then moves to the bus"
+    )
     func listenStartedBeforeTheBus() async throws {
         // It kills the bus: a bus of its own, not the suite's.
         let world = try ReliabilityWorld(bus: TestBus())
@@ -180,12 +188,16 @@ struct ReliabilityCLITests {
         let lines = try await next(2, from: child.stderrLines, "ready, then where it listens")
         #expect(lines.first == "ready")
         #expect(
-            lines.last == "wormhole: cannot connect to the bus at '\(world.bus.address.rawValue)': Failed to connect to socket "
+            lines.last
+                == "wormhole: cannot connect to the bus at '\(world.bus.address.rawValue)': Failed to connect to socket "
                 + "\(world.bus.address.rawValue.dropFirst("unix:path=".count)): No such file or directory; listening through the "
                 + "wormhole directory (inotify) until the bus can be reached", "\(lines)")
         let sent = try await world.wormhole("send", ["late", #"{"n":1}"#])
         #expect(sent.status == 0)
-        #expect(try await next(1, from: child.stdoutLines, "the line") == [#"{"identifier":"late","message":{"n":1},"reason":"posted","sentAt":null}"#])
+        #expect(
+            try await next(1, from: child.stdoutLines, "the line") == [
+                #"{"identifier":"late","message":{"n":1},"reason":"posted","sentAt":null}"#
+            ])
         try world.bus.start()
         let back = try await next(1, from: child.stderrLines, "the line saying it is on the bus")
         #expect(back.first?.hasPrefix("wormhole: back on the bus at") == true, "\(back)")
@@ -193,8 +205,9 @@ struct ReliabilityCLITests {
         _ = try await ReliabilityWorld.wait(child)
     }
 
-    @Test("listen --journal and defaults observe started while the bus is down: ready, where they listen, deliver, then the bus",
-          arguments: ["journal", "defaults"])
+    @Test(
+        "listen --journal and defaults observe started while the bus is down: ready, where they listen, deliver, then the bus",
+        arguments: ["journal", "defaults"])
     func filesBackedSubscriptionsStartBeforeTheBus(kind: String) async throws {
         // It kills the bus: a bus of its own, not the suite's.
         let world = try ReliabilityWorld(bus: TestBus())
@@ -211,7 +224,9 @@ struct ReliabilityCLITests {
         let lines = try await next(2, from: child.stderrLines, "ready, then where it listens")
         #expect(lines.first == "ready")
         #expect(lines.last?.hasPrefix("wormhole: cannot connect to the bus at") == true, "\(lines)")
-        #expect(lines.last?.hasSuffix("listening through \(directory) (inotify) until the bus can be reached") == true, "\(lines)")
+        #expect(
+            lines.last?.hasSuffix("listening through \(directory) (inotify) until the bus can be reached") == true,
+            "\(lines)")
         let (first, firstArguments) = write(1)
         #expect(try await world.wormhole(first, firstArguments).status == 0)
         let line = try await next(1, from: child.stdoutLines, "the change without a bus")
@@ -227,14 +242,16 @@ struct ReliabilityCLITests {
         _ = try await ReliabilityWorld.wait(child)
     }
 
-    @Test("with no session bus at all (no DBUS_SESSION_BUS_ADDRESS, no --bus-address) listen works through the directory")
+    @Test(
+        "with no session bus at all (no DBUS_SESSION_BUS_ADDRESS, no --bus-address) listen works through the directory")
     func listenWithNoSessionBus() async throws {
         // Set and empty counts as not set (the test support otherwise gives children an address
         // that leads nowhere, so that none finds the user's own bus).
         var environment = world.environment
         environment["DBUS_SESSION_BUS_ADDRESS"] = ""
         let child = try ChildProcess(
-            try productPath("wormhole"), ["listen", "--group", world.group, "solo", "--count", "2", "--timeout", "120"],
+            try productPath("wormhole"),
+            ["listen", "--group", world.group, "solo", "--count", "2", "--timeout", "120"],
             environment: environment)
         let lines = try await next(2, from: child.stderrLines, "ready, then where it listens")
         #expect(lines.first == "ready")
@@ -249,8 +266,9 @@ struct ReliabilityCLITests {
         #expect(output.status == 0, "\(output.stderr)")
     }
 
-    @Test("listen --require-bus and observe started while the bus is down say so, wait, then print ready and deliver",
-          arguments: ["listen", "observe"])
+    @Test(
+        "listen --require-bus and observe started while the bus is down say so, wait, then print ready and deliver",
+        arguments: ["listen", "observe"])
     func startedBeforeTheBus(command: String) async throws {
         // It kills the bus: a bus of its own, not the suite's.
         let world = try ReliabilityWorld(bus: TestBus())
@@ -264,7 +282,9 @@ struct ReliabilityCLITests {
                 ["observe", name, "--count", "1", "--timeout", "120", "--bus-address", world.bus.address.rawValue],
                 environment: world.environment)
         let waiting = try await next(1, from: child.stderrLines, "the line saying the bus is unreachable")
-        #expect(waiting.first?.contains("cannot connect to the bus at '\(world.bus.address.rawValue)'") == true, "\(waiting)")
+        #expect(
+            waiting.first?.contains("cannot connect to the bus at '\(world.bus.address.rawValue)'") == true,
+            "\(waiting)")
         #expect(waiting.first?.contains("still trying") == true, "\(waiting)")
         try world.bus.start()
         let ready = try await next(1, from: child.stderrLines, "ready once the bus is back")
@@ -293,6 +313,8 @@ struct ReliabilityCLITests {
         let output = try await ReliabilityWorld.wait(child)
         #expect(output.status == 124)
         let lines = output.stderr.split(separator: "\n")
-        #expect(lines.count == 2 && lines[0].contains("still trying") && lines[1].contains("timed out after 1.0 s"), "\(lines)")
+        #expect(
+            lines.count == 2 && lines[0].contains("still trying") && lines[1].contains("timed out after 1.0 s"),
+            "\(lines)")
     }
 }

@@ -95,7 +95,9 @@ struct RuntimeResourceCLITests {
         let after = Holdings(of: child.pid)
         #expect(after.threads.filter { $0 == "wormhole-loop" }.count == 1, "\(after)")
         #expect(after.epollInstances == 1, "\(after)")
-        #expect(after.inotifyInstances == (busOnly ? 0 : 1), "the outage's watches went (the one beside the bus stays): \(after)")
+        #expect(
+            after.inotifyInstances == (busOnly ? 0 : 1),
+            "the outage's watches went (the one beside the bus stays): \(after)")
     }
 
     /// Whether this machine lets a process make a user namespace of its own (`unshare -Ur`), in
@@ -118,7 +120,8 @@ struct RuntimeResourceCLITests {
         "listen past the per-user inotify limit delivers the catch-up once the bus is there (root only)",
         .enabled(
             if: userNamespaces && getuid() == 0,
-            "needs root: inside the user namespace the bus sees root's credentials, which only a root run's bus accepts"))
+            "needs root: inside the user namespace the bus sees root's credentials, which only a root run's bus accepts"
+        ))
     func pastTheInotifyLimitDelivers() async throws {
         let (bus, root, runtime, child) = try await listenPastTheInotifyLimit()
         defer {
@@ -150,8 +153,11 @@ struct RuntimeResourceCLITests {
         let script = "echo 0 > /proc/sys/user/max_inotify_instances && exec \"$0\" \"$@\""
         let child = try ChildProcess(
             "/usr/bin/env",
-            ["unshare", "-Ur", "sh", "-c", script, try productPath("wormhole"), "listen", "inbox", "--group", Self.group,
-             "--bus-address", bus.address.rawValue, "--count", "1", "--timeout", "120"],
+            [
+                "unshare", "-Ur", "sh", "-c", script, try productPath("wormhole"), "listen", "inbox", "--group",
+                Self.group,
+                "--bus-address", bus.address.rawValue, "--count", "1", "--timeout", "120",
+            ],
             environment: environment)
         let lines = try await next(2, from: child.stderrLines, "ready, then why it waits")
         #expect(lines.first == "ready")
@@ -181,7 +187,8 @@ struct RuntimeResourceCLITests {
         let maps = String(decoding: bytes, as: UTF8.self)
         var found = Set<String>()
         for line in maps.split(separator: "\n") {
-            guard let path = line.split(separator: " ", omittingEmptySubsequences: true).last, path.hasPrefix("/") else { continue }
+            guard let path = line.split(separator: " ", omittingEmptySubsequences: true).last, path.hasPrefix("/")
+            else { continue }
             let file = path.split(separator: "/").last.map(String.init) ?? ""
             if names.contains(where: { file.hasPrefix($0) }) { found.insert(file) }
         }
@@ -210,7 +217,8 @@ struct RuntimeResourceCLITests {
                 child.signal(SIGKILL)
                 _ = child.wait()
             }
-            #expect(try await next(1, from: child.stderrLines, "the ready line of \(program) \(arguments[0])") == ["ready"])
+            #expect(
+                try await next(1, from: child.stderrLines, "the ready line of \(program) \(arguments[0])") == ["ready"])
             let heavy = Self.mapped(Self.heavyLibraries, by: child.pid)
             #expect(heavy.isEmpty, "\(program) \(arguments[0]) maps \(heavy.sorted())")
             #expect(Self.mapped(["libFoundationEssentials.so"], by: child.pid).count == 1, "\(program) \(arguments[0])")

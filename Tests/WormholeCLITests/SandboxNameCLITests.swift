@@ -20,7 +20,8 @@ struct SandboxNameCLITests {
         case owner(name: String, owner: String)
     }
 
-    @Test("with WORMHOLE_APP_ID a poster owns <APPID>.Wormhole.c<unique> before its Posted; without one it owns nothing")
+    @Test(
+        "with WORMHOLE_APP_ID a poster owns <APPID>.Wormhole.c<unique> before its Posted; without one it owns nothing")
     func ownsNameBeforePosting() async throws {
         let appID = "org.example.sandbox\(UInt32.random(in: 0...UInt32.max))"
         let name = uniqueName("sandbox.names")
@@ -32,7 +33,8 @@ struct SandboxNameCLITests {
         let posted = MatchRule(
             member: try MemberName("Posted"), path: try ObjectPath(NotifyContract.objectPath), arguments: [0: name])
         _ = try await watcher.addRoute([posted]) { signal in
-            continuation.yield(.posted(sender: signal.sender ?? "", state: signal.arguments.last?.nonNegativeInteger ?? 0))
+            continuation.yield(
+                .posted(sender: signal.sender ?? "", state: signal.arguments.last?.nonNegativeInteger ?? 0))
         }
         let anonymous = try await harness.runToEnd(["post", name, "--state", "1"] + harness.busArguments)
         #expect(anonymous.status == 0, "\(anonymous.stderr)")
@@ -58,13 +60,15 @@ struct SandboxNameCLITests {
         let bad = "not an app id"
         let environment = harness.environment.merging(["WORMHOLE_APP_ID": bad]) { $1 }
         let post = await harness.finish(
-            try ChildProcess(try productPath("wormhole"), ["post", "a.b"] + harness.busArguments, environment: environment))
+            try ChildProcess(
+                try productPath("wormhole"), ["post", "a.b"] + harness.busArguments, environment: environment))
         #expect(post.status != 0)
         #expect(post.stderr.contains("'\(bad)'") && post.stderr.contains("WORMHOLE_APP_ID"), "\(post.stderr)")
         let root = try TemporaryDirectory("sandbox-names")
         let send = await harness.finish(
             try ChildProcess(
-                try productPath("wormhole"), ["send", "--group", "group.example.names", "inbox", "{}"] + harness.busArguments,
+                try productPath("wormhole"),
+                ["send", "--group", "group.example.names", "inbox", "{}"] + harness.busArguments,
                 environment: environment.merging(["WORMHOLE_CONTAINER_ROOT": root.path]) { $1 }))
         #expect(send.status == 0, "\(send.stderr)")
         #expect(send.stderr.contains("'\(bad)'"), "\(send.stderr)")

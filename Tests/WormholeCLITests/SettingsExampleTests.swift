@@ -86,9 +86,10 @@ struct SettingsExampleTests {
             watch.signal(SIGKILL)
             let output = try await watch.finished()
             #expect(output.status != 0)
-            let acknowledged = output.stdout.split(separator: "\n").compactMap { line -> Int? in
-                line.hasPrefix("watch: burst ") ? Int(line.dropFirst("watch: burst ".count)) : nil
-            }.max() ?? 0
+            let acknowledged =
+                output.stdout.split(separator: "\n").compactMap { line -> Int? in
+                    line.hasPrefix("watch: burst ") ? Int(line.dropFirst("watch: burst ".count)) : nil
+                }.max() ?? 0
             #expect(acknowledged >= k)
 
             // What a new process finds: the suite readable, the photo whole, neither behind.

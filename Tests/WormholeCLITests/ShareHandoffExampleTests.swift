@@ -75,10 +75,11 @@ struct ShareHandoffExampleTests {
         let next = try await world.share(["--action", "disk", try world.file("note.txt", "hello")])
         #expect(next.status == 0, "\(next)")
         let shown = try await world.shares(2, from: host)
-        #expect(shown == [
-            "share-host: share 1: photo.jpg (image/jpeg, 17 bytes): send it in a chat",
-            "share-host: share 2: note.txt (text/plain, 5 bytes): save it to disk",
-        ])
+        #expect(
+            shown == [
+                "share-host: share 1: photo.jpg (image/jpeg, 17 bytes): send it in a chat",
+                "share-host: share 2: note.txt (text/plain, 5 bytes): save it to disk",
+            ])
         host.closeInput()
         #expect(try await host.finished().status == 0)
         // No temporary file is left in the container.
@@ -92,7 +93,9 @@ struct ShareHandoffExampleTests {
         let restarted = try await world.startHost()
         restarted.closeInput()
         let output = try await restarted.finished()
-        #expect(output.stdout.contains("share-host: removed .2147483646.0.tmp, left by a hand-off that was killed while copying"))
+        #expect(
+            output.stdout.contains(
+                "share-host: removed .2147483646.0.tmp, left by a hand-off that was killed while copying"))
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory).count == 2)
     }
 
@@ -106,9 +109,11 @@ struct ShareHandoffExampleTests {
             #expect(output.status == 0, "\(output)")
         }
         let shown = try await world.shares(20, from: host)
-        #expect(shown == (1...20).map {
-            "share-host: share \($0): item\($0).txt (text/plain, \("item \($0)".utf8.count) bytes): send it in a chat"
-        })
+        #expect(
+            shown
+                == (1...20).map {
+                    "share-host: share \($0): item\($0).txt (text/plain, \("item \($0)".utf8.count) bytes): send it in a chat"
+                })
         host.closeInput()
         #expect(try await host.finished().status == 0)
     }
@@ -122,14 +127,18 @@ struct ShareHandoffExampleTests {
 
         let output = try await world.share([try world.file("a.png", "png"), try world.file("b.pdf", "pdf!")])
         #expect(output.status == 0, "\(output)")
-        #expect(output.stdout == "shared 1: a.png (image/png, 3 bytes) to preview\nshared 2: b.pdf (application/pdf, 4 bytes) to preview\n")
+        #expect(
+            output.stdout
+                == "shared 1: a.png (image/png, 3 bytes) to preview\nshared 2: b.pdf (application/pdf, 4 bytes) to preview\n"
+        )
 
         let host = try await world.startHost()
         let shown = try await world.shares(2, from: host)
-        #expect(shown == [
-            "share-host: share 1: a.png (image/png, 3 bytes): preview it",
-            "share-host: share 2: b.pdf (application/pdf, 4 bytes): preview it",
-        ])
+        #expect(
+            shown == [
+                "share-host: share 1: a.png (image/png, 3 bytes): preview it",
+                "share-host: share 2: b.pdf (application/pdf, 4 bytes): preview it",
+            ])
         host.closeInput()
         #expect(try await host.finished().status == 0)
 
@@ -148,11 +157,12 @@ struct ShareHandoffExampleTests {
         let host = try await world.startHost(["--actions", "messenger,disk"])
         let refused = try await world.share(["--action", "preview", try world.file("x.txt", "x")])
         #expect(refused.status == 1)
-        #expect(refused.stderr == """
-            share-handoff: the action 'preview' is not enabled by the host app (enabled: messenger, disk); \
-            nothing was shared. Enable it with: share-host --actions messenger,disk,preview
+        #expect(
+            refused.stderr == """
+                share-handoff: the action 'preview' is not enabled by the host app (enabled: messenger, disk); \
+                nothing was shared. Enable it with: share-host --actions messenger,disk,preview
 
-            """)
+                """)
         let unknown = try await world.share(["--action", "fax", try world.file("y.txt", "y")])
         #expect(unknown.status == 1)
         #expect(unknown.stderr.contains("unknown action 'fax' (the modules are messenger, disk, preview, buffer)"))

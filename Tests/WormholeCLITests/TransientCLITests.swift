@@ -49,7 +49,8 @@ extension CLIWorld {
 
     /// Runs `wormhole COMMAND --group G --bus-address A REST...` to completion.
     func tool(_ command: String, _ rest: [String], input: String? = nil) async throws -> ProcessOutput {
-        try await runOnOwnThread(try productPath("wormhole"), arguments(command, rest), input: input, environment: environment)
+        try await runOnOwnThread(
+            try productPath("wormhole"), arguments(command, rest), input: input, environment: environment)
     }
 }
 
@@ -83,7 +84,9 @@ struct TransientCLITests {
     func sendToLibrary() async throws {
         let receiver = try world.inProcess()
         let (deliveries, continuation) = AsyncStream<MessageDelivery<CLICounter>>.makeStream()
-        let listener = try receiver.listen(identifier: "live", as: CLICounter.self, on: .ioThread) { continuation.yield($0) }
+        let listener = try receiver.listen(identifier: "live", as: CLICounter.self, on: .ioThread) {
+            continuation.yield($0)
+        }
         defer { listener.cancel() }
         let sent = try await world.tool("send", ["--transient", "live", #"{"n":7}"#])
         #expect(sent.status == 0, "\(sent.stderr)")
@@ -115,7 +118,10 @@ struct TransientCLITests {
         let executable = try productPath("wormhole")
         let output = try await runOnOwnThread(
             executable,
-            ["send", "--transient", "--group", world.group, "--bus-address", "unix:path=/nonexistent/bus", "live", "1"],
+            [
+                "send", "--transient", "--group", world.group, "--bus-address", "unix:path=/nonexistent/bus", "live",
+                "1",
+            ],
             environment: world.environment)
         #expect(output.status == 1)
         #expect(output.stderr.hasPrefix("wormhole: cannot send transient message for 'live'"), "\(output.stderr)")
@@ -176,6 +182,8 @@ struct TransientCLITests {
         #expect(duplicates == 0, "\(duplicates) of \(deliveries.count) lines repeat the line before")
         let stored = try await world.tool("read", ["dup"])
         let latest = stored.stdout.trimmingCharacters(in: .newlines)
-        #expect(deliveries.last == #"{"identifier":"dup","message":"# + latest + "}", "the last line is the latest stored message")
+        #expect(
+            deliveries.last == #"{"identifier":"dup","message":"# + latest + "}",
+            "the last line is the latest stored message")
     }
 }

@@ -9,7 +9,9 @@ struct AppNameClaimTests {
     let appID = "org.example.Lines"
 
     static func owner(of name: String, on bus: BusConnection) async throws -> String? {
-        guard case .string(let owner)? = try await bus.callBusDaemon("GetNameOwner", [.string(name)]).first else { return nil }
+        guard case .string(let owner)? = try await bus.callBusDaemon("GetNameOwner", [.string(name)]).first else {
+            return nil
+        }
         return owner
     }
 
@@ -91,7 +93,10 @@ struct AppNameClaimTests {
             return seen
         }
         let unique = sender.uniqueName
-        #expect(seen == ["owner \(BusConnection.appSenderName(appID: appID, unique: unique)) \(unique)", "answer \(unique)"])
+        #expect(
+            seen == [
+                "owner \(BusConnection.appSenderName(appID: appID, unique: unique)) \(unique)", "answer \(unique)",
+            ])
     }
 
     @Test("a name over 255 bytes is refused without asking the bus")

@@ -41,10 +41,16 @@ struct BatchRouteTests {
         requests.insert(route(tooLong, "long"), at: 400)
         let results = receiver.addRoutes(requests)
         #expect(results.count == count + 2)
-        guard case .failure(let busError) = results[200] else { Issue.record("the bus accepted \(refusedByBus)"); return }
+        guard case .failure(let busError) = results[200] else {
+            Issue.record("the bus accepted \(refusedByBus)")
+            return
+        }
         #expect(busError.code == .requestFailed)
         #expect(busError.value == refusedByBus.description)
-        guard case .failure(let lengthError) = results[400] else { Issue.record("a rule over 1024 bytes passed"); return }
+        guard case .failure(let lengthError) = results[400] else {
+            Issue.record("a rule over 1024 bytes passed")
+            return
+        }
         #expect(lengthError.code == .invalidMatchRule)
         let succeeded = results.indices.filter { if case .success = results[$0] { true } else { false } }
         #expect(succeeded.count == count)
@@ -54,7 +60,8 @@ struct BatchRouteTests {
         #expect(Set(got) == ["ok:n0", "ok:n499"])
     }
 
-    @Test("10,000 routes in one batch: each rule is active on return and delivers; the daemon holds exactly those rules")
+    @Test(
+        "10,000 routes in one batch: each rule is active on return and delivers; the daemon holds exactly those rules")
     func tenThousandRoutesAllDeliver() async throws {
         let receiver = try BusConnection(address: bus.address)
         let sender = try BusConnection(address: bus.address)
@@ -64,7 +71,8 @@ struct BatchRouteTests {
         // one rule check there (with one shared interface it would scan 10,000 arg0 filters).
         let interfaces = try (0..<count).map { try InterfaceName("org.wormhole.Test.I\($0)") }
         let requests = (0..<count).map { index in
-            BusConnection.RouteRequest(rules: [MatchRule(interface: interfaces[index], arguments: [0: "n\(index)"])]) { _ in
+            BusConnection.RouteRequest(rules: [MatchRule(interface: interfaces[index], arguments: [0: "n\(index)"])]) {
+                _ in
                 continuation.yield(index)
             }
         }
@@ -76,7 +84,8 @@ struct BatchRouteTests {
         // specification allows, so there the connection asks for one reply per rule.
         #expect(receiver.batchesAddMatchWithoutReplies == !TestBusDaemon.isBroker)
         for index in 0..<count {
-            try sender.emit(Signal(path: testPath, interface: interfaces[index], member: said, arguments: [.string("n\(index)")]))
+            try sender.emit(
+                Signal(path: testPath, interface: interfaces[index], member: said, arguments: [.string("n\(index)")]))
         }
         sender.flush()
         let got = try await next(count, from: delivered, "deliveries, one per route")
@@ -106,16 +115,23 @@ struct BatchRouteTests {
         let sender = try BusConnection(address: limitedBus.address)
         let (delivered, continuation) = AsyncStream<String>.makeStream()
         let rules = (0..<120).map { MatchRule(interface: interface, arguments: [0: "n\($0)"]) }
-        let results = receiver.addRoutes(rules.map { rule in
-            BusConnection.RouteRequest(rules: [rule]) { signal in
-                if case .string(let value)? = signal.arguments.first { continuation.yield(value) }
-            }
-        })
+        let results = receiver.addRoutes(
+            rules.map { rule in
+                BusConnection.RouteRequest(rules: [rule]) { signal in
+                    if case .string(let value)? = signal.arguments.first { continuation.yield(value) }
+                }
+            })
         for index in 0..<100 {
-            guard case .success = results[index] else { Issue.record("rule \(index) was refused: \(results[index])"); return }
+            guard case .success = results[index] else {
+                Issue.record("rule \(index) was refused: \(results[index])")
+                return
+            }
         }
         for index in 100..<120 {
-            guard case .failure(let error) = results[index] else { Issue.record("rule \(index) passed the limit"); continue }
+            guard case .failure(let error) = results[index] else {
+                Issue.record("rule \(index) passed the limit")
+                continue
+            }
             #expect(error.code == .requestFailed)
             #expect(error.dbusName == "org.freedesktop.DBus.Error.LimitsExceeded")
             #expect(error.value == rules[index].description)

@@ -24,10 +24,13 @@ struct ConnectingTests {
         #expect(error?.message.contains("did not answer within") == true, "\(error?.message ?? "")")
     }
 
-    @Test("a stopped bus daemon: connecting fails within the deadline; a reconnecting connection comes back when it resumes")
+    @Test(
+        "a stopped bus daemon: connecting fails within the deadline; a reconnecting connection comes back when it resumes"
+    )
     func stoppedDaemon() async throws {
         let bus = try TestBus()
-        let survivor = try BusConnection(address: bus.address, reconnect: .automatic, connectTimeout: .milliseconds(300))
+        let survivor = try BusConnection(
+            address: bus.address, reconnect: .automatic, connectTimeout: .milliseconds(300))
         let events = survivor.events()
         bus.pause()
         defer { bus.resume() }

@@ -45,16 +45,21 @@ struct ConnectionTests {
         let sender = try BusConnection(address: bus.address)
         let receiver = try BusConnection(address: bus.address)
         let stream = try await receiver.signals(matching: MatchRule(interface: interface, member: said))
-        try sender.emit(signal(.string("hello"), .uint64(42), .bytes([1, 2, 3]), .boolean(true), .int32(-7),
-                             .double(2.5), .strings(["a", "b"]), .objectPath(testPath), .byte(9)))
+        try sender.emit(
+            signal(
+                .string("hello"), .uint64(42), .bytes([1, 2, 3]), .boolean(true), .int32(-7),
+                .double(2.5), .strings(["a", "b"]), .objectPath(testPath), .byte(9)))
         let received = await collect(stream, count: 1)
         let signal = try #require(received.first)
         #expect(signal.sender == sender.uniqueName)
         #expect(try signal.string(at: 0) == "hello")
         #expect(try signal.uint64(at: 1) == 42)
         #expect(try signal.bytes(at: 2) == [1, 2, 3])
-        #expect(signal.arguments[3...] == [.boolean(true), .int32(-7), .double(2.5), .strings(["a", "b"]),
-                                           .objectPath(testPath), .byte(9)])
+        #expect(
+            signal.arguments[3...] == [
+                .boolean(true), .int32(-7), .double(2.5), .strings(["a", "b"]),
+                .objectPath(testPath), .byte(9),
+            ])
     }
 
     @Test("arg0 rules deliver only matching signals")
@@ -75,7 +80,8 @@ struct ConnectionTests {
     func arg0PathFiltering() async throws {
         let sender = try BusConnection(address: bus.address)
         let receiver = try BusConnection(address: bus.address)
-        let stream = try await receiver.signals(matching: MatchRule(interface: interface, argumentPaths: [0: "group/box/"]))
+        let stream = try await receiver.signals(
+            matching: MatchRule(interface: interface, argumentPaths: [0: "group/box/"]))
         for name in ["group/box/a", "group/other/a", "group/boxer", "group/box/deep/b", "group/box/"] {
             try sender.emit(signal(.string(name)))
         }
@@ -83,11 +89,13 @@ struct ConnectionTests {
         #expect(try received.map { try $0.string(at: 0) } == ["group/box/a", "group/box/deep/b", "group/box/"])
     }
 
-    @Test("quotes and backslashes in rule values work end to end", arguments: [
-        "it's", #"back\slash"#, #"both '\' mixed''"#, "plain",
-        // A quote followed by a combining mark is one Character: still escaped (found by Tests/fuzz.sh).
-        "p'\u{0651}", "x'\u{0651},arg1='y",
-    ])
+    @Test(
+        "quotes and backslashes in rule values work end to end",
+        arguments: [
+            "it's", #"back\slash"#, #"both '\' mixed''"#, "plain",
+            // A quote followed by a combining mark is one Character: still escaped (found by Tests/fuzz.sh).
+            "p'\u{0651}", "x'\u{0651},arg1='y",
+        ])
     func escaping(name: String) async throws {
         let sender = try BusConnection(address: bus.address)
         let receiver = try BusConnection(address: bus.address)
@@ -101,8 +109,11 @@ struct ConnectionTests {
 
     @Test("match rule string form escapes a quote as '\\''")
     func ruleString() throws {
-        let rule = MatchRule(interface: testInterface, member: said, arguments: [0: "it's"], argumentPaths: [1: #"a\b/"#])
-        #expect(rule.description == #"type='signal',interface='org.wormhole.Test',member='Said',arg0='it'\''s',arg1path='a\b/'"#)
+        let rule = MatchRule(
+            interface: testInterface, member: said, arguments: [0: "it's"], argumentPaths: [1: #"a\b/"#])
+        #expect(
+            rule.description
+                == #"type='signal',interface='org.wormhole.Test',member='Said',arg0='it'\''s',arg1path='a\b/'"#)
     }
 
     @Test("wrong argument types are reported, not crashed on")
@@ -144,10 +155,16 @@ struct ConnectionTests {
         #expect { try MemberName("has.dot") } throws: { ($0 as? BusError)?.code == .invalidMemberName }
         #expect { try ObjectPath("/a\0b") } throws: { ($0 as? BusError)?.message.contains("NUL") == true }
         let connection = try BusConnection(address: bus.address)
-        #expect { try connection.emit(signal(.string("nul\0inside"))) } throws: { ($0 as? BusError)?.code == .invalidString }
+        #expect { try connection.emit(signal(.string("nul\0inside"))) } throws: {
+            ($0 as? BusError)?.code == .invalidString
+        }
     }
 
-    @Test("ending an iteration, cancelling its task or dropping a stream removes the rule", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
+    @Test(
+        "ending an iteration, cancelling its task or dropping a stream removes the rule",
+        .disabled(
+            if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"
+        ))
     func streamOwnsRule() async throws {
         let receiver = try BusConnection(address: bus.address)
         let baseline = try bus.matchRuleCount(of: receiver.uniqueName)
@@ -175,7 +192,11 @@ struct ConnectionTests {
         #expect(try bus.matchRuleCount(of: connection.uniqueName) == expected)
     }
 
-    @Test("identical rules are shared and counted", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
+    @Test(
+        "identical rules are shared and counted",
+        .disabled(
+            if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"
+        ))
     func ruleReferenceCounting() async throws {
         let receiver = try BusConnection(address: bus.address)
         let baseline = try bus.matchRuleCount(of: receiver.uniqueName)
@@ -229,7 +250,8 @@ struct ConnectionTests {
     func concurrentEmit() async throws {
         let receiver = try BusConnection(address: bus.address)
         let sender = try BusConnection(address: bus.address)
-        let stream = try await receiver.signals(matching: MatchRule(interface: interface, member: said), bufferLimit: 100_000)
+        let stream = try await receiver.signals(
+            matching: MatchRule(interface: interface, member: said), bufferLimit: 100_000)
         let threads = 8
         let perThread = 500
         DispatchQueue.concurrentPerform(iterations: threads) { thread in
@@ -293,8 +315,9 @@ struct CrossProcessTests {
 
     @Test("a signal emitted here reaches a listener in another process")
     func toChild() async throws {
-        let child = try ChildProcess(try productPath("wormhole-test-peer"),
-                                     ["listen", bus.address.rawValue, interface.rawValue, "2", "for-child"])
+        let child = try ChildProcess(
+            try productPath("wormhole-test-peer"),
+            ["listen", bus.address.rawValue, interface.rawValue, "2", "for-child"])
         #expect(await child.stderrLines.firstLine { $0 == "ready" } == "ready")
         let sender = try BusConnection(address: bus.address)
         try sender.emit(signal(.string("not-for-child"), .uint64(0)))
@@ -309,9 +332,12 @@ struct CrossProcessTests {
     func fromChild() async throws {
         let receiver = try BusConnection(address: bus.address)
         let stream = try await receiver.signals(matching: MatchRule(interface: interface, member: said))
-        let output = try run(try productPath("wormhole-test-peer"),
-                             ["emit", bus.address.rawValue, testPath.rawValue, interface.rawValue, said.rawValue,
-                              "s:from child", "t:18446744073709551615"])
+        let output = try run(
+            try productPath("wormhole-test-peer"),
+            [
+                "emit", bus.address.rawValue, testPath.rawValue, interface.rawValue, said.rawValue,
+                "s:from child", "t:18446744073709551615",
+            ])
         #expect(output.status == 0, "\(output.stderr)")
         let received = await collect(stream, count: 1)
         #expect(try received.first?.string(at: 0) == "from child")

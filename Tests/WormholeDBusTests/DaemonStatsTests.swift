@@ -31,7 +31,8 @@ struct DaemonStatsTests {
         let original = try String(contentsOfFile: repositoryRoot.path + "/dbus/wormhole-session.conf", encoding: .utf8)
         let denying = original.replacingOccurrences(
             of: "    <allow own=\"*\"/>\n  </policy>",
-            with: "    <allow own=\"*\"/>\n    <deny send_interface=\"org.freedesktop.DBus.Debug.Stats\"/>\n  </policy>")
+            with: "    <allow own=\"*\"/>\n    <deny send_interface=\"org.freedesktop.DBus.Debug.Stats\"/>\n  </policy>"
+        )
         try denying.write(toFile: config.path + "/deny.conf", atomically: true, encoding: .utf8)
         let bus = try TestBus(configFile: config.path + "/deny.conf")
         let asker = try BusConnection(address: bus.address)

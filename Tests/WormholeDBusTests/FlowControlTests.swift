@@ -16,7 +16,9 @@ struct FlowControlTests {
     static let big = try! MemberName("Big")
 
     func post(_ value: UInt64) -> Signal {
-        Signal(path: testPath, interface: Self.interface, member: Self.posted, arguments: [.string("name"), .uint64(value)])
+        Signal(
+            path: testPath, interface: Self.interface, member: Self.posted,
+            arguments: [.string("name"), .uint64(value)])
     }
 
     func big(_ value: UInt64, size: Int) -> Signal {
@@ -25,14 +27,18 @@ struct FlowControlTests {
             arguments: [.uint64(value), .string(String(repeating: "x", count: size))])
     }
 
-    @Test("while the bus reads nothing, a storm of one name's posts queues one, a full queue refuses, and the latest of each arrives")
+    @Test(
+        "while the bus reads nothing, a storm of one name's posts queues one, a full queue refuses, and the latest of each arrives"
+    )
     func stoppedBus() async throws {
         let bus = try TestBus()
         let limit = 256 * 1024
         let sender = try BusConnection(address: bus.address, outgoingLimit: limit)
         let receiver = try BusConnection(address: bus.address)
-        let posts = try await receiver.signals(matching: MatchRule(interface: Self.interface, member: Self.posted), bufferLimit: 1_000_000)
-        let bigs = try await receiver.signals(matching: MatchRule(interface: Self.interface, member: Self.big), bufferLimit: 1_000_000)
+        let posts = try await receiver.signals(
+            matching: MatchRule(interface: Self.interface, member: Self.posted), bufferLimit: 1_000_000)
+        let bigs = try await receiver.signals(
+            matching: MatchRule(interface: Self.interface, member: Self.big), bufferLimit: 1_000_000)
         bus.pause()
         defer { bus.resume() }
         // Big signals until the socket, libdbus's share and the queue are full: refused, counted.
@@ -54,7 +60,9 @@ struct FlowControlTests {
         #expect(sender.refusedSignals == 1)
         #expect(accepted > 0)
         // Refused again at once while nothing moves; plain signals that do not fit likewise.
-        #expect(throws: BusError.self) { try sender.emit(big(0, size: 32 * 1024), policy: .refusable(wait: .seconds(60))) }
+        #expect(throws: BusError.self) {
+            try sender.emit(big(0, size: 32 * 1024), policy: .refusable(wait: .seconds(60)))
+        }
         #expect(throws: BusError.self) { try sender.emit(big(0, size: 32 * 1024)) }
         #expect(sender.refusedSignals == 3)
         // A storm of one name's posts: one queued entry, the newest; none refused.

@@ -39,7 +39,10 @@ struct OutgoingQueueTests {
         #expect(r9)
         let r10 = queue.append("b1", bytes: 10, key: "b")
         #expect(r10)
-        for value in 2...1000 { let r11 = queue.append("a\(value)", bytes: 10, key: "a"); #expect(r11) }
+        for value in 2...1000 {
+            let r11 = queue.append("a\(value)", bytes: 10, key: "a")
+            #expect(r11)
+        }
         #expect(queue.count == 2 && queue.bytes == 20)
         let r12 = queue.take(maximumBytes: .max)
         #expect(r12 == ["a1000", "b1"])
@@ -77,7 +80,10 @@ struct OutgoingQueueTests {
     @Test("a job takes every message queued before it, however many bytes")
     func jobTakesItsPrefix() {
         var queue = OutgoingQueue<Int>(limit: 100)
-        for value in 1...5 { let r23 = queue.append(value, bytes: 20, key: nil); #expect(r23) }
+        for value in 1...5 {
+            let r23 = queue.append(value, bytes: 20, key: nil)
+            #expect(r23)
+        }
         queue.markJob()
         let r24 = queue.takeBeforeJob()
         #expect(r24 == [1, 2, 3, 4, 5])
@@ -86,7 +92,9 @@ struct OutgoingQueueTests {
 }
 
 extension OutgoingQueueTests {
-    @Test("a message appended without replacing is the newest of its key: a later replacement replaces it, not an older one")
+    @Test(
+        "a message appended without replacing is the newest of its key: a later replacement replaces it, not an older one"
+    )
     func appendedWithoutReplacing() {
         var queue = OutgoingQueue<String>(limit: 100)
         let first = queue.append("a1", bytes: 10, key: "a", replacing: false)

@@ -3,8 +3,8 @@ import Foundation
 import Synchronization
 import Testing
 import WormholeDBus
-import WormholeTestSupport
 import WormholeSystem
+import WormholeTestSupport
 
 /// One thread owns each libdbus connection; other threads only hand it work. This storm is the
 /// proof the issue asked for: run it under ThreadSanitizer and AddressSanitizer too
@@ -60,7 +60,8 @@ struct OwnershipStressTests {
         let (received, onReceived) = AsyncStream<Int>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let (churned, onChurned) = AsyncStream<Int>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let receivedCount = Atomic<Int>(0)
-        let stormSignals = try receiver.subscribe(MatchRule(interface: testInterface, member: said), on: .ioThread) { _ in
+        let stormSignals = try receiver.subscribe(MatchRule(interface: testInterface, member: said), on: .ioThread) {
+            _ in
             let count = receivedCount.add(1, ordering: .relaxed).newValue
             if count % 100 == 0 { onReceived.yield(count) }
         }
@@ -131,7 +132,9 @@ struct OwnershipStressTests {
         try sender.emit(said(.string("marker"), .uint64(1)))
         #expect(try await next(1, from: markers, "the marker after the storm").first?.uint64(at: 1) == 1)
         if !TestBusDaemon.isBroker {  // dbus-broker has no Debug.Stats to count rules with
-            #expect(try bus.matchRuleCount(of: receiver.uniqueName) == 2, "only the marker's and the storm's rules are left")
+            #expect(
+                try bus.matchRuleCount(of: receiver.uniqueName) == 2, "only the marker's and the storm's rules are left"
+            )
         }
         stormSignals.cancel()
     }
@@ -139,7 +142,8 @@ struct OwnershipStressTests {
 
 /// The first element of `sequence` that satisfies `predicate`, within the wait guard.
 func until<S: AsyncSequence & Sendable>(
-    _ sequence: S, _ what: String, seconds: Double = waitGuardSeconds, _ predicate: @escaping @Sendable (S.Element) -> Bool
+    _ sequence: S, _ what: String, seconds: Double = waitGuardSeconds,
+    _ predicate: @escaping @Sendable (S.Element) -> Bool
 ) async throws -> S.Element where S.Element: Sendable, S.Failure == Never {
     try await within(what, seconds: seconds) {
         for await element in sequence where predicate(element) { return element }

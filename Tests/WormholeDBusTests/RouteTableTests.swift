@@ -1,4 +1,5 @@
 import Testing
+
 @testable import WormholeDBus
 
 /// The route table decides, once per signal and by index, which routes receive it.
@@ -37,7 +38,9 @@ struct RouteTableTests {
 
     @Test("an exact-name route with two rules receives a matching signal once, on either interface")
     func exactOnce() {
-        let table = Self.table([1: ([Self.exact("a.b"), Self.exact("a.b", Self.bucket)], false), 2: ([Self.exact("a.c")], false)])
+        let table = Self.table([
+            1: ([Self.exact("a.b"), Self.exact("a.b", Self.bucket)], false), 2: ([Self.exact("a.c")], false),
+        ])
         #expect(Self.receivers(table, Self.posted("a.b")) == [1])
         #expect(Self.receivers(table, Self.posted("a.b", on: Self.bucket)) == [1])
         #expect(Self.receivers(table, Self.posted("a.c", on: Self.bucket)) == [], "interface checked after the lookup")
@@ -46,15 +49,20 @@ struct RouteTableTests {
 
     @Test("arg0path routes: below the prefix always; parents of it only for non-strict routes")
     func prefixes() {
-        let table = Self.table([1: ([Self.prefix("g/w/")], false), 2: ([Self.prefix("g/w/")], true), 3: ([Self.prefix("g/")], true)])
+        let table = Self.table([
+            1: ([Self.prefix("g/w/")], false), 2: ([Self.prefix("g/w/")], true), 3: ([Self.prefix("g/")], true),
+        ])
         #expect(Self.receivers(table, Self.posted("g/w/id")) == [1, 2, 3])
         #expect(Self.receivers(table, Self.posted("g/w/")) == [1, 2, 3])
-        #expect(Self.receivers(table, Self.posted("g/")) == [1, 3], "the daemon sends parents; a strict route skips them")
+        #expect(
+            Self.receivers(table, Self.posted("g/")) == [1, 3], "the daemon sends parents; a strict route skips them")
         #expect(Self.receivers(table, Self.posted("/")) == [], "'/' is no prefix of 'g/w/'")
         for name in ["g/w/id", "g/w/", "g/", "/", "g/x", "h/w/id", "g", "g/w"] {
             // The table agrees with the rule-by-rule definition (the bus daemon's) for non-strict routes.
             let oracle = Self.prefix("g/w/").matches(Self.posted(name))
-            #expect(Self.receivers(Self.table([1: ([Self.prefix("g/w/")], false)]), Self.posted(name)) == (oracle ? [1] : []), "\(name)")
+            #expect(
+                Self.receivers(Self.table([1: ([Self.prefix("g/w/")], false)]), Self.posted(name))
+                    == (oracle ? [1] : []), "\(name)")
         }
         #expect(Self.receivers(table, Self.posted("g/x")) == [3])
         #expect(Self.receivers(table, Self.posted("h/w/id")) == [])
@@ -86,7 +94,10 @@ struct RouteTableTests {
     func manyRoutes() {
         var table = RouteTable<UInt64>()
         for id in 0..<10_000 as Range<UInt64> {
-            table.insert(.init(rules: [Self.exact("name.\(id)"), Self.exact("name.\(id)", Self.bucket)], strictArgumentPaths: false, payload: id), id: id)
+            table.insert(
+                .init(
+                    rules: [Self.exact("name.\(id)"), Self.exact("name.\(id)", Self.bucket)],
+                    strictArgumentPaths: false, payload: id), id: id)
         }
         #expect(table.count == 10_000)
         #expect(Self.receivers(table, Self.posted("name.4242")) == [4242])

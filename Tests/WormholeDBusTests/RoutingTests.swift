@@ -3,8 +3,8 @@ import Foundation
 import Synchronization
 import Testing
 import WormholeDBus
-import WormholeTestSupport
 import WormholeSystem
+import WormholeTestSupport
 
 /// Each delivery is decided once, in the connection's route table, by the bus daemon's rules.
 /// The tests share the suite's bus, each on an interface of its own (and the owner's name is
@@ -105,9 +105,11 @@ struct RoutingTests {
         var subscriptions: [SignalSubscription] = []
         for index in 0..<2_000 {
             let rule = MatchRule(interface: interface, member: said, arguments: [0: "name.\(index)"])
-            subscriptions.append(try receiver.subscribe(rule, on: .ioThread) { _ in counts.withLock { $0[index, default: 0] += 1 } })
+            subscriptions.append(
+                try receiver.subscribe(rule, on: .ioThread) { _ in counts.withLock { $0[index, default: 0] += 1 } })
         }
-        let last = try await receiver.signals(matching: MatchRule(interface: interface, member: said, arguments: [0: "last"]))
+        let last = try await receiver.signals(
+            matching: MatchRule(interface: interface, member: said, arguments: [0: "last"]))
         for index in stride(from: 0, to: 2_000, by: 97) { try sender.emit(signal(.string("name.\(index)"))) }
         try sender.emit(signal(.string("name.unknown")))
         try sender.emit(signal(.string("last")))

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import WormholeDBus
 
 /// The rule registry is a state machine with no I/O: these tests drive it event by event.
@@ -72,7 +73,8 @@ struct RuleRegistryTests {
         var registry = Registry(connected: true)
         let generation = Effects(registry.acquire("r", waiter: 1)).generations["r"]!
         _ = registry.acquire("r", waiter: 2)
-        #expect(Effects(registry.answered("r", generation: generation, .failure(Self.failure))) == Effects(failed: [1, 2]))
+        #expect(
+            Effects(registry.answered("r", generation: generation, .failure(Self.failure))) == Effects(failed: [1, 2]))
         #expect(registry.count(of: "r") == 0)
         #expect(Effects(registry.acquire("r", waiter: 3)).added == ["r"], "the next reference asks again")
     }
@@ -124,7 +126,8 @@ struct RuleRegistryTests {
         #expect(again.added == ["a"])
         #expect(fresh.count(of: "a") == 2)
         #expect(Effects(fresh.acquire("a", waiter: 6)) == Effects(), "waits for the re-add")
-        #expect(Effects(fresh.answered("a", generation: again.generations["a"]!, .success(()))) == Effects(succeeded: [6]))
+        #expect(
+            Effects(fresh.answered("a", generation: again.generations["a"]!, .success(()))) == Effects(succeeded: [6]))
     }
 
     @Test("releasing the last reference while the bus has not answered fails the waiters; closing fails all")

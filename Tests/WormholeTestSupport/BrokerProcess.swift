@@ -84,7 +84,8 @@ final class BrokerProcess: @unchecked Sendable {
             Self.stop(launcher: launcherPID, broker: nil)
             let logged = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
             if logged.contains("dirwatch_new") && logged.contains("Too many open files") {
-                let limit = (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_user_instances", encoding: .utf8))?
+                let limit =
+                    (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_user_instances", encoding: .utf8))?
                     .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
                 throw TestFailure(
                     "dbus-broker-launch found no inotify instance left (fs.inotify.max_user_instances = \(limit), "
@@ -144,7 +145,8 @@ final class JournalSink: @unchecked Sendable {
     init(directory parent: String) throws {
         directory = parent + "/journal"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
-        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        let fd = socket(
+            AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { throw TestFailure("socket failed: errno \(errno)") }
         guard withSocketAddress(directory + "/socket", { bind(fd, $0, $1) }) == 0 else {
             close(fd)

@@ -19,7 +19,8 @@ public func runInBackground(
     try await within("\(executable) to exit") {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
-                continuation.resume(with: Result { try run(executable, arguments, input: input, environment: environment) })
+                continuation.resume(
+                    with: Result { try run(executable, arguments, input: input, environment: environment) })
             }
         }
     }

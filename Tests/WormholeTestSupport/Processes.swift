@@ -52,7 +52,8 @@ public func productPath(_ name: String) throws -> String {
     let path = TestProducts.directory.appendingPathComponent(name).path
     guard FileManager.default.isExecutableFile(atPath: path) else {
         throw TestFailure(
-            "product \(name) is not built at \(path); run `swift build` first (or `swift build -c release` for WORMHOLE_TEST_PRODUCTS=\(TestProducts.directory.path))")
+            "product \(name) is not built at \(path); run `swift build` first (or `swift build -c release` for WORMHOLE_TEST_PRODUCTS=\(TestProducts.directory.path))"
+        )
     }
     return path
 }

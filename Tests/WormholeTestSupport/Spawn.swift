@@ -48,7 +48,8 @@ public enum Spawn {
             if let source {
                 posix_spawn_file_actions_adddup2(&actions, source, Int32(target))
             } else {
-                posix_spawn_file_actions_addopen(&actions, Int32(target), "/dev/null", target == 0 ? O_RDONLY : O_WRONLY, 0)
+                posix_spawn_file_actions_addopen(
+                    &actions, Int32(target), "/dev/null", target == 0 ? O_RDONLY : O_WRONLY, 0)
             }
         }
         if let closeFrom { _ = closeFrom(&actions, 3) }

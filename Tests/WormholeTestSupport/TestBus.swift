@@ -109,9 +109,12 @@ public final class TestBus: @unchecked Sendable {
         }
         let uid = String(getuid()).utf8.map { String(format: "%02x", $0) }.joined()
         let request = Array("\0AUTH EXTERNAL \(uid)\r\n".utf8)
-        guard write(fd, request, request.count) == request.count else { throw TestFailure("write failed: errno \(errno)") }
+        guard write(fd, request, request.count) == request.count else {
+            throw TestFailure("write failed: errno \(errno)")
+        }
         let answer = readLine(from: FileHandle(fileDescriptor: fd, closeOnDealloc: false))
-        guard answer.hasPrefix("OK "), case let guid = answer.dropFirst(3).trimmingCharacters(in: .whitespacesAndNewlines),
+        guard answer.hasPrefix("OK "),
+            case let guid = answer.dropFirst(3).trimmingCharacters(in: .whitespacesAndNewlines),
             !guid.isEmpty
         else { throw TestFailure("the bus answered AUTH EXTERNAL with \(answer.debugDescription)") }
         return guid
@@ -138,7 +141,8 @@ public final class TestBus: @unchecked Sendable {
         socketPath = directory + "/bus"
         address = try BusAddress("unix:path=\(socketPath)")
         do {
-            journal = daemon == .broker && BrokerProcess.needsPrivateJournal ? try JournalSink(directory: directory) : nil
+            journal =
+                daemon == .broker && BrokerProcess.needsPrivateJournal ? try JournalSink(directory: directory) : nil
             try launch()
         } catch {
             try? FileManager.default.removeItem(atPath: directory)
@@ -183,8 +187,10 @@ public final class TestBus: @unchecked Sendable {
             defer { close(output.write) }
             pid = try Spawn.start(
                 "/usr/bin/env",
-                ["dbus-daemon", "--config-file=\(configFile)",
-                 "--nofork", "--print-address", "--address=unix:path=\(socketPath)"],
+                [
+                    "dbus-daemon", "--config-file=\(configFile)",
+                    "--nofork", "--print-address", "--address=unix:path=\(socketPath)",
+                ],
                 environment: ProcessInfo.processInfo.environment, standardOutput: output.write)
         } catch {
             close(output.read)
@@ -257,8 +263,10 @@ public final class TestBus: @unchecked Sendable {
     public func matchRuleCount(of uniqueName: String) throws -> Int {
         let output = try run(
             "/usr/bin/env",
-            ["dbus-send", "--bus=\(address.rawValue)", "--print-reply", "--dest=org.freedesktop.DBus",
-             "/org/freedesktop/DBus", "org.freedesktop.DBus.Debug.Stats.GetConnectionStats", "string:\(uniqueName)"])
+            [
+                "dbus-send", "--bus=\(address.rawValue)", "--print-reply", "--dest=org.freedesktop.DBus",
+                "/org/freedesktop/DBus", "org.freedesktop.DBus.Debug.Stats.GetConnectionStats", "string:\(uniqueName)",
+            ])
         let lines = output.stdout.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
         guard let index = lines.firstIndex(of: "string \"MatchRules\""), index + 1 < lines.count,
             let value = lines[index + 1].split(separator: " ").last.flatMap({ Int($0) })
@@ -278,7 +286,8 @@ extension TestBus {
     ///   daemon cannot start.
     public static func shared() throws -> TestBus {
         guard let scope = SharedTestBus.scope else {
-            throw TestFailure("TestBus.shared() is for suites with the trait .sharedBus: add it, as in @Suite(.sharedBus)")
+            throw TestFailure(
+                "TestBus.shared() is for suites with the trait .sharedBus: add it, as in @Suite(.sharedBus)")
         }
         return try scope.bus()
     }
@@ -375,7 +384,9 @@ public final class SilentSocket: Sendable {
             for (index, byte) in path.utf8.enumerated() { buffer[index] = byte }
         }
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
         }
         guard bound == 0, listen(fd, 16) == 0 else { throw TestFailure("bind/listen failed: \(errno)") }
     }

@@ -94,7 +94,8 @@ final class FirstOutcome<T: Sendable>: Sendable {
 /// connection comes to own, from the bus daemon's `NameOwnerChanged`, on `watcher`'s I/O thread
 /// (so in the order the bus delivered it among the watcher's other routes). Active on return.
 public func watchOwners(
-    below prefix: String, on watcher: BusConnection, _ gained: @escaping @Sendable (_ name: String, _ owner: String) -> Void
+    below prefix: String, on watcher: BusConnection,
+    _ gained: @escaping @Sendable (_ name: String, _ owner: String) -> Void
 ) async throws {
     let owners = MatchRule(
         sender: "org.freedesktop.DBus", interface: try InterfaceName("org.freedesktop.DBus"),

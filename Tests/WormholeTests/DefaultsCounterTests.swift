@@ -15,7 +15,8 @@ import WormholeTestSupport
 
     func defaults(_ freshness: GroupDefaults.Freshness) throws -> GroupDefaults {
         try GroupDefaults(
-            applicationGroupIdentifier: GroupIdentifier(world.group), containerRoot: world.root.path, busAddress: world.bus.address,
+            applicationGroupIdentifier: GroupIdentifier(world.group), containerRoot: world.root.path,
+            busAddress: world.bus.address,
             sharedStateDirectory: world.state.path, freshness: freshness, logger: MessagingHarness.logger)
     }
 
@@ -73,7 +74,9 @@ import WormholeTestSupport
             try writer.set(round, forKey: "n")
             #expect(try (reader.value(forKey: "n")?.intValue ?? 0) == round, "round \(round)")
             try reader.set(-round, forKey: "m")
-            #expect(try (reader.value(forKey: "m")?.intValue ?? 0) == -round && (writer.value(forKey: "m")?.intValue ?? 0) == -round, "round \(round)")
+            #expect(
+                try (reader.value(forKey: "m")?.intValue ?? 0) == -round
+                    && (writer.value(forKey: "m")?.intValue ?? 0) == -round, "round \(round)")
         }
     }
 
@@ -82,7 +85,8 @@ import WormholeTestSupport
         let counted = try defaults(.changeCounter)
         let checked = try defaults(.everyWriter)
         try checked.set(1, forKey: "n")
-        #expect(try (counted.value(forKey: "n")?.intValue ?? 0) == 1 && (checked.value(forKey: "n")?.intValue ?? 0) == 1)
+        #expect(
+            try (counted.value(forKey: "n")?.intValue ?? 0) == 1 && (checked.value(forKey: "n")?.intValue ?? 0) == 1)
 
         try await foreignWrite(2, counting: true)
         #expect(try (counted.value(forKey: "n")?.intValue ?? 0) == 2, "a foreign writer that counts")
@@ -95,7 +99,9 @@ import WormholeTestSupport
         #expect(try (counted.value(forKey: "n")?.intValue ?? 0) == 2, "the counter reader has not looked at the file")
         // The next counting write of any key brings it up to date, the foreign value included.
         try await world.runCLI(["defaults", "write", "--group", world.group, "other", "1"])
-        #expect(try (counted.value(forKey: "n")?.intValue ?? 0) == 3 && (counted.value(forKey: "other")?.intValue ?? 0) == 1)
+        #expect(
+            try (counted.value(forKey: "n")?.intValue ?? 0) == 3 && (counted.value(forKey: "other")?.intValue ?? 0) == 1
+        )
     }
 
     /// The counter file: 8 bytes, mode 0600, little-endian, one more per write that changed

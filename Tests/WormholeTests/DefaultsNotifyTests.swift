@@ -45,7 +45,8 @@ enum DefaultsHarness {
         try defaults.removeObject(forKey: "b/c")
         let signals = try await MessagingHarness.next(4, from: posted, "the posts")
         let prefix = "\(world.group)/Preferences/\(world.group)/"
-        #expect(try signals.map { try $0.string(at: 0) } == [prefix + "a", prefix + "b/c", prefix + "it's", prefix + "b/c"])
+        #expect(
+            try signals.map { try $0.string(at: 0) } == [prefix + "a", prefix + "b/c", prefix + "it's", prefix + "b/c"])
         for signal in signals {
             #expect(signal.interface.rawValue == NotifyContract.bucketInterface(for: try signal.string(at: 0)))
         }
@@ -56,7 +57,10 @@ enum DefaultsHarness {
 
     /// An observer of key A is never woken by writes to B: the daemon holds exactly the two
     /// exact-name rules, and the first delivery after 20 writes to B is A's.
-    @Test(.disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
+    @Test(
+        .disabled(
+            if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"
+        ))
     func keyObserverIsFilteredByTheDaemon() async throws {
         // It counts the rules of the process's one connection to its bus: a bus of its own, not
         // the suite's.
@@ -82,7 +86,10 @@ enum DefaultsHarness {
 
     /// A suite observer gets every key (hostile ones too), one rule on the daemon; a transaction's
     /// changes are all visible when the first of them is delivered.
-    @Test(.disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
+    @Test(
+        .disabled(
+            if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"
+        ))
     func suiteObserverSeesEveryKeyAndWholeTransactions() async throws {
         // It counts the rules of the process's one connection to its bus: a bus of its own, not
         // the suite's.
@@ -90,8 +97,10 @@ enum DefaultsHarness {
         let observing = try world.defaults()
         let (changes, record) = DefaultsHarness.recorder()
         let seenTogether = Mutex<[String: PropertyListValue?]>([:])
-        let observer = try observing.listen() { change in
-            if change.key == "theme" { seenTogether.withLock { $0["themeVersion"] = try? observing.value(forKey: "themeVersion") } }
+        let observer = try observing.listen { change in
+            if change.key == "theme" {
+                seenTogether.withLock { $0["themeVersion"] = try? observing.value(forKey: "themeVersion") }
+            }
             record(change)
         }
         defer { observer.cancel() }
@@ -112,7 +121,8 @@ enum DefaultsHarness {
     @Test func ownWritesCanBeIgnored() async throws {
         let defaults = try world.defaults()
         let (changes, record) = DefaultsHarness.recorder()
-        let observer = try defaults.listen(forKey: "k", options: ObserverOptions(ignoresOwnPosts: true), handler: record)
+        let observer = try defaults.listen(
+            forKey: "k", options: ObserverOptions(ignoresOwnPosts: true), handler: record)
         defer { observer.cancel() }
         try defaults.set(1, forKey: "k")
         let output = try await DefaultsHarness.peer(
@@ -206,8 +216,9 @@ enum DefaultsHarness {
         defer { watching.cancel() }
         // Another process writes while there is no bus: woken through the directory.
         try await world.runCLI(["defaults", "write", "--group", world.group, "colour", "\"red\""], allowFailure: true)
-        #expect(try await MessagingHarness.next(1, from: key, "the write without a bus")
-            == [GroupDefaults.Change(key: "colour", value: .string("red"), reason: .changed)])
+        #expect(
+            try await MessagingHarness.next(1, from: key, "the write without a bus")
+                == [GroupDefaults.Change(key: "colour", value: .string("red"), reason: .changed)])
         try world.bus.start()
         _ = try await MessagingHarness.until(sources, "the move to the bus") { $0 == .bus }
         try await world.runCLI(["defaults", "write", "--group", world.group, "colour", "\"blue\""])
@@ -314,7 +325,10 @@ enum DefaultsHarness {
             """#
         let output = try await MessagingHarness.run(
             "/usr/bin/env",
-            ["python3", "-c", script, world.suitePath(), world.bus.address.rawValue, defaults.notificationPrefix.rawValue])
+            [
+                "python3", "-c", script, world.suitePath(), world.bus.address.rawValue,
+                defaults.notificationPrefix.rawValue,
+            ])
         #expect(output.status == 0, "\(output.stderr)")
         let got = try await MessagingHarness.next(6, from: changes, "the Python writer's changes")
         #expect(Set(got.map(\.key)) == ["py int", "py float", "py date", "py data", "py url", "py list"])
@@ -323,7 +337,9 @@ enum DefaultsHarness {
         #expect(try defaults.value(forKey: "py date") == .date(Date(timeIntervalSince1970: 86400.5)))
         #expect(try defaults.value(forKey: "py data") == .data(Data([0, 255])))
         #expect(try defaults.value(forKey: "py url") == .url(URL(string: "https://example.org/x")!))
-        #expect(try defaults.value(forKey: "py list") == .array([.integer(1), .string("two"), .dictionary(["k": .bool(true)])]))
+        #expect(
+            try defaults.value(forKey: "py list")
+                == .array([.integer(1), .string("two"), .dictionary(["k": .bool(true)])]))
         #expect(try (defaults.value(forKey: "double")?.doubleValue ?? 0) == 1.0)
     }
 
@@ -344,7 +360,8 @@ enum DefaultsHarness {
     /// `.synchronized` durability writes the same suite (fsync'ed).
     @Test func synchronizedDurabilityWrites() throws {
         let defaults = try GroupDefaults(
-            applicationGroupIdentifier: GroupIdentifier(world.group), durability: .synchronized, containerRoot: world.root.path,
+            applicationGroupIdentifier: GroupIdentifier(world.group), durability: .synchronized,
+            containerRoot: world.root.path,
             busAddress: world.bus.address, sharedStateDirectory: world.state.path, logger: MessagingHarness.logger)
         try defaults.update("n") { _ in .integer(5) }
         #expect(try world.defaults().value(forKey: "n") == .integer(5))

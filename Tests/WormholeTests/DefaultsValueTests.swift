@@ -13,7 +13,8 @@ import WormholeTestSupport
 extension MessagingFixture {
     func defaults(group: String? = nil, suite: String? = nil) throws -> GroupDefaults {
         try GroupDefaults(
-            applicationGroupIdentifier: GroupIdentifier(group ?? self.group), suiteName: suite.map { try SuiteName($0) }, containerRoot: root.path, busAddress: bus.address,
+            applicationGroupIdentifier: GroupIdentifier(group ?? self.group),
+            suiteName: suite.map { try SuiteName($0) }, containerRoot: root.path, busAddress: bus.address,
             sharedStateDirectory: state.path, logger: MessagingHarness.logger)
     }
 
@@ -107,7 +108,9 @@ extension GroupDefaults.Keys {
         let parsed = try JSONSerialization.jsonObject(with: Data(#"{"b":true,"i":7,"d":1.0,"n":[false,-3]}"#.utf8))
         #expect(
             try PropertyListValue(parsed)
-                == .dictionary(["b": .bool(true), "i": .integer(7), "d": .double(1.0), "n": .array([.bool(false), .integer(-3)])]))
+                == .dictionary([
+                    "b": .bool(true), "i": .integer(7), "d": .double(1.0), "n": .array([.bool(false), .integer(-3)]),
+                ]))
         let refused = try #require(throws: WormholeError.self) { try PropertyListValue(NSNull(), key: "k") }
         #expect(refused.message.contains("null"))
     }
@@ -185,13 +188,19 @@ extension GroupDefaults.Keys {
         try defaults.set("other", forKey: key + "x")
         #expect(try world.defaults().value(forKey: key)?.stringValue == key)
         #expect(try world.defaults().values().count == 2)
-        #expect(try defaults.notificationName(forKey: key).rawValue == "\(world.group)/Preferences/\(world.group)/\(key)")
+        #expect(
+            try defaults.notificationName(forKey: key).rawValue == "\(world.group)/Preferences/\(world.group)/\(key)")
     }
 
     static let invalidKeys: [(String, String)] = [
         ("", "empty"),
         ("a\u{0}b", "NUL"),
-        (String(repeating: "k", count: 900 - "\(MessagingFixture.baseGroup)/Preferences/\(MessagingFixture.baseGroup)/".utf8.count + 1), "over the limit"),
+        (
+            String(
+                repeating: "k",
+                count: 900 - "\(MessagingFixture.baseGroup)/Preferences/\(MessagingFixture.baseGroup)/".utf8.count + 1),
+            "over the limit"
+        ),
         (String(repeating: "'", count: 300), "match rule"),
     ]
 
@@ -246,8 +255,11 @@ extension GroupDefaults.Keys {
     }
 
     @Test func invalidJSONValuesAreRefused() throws {
-        for text in ["null", "[null]", "01", "1.", "{\"$what\":1}", "{\"$date\":\"x\"}", "{\"$data\":\"***\"}", "99999999999999999999",
-                     "\"unterminated", "1 2", ""] {
+        for text in [
+            "null", "[null]", "01", "1.", "{\"$what\":1}", "{\"$date\":\"x\"}", "{\"$data\":\"***\"}",
+            "99999999999999999999",
+            "\"unterminated", "1 2", "",
+        ] {
             #expect(throws: WormholeError.self, "\(text)") { try PropertyListValue(jsonText: text) }
         }
         #expect(try PropertyListValue(jsonText: " 1e2 ") == .double(100))
@@ -284,8 +296,10 @@ extension GroupDefaults.Keys {
             #expect(lstat(path, &status) == 0, "\(path)")
             #expect(Int(status.st_mode & 0o777) == mode, "\(path)")
         }
-        #expect(try FileManager.default.contentsOfDirectory(atPath: "\(world.root.path)/\(world.group)/Preferences").sorted()
-            == ["\(world.group).json", "\(world.group).json.changes", "\(world.group).json.lock"])
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: "\(world.root.path)/\(world.group)/Preferences")
+                .sorted()
+                == ["\(world.group).json", "\(world.group).json.changes", "\(world.group).json.lock"])
         let object = try JSONSerialization.jsonObject(with: Data(world.suiteText()!.utf8)) as? [String: Any]
         #expect(object?["a"] as? Int == 1)
     }
@@ -416,13 +430,18 @@ extension GroupDefaults.Keys {
         #expect(try world.defaults().values() == ["c": .integer(3)])
     }
 
-    @Test(arguments: [
-        ("bom", [0xEF, 0xBB, 0xBF] + Array("{\"a\":1}".utf8), 0),
-        ("invalid UTF-8", Array("{\"a\":\"".utf8) + [0xFF] + Array("\"}".utf8), 6),
-        ("deep", Array(("{\"a\":" + String(repeating: "[", count: 600) + String(repeating: "]", count: 600) + "}").utf8), 517),
-        ("empty", [], 0),
-        ("not an object", Array("[1]".utf8), 0),
-    ] as [(String, [UInt8], Int)])
+    @Test(
+        arguments: [
+            ("bom", [0xEF, 0xBB, 0xBF] + Array("{\"a\":1}".utf8), 0),
+            ("invalid UTF-8", Array("{\"a\":\"".utf8) + [0xFF] + Array("\"}".utf8), 6),
+            (
+                "deep",
+                Array(("{\"a\":" + String(repeating: "[", count: 600) + String(repeating: "]", count: 600) + "}").utf8),
+                517
+            ),
+            ("empty", [], 0),
+            ("not an object", Array("[1]".utf8), 0),
+        ] as [(String, [UInt8], Int)])
     func aFileThatIsNotOneObjectNamesTheOffset(kind: String, bytes: [UInt8], offset: Int) throws {
         let world = try MessagingFixture()
         let defaults = try world.defaults()
@@ -440,7 +459,8 @@ extension GroupDefaults.Keys {
         let world = try MessagingFixture()
         let defaults = try world.defaults()
         try defaults.set(0, forKey: "keep")
-        let text = "{\"keep\":\"yes\",\"x\":{\"$future\":  [1, {\"b\":null}]},\"d\":{\"$date\":\"soon\"},\"big\":123456789012345678901234,\"dup\":1,\"dup\":2}"
+        let text =
+            "{\"keep\":\"yes\",\"x\":{\"$future\":  [1, {\"b\":null}]},\"d\":{\"$date\":\"soon\"},\"big\":123456789012345678901234,\"dup\":1,\"dup\":2}"
         try Data(text.utf8).write(to: URL(fileURLWithPath: world.suitePath()))
         #expect(try defaults.value(forKey: "keep")?.stringValue == "yes")
         #expect(try defaults.value(forKey: "dup") == .integer(2))
@@ -476,13 +496,18 @@ extension GroupDefaults.Keys {
         #expect(try defaults.value(forKey: "s")?.stringValue == "x")
         // The limit: a write over it is refused, the suite unchanged; removals always work.
         let small = try GroupDefaults(
-            applicationGroupIdentifier: GroupIdentifier(world.group), containerRoot: world.root.path, busAddress: world.bus.address,
+            applicationGroupIdentifier: GroupIdentifier(world.group), containerRoot: world.root.path,
+            busAddress: world.bus.address,
             sharedStateDirectory: world.state.path, maximumSuiteBytes: 200, logger: MessagingHarness.logger)
         let before = FileManager.default.contents(atPath: world.suitePath())
-        let tooLarge = try #require(throws: WormholeError.self) { try small.set(String(repeating: "x", count: 300), forKey: "big") }
+        let tooLarge = try #require(throws: WormholeError.self) {
+            try small.set(String(repeating: "x", count: 300), forKey: "big")
+        }
         #expect(tooLarge.code == .suiteTooLarge && tooLarge.message.contains("200"))
         try small.set(String(repeating: "y", count: 100), forKey: "pad")
-        let over = try #require(throws: WormholeError.self) { try small.set(String(repeating: "z", count: 100), forKey: "pad2") }
+        let over = try #require(throws: WormholeError.self) {
+            try small.set(String(repeating: "z", count: 100), forKey: "pad2")
+        }
         #expect(over.code == .suiteTooLarge && over.message.contains("bytes, over its limit of 200"))
         #expect(try small.value(forKey: "pad2") == nil && before != nil)
         try small.removeObject(forKey: "pad")

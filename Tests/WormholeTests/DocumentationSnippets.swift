@@ -26,7 +26,7 @@ private func docComments() throws {
     }
     withExtendedLifetime(listener) {}
 
-    let center = try DarwinNotificationCenter()          // the session bus
+    let center = try DarwinNotificationCenter()  // the session bus
     let name = NotificationName("com.example.app.refresh")
     let observer = try center.listen(name: name) { note in
         print("refresh!", note.state ?? 0)

@@ -47,7 +47,8 @@ struct DoorbellFixture {
             if pair.count == 2 { fields[pair[0]] = pair[1] }
         }
         return Observer(
-            child: child, endpoint: fields["endpoint"] == "none" ? nil : fields["endpoint"], busKey: fields["bus"] ?? "")
+            child: child, endpoint: fields["endpoint"] == "none" ? nil : fields["endpoint"], busKey: fields["bus"] ?? ""
+        )
     }
 
     /// Posts `name` once per state from another process; its `rang sent=N stale=N` line.
@@ -178,7 +179,9 @@ struct DoorbellTests {
         #expect(finished.deliveries == [] && finished.received == 0, "\(finished)")
     }
 
-    @Test("a sender's posts arrive in its order, once each (but those a newer queued signal replaced), when rings are dropped (the observer stopped, its queue full)")
+    @Test(
+        "a sender's posts arrive in its order, once each (but those a newer queued signal replaced), when rings are dropped (the observer stopped, its queue full)"
+    )
     func orderWithDroppedRings() async throws {
         let name = "com.example.doorbell.order"
         let observer = try await fixture.observe(name)
@@ -195,7 +198,8 @@ struct DoorbellTests {
         _ = try await within("half of the posts") { await poster.stdoutLines.firstLine { $0 == "halfway" } }
         observer.child.signal(SIGCONT)
         let posted = try await poster.finished("the poster")
-        #expect(posted.status == 0 && posted.stdout.hasSuffix("posted \(posts) notsent 0\n"), "\(posted.stdout.suffix(80))")
+        #expect(
+            posted.status == 0 && posted.stdout.hasSuffix("posted \(posts) notsent 0\n"), "\(posted.stdout.suffix(80))")
         // When the daemon fell behind the poster (a loaded machine), a queued signal may have been
         // replaced by the next post's (contract §7): a post whose ring was dropped too is stood
         // for by that next one. Otherwise every post arrives.
@@ -207,7 +211,9 @@ struct DoorbellTests {
         #expect(states.count == finished.deliveries.count, "\(finished.deliveries.prefix(3))")
         #expect(zip(states, states.dropFirst()).allSatisfy { $0 < $1 }, "in order and once each")
         #expect(states.last == posts, "the last post arrives")
-        #expect(posts - states.count <= (replaced ?? 0), "\(posts - states.count) missing, \(replaced ?? -1) replaced, \(finished.received) rings received")
+        #expect(
+            posts - states.count <= (replaced ?? 0),
+            "\(posts - states.count) missing, \(replaced ?? -1) replaced, \(finished.received) rings received")
     }
 
     @Test("a post rings only the processes that observe its name or a prefix of it")
@@ -230,7 +236,8 @@ struct DoorbellTests {
         #expect(fc.deliveries == ["\(prefix)note 6"] && fc.received <= 2 && fc.refused == 0, "\(fc)")
     }
 
-    @Test("a killed observer's registration is removed by the next ring, its endpoint by the next process that opens one")
+    @Test(
+        "a killed observer's registration is removed by the next ring, its endpoint by the next process that opens one")
     func staleEndpointRemoved() async throws {
         let name = "com.example.doorbell.stale"
         let observer = try await fixture.observe(name, [name + ".second"])
@@ -362,7 +369,10 @@ struct DoorbellTests {
             """
         let nobody = try await runInBackground(
             "/usr/bin/setpriv",
-            ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script, link, "\(bus)", name, "11"])
+            [
+                "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script, link, "\(bus)",
+                name, "11",
+            ])
         #expect(nobody.status == 0, "the other user's ring was sent: \(nobody.stderr)")
         let mine = try await runInBackground("/usr/bin/python3", ["-c", script, link, "\(bus)", name, "12"])
         #expect(mine.status == 0, "\(mine.stderr)")
@@ -379,7 +389,8 @@ struct DoorbellTests {
         let name = "com.example.doorbell.monitor"
         let observer = try await fixture.observe(name)
         let monitor = try ChildProcess(
-            "/usr/bin/dbus-monitor", ["--address", fixture.bus.address.rawValue, "type='signal',member='Posted',arg0='\(name)'"])
+            "/usr/bin/dbus-monitor",
+            ["--address", fixture.bus.address.rawValue, "type='signal',member='Posted',arg0='\(name)'"])
         // dbus-monitor prints the NameLost/NameAcquired of becoming a monitor first: then it monitors.
         _ = try await within("dbus-monitor to start") { await monitor.stdoutLines.firstLine { $0.hasPrefix("signal") } }
         #expect(try await fixture.post(name, [8]) == "rang sent=1 stale=0")
@@ -411,8 +422,10 @@ struct DoorbellTests {
 
     /// A dbus-monitor header line without its time stamp, sender and serial (they differ by post).
     static func withoutSerial(_ line: String) -> String {
-        line.split(separator: " ").filter { !$0.hasPrefix("time=") && !$0.hasPrefix("serial=") && !$0.hasPrefix("sender=") }
-            .joined(separator: " ")
+        line.split(separator: " ").filter {
+            !$0.hasPrefix("time=") && !$0.hasPrefix("serial=") && !$0.hasPrefix("sender=")
+        }
+        .joined(separator: " ")
     }
 }
 

@@ -33,9 +33,10 @@ struct ExitDrainTests {
     /// with the name each carries: everything the children put on the bus (the bus delivers in order).
     func untilSentinel(_ signals: SignalStream) async throws -> [(name: String, signal: Signal)] {
         let sentinel = try BusConnection(address: fixture.bus.address)
-        try sentinel.emit(Signal(
-            path: try ObjectPath("/org/wormhole/Notify1"), interface: try InterfaceName("org.wormhole.Notify1"),
-            member: try MemberName("Posted"), arguments: [.string("sentinel")]))
+        try sentinel.emit(
+            Signal(
+                path: try ObjectPath("/org/wormhole/Notify1"), interface: try InterfaceName("org.wormhole.Notify1"),
+                member: try MemberName("Posted"), arguments: [.string("sentinel")]))
         #expect(sentinel.flush() == nil)
         var before: [(name: String, signal: Signal)] = []
         for await signal in signals {
@@ -62,7 +63,10 @@ struct ExitDrainTests {
             let children = try (start..<min(start + Self.parallel, Self.perKind)).map { n in
                 try ChildProcess(
                     peer,
-                    ["send-once", kind, fixture.root.path, group, "id\(n)", fixture.bus.address.rawValue, modes[n % modes.count]],
+                    [
+                        "send-once", kind, fixture.root.path, group, "id\(n)", fixture.bus.address.rawValue,
+                        modes[n % modes.count],
+                    ],
                     environment: ["XDG_RUNTIME_DIR": fixture.state.path])
             }
             for child in children {
@@ -72,15 +76,22 @@ struct ExitDrainTests {
         }
         #expect(failures.isEmpty, "children failed: \(failures.prefix(3))")
         var seen = Set<String>()
-        for (name, signal) in try await untilSentinel(signals) where signal.member.rawValue == member { seen.insert(name) }
-        let expected = Set((0..<Self.perKind).map { Self.expectedName(kind: kind, group: group, identifier: "id\($0)") })
-        #expect(seen.intersection(expected).count == Self.perKind, "\(kind): \(expected.subtracting(seen).count) of \(Self.perKind) missing")
+        for (name, signal) in try await untilSentinel(signals) where signal.member.rawValue == member {
+            seen.insert(name)
+        }
+        let expected = Set(
+            (0..<Self.perKind).map { Self.expectedName(kind: kind, group: group, identifier: "id\($0)") })
+        #expect(
+            seen.intersection(expected).count == Self.perKind,
+            "\(kind): \(expected.subtracting(seen).count) of \(Self.perKind) missing")
     }
 
     /// The second append of a process goes out on the connection's I/O thread (the first one
     /// connected): its post is on the bus before the process exits, whether it appended on the
     /// main thread and called `exit(0)`, or appended in an `.ioThread` handler and exited there.
-    @Test("a journal's later append, then exit without a flush (main thread, or an I/O-thread handler): its post is on the bus", arguments: ["main", "handler"])
+    @Test(
+        "a journal's later append, then exit without a flush (main thread, or an I/O-thread handler): its post is on the bus",
+        arguments: ["main", "handler"])
     func journalPostOnTheIOThreadBeforeExit(mode: String) async throws {
         let group = fixture.group
         let listener = try BusConnection(address: fixture.bus.address)
@@ -100,7 +111,9 @@ struct ExitDrainTests {
             if signal.arguments.count > 1, case .uint64(2) = signal.arguments[1] { second.insert(name) }
         }
         let expected = Set((0..<count).map { Self.expectedName(kind: "journal", group: group, identifier: "j\($0)") })
-        #expect(second.intersection(expected).count == count, "\(mode): no post of record 2 for \(expected.subtracting(second).sorted())")
+        #expect(
+            second.intersection(expected).count == count,
+            "\(mode): no post of record 2 for \(expected.subtracting(second).sorted())")
     }
 
     @Test("a process that exits from a handler on the I/O thread, right after posting there: the post is on the bus")
@@ -111,27 +124,33 @@ struct ExitDrainTests {
         let peer = try productPath("wormhole-test-peer")
         let count = 20
         for n in 0..<count {
-            let output = try ChildProcess(peer, ["post-exit-in-handler", fixture.bus.address.rawValue, "com.example.exit.n\(n)"],
-                                          environment: ["XDG_RUNTIME_DIR": fixture.state.path]).wait()
+            let output = try ChildProcess(
+                peer, ["post-exit-in-handler", fixture.bus.address.rawValue, "com.example.exit.n\(n)"],
+                environment: ["XDG_RUNTIME_DIR": fixture.state.path]
+            ).wait()
             #expect(output.status == 0, "\(output.stderr)")
         }
         let seen = Set(try await untilSentinel(signals).map(\.name))
         #expect(seen.intersection((0..<count).map { "com.example.exit.n\($0)" }).count == count)
     }
 
-    @Test("a flush reports a bus that does not answer, within its timeout, and a closed connection's drain does not hang exit")
+    @Test(
+        "a flush reports a bus that does not answer, within its timeout, and a closed connection's drain does not hang exit"
+    )
     func flushIsBounded() async throws {
         let sender = try BusConnection(address: fixture.bus.address)
-        try sender.emit(Signal(
-            path: try ObjectPath("/org/wormhole/Notify1"), interface: try InterfaceName("org.wormhole.Notify1"),
-            member: try MemberName("Posted"), arguments: [.string("before-pause")]))
+        try sender.emit(
+            Signal(
+                path: try ObjectPath("/org/wormhole/Notify1"), interface: try InterfaceName("org.wormhole.Notify1"),
+                member: try MemberName("Posted"), arguments: [.string("before-pause")]))
         #expect(sender.flush(timeout: .seconds(5)) == nil)
         #expect(sender.flush(timeout: .seconds(5)) == nil, "nothing unconfirmed: returns at once")
         fixture.bus.pause()
         defer { fixture.bus.resume() }
-        try sender.emit(Signal(
-            path: try ObjectPath("/org/wormhole/Notify1"), interface: try InterfaceName("org.wormhole.Notify1"),
-            member: try MemberName("Posted"), arguments: [.string("during-pause")]))
+        try sender.emit(
+            Signal(
+                path: try ObjectPath("/org/wormhole/Notify1"), interface: try InterfaceName("org.wormhole.Notify1"),
+                member: try MemberName("Posted"), arguments: [.string("during-pause")]))
         let error = sender.flush(timeout: .milliseconds(300))
         #expect(error?.code == .timedOut)
     }

@@ -3,6 +3,7 @@
 
 import Foundation
 import Testing
+
 @testable import Wormhole
 
 @Suite("Journal format")
@@ -69,8 +70,10 @@ struct JournalFormatTests {
     /// The segment of docs/journal-format.md ("Test vector"), byte for byte.
     @Test func segmentTestVectorOfTheDocumentation() throws {
         var bytes = JournalFormat.header(first: 1)
-        JournalFormat.appendFrame(sequence: 1, time: 1_700_000_000_000_000_000, payload: Data(#"{"n":1}"#.utf8), to: &bytes)
-        JournalFormat.appendFrame(sequence: 2, time: 1_700_000_000_000_000_001, payload: Data(#""two""#.utf8), to: &bytes)
+        JournalFormat.appendFrame(
+            sequence: 1, time: 1_700_000_000_000_000_000, payload: Data(#"{"n":1}"#.utf8), to: &bytes)
+        JournalFormat.appendFrame(
+            sequence: 2, time: 1_700_000_000_000_000_001, payload: Data(#""two""#.utf8), to: &bytes)
         JournalFormat.appendFrame(sequence: 3, time: 1_700_000_000_000_000_002, payload: nil, to: &bytes)
         let documented = try Self.documentedVector()
         #expect(bytes == documented, "docs/journal-format.md's vector differs from what the writer produces")

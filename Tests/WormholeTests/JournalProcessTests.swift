@@ -7,9 +7,10 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
-@testable import Wormhole
 import WormholeDBus
 import WormholeTestSupport
+
+@testable import Wormhole
 
 /// What a callback listener delivered, as an `AsyncStream`.
 func journalRecorder() -> (
@@ -45,8 +46,10 @@ struct JournalProcessTests {
     func startAppender(count: Int, batch: Int, hold: Bool = false) throws -> ChildProcess {
         try ChildProcess(
             try peer,
-            ["journal-append", fixture.root.path, fixture.group, "events", String(count), String(batch),
-             fixture.bus.address.rawValue] + (hold ? ["hold"] : []),
+            [
+                "journal-append", fixture.root.path, fixture.group, "events", String(count), String(batch),
+                fixture.bus.address.rawValue,
+            ] + (hold ? ["hold"] : []),
             environment: environment)
     }
 
@@ -55,8 +58,10 @@ struct JournalProcessTests {
     func startConsumer(last: UInt64) throws -> ChildProcess {
         try ChildProcess(
             try peer,
-            ["journal-consume", fixture.root.path, fixture.group, "events", "indexer", String(last),
-             fixture.bus.address.rawValue],
+            [
+                "journal-consume", fixture.root.path, fixture.group, "events", "indexer", String(last),
+                fixture.bus.address.rawValue,
+            ],
             environment: environment)
     }
 
@@ -97,7 +102,8 @@ struct JournalProcessTests {
         for output in outputs {
             for line in output.stdout.split(separator: "\n") {
                 let fields = line.split(separator: " ").compactMap { Int($0) }
-                #expect(pairs[fields[0] - 1] == [fields[1], fields[2]], "record \(fields[0]) is what its appender appended")
+                #expect(
+                    pairs[fields[0] - 1] == [fields[1], fields[2]], "record \(fields[0]) is what its appender appended")
             }
         }
         var lastByProcess: [Int: Int] = [:]
@@ -137,7 +143,9 @@ struct JournalProcessTests {
     func appendersKilled() async throws {
         // 600 records each, then they wait to be killed: most kills land while they append, and
         // no appender keeps a core busy while the rest of the suite runs.
-        var live = try [startAppender(count: 600, batch: 3, hold: true), startAppender(count: 600, batch: 3, hold: true)]
+        var live = try [
+            startAppender(count: 600, batch: 3, hold: true), startAppender(count: 600, batch: 3, hold: true),
+        ]
         var finished: [ProcessOutput] = []
         for kill in 0..<20 {
             let victim = kill % 2
@@ -161,7 +169,9 @@ struct JournalProcessTests {
                 let fields = line.split(separator: " ").compactMap { Int($0) }
                 guard fields.count == 3 else { continue }
                 confirmed += 1
-                #expect(fields[0] <= records.count && pairs[fields[0] - 1] == [fields[1], fields[2]], "appended record \(fields[0]) kept")
+                #expect(
+                    fields[0] <= records.count && pairs[fields[0] - 1] == [fields[1], fields[2]],
+                    "appended record \(fields[0]) kept")
             }
         }
         #expect(confirmed > 0)
@@ -198,8 +208,12 @@ struct JournalProcessTests {
         var highest: UInt64 = 0
         for (index, run) in runs.enumerated() {
             if let first = run.first {
-                #expect(run.map(\.sequence) == Array(first.sequence...(first.sequence + UInt64(run.count) - 1)), "run \(index) in order")
-                #expect(first.sequence <= highest + 1, "run \(index) skipped nothing: starts at \(first.sequence) after \(highest)")
+                #expect(
+                    run.map(\.sequence) == Array(first.sequence...(first.sequence + UInt64(run.count) - 1)),
+                    "run \(index) in order")
+                #expect(
+                    first.sequence <= highest + 1,
+                    "run \(index) skipped nothing: starts at \(first.sequence) after \(highest)")
             }
             var again = 0
             for record in run {
@@ -239,7 +253,9 @@ struct JournalProcessTests {
         let rest = consumed(second)
         if lastHandled < total {
             #expect(rest.first?.sequence == lastHandled + 1, "nothing handled is delivered again")
-            #expect(rest.map(\.sequence) == Array((lastHandled + 1)...total), "\(rest.count) records, from \(rest.first?.sequence ?? 0)")
+            #expect(
+                rest.map(\.sequence) == Array((lastHandled + 1)...total),
+                "\(rest.count) records, from \(rest.first?.sequence ?? 0)")
             // Flagged: at most the batch that was being delivered (and one more fetched just before the exit).
             let flagged = rest.prefix { $0.redelivery }.count
             #expect(rest.filter(\.redelivery).count == flagged, "the flagged records come first")
@@ -275,12 +291,16 @@ struct JournalProcessTests {
         let writer = JournalWriter(location: try location(), options: Journal.Options(segmentSize: 4096))
         var expected: [[String: Any]] = []
         for n in 0..<120 {
-            let message: [String: Any] = ["n": n, "text": "é✓ \"quoted\" \(String(repeating: "x", count: n))", "list": [n, nil, true] as [Any?]]
+            let message: [String: Any] = [
+                "n": n, "text": "é✓ \"quoted\" \(String(repeating: "x", count: n))", "list": [n, nil, true] as [Any?],
+            ]
             let data = try JSONSerialization.data(withJSONObject: message)
             _ = try writer.append([data])
             expected.append(message)
         }
-        #expect(try FileManager.default.contentsOfDirectory(atPath: try location().path).filter { $0.hasSuffix(".seg") }.count > 3)
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: try location().path).filter { $0.hasSuffix(".seg") }
+                .count > 3)
         let output = try await MessagingHarness.run(
             pythonPath!, [repositoryRoot.path + "/Tests/journal-reader.py", try location().path])
         #expect(output.status == 0, "\(output.stderr)")

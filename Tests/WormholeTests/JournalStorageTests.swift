@@ -7,6 +7,7 @@ import Foundation
 import Glibc
 import Logging
 import Testing
+
 @testable import Wormhole
 
 /// A container root and a journal location in it.
@@ -22,7 +23,8 @@ final class JournalDisk: Sendable {
         logger.logLevel = .critical
         return JournalLocation(
             container: try GroupContainer(group: GroupIdentifier(Self.group), root: root.path),
-            directory: try WormholeDirectoryName("wormhole"), identifier: try MessageIdentifier(identifier), logger: logger)
+            directory: try WormholeDirectoryName("wormhole"), identifier: try MessageIdentifier(identifier),
+            logger: logger)
     }
 
     func writer(_ identifier: String = "events", options: Journal.Options = Journal.Options()) throws -> JournalWriter {
@@ -42,7 +44,8 @@ final class JournalDisk: Sendable {
     }
 
     func segments(_ identifier: String = "events") throws -> [String] {
-        try FileManager.default.contentsOfDirectory(atPath: directory(identifier)).filter { $0.hasSuffix(".seg") }.sorted()
+        try FileManager.default.contentsOfDirectory(atPath: directory(identifier)).filter { $0.hasSuffix(".seg") }
+            .sorted()
     }
 }
 
@@ -215,7 +218,9 @@ struct JournalStorageTests {
         #expect(try fileSize(disk.segment(1)) == size)
     }
 
-    @Test(arguments: ["notes.txt", "00000000000000000001.seg.bak", "events.cursor.old", "1.seg", "00000000000000000000.seg"])
+    @Test(arguments: [
+        "notes.txt", "00000000000000000001.seg.bak", "events.cursor.old", "1.seg", "00000000000000000000.seg",
+    ])
     func aForeignFileIsRefusedByName(name: String) throws {
         let disk = try JournalDisk()
         _ = try disk.writer().append([payload(0)])
@@ -384,7 +389,8 @@ struct JournalStorageTests {
         _ = try disk.writer().append((0..<600).map { payload($0) })
         let location = try disk.location()
         do {
-            let first = try JournalConsumerCore(location: location, start: .beginning, consumer: "indexer", synchronized: false)
+            let first = try JournalConsumerCore(
+                location: location, start: .beginning, consumer: "indexer", synchronized: false)
             let batch = try first.nextBatch()
             #expect(batch.count == JournalConsumerCore.batchSize)
             #expect(batch.allSatisfy { !$0.isRedelivery })
@@ -394,7 +400,8 @@ struct JournalStorageTests {
         }
         let cursor = try String(contentsOfFile: disk.directory() + "/indexer.cursor", encoding: .utf8)
         #expect(cursor == "{\"format\":1,\"acknowledged\":256,\"delivering\":512}\n")
-        let restarted = try JournalConsumerCore(location: location, start: .end, consumer: "indexer", synchronized: false)
+        let restarted = try JournalConsumerCore(
+            location: location, start: .end, consumer: "indexer", synchronized: false)
         let again = try restarted.nextBatch()
         #expect(again.map(\.record.sequence) == Array(257...512))
         #expect(again.allSatisfy { $0.isRedelivery })
@@ -420,7 +427,8 @@ struct JournalStorageTests {
     @Test func aConsumerNameIsUsedByOneReaderAtATime() throws {
         let disk = try JournalDisk()
         let location = try disk.location()
-        let first = try JournalConsumerCore(location: location, start: .beginning, consumer: "solo", synchronized: false)
+        let first = try JournalConsumerCore(
+            location: location, start: .beginning, consumer: "solo", synchronized: false)
         do {
             _ = try JournalConsumerCore(location: location, start: .beginning, consumer: "solo", synchronized: false)
             Issue.record("two readers of one consumer")
@@ -434,8 +442,10 @@ struct JournalStorageTests {
     }
 
     @Test(arguments: [
-        "not json", "{\"format\":2,\"acknowledged\":1,\"delivering\":1}", "{\"format\":1,\"acknowledged\":-1,\"delivering\":1}",
-        "{\"format\":1,\"acknowledged\":1.5,\"delivering\":2}", "{\"format\":1,\"acknowledged\":3,\"delivering\":2}", "",
+        "not json", "{\"format\":2,\"acknowledged\":1,\"delivering\":1}",
+        "{\"format\":1,\"acknowledged\":-1,\"delivering\":1}",
+        "{\"format\":1,\"acknowledged\":1.5,\"delivering\":2}", "{\"format\":1,\"acknowledged\":3,\"delivering\":2}",
+        "",
         // Found by fuzzing: acknowledged + 1 overflowed (a crash, not an error).
         "{\"format\":1,\"acknowledged\":18446744073709551615,\"delivering\":18446744073709551615}",
     ])
@@ -443,9 +453,11 @@ struct JournalStorageTests {
         let disk = try JournalDisk()
         _ = try disk.writer().append((0..<5).map { payload($0) })
         let path = disk.directory() + "/broken.cursor"
-        _ = FileManager.default.createFile(atPath: path, contents: Data(content.utf8), attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(
+            atPath: path, contents: Data(content.utf8), attributes: [.posixPermissions: 0o600])
         do {
-            _ = try JournalConsumerCore(location: try disk.location(), start: .beginning, consumer: "broken", synchronized: false)
+            _ = try JournalConsumerCore(
+                location: try disk.location(), start: .beginning, consumer: "broken", synchronized: false)
             Issue.record("accepted cursor '\(content)'")
         } catch let error as WormholeError {
             #expect(error.code == .invalidCursor && error.value == path)
@@ -458,7 +470,8 @@ struct JournalStorageTests {
         let disk = try JournalDisk()
         _ = try disk.writer().append((0..<3).map { payload($0) })
         do {
-            let core = try JournalConsumerCore(location: try disk.location(), start: .beginning, consumer: "c", synchronized: false)
+            let core = try JournalConsumerCore(
+                location: try disk.location(), start: .beginning, consumer: "c", synchronized: false)
             #expect(try core.nextBatch().map(\.record.sequence) == [1, 2, 3])
             try core.acknowledgeHandedOut()
         }
@@ -467,7 +480,8 @@ struct JournalStorageTests {
         #expect(truncate(disk.segment(1), off_t(size - 10)) == 0)
         #expect(try disk.writer().append([payload(3)]) == 4...4)
         // The consumer, restarted, gets the new record (not skipped as "3, already handled").
-        let core = try JournalConsumerCore(location: try disk.location(), start: .beginning, consumer: "c", synchronized: false)
+        let core = try JournalConsumerCore(
+            location: try disk.location(), start: .beginning, consumer: "c", synchronized: false)
         #expect(try core.nextBatch().map(\.record.sequence) == [4])
         let status = try Journal.statusForTests(disk.location())
         #expect(status.damaged.map { [$0.from, $0.to] } == [[3, 3]] && status.damaged.first?.reason == .truncated)
@@ -487,8 +501,10 @@ struct JournalStorageTests {
         _ = try disk.writer().append((0..<5).map { payload($0) })
         let path = disk.directory() + "/ahead.cursor"
         let text = "{\"format\":1,\"acknowledged\":9,\"delivering\":9}"
-        _ = FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600])
-        let core = try JournalConsumerCore(location: try disk.location(), start: .beginning, consumer: "ahead", synchronized: false)
+        _ = FileManager.default.createFile(
+            atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600])
+        let core = try JournalConsumerCore(
+            location: try disk.location(), start: .beginning, consumer: "ahead", synchronized: false)
         #expect(try core.nextBatch().isEmpty)
         #expect(try disk.writer().append([payload(5)]) == 10...10)
         #expect(try core.nextBatch().map(\.record.sequence) == [10])
@@ -496,8 +512,11 @@ struct JournalStorageTests {
         let reader = try disk.reader()
         #expect(try reader.poll().map(\.sequence) == [1, 2, 3, 4, 5])
         let error = #expect(throws: WormholeError.self) { try reader.poll() }
-        #expect(error?.journalDamage == JournalDamage(
-            from: 6, to: 9, file: JournalFormat.segmentName(1), reason: .truncated, detail: error?.journalDamage?.detail ?? ""))
+        #expect(
+            error?.journalDamage
+                == JournalDamage(
+                    from: 6, to: 9, file: JournalFormat.segmentName(1), reason: .truncated,
+                    detail: error?.journalDamage?.detail ?? ""))
         #expect(try reader.poll().map(\.sequence) == [10])
     }
 

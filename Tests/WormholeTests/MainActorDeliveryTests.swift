@@ -27,7 +27,8 @@ struct MainActorDeliveryTests {
     @MainActor func listenerOnTheMainActor() async throws {
         let model = CounterModel()
         let receiver = try fixture.wormhole()
-        let listener = try receiver.listen(identifier: "button", as: MessagingCounter.self, on: .mainActor) { delivery in
+        let listener = try receiver.listen(identifier: "button", as: MessagingCounter.self, on: .mainActor) {
+            delivery in
             // `model` is main-actor state: the handler runs on the main queue, the main actor's executor.
             MainActor.assumeIsolated {
                 if case .success(let counter) = delivery.result { model.show("button \(counter.n)") }

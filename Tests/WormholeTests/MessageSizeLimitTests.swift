@@ -49,7 +49,8 @@ func plantSparseFile(_ path: String, size: Int) throws {
         let id = storageIdentifier("m")
         try limited.writeMessage(Data(repeating: UInt8(ascii: "7"), count: 100), identifier: id)
         let error = #expect(throws: WormholeError.self) {
-            try limited.writeMessage(Data(repeating: UInt8(ascii: "7"), count: 101), identifier: storageIdentifier("big"))
+            try limited.writeMessage(
+                Data(repeating: UInt8(ascii: "7"), count: 101), identifier: storageIdentifier("big"))
         }
         #expect(error?.code == .messageTooLarge)
         #expect(error?.value == "big")
@@ -67,10 +68,14 @@ func plantSparseFile(_ path: String, size: Int) throws {
         let transiting = kind.make(container)
         try container.createDirectory(.default)
         try plantSparseFile(container.directoryPath(.default) + "/huge.json", size: Self.hugeSize)
-        let error = #expect(throws: WormholeError.self) { _ = try transiting.messageData(identifier: storageIdentifier("huge")) }
+        let error = #expect(throws: WormholeError.self) {
+            _ = try transiting.messageData(identifier: storageIdentifier("huge"))
+        }
         #expect(error?.code == .messageTooLarge)
         #expect(error?.value == "huge")
-        #expect(error?.message.contains("\(Self.hugeSize) bytes, over the limit of 67108864 bytes") == true, "\(String(describing: error))")
+        #expect(
+            error?.message.contains("\(Self.hugeSize) bytes, over the limit of 67108864 bytes") == true,
+            "\(String(describing: error))")
         // A file just at the limit is read; one byte over is not.
         let small = FileTransiting(container: container, maximumMessageSize: 10)
         try plantSparseFile(container.directoryPath(.default) + "/ten.json", size: 10)
@@ -121,7 +126,9 @@ func plantSparseFile(_ path: String, size: Int) throws {
         // A post is reported the same way, and a message within the limit then goes through.
         wormhole.passMessage(identifier: "huge")
         let second = try await MessagingHarness.next(1, from: deliveries, "the posted delivery")
-        if case .failure(let error)? = second.first?.result { #expect(error.code == .messageTooLarge) } else {
+        if case .failure(let error)? = second.first?.result {
+            #expect(error.code == .messageTooLarge)
+        } else {
             Issue.record("expected a failure, got \(String(describing: second.first))")
         }
         try wormhole.passMessage(["ok": true], identifier: "huge")
@@ -143,19 +150,27 @@ enum BusAddressForTests {
         let identifiers = (0..<300).map { "id\($0)" }
         let (deliveries, handler) = MessagingHarness.recorder(MessagingCounter.self)
         let overlap = ListenManyOverlap()
-        let listeners = try receiver.listen(identifiers: identifiers.map { try MessageIdentifier($0) }, as: MessagingCounter.self) { delivery in
+        let listeners = try receiver.listen(
+            identifiers: identifiers.map { try MessageIdentifier($0) }, as: MessagingCounter.self
+        ) { delivery in
             overlap.enter()
             handler(delivery)
             overlap.leave()
         }
         defer { for listener in listeners { listener.cancel() } }
         #expect(listeners.count == 300)
-        for index in [0, 149, 299] { try sender.passMessage(MessagingCounter(n: index), identifier: MessageIdentifier("id\(index)")) }
+        for index in [0, 149, 299] {
+            try sender.passMessage(MessagingCounter(n: index), identifier: MessageIdentifier("id\(index)"))
+        }
         let got = try await MessagingHarness.next(3, from: deliveries, "the three deliveries")
         #expect(Set(got.map(\.identifier.rawValue)) == ["id0", "id149", "id299"])
         #expect(got.allSatisfy { (try? $0.result.get().n) == Int($0.identifier.rawValue.dropFirst(2)) })
         #expect(!overlap.overlapped)
-        #expect(throws: WormholeError.self) { _ = try receiver.listen(identifiers: ["ok", "a/b"].map { try MessageIdentifier($0) }) { (_: MessageDelivery<MessagingCounter>) in } }
+        #expect(throws: WormholeError.self) {
+            _ = try receiver.listen(identifiers: ["ok", "a/b"].map { try MessageIdentifier($0) }) {
+                (_: MessageDelivery<MessagingCounter>) in
+            }
+        }
     }
 }
 

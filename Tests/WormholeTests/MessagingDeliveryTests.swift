@@ -151,7 +151,9 @@ struct MessagingDeliveryTests {
     @Test("clearAllMessages notifies each identifier that had a message, which then delivers .noMessage")
     func clearAll() async throws {
         let sender = try fixture.wormhole()
-        for identifier in ["a", "b", "c"] { try sender.passMessage(MessagingCounter(n: 1), identifier: MessageIdentifier(identifier)) }
+        for identifier in ["a", "b", "c"] {
+            try sender.passMessage(MessagingCounter(n: 1), identifier: MessageIdentifier(identifier))
+        }
         let receiver = try fixture.wormhole()
         let (deliveries, handler) = MessagingHarness.recorder(MessagingCounter.self)
         let listener = try receiver.listen(on: .queue(DispatchQueue(label: "t")), handler: handler)
@@ -175,7 +177,8 @@ struct MessagingDeliveryTests {
         let receiver = try fixture.wormhole(transiting: .coordinatedFile)
         #expect(sender.transiting is CoordinatedFileTransiting)
         let (deliveries, handler) = MessagingHarness.recorder(MessagingNote.self)
-        let listener = try receiver.listen(identifier: "locked", on: .queue(DispatchQueue(label: "t")), handler: handler)
+        let listener = try receiver.listen(
+            identifier: "locked", on: .queue(DispatchQueue(label: "t")), handler: handler)
         defer { listener.cancel() }
         try sender.passMessage(MessagingNote(text: "coordinated"), identifier: "locked")
         let delivery = try #require(try await MessagingHarness.next(1, from: deliveries, "the message").first)
@@ -189,7 +192,11 @@ struct MessagingDeliveryTests {
         )
     }
 
-    @Test("the async stream ends when its task is cancelled, and its match rules go", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
+    @Test(
+        "the async stream ends when its task is cancelled, and its match rules go",
+        .disabled(
+            if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"
+        ))
     func streamCancellation() async throws {
         // It counts the rules of the process's one connection to its bus: a bus of its own, not
         // the suite's.

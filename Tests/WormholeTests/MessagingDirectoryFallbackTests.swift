@@ -9,9 +9,13 @@ import WormholeTestSupport
 /// Storage in memory (no files): a listener cannot fall back to a directory watch.
 private final class MemoryTransiting: WormholeTransiting {
     private let messages = Mutex<[MessageIdentifier: Data]>([:])
-    func writeMessage(_ data: Data, identifier: MessageIdentifier) throws { messages.withLock { $0[identifier] = data } }
+    func writeMessage(_ data: Data, identifier: MessageIdentifier) throws {
+        messages.withLock { $0[identifier] = data }
+    }
     func messageData(identifier: MessageIdentifier) throws -> Data? { messages.withLock { $0[identifier] } }
-    func deleteMessage(identifier: MessageIdentifier) throws { _ = messages.withLock { $0.removeValue(forKey: identifier) } }
+    func deleteMessage(identifier: MessageIdentifier) throws {
+        _ = messages.withLock { $0.removeValue(forKey: identifier) }
+    }
     func deleteAllMessages() throws { messages.withLock { $0 = [:] } }
     func storedIdentifiers() throws -> [MessageIdentifier] { messages.withLock { Array($0.keys) } }
 }
@@ -39,7 +43,9 @@ struct MessagingDirectoryFallbackTests {
         #expect(output.status == 0, "\(output.stderr)")
     }
 
-    @Test("started with the bus down, a listener is woken through the directory by another process, then moves to the bus")
+    @Test(
+        "started with the bus down, a listener is woken through the directory by another process, then moves to the bus"
+    )
     func startsWithoutTheBus() async throws {
         fixture.bus.kill()
         let receiver = try fixture.wormhole()
@@ -64,7 +70,9 @@ struct MessagingDirectoryFallbackTests {
         #expect(received.allSatisfy { $0.reason == .posted && $0.sentAt == nil })
         let values = received.compactMap(\.message?.n)
         #expect(values.count == received.count, "every delivery decoded")
-        #expect(values == values.sorted() && Set(values).count == values.count, "in order, no repeats: \(values.prefix(20))")
+        #expect(
+            values == values.sorted() && Set(values).count == values.count, "in order, no repeats: \(values.prefix(20))"
+        )
 
         // The bus appears: the listener's rules are added. A transient message (which only the
         // bus carries) proves it; the catch-up asked for on the switch may come first.
@@ -72,7 +80,9 @@ struct MessagingDirectoryFallbackTests {
         _ = try await MessagingHarness.until(changes, "the switch to the bus") { $0 == .bus }
         #expect(receiver.wakeSource == .bus)
         try fixture.wormhole().passTransientMessage(MessagingCounter(n: 1000), identifier: "count")
-        let onBus = try await MessagingHarness.until(deliveries, "the transient message on the bus") { $0.reason == .transient }
+        let onBus = try await MessagingHarness.until(deliveries, "the transient message on the bus") {
+            $0.reason == .transient
+        }
         #expect(onBus.last?.message?.n == 1000)
         #expect(onBus.dropLast().allSatisfy { $0.reason == .catchUp }, "\(onBus.map(\.reason))")
     }
@@ -97,8 +107,11 @@ struct MessagingDirectoryFallbackTests {
         #expect(error.code == .disconnected)
 
         try await sendFromAnotherProcess("count", count: 10)
-        #expect(try await MessagingHarness.until(one, "9 through the directory") { $0.message?.n == 9 }.last?.sentAt == nil)
-        let allSeen = try await MessagingHarness.until(all, "9 through the directory (every identifier)") { $0.message?.n == 9 }
+        #expect(
+            try await MessagingHarness.until(one, "9 through the directory") { $0.message?.n == 9 }.last?.sentAt == nil)
+        let allSeen = try await MessagingHarness.until(all, "9 through the directory (every identifier)") {
+            $0.message?.n == 9
+        }
         #expect(allSeen.allSatisfy { $0.identifier.rawValue == "count" })
         // A clear is a delivery too: the mailbox is empty.
         try fixture.wormhole().clearMessage(identifier: "count")
@@ -108,7 +121,9 @@ struct MessagingDirectoryFallbackTests {
         try fixture.bus.start()
         _ = try await MessagingHarness.until(changes, "the switch back to the bus") { $0 == .bus }
         try fixture.wormhole().passTransientMessage(MessagingCounter(n: 11), identifier: "count")
-        let onBus = try await MessagingHarness.until(one, "the transient message on the bus") { $0.reason == .transient }
+        let onBus = try await MessagingHarness.until(one, "the transient message on the bus") {
+            $0.reason == .transient
+        }
         #expect(onBus.last?.message?.n == 11)
     }
 
@@ -162,7 +177,10 @@ struct MessagingDirectoryFallbackTests {
         let churners = (0..<4).map { index in
             Task.detached {
                 for round in 0..<200 {
-                    let listener = try receiver.listen(identifier: MessageIdentifier(round % 2 == 0 ? "count" : "other\(index)"), as: MessagingCounter.self) { _ in }
+                    let listener = try receiver.listen(
+                        identifier: MessageIdentifier(round % 2 == 0 ? "count" : "other\(index)"),
+                        as: MessagingCounter.self
+                    ) { _ in }
                     if round % 3 == 0 { listener.cancel() }
                 }
             }
@@ -181,7 +199,8 @@ struct MessagingDirectoryFallbackTests {
         #expect {
             _ = try receiver.listen(
                 identifier: "x", as: MessagingCounter.self,
-                options: MessageCenter.ListenOptions(wakesThroughDirectoryWithoutBus: false)) { _ in }
+                options: MessageCenter.ListenOptions(wakesThroughDirectoryWithoutBus: false)
+            ) { _ in }
         } throws: { ($0 as? BusError)?.code == .connectionFailed }
         #expect(receiver.wakeSource == .bus)
 

@@ -46,7 +46,8 @@ struct MessagingReconnectTests {
         let allListener = try receiver.listen(on: .queue(queue), options: options, handler: onAll)
         defer { allListener.cancel() }
         let (single, onSingle) = MessagingHarness.recorder(MessagingCounter.self)
-        let singleListener = try receiver.listen(identifier: "changed", on: .queue(queue), options: options, handler: onSingle)
+        let singleListener = try receiver.listen(
+            identifier: "changed", on: .queue(queue), options: options, handler: onSingle)
         defer { singleListener.cancel() }
 
         let before = try fixture.wormhole()

@@ -50,7 +50,8 @@ final class MessagingFixture: Sendable {
         group: String? = nil, directory: String = "wormhole", transiting: MessageCenter.Transiting = .file
     ) throws -> MessageCenter {
         try MessageCenter(
-            applicationGroupIdentifier: GroupIdentifier(group ?? self.group), directory: WormholeDirectoryName(directory), transiting: transiting,
+            applicationGroupIdentifier: GroupIdentifier(group ?? self.group),
+            directory: WormholeDirectoryName(directory), transiting: transiting,
             containerRoot: root.path, busAddress: bus.address, sharedStateDirectory: state.path,
             logger: MessagingHarness.logger)
     }

@@ -39,11 +39,14 @@ struct MessagingTransientTests {
     private func peer(_ command: String, _ identifier: String, _ count: Int) async throws {
         // On a thread of its own, not on Dispatch's few global-queue threads that other suites share.
         let output: ProcessOutput = try await withCheckedThrowingContinuation { continuation in
-            let arguments = [command, fixture.root.path, fixture.group, identifier, "\(count)", fixture.bus.address.rawValue]
+            let arguments = [
+                command, fixture.root.path, fixture.group, identifier, "\(count)", fixture.bus.address.rawValue,
+            ]
             let environment = ["XDG_RUNTIME_DIR": fixture.state.path]
             Thread {
                 continuation.resume(
-                    with: Result { try run(try productPath("wormhole-test-peer"), arguments, environment: environment) })
+                    with: Result { try run(try productPath("wormhole-test-peer"), arguments, environment: environment) }
+                )
             }.start()
         }
         #expect(output.status == 0, "\(output.stderr)")
@@ -54,7 +57,8 @@ struct MessagingTransientTests {
         let sender = try fixture.wormhole()
         try sender.passMessage(MessagingCounter(n: 100), identifier: "t")
         let storage = CountingTransiting(
-            FileTransiting(container: try GroupContainer(group: GroupIdentifier(fixture.group), root: fixture.root.path)))
+            FileTransiting(
+                container: try GroupContainer(group: GroupIdentifier(fixture.group), root: fixture.root.path)))
         let receiver = try fixture.wormhole(transiting: .custom(storage))
         let (deliveries, handler) = MessagingHarness.recorder(MessagingCounter.self)
         let listener = try receiver.listen(
@@ -71,7 +75,10 @@ struct MessagingTransientTests {
         #expect(transients.allSatisfy { $0.reason == .transient && $0.sentAt == nil && $0.identifier.rawValue == "t" })
         #expect(storage.reads.load(ordering: .relaxed) == readsBefore, "a transient message reads no file")
         #expect(try sender.message(identifier: "t", as: MessagingCounter.self) == MessagingCounter(n: 100))
-        #expect(try FileManager.default.contentsOfDirectory(atPath: "\(fixture.root.path)/\(fixture.group)/wormhole") == ["t.json"])
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: "\(fixture.root.path)/\(fixture.group)/wormhole") == [
+                "t.json"
+            ])
 
         // What the listener knows of the mailbox is untouched: a wake that finds the stored
         // file (delivered at start) delivers nothing; the next stored message is delivered.
@@ -126,7 +133,9 @@ struct MessagingTransientTests {
         #expect(received.map(\.message?.n) == [1, 2])
         // The listener watches the wormhole directory beside the bus (made, empty, if missing):
         // no message is stored in it.
-        let stored = (try? FileManager.default.contentsOfDirectory(atPath: "\(fixture.root.path)/\(fixture.group)/wormhole")) ?? []
+        let stored =
+            (try? FileManager.default.contentsOfDirectory(atPath: "\(fixture.root.path)/\(fixture.group)/wormhole"))
+            ?? []
         #expect(stored.isEmpty, "nothing stored: \(stored)")
     }
 
@@ -144,13 +153,17 @@ struct MessagingTransientTests {
             try sender.passTransientMessage(tooLarge, identifier: "big")
         }
         #expect(error?.code == .transientTooLarge && error?.value == "big")
-        #expect(error?.message.contains("65537 bytes") == true && error?.message.contains("65536") == true, "\(String(describing: error))")
+        #expect(
+            error?.message.contains("65537 bytes") == true && error?.message.contains("65536") == true,
+            "\(String(describing: error))")
         #expect(throws: WormholeError.self) {
             try sender.passTransientMessage(JSONDocument(data: Data(("\"" + tooLarge + "\"").utf8)), identifier: "big")
         }
         try sender.passTransientMessage(largest, identifier: "big")
         let received = try await MessagingHarness.next(1, from: deliveries, "the largest transient message")
-        #expect(received.first?.message?.data.count == MessageCenter.transientMessageLimit, "the refused ones were not sent")
+        #expect(
+            received.first?.message?.data.count == MessageCenter.transientMessageLimit, "the refused ones were not sent"
+        )
     }
 
     @Test("a listener more than transientBufferLimit behind reports the drops, then delivers the newest in order")

@@ -77,18 +77,27 @@ struct MessagingValidationTests {
             #expect(
                 performing: { try wormhole.passMessage(MessagingCounter(n: 1), identifier: MessageIdentifier(id)) },
                 throws: hostile.isRefusal)
-            #expect(performing: { try wormhole.passMessage(identifier: MessageIdentifier(id)) }, throws: hostile.isRefusal)
+            #expect(
+                performing: { try wormhole.passMessage(identifier: MessageIdentifier(id)) }, throws: hostile.isRefusal)
             #expect(
                 performing: { try wormhole.message(identifier: MessageIdentifier(id), as: MessagingCounter.self) },
                 throws: hostile.isRefusal)
-            #expect(performing: { try wormhole.clearMessage(identifier: MessageIdentifier(id)) }, throws: hostile.isRefusal)
             #expect(
-                performing: { try wormhole.listen(identifier: MessageIdentifier(id), as: MessagingCounter.self, on: .ioThread) { _ in } },
+                performing: { try wormhole.clearMessage(identifier: MessageIdentifier(id)) }, throws: hostile.isRefusal)
+            #expect(
+                performing: {
+                    try wormhole.listen(identifier: MessageIdentifier(id), as: MessagingCounter.self, on: .ioThread) {
+                        _ in
+                    }
+                },
                 throws: hostile.isRefusal)
             await #expect(
-                performing: { try await wormhole.messages(identifier: MessageIdentifier(id), as: MessagingCounter.self) },
+                performing: {
+                    try await wormhole.messages(identifier: MessageIdentifier(id), as: MessagingCounter.self)
+                },
                 throws: hostile.isRefusal)
-            #expect(performing: { try wormhole.messageData(identifier: MessageIdentifier(id)) }, throws: hostile.isRefusal)
+            #expect(
+                performing: { try wormhole.messageData(identifier: MessageIdentifier(id)) }, throws: hostile.isRefusal)
             #expect(performing: { try MessageIdentifier(id) }, throws: hostile.isRefusal)
         }
         #expect(try fixture.root.contents() == [], "nothing was written")
@@ -109,7 +118,8 @@ struct MessagingValidationTests {
         let sender = try fixture.wormhole(group: group, directory: directory)
         let receiver = try fixture.wormhole(group: group, directory: directory)
         let (deliveries, handler) = MessagingHarness.recorder(MessagingCounter.self)
-        let listener = try receiver.listen(identifier: MessageIdentifier(identifier), on: .queue(DispatchQueue(label: "t")), handler: handler)
+        let listener = try receiver.listen(
+            identifier: MessageIdentifier(identifier), on: .queue(DispatchQueue(label: "t")), handler: handler)
         defer { listener.cancel() }
         #expect(try sender.passMessage(MessagingCounter(n: 9), identifier: MessageIdentifier(identifier)).notified)
         let delivery = try await MessagingHarness.next(1, from: deliveries, "the message")

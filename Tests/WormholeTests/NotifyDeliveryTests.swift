@@ -151,7 +151,11 @@ struct NotifyDeliveryTests {
         #expect(observing.connection.signalsReceived == 3, "the bus daemon filtered every other name")
     }
 
-    @Test("two rules per observed name, one per prefix, shared between observers and removed with the last", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
+    @Test(
+        "two rules per observed name, one per prefix, shared between observers and removed with the last",
+        .disabled(
+            if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"
+        ))
     func ruleCounting() async throws {
         // It counts the rules of the process's one connection to its bus: a bus of its own, not
         // the suite's.
@@ -163,7 +167,9 @@ struct NotifyDeliveryTests {
         #expect(try await NotifyHarness.settledRuleCount(this.bus, connection) == baseline + 2)
         let stream = try await observing.notifications(name: name("rules/x"))
         let token = try observing.makeCheckToken(for: name("rules/x"))
-        #expect(try await NotifyHarness.settledRuleCount(this.bus, connection) == baseline + 2, "identical rules are shared")
+        #expect(
+            try await NotifyHarness.settledRuleCount(this.bus, connection) == baseline + 2, "identical rules are shared"
+        )
         let prefix = try observing.listen(prefix: name("rules/"), on: .ioThread) { _ in }
         #expect(try await NotifyHarness.settledRuleCount(this.bus, connection) == baseline + 3)
         let other = try observing.listen(name: name("rules/y"), on: .ioThread) { _ in }
@@ -172,7 +178,8 @@ struct NotifyDeliveryTests {
         first.cancel()
         token.cancel()
         #expect(
-            try await NotifyHarness.settledRuleCount(this.bus, connection) == baseline + 5, "the stream still holds rules/x")
+            try await NotifyHarness.settledRuleCount(this.bus, connection) == baseline + 5,
+            "the stream still holds rules/x")
         let iteration = Task { for await _ in stream {} }
         iteration.cancel()
         await iteration.value
@@ -225,7 +232,8 @@ struct NotifyDeliveryTests {
         let target = name("own/a")
         let (ignoring, ignoringHandler) = NotifyHarness.recorder()
         let ignoringObserver = try observing.listen(
-            name: target, on: .queue(DispatchQueue(label: "test.ignoring")), options: ObserverOptions(ignoresOwnPosts: true),
+            name: target, on: .queue(DispatchQueue(label: "test.ignoring")),
+            options: ObserverOptions(ignoresOwnPosts: true),
             handler: ignoringHandler)
         defer { ignoringObserver.cancel() }
         let (all, allHandler) = NotifyHarness.recorder()

@@ -109,7 +109,8 @@ struct NotifyNameTests {
     }
 
     @Test(
-        "invalid names are refused by name and by post, naming the problem, and nothing is sent", .sharedBus, .serialized,
+        "invalid names are refused by name and by post, naming the problem, and nothing is sent", .sharedBus,
+        .serialized,
         arguments: [
             ("", "empty"),
             (String(repeating: "n", count: 901), "901 bytes"),
@@ -128,7 +129,9 @@ struct NotifyNameTests {
         let raw = try await listener.signals(
             matching: MatchRule(sender: poster.connection.uniqueName, member: try MemberName("Posted")))
         #expect(#expect(throws: WormholeError.self) { try poster.post(NotificationName(name)) }?.code == .invalidName)
-        #expect(#expect(throws: WormholeError.self) { try poster.post(NotificationName(name), state: 1) }?.code == .invalidName)
+        #expect(
+            #expect(throws: WormholeError.self) { try poster.post(NotificationName(name), state: 1) }?.code
+                == .invalidName)
         try poster.post("sentinel")
         let signals = try await NotifyHarness.next(1, from: raw, "the sentinel")
         #expect(signals.map { $0.arguments.first } == [.string("sentinel")], "the refused posts sent nothing")
@@ -179,7 +182,9 @@ struct NotifyNameTests {
         // The longest name that fits: the rule is exactly 1024 bytes.
         let fixed = NotifyContract.exactRuleLength(of: "")
         let quotes = (MatchRule.maximumLength - fixed) / 4
-        let edge = String(repeating: "'", count: quotes) + String(repeating: "c", count: MatchRule.maximumLength - fixed - 4 * quotes)
+        let edge =
+            String(repeating: "'", count: quotes)
+            + String(repeating: "c", count: MatchRule.maximumLength - fixed - 4 * quotes)
         #expect(NotifyContract.exactRuleLength(of: edge) == MatchRule.maximumLength)
         let edgeName = try NotificationName(edge)
         let edgeStream = try await observing.notifications(name: edgeName)

@@ -22,7 +22,9 @@ enum NotifyHarness {
     static let guardSeconds = waitGuardSeconds
 
     /// A center on the test bus with its own fresh shared-state table directory (or `directory`).
-    static func center(_ bus: TestBus, table directory: String, wake: PeerWake = .doorbell) throws -> DarwinNotificationCenter {
+    static func center(_ bus: TestBus, table directory: String, wake: PeerWake = .doorbell) throws
+        -> DarwinNotificationCenter
+    {
         try DarwinNotificationCenter(busAddress: bus.address, sharedStateDirectory: directory, wake: wake)
     }
 

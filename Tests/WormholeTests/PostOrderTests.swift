@@ -12,7 +12,8 @@ struct PostOrderTests {
     static func s(_ n: UInt32) -> UInt32 { 0x8000_0000 | n }
 
     static func ring(_ n: UInt32, previous: UInt32?, name: String = "n", sender: String = x) -> PostOrder.Ring {
-        PostOrder.Ring(sender: sender, name: name, serial: s(n), previous: previous.map { $0 == 0 ? 0 : s($0) }, state: UInt64(n))
+        PostOrder.Ring(
+            sender: sender, name: name, serial: s(n), previous: previous.map { $0 == 0 ? 0 : s($0) }, state: UInt64(n))
     }
 
     /// Feeds events and returns the serials delivered, in order (low 31 bits).
@@ -42,7 +43,9 @@ struct PostOrderTests {
         #expect(Self.deliveries([.signal(1), .ring(Self.ring(1, previous: 0))]) == [1])
         // Two posts of one name and state are two deliveries.
         #expect(
-            Self.deliveries([.ring(Self.ring(1, previous: 0)), .ring(Self.ring(2, previous: 1)), .signal(1), .signal(2)])
+            Self.deliveries([
+                .ring(Self.ring(1, previous: 0)), .ring(Self.ring(2, previous: 1)), .signal(1), .signal(2),
+            ])
                 == [1, 2])
     }
 
@@ -72,7 +75,9 @@ struct PostOrderTests {
     @Test("rings of one sender that arrive out of order (two posting threads) are delivered in order")
     func ringsOutOfOrder() {
         #expect(
-            Self.deliveries([.ring(Self.ring(1, previous: 0)), .ring(Self.ring(3, previous: 2)), .ring(Self.ring(2, previous: 1))])
+            Self.deliveries([
+                .ring(Self.ring(1, previous: 0)), .ring(Self.ring(3, previous: 2)), .ring(Self.ring(2, previous: 1)),
+            ])
                 == [1, 2, 3])
     }
 

@@ -19,8 +19,10 @@ struct RuntimeSharingTests {
     static func uniqueNames(on bus: TestBus, of pid: pid_t) throws -> [String] {
         let listed = try run(
             "/usr/bin/env",
-            ["dbus-send", "--bus=\(bus.address.rawValue)", "--print-reply", "--dest=org.freedesktop.DBus",
-             "/org/freedesktop/DBus", "org.freedesktop.DBus.ListNames"])
+            [
+                "dbus-send", "--bus=\(bus.address.rawValue)", "--print-reply", "--dest=org.freedesktop.DBus",
+                "/org/freedesktop/DBus", "org.freedesktop.DBus.ListNames",
+            ])
         let names = listed.stdout.split(separator: "\n").compactMap { line -> String? in
             let text = line.trimmingCharacters(in: .whitespaces)
             guard text.hasPrefix("string \":") else { return nil }
@@ -29,10 +31,15 @@ struct RuntimeSharingTests {
         return try names.filter { name in
             let answer = try run(
                 "/usr/bin/env",
-                ["dbus-send", "--bus=\(bus.address.rawValue)", "--print-reply", "--dest=org.freedesktop.DBus",
-                 "/org/freedesktop/DBus", "org.freedesktop.DBus.GetConnectionUnixProcessID", "string:\(name)"])
+                [
+                    "dbus-send", "--bus=\(bus.address.rawValue)", "--print-reply", "--dest=org.freedesktop.DBus",
+                    "/org/freedesktop/DBus", "org.freedesktop.DBus.GetConnectionUnixProcessID", "string:\(name)",
+                ])
             // A connection that left between the two calls has no process any more.
-            guard answer.status == 0, let value = answer.stdout.split(separator: " ").last.flatMap({ UInt32($0.trimmingCharacters(in: .whitespacesAndNewlines)) })
+            guard answer.status == 0,
+                let value = answer.stdout.split(separator: " ").last.flatMap({
+                    UInt32($0.trimmingCharacters(in: .whitespacesAndNewlines))
+                })
             else { return false }
             return pid_t(value) == pid
         }
@@ -48,7 +55,8 @@ struct RuntimeSharingTests {
         }.count
     }
 
-    @Test("a message center, shared defaults, a notification center and a journal reader hold one connection to the bus")
+    @Test(
+        "a message center, shared defaults, a notification center and a journal reader hold one connection to the bus")
     func facadesShareOneConnection() async throws {
         let bus = try TestBus()
         let root = try TemporaryDirectory("runtime-root")
@@ -82,7 +90,10 @@ struct RuntimeSharingTests {
         let bus = try TestBus()
         let printed = try bus.printedAddress  // with guid=
         let path = bus.socketPath
-        let spellings = [bus.address, printed, try BusAddress("unix:path=\(path),guid=\(printed.rawValue.split(separator: "=").last!)")]
+        let spellings = [
+            bus.address, printed,
+            try BusAddress("unix:path=\(path),guid=\(printed.rawValue.split(separator: "=").last!)"),
+        ]
         #expect(Set(spellings.map(\.sharingKey)).count == 1, "keys: \(spellings.map(\.sharingKey))")
         let centers = try spellings.map { try DarwinNotificationCenter(busAddress: $0) }
         #expect(Set(centers.map(\.connection.uniqueName)).count == 1)
@@ -198,19 +209,23 @@ struct RuntimeSharingTests {
         var centers: [MessageCenter] = []
         for index in 0..<20 {
             let center = try MessageCenter(
-                applicationGroupIdentifier: GroupIdentifier("group.com.example.nobus\(index)"), containerRoot: root.path,
+                applicationGroupIdentifier: GroupIdentifier("group.com.example.nobus\(index)"),
+                containerRoot: root.path,
                 busAddress: missing, sharedStateDirectory: state.path)
             let (stream, continuation) = AsyncStream<String>.makeStream()
-            listeners.append(try center.listen(identifier: "inbox", as: JSONDocument.self) { delivery in
-                if case .success(let message) = delivery.result { continuation.yield(message.compactText) }
-            })
+            listeners.append(
+                try center.listen(identifier: "inbox", as: JSONDocument.self) { delivery in
+                    if case .success(let message) = delivery.result { continuation.yield(message.compactText) }
+                })
             streams.append(stream)
             centers.append(center)
         }
         defer { for listener in listeners { listener.cancel() } }
         // Every test of this process shares the one instance: never more than one.
         #expect(Self.inotifyInstances() == 1)
-        for (index, center) in centers.enumerated() { _ = try center.passMessage(JSONDocument(data: Data("{\"n\":\(index)}".utf8)), identifier: "inbox") }
+        for (index, center) in centers.enumerated() {
+            _ = try center.passMessage(JSONDocument(data: Data("{\"n\":\(index)}".utf8)), identifier: "inbox")
+        }
         for (index, stream) in streams.enumerated() {
             let json = try await within("listener \(index)'s message") {
                 for await json in stream { return json }

@@ -156,8 +156,9 @@ private func size(_ path: String) -> Int {
         #expect(remaining.allSatisfy { size(directory + "/" + $0) == 0 }, "\(remaining)")
         let data = try #require(try transiting.messageData(identifier: identifier))
         #expect(StorageTortureDocument.validSize(data) == 1_000_000)
-        print("stale temporaries: \(kills) kills left \(left.count); 201 sweeps with age 0 removed \(removed), "
-            + "none held by the live writer")
+        print(
+            "stale temporaries: \(kills) kills left \(left.count); 201 sweeps with age 0 removed \(removed), "
+                + "none held by the live writer")
     }
 
     @Test func clearAllMessagesAndAFirstWriteInAProcessSweep() async throws {

@@ -107,7 +107,8 @@ struct UnsignalledWriteTests {
     /// Writes `<identifier>.json` by the contract's atomic replace, from a shell, posting nothing.
     private func writeWithoutSignal(_ json: String, identifier: String) async throws {
         let directory = "\(fixture.root.path)/\(fixture.group)/wormhole"
-        let script = "printf '%s' \"$1\" > \"$2/.\(identifier).1-1.tmp\" && mv \"$2/.\(identifier).1-1.tmp\" \"$2/\(identifier).json\""
+        let script =
+            "printf '%s' \"$1\" > \"$2/.\(identifier).1-1.tmp\" && mv \"$2/.\(identifier).1-1.tmp\" \"$2/\(identifier).json\""
         let output = try await MessagingHarness.run("/bin/sh", ["-c", script, "sh", json, directory])
         #expect(output.status == 0, "\(output.stderr)")
     }

@@ -80,7 +80,11 @@ struct SubscriptionLifetimeTests {
         witnessObserver.cancel()
     }
 
-    @Test("releasing an observer (name or prefix) stops its deliveries and removes its bus rules", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"), arguments: [false, true])
+    @Test(
+        "releasing an observer (name or prefix) stops its deliveries and removes its bus rules",
+        .disabled(
+            if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"
+        ), arguments: [false, true])
     func releasedObserver(prefix: Bool) async throws {
         // It counts the rules of the process's one connection to its bus: a bus of its own, not
         // the suite's.
@@ -106,7 +110,11 @@ struct SubscriptionLifetimeTests {
         #expect(calls.load(ordering: .relaxed) == 0)
     }
 
-    @Test("releasing a message listener or a check token removes their bus rules", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
+    @Test(
+        "releasing a message listener or a check token removes their bus rules",
+        .disabled(
+            if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"
+        ))
     func releasedListenerAndToken() async throws {
         // It counts the rules of the process's one connection to its bus: a bus of its own, not
         // the suite's.
@@ -142,7 +150,11 @@ struct SubscriptionLifetimeTests {
         witness.cancel()
     }
 
-    @Test("releasing a stream that was never iterated removes its bus rules", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
+    @Test(
+        "releasing a stream that was never iterated removes its bus rules",
+        .disabled(
+            if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"
+        ))
     func releasedStreams() async throws {
         // It counts the rules of the process's one connection to its bus: a bus of its own, not
         // the suite's.
@@ -163,7 +175,11 @@ struct SubscriptionLifetimeTests {
         #expect(try await MessagingHarness.settledRuleCount(fixture.bus, connection) == baseline)
     }
 
-    @Test("cancel() twice releases a shared rule once, and isCancelled says so", .disabled(if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"))
+    @Test(
+        "cancel() twice releases a shared rule once, and isCancelled says so",
+        .disabled(
+            if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"
+        ))
     func cancelTwice() async throws {
         // It counts the rules of the process's one connection to its bus: a bus of its own, not
         // the suite's.
@@ -182,7 +198,9 @@ struct SubscriptionLifetimeTests {
         token.cancel()
         token.cancel()
         #expect(first.isCancelled && token.isCancelled && !second.isCancelled)
-        #expect(try await NotifyHarness.settledRuleCount(this.bus, connection) == baseline + 2, "the second still holds them")
+        #expect(
+            try await NotifyHarness.settledRuleCount(this.bus, connection) == baseline + 2,
+            "the second still holds them")
         try posting.post(target, state: 7)
         #expect(try await NotifyHarness.next(1, from: kept).map(\.state) == [7])
 

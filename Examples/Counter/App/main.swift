@@ -43,7 +43,8 @@ nonisolated(unsafe) var servedListener: MessageListener?
 
 do {
     let wormhole = try MessageCenter(
-        applicationGroupIdentifier: GroupIdentifier(group), busAddress: try option("--bus-address").map(BusAddress.init))
+        applicationGroupIdentifier: GroupIdentifier(group), busAddress: try option("--bus-address").map(BusAddress.init)
+    )
     // Handlers run on the listener's own serial queue (the default delivery). Keep the
     // listener: releasing it would stop it.
     let listener = try wormhole.listen(

@@ -24,17 +24,21 @@ func option(_ name: String) -> String? {
 }
 
 guard let group = option("--group") else {
-    FileHandle.standardError.write(Data("usage: counter-watch --group GROUP [--presses N] [--bus-address ADDRESS]\n".utf8))
+    FileHandle.standardError.write(
+        Data("usage: counter-watch --group GROUP [--presses N] [--bus-address ADDRESS]\n".utf8))
     exit(64)
 }
 let presses = option("--presses").flatMap(Int.init) ?? 5
 
 do {
     let wormhole = try MessageCenter(
-        applicationGroupIdentifier: GroupIdentifier(group), busAddress: try option("--bus-address").map(BusAddress.init))
+        applicationGroupIdentifier: GroupIdentifier(group), busAddress: try option("--bus-address").map(BusAddress.init)
+    )
     for number in 1...presses {
         let report = try wormhole.passMessage(ButtonMessage(buttonNumber: number), identifier: "button")
-        say("watch: pressed button \(number)" + (report.notificationError == nil ? "" : " (stored; app not notified: bus down)"))
+        say(
+            "watch: pressed button \(number)"
+                + (report.notificationError == nil ? "" : " (stored; app not notified: bus down)"))
         wormhole.flush()
         // A person pressing a button now and then, not a wait for an event.
         usleep(150_000)

@@ -26,7 +26,9 @@ let maximumRequest = 64 * 1024 * 1024
 let output = Mutex<Void>(())
 
 func sendToBrowser(_ object: [String: Any]) {
-    guard var data = try? JSONSerialization.data(withJSONObject: object, options: [.withoutEscapingSlashes]) else { return }
+    guard var data = try? JSONSerialization.data(withJSONObject: object, options: [.withoutEscapingSlashes]) else {
+        return
+    }
     if data.count > maximumReply {
         data = Data(#"{"ok":false,"error":"reply over 1 MB"}"#.utf8)
     }

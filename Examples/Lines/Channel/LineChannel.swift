@@ -51,7 +51,8 @@ public protocol LineChannel: Sendable {
     /// Calls `handler` for each line sent in `direction` from now on (with `includingStored`,
     /// first the one already stored), until the returned handle is released or cancelled.
     func receive(
-        _ direction: LineDirection, includingStored: Bool, handler: @escaping @Sendable (Line, _ wasStored: Bool) -> Void
+        _ direction: LineDirection, includingStored: Bool,
+        handler: @escaping @Sendable (Line, _ wasStored: Bool) -> Void
     ) throws -> any SubscriptionHandle
 }
 
@@ -70,7 +71,9 @@ public final class GroupLineChannel: LineChannel {
         let group = group ?? ProcessInfo.processInfo.environment["LINES_GROUP"] ?? "group.com.example.lines"
         let address = try busAddress.map(BusAddress.init)
         defaults = try GroupDefaults(applicationGroupIdentifier: GroupIdentifier(group), busAddress: address)
-        wormhole = try MessageCenter(applicationGroupIdentifier: GroupIdentifier(group), directory: WormholeDirectoryName("lines"), busAddress: address)
+        wormhole = try MessageCenter(
+            applicationGroupIdentifier: GroupIdentifier(group), directory: WormholeDirectoryName("lines"),
+            busAddress: address)
     }
 
     public func send(_ line: Line, _ direction: LineDirection) throws {
@@ -117,7 +120,9 @@ public final class JournalLineChannel: LineChannel {
         let group = group ?? ProcessInfo.processInfo.environment["LINES_GROUP"] ?? "group.com.example.lines"
         let address = try busAddress.map(BusAddress.init)
         defaults = try GroupDefaults(applicationGroupIdentifier: GroupIdentifier(group), busAddress: address)
-        wormhole = try MessageCenter(applicationGroupIdentifier: GroupIdentifier(group), directory: WormholeDirectoryName("lines"), busAddress: address)
+        wormhole = try MessageCenter(
+            applicationGroupIdentifier: GroupIdentifier(group), directory: WormholeDirectoryName("lines"),
+            busAddress: address)
     }
 
     func journal(_ direction: LineDirection) throws -> Journal {

@@ -50,7 +50,9 @@ public final class SettingsSide: Sendable {
         self.role = role
         let address = try busAddress.map(BusAddress.init)
         defaults = try GroupDefaults(applicationGroupIdentifier: GroupIdentifier(group), busAddress: address)
-        wormhole = try MessageCenter(applicationGroupIdentifier: GroupIdentifier(group), directory: WormholeDirectoryName("settings"), busAddress: address)
+        wormhole = try MessageCenter(
+            applicationGroupIdentifier: GroupIdentifier(group), directory: WormholeDirectoryName("settings"),
+            busAddress: address)
         photoDirectory = try wormhole.container.createDirectory(WormholeDirectoryName("Photos"))
     }
 
@@ -128,7 +130,9 @@ public final class SettingsSide: Sendable {
         case ("show", 1):
             show()
         default:
-            say("error: unknown command '\(words.joined(separator: " "))' (currency X, theme light|dark, photo SEED [BYTES], burst N, show)")
+            say(
+                "error: unknown command '\(words.joined(separator: " "))' (currency X, theme light|dark, photo SEED [BYTES], burst N, show)"
+            )
         }
     }
 

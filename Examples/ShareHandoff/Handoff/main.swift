@@ -26,7 +26,9 @@ while let first = arguments.first, first.hasPrefix("--") {
     arguments.removeFirst(2)
 }
 let files = arguments
-if files.isEmpty { fail("usage: share-handoff [--group GROUP] [--bus-address ADDRESS] [--action ACTION] FILE...", status: 64) }
+if files.isEmpty {
+    fail("usage: share-handoff [--group GROUP] [--bus-address ADDRESS] [--action ACTION] FILE...", status: 64)
+}
 
 do {
     let group = try ShareGroup(group: settings["--group"], busAddress: settings["--bus-address"])
@@ -39,12 +41,15 @@ do {
     let action: ShareAction
     if let name = settings["--action"] {
         guard let chosen = ShareAction(rawValue: name) else {
-            fail("unknown action '\(name)' (the modules are \(ShareAction.allCases.map(\.rawValue).joined(separator: ", ")))")
+            fail(
+                "unknown action '\(name)' (the modules are \(ShareAction.allCases.map(\.rawValue).joined(separator: ", ")))"
+            )
         }
         guard enabled.contains(chosen) else {
             fail(
                 "the action '\(name)' is not enabled by the host app (enabled: \(enabled.map(\.rawValue).joined(separator: ", "))); "
-                    + "nothing was shared. Enable it with: share-host --actions \((enabled + [chosen]).map(\.rawValue).joined(separator: ","))")
+                    + "nothing was shared. Enable it with: share-host --actions \((enabled + [chosen]).map(\.rawValue).joined(separator: ","))"
+            )
         }
         action = chosen
     } else {
@@ -54,7 +59,9 @@ do {
     // Every file readable before anything is written: all of them are handed over, or none.
     let contents = try files.map { file -> Data in
         var status = stat()
-        guard stat(file, &status) == 0 else { throw ShareError("cannot share '\(file)': \(String(cString: strerror(errno)))") }
+        guard stat(file, &status) == 0 else {
+            throw ShareError("cannot share '\(file)': \(String(cString: strerror(errno)))")
+        }
         guard status.st_mode & S_IFMT == S_IFREG else { throw ShareError("cannot share '\(file)': not a regular file") }
         guard let data = FileManager.default.contents(atPath: file) else { throw ShareError("cannot read '\(file)'") }
         return data
@@ -73,7 +80,8 @@ do {
             unlink(temporary)
             throw ShareError("cannot rename \(temporary) to \(path): \(String(cString: strerror(errno)))")
         }
-        shares.append(Share(type: mimeType(ofFileNamed: name), action: action, path: path, name: name, bytes: data.count))
+        shares.append(
+            Share(type: mimeType(ofFileNamed: name), action: action, path: path, name: name, bytes: data.count))
     }
 
     // One append for all the items: in the journal together, in order, or not at all.

@@ -13,7 +13,8 @@ import Wormhole
 
 let arguments = CommandLine.arguments
 do {
-    let group = try ShareGroup(group: option("--group", in: arguments), busAddress: option("--bus-address", in: arguments))
+    let group = try ShareGroup(
+        group: option("--group", in: arguments), busAddress: option("--bus-address", in: arguments))
     if let list = option("--actions", in: arguments) {
         try group.defaults.set(try ShareAction.parse(list).map(\.rawValue), for: .shareActions)
     }
@@ -38,7 +39,9 @@ do {
         case .success(let record):
             let share = record.message
             let size = (try? FileManager.default.attributesOfItem(atPath: share.path)[.size] as? Int) ?? nil
-            let found = size == share.bytes ? "\(share.bytes) bytes" : "MISSING or wrong size (\(size.map(String.init) ?? "absent"))"
+            let found =
+                size == share.bytes
+                ? "\(share.bytes) bytes" : "MISSING or wrong size (\(size.map(String.init) ?? "absent"))"
             say(
                 "share-host: share \(record.sequence): \(share.name) (\(share.type), \(found)): \(share.action.verb)"
                     + (record.isRedelivery ? " (again)" : ""))

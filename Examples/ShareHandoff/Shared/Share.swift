@@ -84,7 +84,9 @@ public struct ShareGroup: Sendable {
         let group = group ?? ProcessInfo.processInfo.environment["SHARE_GROUP"] ?? "group.com.example.share"
         let address = try busAddress.map(BusAddress.init)
         defaults = try GroupDefaults(applicationGroupIdentifier: GroupIdentifier(group), busAddress: address)
-        wormhole = try MessageCenter(applicationGroupIdentifier: GroupIdentifier(group), directory: WormholeDirectoryName("share"), busAddress: address)
+        wormhole = try MessageCenter(
+            applicationGroupIdentifier: GroupIdentifier(group), directory: WormholeDirectoryName("share"),
+            busAddress: address)
         journal = wormhole.journal("shares")
         sharedDirectory = try wormhole.container.createDirectory(WormholeDirectoryName("Shared"))
     }

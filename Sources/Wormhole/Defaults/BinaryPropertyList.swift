@@ -156,7 +156,8 @@ enum BinaryPropertyList {
                 let (length, content) = try length(info, after: start)
                 try need(content, length)
                 guard let text = String(validating: bytes[content..<(content + length)], as: UTF8.self) else {
-                    throw Malformed(reason: "an ASCII string of the binary property list is not ASCII (offset \(start))")
+                    throw Malformed(
+                        reason: "an ASCII string of the binary property list is not ASCII (offset \(start))")
                 }
                 return .string(text)
             case 0x6:
@@ -167,7 +168,8 @@ enum BinaryPropertyList {
                 try need(content, length * 2)
                 let units = (0..<length).map { UInt16(Self.bigEndian(bytes, at: content + $0 * 2, size: 2)) }
                 guard let text = String(validating: units, as: UTF16.self) else {
-                    throw Malformed(reason: "a string of the binary property list is not valid UTF-16 (offset \(start))")
+                    throw Malformed(
+                        reason: "a string of the binary property list is not valid UTF-16 (offset \(start))")
                 }
                 return .string(text)
             case 0xA:

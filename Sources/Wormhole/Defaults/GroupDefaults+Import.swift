@@ -27,7 +27,8 @@ extension GroupDefaults {
         }
         let object: PropertyListValue
         do {
-            object = BinaryPropertyList.isBinary(data) ? try BinaryPropertyList.read(data) : try XMLPropertyList.read(data)
+            object =
+                BinaryPropertyList.isBinary(data) ? try BinaryPropertyList.read(data) : try XMLPropertyList.read(data)
         } catch {
             throw WormholeError(.decodingFailed, value: path, "'\(path)' is not a property list: \(error)")
         }

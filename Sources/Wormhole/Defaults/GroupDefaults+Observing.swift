@@ -58,7 +58,8 @@ extension GroupDefaults {
         initial: Bool = false, handler: @escaping @Sendable (Change) -> Void
     ) throws -> DefaultsListener {
         let name = try notificationName(forKey: key)
-        let tracker = ChangeTracker(defaults: self, key: key, executor: delivery.makeExecutor(label: "wormhole.defaults"), handler: handler)
+        let tracker = ChangeTracker(
+            defaults: self, key: key, executor: delivery.makeExecutor(label: "wormhole.defaults"), handler: handler)
         let subscriber = makeSubscriber(name, isPrefix: false, options: options, tracker: tracker)
         try wakeups.start([subscriber])
         tracker.start(initial: initial)
@@ -72,7 +73,8 @@ extension GroupDefaults {
         on delivery: DeliveryQueue = .serial, options: ObserverOptions = ObserverOptions(), initial: Bool = false,
         handler: @escaping @Sendable (Change) -> Void
     ) throws -> DefaultsListener {
-        let tracker = ChangeTracker(defaults: self, key: nil, executor: delivery.makeExecutor(label: "wormhole.defaults"), handler: handler)
+        let tracker = ChangeTracker(
+            defaults: self, key: nil, executor: delivery.makeExecutor(label: "wormhole.defaults"), handler: handler)
         let subscriber = makeSubscriber(notificationPrefix, isPrefix: true, options: options, tracker: tracker)
         try wakeups.start([subscriber])
         tracker.start(initial: initial)
@@ -110,7 +112,8 @@ extension GroupDefaults {
     private func stream(
         name: NotificationName, key: String?, initial: Bool, options: ObserverOptions
     ) async throws -> DefaultsChangeStream {
-        let (stream, continuation) = AsyncStream<Change>.makeStream(bufferingPolicy: .bufferingNewest(max(1, options.bufferLimit)))
+        let (stream, continuation) = AsyncStream<Change>.makeStream(
+            bufferingPolicy: .bufferingNewest(max(1, options.bufferLimit)))
         let tracker = ChangeTracker(
             defaults: self, key: key, executor: DeliveryQueue.ioThread.makeExecutor(label: "wormhole.defaults"),
             handler: { continuation.yield($0) })
@@ -138,11 +141,13 @@ extension GroupDefaults {
         let container = container
         let fileName = suite.fileName
         let target = WatchTarget(
-            key: container.path + "/" + SuiteStore.directoryName, events: UInt32(IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE)
+            key: container.path + "/" + SuiteStore.directoryName,
+            events: UInt32(IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE)
         ) { create throws(WormholeError) in
             guard let directory = try container.openDirectory(named: SuiteStore.directoryName, create: create) else {
                 if !create { return nil }
-                throw WormholeError(.io, value: container.path, "cannot create the Preferences directory in '\(container.path)'")
+                throw WormholeError(
+                    .io, value: container.path, "cannot create the Preferences directory in '\(container.path)'")
             }
             return directory
         }
@@ -303,7 +308,9 @@ final class ChangeTracker: PumpedDelivery {
             name = key
         } else {
             let prefix = defaults.notificationPrefix.rawValue
-            guard note.name.rawValue.hasPrefix(prefix), note.name.rawValue.utf8.count > prefix.utf8.count else { return }
+            guard note.name.rawValue.hasPrefix(prefix), note.name.rawValue.utf8.count > prefix.utf8.count else {
+                return
+            }
             name = String(note.name.rawValue.dropFirst(prefix.count))
         }
         if let generation = note.state, let done = state.withLock({ $0.delivered[name] }), done >= generation {

@@ -98,7 +98,8 @@ extension GroupDefaults {
             case let other?:
                 throw WormholeError(
                     .typeMismatch, value: key,
-                    "key \(NameRules.quoted(key)) holds \(other.typeName) \(other.jsonText), not an integer; nothing changed")
+                    "key \(NameRules.quoted(key)) holds \(other.typeName) \(other.jsonText), not an integer; nothing changed"
+                )
             }
             let (sum, overflow) = current.addingReportingOverflow(amount)
             if overflow {
@@ -143,8 +144,11 @@ extension GroupDefaults {
         }
         if let key = contents.unknown.keys.sorted().first, let raw = contents.unknown[key] {
             let text = String(decoding: raw.prefix(80), as: UTF8.self)
-            let reason = text == "null" ? "null is not a storable value (use 'wormhole defaults delete')" : "it is not a property-list value"
-            throw WormholeError(.invalidValue, value: key, "value for key \(NameRules.quoted(key)) (\(text)) is refused: \(reason)")
+            let reason =
+                text == "null"
+                ? "null is not a storable value (use 'wormhole defaults delete')" : "it is not a property-list value"
+            throw WormholeError(
+                .invalidValue, value: key, "value for key \(NameRules.quoted(key)) (\(text)) is refused: \(reason)")
         }
         return contents.values
     }

@@ -110,7 +110,8 @@ public final class GroupDefaults: Sendable {
         notificationPrefix = try NotificationName(
             "\(group.rawValue)/\(WormholeDirectoryName.reservedForDefaults)/\(suite.rawValue)/")
         self.freshness = freshness
-        store = SuiteStore(container: container, suite: suite, durability: durability, freshness: freshness, logger: logger)
+        store = SuiteStore(
+            container: container, suite: suite, durability: durability, freshness: freshness, logger: logger)
         centers = LazyNotificationCenter(
             busAddress: busAddress, sharedStateDirectory: sharedStateDirectory, wake: wake, logger: logger)
         wakeups = WakeEngine(centers: centers, logger: logger)
@@ -160,10 +161,13 @@ public final class GroupDefaults: Sendable {
     }
 
     static func unknownValue(_ key: String, _ raw: [UInt8]) -> WormholeError {
-        let shown = raw.count > 80 ? String(decoding: raw.prefix(80), as: UTF8.self) + "…" : String(decoding: raw, as: UTF8.self)
+        let shown =
+            raw.count > 80
+            ? String(decoding: raw.prefix(80), as: UTF8.self) + "…" : String(decoding: raw, as: UTF8.self)
         return WormholeError(
             .typeMismatch, value: key,
-            "the value of key \(NameRules.quoted(key)) is not one this version understands (\(shown)); it is kept as it is")
+            "the value of key \(NameRules.quoted(key)) is not one this version understands (\(shown)); it is kept as it is"
+        )
     }
 
     /// The stored JSON of `key` as one line (compact for values this version understands, as

@@ -68,7 +68,9 @@ public enum PropertyListValue: Sendable, Hashable, CustomStringConvertible {
             }
             return .dictionary(result)
         default:
-            let what = String(reflecting: type(of: value)) == "Foundation.NSNull" ? "null" : "a value of type \(type(of: value))"
+            let what =
+                String(reflecting: type(of: value)) == "Foundation.NSNull"
+                ? "null" : "a value of type \(type(of: value))"
             throw refused(key, path, "\(what) is not a property-list type")
         }
     }
@@ -203,9 +205,11 @@ extension PropertyListValue {
             // Wrapped in an array: a property list may not be a bare string or number at the top.
             let encoder = PropertyListEncoder()
             encoder.outputFormat = .binary
-            guard case .array(let array) = try BinaryPropertyList.read(try encoder.encode([value])), let first = array.first
+            guard case .array(let array) = try BinaryPropertyList.read(try encoder.encode([value])),
+                let first = array.first
             else {
-                throw WormholeError(.invalidValue, value: key, "value for key \(NameRules.quoted(key)) encoded to nothing")
+                throw WormholeError(
+                    .invalidValue, value: key, "value for key \(NameRules.quoted(key)) encoded to nothing")
             }
             return first.normalized
         } catch let error as WormholeError {
@@ -213,7 +217,8 @@ extension PropertyListValue {
         } catch {
             throw WormholeError(
                 .invalidValue, value: key,
-                "value for key \(NameRules.quoted(key)) of type \(Value.self) cannot be encoded as a property list: \(error)")
+                "value for key \(NameRules.quoted(key)) of type \(Value.self) cannot be encoded as a property list: \(error)"
+            )
         }
     }
 

@@ -82,7 +82,8 @@ enum DefaultsKeyRules {
             if key.utf8.contains(UInt8(ascii: "'")) { _ = try NotifyContract.rules(observing: name) }
         } catch {
             let reason = (error as? WormholeError)?.message ?? "\(error)"
-            throw WormholeError(.invalidKey, value: key, "key \(NameRules.quoted(String(key.prefix(60)))) is refused: \(reason)")
+            throw WormholeError(
+                .invalidKey, value: key, "key \(NameRules.quoted(String(key.prefix(60)))) is refused: \(reason)")
         }
         return name
     }

@@ -103,7 +103,9 @@ enum XMLPropertyList {
             guard starts(with: "</\(name)") else { throw fail("</\(name)> is expected") }
             position += 2 + name.utf8.count
             skipBlanks()
-            guard position < bytes.count, bytes[position] == UInt8(ascii: ">") else { throw fail("</\(name)> is not closed") }
+            guard position < bytes.count, bytes[position] == UInt8(ascii: ">") else {
+                throw fail("</\(name)> is not closed")
+            }
             position += 1
         }
 
@@ -164,13 +166,16 @@ enum XMLPropertyList {
             case "integer":
                 let text = PathText.trimmingBlanks(try text(of: tag))
                 guard let integer = Int(text.hasPrefix("+") ? String(text.dropFirst()) : text) else {
-                    throw Malformed(reason: "<integer>\(text)</integer> is not a signed 64-bit integer", offset: tag.offset)
+                    throw Malformed(
+                        reason: "<integer>\(text)</integer> is not a signed 64-bit integer", offset: tag.offset)
                 }
                 return .integer(integer)
             case "real":
                 let text = PathText.trimmingBlanks(try text(of: tag))
-                let words = ["nan": Double.nan, "+infinity": .infinity, "infinity": .infinity, "-infinity": -.infinity,
-                    "inf": .infinity, "+inf": .infinity, "-inf": -.infinity]
+                let words = [
+                    "nan": Double.nan, "+infinity": .infinity, "infinity": .infinity, "-infinity": -.infinity,
+                    "inf": .infinity, "+inf": .infinity, "-inf": -.infinity,
+                ]
                 guard let real = words[text.lowercased()] ?? Double(text) else {
                     throw Malformed(reason: "<real>\(text)</real> is not a number", offset: tag.offset)
                 }
@@ -205,7 +210,8 @@ enum XMLPropertyList {
                     if starts(with: "</") { break }
                     let keyTag = try openingTag()
                     guard keyTag.name == "key" else {
-                        throw Malformed(reason: "<\(keyTag.name)> where a <dict> expects a <key>", offset: keyTag.offset)
+                        throw Malformed(
+                            reason: "<\(keyTag.name)> where a <dict> expects a <key>", offset: keyTag.offset)
                     }
                     let key = try text(of: keyTag)
                     values[key] = try value(try openingTag(), depth: depth + 1)
@@ -229,7 +235,8 @@ enum XMLPropertyList {
                 let hour = number(11..<13), let minute = number(14..<16),
                 let second = Double(String(decoding: bytes[17..<(bytes.count - 1)], as: UTF8.self))
             else { return nil }
-            return Double(daysSince1970(year: year, month: month, day: day) * 86_400 + hour * 3_600 + minute * 60) + second
+            return Double(daysSince1970(year: year, month: month, day: day) * 86_400 + hour * 3_600 + minute * 60)
+                + second
         }
 
         /// The days from 1970-01-01 to a date of the proleptic Gregorian calendar, a month past

@@ -164,7 +164,8 @@ public final class Journal: Sendable {
 
     private func appendPayloads(_ payloads: [Data]) throws -> ClosedRange<UInt64> {
         guard !payloads.isEmpty else {
-            throw WormholeError(.invalidValue, value: identifier.rawValue, "nothing to append to journal '\(identifier)'")
+            throw WormholeError(
+                .invalidValue, value: identifier.rawValue, "nothing to append to journal '\(identifier)'")
         }
         let range = try writer.append(payloads)
         poster.posted(range.upperBound)
@@ -257,7 +258,8 @@ public final class Journal: Sendable {
         let core = try JournalConsumerCore(
             location: location, start: start, consumer: consumer, synchronized: options.durability == .fdatasync)
         let drainer = JournalDrainer<Message>(
-            core: core, identifier: identifier, executor: delivery.makeExecutor(label: "wormhole.journal"), handler: handler)
+            core: core, identifier: identifier, executor: delivery.makeExecutor(label: "wormhole.journal"),
+            handler: handler)
         let subscriber = makeSubscriber { drainer.wake() }
         try center.wakeups.start([subscriber])
         let listener = JournalListener(drainer: drainer, subscriber: subscriber)
@@ -440,7 +442,8 @@ final class JournalPoster: Sendable {
     private func done(_ sequence: UInt64, _ error: (any Error)?) {
         if let error {
             center.logger.warning(
-                "journal record appended but readers were not notified", metadata: ["name": "\(name)", "error": "\(error)"])
+                "journal record appended but readers were not notified",
+                metadata: ["name": "\(name)", "error": "\(error)"])
         }
         state.withLock {
             $0.posted = max($0.posted, sequence)
@@ -463,7 +466,9 @@ final class JournalPoster: Sendable {
                 self.postOnLoop(notifications)
             }
             if confirming { return }
-            done(sequence, BusError(.disconnected, value: name.rawValue, "the connection closed before '\(name)' was confirmed"))
+            done(
+                sequence,
+                BusError(.disconnected, value: name.rawValue, "the connection closed before '\(name)' was confirmed"))
         }
         finished()
     }
@@ -485,7 +490,8 @@ final class JournalPoster: Sendable {
     func flush(timeout: Duration) -> (any Error)? {
         let deadline = ExitDrain.deadline(after: timeout)
         if busy.wait(timeout: deadline) == .timedOut {
-            return BusError(.timedOut, value: name.rawValue, "the notification of '\(name)' was not on the bus within \(timeout)")
+            return BusError(
+                .timedOut, value: name.rawValue, "the notification of '\(name)' was not on the bus within \(timeout)")
         }
         let flushed = center.flush(timeout: ExitDrain.remaining(until: deadline))
         let earlier = state.withLock { state in

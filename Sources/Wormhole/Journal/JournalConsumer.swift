@@ -18,7 +18,9 @@ final class JournalCursorFile: Sendable {
     /// How long a consumer's lock is waited for before it is reported in use.
     static let busyBound: Duration = .milliseconds(250)
 
-    init(directory: OpenFile, name: JournalConsumerName, synchronized: Bool, identifier: MessageIdentifier) throws(WormholeError) {
+    init(directory: OpenFile, name: JournalConsumerName, synchronized: Bool, identifier: MessageIdentifier)
+        throws(WormholeError)
+    {
         self.name = name
         self.directory = directory
         self.synchronized = synchronized
@@ -42,13 +44,16 @@ final class JournalCursorFile: Sendable {
     }
 
     /// The `(acknowledged, delivering)` pair of a cursor file's bytes.
-    static func parse(_ bytes: [UInt8], path: String, consumer: String) throws(WormholeError) -> (acknowledged: UInt64, delivering: UInt64) {
+    static func parse(_ bytes: [UInt8], path: String, consumer: String) throws(WormholeError) -> (
+        acknowledged: UInt64, delivering: UInt64
+    ) {
         let shown = String(decoding: bytes.prefix(100), as: UTF8.self)
         func bad(_ why: String) -> WormholeError {
             WormholeError(
                 .invalidCursor, value: path,
                 "cursor file '\(path)' of consumer '\(consumer)' does not parse (\(why)): '\(shown)'; "
-                    + "remove it to start the consumer afresh, or write {\"format\":1,\"acknowledged\":N,\"delivering\":N}")
+                    + "remove it to start the consumer afresh, or write {\"format\":1,\"acknowledged\":N,\"delivering\":N}"
+            )
         }
         struct Stored: Decodable {
             var format: Int
@@ -64,7 +69,9 @@ final class JournalCursorFile: Sendable {
         guard stored.format == 1 else { throw bad("\"format\" is \(stored.format), not 1") }
         guard stored.delivering >= stored.acknowledged else { throw bad("\"delivering\" is below \"acknowledged\"") }
         guard stored.delivering <= JournalFormat.maximumSequence else {
-            throw bad("\"delivering\" is past the largest sequence number a journal can hold, \(JournalFormat.maximumSequence)")
+            throw bad(
+                "\"delivering\" is past the largest sequence number a journal can hold, \(JournalFormat.maximumSequence)"
+            )
         }
         return (stored.acknowledged, stored.delivering)
     }
@@ -73,7 +80,8 @@ final class JournalCursorFile: Sendable {
     func store(acknowledged: UInt64, delivering: UInt64) throws(WormholeError) {
         let line = "{\"format\":1,\"acknowledged\":\(acknowledged),\"delivering\":\(delivering)}\n"
         let final = name.rawValue + JournalFormat.cursorSuffix
-        _ = try directory.createAtomically(final, temporary: "." + final + ".tmp", bytes: Array(line.utf8), sync: synchronized)
+        _ = try directory.createAtomically(
+            final, temporary: "." + final + ".tmp", bytes: Array(line.utf8), sync: synchronized)
     }
 }
 
@@ -99,7 +107,8 @@ final class JournalConsumerCore: Sendable {
     let redeliveredThrough: UInt64
     private let progress: Locked<Progress>
 
-    init(location: JournalLocation, start: JournalPosition, consumer: String?, synchronized: Bool) throws(WormholeError) {
+    init(location: JournalLocation, start: JournalPosition, consumer: String?, synchronized: Bool) throws(WormholeError)
+    {
         guard let consumer else {
             reader = try JournalReader(location: location, start: start)
             cursor = nil
@@ -117,7 +126,7 @@ final class JournalConsumerCore: Sendable {
         if let stored {
             do throws(WormholeError) {
                 reader = try JournalReader(location: location, start: .sequence(stored.acknowledged + 1))
-            } catch where error.code == .invalidPosition {
+            } catch  where error.code == .invalidPosition {
                 // The cursor is past the last whole record (a frame it read was cut since): wait at
                 // the end. Appenders number after the highest stored cursor, so the next record
                 // this consumer gets is one it never saw (contract §6, v1.2).
@@ -142,11 +151,13 @@ final class JournalConsumerCore: Sendable {
     /// The next batch, each record with whether it may have been handed out before a crash.
     /// For a durable consumer, the cursor file says the batch is being delivered before it is
     /// returned (one write per batch), and everything handed out before is acknowledged.
-    func nextBatch(maximumRecords: Int = JournalConsumerCore.batchSize) throws(WormholeError) -> [(record: RawJournalRecord, isRedelivery: Bool)] {
+    func nextBatch(maximumRecords: Int = JournalConsumerCore.batchSize) throws(WormholeError) -> [(
+        record: RawJournalRecord, isRedelivery: Bool
+    )] {
         let batch: [RawJournalRecord]
         do throws(WormholeError) {
             batch = try reader.poll(maximumRecords: maximumRecords)
-        } catch where error.code == .journalGap || error.code == .journalDamaged {
+        } catch  where error.code == .journalGap || error.code == .journalDamaged {
             // Reported: from now on the consumer is at the next readable record.
             let skipped = reader.nextSequence - 1
             progress.withLock {
@@ -191,7 +202,9 @@ final class JournalConsumerCore: Sendable {
             let acknowledged = progress.acknowledged
             let delivering = max(acknowledged, delivering)
             guard let cursor else { return }
-            if let stored = progress.stored, stored.acknowledged == acknowledged, stored.delivering == delivering { return }
+            if let stored = progress.stored, stored.acknowledged == acknowledged, stored.delivering == delivering {
+                return
+            }
             try cursor.store(acknowledged: acknowledged, delivering: delivering)
             progress.stored = (acknowledged, delivering)
         }

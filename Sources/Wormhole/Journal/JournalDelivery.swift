@@ -45,7 +45,10 @@ public struct JournalRecordStream<Message: Decodable & Sendable>: AsyncSequence,
     private let identifier: MessageIdentifier
     private let subscriber: NotificationSubscriber
 
-    init(doorbell: AsyncStream<Void>, core: JournalConsumerCore, identifier: MessageIdentifier, subscriber: NotificationSubscriber) {
+    init(
+        doorbell: AsyncStream<Void>, core: JournalConsumerCore, identifier: MessageIdentifier,
+        subscriber: NotificationSubscriber
+    ) {
         self.doorbell = doorbell
         self.core = core
         self.identifier = identifier
@@ -187,13 +190,20 @@ final class JournalDrainer<Message: Decodable & Sendable>: JournalDrainControl, 
         self.handler = handler
         handling = core.cursor == nil ? nil : Locked(Handling())
         if handling != nil {
-            let id = ProcessRuntime.shared.exitDrain.addHook { [weak self] deadline in self?.storeAtExit(deadline: deadline) }
+            let id = ProcessRuntime.shared.exitDrain.addHook { [weak self] deadline in
+                self?.storeAtExit(deadline: deadline)
+            }
             exitHook.withLock { $0 = id }
         }
     }
 
     func cancel() -> Bool {
-        if let id = exitHook.withLock({ hook in defer { hook = nil }; return hook }) { ProcessRuntime.shared.exitDrain.removeHook(id) }
+        if let id = exitHook.withLock({ hook in
+            defer { hook = nil }
+            return hook
+        }) {
+            ProcessRuntime.shared.exitDrain.removeHook(id)
+        }
         return pump.cancel()
     }
 
@@ -275,7 +285,9 @@ package final class JournalPackageConsumer: Sendable {
     /// The next records available now (empty when none); throws gap reports and damage.
     package func nextBatch() throws -> [JournalRecord<JSONDocument>] {
         try core.nextBatch().map {
-            try JournalDecoding.record($0.record, isRedelivery: $0.isRedelivery, identifier: identifier, as: JSONDocument.self).get()
+            try JournalDecoding.record(
+                $0.record, isRedelivery: $0.isRedelivery, identifier: identifier, as: JSONDocument.self
+            ).get()
         }
     }
 

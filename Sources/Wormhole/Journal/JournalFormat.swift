@@ -146,7 +146,8 @@ enum JournalFormat {
                 reason: "checksum mismatch (stored \(hex(stored)), computed \(hex(computed)))", claimedSize: size)
         }
         if length == sealLength { return .seal(next: sequence) }
-        return .record(sequence: sequence, time: time, payload: frameHeadSize..<(frameHeadSize + payloadLength), size: size)
+        return .record(
+            sequence: sequence, time: time, payload: frameHeadSize..<(frameHeadSize + payloadLength), size: size)
     }
 
     static func hex(_ value: UInt32) -> String {

@@ -80,7 +80,8 @@ struct JournalConsumerName: Sendable, Hashable {
 
     init(_ string: String) throws(WormholeError) {
         try NameRules.validate(
-            string, kind: "journal consumer name", code: .invalidConsumer, maximumLength: MessageIdentifier.maximumLength)
+            string, kind: "journal consumer name", code: .invalidConsumer,
+            maximumLength: MessageIdentifier.maximumLength)
         rawValue = string
     }
 }

@@ -63,7 +63,9 @@ final class JournalReader: Sendable {
     /// The next sequence number this reader returns.
     var nextSequence: UInt64 { state.withLock { $0.next } }
 
-    private static func position(_ state: inout State, start: JournalPosition, location: JournalLocation) throws(WormholeError) {
+    private static func position(_ state: inout State, start: JournalPosition, location: JournalLocation)
+        throws(WormholeError)
+    {
         guard let first = state.listing.first, let last = state.listing.last else {
             // No segment yet: the first record will be 1.
             if case .sequence(let wanted) = start, wanted != 1 {
@@ -86,7 +88,8 @@ final class JournalReader: Sendable {
         case .sequence(let wanted):
             if wanted < first {
                 state.pending = [
-                    JournalDamage(from: wanted, to: first - 1, file: JournalFormat.segmentName(wanted), reason: .retention)
+                    JournalDamage(
+                        from: wanted, to: first - 1, file: JournalFormat.segmentName(wanted), reason: .retention)
                 ]
                 state.segmentFirst = first
                 state.next = first
@@ -111,7 +114,8 @@ final class JournalReader: Sendable {
 
     /// Moves forward without reading payloads, to `target` (or to the end when nil), past damage
     /// (ranges after the floor stay pending).
-    private static func skip(_ state: inout State, to target: UInt64?, location: JournalLocation) throws(WormholeError) {
+    private static func skip(_ state: inout State, to target: UInt64?, location: JournalLocation) throws(WormholeError)
+    {
         while true {
             if let target, state.next >= target { return }
             let reported = state.pending.count
@@ -146,7 +150,9 @@ final class JournalReader: Sendable {
             var damaged: [JournalDamage] = []
             var readable: UInt64 = 0
             while true {
-                let taken = try Self.read(&state, collect: false, maximumRecords: .max, maximumBytes: .max, location: location).count
+                let taken = try Self.read(
+                    &state, collect: false, maximumRecords: .max, maximumBytes: .max, location: location
+                ).count
                 readable += UInt64(taken)
                 if state.pending.isEmpty && taken == 0 { break }
                 damaged += state.pending
@@ -203,7 +209,8 @@ final class JournalReader: Sendable {
             case .jump(let to):
                 // Records before `to` are not in the file (cut, or numbered past a stored cursor).
                 let damage = JournalDamage(
-                    from: state.next, to: to - 1, file: JournalFormat.segmentName(state.segmentFirst), reason: .truncated,
+                    from: state.next, to: to - 1, file: JournalFormat.segmentName(state.segmentFirst),
+                    reason: .truncated,
                     detail: "the frame at offset \(state.offset) is numbered \(to) where \(state.next) was expected")
                 state.next = to
                 if found(&state, damage) { return (records, count) }
@@ -217,7 +224,8 @@ final class JournalReader: Sendable {
                     continue
                 }
                 let damage = JournalDamage(
-                    from: state.next, to: later - 1, file: JournalFormat.segmentName(state.segmentFirst), reason: .truncated,
+                    from: state.next, to: later - 1, file: JournalFormat.segmentName(state.segmentFirst),
+                    reason: .truncated,
                     detail: "it ends at offset \(state.offset) without a seal; the next segment starts at \(later)")
                 state.segment = nil
                 state.segmentFirst = later
@@ -239,7 +247,9 @@ final class JournalReader: Sendable {
                 let (sum, overflow) = state.next.addingReportingOverflow(frames)
                 let bound = later ?? (overflow ? UInt64.max : sum)
                 let file = JournalFormat.segmentName(state.segmentFirst)
-                if let resumed = try JournalScan.resynchronise(segment, from: state.offset, after: state.next, through: bound) {
+                if let resumed = try JournalScan.resynchronise(
+                    segment, from: state.offset, after: state.next, through: bound)
+                {
                     let damage = JournalDamage(
                         from: state.next, to: resumed.sequence - 1, file: file, reason: .checksum,
                         detail: "offset \(state.offset): \(reason); records resume at offset \(resumed.offset)")
@@ -297,7 +307,7 @@ final class JournalReader: Sendable {
                 }
                 foreign = "its header says its first record is \(stored)"
             }
-        } catch where error.code == .journalVersion || error.code == .io {
+        } catch  where error.code == .journalVersion || error.code == .io {
             throw error
         } catch {
             foreign = error.message
@@ -306,7 +316,8 @@ final class JournalReader: Sendable {
         if let foreign {
             if state.stuckAt?.segment == first && state.stuckAt?.offset == 0 { return false }
             let damage = JournalDamage(
-                from: max(state.next, first), to: max(state.next, (later ?? first + 1) - 1), file: name, reason: .foreign,
+                from: max(state.next, first), to: max(state.next, (later ?? first + 1) - 1), file: name,
+                reason: .foreign,
                 detail: foreign)
             if let later {
                 state.segmentFirst = later
@@ -330,7 +341,9 @@ final class JournalReader: Sendable {
 
     /// The first segment after `first` (nil when none), from the listing, listed again when the
     /// directory changed since (or always when `fresh`).
-    private static func laterSegment(_ state: inout State, after first: UInt64, fresh: Bool = false) throws(WormholeError) -> UInt64? {
+    private static func laterSegment(_ state: inout State, after first: UInt64, fresh: Bool = false)
+        throws(WormholeError) -> UInt64?
+    {
         let now = try signature(state.directory)
         if fresh || now != state.listedAt {
             state.listing = try JournalListing(state.directory).segments

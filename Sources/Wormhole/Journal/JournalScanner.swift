@@ -61,7 +61,8 @@ struct JournalScan {
             if let tail, scan.end == offset {
                 buffer = tail
             } else {
-                buffer = try file.read(at: scan.end, count: min(size - scan.end, max(chunk, JournalFormat.frameOverhead)))
+                buffer = try file.read(
+                    at: scan.end, count: min(size - scan.end, max(chunk, JournalFormat.frameOverhead)))
             }
             var position = 0
             while position < buffer.count {
@@ -111,7 +112,8 @@ struct JournalScan {
                     }
                     if next != scan.next {
                         scan.stop = .invalid(
-                            reason: "seal names sequence number \(next) where \(scan.next) was expected", tailLike: false)
+                            reason: "seal names sequence number \(next) where \(scan.next) was expected",
+                            tailLike: false)
                         return scan
                     }
                     scan.end += JournalFormat.frameOverhead
@@ -164,7 +166,9 @@ struct JournalScan {
                     let sequence = JournalFormat.load(UInt64.self, bytes, at: index + 4)
                     guard sequence > next, sequence <= bound else { continue }
                     let length = JournalFormat.load(UInt32.self, bytes, at: index)
-                    guard length == JournalFormat.sealLength || Int(length) <= Journal.maximumRecordSize else { continue }
+                    guard length == JournalFormat.sealLength || Int(length) <= Journal.maximumRecordSize else {
+                        continue
+                    }
                     switch JournalFormat.parse(
                         UnsafeRawBufferPointer(rebasing: bytes[index...]), maximumPayload: Journal.maximumRecordSize)
                     {

@@ -36,7 +36,9 @@ public struct JournalStatus: Sendable, Hashable {
         let listing = try JournalListing(directory)
         var bytes = 0
         for first in listing.segments {
-            if let status = try directory.status(of: JournalFormat.segmentName(first)), status.st_mode & S_IFMT == S_IFREG {
+            if let status = try directory.status(of: JournalFormat.segmentName(first)),
+                status.st_mode & S_IFMT == S_IFREG
+            {
                 bytes += Int(status.st_size)
             }
         }
@@ -51,7 +53,9 @@ public struct JournalStatus: Sendable, Hashable {
             do throws(WormholeError) {
                 guard let file = try directory.openFile(name + JournalFormat.cursorSuffix) else { continue }
                 let path = directory.child(name + JournalFormat.cursorSuffix)
-                consumers[name] = try JournalCursorFile.parse(try file.read(at: 0, count: 4096), path: path, consumer: name).acknowledged
+                consumers[name] = try JournalCursorFile.parse(
+                    try file.read(at: 0, count: 4096), path: path, consumer: name
+                ).acknowledged
             } catch {
                 badConsumers[name] = error.message
             }

@@ -35,7 +35,9 @@ public struct JSONDocument: Sendable, Hashable, Decodable, CustomStringConvertib
     /// Always throws: a document is read from storage, not decoded from part of another one.
     public init(from decoder: any Decoder) throws {
         throw DecodingError.dataCorrupted(
-            .init(codingPath: decoder.codingPath, debugDescription: "JSONDocument is only read from a whole stored message"))
+            .init(
+                codingPath: decoder.codingPath,
+                debugDescription: "JSONDocument is only read from a whole stored message"))
     }
 
     /// The document as text.

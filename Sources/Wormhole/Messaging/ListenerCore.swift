@@ -264,7 +264,9 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl, Pumped
         }
         // A handler on the I/O thread with nothing queued before this message: deliver it here,
         // without queueing (the common case of a listener that keeps up).
-        if case .handler(let executor, let handler) = sink, executor.queue == nil, let payload = item.payload, pump.claim() {
+        if case .handler(let executor, let handler) = sink, executor.queue == nil, let payload = item.payload,
+            pump.claim()
+        {
             let direct = state.withLock { state in !state.cancelled && !state.hasWork }
             if direct {
                 handler(Self.transientDelivery(item, payload))
@@ -333,7 +335,9 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl, Pumped
         if wake { ring() }
     }
 
-    private static func merge(_ identifiers: [MessageIdentifier], reason: Reason, sentAt: UInt64?, into state: inout ListenerState) {
+    private static func merge(
+        _ identifiers: [MessageIdentifier], reason: Reason, sentAt: UInt64?, into state: inout ListenerState
+    ) {
         for identifier in identifiers {
             if let existing = state.pending[identifier] {
                 // A post outranks a catch-up or start-up check: it must be delivered.
@@ -385,10 +389,12 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl, Pumped
             var batch = state.dropped.map { dropped in
                 Item(
                     identifier: dropped.identifier, reason: .transient,
-                    payload: .failure(WormholeError(
-                        .transientDropped, value: dropped.identifier.rawValue,
-                        "\(dropped.count) transient message(s) for '\(dropped.identifier)' dropped: the listener fell "
-                            + "more than \(transientLimit) transient messages behind (ListenOptions.transientBufferLimit)")))
+                    payload: .failure(
+                        WormholeError(
+                            .transientDropped, value: dropped.identifier.rawValue,
+                            "\(dropped.count) transient message(s) for '\(dropped.identifier)' dropped: the listener fell "
+                                + "more than \(transientLimit) transient messages behind (ListenOptions.transientBufferLimit)"
+                        )))
             }
             batch.reserveCapacity(batch.count + state.order.count)
             for entry in state.order {
@@ -434,7 +440,9 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl, Pumped
             let wormholeError =
                 error as? WormholeError
                 ?? WormholeError(.io, value: identifier.rawValue, "cannot read message '\(identifier)': \(error)")
-            return MessageDelivery(identifier: identifier, result: .failure(wormholeError), reason: Self.deliveryReason(item.reason), sentAt: item.sentAt)
+            return MessageDelivery(
+                identifier: identifier, result: .failure(wormholeError), reason: Self.deliveryReason(item.reason),
+                sentAt: item.sentAt)
         }
         let fingerprint = data.map(Fingerprint.init)
         let deliversEveryPost = self.deliversEveryPost
@@ -455,8 +463,11 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl, Pumped
         }
         if skip { return nil }
         guard let data else {
-            let error = WormholeError(.noMessage, value: identifier.rawValue, "no message is stored for '\(identifier)'")
-            return MessageDelivery(identifier: identifier, result: .failure(error), reason: Self.deliveryReason(item.reason), sentAt: item.sentAt)
+            let error = WormholeError(
+                .noMessage, value: identifier.rawValue, "no message is stored for '\(identifier)'")
+            return MessageDelivery(
+                identifier: identifier, result: .failure(error), reason: Self.deliveryReason(item.reason),
+                sentAt: item.sentAt)
         }
         let result: Result<Message, WormholeError>
         do {
@@ -464,7 +475,8 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl, Pumped
         } catch {
             result = .failure(error)
         }
-        return MessageDelivery(identifier: identifier, result: result, reason: Self.deliveryReason(item.reason), sentAt: item.sentAt)
+        return MessageDelivery(
+            identifier: identifier, result: result, reason: Self.deliveryReason(item.reason), sentAt: item.sentAt)
     }
 }
 

@@ -49,7 +49,8 @@ extension MessageCenter {
 
         /// Creates options.
         public init(
-            deliversStoredMessageOnStart: Bool = false, deliversEveryPost: Bool = false, transientBufferLimit: Int = 1024,
+            deliversStoredMessageOnStart: Bool = false, deliversEveryPost: Bool = false,
+            transientBufferLimit: Int = 1024,
             wakesThroughDirectoryWithoutBus: Bool = true, catchesWritesWithoutSignal: Bool = true
         ) {
             self.deliversStoredMessageOnStart = deliversStoredMessageOnStart
@@ -154,7 +155,9 @@ extension MessageCenter {
                 finish: { continuation.finish() })
             let route: UInt64
             do {
-                route = try await center.addMessageRoute(listener.target, isPrefix: listener.isPrefix) { core.received($0) }
+                route = try await center.addMessageRoute(listener.target, isPrefix: listener.isPrefix) {
+                    core.received($0)
+                }
             } catch {
                 observer.cancel()
                 throw error

@@ -32,7 +32,9 @@ public struct MessageDelivery<Message: Sendable>: Sendable {
     public var sentAt: UInt64?
 
     /// Creates a delivery (for tests and adapters).
-    package init(identifier: MessageIdentifier, result: Result<Message, WormholeError>, reason: Reason, sentAt: UInt64? = nil) {
+    package init(
+        identifier: MessageIdentifier, result: Result<Message, WormholeError>, reason: Reason, sentAt: UInt64? = nil
+    ) {
         self.identifier = identifier
         self.result = result
         self.reason = reason

@@ -30,7 +30,9 @@ public final class MessageListener: SubscriptionHandle {
     /// Where it is registered, to be told when the bus comes and goes; set once, at start.
     private let registry = Locked<WakeEngine?>(nil)
 
-    init(core: any ListenerControl, target: NotificationName, isPrefix: Bool, fallsBack: Bool, watchTarget: WatchTarget?) {
+    init(
+        core: any ListenerControl, target: NotificationName, isPrefix: Bool, fallsBack: Bool, watchTarget: WatchTarget?
+    ) {
         self.core = core
         self.target = target
         self.isPrefix = isPrefix

@@ -34,7 +34,8 @@ extension DarwinNotificationCenter {
     /// The rules that receive the `Message` signals of `target` (a name, or a prefix ending in
     /// `/`): the §1 rules with `member='Message'`, filtered by the bus daemon like `Posted`.
     private static func messageRules(_ target: NotificationName, isPrefix: Bool) -> [MatchRule] {
-        isPrefix ? [NotifyContract.messageRule(observingPrefix: target)] : NotifyContract.messageRules(observing: target)
+        isPrefix
+            ? [NotifyContract.messageRule(observingPrefix: target)] : NotifyContract.messageRules(observing: target)
     }
 
     /// Routes the `Message` signals of `target` to `handler` (on the I/O thread); blocking until
@@ -65,7 +66,9 @@ extension DarwinNotificationCenter {
         _ requests: [(name: NotificationName, handler: @Sendable (TransientSignal) -> Void)]
     ) throws -> [UInt64] {
         let routes = requests.map { request in
-            BusConnection.RouteRequest(rules: Self.messageRules(request.name, isPrefix: false), strictArgumentPaths: true) {
+            BusConnection.RouteRequest(
+                rules: Self.messageRules(request.name, isPrefix: false), strictArgumentPaths: true
+            ) {
                 [weak self] signal in
                 self?.receivedMessage(signal, target: request.name, isPrefix: false, handler: request.handler)
             }
@@ -131,7 +134,8 @@ extension DarwinNotificationCenter {
         var text = payload
         let failure = text.withUTF8 { JSONSyntax.check(UnsafeRawBufferPointer($0)) }
         if let failure {
-            let reason = "transient message for \(quoted(name.rawValue)) dropped: not a JSON document (\(size) bytes): \(failure)"
+            let reason =
+                "transient message for \(quoted(name.rawValue)) dropped: not a JSON document (\(size) bytes): \(failure)"
             logger.warning("\(reason)")
             handler(.malformed(name: name, reason: reason))
             return

@@ -148,7 +148,12 @@ public final class DarwinNotificationCenter: Sendable {
     var refusedTransientMessages: UInt64 { transientConnection.withLock { $0?.refusedSignals ?? 0 } }
 
     private func closeTransientConnection() {
-        guard let held = transientConnection.withLock({ value in defer { value = nil }; return value }) else { return }
+        guard
+            let held = transientConnection.withLock({ value in
+                defer { value = nil }
+                return value
+            })
+        else { return }
         WormholeRuntime.shared.ownConnections.remove(ObjectIdentifier(held))
         held.close()
     }
@@ -223,7 +228,8 @@ public final class DarwinNotificationCenter: Sendable {
             carried = lastStates.withLock { $0[name.rawValue] }
         }
         var signal = Signal(
-            path: NotifyContract.path, interface: NotifyContract.bucket(for: name.rawValue), member: NotifyContract.posted,
+            path: NotifyContract.path, interface: NotifyContract.bucket(for: name.rawValue),
+            member: NotifyContract.posted,
             arguments: [.string(name.rawValue), .uint64(carried ?? 0)])
         try claimSenderName(on: connection)
         // Queued behind a full socket, a newer post of the name replaces an older one: the
@@ -249,7 +255,8 @@ public final class DarwinNotificationCenter: Sendable {
         HopTrace.mark(.signalWritten)
         guard wake == .doorbell, !sender.isEmpty, connection.identity == identity else { return }
         doorbell.ring(
-            name: name.rawValue, state: carried ?? 0, busKey: busKey, sender: sender, serial: serial, previous: previous)
+            name: name.rawValue, state: carried ?? 0, busKey: busKey, sender: sender, serial: serial, previous: previous
+        )
     }
 
     /// Inside a sandbox (the process has an app ID, `AppIdentity`): makes sure the connection
@@ -339,7 +346,8 @@ public final class DarwinNotificationCenter: Sendable {
     /// An observer whose route is added without blocking the calling task (for streams).
     /// `finish` runs when the connection closes for good.
     package func addObserver(
-        _ target: NotificationName, isPrefix: Bool, on delivery: DeliveryQueue, options: ObserverOptions = ObserverOptions(),
+        _ target: NotificationName, isPrefix: Bool, on delivery: DeliveryQueue,
+        options: ObserverOptions = ObserverOptions(),
         handler: @escaping @Sendable (DarwinNotification) -> Void, finish: @escaping @Sendable () -> Void
     ) async throws -> NotificationListener {
         if isPrefix { try Self.checkPrefix(target) }
@@ -416,12 +424,14 @@ public final class DarwinNotificationCenter: Sendable {
 
     private static func checkPrefix(_ prefix: NotificationName) throws {
         if !prefix.isPrefix {
-            throw WormholeError(.invalidName, value: prefix.rawValue, "prefix \(quoted(prefix.rawValue)) must end with '/'")
+            throw WormholeError(
+                .invalidName, value: prefix.rawValue, "prefix \(quoted(prefix.rawValue)) must end with '/'")
         }
     }
 
     private static func rules(for core: ObserverCore) throws -> [MatchRule] {
-        core.isPrefix ? [try NotifyContract.rule(observingPrefix: core.target)] : try NotifyContract.rules(observing: core.target)
+        core.isPrefix
+            ? [try NotifyContract.rule(observingPrefix: core.target)] : try NotifyContract.rules(observing: core.target)
     }
 
     /// Adds `core`'s route, blocking until the bus accepted its rules.
@@ -514,7 +524,9 @@ public final class DarwinNotificationCenter: Sendable {
         }
     }
 
-    private func stream(target: NotificationName, isPrefix: Bool, options: ObserverOptions) async throws -> NotificationStream {
+    private func stream(target: NotificationName, isPrefix: Bool, options: ObserverOptions) async throws
+        -> NotificationStream
+    {
         let (stream, continuation) = AsyncStream<DarwinNotification>.makeStream(
             bufferingPolicy: .bufferingNewest(max(1, options.bufferLimit)))
         let observer = try await addObserver(
@@ -553,13 +565,16 @@ public final class DarwinNotificationCenter: Sendable {
             let argument = signal.arguments[1]
             state = argument.nonNegativeInteger
             if state == nil {
-                logger.debug("Posted '\(rawName)' carried the state \(argument), not an integer of 0 or more: delivered without a state")
+                logger.debug(
+                    "Posted '\(rawName)' carried the state \(argument), not an integer of 0 or more: delivered without a state"
+                )
             }
         }
         // A Wormhole sender with a doorbell numbers its posts: an observer that may be rung merges
         // them with its rings, each post once and in its order (``PostOrder``). It keeps the
         // signals that come before any ring too: their rings may follow.
-        if wake == .doorbell, WormholeRuntime.shared.doorbell != nil, let sender = signal.sender, let serial = signal.serial,
+        if wake == .doorbell, WormholeRuntime.shared.doorbell != nil, let sender = signal.sender,
+            let serial = signal.serial,
             serial & DoorbellSocket.serialMark != 0
         {
             let (deliverSignal, then) = core.order(signalFrom: sender, name: rawName, serial: serial)
@@ -571,9 +586,12 @@ public final class DarwinNotificationCenter: Sendable {
     }
 
     /// The end of every delivery of a post, by the bus or the doorbell.
-    private func deliver(name: NotificationName, rawName: String, state: UInt64?, sender: String?, to core: ObserverCore) {
+    private func deliver(
+        name: NotificationName, rawName: String, state: UInt64?, sender: String?, to core: ObserverCore
+    ) {
         if let state { lastStates.withLock { $0[rawName] = state } }
-        let own = sender.map { WormholeRuntime.shared.ownConnections.contains(sender: $0, on: connection.address) } ?? false
+        let own =
+            sender.map { WormholeRuntime.shared.ownConnections.contains(sender: $0, on: connection.address) } ?? false
         if own && core.options.ignoresOwnPosts { return }
         core.offer(DarwinNotification(name: name, state: state, reason: .posted, isOwnPost: own))
     }

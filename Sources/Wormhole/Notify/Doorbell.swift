@@ -115,7 +115,9 @@ final class Doorbell: Sendable {
             root: runtime + "/wormhole/doorbell", endpointID: hex(UInt64.random(in: 0...UInt64.max)),
             loop: system.loop, exitDrain: system.exitDrain)
         // `e<ID>` must fit `sun_path`.
-        guard doorbell.endpointPath(doorbell.endpointID).utf8.count <= DoorbellSocket.maximumPathLength else { return nil }
+        guard doorbell.endpointPath(doorbell.endpointID).utf8.count <= DoorbellSocket.maximumPathLength else {
+            return nil
+        }
         return doorbell
     }
 
@@ -176,7 +178,9 @@ final class Doorbell: Sendable {
     /// last one of the process closes the endpoint.
     func unregister(_ registration: (directory: UInt64, id: UInt64)) {
         state.withLock { state in
-            guard state.registrations[registration.directory]?.removeValue(forKey: registration.id) != nil else { return }
+            guard state.registrations[registration.directory]?.removeValue(forKey: registration.id) != nil else {
+                return
+            }
             if state.registrations[registration.directory]?.isEmpty == true {
                 state.registrations[registration.directory] = nil
                 removeEntry(registration.directory)
@@ -318,7 +322,8 @@ final class Doorbell: Sendable {
         for ring in rings {
             guard ring.uid == uid else {
                 ringsRefused.add(1, ordering: .relaxed)
-                logger.info("refused a doorbell ring from uid \(ring.uid) (pid \(ring.pid)): only this user (\(uid)) may ring")
+                logger.info(
+                    "refused a doorbell ring from uid \(ring.uid) (pid \(ring.pid)): only this user (\(uid)) may ring")
                 continue
             }
             guard let message = DoorbellRing(decoding: ring.bytes) else {

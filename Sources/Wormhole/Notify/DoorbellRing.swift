@@ -31,7 +31,7 @@ struct DoorbellRing: Sendable, Equatable {
         self.name = name
     }
 
-    /// The datagram of this 
+    /// The datagram of this
     func encoded() -> [UInt8] {
         var bytes = Self.magic
         bytes.reserveCapacity(Self.headerLength + sender.utf8.count + name.utf8.count)
@@ -63,11 +63,16 @@ struct DoorbellRing: Sendable, Equatable {
         let flags = bytes[20]
         let senderLength = Int(bytes[29])
         let nameLength = Int(get(30, as: UInt16.self))
-        guard bytes.count == Self.headerLength + senderLength + nameLength, nameLength > 0, flags & ~1 == 0 else { return nil }
+        guard bytes.count == Self.headerLength + senderLength + nameLength, nameLength > 0, flags & ~1 == 0 else {
+            return nil
+        }
         let serial = get(12, as: UInt32.self)
         let previous = get(16, as: UInt32.self)
-        guard serial & DoorbellSocket.serialMark != 0, previous == 0 || previous & DoorbellSocket.serialMark != 0 else { return nil }
-        guard let sender = String(validating: bytes[Self.headerLength..<Self.headerLength + senderLength], as: UTF8.self),
+        guard serial & DoorbellSocket.serialMark != 0, previous == 0 || previous & DoorbellSocket.serialMark != 0 else {
+            return nil
+        }
+        guard
+            let sender = String(validating: bytes[Self.headerLength..<Self.headerLength + senderLength], as: UTF8.self),
             let name = String(validating: bytes[(Self.headerLength + senderLength)...], as: UTF8.self)
         else { return nil }
         self.init(

@@ -19,7 +19,8 @@ package enum DoorbellStatus {
     package static var counters: Counters? {
         guard let doorbell = WormholeRuntime.shared.doorbell else { return nil }
         return Counters(
-            sent: doorbell.ringsSent.load(ordering: .relaxed), received: doorbell.ringsReceived.load(ordering: .relaxed),
+            sent: doorbell.ringsSent.load(ordering: .relaxed),
+            received: doorbell.ringsReceived.load(ordering: .relaxed),
             refused: doorbell.ringsRefused.load(ordering: .relaxed),
             staleRemoved: doorbell.staleRemoved.load(ordering: .relaxed))
     }

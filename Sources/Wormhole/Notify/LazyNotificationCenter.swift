@@ -39,7 +39,9 @@ final class LazyNotificationCenter: Sendable {
     /// The error of the last failed connection while every socket it tried is still missing:
     /// a connection now would fail the same way (a stat per path, no connection set up).
     func knownUnreachable() -> BusError? {
-        guard let (error, paths) = lastFailure.withLock({ $0 }), paths.allSatisfy({ !Self.exists($0) }) else { return nil }
+        guard let (error, paths) = lastFailure.withLock({ $0 }), paths.allSatisfy({ !Self.exists($0) }) else {
+            return nil
+        }
         return error
     }
 

@@ -25,10 +25,12 @@ public struct NotificationName: Hashable, Sendable, CustomStringConvertible {
         if length > Self.maximumLength {
             throw WormholeError(
                 .invalidName, value: rawValue,
-                "notification name \(quoted(String(rawValue.prefix(40))))… is \(length) bytes, longer than the limit of 900")
+                "notification name \(quoted(String(rawValue.prefix(40))))… is \(length) bytes, longer than the limit of 900"
+            )
         }
         if rawValue.utf8.contains(0) {
-            throw WormholeError(.invalidName, value: rawValue, "notification name \(quoted(rawValue)) contains a NUL byte")
+            throw WormholeError(
+                .invalidName, value: rawValue, "notification name \(quoted(rawValue)) contains a NUL byte")
         }
         let ruleLength = NotifyContract.exactRuleLength(of: rawValue)
         if ruleLength > MatchRule.maximumLength {

@@ -99,7 +99,8 @@ package struct PostOrder {
         var entry = entries[key]!
         defer { entries[key] = entry }
         if let delivered = entry.delivered, !Self.isAfter(ring.serial, delivered) { return [] }
-        if let previous = ring.previous, previous == 0 || (entry.delivered.map { !Self.isAfter(previous, $0) } ?? false) {
+        if let previous = ring.previous, previous == 0 || (entry.delivered.map { !Self.isAfter(previous, $0) } ?? false)
+        {
             guard rungCount < Self.rungLimit else { return [] }
             var out = [take(ring, into: &entry)]
             release(&entry, into: &out)
@@ -187,7 +188,9 @@ package struct PostOrder {
                 heldCount -= 1
                 continue
             }
-            guard let previous = first.previous, previous == 0 || !Self.isAfter(previous, delivered), rungCount < Self.rungLimit else { return }
+            guard let previous = first.previous, previous == 0 || !Self.isAfter(previous, delivered),
+                rungCount < Self.rungLimit
+            else { return }
             entry.held.removeFirst()
             heldCount -= 1
             out.append(take(first, into: &entry))

@@ -36,7 +36,9 @@ struct PostSequence {
     /// Records `serial` as the latest post of `key`; returns the one before it.
     mutating func record(_ key: Key, serial: UInt32) -> UInt32? {
         if latest.count >= Self.memory && latest[key] == nil {
-            for key in latest.keys { forgetful.insert(Sender(busKey: key.busKey, sender: key.sender, session: key.session)) }
+            for key in latest.keys {
+                forgetful.insert(Sender(busKey: key.busKey, sender: key.sender, session: key.session))
+            }
             latest = [:]
         }
         let previous = latest.updateValue(serial, forKey: key)

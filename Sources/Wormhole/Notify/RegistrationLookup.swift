@@ -39,13 +39,17 @@ final class RegistrationLookup: Sendable {
     func registrations(of hash: UInt64, in rootFD: Int32) -> [Endpoint]? {
         let held = registrationListings.withLock { listings -> [Endpoint]? in
             guard let held = listings[hash] else { return nil }
-            if let info = try? Syscall.fstat(held.descriptor), held.version == FileVersion(info) { return held.endpoints }
+            if let info = try? Syscall.fstat(held.descriptor), held.version == FileVersion(info) {
+                return held.endpoints
+            }
             Syscall.close(held.descriptor)
             listings[hash] = nil
             return nil
         }
         if let held { return held }
-        guard let fd = try? Syscall.openat(rootFD, "n" + Doorbell.hex(hash), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard
+            let fd = try? Syscall.openat(
+                rootFD, "n" + Doorbell.hex(hash), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         else { return nil }
         // The state before the listing: a change after it makes the version differ.
         guard let info = try? Syscall.fstat(fd) else {
@@ -58,7 +62,9 @@ final class RegistrationLookup: Sendable {
         let endpoints: [Endpoint] =
             reading.map { reading in
                 Self.names(consuming: reading).compactMap { id in
-                    guard id.utf8.count == 16, let address = DoorbellSocket.address(root + "/e" + id) else { return nil }
+                    guard id.utf8.count == 16, let address = DoorbellSocket.address(root + "/e" + id) else {
+                        return nil
+                    }
                     return Endpoint(id: id, address: address)
                 }
             } ?? []
@@ -185,7 +191,8 @@ final class RegistrationLookup: Sendable {
             Syscall.close(fd)
             return nil
         }
-        let (exchanged, found) = rootDescriptor.compareExchange(expected: -1, desired: fd, ordering: .acquiringAndReleasing)
+        let (exchanged, found) = rootDescriptor.compareExchange(
+            expected: -1, desired: fd, ordering: .acquiringAndReleasing)
         if exchanged { return fd }
         Syscall.close(fd)
         return found

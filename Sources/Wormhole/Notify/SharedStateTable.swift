@@ -52,7 +52,7 @@ final class SharedStateTable: @unchecked Sendable {
     /// Opens (creating if needed) the table in `directory`.
     init(directory: String) throws {
         try Self.checked("create", directory) { () throws(Errno) in
-            do throws(Errno) { try Syscall.mkdir(directory, 0o700) } catch where error == .fileExists {}
+            do throws(Errno) { try Syscall.mkdir(directory, 0o700) } catch  where error == .fileExists {}
         }
         try Self.checkSafe(path: directory, isDirectory: true)
         path = directory + "/notify-state-v1"
@@ -71,7 +71,8 @@ final class SharedStateTable: @unchecked Sendable {
         }
         base = mapping.bindMemory(to: UInt64.AtomicRepresentation.self, capacity: length / 8)
         let magic = UnsafeAtomic<UInt64>(at: base)
-        let (exchanged, found) = magic.compareExchange(expected: 0, desired: Self.magic, ordering: .acquiringAndReleasing)
+        let (exchanged, found) = magic.compareExchange(
+            expected: 0, desired: Self.magic, ordering: .acquiringAndReleasing)
         if exchanged {
             UnsafeAtomic<UInt64>(at: base + 1).store(Self.version, ordering: .releasing)
             UnsafeAtomic<UInt64>(at: base + 2).store(UInt64(Self.slotCount), ordering: .releasing)
@@ -84,7 +85,9 @@ final class SharedStateTable: @unchecked Sendable {
     deinit { Syscall.unmap(UnsafeMutableRawPointer(base), length: length) }
 
     /// Runs `call`; its failure becomes an `io` error saying what could not be done to `path`.
-    private static func checked<T>(_ action: String, _ path: String, _ call: () throws(Errno) -> T) throws(WormholeError) -> T {
+    private static func checked<T>(_ action: String, _ path: String, _ call: () throws(Errno) -> T)
+        throws(WormholeError) -> T
+    {
         switch Result(catching: call) {
         case .success(let value): return value
         case .failure(let error): throw ioError(error, action, path)
@@ -93,7 +96,9 @@ final class SharedStateTable: @unchecked Sendable {
 
     /// Opens (creating) the table file, refusing a symlink.
     private static func openTable(_ path: String) throws(WormholeError) -> Int32 {
-        switch Result(catching: { () throws(Errno) in try Syscall.open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600) }) {
+        switch Result(catching: { () throws(Errno) in
+            try Syscall.open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        }) {
         case .success(let fd): return fd
         case .failure(let error) where error == .tooManySymbolicLinkLevels:
             throw WormholeError(.unsafePath, value: path, "cannot open \(path): it is a symlink")
@@ -111,7 +116,8 @@ final class SharedStateTable: @unchecked Sendable {
         }
         if info.st_uid != Syscall.effectiveUserID() {
             throw WormholeError(
-                .unsafePath, value: path, "\(path) is owned by uid \(info.st_uid), not by this user (\(Syscall.effectiveUserID()))")
+                .unsafePath, value: path,
+                "\(path) is owned by uid \(info.st_uid), not by this user (\(Syscall.effectiveUserID()))")
         }
         if info.st_mode & 0o022 != 0 {
             throw WormholeError(
@@ -131,7 +137,8 @@ final class SharedStateTable: @unchecked Sendable {
             let current = keyWord.load(ordering: .acquiring)
             if current == key { return Slot(words: words) }
             if current == 0 {
-                let (exchanged, found) = keyWord.compareExchange(expected: 0, desired: key, ordering: .acquiringAndReleasing)
+                let (exchanged, found) = keyWord.compareExchange(
+                    expected: 0, desired: key, ordering: .acquiringAndReleasing)
                 if exchanged || found == key { return Slot(words: words) }
             }
         }

@@ -127,9 +127,11 @@ package struct AppIdentity: Sendable, Hashable, CustomStringConvertible {
             if line.hasPrefix("[") && line.hasSuffix("]") {
                 current = String(line.dropFirst().dropLast())
             } else if current == group, !line.hasPrefix("#"), let equals = line.firstIndex(of: "=") {
-                found.append((
-                    PathText.trimmingBlanks(line[..<equals]),
-                    PathText.trimmingBlanks(line[line.index(after: equals)...])))
+                found.append(
+                    (
+                        PathText.trimmingBlanks(line[..<equals]),
+                        PathText.trimmingBlanks(line[line.index(after: equals)...])
+                    ))
             }
         }
         return found
@@ -163,7 +165,6 @@ package struct AppIdentity: Sendable, Hashable, CustomStringConvertible {
             if !allowed { throw refuse("may hold only A-Z a-z 0-9 _ - and '.'") }
         }
     }
-
 
     /// The two variables, read once.
     private static let environment: [String: String] = {

@@ -106,7 +106,9 @@ package enum ContainerInspection {
     ///   one JSON object.
     package static func suiteValueJSON(_ data: [UInt8], forKey key: String) throws(WormholeError) -> String? {
         do throws(SuiteJSON.ParseError) {
-            return try SuiteJSON.decodeSuite(Data(data)).jsonBytes(forKey: key).map { String(decoding: $0, as: UTF8.self) }
+            return try SuiteJSON.decodeSuite(Data(data)).jsonBytes(forKey: key).map {
+                String(decoding: $0, as: UTF8.self)
+            }
         } catch {
             throw WormholeError(.corruptSuite, value: key, "the suite is not one JSON object: \(error)")
         }

@@ -41,7 +41,8 @@ package enum PathText {
     /// line breaks).
     package static func trimmingBlanks(_ text: some StringProtocol) -> String {
         func blank(_ character: Character) -> Bool { character.isWhitespace && !character.isNewline }
-        guard let first = text.firstIndex(where: { !blank($0) }), let last = text.lastIndex(where: { !blank($0) }) else {
+        guard let first = text.firstIndex(where: { !blank($0) }), let last = text.lastIndex(where: { !blank($0) })
+        else {
             return ""
         }
         return String(text[first...last])
@@ -49,7 +50,8 @@ package enum PathText {
 
     /// `text` without whitespace and line breaks at either end (`CharacterSet.whitespacesAndNewlines`).
     package static func trimmingWhitespace(_ text: some StringProtocol) -> String {
-        guard let first = text.firstIndex(where: { !$0.isWhitespace }), let last = text.lastIndex(where: { !$0.isWhitespace })
+        guard let first = text.firstIndex(where: { !$0.isWhitespace }),
+            let last = text.lastIndex(where: { !$0.isWhitespace })
         else { return "" }
         return String(text[first...last])
     }

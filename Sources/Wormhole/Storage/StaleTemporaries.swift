@@ -43,7 +43,8 @@ extension OpenFile {
             && (1...10).contains(pid.count) && pid.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
             && (1...16).contains(random.count)
             && random.allSatisfy {
-                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0)
+                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+                    || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0)
             }
     }
 
@@ -75,7 +76,8 @@ extension OpenFile {
             guard try Syscall.tryFlock(file.descriptor, LOCK_EX) else { return false }  // a live writer
             // Under the lock: the age and size now, and the name must still be this file.
             let status = try Syscall.fstat(file.descriptor)
-            let modified = UInt64(max(0, status.st_mtim.tv_sec)) &* 1_000_000_000 &+ UInt64(max(0, status.st_mtim.tv_nsec))
+            let modified =
+                UInt64(max(0, status.st_mtim.tv_sec)) &* 1_000_000_000 &+ UInt64(max(0, status.st_mtim.tv_nsec))
             let now = Syscall.realTimeNanoseconds()
             let minimumAge = status.st_size == 0 ? max(age, Self.unlockedCreationGrace) : age
             guard modified <= now, now - modified >= minimumAge else { return false }

@@ -42,7 +42,9 @@ struct WatchTarget: Sendable {
     static func mailboxes(_ files: MessageFiles) -> WatchTarget {
         WatchTarget(
             key: files.container.directoryPath(files.directory), events: UInt32(IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE)
-        ) { create throws(WormholeError) in create ? try files.openOrCreateDirectory() : try files.openExistingDirectory() }
+        ) { create throws(WormholeError) in
+            create ? try files.openOrCreateDirectory() : try files.openExistingDirectory()
+        }
     }
 }
 
@@ -72,7 +74,9 @@ final class DirectoryWatch: Sendable {
     /// - Throws: ``WormholeError`` when the directory cannot be made or opened safely, or inotify
     ///   is unavailable (for example the process cannot get an instance because
     ///   `fs.inotify.max_user_instances` is reached: the error's value names the limit).
-    init?(_ target: WatchTarget, create: Bool = true, report: @escaping @Sendable (DirectoryChange) -> Void) throws(WormholeError) {
+    init?(_ target: WatchTarget, create: Bool = true, report: @escaping @Sendable (DirectoryChange) -> Void)
+        throws(WormholeError)
+    {
         self.target = target
         self.report = report
         guard let added = try addWatch(create: create) else { return nil }
@@ -101,9 +105,11 @@ final class DirectoryWatch: Sendable {
         let handler: @Sendable ([InotifyHub.Event]) -> Void = { [weak self] events in self?.handle(events) }
         do throws(SystemFailure) {
             do throws(SystemFailure) {
-                return try ProcessRuntime.shared.inotify.watch("/proc/self/fd/\(directory.descriptor)", mask: mask, handler: handler)
-            } catch where error.call == "inotify_add_watch" && error.code == ENOENT {
-                return try ProcessRuntime.shared.inotify.watch(directory.path, mask: mask | UInt32(IN_DONT_FOLLOW), handler: handler)
+                return try ProcessRuntime.shared.inotify.watch(
+                    "/proc/self/fd/\(directory.descriptor)", mask: mask, handler: handler)
+            } catch  where error.call == "inotify_add_watch" && error.code == ENOENT {
+                return try ProcessRuntime.shared.inotify.watch(
+                    directory.path, mask: mask | UInt32(IN_DONT_FOLLOW), handler: handler)
             }
         } catch {
             // A per-user limit is named as the value (the sysctl that raises it): the subscribers

@@ -26,7 +26,8 @@ final class NotificationSubscriber: WakeSubscriber, SubscriptionHandle {
     private let side = Locked(Side())
 
     init(
-        target: NotificationName, isPrefix: Bool, options: ObserverOptions = ObserverOptions(), watchTarget: WatchTarget?,
+        target: NotificationName, isPrefix: Bool, options: ObserverOptions = ObserverOptions(),
+        watchTarget: WatchTarget?,
         fallsBack: Bool = true, onNotification: @escaping @Sendable (DarwinNotification) -> Void,
         onFiles: @escaping @Sendable ([String]) -> Void, onCatchUp: @escaping @Sendable () -> Void
     ) {

@@ -294,7 +294,9 @@ final class WakeEngine: Sendable {
             }
             // A limit the user can raise, shared with every other process: wait for the bus
             // (the subscriptions catch up when it comes) instead of failing.
-            logger.warning("no bus, and the directory cannot be watched: waiting for the bus", metadata: ["reason": "\(combined.message)"])
+            logger.warning(
+                "no bus, and the directory cannot be watched: waiting for the bus",
+                metadata: ["reason": "\(combined.message)"])
             setSource(.waitingForBus(combined))
             waitForBus()
             return
@@ -375,7 +377,9 @@ final class WakeEngine: Sendable {
                 guard let target = subscriber.watchTarget, state.watches[target.key] == nil else { continue }
                 let key = target.key
                 do throws(WormholeError) {
-                    state.watches[key] = try DirectoryWatch(target) { [weak self] change in self?.directoryChanged(change, key: key) }
+                    state.watches[key] = try DirectoryWatch(target) { [weak self] change in
+                        self?.directoryChanged(change, key: key)
+                    }
                 } catch {
                     return error
                 }
@@ -431,7 +435,9 @@ final class WakeEngine: Sendable {
                 withLive { state, live in startWatchesBesideBus(for: live, in: &state) }
             }
         if let failure {
-            logger.info("the directory is not watched beside the bus (a sender that dies before its signal is caught up only on the next post or reconnect): \(failure.message)")
+            logger.info(
+                "the directory is not watched beside the bus (a sender that dies before its signal is caught up only on the next post or reconnect): \(failure.message)"
+            )
         }
     }
 
@@ -488,7 +494,8 @@ final class WakeEngine: Sendable {
                 state.retryDelay = min(max(state.retryDelay * 2, 0.01), 2)
                 return state.retryDelay
             }
-            logger.info("the bus answered, but listening on it failed; trying again in \(Int(delay * 1000)) ms: \(error)")
+            logger.info(
+                "the bus answered, but listening on it failed; trying again in \(Int(delay * 1000)) ms: \(error)")
             queue.asyncAfter(deadline: .now() + delay) { [weak self] in self?.waitForBus() }
             return
         }
@@ -546,7 +553,8 @@ final class WakeEngine: Sendable {
         } catch let watchError {
             logger.error("cannot watch the directories while the bus is away: \(watchError)")
             var combined = error
-            combined.message += "; and the directory cannot be watched instead: \((watchError as? WormholeError)?.message ?? "\(watchError)")"
+            combined.message +=
+                "; and the directory cannot be watched instead: \((watchError as? WormholeError)?.message ?? "\(watchError)")"
             setSource(.waitingForBus(combined))
             return
         }
