@@ -46,12 +46,11 @@ public final class GroupDefaults: Sendable {
 
     /// How a read checks that its cache is current.
     public enum Freshness: Sendable, Hashable {
-        /// One `lstat` of the suite file per read (about 1.3 µs on a 2-core VM): sees the change of
-        /// every writer, a script that replaces `<suite>.json` as contract §5 describes included.
+        /// One `lstat` of the suite file per read (its cost: docs/performance.md, *Figures behind
+        /// the design*): sees the change of every writer, a script that replaces `<suite>.json` as contract §5 describes included.
         /// The default.
         case everyWriter
-        /// One load of the suite's shared change counter per read, no system call (well under
-        /// 0.2 µs): sees the change of every writer that increments the counter after its rename
+        /// One load of the suite's shared change counter per read, no system call: sees the change of every writer that increments the counter after its rename
         /// (every Wormhole writer, and a foreign writer that follows
         /// contract section 5, docs/shared-defaults.md). A writer that only follows contract 1.2 §5 (it
         /// replaces the file without counting) is seen at the next counting write of the suite,
