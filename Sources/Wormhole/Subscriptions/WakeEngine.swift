@@ -369,17 +369,22 @@ final class WakeEngine: Sendable {
         return error.value?.hasPrefix("fs.inotify.") == true
     }
 
+    /// Starts the watch of `target`'s directory unless one runs.
+    private func startWatch(of target: WatchTarget, in state: inout State) throws(WormholeError) {
+        let key = target.key
+        guard state.watches[key] == nil else { return }
+        state.watches[key] = try DirectoryWatch(target) { [weak self] change in self?.directoryChanged(change, key: key)
+        }
+    }
+
     /// Starts the watch of every directory a falling-back subscriber reads (those not running),
     /// and sets the source.
     private func startWatching(because error: BusError) throws {
         let failure = withLive { state, live -> WormholeError? in
             for subscriber in live where Self.mayFallBack(subscriber) {
-                guard let target = subscriber.watchTarget, state.watches[target.key] == nil else { continue }
-                let key = target.key
+                guard let target = subscriber.watchTarget else { continue }
                 do throws(WormholeError) {
-                    state.watches[key] = try DirectoryWatch(target) { [weak self] change in
-                        self?.directoryChanged(change, key: key)
-                    }
+                    try startWatch(of: target, in: &state)
                 } catch {
                     return error
                 }
@@ -446,14 +451,11 @@ final class WakeEngine: Sendable {
     private func startWatchesBesideBus(for subscribers: [any WakeSubscriber], in state: inout State) -> WormholeError? {
         var failure: WormholeError?
         for subscriber in subscribers where Self.mayFallBack(subscriber) && subscriber.watchesBesideBus {
-            guard let target = subscriber.watchTarget, state.watches[target.key] == nil else { continue }
-            let key = target.key
+            guard let target = subscriber.watchTarget else { continue }
             // Made when missing (0700, as a send would): a listener that asked for this
             // watch may start before the first send.
             do throws(WormholeError) {
-                state.watches[key] = try DirectoryWatch(target) { [weak self] change in
-                    self?.directoryChanged(change, key: key)
-                }
+                try startWatch(of: target, in: &state)
             } catch {
                 failure = error
             }
