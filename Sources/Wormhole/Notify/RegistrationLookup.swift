@@ -128,12 +128,17 @@ final class RegistrationLookup: Sendable {
         if held >= 0 { return held }
         let path = String(root.dropLast("/doorbell".count))
         guard let fd = try? Syscall.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) else { return nil }
+        return Self.keep(fd, checked: path, in: parentDescriptor)
+    }
+
+    /// Keeps `fd`, the directory at `path` opened, in `slot` once it is checked to be the user's
+    /// and private; a descriptor another thread kept first wins (this one is closed).
+    private static func keep(_ fd: Int32, checked path: String, in slot: borrowing Atomic<Int32>) -> Int32? {
         guard let info = try? Syscall.fstat(fd), (try? Doorbell.checkPrivate(info, path: path)) != nil else {
             Syscall.close(fd)
             return nil
         }
-        let (exchanged, found) = parentDescriptor.compareExchange(
-            expected: -1, desired: fd, ordering: .acquiringAndReleasing)
+        let (exchanged, found) = slot.compareExchange(expected: -1, desired: fd, ordering: .acquiringAndReleasing)
         if exchanged { return fd }
         Syscall.close(fd)
         return found
@@ -187,14 +192,6 @@ final class RegistrationLookup: Sendable {
             if let parentVersion { rootMissing.withLock { $0 = parentVersion.isSettled ? parentVersion : nil } }
             return nil
         }
-        guard let info = try? Syscall.fstat(fd), (try? Doorbell.checkPrivate(info, path: root)) != nil else {
-            Syscall.close(fd)
-            return nil
-        }
-        let (exchanged, found) = rootDescriptor.compareExchange(
-            expected: -1, desired: fd, ordering: .acquiringAndReleasing)
-        if exchanged { return fd }
-        Syscall.close(fd)
-        return found
+        return Self.keep(fd, checked: root, in: rootDescriptor)
     }
 }
