@@ -280,7 +280,7 @@ final class SuiteStore: Sendable {
             try directory.replaceAtomically(
                 suite.fileName, with: encoded, temporaryName: suite.temporaryName,
                 durability: durability, modified: generation)
-            OpportunisticSweep.onFirstWrite(
+            WormholeRuntime.shared.sweptDirectories.onFirstWrite(
                 in: directory, olderThan: FileTransiting.staleTemporaryAge.wholeNanoseconds)
             let count = changeCounter?.increment()
             // Still under the lock: the file now in place is the one just written.

@@ -11,6 +11,7 @@ import WormholeSystem
 /// - ``doorbell``: the doorbell (contract §9) with its endpoint and ringing socket; nil when it is
 ///   off.
 /// - ``appIdentity``: the app ID the process posts under, resolved once.
+/// - ``sweptDirectories``: the directories whose stale temporaries this process swept already.
 ///
 /// Everything here is made on first use of ``shared`` and lives as long as the process; what
 /// holds a descriptor or a thread (a connection, the endpoint, the loop) is opened by its first
@@ -24,6 +25,7 @@ final class WormholeRuntime: Sendable {
     let ownConnections: OwnConnections
     let appIdentity: AppIdentity.Resolver
     let doorbell: Doorbell?
+    let sweptDirectories: OpportunisticSweep
 
     private init() {
         system = ProcessRuntime.shared
@@ -31,6 +33,7 @@ final class WormholeRuntime: Sendable {
         ownConnections = OwnConnections()
         appIdentity = AppIdentity.Resolver()
         doorbell = Doorbell.make(identity: appIdentity, system: system)
+        sweptDirectories = OpportunisticSweep()
     }
 }
 

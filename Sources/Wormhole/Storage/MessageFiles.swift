@@ -41,7 +41,8 @@ struct MessageFiles: Sendable, Hashable {
         try checkSize(data.count, identifier: identifier)
         try directory.replaceAtomically(
             identifier.fileName, with: data, temporaryName: Self.temporaryName(for: identifier), durability: durability)
-        OpportunisticSweep.onFirstWrite(in: directory, olderThan: FileTransiting.staleTemporaryAge.wholeNanoseconds)
+        WormholeRuntime.shared.sweptDirectories.onFirstWrite(
+            in: directory, olderThan: FileTransiting.staleTemporaryAge.wholeNanoseconds)
     }
 
     /// Removes the temporaries of killed writers older than `age` (see `FileTransiting.removeStaleTemporaryFiles(olderThan:)`).

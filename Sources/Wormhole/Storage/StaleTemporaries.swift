@@ -90,12 +90,13 @@ extension OpenFile {
     }
 }
 
-/// The directories this process has already swept on its first write there.
-enum OpportunisticSweep {
-    private static let swept = Locked<Set<String>>([])
+/// The directories this process has already swept on its first write there (the process's one
+/// is ``WormholeRuntime/sweptDirectories``).
+final class OpportunisticSweep: Sendable {
+    private let swept = Locked<Set<String>>([])
 
     /// Sweeps `directory` (best effort, errors ignored) when this process has not swept it yet.
-    static func onFirstWrite(in directory: OpenFile, olderThan age: UInt64) {
+    func onFirstWrite(in directory: OpenFile, olderThan age: UInt64) {
         let first = swept.withLock { $0.insert(directory.path).inserted }
         if first { _ = try? directory.removeStaleTemporaries(olderThan: age) }
     }
