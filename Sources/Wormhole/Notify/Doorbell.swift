@@ -199,11 +199,7 @@ final class Doorbell: Sendable {
 
     /// Makes `path` (mode 0700) unless it exists.
     private static func makeDirectory(_ path: String) throws(WormholeError) {
-        if case .failure(let error) = Result(catching: { () throws(Errno) in try Syscall.mkdir(path, 0o700) }),
-            error != .fileExists
-        {
-            throw ioError(error, "create", path)
-        }
+        do throws(Errno) { try Syscall.mkdirUnlessPresent(path, 0o700) } catch { throw ioError(error, "create", path) }
     }
 
     /// The directory is the user's, not a symlink, and nobody else's to enter or write.

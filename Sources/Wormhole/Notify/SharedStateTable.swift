@@ -51,9 +51,7 @@ final class SharedStateTable: @unchecked Sendable {
 
     /// Opens (creating if needed) the table in `directory`.
     init(directory: String) throws {
-        try Self.checked("create", directory) { () throws(Errno) in
-            do throws(Errno) { try Syscall.mkdir(directory, 0o700) } catch  where error == .fileExists {}
-        }
+        try Self.checked("create", directory) { () throws(Errno) in try Syscall.mkdirUnlessPresent(directory, 0o700) }
         try Self.checkSafe(path: directory, isDirectory: true)
         path = directory + "/notify-state-v1"
         let path = path

@@ -45,6 +45,12 @@ package enum Syscall {
         try checked(Glibc.mkdir(path, mode))
     }
 
+    /// `mkdir`, where an entry already at `path` is not an error (what it is stays the caller's
+    /// to check).
+    static func mkdirUnlessPresent(_ path: String, _ mode: mode_t) throws(Errno) {
+        do throws(Errno) { try mkdir(path, mode) } catch .fileExists {}
+    }
+
     /// The corresponding C function is `mkdirat`.
     static func mkdirat(_ directory: Int32, _ name: String, _ mode: mode_t) throws(Errno) {
         try checked(Glibc.mkdirat(directory, name, mode))
