@@ -33,6 +33,40 @@ private func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) as
     }
 }
 
+/// An inotify watch for files created in one directory: a writer's temporaries (its renames
+/// arrive as moves, not creations), so that a kill can be aimed at the moment a write is under way.
+private final class CreationWatch {
+    private let descriptor: Int32
+
+    init(_ directory: String) throws {
+        descriptor = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
+        guard descriptor >= 0 else { throw TestFailure("inotify_init1: errno \(errno)") }
+        guard inotify_add_watch(descriptor, directory, UInt32(IN_CREATE)) >= 0 else {
+            let failure = errno
+            close(descriptor)
+            throw TestFailure("inotify_add_watch \(directory): errno \(failure)")
+        }
+    }
+
+    deinit { close(descriptor) }
+
+    /// Forgets the creations seen so far.
+    func drain() {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while read(descriptor, &buffer, buffer.count) > 0 {}
+    }
+
+    /// Waits, at most `milliseconds`, for the next creation; false when none came.
+    func next(within milliseconds: Int32) -> Bool {
+        drain()
+        var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        while true {
+            let ready = poll(&entry, 1, milliseconds)
+            if ready >= 0 || errno != EINTR { return ready == 1 }
+        }
+    }
+}
+
 private func size(_ path: String) -> Int {
     var status = stat()
     return lstat(path, &status) == 0 ? Int(status.st_size) : -1
@@ -117,14 +151,20 @@ private func size(_ path: String) -> Int {
         let leftovers: @Sendable () throws -> [String] = { try names(directory).filter { $0.hasSuffix(".tmp") } }
 
         // Kill writers until some kills have landed mid-write (on a Dispatch thread: spawning and
-        // waiting for processes must not hold a thread of the cooperative pool for seconds).
+        // waiting for processes must not hold a thread of the cooperative pool for seconds). Each
+        // kill follows the creation of a temporary: most of a writer's loop is spent making the
+        // next document, so kills at instants that ignore the write land in one only now and then
+        // (137 kills for 2 on a quiet machine; 300 left none on a loaded one).
         let (kills, allKilled) = try await offPool { () throws -> (Int, Bool) in
+            let creations = try CreationWatch(directory)
             var kills = 0
             var allKilled = true
             while try leftovers().count < 2 && kills < 300 {
                 let pid = try StoragePeer.spawnAndWaitForReady(peer, arguments)
                 for _ in 0..<Int.random(in: 0...3) { _ = try transiting.messageData(identifier: identifier) }
+                let writing = creations.next(within: 10_000)
                 Glibc.kill(pid, SIGKILL)
+                if !writing { throw TestFailure("writer \(pid) created no temporary within 10 s") }
                 allKilled = try StoragePeer.wait(pid) == .signalled(SIGKILL) && allKilled
                 kills += 1
             }
