@@ -20,7 +20,7 @@ extension DeliveryQueue {
     /// ```swift
     /// @MainActor final class CounterModel {
     ///     var label = "no press yet"
-    ///     var listener: MessageListener?
+    ///     var listener: Subscription?
     ///
     ///     func start(_ wormhole: MessageCenter) throws {
     ///         listener = try wormhole.listen(identifier: "button", as: Button.self, on: .mainActor) { delivery in

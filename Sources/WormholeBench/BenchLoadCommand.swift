@@ -10,7 +10,7 @@ struct BenchLoadCommand: ParsableCommand {
 
     func run() throws {
         let center = try DarwinNotificationCenter(busAddress: try bus.required())
-        var observers: [NotificationListener] = []
+        var observers: [Subscription] = []
         for index in 0..<names {
             let name = try NotificationName("org.wormhole.bench.load.name\(index)")
             observers.append(try LibraryAPI.observe(center, name, on: .ioThread) { _ in })

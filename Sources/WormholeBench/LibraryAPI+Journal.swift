@@ -44,7 +44,7 @@ extension LibraryAPI {
     static func listen(
         _ journal: Journal, from start: JournalPosition, consumer: String?,
         handler: @escaping @Sendable (Result<JournalRecord<JSONDocument>, WormholeError>) -> Void
-    ) throws -> JournalListener {
+    ) throws -> Subscription {
         try journal.listen(from: start, consumer: consumer, as: JSONDocument.self, on: .ioThread, handler: handler)
     }
 

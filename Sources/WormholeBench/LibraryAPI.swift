@@ -43,7 +43,7 @@ enum LibraryAPI {
     static func observe(
         _ center: DarwinNotificationCenter, _ name: NotificationName, on delivery: Delivery,
         handler: @escaping @Sendable (UInt64?) -> Void
-    ) throws -> NotificationListener {
+    ) throws -> Subscription {
         try center.listen(name: name, on: delivery.queue) { note in
             if note.reason == .posted { handler(note.state) }
         }
@@ -57,7 +57,7 @@ enum LibraryAPI {
     /// Calls `handler` with each payload delivered for `identifier`, on the I/O thread.
     static func listen(
         _ mailbox: Mailbox, identifier: String, handler: @escaping @Sendable (BenchPayload) -> Void
-    ) throws -> MessageListener {
+    ) throws -> Subscription {
         try mailbox.listen(identifier: MessageIdentifier(identifier), as: BenchPayload.self, on: .ioThread) {
             delivery in
             if case .success(let payload) = delivery.result { handler(payload) }
@@ -80,7 +80,7 @@ enum LibraryAPI {
     static func listenDocument(
         _ mailbox: Mailbox, identifier: String, watchBesideBus: Bool = true,
         handler: @escaping @Sendable (JSONDocument) -> Void
-    ) throws -> MessageListener {
+    ) throws -> Subscription {
         try mailbox.listen(
             identifier: MessageIdentifier(identifier), as: JSONDocument.self, on: .ioThread,
             options: MessageCenter.ListenOptions(catchesWritesWithoutSignal: watchBesideBus)
@@ -172,7 +172,7 @@ enum LibraryAPI {
     /// the I/O thread.
     static func observe(
         _ defaults: GroupDefaults, key: String, handler: @escaping @Sendable (Int) -> Void
-    ) throws -> DefaultsListener {
+    ) throws -> Subscription {
         try defaults.listen(forKey: key, on: .ioThread) { change in
             if let value = change.value?.intValue { handler(value) }
         }

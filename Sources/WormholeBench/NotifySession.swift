@@ -12,7 +12,7 @@ final class NotifySession {
     private let pong: NotificationName
     private let delivery: LibraryAPI.Delivery
     /// Observers of other names held by the pinging center (the route-table row).
-    private var extraObservers: [NotificationListener] = []
+    private var extraObservers: [Subscription] = []
     private var sequence: UInt64 = 0
 
     /// Starts the echo process and connects; with `extraRoutes`, the pinging center first

@@ -74,7 +74,7 @@ enum PostRate {
         private let center: DarwinNotificationCenter
         private let name: NotificationName
         private let arrived = DispatchSemaphore(value: 0)
-        private let observer: NotificationListener
+        private let observer: Subscription
 
         init(_ center: DarwinNotificationCenter, name: NotificationName) throws {
             self.center = center

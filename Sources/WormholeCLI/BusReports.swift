@@ -52,7 +52,7 @@ final class BusReports: Sendable {
     /// Handlers run on the I/O thread or the switching thread, after the catch-up deliveries
     /// were written. `whenBack`: instead of writing the back line at once, call it (the command
     /// writes ``writeBackLine()`` once it has delivered what changed).
-    func watch(_ facade: some WakeSourceReporting, whenBack: (@Sendable () -> Void)? = nil) -> WakeSourceSubscription {
+    func watch(_ facade: some WakeSourceReporting, whenBack: (@Sendable () -> Void)? = nil) -> Subscription {
         facade.onWakeSourceChange(on: .ioThread) { [self] source in
             switch source {
             case .directory(let error) where error.code == .disconnected:
@@ -126,7 +126,7 @@ protocol WakeSourceReporting {
     var wakeSource: WakeSource { get }
     func onWakeSourceChange(
         on delivery: DeliveryQueue, _ handler: @escaping @Sendable (WakeSource) -> Void
-    ) -> WakeSourceSubscription
+    ) -> Subscription
 }
 
 extension MessageCenter: WakeSourceReporting {}

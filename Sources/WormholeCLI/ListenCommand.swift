@@ -142,7 +142,7 @@ struct ListenCommand: ParsableCommand {
                 identifiers: try identifiers.map { try MessageIdentifier($0) }, as: JSONDocument.self, on: .ioThread,
                 options: listenOptions, handler: handler)
         }
-        let listeners: [MessageListener]
+        let listeners: [Subscription]
         let watching: any SubscriptionHandle
         if requireBus {
             // A bus that is not there yet is waited for (one line says so), not an error.

@@ -88,14 +88,14 @@ private func doorbellObserve(_ arguments: [String]) throws {
         }
         printLine("\(note.name.rawValue) \(state)")
     }
-    var observer: [NotificationListener] = []
+    var observer: [Subscription] = []
     for name in try [name] + positional.dropFirst(2).map({ try NotificationName($0) }) {
         observer.append(
             flags.contains("--prefix")
                 ? try center.listen(prefix: name, on: .ioThread, handler: handler)
                 : try center.listen(name: name, on: .ioThread, handler: handler))
     }
-    var second: NotificationListener?
+    var second: Subscription?
     if flags.contains("--also-bus-only") {
         let quiet = try DarwinNotificationCenter(busAddress: address, wake: .busOnly)
         second = try quiet.listen(name: name, on: .ioThread) { note in

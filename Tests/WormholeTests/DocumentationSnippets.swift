@@ -38,7 +38,7 @@ private func docComments() throws {
 /// The example in `DeliveryQueue.mainActor`'s doc comment.
 @MainActor private final class CounterModel {
     var label = "no press yet"
-    var listener: MessageListener?
+    var listener: Subscription?
 
     func start(_ wormhole: MessageCenter) throws {
         listener = try wormhole.listen(identifier: "button", as: Button.self, on: .mainActor) { delivery in

@@ -29,7 +29,7 @@ struct MessagingDirectoryFallbackTests {
     init() throws { fixture = try MessagingFixture(bus: TestBus()) }
 
     /// The wake-source changes of `wormhole`, as a stream.
-    private static func sources(_ wormhole: MessageCenter) -> (AsyncStream<WakeSource>, WakeSourceSubscription) {
+    private static func sources(_ wormhole: MessageCenter) -> (AsyncStream<WakeSource>, Subscription) {
         let (stream, continuation) = AsyncStream<WakeSource>.makeStream()
         let subscription = wormhole.onWakeSourceChange(on: .ioThread) { continuation.yield($0) }
         return (stream, subscription)

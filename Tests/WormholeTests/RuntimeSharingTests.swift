@@ -204,7 +204,7 @@ struct RuntimeSharingTests {
         let root = try TemporaryDirectory("runtime-nobus")
         let state = try TemporaryDirectory("runtime-nobus-state")
         let missing = try BusAddress("unix:path=\(root.path)/no-bus-here")
-        var listeners: [MessageListener] = []
+        var listeners: [Subscription] = []
         var streams: [AsyncStream<String>] = []
         var centers: [MessageCenter] = []
         for index in 0..<20 {

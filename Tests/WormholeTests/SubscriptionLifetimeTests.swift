@@ -94,7 +94,7 @@ struct SubscriptionLifetimeTests {
         let connection = observing.connection
         let baseline = try await NotifyHarness.settledRuleCount(this.bus, connection)
         let calls = Atomic<Int>(0)
-        var observer: NotificationListener? =
+        var observer: Subscription? =
             prefix
             ? try observing.listen(prefix: name("lifetime/family/"), on: .ioThread) { _ in
                 calls.wrappingAdd(1, ordering: .relaxed)
@@ -123,10 +123,10 @@ struct SubscriptionLifetimeTests {
         let connection = try receiver.notificationCenter().connection
         let baseline = try await MessagingHarness.settledRuleCount(fixture.bus, connection)
         let calls = Atomic<Int>(0)
-        var listener: MessageListener? = try receiver.listen(identifier: "released", as: MessagingCounter.self) { _ in
+        var listener: Subscription? = try receiver.listen(identifier: "released", as: MessagingCounter.self) { _ in
             calls.wrappingAdd(1, ordering: .relaxed)
         }
-        var all: MessageListener? = try receiver.listen(as: MessagingCounter.self) { _ in
+        var all: Subscription? = try receiver.listen(as: MessagingCounter.self) { _ in
             calls.wrappingAdd(1, ordering: .relaxed)
         }
         var token: NotificationCheckToken? = try receiver.notificationCenter().makeCheckToken(

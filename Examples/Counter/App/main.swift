@@ -39,7 +39,7 @@ guard let group = option("--group") else {
 }
 let presses = option("--presses").flatMap(Int.init) ?? 5
 /// The listener, kept for the life of the program once it serves.
-nonisolated(unsafe) var servedListener: MessageListener?
+nonisolated(unsafe) var servedListener: Subscription?
 
 do {
     let wormhole = try MessageCenter(

@@ -56,14 +56,14 @@ extension GroupDefaults {
     public func listen(
         forKey key: String, on delivery: DeliveryQueue = .serial, options: ObserverOptions = ObserverOptions(),
         initial: Bool = false, handler: @escaping @Sendable (Change) -> Void
-    ) throws -> DefaultsListener {
+    ) throws -> Subscription {
         let name = try notificationName(forKey: key)
         let tracker = ChangeTracker(
             defaults: self, key: key, executor: delivery.makeExecutor(label: "wormhole.defaults"), handler: handler)
         let subscriber = makeSubscriber(name, isPrefix: false, options: options, tracker: tracker)
         try wakeups.start([subscriber])
         tracker.start(initial: initial)
-        return DefaultsListener(subscriber: subscriber, tracker: tracker)
+        return Subscription(core: tracker) { subscriber.cancel() }
     }
 
     /// Calls `handler` for every change of every key of the suite (the prefix
@@ -72,13 +72,13 @@ extension GroupDefaults {
     public func listen(
         on delivery: DeliveryQueue = .serial, options: ObserverOptions = ObserverOptions(), initial: Bool = false,
         handler: @escaping @Sendable (Change) -> Void
-    ) throws -> DefaultsListener {
+    ) throws -> Subscription {
         let tracker = ChangeTracker(
             defaults: self, key: nil, executor: delivery.makeExecutor(label: "wormhole.defaults"), handler: handler)
         let subscriber = makeSubscriber(notificationPrefix, isPrefix: true, options: options, tracker: tracker)
         try wakeups.start([subscriber])
         tracker.start(initial: initial)
-        return DefaultsListener(subscriber: subscriber, tracker: tracker)
+        return Subscription(core: tracker) { subscriber.cancel() }
     }
 
     /// The changes of `key` as an `AsyncSequence`, optionally starting with the current value.
@@ -105,7 +105,7 @@ extension GroupDefaults {
     /// the bus to the directory watch or back, until the subscription is cancelled or released.
     public func onWakeSourceChange(
         on delivery: DeliveryQueue = .serial, _ handler: @escaping @Sendable (WakeSource) -> Void
-    ) -> WakeSourceSubscription {
+    ) -> Subscription {
         wakeups.subscribe(delivery.makeExecutor(label: "wormhole.wake-source"), handler)
     }
 
@@ -162,30 +162,6 @@ extension GroupDefaults {
 /// Changes of shared defaults as an `AsyncSequence` (see ``GroupDefaults/changes(forKey:initial:options:)``).
 public typealias DefaultsChangeStream = SubscriptionStream<GroupDefaults.Change>
 
-/// A registered observer of shared defaults (see ``GroupDefaults/listen(forKey:on:options:initial:handler:)-(_,DeliveryQueue,_,_,_)``):
-/// active until ``cancel()`` or until the last reference to it is released.
-public final class DefaultsListener: SubscriptionHandle {
-    private let subscriber: NotificationSubscriber
-    private let tracker: ChangeTracker
-
-    init(subscriber: NotificationSubscriber, tracker: ChangeTracker) {
-        self.subscriber = subscriber
-        self.tracker = tracker
-    }
-
-    deinit { cancel() }
-
-    /// Stops deliveries and removes the observer's match rules; calling it twice does nothing.
-    /// No handler call starts after this returns (one already running finishes).
-    public func cancel() {
-        tracker.cancel()
-        subscriber.cancel()
-    }
-
-    /// Whether ``cancel()`` was called.
-    public var isCancelled: Bool { subscriber.isCancelled }
-}
-
 /// Turns notifications into changes: reads the suite and hands each change to the handler
 /// through the observer's executor.
 ///
@@ -194,7 +170,7 @@ public final class DefaultsListener: SubscriptionHandle {
 /// delivery of the latest value, never a repeat of it); a post without a generation (`dbus-send`)
 /// is always delivered. A catch-up compares the suite with the values last delivered and
 /// delivers the keys that differ.
-final class ChangeTracker: PumpedDelivery {
+final class ChangeTracker: SubscriptionCore {
     /// What a round of the pump has to do, in the order it was asked for.
     private enum Event {
         /// The listener is active: take the baseline, and deliver it when `initial`.
@@ -231,15 +207,32 @@ final class ChangeTracker: PumpedDelivery {
         self.handler = handler
     }
 
-    /// No delivery starts after this returns.
-    func cancel() {
-        _ = pump.cancel()
-        state.withLock { $0.events = [] }
-    }
+    func forgetPending() { state.withLock { $0.events = [] } }
 
+    /// Asks the next round for `event`. A post of a key already waiting for a round takes the
+    /// waiting one's place when both carry a generation (one read delivers the latest value
+    /// either way), or while suspended (which then keeps one event per key); consecutive equal
+    /// comparisons are one.
     private func ask(_ event: Event) {
         if pump.isCancelled { return }
-        state.withLock { $0.events.append(event) }
+        let suspended = pump.isSuspended
+        state.withLock { state in
+            switch event {
+            case .post(let note):
+                let waiting = state.events.firstIndex {
+                    guard case .post(let earlier) = $0, earlier.name == note.name else { return false }
+                    return suspended || (earlier.state != nil && note.state != nil)
+                }
+                if let waiting {
+                    state.events[waiting] = event
+                    return
+                }
+            case .differences(let reason):
+                if case .differences(reason)? = state.events.last { return }
+            case .start: break
+            }
+            state.events.append(event)
+        }
         wake()
     }
 

@@ -254,7 +254,7 @@ public final class Journal: Sendable {
         from start: JournalPosition = .end, consumer: String? = nil, as type: Message.Type = Message.self,
         on delivery: DeliveryQueue = .serial,
         handler: @escaping @Sendable (Result<JournalRecord<Message>, WormholeError>) -> Void
-    ) throws -> JournalListener {
+    ) throws -> Subscription {
         let core = try JournalConsumerCore(
             location: location, start: start, consumer: consumer, synchronized: options.durability == .fdatasync)
         let drainer = JournalDrainer<Message>(
@@ -262,7 +262,7 @@ public final class Journal: Sendable {
             handler: handler)
         let subscriber = makeSubscriber { drainer.wake() }
         try center.wakeups.start([subscriber])
-        let listener = JournalListener(drainer: drainer, subscriber: subscriber)
+        let listener = Subscription(core: drainer) { subscriber.cancel() }
         // Records already there (a start before the end, a stored cursor) are delivered now.
         drainer.wake()
         return listener

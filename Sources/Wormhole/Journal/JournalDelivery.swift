@@ -2,7 +2,7 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Synchronization
-public import WormholeDBus
+import WormholeDBus
 import WormholeSystem
 
 /// Decodes raw records for one message type.
@@ -119,38 +119,6 @@ public struct JournalRecordStream<Message: Decodable & Sendable>: AsyncSequence,
 @available(*, unavailable)
 extension JournalRecordStream.AsyncIterator: Sendable {}
 
-/// A registered journal listener (see ``Journal/listen(from:consumer:as:on:handler:)``).
-///
-/// Active until ``cancel()`` or until the last reference to it is released, whichever comes
-/// first (the rule of every `SubscriptionHandle`).
-public final class JournalListener: SubscriptionHandle {
-    private let drainer: any JournalDrainControl
-    private let subscriber: NotificationSubscriber
-
-    init(drainer: any JournalDrainControl, subscriber: NotificationSubscriber) {
-        self.drainer = drainer
-        self.subscriber = subscriber
-    }
-
-    deinit { cancel() }
-
-    /// Stops the listener and removes its bus rule; no handler call starts after this returns
-    /// (a call already running finishes, and a durable consumer's cursor is stored through the
-    /// records handled). Calling it twice does nothing.
-    public func cancel() {
-        if drainer.cancel() { return }
-        subscriber.cancel()
-    }
-
-    /// Whether ``cancel()`` was called.
-    public var isCancelled: Bool { drainer.isCancelled }
-}
-
-protocol JournalDrainControl: Sendable {
-    func cancel() -> Bool
-    var isCancelled: Bool { get }
-}
-
 /// A journal listener's reader for the ``DeliveryPump``: every round reads from the cursor to the
 /// end, so coalesced wakes lose nothing.
 ///
@@ -159,7 +127,7 @@ protocol JournalDrainControl: Sendable {
 /// running on another thread has returned (within the exit drain's bound). Without that, a
 /// process that exits between a handler's return and the end of its batch would get the batch
 /// again, flagged, at its next start, though every record of it was handled.
-final class JournalDrainer<Message: Decodable & Sendable>: JournalDrainControl, PumpedDelivery {
+final class JournalDrainer<Message: Decodable & Sendable>: SubscriptionCore {
     /// Which handler call is running, for the exit hook.
     private struct Handling {
         /// The thread running a handler call, `nil` when none runs.
@@ -197,17 +165,14 @@ final class JournalDrainer<Message: Decodable & Sendable>: JournalDrainControl, 
         }
     }
 
-    func cancel() -> Bool {
+    func forgetPending() {
         if let id = exitHook.withLock({ hook in
             defer { hook = nil }
             return hook
         }) {
             ProcessRuntime.shared.exitDrain.removeHook(id)
         }
-        return pump.cancel()
     }
-
-    var isCancelled: Bool { pump.isCancelled }
 
     func drainPending() { drainOnce() }
 
@@ -257,7 +222,8 @@ final class JournalDrainer<Message: Decodable & Sendable>: JournalDrainControl, 
     /// running, or the one that is exiting, leaves its record flagged for the next start).
     private func storeAtExit(deadline: DispatchTime) {
         guard let handling else { return }
-        _ = pump.cancel()
+        // The pump only: the hook is not removed from inside the drain that runs it.
+        _ = pump.stop()
         let me = pthread_self()
         let waiter = handling.withLock { state -> DispatchSemaphore? in
             guard let thread = state.thread, pthread_equal(thread, me) == 0 else { return nil }

@@ -72,7 +72,7 @@ private struct ListenerState {
 /// A mailbox is delivered again only when its file changed since the listener's last delivery
 /// of it (its ``Fingerprint``), unless ``MessageCenter/ListenOptions/deliversEveryPost``: the
 /// reads of a coalesced burst that find the file already delivered are skipped.
-final class ListenerCore<Message: Decodable & Sendable>: ListenerControl, PumpedDelivery {
+final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
     typealias Reason = ListenerReason
     typealias Item = ListenerItem
 
@@ -124,22 +124,16 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl, Pumped
         }
     }
 
-    func cancel() -> Bool {
-        _ = pump.cancel()
-        return state.withLock { state in
-            defer {
-                state.cancelled = true
-                state.pending = [:]
-                state.order = []
-                state.transientCount = 0
-                state.dropped = []
-                state.catchUp = false
-            }
-            return state.cancelled
+    func forgetPending() {
+        state.withLock { state in
+            state.cancelled = true
+            state.pending = [:]
+            state.order = []
+            state.transientCount = 0
+            state.dropped = []
+            state.catchUp = false
         }
     }
-
-    var isCancelled: Bool { state.withLock { $0.cancelled } }
 
     // MARK: The bus side
 

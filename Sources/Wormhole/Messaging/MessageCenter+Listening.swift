@@ -77,7 +77,7 @@ extension MessageCenter {
     public func listen<Message: Decodable & Sendable>(
         identifier: MessageIdentifier, as type: Message.Type = Message.self, on delivery: DeliveryQueue = .serial,
         options: ListenOptions = ListenOptions(), handler: @escaping @Sendable (MessageDelivery<Message>) -> Void
-    ) throws -> MessageListener {
+    ) throws -> Subscription {
         let core = ListenerCore<Message>(
             transiting: transiting, prefix: notificationPrefix, only: identifier, options: options,
             sink: .handler(delivery.makeExecutor(label: "wormhole.listener"), handler))
@@ -93,7 +93,7 @@ extension MessageCenter {
     public func listen<Message: Decodable & Sendable>(
         identifiers: [MessageIdentifier], as type: Message.Type = Message.self, on delivery: DeliveryQueue = .serial,
         options: ListenOptions = ListenOptions(), handler: @escaping @Sendable (MessageDelivery<Message>) -> Void
-    ) throws -> [MessageListener] {
+    ) throws -> [Subscription] {
         // One executor for all: the handler's calls never overlap.
         let executor = delivery.makeExecutor(label: "wormhole.listener")
         let cores = identifiers.map { identifier in
@@ -101,14 +101,14 @@ extension MessageCenter {
                 transiting: transiting, prefix: notificationPrefix, only: identifier, options: options,
                 sink: .handler(executor, handler))
         }
-        let listeners = cores.map { core in makeListener(core, only: core.only, options: options) }
+        let listeners = cores.map { core in makeSubscriber(core, only: core.only, options: options) }
         try wakeups.start(listeners)
         // One listing of the directory, not one open per identifier (10,000 of them at start-up).
         let stored = cores.count > 1 ? (try? transiting.storedIdentifiers()).map(Set.init) : nil
         for core in cores {
             if options.deliversStoredMessageOnStart { core.checkStored() } else { core.recordBaseline(stored: stored) }
         }
-        return listeners
+        return listeners.map { $0.handle() }
     }
 
     /// Calls `handler` for every identifier of this wormhole (one prefix rule on the bus for
@@ -117,7 +117,7 @@ extension MessageCenter {
     public func listen<Message: Decodable & Sendable>(
         as type: Message.Type = Message.self, on delivery: DeliveryQueue = .serial,
         options: ListenOptions = ListenOptions(), handler: @escaping @Sendable (MessageDelivery<Message>) -> Void
-    ) throws -> MessageListener {
+    ) throws -> Subscription {
         let core = ListenerCore<Message>(
             transiting: transiting, prefix: notificationPrefix, only: nil, options: options,
             sink: .handler(delivery.makeExecutor(label: "wormhole.listener"), handler))
@@ -147,7 +147,7 @@ extension MessageCenter {
         let core = ListenerCore<Message>(
             transiting: transiting, prefix: notificationPrefix, only: identifier, options: options,
             sink: .doorbell(continuation))
-        let listener = makeListener(core, only: identifier, options: options)
+        let listener = makeSubscriber(core, only: identifier, options: options)
         try await wakeups.startStream(listener) {
             let center = try notificationCenter()
             let observer = try await center.addObserver(
@@ -164,22 +164,24 @@ extension MessageCenter {
             }
             listener.attach(observer: observer) { center.removeMessageRoute(route) }
         }
-        continuation.onTermination = { _ in listener.cancel() }
+        let handle = listener.handle()
+        continuation.onTermination = { _ in handle.cancel() }
         if options.deliversStoredMessageOnStart { core.checkStored() } else { core.recordBaseline() }
         return MessageStream(doorbell: doorbell, core: core)
     }
 
-    private func start<Message>(_ core: ListenerCore<Message>, options: ListenOptions) throws -> MessageListener {
-        let listener = makeListener(core, only: core.only, options: options)
+    private func start<Message>(_ core: ListenerCore<Message>, options: ListenOptions) throws -> Subscription {
+        let listener = makeSubscriber(core, only: core.only, options: options)
         try wakeups.start([listener])
+        let handle = listener.handle()
         if options.deliversStoredMessageOnStart { core.checkStored() } else { core.recordBaseline() }
-        return listener
+        return handle
     }
 
-    private func makeListener<Message>(
+    private func makeSubscriber<Message>(
         _ core: ListenerCore<Message>, only: MessageIdentifier?, options: ListenOptions
-    ) -> MessageListener {
-        MessageListener(
+    ) -> MessageSubscriber {
+        MessageSubscriber(
             core: core, target: only.map(notificationName(for:)) ?? notificationPrefix, isPrefix: only == nil,
             fallsBack: options.wakesThroughDirectoryWithoutBus, watchTarget: files.map(WatchTarget.mailboxes))
     }

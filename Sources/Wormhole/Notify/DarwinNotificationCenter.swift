@@ -307,7 +307,7 @@ public final class DarwinNotificationCenter: Sendable {
     public func listen(
         name: NotificationName, on delivery: DeliveryQueue = .serial, options: ObserverOptions = ObserverOptions(),
         handler: @escaping @Sendable (DarwinNotification) -> Void
-    ) throws -> NotificationListener {
+    ) throws -> Subscription {
         let core = ObserverCore(
             target: name, isPrefix: false, options: options,
             executor: delivery.makeExecutor(label: "wormhole.observer"), handler: handler)
@@ -319,7 +319,7 @@ public final class DarwinNotificationCenter: Sendable {
     public func listen(
         prefix: NotificationName, on delivery: DeliveryQueue = .serial,
         options: ObserverOptions = ObserverOptions(), handler: @escaping @Sendable (DarwinNotification) -> Void
-    ) throws -> NotificationListener {
+    ) throws -> Subscription {
         try Self.checkPrefix(prefix)
         let core = ObserverCore(
             target: prefix, isPrefix: true, options: options,
@@ -349,7 +349,7 @@ public final class DarwinNotificationCenter: Sendable {
         _ target: NotificationName, isPrefix: Bool, on delivery: DeliveryQueue,
         options: ObserverOptions = ObserverOptions(),
         handler: @escaping @Sendable (DarwinNotification) -> Void, finish: @escaping @Sendable () -> Void
-    ) async throws -> NotificationListener {
+    ) async throws -> Subscription {
         if isPrefix { try Self.checkPrefix(target) }
         let core = ObserverCore(
             target: target, isPrefix: isPrefix, options: options,
@@ -376,7 +376,7 @@ public final class DarwinNotificationCenter: Sendable {
     package func addObservers(
         _ requests: [(name: NotificationName, handler: @Sendable (DarwinNotification) -> Void)],
         on delivery: DeliveryQueue, options: ObserverOptions = ObserverOptions()
-    ) throws -> [NotificationListener] {
+    ) throws -> [Subscription] {
         var cores: [(id: UInt64, core: ObserverCore)] = []
         var routes: [BusConnection.RouteRequest] = []
         for request in requests {
@@ -435,7 +435,7 @@ public final class DarwinNotificationCenter: Sendable {
     }
 
     /// Adds `core`'s route, blocking until the bus accepted its rules.
-    private func register(_ core: ObserverCore) throws -> NotificationListener {
+    private func register(_ core: ObserverCore) throws -> Subscription {
         let rules = try Self.rules(for: core)
         let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
         observers.withLock { $0[id] = core }
@@ -453,8 +453,8 @@ public final class DarwinNotificationCenter: Sendable {
 
     /// The handle: it keeps the center (and so the connection) alive, and on cancel or
     /// release removes the core and its route.
-    private func observer(for core: ObserverCore, id: UInt64) -> NotificationListener {
-        NotificationListener(core: core) { [self] in
+    private func observer(for core: ObserverCore, id: UInt64) -> Subscription {
+        Subscription(core: core) { [self] in
             _ = observers.withLock { $0.removeValue(forKey: id) }
             Self.retire(core)
             if let routeID = core.routeID { connection.removeRoute(routeID) }

@@ -5,7 +5,7 @@ import WormholeSystem
 /// for the ``DeliveryPump``, the one path every delivery takes (posts, catch-ups and resumed
 /// deliveries alike). Every post is delivered, in order (a notification has no state to
 /// coalesce into), except while suspended, when the latest stands for all.
-final class ObserverCore: PumpedDelivery {
+final class ObserverCore: SubscriptionCore {
     private struct State {
         var suspended = false
         var pending: DarwinNotification?
@@ -45,8 +45,6 @@ final class ObserverCore: PumpedDelivery {
         get { state.withLock { $0.routeID } }
         set { state.withLock { $0.routeID = newValue } }
     }
-
-    var isCancelled: Bool { state.withLock { $0.cancelled } }
 
     /// The doorbell registration, set once the observer is active on the bus.
     var doorbell: (directory: UInt64, id: UInt64)? {
@@ -157,16 +155,11 @@ final class ObserverCore: PumpedDelivery {
         if let pending { dispatch(pending) }
     }
 
-    /// Marks the listener cancelled; whether it already was.
-    func cancel() -> Bool {
-        _ = pump.cancel()
-        return state.withLock { state in
-            defer {
-                state.cancelled = true
-                state.backlog = []
-                state.pending = nil
-            }
-            return state.cancelled
+    func forgetPending() {
+        state.withLock { state in
+            state.cancelled = true
+            state.backlog = []
+            state.pending = nil
         }
     }
 }

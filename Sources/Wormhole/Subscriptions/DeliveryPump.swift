@@ -5,20 +5,23 @@ import WormholeSystem
 /// notification listeners, defaults listeners, journal listeners, transient messages).
 ///
 /// A subscription records what is pending in its own state (mailboxes, notifications, keys, a
-/// journal cursor) and calls ``PumpedDelivery/wake()``, from any thread, as often as it likes.
-/// The pump turns those wakes into rounds of ``PumpedDelivery/drainPending()`` on the
+/// journal cursor) and calls ``SubscriptionCore/wake()``, from any thread, as often as it likes.
+/// The pump turns those wakes into rounds of ``SubscriptionCore/drainPending()`` on the
 /// subscription's executor:
 /// - two rounds never overlap, whatever the executor (the I/O thread, a serial queue, a
 ///   concurrent queue, the main queue);
 /// - wakes while a round runs cost nothing more than one more round after it, so a burst is
 ///   read once per round (the coalescing), and nothing recorded before a wake is left behind;
-/// - no round starts once ``cancel()`` has returned (a round already running finishes its
-///   current handler call; `drainPending` checks its own state between calls).
+/// - no round starts once the subscription is cancelled (a round already running finishes its
+///   current handler call; `drainPending` checks `isCancelled` between calls), or while it is
+///   suspended (its wakes are kept for the resume).
 ///
 /// What to read and how to merge is each kind's own (its reader); when and where is the pump's.
 final class DeliveryPump: Sendable {
     private struct State {
         var cancelled = false
+        /// Suspended (``Subscription/suspend()``): wakes are kept, no round starts.
+        var suspended = false
         /// A round is queued or running, or a caller claimed the pump to deliver inline.
         var scheduled = false
         /// Woken since the current round started.
@@ -38,7 +41,7 @@ final class DeliveryPump: Sendable {
         state.withLock { state in
             if state.cancelled { return false }
             state.woken = true
-            if state.scheduled { return false }
+            if state.scheduled || state.suspended { return false }
             state.scheduled = true
             return true
         }
@@ -46,10 +49,10 @@ final class DeliveryPump: Sendable {
 
     /// Claims an idle pump for a delivery the caller makes itself, on its own thread, before
     /// anything else (the fast path of a handler on the I/O thread that keeps up). After a
-    /// successful claim the caller must call ``PumpedDelivery/finishClaim()``.
+    /// successful claim the caller must call ``SubscriptionCore/finishClaim()``.
     func claim() -> Bool {
         state.withLock { state in
-            if state.cancelled || state.scheduled { return false }
+            if state.cancelled || state.scheduled || state.suspended { return false }
             state.scheduled = true
             return true
         }
@@ -59,7 +62,7 @@ final class DeliveryPump: Sendable {
     /// a wake that comes after it starts a new round).
     fileprivate func nextRound() -> Bool {
         state.withLock { state in
-            if state.cancelled || !state.woken {
+            if state.cancelled || state.suspended || !state.woken {
                 state.scheduled = false
                 return false
             }
@@ -68,30 +71,83 @@ final class DeliveryPump: Sendable {
         }
     }
 
-    /// Stops the pump: no round starts after this returns. Whether it was already cancelled.
-    func cancel() -> Bool {
+    /// Stops the pump for good: no round starts after this returns. Whether this call stopped it
+    /// (false when it was stopped already).
+    func stop() -> Bool {
         state.withLock { state in
             defer { state.cancelled = true }
-            return state.cancelled
+            return !state.cancelled
         }
     }
 
     var isCancelled: Bool { state.withLock { $0.cancelled } }
+
+    /// Holds the rounds: wakes are remembered (the reader keeps what is pending, merged as it
+    /// merges), and no round starts until ``resumed()``. A round already running finishes.
+    fileprivate func suspended() { state.withLock { $0.suspended = true } }
+
+    /// Lets rounds start again; whether the caller must run one now (woken while suspended).
+    fileprivate func resumed() -> Bool {
+        state.withLock { state in
+            state.suspended = false
+            if state.cancelled || !state.woken || state.scheduled { return false }
+            state.scheduled = true
+            return true
+        }
+    }
+
+    var isSuspended: Bool { state.withLock { $0.suspended } }
 }
 
-/// A subscription whose deliveries go through a ``DeliveryPump``.
-protocol PumpedDelivery: AnyObject, Sendable {
+/// The one core of every kind of subscription: a reader (what is pending, and how to read and
+/// deliver it) whose deliveries go through a ``DeliveryPump``. Cancelling, suspending and
+/// resuming are written here once; a kind adds only what its reader must forget or hold.
+protocol SubscriptionCore: AnyObject, Sendable {
     var pump: DeliveryPump { get }
     /// Reads what is pending and calls the handler for each delivery; runs on the pump's
-    /// executor, never twice at once, and again when woken meanwhile.
+    /// executor, never twice at once, and again when woken meanwhile. It checks
+    /// `pump.isCancelled` before each handler call.
     func drainPending()
+    /// Called once, by the call that cancels: drop what is pending (it will never be read).
+    func forgetPending()
+    /// Holds deliveries (``Subscription/suspend()``).
+    func suspend()
+    /// Delivers what came meanwhile and goes on (``Subscription/resume()``).
+    func resume()
+    var isSuspended: Bool { get }
 }
 
-extension PumpedDelivery {
+extension SubscriptionCore {
+    func forgetPending() {}
+
+    func suspend() { pump.suspended() }
+
+    var isSuspended: Bool { pump.isSuspended }
+
+    func resume() {
+        if pump.resumed() { startRounds() }
+    }
+
+    /// Stops deliveries for good: no round starts and no handler call begins after this returns
+    /// (one already running finishes). Whether this call cancelled (false the second time).
+    @discardableResult
+    func cancel() -> Bool {
+        guard pump.stop() else { return false }
+        forgetPending()
+        return true
+    }
+
+    var isCancelled: Bool { pump.isCancelled }
+
     /// Something is pending: a round runs (inline, or queued on the executor) unless one is
-    /// already queued or running, in which case that one is followed by another.
+    /// already queued or running, in which case that one is followed by another. While
+    /// suspended the wake is kept for ``resume()``.
     func wake() {
-        guard pump.markWoken() else { return }
+        if pump.markWoken() { startRounds() }
+    }
+
+    /// Runs the rounds here (the I/O thread's executor) or on the executor's queue.
+    private func startRounds() {
         if pump.executor.queue == nil {
             runRounds()
         } else {

@@ -6,7 +6,7 @@ import WormholeSystem
 /// observer are to the ``WakeEngine``. What it reads on a wake is its owner's (the closures).
 final class NotificationSubscriber: WakeSubscriber, SubscriptionHandle {
     private struct Side {
-        var observer: NotificationListener?
+        var observer: Subscription?
         var engine: WakeEngine?
         var cancelled = false
     }
@@ -68,7 +68,7 @@ final class NotificationSubscriber: WakeSubscriber, SubscriptionHandle {
     }
 
     /// Keeps the observer added on the bus for it; when it was cancelled meanwhile, removes it.
-    func keep(_ observer: NotificationListener) {
+    func keep(_ observer: Subscription) {
         let kept = side.withLock { side -> Bool in
             if side.cancelled { return false }
             side.observer = observer
@@ -79,7 +79,7 @@ final class NotificationSubscriber: WakeSubscriber, SubscriptionHandle {
 
     /// Removes its observer and unregisters it from the engine; calling it twice does nothing.
     func cancel() {
-        let (observer, engine) = side.withLock { side -> (NotificationListener?, WakeEngine?) in
+        let (observer, engine) = side.withLock { side -> (Subscription?, WakeEngine?) in
             if side.cancelled { return (nil, nil) }
             side.cancelled = true
             defer {

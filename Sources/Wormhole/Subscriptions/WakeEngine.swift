@@ -1,75 +1,7 @@
 import Dispatch
 import Logging
-import Synchronization
-public import WormholeDBus
+import WormholeDBus
 import WormholeSystem
-
-/// How a facade's subscriptions are woken now (``MessageCenter/wakeSource``,
-/// ``GroupDefaults/wakeSource``): the same for every kind of subscription that has files behind it
-/// (mailbox listeners, journal readers, defaults observers).
-public enum WakeSource: Sendable, Hashable, CustomStringConvertible {
-    /// Signals on the bus (contract §1, §3, §5, §6, §7): the normal way.
-    case bus
-    /// inotify on the directories that hold what is subscribed to (the wormhole directory for
-    /// mailboxes, a journal's directory, the `Preferences` directory for a defaults suite),
-    /// because the bus cannot be reached or was lost (the error says why). A change there wakes
-    /// the subscriptions as a post would, with the same delivery rules (no signal carried it, so
-    /// a mailbox delivery's ``MessageDelivery/sentAt`` is `nil`). Transient messages and plain
-    /// notifications need the bus. As soon as the bus can be reached the subscriptions' rules are
-    /// added, the watches stop and every subscription catches up once.
-    case directory(BusError)
-    /// Neither: the bus cannot be reached and the directories cannot be watched either (the
-    /// error says both; typically the per-user inotify limit `fs.inotify.max_user_instances` is
-    /// reached, and it names that limit). The subscriptions wait for the bus and catch up when it
-    /// can be reached, as after ``directory(_:)``.
-    case waitingForBus(BusError)
-
-    public var description: String {
-        switch self {
-        case .bus: "bus"
-        case .directory(let error): "directory (\(error.message))"
-        case .waitingForBus(let error): "waiting for the bus (\(error.message))"
-        }
-    }
-}
-
-extension MessageCenter {
-    /// How this wormhole's listeners and journal readers are woken now: ``WakeSource/bus``, or
-    /// ``WakeSource/directory(_:)`` while the bus cannot be reached (`.bus` while it has none).
-    public var wakeSource: WakeSource { wakeups.source }
-
-    /// Calls `handler` with the new ``WakeSource`` each time this wormhole's listeners and journal
-    /// readers switch from the bus to the directory watch or back, until the subscription is
-    /// cancelled or released. On the switch back it runs once their catch-up was asked for.
-    public func onWakeSourceChange(
-        on delivery: DeliveryQueue = .serial, _ handler: @escaping @Sendable (WakeSource) -> Void
-    ) -> WakeSourceSubscription {
-        wakeups.subscribe(delivery.makeExecutor(label: "wormhole.wake-source"), handler)
-    }
-}
-
-/// A subscription to a facade's ``WakeSource`` changes
-/// (``MessageCenter/onWakeSourceChange(on:_:)``, ``GroupDefaults/onWakeSourceChange(on:_:)``):
-/// active until cancelled or released.
-public final class WakeSourceSubscription: SubscriptionHandle {
-    private let wakeups: WakeEngine
-    private let id: UInt64
-    private let cancelled = Atomic<Bool>(false)
-
-    init(wakeups: WakeEngine, id: UInt64) {
-        self.wakeups = wakeups
-        self.id = id
-    }
-
-    deinit { cancel() }
-
-    public func cancel() {
-        if cancelled.exchange(true, ordering: .acquiringAndReleasing) { return }
-        wakeups.unsubscribe(id)
-    }
-
-    public var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
-}
 
 /// One subscription as the ``WakeEngine`` sees it, whatever its kind (a mailbox listener, a
 /// journal reader, a defaults observer): how to tell it that something may have changed, and
@@ -138,7 +70,7 @@ final class WakeEngine: Sendable {
         /// Whether the connection's events are watched (once per connection).
         var watchedConnection: ObjectIdentifier?
         var eventSubscription: EventSubscription?
-        var subscribers: [UInt64: (DeliveryExecutor, @Sendable (WakeSource) -> Void)] = [:]
+        var subscribers: [UInt64: WakeSourceReader] = [:]
         var nextSubscriber: UInt64 = 1
         /// The backoff after the bus was reachable but could not be listened on (seconds).
         var retryDelay = 0.0
@@ -336,29 +268,24 @@ final class WakeEngine: Sendable {
 
     // MARK: Subscribers of the wake source
 
-    func subscribe(
-        _ executor: DeliveryExecutor, _ handler: @escaping @Sendable (WakeSource) -> Void
-    ) -> WakeSourceSubscription {
+    func subscribe(_ executor: DeliveryExecutor, _ handler: @escaping @Sendable (WakeSource) -> Void) -> Subscription {
+        let reader = WakeSourceReader(executor: executor, handler: handler)
         let id = state.withLock { state in
             defer { state.nextSubscriber += 1 }
-            state.subscribers[state.nextSubscriber] = (executor, handler)
+            state.subscribers[state.nextSubscriber] = reader
             return state.nextSubscriber
         }
-        return WakeSourceSubscription(wakeups: self, id: id)
-    }
-
-    func unsubscribe(_ id: UInt64) {
-        _ = state.withLock { $0.subscribers.removeValue(forKey: id) }
+        return Subscription(core: reader) { [self] in _ = state.withLock { $0.subscribers.removeValue(forKey: id) } }
     }
 
     /// Sets the source; tells the subscribers when it changed.
     private func setSource(_ source: WakeSource) {
-        let subscribers = state.withLock { state -> [(DeliveryExecutor, @Sendable (WakeSource) -> Void)] in
+        let subscribers = state.withLock { state -> [WakeSourceReader] in
             if state.source == source { return [] }
             state.source = source
             return Array(state.subscribers.values)
         }
-        for (executor, handler) in subscribers { executor.run { handler(source) } }
+        for reader in subscribers { reader.changed(to: source) }
     }
 
     // MARK: The directory watches
@@ -583,9 +510,9 @@ final class WakeEngine: Sendable {
     /// Subscribers attached before a failure stay attached (the connection re-adds their rules
     /// after a reconnect).
     private static func attach(_ subscribers: [any WakeSubscriber], to center: DarwinNotificationCenter) throws {
-        let listeners = subscribers.compactMap { $0 as? MessageListener }
-        if !listeners.isEmpty { try MessageListener.attach(listeners, to: center) }
-        for subscriber in subscribers where !(subscriber is MessageListener) {
+        let listeners = subscribers.compactMap { $0 as? MessageSubscriber }
+        if !listeners.isEmpty { try MessageSubscriber.attach(listeners, to: center) }
+        for subscriber in subscribers where !(subscriber is MessageSubscriber) {
             try subscriber.attach(to: center)
         }
     }

@@ -1,17 +1,13 @@
-public import WormholeDBus
+import WormholeDBus
 import WormholeSystem
 
-/// A registered message listener (see `MessageCenter.listen(identifier:as:on:options:handler:)`).
-///
-/// Active until ``cancel()`` or until the last reference to it is released, whichever comes
-/// first (the rule of every `SubscriptionHandle`): keep it for as long as you want
-/// deliveries. It keeps the bus connection it listens on open, even after its
-/// ``MessageCenter`` is released. Without a bus it is woken through the wormhole directory
-/// (see ``WakeSource``) until the bus can be reached.
-public final class MessageListener: SubscriptionHandle {
+/// A message listener's wake-ups for the ``WakeEngine``: its observer and transient route on the
+/// bus, or, without a bus, the wormhole directory (see ``WakeSource``) until the bus can be
+/// reached. Its reader is its core (``ListenerCore``); its handle, a ``Subscription``, ends both.
+final class MessageSubscriber: WakeSubscriber {
     /// What a listener holds on the bus, once attached.
     private struct BusSide {
-        var observer: NotificationListener?
+        var observer: Subscription?
         /// Removes the route of the transient messages (`Message` signals).
         var removeTransientRoute: (@Sendable () -> Void)?
     }
@@ -40,16 +36,21 @@ public final class MessageListener: SubscriptionHandle {
         self.watchTarget = watchTarget
     }
 
-    deinit { cancel() }
+    /// The handle: cancelling it stops the core, then removes the bus side and the registration.
+    func handle() -> Subscription {
+        Subscription(core: core) { [self] in detach() }
+    }
 
     /// Whether it listens on the bus (its rules were accepted on the current connection, or
     /// will be re-added by the connection on a reconnect).
     var isAttached: Bool { bus.withLock { $0.observer != nil } }
 
+    var isCancelled: Bool { core.isCancelled }
+
     /// Keeps what was added on the bus for this listener; when it was cancelled meanwhile, removes
     /// it at once and returns false.
     @discardableResult
-    func attach(observer: NotificationListener, removeTransientRoute: @escaping @Sendable () -> Void) -> Bool {
+    func attach(observer: Subscription, removeTransientRoute: @escaping @Sendable () -> Void) -> Bool {
         let kept = bus.withLock { side -> Bool in
             if core.isCancelled { return false }
             side.observer = observer
@@ -73,10 +74,8 @@ public final class MessageListener: SubscriptionHandle {
         if !kept { engine.unregister(self) }
     }
 
-    /// Stops the listener and removes its bus rules; no handler call starts after this
-    /// returns (a call already running finishes). Calling it twice does nothing.
-    public func cancel() {
-        if core.cancel() { return }
+    /// Removes its bus rules and its registration (its core is cancelled already).
+    private func detach() {
         let side = bus.withLock { side in
             defer { side = BusSide() }
             return side
@@ -88,17 +87,9 @@ public final class MessageListener: SubscriptionHandle {
             return registry
         }?.unregister(self)
     }
-
-    /// Whether ``cancel()`` was called.
-    public var isCancelled: Bool { core.isCancelled }
-
-    /// Delivers what is stored now, as ``MessageDelivery/Reason/stored`` deliveries (what
-    /// ``MessageCenter/ListenOptions/deliversStoredMessageOnStart`` does at start); for a tool
-    /// that must announce readiness first.
-    package func deliverStoredMessages() { core.checkStored() }
 }
 
-extension MessageListener: WakeSubscriber {
+extension MessageSubscriber {
     func directoryChanged(_ names: [String]) {
         let identifiers = names.compactMap(MessageIdentifier.init(fileName:))
         if !identifiers.isEmpty { core.filesChanged(identifiers) }
@@ -113,14 +104,14 @@ extension MessageListener: WakeSubscriber {
         if !identifiers.isEmpty { core.filesChangedOnBus(identifiers) }
     }
 
-    func cancelForEngine() { cancel() }
+    func cancelForEngine() { if core.cancel() { detach() } }
 
     func attach(to center: DarwinNotificationCenter) throws { try Self.attach([self], to: center) }
 
     /// Adds each listener's observer and transient route on `center`, batched (one round trip for
     /// all the exact names, one for their transient rules). Listeners attached before a failure
     /// stay attached (the connection re-adds their rules after a reconnect).
-    static func attach(_ listeners: [MessageListener], to center: DarwinNotificationCenter) throws {
+    static func attach(_ listeners: [MessageSubscriber], to center: DarwinNotificationCenter) throws {
         let exact = listeners.filter { !$0.isPrefix }
         if !exact.isEmpty {
             let observers = try center.addObservers(
@@ -158,11 +149,9 @@ extension MessageListener: WakeSubscriber {
     }
 }
 
-/// What a ``MessageListener`` and its registry need of its core, whatever the message type.
-protocol ListenerControl: Sendable {
-    /// Marks the core cancelled; whether it already was.
-    func cancel() -> Bool
-    var isCancelled: Bool { get }
+/// What a ``MessageSubscriber`` and its registry need of its core, whatever the message type.
+protocol ListenerControl: SubscriptionCore {
+    /// Delivers what is stored now, as ``MessageDelivery/Reason/stored`` deliveries.
     func checkStored()
     /// A post on the bus (on the I/O thread).
     func notified(_ note: DarwinNotification)
