@@ -120,10 +120,7 @@ extension GroupDefaults {
         let subscriber = makeSubscriber(name, isPrefix: key == nil, options: options, tracker: tracker)
         // On the bus without blocking the task; the stream ends when the connection closes.
         try await wakeups.startStream(subscriber) {
-            let observer = try await notificationCenter().addObserver(
-                name, isPrefix: key == nil, on: .ioThread, options: options, handler: { tracker.notified($0) },
-                finish: { continuation.finish() })
-            subscriber.keep(observer)
+            try await subscriber.attach(to: notificationCenter()) { continuation.finish() }
         }
         continuation.onTermination = { _ in
             tracker.cancel()

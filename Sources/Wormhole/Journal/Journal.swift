@@ -216,10 +216,7 @@ public final class Journal: Sendable {
         let subscriber = makeSubscriber { continuation.yield(()) }
         // On the bus without blocking the task; the stream ends when the connection closes.
         try await center.wakeups.startStream(subscriber) {
-            let observer = try await center.notificationCenter().addObserver(
-                location.notificationName, isPrefix: false, on: .ioThread, handler: { _ in continuation.yield(()) },
-                finish: { continuation.finish() })
-            subscriber.keep(observer)
+            try await subscriber.attach(to: center.notificationCenter()) { continuation.finish() }
         }
         let core: JournalConsumerCore
         do {

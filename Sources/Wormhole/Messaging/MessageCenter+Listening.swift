@@ -150,19 +150,19 @@ extension MessageCenter {
         let listener = makeSubscriber(core, only: identifier, options: options)
         try await wakeups.startStream(listener) {
             let center = try notificationCenter()
-            let observer = try await center.addObserver(
-                listener.target, isPrefix: listener.isPrefix, on: .ioThread, handler: { core.notified($0) },
+            let route = try await center.addPostRoute(
+                listener.target, isPrefix: listener.isPrefix, sink: { core.notified($0) },
                 finish: { continuation.finish() })
-            let route: UInt64
+            let transient: UInt64
             do {
-                route = try await center.addMessageRoute(listener.target, isPrefix: listener.isPrefix) {
+                transient = try await center.addMessageRoute(listener.target, isPrefix: listener.isPrefix) {
                     core.received($0)
                 }
             } catch {
-                observer.cancel()
+                center.removePostRoute(route)
                 throw error
             }
-            listener.attach(observer: observer) { center.removeMessageRoute(route) }
+            listener.attach(route, transientRoute: transient, on: center)
         }
         let handle = listener.handle()
         continuation.onTermination = { _ in handle.cancel() }

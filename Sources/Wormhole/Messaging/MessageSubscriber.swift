@@ -5,13 +5,6 @@ import WormholeSystem
 /// bus, or, without a bus, the wormhole directory (see ``WakeSource``) until the bus can be
 /// reached. Its reader is its core (``ListenerCore``); its handle, a ``Subscription``, ends both.
 final class MessageSubscriber: WakeSubscriber {
-    /// What a listener holds on the bus, once attached.
-    private struct BusSide {
-        var observer: Subscription?
-        /// Removes the route of the transient messages (`Message` signals).
-        var removeTransientRoute: (@Sendable () -> Void)?
-    }
-
     let core: any ListenerControl
     /// The name listened to on the bus: `<group>/<directory>/<identifier>`, or the wormhole's
     /// prefix `<group>/<directory>/` for every identifier.
@@ -22,7 +15,9 @@ final class MessageSubscriber: WakeSubscriber {
     let fallsBack: Bool
     /// The wormhole directory; nil for a custom transiting (no directory to watch).
     let watchTarget: WatchTarget?
-    private let bus = Locked(BusSide())
+    /// Removes what it holds on the bus (its post route and its route of transient messages),
+    /// once attached.
+    private let bus = Locked<(@Sendable () -> Void)?>(nil)
     /// Where it is registered, to be told when the bus comes and goes; set once, at start.
     private let registry = Locked<WakeEngine?>(nil)
 
@@ -43,24 +38,24 @@ final class MessageSubscriber: WakeSubscriber {
 
     /// Whether it listens on the bus (its rules were accepted on the current connection, or
     /// will be re-added by the connection on a reconnect).
-    var isAttached: Bool { bus.withLock { $0.observer != nil } }
+    var isAttached: Bool { bus.withLock { $0 != nil } }
 
     var isCancelled: Bool { core.isCancelled }
 
     /// Keeps what was added on the bus for this listener; when it was cancelled meanwhile, removes
     /// it at once and returns false.
     @discardableResult
-    func attach(observer: Subscription, removeTransientRoute: @escaping @Sendable () -> Void) -> Bool {
-        let kept = bus.withLock { side -> Bool in
+    func attach(_ route: PostRoute, transientRoute: UInt64, on center: DarwinNotificationCenter) -> Bool {
+        let detach: @Sendable () -> Void = {
+            center.removePostRoute(route)
+            center.removeMessageRoute(transientRoute)
+        }
+        let kept = bus.withLock { held -> Bool in
             if core.isCancelled { return false }
-            side.observer = observer
-            side.removeTransientRoute = removeTransientRoute
+            held = detach
             return true
         }
-        if !kept {
-            observer.cancel()
-            removeTransientRoute()
-        }
+        if !kept { detach() }
         return kept
     }
 
@@ -76,12 +71,10 @@ final class MessageSubscriber: WakeSubscriber {
 
     /// Removes its bus rules and its registration (its core is cancelled already).
     private func detach() {
-        let side = bus.withLock { side in
-            defer { side = BusSide() }
-            return side
-        }
-        side.observer?.cancel()
-        side.removeTransientRoute?()
+        bus.withLock { held in
+            defer { held = nil }
+            return held
+        }?()
         registry.withLock { registry in
             defer { registry = nil }
             return registry
@@ -114,37 +107,37 @@ extension MessageSubscriber {
     static func attach(_ listeners: [MessageSubscriber], to center: DarwinNotificationCenter) throws {
         let exact = listeners.filter { !$0.isPrefix }
         if !exact.isEmpty {
-            let observers = try center.addObservers(
+            let routes = try center.addPostRoutes(
                 exact.map { listener in
                     let core = listener.core
                     return (listener.target, { @Sendable note in core.notified(note) })
-                }, on: .ioThread)
-            let routes: [UInt64]
+                })
+            let transientRoutes: [UInt64]
             do {
-                routes = try center.addMessageRoutes(
+                transientRoutes = try center.addMessageRoutes(
                     exact.map { listener in
                         let core = listener.core
                         return (listener.target, { @Sendable signal in core.received(signal) })
                     })
             } catch {
-                for observer in observers { observer.cancel() }
+                for route in routes { center.removePostRoute(route) }
                 throw error
             }
-            for ((listener, observer), route) in zip(zip(exact, observers), routes) {
-                listener.attach(observer: observer) { center.removeMessageRoute(route) }
+            for ((listener, route), transient) in zip(zip(exact, routes), transientRoutes) {
+                listener.attach(route, transientRoute: transient, on: center)
             }
         }
         for listener in listeners where listener.isPrefix {
             let core = listener.core
-            let observer = try center.listen(prefix: listener.target, on: .ioThread) { core.notified($0) }
-            let route: UInt64
+            let route = try center.addPostRoute(listener.target, isPrefix: true) { core.notified($0) }
+            let transient: UInt64
             do {
-                route = try center.addMessageRoute(listener.target, isPrefix: true) { core.received($0) }
+                transient = try center.addMessageRoute(listener.target, isPrefix: true) { core.received($0) }
             } catch {
-                observer.cancel()
+                center.removePostRoute(route)
                 throw error
             }
-            listener.attach(observer: observer) { center.removeMessageRoute(route) }
+            listener.attach(route, transientRoute: transient, on: center)
         }
     }
 }

@@ -36,9 +36,11 @@ public final class DarwinNotificationCenter: Sendable {
     let busKey: UInt64
     let table: SharedStateTable?
     let logger: Logger
-    private let observers = Locked<[UInt64: ObserverCore]>([:])
+    /// Every post route of this center (its observers', listeners' and readers'), for the
+    /// catch-up after a reconnect and for leaving the doorbell at close.
+    private let routes = Locked<[ObjectIdentifier: PostRoute]>([:])
     private let lastStates = Locked<[String: UInt64]>([:])
-    private let nextID = Atomic<UInt64>(1)
+    private let reception: PostReception
     private let eventSubscription = Locked<EventSubscription?>(nil)
     /// The process's second connection to the bus, for transient messages, made on first use
     /// (``transientSender()``).
@@ -79,6 +81,8 @@ public final class DarwinNotificationCenter: Sendable {
             table = nil
         }
         let connection = self.connection
+        reception = PostReception(
+            connection: connection, busKey: busKey, ringable: wake == .doorbell, logger: logger, lastStates: lastStates)
         WormholeRuntime.shared.ownConnections.insert(connection, for: ObjectIdentifier(self))
         // On the I/O thread: each observer's catch-up then takes the same path as its posts.
         let subscription = connection.onEvent(on: .ioThread) { [weak self] event in
@@ -163,12 +167,8 @@ public final class DarwinNotificationCenter: Sendable {
         case .disconnected:
             logger.warning("bus connection lost; observers will catch up when it returns")
         case .reconnected:
-            let cores = observers.withLock { Array($0.values) }
-            for core in cores {
-                // A new connection: the signals of rings delivered before will never come on it.
-                core.resetOrder()
-                core.offer(DarwinNotification(name: core.target, state: nil, reason: .catchUp))
-            }
+            // A new connection: the signals of rings delivered before will never come on it.
+            for route in routes.withLock({ Array($0.values) }) { route.reconnected() }
         }
     }
 
@@ -308,10 +308,7 @@ public final class DarwinNotificationCenter: Sendable {
         name: NotificationName, on delivery: DeliveryQueue = .serial, options: ObserverOptions = ObserverOptions(),
         handler: @escaping @Sendable (DarwinNotification) -> Void
     ) throws -> Subscription {
-        let core = ObserverCore(
-            target: name, isPrefix: false, options: options,
-            executor: delivery.makeExecutor(label: "wormhole.observer"), handler: handler)
-        return try register(core)
+        try observe(name, isPrefix: false, on: delivery, options: options, handler: handler)
     }
 
     /// Calls `handler` for every post of any name below `prefix`, which must end in `/` (an
@@ -320,11 +317,7 @@ public final class DarwinNotificationCenter: Sendable {
         prefix: NotificationName, on delivery: DeliveryQueue = .serial,
         options: ObserverOptions = ObserverOptions(), handler: @escaping @Sendable (DarwinNotification) -> Void
     ) throws -> Subscription {
-        try Self.checkPrefix(prefix)
-        let core = ObserverCore(
-            target: prefix, isPrefix: true, options: options,
-            executor: delivery.makeExecutor(label: "wormhole.observer"), handler: handler)
-        return try register(core)
+        try observe(prefix, isPrefix: true, on: delivery, options: options, handler: handler)
     }
 
     /// The posts of `name` as an `AsyncSequence`. The observer is active when this returns
@@ -343,69 +336,116 @@ public final class DarwinNotificationCenter: Sendable {
         return try await stream(target: prefix, isPrefix: true, options: options)
     }
 
-    /// An observer whose route is added without blocking the calling task (for streams).
-    /// `finish` runs when the connection closes for good.
-    package func addObserver(
-        _ target: NotificationName, isPrefix: Bool, on delivery: DeliveryQueue,
-        options: ObserverOptions = ObserverOptions(),
-        handler: @escaping @Sendable (DarwinNotification) -> Void, finish: @escaping @Sendable () -> Void
-    ) async throws -> Subscription {
-        if isPrefix { try Self.checkPrefix(target) }
-        let core = ObserverCore(
-            target: target, isPrefix: isPrefix, options: options,
-            executor: delivery.makeExecutor(label: "wormhole.observer"), handler: handler)
-        let rules = try Self.rules(for: core)
-        let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
-        observers.withLock { $0[id] = core }
-        do {
-            core.routeID = try await connection.addRoute(
-                rules, strictArgumentPaths: true,
-                deliver: { [weak self] signal in self?.received(signal, by: core) }, finish: finish)
-        } catch {
-            _ = observers.withLock { $0.removeValue(forKey: id) }
-            throw error
-        }
-        enroll(core)
-        return observer(for: core, id: id)
+    /// A notification observer: its reader (``ObserverCore``, on `delivery`) behind a route of
+    /// its own.
+    private func observe(
+        _ target: NotificationName, isPrefix: Bool, on delivery: DeliveryQueue, options: ObserverOptions,
+        handler: @escaping @Sendable (DarwinNotification) -> Void
+    ) throws -> Subscription {
+        let core = ObserverCore(executor: delivery.makeExecutor(label: "wormhole.observer"), handler: handler)
+        let route = try addPostRoute(target, isPrefix: isPrefix, options: options) { core.offer($0) }
+        // The handle keeps the center (and so the connection) alive.
+        return Subscription(core: core) { [self] in removePostRoute(route) }
     }
 
-    /// Registers one observer per name, all at once: every match rule is sent to the bus before
-    /// any answer is awaited, so 10,000 names cost about one round trip, not 10,000. Returns the
-    /// observers in the order of `requests`, each active. If any fails, none is kept (those that
-    /// succeeded are removed) and the first failure is thrown; it names the rule the bus refused.
-    package func addObservers(
-        _ requests: [(name: NotificationName, handler: @Sendable (DarwinNotification) -> Void)],
-        on delivery: DeliveryQueue, options: ObserverOptions = ObserverOptions()
-    ) throws -> [Subscription] {
-        var cores: [(id: UInt64, core: ObserverCore)] = []
-        var routes: [BusConnection.RouteRequest] = []
-        for request in requests {
-            let core = ObserverCore(
-                target: request.name, isPrefix: false, options: options,
-                executor: delivery.makeExecutor(label: "wormhole.observer"), handler: request.handler)
-            let rules = try Self.rules(for: core)
-            cores.append((nextID.wrappingAdd(1, ordering: .relaxed).oldValue, core))
-            routes.append(
-                BusConnection.RouteRequest(rules: rules, strictArgumentPaths: true) { [weak self] signal in
-                    self?.received(signal, by: core)
-                })
+    /// A route for the posts of `target` (a name, or a prefix ending in `/`), active when this
+    /// returns: `sink` runs on the I/O thread for each post, and once after each reconnect.
+    func addPostRoute(
+        _ target: NotificationName, isPrefix: Bool, options: ObserverOptions = ObserverOptions(),
+        sink: @escaping @Sendable (DarwinNotification) -> Void
+    ) throws -> PostRoute {
+        let route = try makeRoute(target, isPrefix: isPrefix, options: options, sink: sink)
+        let rules = try route.rules
+        do {
+            route.routeID = try connection.addRoute(rules, strictArgumentPaths: true) { [weak route] signal in
+                route?.received(signal)
+            }
+        } catch {
+            forget(route)
+            throw error
         }
-        observers.withLock { table in for (id, core) in cores { table[id] = core } }
-        let results = connection.addRoutes(routes)
+        route.enroll()
+        return route
+    }
+
+    /// The same without blocking the calling task (for streams); `finish` runs when the
+    /// connection closes for good.
+    func addPostRoute(
+        _ target: NotificationName, isPrefix: Bool, options: ObserverOptions = ObserverOptions(),
+        sink: @escaping @Sendable (DarwinNotification) -> Void, finish: @escaping @Sendable () -> Void
+    ) async throws -> PostRoute {
+        let route = try makeRoute(target, isPrefix: isPrefix, options: options, sink: sink)
+        let rules = try route.rules
+        do {
+            route.routeID = try await connection.addRoute(
+                rules, strictArgumentPaths: true, deliver: { [weak route] signal in route?.received(signal) },
+                finish: finish)
+        } catch {
+            forget(route)
+            throw error
+        }
+        route.enroll()
+        return route
+    }
+
+    /// One route per name, all at once: every match rule is sent to the bus before any answer is
+    /// awaited, so 10,000 names cost about one round trip, not 10,000. Returns the routes in the
+    /// order of `requests`, each active. If any fails, none is kept (those that succeeded are
+    /// removed) and the first failure is thrown; it names the rule the bus refused.
+    func addPostRoutes(
+        _ requests: [(name: NotificationName, sink: @Sendable (DarwinNotification) -> Void)],
+        options: ObserverOptions = ObserverOptions()
+    ) throws -> [PostRoute] {
+        var made: [PostRoute] = []
+        var requested: [BusConnection.RouteRequest] = []
+        do {
+            for request in requests {
+                let route = try makeRoute(request.name, isPrefix: false, options: options, sink: request.sink)
+                made.append(route)
+                requested.append(
+                    BusConnection.RouteRequest(rules: try route.rules, strictArgumentPaths: true) {
+                        [weak route] signal in route?.received(signal)
+                    })
+            }
+        } catch {
+            for route in made { forget(route) }
+            throw error
+        }
+        let results = connection.addRoutes(requested)
         var failure: (any Error)?
-        for (entry, result) in zip(cores, results) {
+        for (route, result) in zip(made, results) {
             switch result {
-            case .success(let routeID): entry.core.routeID = routeID
+            case .success(let routeID): route.routeID = routeID
             case .failure(let error): if failure == nil { failure = error }
             }
         }
         if let failure {
-            observers.withLock { table in for (id, _) in cores { table.removeValue(forKey: id) } }
-            for case .success(let routeID) in results { connection.removeRoute(routeID) }
+            for route in made { removePostRoute(route) }
             throw failure
         }
-        for entry in cores { enroll(entry.core) }
-        return cores.map { observer(for: $0.core, id: $0.id) }
+        for route in made { route.enroll() }
+        return made
+    }
+
+    /// Removes a route: from the connection, the doorbell and this center. Twice does nothing.
+    func removePostRoute(_ route: PostRoute) {
+        forget(route)
+        if let routeID = route.takeForRemoval(), let routeID { connection.removeRoute(routeID) }
+    }
+
+    /// A route kept in this center's table (for its catch-ups and the doorbell at close).
+    private func makeRoute(
+        _ target: NotificationName, isPrefix: Bool, options: ObserverOptions,
+        sink: @escaping @Sendable (DarwinNotification) -> Void
+    ) throws -> PostRoute {
+        if isPrefix { try Self.checkPrefix(target) }
+        let route = PostRoute(target: target, isPrefix: isPrefix, options: options, reception: reception, sink: sink)
+        routes.withLock { $0[ObjectIdentifier(route)] = route }
+        return route
+    }
+
+    private func forget(_ route: PostRoute) {
+        _ = routes.withLock { $0.removeValue(forKey: ObjectIdentifier(route)) }
     }
 
     /// A check token for `name` (like `notify_register_check`): ``NotificationCheckToken/check()``
@@ -429,99 +469,9 @@ public final class DarwinNotificationCenter: Sendable {
         }
     }
 
-    private static func rules(for core: ObserverCore) throws -> [MatchRule] {
-        core.isPrefix
-            ? [try NotifyContract.rule(observingPrefix: core.target)] : try NotifyContract.rules(observing: core.target)
-    }
-
-    /// Adds `core`'s route, blocking until the bus accepted its rules.
-    private func register(_ core: ObserverCore) throws -> Subscription {
-        let rules = try Self.rules(for: core)
-        let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
-        observers.withLock { $0[id] = core }
-        do {
-            core.routeID = try connection.addRoute(rules, strictArgumentPaths: true) { [weak self] signal in
-                self?.received(signal, by: core)
-            }
-        } catch {
-            _ = observers.withLock { $0.removeValue(forKey: id) }
-            throw error
-        }
-        enroll(core)
-        return observer(for: core, id: id)
-    }
-
-    /// The handle: it keeps the center (and so the connection) alive, and on cancel or
-    /// release removes the core and its route.
-    private func observer(for core: ObserverCore, id: UInt64) -> Subscription {
-        Subscription(core: core) { [self] in
-            _ = observers.withLock { $0.removeValue(forKey: id) }
-            Self.retire(core)
-            if let routeID = core.routeID { connection.removeRoute(routeID) }
-        }
-    }
-
-    // MARK: The doorbell
-
-    /// Registers `core`, active on the bus now, to be rung (a center with ``PeerWake/doorbell``
-    /// when the process has a doorbell, until it is closed). A core cancelled meanwhile is
-    /// retired again at once.
-    private func enroll(_ core: ObserverCore) {
-        guard wake == .doorbell, let doorbell = WormholeRuntime.shared.doorbell, core.doorbell == nil,
-            !closed.load(ordering: .acquiring)
-        else { return }
-        core.doorbell = doorbell.register(busKey: busKey, target: core.target.rawValue, isPrefix: core.isPrefix) {
-            [weak self, weak core] ring in
-            guard let self, let core else { return }
-            self.rung(ring, by: core)
-        }
-        if core.isCancelled { Self.retire(core) }
-    }
-
-    private static func retire(_ core: ObserverCore) {
-        if let registration = core.takeDoorbell() { WormholeRuntime.shared.doorbell?.unregister(registration) }
-    }
-
-    /// Every observer of this center stops being rung (closing: their routes end too).
+    /// Every route of this center stops being rung (closing: the routes end with its handle).
     private func leaveDoorbell() {
-        for core in observers.withLock({ Array($0.values) }) { Self.retire(core) }
-    }
-
-    /// Runs on the I/O thread for every ring of this process that `core`'s target may match
-    /// (by its directory's hash): the same checks as the bus's rules, then the merge with the
-    /// bus's signals (``PostOrder``), then the same delivery as a signal's. No ring is delivered
-    /// while this center's connection is down: the catch-up after the reconnect stands for it.
-    private func rung(_ ring: DoorbellRing, by core: ObserverCore) {
-        guard ring.busKey == busKey, connection.isConnected else { return }
-        let target = core.target.rawValue.utf8
-        if core.isPrefix {
-            guard ring.name.utf8.starts(with: target), NotificationName(received: ring.name) != nil else { return }
-        } else {
-            guard ring.name.utf8.elementsEqual(target) else { return }
-        }
-        let ordered = core.order(
-            PostOrder.Ring(
-                sender: ring.sender, name: ring.name, serial: ring.serial, previous: ring.previous, state: ring.state))
-        deliver(rings: ordered, to: core)
-    }
-
-    /// Delivers rings that the merge let through, each as its signal would be; the connection then
-    /// drops each one's signal in its filter, undecoded, when every route it reaches was rung for it.
-    private func deliver(rings: [PostOrder.Ring], to core: ObserverCore) {
-        for ring in rings {
-            let name = core.isPrefix ? (NotificationName(received: ring.name) ?? core.target) : core.target
-            deliver(name: name, rawName: ring.name, state: ring.state, sender: ring.sender, to: core)
-            // After the delivery (its handler's own post goes first).
-            guard let routeID = core.routeID else { continue }
-            var probe = Signal(
-                path: NotifyContract.path, interface: NotifyContract.bucket(for: ring.name),
-                member: NotifyContract.posted, arguments: [.string(ring.name), .uint64(ring.state)])
-            probe.sender = ring.sender
-            let (sender, rawName, serial) = (ring.sender, ring.name, ring.serial)
-            connection.expectDuplicate(of: probe, serial: serial, routeID: routeID) { [weak core] in
-                core?.absorbed(sender: sender, name: rawName, serial: serial)
-            }
-        }
+        for route in routes.withLock({ Array($0.values) }) { route.leaveDoorbell() }
     }
 
     private func stream(target: NotificationName, isPrefix: Bool, options: ObserverOptions) async throws
@@ -529,70 +479,11 @@ public final class DarwinNotificationCenter: Sendable {
     {
         let (stream, continuation) = AsyncStream<DarwinNotification>.makeStream(
             bufferingPolicy: .bufferingNewest(max(1, options.bufferLimit)))
-        let observer = try await addObserver(
-            target, isPrefix: isPrefix, on: .ioThread, options: options,
-            handler: { continuation.yield($0) }, finish: { continuation.finish() })
-        continuation.onTermination = { _ in observer.cancel() }
+        // The route yields on the I/O thread; the iterator is the reader.
+        let route = try await addPostRoute(
+            target, isPrefix: isPrefix, options: options, sink: { continuation.yield($0) },
+            finish: { continuation.finish() })
+        continuation.onTermination = { [self] _ in removePostRoute(route) }
         return NotificationStream(stream)
-    }
-
-    /// Runs on the I/O thread for every signal routed to an observer: the route's rules already
-    /// chose it (interface, member and name for a name; path, member and a name at or below the
-    /// prefix for a prefix), so only what the rules do not say is checked here, once.
-    private func received(_ signal: Signal, by core: ObserverCore) {
-        guard case .string(let rawName)? = signal.arguments.first, signal.path == NotifyContract.path else {
-            logger.debug("dropped a malformed Posted signal: \(signal)")
-            return
-        }
-        let name: NotificationName
-        if core.isPrefix {
-            // A prefix rule says nothing about the interface: the plain one or the name's bucket.
-            let interface = signal.interface
-            guard interface == NotifyContract.plain || interface == NotifyContract.bucket(for: rawName),
-                let received = NotificationName(received: rawName)
-            else {
-                logger.debug("dropped a malformed Posted signal: \(signal)")
-                return
-            }
-            name = received
-        } else {
-            name = core.target
-        }
-        var state: UInt64?
-        if signal.arguments.count > 1 {
-            // Wormhole sends `t`; other senders may use any integer type (dbus-python sends a
-            // Python int as `i`). A negative or non-integer state is no state, and says why.
-            let argument = signal.arguments[1]
-            state = argument.nonNegativeInteger
-            if state == nil {
-                logger.debug(
-                    "Posted '\(rawName)' carried the state \(argument), not an integer of 0 or more: delivered without a state"
-                )
-            }
-        }
-        // A Wormhole sender with a doorbell numbers its posts: an observer that may be rung merges
-        // them with its rings, each post once and in its order (``PostOrder``). It keeps the
-        // signals that come before any ring too: their rings may follow.
-        if wake == .doorbell, WormholeRuntime.shared.doorbell != nil, let sender = signal.sender,
-            let serial = signal.serial,
-            serial & DoorbellSocket.serialMark != 0
-        {
-            let (deliverSignal, then) = core.order(signalFrom: sender, name: rawName, serial: serial)
-            if deliverSignal { deliver(name: name, rawName: rawName, state: state, sender: sender, to: core) }
-            deliver(rings: then, to: core)
-            return
-        }
-        deliver(name: name, rawName: rawName, state: state, sender: signal.sender, to: core)
-    }
-
-    /// The end of every delivery of a post, by the bus or the doorbell.
-    private func deliver(
-        name: NotificationName, rawName: String, state: UInt64?, sender: String?, to core: ObserverCore
-    ) {
-        if let state { lastStates.withLock { $0[rawName] = state } }
-        let own =
-            sender.map { WormholeRuntime.shared.ownConnections.contains(sender: $0, on: connection.address) } ?? false
-        if own && core.options.ignoresOwnPosts { return }
-        core.offer(DarwinNotification(name: name, state: state, reason: .posted, isOwnPost: own))
     }
 }

@@ -1,84 +1,27 @@
 import WormholeDBus
 import WormholeSystem
 
-/// The shared part of a notification listener: what it listens to, suspension, and its reader
-/// for the ``DeliveryPump``, the one path every delivery takes (posts, catch-ups and resumed
-/// deliveries alike). Every post is delivered, in order (a notification has no state to
-/// coalesce into), except while suspended, when the latest stands for all.
+/// A notification listener's reader for the ``DeliveryPump``, the one path every delivery takes
+/// (posts, catch-ups and resumed deliveries alike), behind its ``PostRoute``. Every post is
+/// delivered, in order (a notification has no state to coalesce into), except while suspended,
+/// when the latest stands for all.
 final class ObserverCore: SubscriptionCore {
     private struct State {
         var suspended = false
         var pending: DarwinNotification?
         var cancelled = false
-        var routeID: UInt64?
         /// Posts waiting for the pump's next round.
         var backlog: [DarwinNotification] = []
-        /// Its doorbell registration (directory hash, ID), while it has one.
-        var doorbell: (directory: UInt64, id: UInt64)?
-        /// The merge of its rings and signals (contract §9): each post once, in its sender's order.
-        var order = PostOrder()
     }
 
-    /// The observed name, or prefix (ending in `/`).
-    let target: NotificationName
-    let isPrefix: Bool
-    /// The target's bucket interface (exact names only), computed once.
-    let bucket: InterfaceName
-    let options: ObserverOptions
     let pump: DeliveryPump
     private let handler: @Sendable (DarwinNotification) -> Void
     private let state = Locked(State())
 
-    init(
-        target: NotificationName, isPrefix: Bool, options: ObserverOptions, executor: DeliveryExecutor,
-        handler: @escaping @Sendable (DarwinNotification) -> Void
-    ) {
-        self.target = target
-        self.isPrefix = isPrefix
-        bucket = NotifyContract.bucket(for: target.rawValue)
-        self.options = options
+    init(executor: DeliveryExecutor, handler: @escaping @Sendable (DarwinNotification) -> Void) {
         pump = DeliveryPump(executor: executor)
         self.handler = handler
     }
-
-    var routeID: UInt64? {
-        get { state.withLock { $0.routeID } }
-        set { state.withLock { $0.routeID = newValue } }
-    }
-
-    /// The doorbell registration, set once the observer is active on the bus.
-    var doorbell: (directory: UInt64, id: UInt64)? {
-        get { state.withLock { $0.doorbell } }
-        set { state.withLock { $0.doorbell = newValue } }
-    }
-
-    /// Takes the doorbell registration away (to unregister it once).
-    func takeDoorbell() -> (directory: UInt64, id: UInt64)? {
-        state.withLock { state in
-            defer { state.doorbell = nil }
-            return state.doorbell
-        }
-    }
-
-    /// A ring for this observer came: the rings to deliver now, in order (``PostOrder``).
-    func order(_ ring: PostOrder.Ring) -> [PostOrder.Ring] {
-        state.withLock { state in state.cancelled ? [] : state.order.ring(ring) }
-    }
-
-    /// A numbered signal for this observer came: whether to deliver it, and the rings that
-    /// waited for it.
-    func order(signalFrom sender: String, name: String, serial: UInt32) -> (deliver: Bool, then: [PostOrder.Ring]) {
-        state.withLock { state in state.order.signal(sender: sender, name: name, serial: serial) }
-    }
-
-    /// The connection dropped the signal of a post this observer's ring delivered.
-    func absorbed(sender: String, name: String, serial: UInt32) {
-        state.withLock { $0.order.absorbed(sender: sender, name: name, serial: serial) }
-    }
-
-    /// Forgets the rings and signals seen: the connection is new, and no signal of before will
-    /// come on it.
-    func resetOrder() { state.withLock { $0.order.reset() } }
 
     var isSuspended: Bool { state.withLock { $0.suspended } }
 

@@ -6,7 +6,8 @@ import WormholeSystem
 /// observer are to the ``WakeEngine``. What it reads on a wake is its owner's (the closures).
 final class NotificationSubscriber: WakeSubscriber, SubscriptionHandle {
     private struct Side {
-        var observer: Subscription?
+        /// Removes its route from the bus, once attached.
+        var detach: (@Sendable () -> Void)?
         var engine: WakeEngine?
         var cancelled = false
     }
@@ -43,7 +44,7 @@ final class NotificationSubscriber: WakeSubscriber, SubscriptionHandle {
 
     deinit { cancel() }
 
-    var isAttached: Bool { side.withLock { $0.observer != nil } }
+    var isAttached: Bool { side.withLock { $0.detach != nil } }
     var isCancelled: Bool { side.withLock { $0.cancelled } }
 
     func directoryChanged(_ names: [String]) { onFiles(names) }
@@ -60,35 +61,41 @@ final class NotificationSubscriber: WakeSubscriber, SubscriptionHandle {
     }
 
     func attach(to center: DarwinNotificationCenter) throws {
-        let observer =
-            isPrefix
-            ? try center.listen(prefix: target, on: .ioThread, options: options, handler: onNotification)
-            : try center.listen(name: target, on: .ioThread, options: options, handler: onNotification)
-        keep(observer)
+        let route = try center.addPostRoute(target, isPrefix: isPrefix, options: options, sink: onNotification)
+        keep(route, of: center)
     }
 
-    /// Keeps the observer added on the bus for it; when it was cancelled meanwhile, removes it.
-    func keep(_ observer: Subscription) {
+    /// Adds its route without blocking the calling task (a stream's); `finish` runs when the
+    /// connection closes for good.
+    func attach(to center: DarwinNotificationCenter, finish: @escaping @Sendable () -> Void) async throws {
+        let route = try await center.addPostRoute(
+            target, isPrefix: isPrefix, options: options, sink: onNotification, finish: finish)
+        keep(route, of: center)
+    }
+
+    /// Keeps the route added on the bus for it; when it was cancelled meanwhile, removes it.
+    private func keep(_ route: PostRoute, of center: DarwinNotificationCenter) {
+        let detach: @Sendable () -> Void = { center.removePostRoute(route) }
         let kept = side.withLock { side -> Bool in
             if side.cancelled { return false }
-            side.observer = observer
+            side.detach = detach
             return true
         }
-        if !kept { observer.cancel() }
+        if !kept { detach() }
     }
 
     /// Removes its observer and unregisters it from the engine; calling it twice does nothing.
     func cancel() {
-        let (observer, engine) = side.withLock { side -> (Subscription?, WakeEngine?) in
+        let (detach, engine) = side.withLock { side -> ((@Sendable () -> Void)?, WakeEngine?) in
             if side.cancelled { return (nil, nil) }
             side.cancelled = true
             defer {
-                side.observer = nil
+                side.detach = nil
                 side.engine = nil
             }
-            return (side.observer, side.engine)
+            return (side.detach, side.engine)
         }
-        observer?.cancel()
+        detach?()
         engine?.unregister(self)
     }
 }
