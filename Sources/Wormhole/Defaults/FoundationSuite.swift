@@ -1,30 +1,37 @@
 import FoundationEssentials
 
-extension GroupDefaults {
-    /// Copies every value of a suite that Foundation's `UserDefaults(suiteName:)` wrote on Linux
-    /// into this suite, in one write (observers see all of it at once), and returns what changed.
+/// A suite that Foundation's `UserDefaults(suiteName:)` wrote on Linux, read for
+/// ``GroupDefaults/importFoundationSuite(named:configDirectory:)``.
+///
+/// Foundation keeps such a suite in `<directory>/<suite>.plist`, where `directory` is
+/// `$XDG_CONFIG_HOME`, else `$HOME/.config`. Every property-list type is read with its type (an
+/// `<integer>` stays an `Int`, a `<real>` a `Double`, `<date>` a `Date`, `<data>` `Data`). The
+/// plist is only read, never changed.
+struct FoundationSuite {
+    /// The plist, `<directory>/<suite>.plist`.
+    let path: String
+    let data: Data
+
+    /// Reads the plist of the suite `name` in `configDirectory` (nil: `$XDG_CONFIG_HOME`, else
+    /// `$HOME/.config`).
     ///
-    /// Foundation keeps such a suite in `<directory>/<suite>.plist`, where `directory` is
-    /// `$XDG_CONFIG_HOME`, else `$HOME/.config`. Every property-list type is carried over with its
-    /// type (an `<integer>` stays an `Int`, a `<real>` a `Double`, `<date>` a `Date`, `<data>`
-    /// `Data`). Keys already in this suite are overwritten; other keys are kept. The plist is
-    /// only read, never changed.
-    ///
-    /// - Parameters:
-    ///   - suiteName: the name given to `UserDefaults(suiteName:)`.
-    ///   - configDirectory: where the plist is; nil for `$XDG_CONFIG_HOME` or `$HOME/.config`.
     /// - Throws: ``WormholeError`` with ``WormholeError/Code/io`` when the plist is missing or
-    ///   cannot be read, ``WormholeError/Code/decodingFailed`` when it is not a property list of
-    ///   a dictionary, ``WormholeError/Code/invalidKey`` / ``WormholeError/Code/invalidValue`` naming
-    ///   a key or value that cannot be stored (nothing is written then).
-    @discardableResult
-    package func importFoundationSuite(named suiteName: String, configDirectory: String? = nil) throws -> WriteReport {
-        let directory = try configDirectory ?? Self.foundationConfigDirectory()
-        let path = directory + "/" + suiteName + ".plist"
-        guard !suiteName.isEmpty, !suiteName.contains("/"), let data = FileManager.default.contents(atPath: path) else {
+    ///   cannot be read.
+    init(named name: String, configDirectory: String?) throws {
+        let directory = try configDirectory ?? Self.configDirectory()
+        path = directory + "/" + name + ".plist"
+        guard !name.isEmpty, !name.contains("/"), let data = FileManager.default.contents(atPath: path) else {
             throw WormholeError(
-                .io, value: path, "cannot read the Foundation suite \(NameRules.quoted(suiteName)) at '\(path)'")
+                .io, value: path, "cannot read the Foundation suite \(NameRules.quoted(name)) at '\(path)'")
         }
+        self.data = data
+    }
+
+    /// Every value of the suite.
+    ///
+    /// - Throws: ``WormholeError`` with ``WormholeError/Code/decodingFailed`` when the plist is not
+    ///   a property list of a dictionary.
+    func values() throws -> [String: PropertyListValue] {
         let object: PropertyListValue
         do {
             object =
@@ -35,16 +42,11 @@ extension GroupDefaults {
         guard case .dictionary(let dictionary) = object else {
             throw WormholeError(.decodingFailed, value: path, "'\(path)' is a property list but not a dictionary")
         }
-        var converted: [String: PropertyListValue] = [:]
-        for (key, value) in dictionary {
-            _ = try notificationName(forKey: key)
-            converted[key] = value.normalized
-        }
-        return try write { contents in for (key, value) in converted { contents[key] = value } }
+        return dictionary
     }
 
     /// `$XDG_CONFIG_HOME`, else `$HOME/.config` (where Foundation on Linux keeps suites).
-    static func foundationConfigDirectory(
+    static func configDirectory(
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws -> String {
         if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") { return config }
