@@ -107,8 +107,7 @@ public final class GroupDefaults: Sendable {
             busAddress: busAddress, sharedStateDirectory: sharedStateDirectory, wake: wake, logger: logger)
         wakeups = WakeEngine(centers: centers, logger: logger)
         writer = SuiteWriter(
-            store: store, suite: suite, prefix: notificationPrefix, maximumBytes: maximumSuiteBytes, centers: centers,
-            logger: logger)
+            store: store, prefix: notificationPrefix, maximumBytes: maximumSuiteBytes, centers: centers)
     }
 
     /// The notification name of `key`, `<group>/Preferences/<suite>/<key>`.

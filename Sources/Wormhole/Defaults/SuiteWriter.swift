@@ -6,7 +6,6 @@ import Logging
 /// for every key whose value changed (contract §5).
 struct SuiteWriter: Sendable {
     let store: SuiteStore
-    let suite: SuiteName
     /// The prefix of every key's notification name, `<group>/Preferences/<suite>/`.
     let prefix: NotificationName
     /// The largest suite file this writer writes, in bytes of JSON (contract §5, v1.2): a write
@@ -15,7 +14,6 @@ struct SuiteWriter: Sendable {
     /// suites of any size.
     let maximumBytes: Int
     let centers: LazyNotificationCenter
-    let logger: Logger
 
     /// Refuses a key that makes no notification name (empty, with NUL, too long).
     func check(_ key: String) throws(WormholeError) {
@@ -57,7 +55,7 @@ struct SuiteWriter: Sendable {
         if size > maximumBytes {
             throw WormholeError(
                 .suiteTooLarge, value: key,
-                "the value for key \(NameRules.quoted(key)) makes suite '\(suite)' at least \(size) bytes, over its limit of "
+                "the value for key \(NameRules.quoted(key)) makes suite '\(store.suite)' at least \(size) bytes, over its limit of "
                     + "\(maximumBytes) bytes; nothing was written")
         }
     }
@@ -145,15 +143,16 @@ struct SuiteWriter: Sendable {
                 guard let name = NotificationName(received: prefix.rawValue + change.key),
                     !change.key.utf8.contains(0)
                 else {
-                    logger.warning("key \(NameRules.quoted(change.key)) changed but makes no valid notification name")
+                    store.logger.warning(
+                        "key \(NameRules.quoted(change.key)) changed but makes no valid notification name")
                     continue
                 }
                 try center.post(name, state: outcome.generation)
             }
         } catch {
-            logger.warning(
+            store.logger.warning(
                 "suite written but observers were not notified",
-                metadata: ["suite": "\(suite)", "error": "\(error)"])
+                metadata: ["suite": "\(store.suite)", "error": "\(error)"])
             report.notificationError = error
         }
         return report
