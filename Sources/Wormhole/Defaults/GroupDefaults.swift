@@ -35,6 +35,8 @@ public final class GroupDefaults: Sendable {
     public var path: String { store.path }
     /// The prefix of every key's notification name, `<group>/Preferences/<suite>/`.
     package let notificationPrefix: NotificationName
+    /// The largest suite file this object writes, in bytes of JSON (its writer's limit).
+    package var maximumSuiteBytes: Int { writer.maximumBytes }
 
     /// The default suite limit: 4 MiB of JSON.
     public static let defaultMaximumSuiteBytes = 4 << 20
@@ -52,6 +54,9 @@ public final class GroupDefaults: Sendable {
         /// not before. Until the suite's first counting write, reads check with `lstat`.
         case changeCounter
     }
+
+    /// How this object's reads check their cache (``Freshness``).
+    package var freshness: Freshness { store.freshness }
 
     let store: SuiteStore
     /// Every write goes through it: the checks, the suite's lock, the posts.
