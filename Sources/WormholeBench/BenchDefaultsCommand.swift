@@ -78,13 +78,7 @@ struct BenchDefaultsCommand: ParsableCommand {
             HelperProcess.announceReadyAndServe(keeping: (defaults, observer))
         case .setRate:
             try LibraryAPI.set(defaults, -1, forKey: key)
-            let fd = open(go, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { throw BenchFailure("cannot open \(go): errno \(errno)") }
-            defer { close(fd) }
-            Console.progress("ready")
-            while flock(fd, LOCK_SH) != 0 {
-                guard errno == EINTR else { throw BenchFailure("flock \(go): errno \(errno)") }
-            }
+            try StartGate.pass(go)
             let start = MonotonicClock.now()
             for index in 0..<count { try LibraryAPI.set(defaults, index, forKey: key) }
             let end = MonotonicClock.now()

@@ -130,9 +130,6 @@ struct BenchJournalCommand: ParsableCommand {
             HelperProcess.announceReadyAndServe(keeping: (journal, listener))
         case .rate:
             _ = try journal.status()
-            let fd = open(go, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { throw BenchFailure("cannot open \(go): errno \(errno)") }
-            defer { close(fd) }
             let pid = Int(getpid())
             let pad = String(repeating: "x", count: 68)
             let (count, batch, threads) = (self.count, self.batch, self.threads)
@@ -147,10 +144,7 @@ struct BenchJournalCommand: ParsableCommand {
                         try JSONDocument(data: encoder.encode(BenchRecord(p: pid, i: thread * 1_000_000 + i, pad: pad)))
                     }
                 } : []
-            Console.progress("ready")
-            while flock(fd, LOCK_SH) != 0 {
-                guard errno == EINTR else { throw BenchFailure("flock \(go): errno \(errno)") }
-            }
+            try StartGate.pass(go)
             let start = MonotonicClock.now()
             let cpuAtStart = Self.processCPU()
             // `--threads` threads of this process append at once, `--count` records in all.

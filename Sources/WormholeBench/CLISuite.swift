@@ -58,11 +58,8 @@ struct CLISuite {
         ])
         let observeFloor = BenchRow(label: "wormhole-floor observe", histogram: observed[0], isRoundTrip: false)
         let observeOurs = BenchRow(label: "wormhole observe", histogram: observed[1], isRoundTrip: false)
-        Console.output(observeFloor.line(against: nil))
-        Console.output(observeOurs.line(against: observeFloor))
-        report.add(observeFloor, suite: "cli")
         // Issue 23's goals: observe p50 within 1.05x of C on the bus path, listen within 1.15x.
-        report.add(observeOurs, suite: "cli", against: observeFloor, target: 1.05)
+        report.publish([(observeFloor, nil, nil), (observeOurs, observeFloor, 1.05)], suite: "cli")
 
         // listen: the mailbox file is written before the timer starts; the post wakes the child,
         // which reads it and prints {"identifier":"ID","message":<the file>,"reason":"posted","sentAt":N}.
@@ -94,10 +91,7 @@ struct CLISuite {
         ])
         let listenFloor = BenchRow(label: "wormhole-floor listen", histogram: listened[0], isRoundTrip: false)
         let listenOurs = BenchRow(label: "wormhole listen", histogram: listened[1], isRoundTrip: false)
-        Console.output(listenFloor.line(against: nil))
-        Console.output(listenOurs.line(against: listenFloor))
-        report.add(listenFloor, suite: "cli")
-        report.add(listenOurs, suite: "cli", against: listenFloor, target: 1.15)
+        report.publish([(listenFloor, nil, nil), (listenOurs, listenFloor, 1.15)], suite: "cli")
 
         report.goal(
             "cli", "wormhole observe p50 / floor p50", ratio: observeOurs.median / observeFloor.median, target: 1.05)

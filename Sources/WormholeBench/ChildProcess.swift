@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import WormholeDBus
 
 /// A child process started with `posix_spawn`, its standard output and standard error on pipes.
 ///
@@ -125,5 +126,19 @@ final class ChildProcess {
             kill(pid, signal)
             waitForExit()
         }
+    }
+}
+
+extension ChildProcess {
+    /// The other side of a ping-pong session: this binary's hidden `command` with `arguments`
+    /// and the session's group, container root and bus, started and ready.
+    static func echo(
+        _ command: String, _ arguments: [String], group: String, root: String, address: BusAddress
+    ) throws -> ChildProcess {
+        let child = try ChildProcess(
+            executable: Executables.current,
+            arguments: [command] + arguments + ["--group", group, "--root", root, "--bus-address", address.rawValue])
+        try child.waitForReady()
+        return child
     }
 }

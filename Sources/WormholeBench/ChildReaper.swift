@@ -46,13 +46,7 @@ enum ChildReaper {
     /// Runs `start` (a `posix_spawn`) under the lock and registers the pid it returns, so an
     /// interrupt either sees the child or refuses to start it.
     static func spawn(_ start: () throws -> pid_t) throws -> pid_t {
-        _ = handlers
-        return try state.withLock { state in
-            if state.interrupted { throw BenchFailure("interrupted") }
-            let pid = try start()
-            state.pids.insert(pid)
-            return pid
-        }
+        try tracked(start) { $0.pids.insert($1) }
     }
 
     static func unregister(_ pid: pid_t) {
@@ -62,12 +56,19 @@ enum ChildReaper {
     /// Runs `make` (a `mkdtemp`) under the lock and removes the directory it returns if the
     /// bench is interrupted before it does so itself.
     static func makeDirectory(_ make: () throws -> String) throws -> String {
+        try tracked(make) { $0.directories.insert($1) }
+    }
+
+    /// Runs `make` under the lock, unless the clean-up began, and has `keep` record what it made.
+    private static func tracked<Made>(
+        _ make: () throws -> Made, keep: (inout State, Made) -> Void
+    ) throws -> Made {
         _ = handlers
         return try state.withLock { state in
             if state.interrupted { throw BenchFailure("interrupted") }
-            let path = try make()
-            state.directories.insert(path)
-            return path
+            let made = try make()
+            keep(&state, made)
+            return made
         }
     }
 

@@ -10,13 +10,7 @@ final class DefaultsSession {
     private var sequence: UInt64 = 1
 
     init(address: BusAddress, root: String, group: String) throws {
-        echo = try ChildProcess(
-            executable: Executables.current,
-            arguments: [
-                "_bench-defaults", "--mode", "echo", "--group", group, "--root", root, "--bus-address",
-                address.rawValue,
-            ])
-        try echo.waitForReady()
+        echo = try .echo("_bench-defaults", ["--mode", "echo"], group: group, root: root, address: address)
         defaults = try LibraryAPI.defaults(group: group, root: root, address: address)
     }
 

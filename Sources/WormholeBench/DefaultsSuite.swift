@@ -93,10 +93,7 @@ struct DefaultsSuite {
         Console.output(
             "\nthe suite limit: writes into a \(size)-byte suite, \(rounds) each, against a plain read + replace")
         Console.output(BenchRow.header)
-        Console.output(rows[0].line(against: nil))
-        for row in rows[1...] { Console.output(row.line(against: rows[0])) }
-        context.report.add(rows[0], suite: "defaults")
-        for row in rows[1...] { context.report.add(row, suite: "defaults", against: rows[0]) }
+        context.report.publish([(rows[0], nil, nil)] + rows[1...].map { ($0, rows[0], nil) }, suite: "defaults")
         context.report.figure(
             "defaults", "set into a 4 MiB suite / plain read + replace", value: rows[1].median / rows[0].median,
             unit: "x", count: rounds, target: 1.5)
@@ -231,10 +228,8 @@ struct DefaultsSuite {
         let (message, ours) = try latencyAgainstMessage(
             context, suite: "defaults",
             title: "set -> observer in another process, against passMessage (100 B) -> listener",
-            label: "set -> observer", roundTrips: context.options.defaultsRoundTrips
+            label: "set -> observer", goal: "set->observer", roundTrips: context.options.defaultsRoundTrips
         ) { address, root in try DefaultsSession(address: address, root: root, group: Self.group) }
-        context.report.goal(
-            "defaults", "set->observer p50 / passMessage p50", ratio: ours.median / message.median, target: 1.3)
         context.report.goal(
             "defaults", "set->observer p99 / passMessage p99", ratio: ours.percentile(99) / message.percentile(99),
             target: 2)
@@ -271,12 +266,7 @@ struct DefaultsSuite {
             "\ncached unchanged get, one process, \(row.count * batch) reads timed in batches of \(batch) "
                 + "(per read), against a bare lstat")
         Console.output(BenchRow.header)
-        Console.output(floor.line(against: nil))
-        Console.output(row.line(against: floor))
-        Console.output(countedRow.line(against: floor))
-        context.report.add(floor, suite: "defaults")
-        context.report.add(row, suite: "defaults", against: floor)
-        context.report.add(countedRow, suite: "defaults", against: floor)
+        context.report.publish([(floor, nil, nil), (row, floor, nil), (countedRow, floor, nil)], suite: "defaults")
         context.report.figure(
             "defaults", "cached unchanged get p50", value: row.median, unit: "us", count: row.count * batch, target: 1)
         context.report.figure(
@@ -301,21 +291,13 @@ struct DefaultsSuite {
     private func setRate(processes: Int, sets: Int) throws {
         let base = FileManager.default.isWritableFile(atPath: "/dev/shm") ? "/dev/shm" : nil
         let work = try ScratchDirectory("defaults", in: base)
-        let go = work.path + "/go"
-        let fd = open(go, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0, flock(fd, LOCK_EX) == 0 else { throw BenchFailure("cannot lock \(go): errno \(errno)") }
-        defer { close(fd) }
-        var children: [ChildProcess] = []
-        for index in 0..<processes {
-            let child = try ChildProcess(
-                executable: Executables.current,
-                arguments: ["_bench-defaults"] + ours(work.path, "set-rate") + [
-                    "--key", "rate-\(index)", "--count", "\(sets)", "--go", go,
-                ])
-            try child.waitForReady()
-            children.append(child)
+        let gate = try StartGate(in: work.path)
+        let children = try gate.start(processes) { index in
+            ["_bench-defaults"] + ours(work.path, "set-rate") + [
+                "--key", "rate-\(index)", "--count", "\(sets)", "--go", gate.path,
+            ]
         }
-        flock(fd, LOCK_UN)
+        gate.open()
         var (first, last, total) = (UInt64.max, UInt64(0), 0)
         for child in children {
             let line = try child.readAllOutput().first ?? ""

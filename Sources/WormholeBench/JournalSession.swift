@@ -11,13 +11,8 @@ final class JournalSession {
     private var sequence: UInt64 = 0
 
     init(address: BusAddress, root: String, group: String) throws {
-        echo = try ChildProcess(
-            executable: Executables.current,
-            arguments: [
-                "_bench-journal", "--mode", "echo", "--identifier", "ping", "--group", group, "--root", root,
-                "--bus-address", address.rawValue,
-            ])
-        try echo.waitForReady()
+        echo = try .echo(
+            "_bench-journal", ["--mode", "echo", "--identifier", "ping"], group: group, root: root, address: address)
         ping = try LibraryAPI.journal(group: group, root: root, address: address, identifier: "ping")
         pong = try LibraryAPI.journal(group: group, root: root, address: address, identifier: "pong")
     }

@@ -14,9 +14,9 @@ extension MessageSession: RoundTripSession {}
 
 /// A latency across processes measured against `passMessage` → listener (100 B) in the same
 /// rounds, alternating (``AlternatingRounds``): both rows printed and added to the report under
-/// `suite`, the ratio's goal of `target` at the median. The caller adds its own figures.
+/// `suite`, with the goal `<goal> p50 / passMessage p50` of 1.3. The caller adds its own figures.
 func latencyAgainstMessage(
-    _ context: BenchContext, suite: String, title: String, label: String, roundTrips: Int,
+    _ context: BenchContext, suite: String, title: String, label: String, goal: String, roundTrips: Int,
     session makeSession: (_ address: BusAddress, _ root: String) throws -> any RoundTripSession
 ) throws -> (message: BenchRow, ours: BenchRow) {
     let options = context.options
@@ -37,9 +37,7 @@ func latencyAgainstMessage(
     withExtendedLifetime(work) {}
     let message = BenchRow(label: "passMessage -> listener, 100 B", histogram: merged[0])
     let ours = BenchRow(label: label, histogram: merged[1])
-    Console.output(message.line(against: nil))
-    Console.output(ours.line(against: message))
-    context.report.add(message, suite: suite)
-    context.report.add(ours, suite: suite, against: message, target: 1.3)
+    context.report.publish([(message, nil, nil), (ours, message, 1.3)], suite: suite)
+    context.report.goal(suite, "\(goal) p50 / passMessage p50", ratio: ours.median / message.median, target: 1.3)
     return (message, ours)
 }

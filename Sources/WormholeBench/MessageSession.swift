@@ -19,13 +19,7 @@ final class MessageSession {
         let group = "group.org.wormhole.bench." + mode.rawValue
         // No bus: an address where nothing listens (connecting fails at once, as without a session bus).
         let address = mode == .directory ? try BusAddress("unix:path=\(root)/no-bus-here") : address
-        echo = try ChildProcess(
-            executable: Executables.current,
-            arguments: [
-                "_bench-message-echo", "--group", group, "--root", root, "--bus-address", address.rawValue,
-                "--mode", mode.rawValue,
-            ])
-        try echo.waitForReady()
+        echo = try .echo("_bench-message-echo", ["--mode", mode.rawValue], group: group, root: root, address: address)
         mailbox = try LibraryAPI.mailbox(group: group, root: root, address: address)
         self.size = size
         self.mode = mode

@@ -59,14 +59,12 @@ struct MessageSuite {
             let document = BenchRow(label: "Wormhole, \(label) raw JSONDocument", histogram: merged[2])
             let codec = BenchRow(label: "JSON codec alone, \(label)", histogram: merged[3], isRoundTrip: false)
             let codableTarget = size < Self.codableTargetLimit ? Self.codableTarget : nil
-            Console.output(floor.line(against: nil))
-            Console.output(ours.line(against: floor))
-            Console.output(document.line(against: floor))
-            Console.output(codec.line(against: floor))
-            report.add(floor, suite: "message")
-            report.add(ours, suite: "message", against: floor, target: codableTarget)
-            report.add(document, suite: "message", against: floor, target: Self.rawTarget)
-            report.add(codec, suite: "message", against: floor)
+            report.publish(
+                [
+                    (floor, nil, nil), (ours, floor, codableTarget), (document, floor, Self.rawTarget),
+                    (codec, floor, nil),
+                ],
+                suite: "message")
             report.goal(
                 "message", "Wormhole \(label) p50 / floor p50", ratio: ours.median / floor.median, target: codableTarget
             )
@@ -78,8 +76,7 @@ struct MessageSuite {
                 target: Self.rawTarget)
             if busOnly != nil {
                 let alone = BenchRow(label: "Wormhole, \(label) raw, bus only", histogram: merged[4])
-                Console.output(alone.line(against: floor))
-                report.add(alone, suite: "message", against: floor)
+                report.publish([(alone, floor, nil)], suite: "message")
                 report.goal(
                     "message", "raw \(label) p50 / raw on the bus only p50",
                     ratio: document.median / alone.median, target: nil)

@@ -32,14 +32,8 @@ struct NotifySuite {
                 BenchRow(label: "center processes, doorbell", histogram: merged[3])
             )
         }()
-        for (row, reference, target) in [
-            (floor, nil, nil), (ours, floor, 1.15), (queued, floor, 1.25), (rung, floor, 0.5),
-        ]
-            as [(BenchRow, BenchRow?, Double?)]
-        {
-            Console.output(row.line(against: reference))
-            report.add(row, suite: "notify", against: reference, target: target)
-        }
+        report.publish(
+            [(floor, nil, nil), (ours, floor, 1.15), (queued, floor, 1.25), (rung, floor, 0.5)], suite: "notify")
         report.goal("notify", "center (I/O thread) p50 / floor p50", ratio: ours.median / floor.median, target: 1.15)
         report.goal(
             "notify", "center (handler on a queue) p50 / floor p50", ratio: queued.median / floor.median, target: 1.25)
@@ -65,10 +59,7 @@ struct NotifySuite {
         ])
         let loadedFloor = BenchRow(label: "floor, \(options.otherNames) other names", histogram: merged[0])
         let loaded = BenchRow(label: "center, \(options.otherNames) other names", histogram: merged[1])
-        Console.output(loadedFloor.line(against: nil))
-        Console.output(loaded.line(against: loadedFloor))
-        report.add(loadedFloor, suite: "notify")
-        report.add(loaded, suite: "notify", against: loadedFloor)
+        report.publish([(loadedFloor, nil, nil), (loaded, loadedFloor, nil)], suite: "notify")
         report.goal(
             "notify", "center, \(options.otherNames) other names p50 / empty bus p50",
             ratio: loaded.median / ours.median,
@@ -97,10 +88,7 @@ struct NotifySuite {
         ])
         let floor = BenchRow(label: "raw libdbus floor, spaced", histogram: merged[0])
         let rung = BenchRow(label: "center processes, doorbell, spaced", histogram: merged[1])
-        Console.output(floor.line(against: nil))
-        Console.output(rung.line(against: floor))
-        report.add(floor, suite: "notify")
-        report.add(rung, suite: "notify", against: floor, target: 0.5)
+        report.publish([(floor, nil, nil), (rung, floor, 0.5)], suite: "notify")
         report.goal("notify", "doorbell spaced p50 / floor spaced p50", ratio: rung.median / floor.median, target: 0.5)
         report.goal(
             "notify", "doorbell spaced p99 / floor spaced p99", ratio: rung.percentile(99) / floor.percentile(99),

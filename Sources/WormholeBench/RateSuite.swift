@@ -96,10 +96,7 @@ struct RateSuite {
         ])
         let floor = BenchRow(label: "raw libdbus send + flush", histogram: merged[0], isRoundTrip: false)
         let ours = BenchRow(label: "center.post, no doorbell endpoints", histogram: merged[1], isRoundTrip: false)
-        Console.output(floor.line(against: nil))
-        Console.output(ours.line(against: floor))
-        report.add(floor, suite: "rate")
-        report.add(ours, suite: "rate", against: floor, target: 1.1)
+        report.publish([(floor, nil, nil), (ours, floor, 1.1)], suite: "rate")
         report.goal("rate", "center.post call p50 / send + flush p50", ratio: ours.median / floor.median, target: 1.1)
     }
 

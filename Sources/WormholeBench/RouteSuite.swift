@@ -20,10 +20,7 @@ struct RouteSuite {
         ])
         let one = BenchRow(label: "center, 1 route", histogram: merged[0])
         let many = BenchRow(label: "center, \(options.routes) extra routes", histogram: merged[1])
-        Console.output(one.line(against: nil))
-        Console.output(many.line(against: one))
-        report.add(one, suite: "routes")
-        report.add(many, suite: "routes", against: one, target: 1.10)
+        report.publish([(one, nil, nil), (many, one, 1.10)], suite: "routes")
         report.goal(
             "routes", "\(options.routes) extra routes p50 / 1 route p50", ratio: many.median / one.median, target: 1.10)
         try StartupRow(context: context).run()

@@ -62,10 +62,7 @@ extension CLISuite {
         ])
         let plain = BenchRow(label: "wormhole observe, no proxy", histogram: measured[0], isRoundTrip: false)
         let sandboxed = BenchRow(label: "wormhole observe, sandboxed", histogram: measured[1], isRoundTrip: false)
-        Console.output(plain.line(against: nil))
-        Console.output(sandboxed.line(against: plain))
-        report.add(plain, suite: "cli")
-        report.add(sandboxed, suite: "cli", against: plain, target: 1.5)
+        report.publish([(plain, nil, nil), (sandboxed, plain, 1.5)], suite: "cli")
         report.goal(
             "cli", "sandboxed observe p50 / unsandboxed p50", ratio: sandboxed.median / plain.median, target: 1.5)
     }

@@ -228,7 +228,7 @@ struct DefaultsLoadCommand: ParsableCommand {
     func run() throws {
         let defaults = try options.defaults(maximumBytes: limit.maxBytes.bytes)
         let input = try readStandardInput(limit: .max, identifier: "standard input")
-        let values = try withCLIErrors { try GroupDefaults.parseValues(input) }
+        let values = try withCLIErrors { try PropertyListValue.values(suiteJSON: input) }
         OneShot.arm("the suite", done: "suite written")
         let report = try withCLIErrors { try defaults.setValues(values, replacingAll: replace) }
         finish(defaults, report, "suite written")

@@ -39,6 +39,30 @@ struct JSONLine {
         bytes.append(letter)
     }
 
+    /// Appends `[e1,e2,…]`, each element appended by `element`.
+    mutating func array<Elements: Sequence>(
+        _ elements: Elements, _ element: (inout JSONLine, Elements.Element) -> Void
+    ) {
+        raw("[")
+        for (index, value) in elements.enumerated() {
+            if index > 0 { raw(",") }
+            element(&self, value)
+        }
+        raw("]")
+    }
+
+    /// Appends `{"name1":v1,…}`, the names sorted, each value appended by `value`.
+    mutating func object<Value>(_ members: [String: Value], _ value: (inout JSONLine, Value) -> Void) {
+        raw("{")
+        for (index, name) in members.keys.sorted().enumerated() {
+            if index > 0 { raw(",") }
+            string(name)
+            raw(":")
+            if let member = members[name] { value(&self, member) }
+        }
+        raw("}")
+    }
+
     /// Appends `value` in decimal.
     mutating func number(_ value: UInt64) {
         if value == 0 {

@@ -157,9 +157,8 @@ struct JournalCommand: ParsableCommand {
 
 /// Appends `"damaged":[{"from":A,"to":B,"file":F,"reason":R},…]` to a line.
 private func appendDamaged(_ damaged: [JournalDamage], to line: inout JSONLine) {
-    line.raw(#""damaged":["#)
-    for (index, damage) in damaged.enumerated() {
-        if index > 0 { line.raw(",") }
+    line.raw(#""damaged":"#)
+    line.array(damaged) { line, damage in
         line.raw(#"{"from":"#)
         line.number(damage.from)
         line.raw(#","to":"#)
@@ -172,7 +171,6 @@ private func appendDamaged(_ damaged: [JournalDamage], to line: inout JSONLine) 
         line.string(damage.detail)
         line.raw("}")
     }
-    line.raw("]")
 }
 
 /// Writes a journal's status as one line of JSON.
@@ -190,33 +188,17 @@ private func statusLine(_ identifier: String, _ status: JournalStatus, removed: 
     line.number(UInt64(status.bytes))
     line.raw(#","segments":"#)
     line.number(UInt64(status.segments.count))
-    line.raw(#","consumers":{"#)
-    for (index, name) in status.consumers.keys.sorted().enumerated() {
-        if index > 0 { line.raw(",") }
-        line.string(name)
-        line.raw(":")
-        line.number(status.consumers[name] ?? 0)
-    }
-    line.raw("}")
+    line.raw(#","consumers":"#)
+    line.object(status.consumers) { $0.number($1) }
     if !status.badConsumers.isEmpty {
-        line.raw(#","badConsumers":{"#)
-        for (index, name) in status.badConsumers.keys.sorted().enumerated() {
-            if index > 0 { line.raw(",") }
-            line.string(name)
-            line.raw(":")
-            line.string(status.badConsumers[name] ?? "")
-        }
-        line.raw("}")
+        line.raw(#","badConsumers":"#)
+        line.object(status.badConsumers) { $0.string($1) }
     }
     line.raw(",")
     appendDamaged(status.damaged, to: &line)
     if let removed {
-        line.raw(#","removed":["#)
-        for (index, name) in removed.enumerated() {
-            if index > 0 { line.raw(",") }
-            line.string(name)
-        }
-        line.raw("]")
+        line.raw(#","removed":"#)
+        line.array(removed) { $0.string($1) }
     }
     line.raw("}")
     return String(decoding: line.bytes, as: UTF8.self)

@@ -61,9 +61,7 @@ extension GroupDefaults {
     ///   property list (nothing is written then), or a storage error.
     @discardableResult
     public func set<Value>(_ value: Value, for key: Key<Value>) throws -> WriteReport {
-        _ = try notificationName(forKey: key.name)
-        let encoded = try PropertyListValue.encoding(value, key: key.name)
-        return try write { $0[key.name] = encoded }
+        try writer.set(value, for: key)
     }
 
     /// Removes the stored value, so that `key` reads as its default again.
@@ -81,12 +79,6 @@ extension GroupDefaults {
     /// ```
     @discardableResult
     public func update<Value>(_ key: Key<Value>, _ body: (inout Value) throws -> Void) throws -> WriteReport {
-        _ = try notificationName(forKey: key.name)
-        return try write { values in
-            if let raw = values.unknown[key.name] { throw Self.unknownValue(key.name, raw) }
-            var value = values[key.name]?.decoded(as: Value.self) ?? key.defaultValue
-            try body(&value)
-            values[key.name] = try PropertyListValue.encoding(value, key: key.name)
-        }
+        try writer.update(key, body)
     }
 }

@@ -1,8 +1,5 @@
-// Writing a suite: single keys, read-modify-write under the suite's lock, transactions, and the
-// notification of every changed key.
-
-package import FoundationEssentials
-import Logging
+// Writing a suite: single keys, read-modify-write under the suite's lock and transactions, each
+// done by the suite's `SuiteWriter`.
 
 extension GroupDefaults {
     /// What a write did.
@@ -25,22 +22,7 @@ extension GroupDefaults {
     ///   is written), or a storage error.
     @discardableResult
     public func set(_ value: Any?, forKey key: String) throws -> WriteReport {
-        _ = try notificationName(forKey: key)
-        let converted = try value.map { try PropertyListValue($0, key: key) }
-        if let converted { try checkFits(converted, forKey: key) }
-        return try write { $0[key] = converted }
-    }
-
-    /// Refuses, before the suite is read or locked, a value that alone makes a suite over the
-    /// limit (its key and value, in the file's JSON form, with the braces around them).
-    func checkFits(_ value: PropertyListValue, forKey key: String) throws {
-        let size = key.utf8.count + 2 + SuiteJSON.minimumSize(of: value) + 5
-        if size > maximumSuiteBytes {
-            throw WormholeError(
-                .suiteTooLarge, value: key,
-                "the value for key \(NameRules.quoted(key)) makes suite '\(suite)' at least \(size) bytes, over its limit of "
-                    + "\(maximumSuiteBytes) bytes; nothing was written")
-        }
+        try writer.set(value, forKey: key)
     }
 
     /// Removes the value for `key`, like `UserDefaults.removeObject(forKey:)`.
@@ -64,12 +46,7 @@ extension GroupDefaults {
     public func update(
         forKey key: String, _ transform: (PropertyListValue?) throws -> PropertyListValue?
     ) throws -> WriteReport {
-        _ = try notificationName(forKey: key)
-        return try write { contents in
-            if let raw = contents.unknown[key] { throw Self.unknownValue(key, raw) }
-            let new = try transform(contents.values[key])?.normalized
-            contents[key] = new
-        }
+        try writer.update(forKey: key, transform)
     }
 
     /// The same as ``update(forKey:_:)``.
@@ -89,29 +66,7 @@ extension GroupDefaults {
     ///   nothing changes then.
     @discardableResult
     public func increment(forKey key: String, by amount: Int = 1) throws -> Int {
-        var result = 0
-        try update(forKey: key) { old in
-            let current: Int
-            switch old {
-            case nil: current = 0
-            case .integer(let value)?: current = value
-            case let other?:
-                throw WormholeError(
-                    .typeMismatch, value: key,
-                    "key \(NameRules.quoted(key)) holds \(other.typeName) \(other.jsonText), not an integer; nothing changed"
-                )
-            }
-            let (sum, overflow) = current.addingReportingOverflow(amount)
-            if overflow {
-                throw WormholeError(
-                    .typeMismatch, value: key,
-                    "key \(NameRules.quoted(key)) holds the integer \(current); adding \(amount) overflows a signed 64-bit Int; "
-                        + "nothing changed")
-            }
-            result = sum
-            return .integer(sum)
-        }
-        return result
+        try writer.increment(forKey: key, by: amount)
     }
 
     /// Stores every value of `values` in one atomic write (observers are told once per changed
@@ -122,35 +77,19 @@ extension GroupDefaults {
     ///   of ``set(_:forKey:)``.
     @discardableResult
     package func setValues(_ values: [String: PropertyListValue], replacingAll: Bool = false) throws -> WriteReport {
-        for key in values.keys { _ = try notificationName(forKey: key) }
-        let normalized = values.mapValues(\.normalized)
-        return try write { contents in
-            if replacingAll {
-                for key in contents.keys where normalized[key] == nil { contents[key] = nil }
-            }
-            for (key, value) in normalized { contents[key] = value }
-        }
+        try writer.setValues(values, replacingAll: replacingAll)
     }
 
-    /// Parses one JSON object of values in the suite file's format (what `wormhole defaults
-    /// load` reads): duplicate keys, the last wins; `null`, an unknown tag or anything but an
-    /// object is refused, naming the key or the byte offset.
-    package static func parseValues(_ data: Data) throws -> [String: PropertyListValue] {
-        let contents: SuiteJSON.Contents
-        do throws(SuiteJSON.ParseError) {
-            contents = try SuiteJSON.decodeSuite(data)
-        } catch {
-            throw WormholeError(.invalidValue, "the input is not one JSON object of values: \(error)")
-        }
-        if let key = contents.unknown.keys.sorted().first, let raw = contents.unknown[key] {
-            let text = String(decoding: raw.prefix(80), as: UTF8.self)
-            let reason =
-                text == "null"
-                ? "null is not a storable value (use 'wormhole defaults delete')" : "it is not a property-list value"
-            throw WormholeError(
-                .invalidValue, value: key, "value for key \(NameRules.quoted(key)) (\(text)) is refused: \(reason)")
-        }
-        return contents.values
+    /// Copies every value of the suite `suiteName` that Foundation's `UserDefaults(suiteName:)`
+    /// wrote on Linux (``FoundationSuite``, in `configDirectory` or where Foundation keeps it)
+    /// into this suite, in one write (observers see all of it at once), and returns what changed.
+    /// Keys already in this suite are overwritten; other keys are kept.
+    ///
+    /// - Throws: the errors of ``FoundationSuite``, and those of ``setValues(_:replacingAll:)``
+    ///   (nothing is written then).
+    @discardableResult
+    package func importFoundationSuite(named suiteName: String, configDirectory: String? = nil) throws -> WriteReport {
+        try setValues(FoundationSuite(named: suiteName, configDirectory: configDirectory).values())
     }
 
     /// Moves a suite file that is not one JSON object aside to `<suite>.json.corrupt-<n>` (never
@@ -174,17 +113,7 @@ extension GroupDefaults {
     /// ```
     @discardableResult
     public func transaction(_ body: (inout Transaction) throws -> Void) throws -> WriteReport {
-        let prefix = notificationPrefix.rawValue
-        return try write { contents in
-            var transaction = Transaction(values: contents.values, prefix: prefix)
-            let before = contents.values
-            try body(&transaction)
-            // Values a newer version wrote stay unless the transaction set or removed their key.
-            for key in Set(before.keys).union(transaction.values.keys).union(transaction.touched)
-            where transaction.touched.contains(key) || before[key] != transaction.values[key] {
-                contents[key] = transaction.values[key]
-            }
-        }
+        try writer.transaction(body)
     }
 
     /// The suite inside ``GroupDefaults/transaction(_:)``.
@@ -217,33 +146,6 @@ extension GroupDefaults {
             values[key] = nil
             touched.insert(key)
         }
-    }
-
-    /// Runs `body` under the lock, writes, and posts one notification per changed key.
-    func write(_ body: (inout SuiteJSON.Contents) throws -> Void) throws -> WriteReport {
-        let outcome = try store.modify(maximumBytes: maximumSuiteBytes, body)
-        var report = WriteReport(changedKeys: outcome.changes.map(\.key), generation: outcome.generation)
-        guard !outcome.changes.isEmpty else { return report }
-        do {
-            let center = try centers.get()
-            for change in outcome.changes {
-                // Keys set here were checked at the call; a key only a foreign writer could have
-                // made, and that makes no valid name, cannot be posted.
-                guard let name = NotificationName(received: notificationPrefix.rawValue + change.key),
-                    !change.key.utf8.contains(0)
-                else {
-                    logger.warning("key \(NameRules.quoted(change.key)) changed but makes no valid notification name")
-                    continue
-                }
-                try center.post(name, state: outcome.generation)
-            }
-        } catch {
-            logger.warning(
-                "suite written but observers were not notified",
-                metadata: ["suite": "\(suite)", "error": "\(error)"])
-            report.notificationError = error
-        }
-        return report
     }
 
     /// Blocks until the notifications of earlier writes are on the bus, at most `timeout`.

@@ -35,11 +35,8 @@ public final class GroupDefaults: Sendable {
     public var path: String { store.path }
     /// The prefix of every key's notification name, `<group>/Preferences/<suite>/`.
     package let notificationPrefix: NotificationName
-    /// The largest suite file this object writes, in bytes of JSON (contract §5, v1.2): a write
-    /// that adds or changes a value and would leave the suite larger is refused with
-    /// ``WormholeError/Code/suiteTooLarge``; removing keys is always allowed. Readers read
-    /// suites of any size.
-    package let maximumSuiteBytes: Int
+    /// The largest suite file this object writes, in bytes of JSON (its writer's limit).
+    package var maximumSuiteBytes: Int { writer.maximumBytes }
 
     /// The default suite limit: 4 MiB of JSON.
     public static let defaultMaximumSuiteBytes = 4 << 20
@@ -59,9 +56,11 @@ public final class GroupDefaults: Sendable {
     }
 
     /// How this object's reads check their cache (``Freshness``).
-    package let freshness: Freshness
+    package var freshness: Freshness { store.freshness }
 
     let store: SuiteStore
+    /// Every write goes through it: the checks, the suite's lock, the posts.
+    let writer: SuiteWriter
     let logger: Logger
     let centers: LazyNotificationCenter
     /// Where the observers are registered, and how they are woken (the bus, or the
@@ -100,7 +99,6 @@ public final class GroupDefaults: Sendable {
                 .invalidValue, value: String(maximumSuiteBytes),
                 "suite limit \(maximumSuiteBytes) is too small; a suite is at least 2 bytes ({})")
         }
-        self.maximumSuiteBytes = maximumSuiteBytes
         suite = try suiteName ?? SuiteName(defaultFor: group)
         container = try GroupContainer(group: group, root: containerRoot)
         self.busAddress = busAddress
@@ -108,12 +106,13 @@ public final class GroupDefaults: Sendable {
         // At most 255 + 13 + 200 + 1 bytes of ASCII: always a valid name.
         notificationPrefix = try NotificationName(
             "\(group.rawValue)/\(WormholeDirectoryName.reservedForDefaults)/\(suite.rawValue)/")
-        self.freshness = freshness
         store = SuiteStore(
             container: container, suite: suite, durability: durability, freshness: freshness, logger: logger)
         centers = LazyNotificationCenter(
             busAddress: busAddress, sharedStateDirectory: sharedStateDirectory, wake: wake, logger: logger)
         wakeups = WakeEngine(centers: centers, logger: logger)
+        writer = SuiteWriter(
+            store: store, prefix: notificationPrefix, maximumBytes: maximumSuiteBytes, centers: centers)
     }
 
     /// The notification name of `key`, `<group>/Preferences/<suite>/<key>`.
@@ -155,18 +154,8 @@ public final class GroupDefaults: Sendable {
         // One lstat and a dictionary lookup when the file has not changed since the last read.
         let contents = try store.snapshot().contents
         if let value = contents.values[key] { return value }
-        if let raw = contents.unknown[key] { throw Self.unknownValue(key, raw) }
+        try contents.requireUnderstood(key)
         return registered.withLock { $0[key] }
-    }
-
-    static func unknownValue(_ key: String, _ raw: [UInt8]) -> WormholeError {
-        let shown =
-            raw.count > 80
-            ? String(decoding: raw.prefix(80), as: UTF8.self) + "…" : String(decoding: raw, as: UTF8.self)
-        return WormholeError(
-            .typeMismatch, value: key,
-            "the value of key \(NameRules.quoted(key)) is not one this version understands (\(shown)); it is kept as it is"
-        )
     }
 
     /// The stored JSON of `key` as one line (compact for values this version understands, as

@@ -161,6 +161,27 @@ public enum PropertyListValue: Sendable, Hashable, CustomStringConvertible {
                 "value for key \(NameRules.quoted(key)) is not a property-list value in JSON: \(error)")
         }
     }
+
+    /// Reads one JSON object of values in the suite file's format (what `wormhole defaults load`
+    /// reads): duplicate keys, the last wins; `null`, an unknown tag or anything but an object is
+    /// refused, naming the key or the byte offset.
+    package static func values(suiteJSON data: Data) throws -> [String: PropertyListValue] {
+        let contents: SuiteJSON.Contents
+        do throws(SuiteJSON.ParseError) {
+            contents = try SuiteJSON.decodeSuite(data)
+        } catch {
+            throw WormholeError(.invalidValue, "the input is not one JSON object of values: \(error)")
+        }
+        if let key = contents.unknown.keys.sorted().first, let raw = contents.unknown[key] {
+            let text = String(decoding: raw.prefix(80), as: UTF8.self)
+            let reason =
+                text == "null"
+                ? "null is not a storable value (use 'wormhole defaults delete')" : "it is not a property-list value"
+            throw WormholeError(
+                .invalidValue, value: key, "value for key \(NameRules.quoted(key)) (\(text)) is refused: \(reason)")
+        }
+        return contents.values
+    }
 }
 
 // MARK: Typed access

@@ -282,6 +282,19 @@ enum SuiteJSON {
             if let raw = unknown[key] { return raw }
             return values[key].map(SuiteJSON.encode)
         }
+
+        /// Throws ``WormholeError/Code/typeMismatch`` when the value of `key` is one this version
+        /// does not understand (an unknown `$` tag), which is kept as it is.
+        func requireUnderstood(_ key: String) throws(WormholeError) {
+            guard let raw = unknown[key] else { return }
+            let shown =
+                raw.count > 80
+                ? String(decoding: raw.prefix(80), as: UTF8.self) + "…" : String(decoding: raw, as: UTF8.self)
+            throw WormholeError(
+                .typeMismatch, value: key,
+                "the value of key \(NameRules.quoted(key)) is not one this version understands (\(shown)); it is kept as it is"
+            )
+        }
     }
 
     /// Parses a whole suite file: one JSON object of values. Duplicate keys: the last one wins.

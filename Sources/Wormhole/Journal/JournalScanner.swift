@@ -76,14 +76,9 @@ struct JournalScan {
                 }
                 switch parsed {
                 case .record(let sequence, let time, let payload, let frameSize):
-                    if sequence > scan.next && sequence <= JournalFormat.maximumSequence {
-                        scan.stop = .jump(to: sequence)
-                        return scan
-                    }
-                    if sequence != scan.next {
-                        scan.stop = .invalid(
-                            reason: "record has sequence number \(sequence) where \(scan.next) was expected",
-                            tailLike: false)
+                    if let stop = scan.outOfOrder(sequence, jumpingThrough: JournalFormat.maximumSequence, "record has")
+                    {
+                        scan.stop = stop
                         return scan
                     }
                     if sequence > JournalFormat.maximumSequence {
@@ -106,14 +101,9 @@ struct JournalScan {
                     scan.end += frameSize
                     position += frameSize
                 case .seal(let next):
-                    if next > scan.next && next <= JournalFormat.maximumSequence + 1 {
-                        scan.stop = .jump(to: next)
-                        return scan
-                    }
-                    if next != scan.next {
-                        scan.stop = .invalid(
-                            reason: "seal names sequence number \(next) where \(scan.next) was expected",
-                            tailLike: false)
+                    if let stop = scan.outOfOrder(next, jumpingThrough: JournalFormat.maximumSequence + 1, "seal names")
+                    {
+                        scan.stop = stop
                         return scan
                     }
                     scan.end += JournalFormat.frameOverhead
@@ -143,6 +133,17 @@ struct JournalScan {
         }
         scan.stop = .end
         return scan
+    }
+
+    /// Where a frame numbered `number` stops the walk, which expects ``next``: a jump to a number
+    /// after it (at most `bound`), or a damaged frame (`what`, such as "record has", names it);
+    /// nil for the number expected.
+    private func outOfOrder(_ number: UInt64, jumpingThrough bound: UInt64, _ what: String) -> Stop? {
+        if number > next && number <= bound { return .jump(to: number) }
+        if number != next {
+            return .invalid(reason: "\(what) sequence number \(number) where \(next) was expected", tailLike: false)
+        }
+        return nil
     }
 
     /// After a damaged frame at `offset`: the offset and number of the next whole, valid frame

@@ -37,10 +37,6 @@ extension GroupIdentifier: ExpressibleByStringLiteral {
     /// program with a message naming it. Values from outside (arguments, files, the user) go
     /// through the throwing ``init(_:)``.
     public init(stringLiteral value: String) {
-        do {
-            try self.init(value)
-        } catch {
-            preconditionFailure("invalid group identifier literal: \(error)")
-        }
+        self = NameRules.literal(value, "group identifier") { try GroupIdentifier($0) }
     }
 }

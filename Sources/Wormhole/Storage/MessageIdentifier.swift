@@ -43,10 +43,6 @@ extension MessageIdentifier: ExpressibleByStringLiteral {
     /// go through the throwing ``init(_:)``: write `strings.map { try MessageIdentifier($0) }`,
     /// not `strings.map(MessageIdentifier.init)`, which picks this initializer.
     public init(stringLiteral value: String) {
-        do {
-            try self.init(value)
-        } catch {
-            preconditionFailure("invalid message identifier literal: \(error)")
-        }
+        self = NameRules.literal(value, "message identifier") { try MessageIdentifier($0) }
     }
 }

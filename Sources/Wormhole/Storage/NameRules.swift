@@ -42,6 +42,16 @@ enum NameRules {
         }
     }
 
+    /// The name `make` makes of a string literal of the source, which names a `kind`: an invalid
+    /// literal is a programmer error, so it stops the program with a message naming it.
+    static func literal<Name>(_ value: String, _ kind: String, _ make: (String) throws -> Name) -> Name {
+        do {
+            return try make(value)
+        } catch {
+            preconditionFailure("invalid \(kind) literal: \(error)")
+        }
+    }
+
     /// `value` in single quotes, with control, format and other invisible characters escaped
     /// (`\0`, `\n`, `\u{200B}`), and cut after 256 characters.
     static func quoted(_ value: String) -> String {
