@@ -134,7 +134,7 @@ extension GroupDefaults {
     /// bus, the `Preferences` directory (a write renames a new suite file onto `<suite>.json`).
     private func makeSubscriber(
         _ name: NotificationName, isPrefix: Bool, options: ObserverOptions, tracker: ChangeTracker
-    ) -> NotificationSubscriber {
+    ) -> WakeSubscriber {
         let container = container
         let fileName = suite.fileName
         let target = WatchTarget(
@@ -148,11 +148,12 @@ extension GroupDefaults {
             }
             return directory
         }
-        return NotificationSubscriber(
+        return WakeSubscriber(
             target: name, isPrefix: isPrefix, options: options, watchTarget: target,
-            onNotification: { tracker.notified($0) },
-            onFiles: { names in if names.contains(fileName) { tracker.fileChanged() } },
-            onCatchUp: { tracker.catchUp() })
+            wakes: .init(
+                posted: { tracker.notified($0) },
+                files: { names in if names.contains(fileName) { tracker.fileChanged() } },
+                catchUp: { tracker.catchUp() }))
     }
 }
 

@@ -277,7 +277,7 @@ public final class Journal: Sendable {
     /// The journal's wake-ups for the wormhole's ``WakeEngine``: the appenders' posts of
     /// ``notificationName``; without a bus, the journal directory (a record is a write to a
     /// segment, a new segment a rename into it).
-    private func makeSubscriber(_ wake: @escaping @Sendable () -> Void) -> NotificationSubscriber {
+    private func makeSubscriber(_ wake: @escaping @Sendable () -> Void) -> WakeSubscriber {
         let location = location
         let target = WatchTarget(key: location.path, events: UInt32(IN_MODIFY | IN_MOVED_TO | IN_CREATE)) {
             create throws(WormholeError) in
@@ -287,11 +287,12 @@ public final class Journal: Sendable {
             }
             return directory
         }
-        return NotificationSubscriber(
+        return WakeSubscriber(
             target: location.notificationName, isPrefix: false, watchTarget: target,
-            onNotification: { _ in wake() },
-            onFiles: { names in if names.contains(where: { JournalFormat.segmentSequence($0) != nil }) { wake() } },
-            onCatchUp: wake)
+            wakes: .init(
+                posted: { _ in wake() },
+                files: { names in if names.contains(where: { JournalFormat.segmentSequence($0) != nil }) { wake() } },
+                catchUp: wake))
     }
 
     /// A cursor to read with, for tools that run their own loop (the `wormhole` command).

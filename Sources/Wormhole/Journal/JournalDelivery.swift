@@ -43,11 +43,11 @@ public struct JournalRecordStream<Message: Decodable & Sendable>: AsyncSequence,
     private let doorbell: AsyncStream<Void>
     private let core: JournalConsumerCore
     private let identifier: MessageIdentifier
-    private let subscriber: NotificationSubscriber
+    private let subscriber: WakeSubscriber
 
     init(
         doorbell: AsyncStream<Void>, core: JournalConsumerCore, identifier: MessageIdentifier,
-        subscriber: NotificationSubscriber
+        subscriber: WakeSubscriber
     ) {
         self.doorbell = doorbell
         self.core = core
@@ -60,7 +60,7 @@ public struct JournalRecordStream<Message: Decodable & Sendable>: AsyncSequence,
         private var doorbell: AsyncStream<Void>.AsyncIterator
         private let core: JournalConsumerCore
         private let identifier: MessageIdentifier
-        private let subscriber: NotificationSubscriber
+        private let subscriber: WakeSubscriber
         private var batch: [(record: RawJournalRecord, isRedelivery: Bool)] = []
         private var index = 0
 

@@ -173,9 +173,12 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         if wake { ring() }
     }
 
-    /// Called by the directory watch (on its thread) with the mailboxes whose `ID.json` was
-    /// replaced or removed: the listener's among them are read as if posted.
-    func filesChanged(_ identifiers: [MessageIdentifier]) {
+    /// Called by the directory watch (on its thread) with the entries of the wormhole directory
+    /// that changed: the mailboxes whose `ID.json` was replaced or removed that are the
+    /// listener's are read as if posted.
+    func filesChanged(_ names: [String]) {
+        let identifiers = names.compactMap(MessageIdentifier.init(fileName:))
+        if identifiers.isEmpty { return }
         if let only {
             if identifiers.contains(only) { record([only], reason: .posted) }
         } else {
@@ -188,7 +191,8 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
     /// deliver them; a rename whose post has not come within ``orphanGrace`` (its sender died
     /// between the write and the signal) is compared with what was last delivered and, if it
     /// changed, delivered as a catch-up.
-    func filesChangedOnBus(_ identifiers: [MessageIdentifier]) {
+    func filesChangedOnBus(_ names: [String]) {
+        let identifiers = names.compactMap(MessageIdentifier.init(fileName:))
         let mine = only.map { only in identifiers.contains(only) ? [only] : [] } ?? identifiers
         guard !mine.isEmpty else { return }
         let now = DispatchTime.now().uptimeNanoseconds

@@ -108,7 +108,7 @@ extension MessageCenter {
         for core in cores {
             if options.deliversStoredMessageOnStart { core.checkStored() } else { core.recordBaseline(stored: stored) }
         }
-        return listeners.map { $0.handle() }
+        return zip(cores, listeners).map { core, listener in Subscription(core: core) { listener.cancel() } }
     }
 
     /// Calls `handler` for every identifier of this wormhole (one prefix rule on the bus for
@@ -149,22 +149,9 @@ extension MessageCenter {
             sink: .doorbell(continuation))
         let listener = makeSubscriber(core, only: identifier, options: options)
         try await wakeups.startStream(listener) {
-            let center = try notificationCenter()
-            let route = try await center.addPostRoute(
-                listener.target, isPrefix: listener.isPrefix, sink: { core.notified($0) },
-                finish: { continuation.finish() })
-            let transient: UInt64
-            do {
-                transient = try await center.addMessageRoute(listener.target, isPrefix: listener.isPrefix) {
-                    core.received($0)
-                }
-            } catch {
-                center.removePostRoute(route)
-                throw error
-            }
-            listener.attach(route, transientRoute: transient, on: center)
+            try await listener.attach(to: notificationCenter()) { continuation.finish() }
         }
-        let handle = listener.handle()
+        let handle = Subscription(core: core) { listener.cancel() }
         continuation.onTermination = { _ in handle.cancel() }
         if options.deliversStoredMessageOnStart { core.checkStored() } else { core.recordBaseline() }
         return MessageStream(doorbell: doorbell, core: core)
@@ -173,16 +160,42 @@ extension MessageCenter {
     private func start<Message>(_ core: ListenerCore<Message>, options: ListenOptions) throws -> Subscription {
         let listener = makeSubscriber(core, only: core.only, options: options)
         try wakeups.start([listener])
-        let handle = listener.handle()
+        let handle = Subscription(core: core) { listener.cancel() }
         if options.deliversStoredMessageOnStart { core.checkStored() } else { core.recordBaseline() }
         return handle
     }
 
+    /// A listener's wake-ups for the ``WakeEngine``: its posts and transient messages on the bus;
+    /// the wormhole directory without a bus, and beside the bus for the messages whose sender
+    /// died before its signal (``ListenOptions/catchesWritesWithoutSignal``).
     private func makeSubscriber<Message>(
         _ core: ListenerCore<Message>, only: MessageIdentifier?, options: ListenOptions
-    ) -> MessageSubscriber {
-        MessageSubscriber(
-            core: core, target: only.map(notificationName(for:)) ?? notificationPrefix, isPrefix: only == nil,
-            fallsBack: options.wakesThroughDirectoryWithoutBus, watchTarget: files.map(WatchTarget.mailboxes))
+    ) -> WakeSubscriber {
+        var wakes = WakeSubscriber.Wakes(
+            posted: { core.notified($0) }, transient: { core.received($0) }, files: { core.filesChanged($0) },
+            catchUp: { core.catchUp() })
+        if core.catchesWritesWithoutSignal { wakes.filesBesideBus = { core.filesChangedOnBus($0) } }
+        return WakeSubscriber(
+            target: only.map(notificationName(for:)) ?? notificationPrefix, isPrefix: only == nil,
+            watchTarget: files.map(WatchTarget.mailboxes), fallsBack: options.wakesThroughDirectoryWithoutBus,
+            wakes: wakes)
     }
+}
+
+/// What a listener's ``WakeSubscriber`` and its handle need of its core, whatever the message type.
+protocol ListenerControl: SubscriptionCore {
+    /// Delivers what is stored now, as ``MessageDelivery/Reason/stored`` deliveries.
+    func checkStored()
+    /// A post on the bus (on the I/O thread).
+    func notified(_ note: DarwinNotification)
+    /// A transient message on the bus (on the I/O thread).
+    func received(_ signal: TransientSignal)
+    /// Entries of the wormhole directory the directory watch saw change.
+    func filesChanged(_ names: [String])
+    /// Entries of the wormhole directory the watch kept beside the bus saw change.
+    func filesChangedOnBus(_ names: [String])
+    /// Whether the wormhole directory is watched beside the bus too.
+    var catchesWritesWithoutSignal: Bool { get }
+    /// Compare every mailbox with what was last delivered.
+    func catchUp()
 }

@@ -393,14 +393,13 @@ public final class DarwinNotificationCenter: Sendable {
     /// order of `requests`, each active. If any fails, none is kept (those that succeeded are
     /// removed) and the first failure is thrown; it names the rule the bus refused.
     func addPostRoutes(
-        _ requests: [(name: NotificationName, sink: @Sendable (DarwinNotification) -> Void)],
-        options: ObserverOptions = ObserverOptions()
+        _ requests: [(name: NotificationName, options: ObserverOptions, sink: @Sendable (DarwinNotification) -> Void)]
     ) throws -> [PostRoute] {
         var made: [PostRoute] = []
         var requested: [BusConnection.RouteRequest] = []
         do {
             for request in requests {
-                let route = try makeRoute(request.name, isPrefix: false, options: options, sink: request.sink)
+                let route = try makeRoute(request.name, isPrefix: false, options: request.options, sink: request.sink)
                 made.append(route)
                 requested.append(
                     BusConnection.RouteRequest(rules: try route.rules, strictArgumentPaths: true) {

@@ -3,41 +3,6 @@ import Logging
 import WormholeDBus
 import WormholeSystem
 
-/// One subscription as the ``WakeEngine`` sees it, whatever its kind (a mailbox listener, a
-/// journal reader, a defaults observer): how to tell it that something may have changed, and
-/// what to watch while there is no bus. Its reader (what to read on a wake) is its own.
-protocol WakeSubscriber: AnyObject, Sendable {
-    /// Whether a directory watch may wake it while the bus cannot be reached.
-    var fallsBack: Bool { get }
-    /// Whether it listens on the bus (its rules were accepted, or will be re-added by the
-    /// connection on a reconnect).
-    var isAttached: Bool { get }
-    var isCancelled: Bool { get }
-    /// The directory that holds what it reads; nil when it has none (it then needs the bus).
-    var watchTarget: WatchTarget? { get }
-    /// Entries of its watched directory changed (on the loop's thread): read what changed.
-    func directoryChanged(_ names: [String])
-    /// Compare everything with what was last delivered and deliver what differs.
-    func catchUp()
-    /// Keeps the engine that wakes it, to unregister from it when cancelled; when it was
-    /// cancelled meanwhile, unregisters at once.
-    func attach(engine: WakeEngine)
-    /// Adds its rules (and routes) on `center`'s bus, throwing what the bus said.
-    func attach(to center: DarwinNotificationCenter) throws
-    /// Cancels it because it could not start (the error is thrown to its caller).
-    func cancelForEngine()
-    /// Whether its directory is watched while on the bus too (a mailbox listener, for the
-    /// messages whose sender died before its signal).
-    var watchesBesideBus: Bool { get }
-    /// Entries of its directory changed while on the bus (on the loop's thread).
-    func directoryChangedBesideBus(_ names: [String])
-}
-
-extension WakeSubscriber {
-    var watchesBesideBus: Bool { false }
-    func directoryChangedBesideBus(_ names: [String]) {}
-}
-
 /// The wake-up side of one facade's subscriptions, whatever their kind: on the bus when it can
 /// be reached; else (for the subscriptions that allow it) through a ``DirectoryWatch`` on each
 /// directory they read, while the bus is waited for (`BusArrivalWatch`: inotify on a
@@ -51,7 +16,7 @@ extension WakeSubscriber {
 /// called outside it.
 final class WakeEngine: Sendable {
     private struct Registration {
-        weak var subscriber: (any WakeSubscriber)?
+        weak var subscriber: (WakeSubscriber)?
         /// The key of the directory a watch may wake it through (``WakeEngine/mayFallBack(_:)``
         /// when it registered), counted in ``State/watchUsers``.
         var watchKey: String?
@@ -76,8 +41,8 @@ final class WakeEngine: Sendable {
         var retryDelay = 0.0
 
         /// The subscribers still alive (strong references: see `withLive`); forgets the others.
-        mutating func live() -> [any WakeSubscriber] {
-            var live: [any WakeSubscriber] = []
+        mutating func live() -> [WakeSubscriber] {
+            var live: [WakeSubscriber] = []
             live.reserveCapacity(registered.count)
             var gone: [ObjectIdentifier] = []
             for (key, registration) in registered {
@@ -88,7 +53,7 @@ final class WakeEngine: Sendable {
         }
 
         /// Adds `subscriber` (once), counting the directory a watch may wake it through.
-        mutating func add(_ subscriber: any WakeSubscriber) {
+        mutating func add(_ subscriber: WakeSubscriber) {
             let key = ObjectIdentifier(subscriber)
             if let existing = registered[key] {
                 if existing.subscriber != nil { return }
@@ -135,8 +100,8 @@ final class WakeEngine: Sendable {
 
     /// Runs `body` under the lock with the live subscribers, which are released only after the
     /// lock is: a subscriber's last release runs its deinit, which unregisters it and takes the lock.
-    private func withLive<T: Sendable>(_ body: (inout State, [any WakeSubscriber]) -> T) -> T {
-        let (result, live) = state.withLock { state -> (T, [any WakeSubscriber]) in
+    private func withLive<T: Sendable>(_ body: (inout State, [WakeSubscriber]) -> T) -> T {
+        let (result, live) = state.withLock { state -> (T, [WakeSubscriber]) in
             let live = state.live()
             return (body(&state, live), live)
         }
@@ -144,12 +109,12 @@ final class WakeEngine: Sendable {
         return result
     }
 
-    fileprivate static func mayFallBack(_ subscriber: any WakeSubscriber) -> Bool {
+    fileprivate static func mayFallBack(_ subscriber: WakeSubscriber) -> Bool {
         subscriber.fallsBack && subscriber.watchTarget != nil && !subscriber.isCancelled
     }
 
     /// The live subscribers that a directory watch may wake.
-    private func fallingBack() -> [any WakeSubscriber] {
+    private func fallingBack() -> [WakeSubscriber] {
         withLive { _, live in live }.filter(Self.mayFallBack)
     }
 
@@ -159,18 +124,18 @@ final class WakeEngine: Sendable {
     /// every one of them allows it, registers them with the directory watches instead (started
     /// here, so they are active when this returns). On any other failure the subscribers are
     /// cancelled and the error thrown.
-    func start(_ subscribers: [any WakeSubscriber]) throws {
+    func start(_ subscribers: [WakeSubscriber]) throws {
         do {
             let center = try centers.get()
             watchEvents(of: center)
-            try Self.attach(subscribers, to: center)
+            try WakeSubscriber.attach(subscribers, to: center)
             register(subscribers)
             watchBesideBus(subscribers)
         } catch {
             if let busError = fallsBack(error, subscribers) {
                 try fallBack(subscribers, because: busError)
             } else {
-                for subscriber in subscribers { subscriber.cancelForEngine() }
+                for subscriber in subscribers { subscriber.cancel() }
                 throw error
             }
         }
@@ -180,13 +145,13 @@ final class WakeEngine: Sendable {
     /// task, and keeps them on the subscriber; when the bus cannot be reached and the subscriber
     /// may, it is woken through its directory instead. On any other failure it is cancelled and
     /// the error thrown.
-    func startStream(_ subscriber: any WakeSubscriber, attach: () async throws -> Void) async throws {
+    func startStream(_ subscriber: WakeSubscriber, attach: () async throws -> Void) async throws {
         do {
             try await attach()
             register([subscriber])
         } catch {
             guard let busError = fallsBack(error, [subscriber]) else {
-                subscriber.cancelForEngine()
+                subscriber.cancel()
                 throw error
             }
             try fallBack([subscriber], because: busError)
@@ -194,7 +159,7 @@ final class WakeEngine: Sendable {
     }
 
     /// Registers subscribers already attached to the bus (streams attach without blocking).
-    func register(_ subscribers: [any WakeSubscriber]) {
+    func register(_ subscribers: [WakeSubscriber]) {
         // A stream attached on its own: its engine follows the connection's losses too.
         if let center = centers.existing(), subscribers.contains(where: \.isAttached) { watchEvents(of: center) }
         state.withLock { state in
@@ -212,7 +177,7 @@ final class WakeEngine: Sendable {
     /// Registers subscribers the bus could not take because of `error`, and makes sure their
     /// directories are watched and the bus is waited for. Throws `error` (with why a directory
     /// cannot be watched either) when a watch cannot start on anything but a kernel limit.
-    func fallBack(_ subscribers: [any WakeSubscriber], because error: BusError) throws {
+    func fallBack(_ subscribers: [WakeSubscriber], because error: BusError) throws {
         register(subscribers)
         do {
             try startWatching(because: error)
@@ -221,7 +186,7 @@ final class WakeEngine: Sendable {
             let reason = (watchError as? WormholeError)?.message ?? "\(watchError)"
             combined.message += "; and the directory cannot be watched instead: \(reason)"
             guard Self.isKernelLimit(watchError) else {
-                for subscriber in subscribers { subscriber.cancelForEngine() }
+                for subscriber in subscribers { subscriber.cancel() }
                 throw combined
             }
             // A limit the user can raise, shared with every other process: wait for the bus
@@ -240,7 +205,7 @@ final class WakeEngine: Sendable {
     }
 
     /// Whether `error` (from attaching to the bus) lets these subscribers fall back.
-    func fallsBack(_ error: any Error, _ subscribers: [any WakeSubscriber]) -> BusError? {
+    func fallsBack(_ error: any Error, _ subscribers: [WakeSubscriber]) -> BusError? {
         guard let error = error as? BusError, subscribers.allSatisfy(Self.mayFallBack) else { return nil }
         switch error.code {
         case .connectionFailed, .noSessionBus, .disconnected: return error
@@ -251,7 +216,7 @@ final class WakeEngine: Sendable {
     /// Removes a subscriber (cancelled); stops the watch of its directory when no other
     /// subscriber needs it, and the wait for the bus when none needs any. Costs no scan of the
     /// other subscribers: a process that cancels thousands of listeners does so in linear time.
-    func unregister(_ subscriber: any WakeSubscriber) {
+    func unregister(_ subscriber: WakeSubscriber) {
         let key = ObjectIdentifier(subscriber)
         let (stale, arrival) = state.withLock { state -> (DirectoryWatch?, BusArrivalWatch?) in
             let unneeded = state.forget(key)
@@ -358,7 +323,7 @@ final class WakeEngine: Sendable {
     /// Starts the watches kept beside the bus that are not running, for `candidates` (just
     /// registered) or else every live subscriber. A watch that cannot start (no inotify
     /// instance to be had) is not an error: the subscriptions go on with the bus.
-    private func watchBesideBus(_ candidates: [any WakeSubscriber]? = nil) {
+    private func watchBesideBus(_ candidates: [WakeSubscriber]? = nil) {
         // Just registered: only theirs (no scan of every subscriber per registration).
         let failure =
             if let candidates {
@@ -375,7 +340,7 @@ final class WakeEngine: Sendable {
 
     /// Under the lock: starts the watch beside the bus of each of `subscribers` that wants one
     /// and has none running; the last failure, if any.
-    private func startWatchesBesideBus(for subscribers: [any WakeSubscriber], in state: inout State) -> WormholeError? {
+    private func startWatchesBesideBus(for subscribers: [WakeSubscriber], in state: inout State) -> WormholeError? {
         var failure: WormholeError?
         for subscriber in subscribers where Self.mayFallBack(subscriber) && subscriber.watchesBesideBus {
             guard let target = subscriber.watchTarget else { continue }
@@ -414,7 +379,7 @@ final class WakeEngine: Sendable {
         do {
             let center = try centers.get()
             watchEvents(of: center)
-            try Self.attach(pending, to: center)
+            try WakeSubscriber.attach(pending, to: center)
         } catch {
             // Reachable, yet not usable (a daemon that refuses, or an address whose guid= names a
             // daemon that was restarted): nothing will change that an fd could report, so wait
@@ -496,24 +461,12 @@ final class WakeEngine: Sendable {
         let pending = fallingBack().filter { !$0.isAttached }
         if !pending.isEmpty {
             do {
-                try Self.attach(pending, to: center)
+                try WakeSubscriber.attach(pending, to: center)
             } catch {
                 logger.info("back on the bus, but listening on it failed; still on the directories: \(error)")
                 return
             }
         }
         switchedToBus()
-    }
-
-    /// Adds each subscriber's rules on `center`: the mailbox listeners batched (one round trip
-    /// for all their exact names, one for their transient rules), the others one by one.
-    /// Subscribers attached before a failure stay attached (the connection re-adds their rules
-    /// after a reconnect).
-    private static func attach(_ subscribers: [any WakeSubscriber], to center: DarwinNotificationCenter) throws {
-        let listeners = subscribers.compactMap { $0 as? MessageSubscriber }
-        if !listeners.isEmpty { try MessageSubscriber.attach(listeners, to: center) }
-        for subscriber in subscribers where !(subscriber is MessageSubscriber) {
-            try subscriber.attach(to: center)
-        }
     }
 }
