@@ -1,4 +1,3 @@
-import Glibc
 import Logging
 import WormholeSystem
 
@@ -33,7 +32,7 @@ package final class SharedConnections: Sendable {
     /// The outgoing limit of the shared connections: `WORMHOLE_OUTGOING_LIMIT` (bytes) from the
     /// environment when it is set, else ``BusConnection/defaultOutgoingLimit``.
     static let outgoingLimit: Int = {
-        if let text = getenv("WORMHOLE_OUTGOING_LIMIT").map({ String(cString: $0) }), let value = Int(text), value > 0 {
+        if let text = Syscall.environment("WORMHOLE_OUTGOING_LIMIT"), let value = Int(text), value > 0 {
             return value
         }
         return BusConnection.defaultOutgoingLimit
