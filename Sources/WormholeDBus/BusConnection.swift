@@ -328,7 +328,7 @@ public final class BusConnection: Sendable {
         _ rules: [MatchRule], strictArgumentPaths: Bool = false, deliver: @escaping @Sendable (Signal) -> Void,
         finish: @escaping @Sendable () -> Void = {}
     ) throws -> UInt64 {
-        let route = try BusRoutes.Route(rules, strictArgumentPaths, deliver, finish, scope: scope)
+        let route = try BusRoutes.Route.checked(rules, strictArgumentPaths, deliver, finish, scope: scope)
         try checkOpen()
         return try io.routes.addWaiting(route)
     }
@@ -339,7 +339,7 @@ public final class BusConnection: Sendable {
         _ rules: [MatchRule], strictArgumentPaths: Bool = false, deliver: @escaping @Sendable (Signal) -> Void,
         finish: @escaping @Sendable () -> Void = {}
     ) async throws -> UInt64 {
-        let route = try BusRoutes.Route(rules, strictArgumentPaths, deliver, finish, scope: scope)
+        let route = try BusRoutes.Route.checked(rules, strictArgumentPaths, deliver, finish, scope: scope)
         try checkOpen()
         return try await io.routes.add(route)
     }
@@ -381,7 +381,7 @@ public final class BusConnection: Sendable {
         return io.routes.addWaiting(
             requests.map { request in
                 Result { () throws(BusError) in
-                    try BusRoutes.Route(
+                    try BusRoutes.Route.checked(
                         request.rules, request.strictArgumentPaths, request.deliver, request.finish, scope: scope)
                 }
             })

@@ -32,10 +32,10 @@ final class BusRoutes: @unchecked Sendable {
         var scope: UInt64
 
         /// A route of `rules`, their texts made and checked here, once (``MatchRule/validate()``).
-        init(
+        static func checked(
             _ rules: [MatchRule], _ strictArgumentPaths: Bool, _ deliver: @escaping @Sendable (Signal) -> Void,
             _ finish: @escaping @Sendable () -> Void, scope: UInt64
-        ) throws(BusError) {
+        ) throws(BusError) -> Route {
             var texts: [String] = []
             texts.reserveCapacity(rules.count)
             for rule in rules {
@@ -43,12 +43,9 @@ final class BusRoutes: @unchecked Sendable {
                 try rule.validate(description: text)
                 texts.append(text)
             }
-            self.rules = rules
-            self.texts = texts
-            self.strictArgumentPaths = strictArgumentPaths
-            self.deliver = deliver
-            self.finish = finish
-            self.scope = scope
+            return Route(
+                rules: rules, texts: texts, strictArgumentPaths: strictArgumentPaths, deliver: deliver, finish: finish,
+                scope: scope)
         }
     }
 
