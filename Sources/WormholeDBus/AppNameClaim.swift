@@ -49,7 +49,7 @@ final class AppNameClaim: Sendable {
     }
 
     /// ``BusConnection/claimAppName(appID:timeout:)`` on the connection `io`.
-    func claim(appID: String, on io: BusIO, connected: Bool, timeout: Duration) throws(BusError) -> String {
+    func claim(appID: String, on io: BusIO, isConnected: () -> Bool, timeout: Duration) throws(BusError) -> String {
         let address = io.address
         if !watching.exchange(true, ordering: .acquiringAndReleasing) {
             // Reported on the I/O thread when the connection is lost, before any reconnection.
@@ -58,7 +58,7 @@ final class AppNameClaim: Sendable {
             }
         }
         let unique = io.uniqueName
-        guard connected, !unique.isEmpty else {
+        guard isConnected(), !unique.isEmpty else {
             throw BusError(
                 .disconnected, value: address.rawValue, "the connection to \(quoted(address.rawValue)) is down")
         }
@@ -212,7 +212,7 @@ extension BusConnection {
     ///   ``BusError/Code/disconnected`` while the bus is away; ``BusError/Code/timedOut`` when it
     ///   did not answer in time (asked again next time).
     package func claimAppName(appID: String, timeout: Duration = appNameTimeout) throws(BusError) -> String {
-        try io.appNameClaim.claim(appID: appID, on: io, connected: isConnected, timeout: timeout)
+        try io.appNameClaim.claim(appID: appID, on: io, isConnected: { isConnected }, timeout: timeout)
     }
 
     /// The name this connection owns for its current unique name, if it claimed one.

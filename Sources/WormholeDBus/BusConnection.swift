@@ -1,5 +1,4 @@
 import Dispatch
-import Glibc
 public import Logging
 import Synchronization
 import WormholeSystem

@@ -1,5 +1,4 @@
 import Dispatch
-import Glibc
 import Logging
 import Synchronization
 import WormholeSystem

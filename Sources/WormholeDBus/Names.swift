@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Glibc
 import WormholeSystem
 
 /// The address of a D-Bus bus, such as `unix:path=/run/user/1000/bus`.
