@@ -25,8 +25,13 @@ package enum SendPolicy: Sendable {
 /// connection is up and stopping, which a sender checks under the same lock as it appends.
 /// Which thread may call what: <doc:Threading>.
 final class BusOutgoing: @unchecked Sendable {
-    /// The connection: its libdbus connection, phase, loop, locked state and logger.
-    unowned let io: BusIO
+    /// The connection: its libdbus connection, phase, logger and errors. `unowned(unsafe)`, no
+    /// reference counting on the sending path: the connection owns this part and outlives every
+    /// call to it (its own, its jobs', which hold it, and libdbus's, which end when it closes).
+    unowned(unsafe) let io: BusIO
+    /// The connection's loop and locked state (the queue, and whether it is up and stopping).
+    private let loop: EventLoop
+    private let shared: Locked<BusIO.Shared>
 
     /// The most bytes the outgoing queue holds (``BusConnection/defaultOutgoingLimit``).
     let limit: Int
@@ -44,6 +49,8 @@ final class BusOutgoing: @unchecked Sendable {
     init(io: BusIO, limit: Int) {
         self.io = io
         self.limit = limit
+        loop = io.loop
+        shared = io.shared
     }
 
     private enum Attempt { case sent, full }
@@ -61,9 +68,9 @@ final class BusOutgoing: @unchecked Sendable {
     /// queue cannot take the message (for `.refusable`, after waiting at most its bound).
     func send(_ message: LibDBus.Message, bytes: Int, policy: SendPolicy = .plain) throws(BusError) {
         let key: String? = if case .replacing(let key) = policy { key } else { nil }
-        if io.loop.inEventLoop {
+        if loop.inEventLoop {
             pump()
-            let direct = try io.shared.withLock { state throws(BusError) -> Bool in
+            let direct = try shared.withLock { state throws(BusError) -> Bool in
                 if state.stopping { throw io.closedError() }
                 return state.outgoing.isEmpty && !state.outgoing.hasPendingJobs
             }
@@ -74,7 +81,7 @@ final class BusOutgoing: @unchecked Sendable {
                     accepted.add(1, ordering: .releasing)
                     return
                 }
-                io.shared.withLock { $0.congested = true }
+                shared.withLock { $0.congested = true }
             }
             // Written by the loop once the socket takes more (it cannot wait for itself).
             if try enqueue(message, bytes: bytes, key: key) == nil { throw refuse(bytes) }
@@ -99,11 +106,11 @@ final class BusOutgoing: @unchecked Sendable {
         // instead of letting them outrun the one writer (libdbus's own lock did this before).
         emitting.lock()
         defer { emitting.unlock() }
-        if io.loop.tryTakeOwnership() {
-            defer { io.loop.releaseOwnership() }
+        if loop.tryTakeOwnership() {
+            defer { loop.releaseOwnership() }
             // What other threads queued first goes first: a thread's own posts stay in order.
             pump()
-            let direct = try io.shared.withLock { state throws(BusError) -> Bool in
+            let direct = try shared.withLock { state throws(BusError) -> Bool in
                 if state.stopping { throw io.closedError() }
                 if !state.connected { throw io.notConnected() }
                 return state.outgoing.isEmpty && !state.outgoing.hasPendingJobs
@@ -115,20 +122,20 @@ final class BusOutgoing: @unchecked Sendable {
                     accepted.add(1, ordering: .releasing)
                     return .sent
                 }
-                io.shared.withLock { $0.congested = true }
+                shared.withLock { $0.congested = true }
             }
             // libdbus holds enough (the socket is full) or jobs wait first: the loop writes it
             // when the socket takes more (libdbus watches it for writing meanwhile).
             return try enqueue(message, bytes: bytes, key: key) == nil ? .full : .sent
         }
         guard let wasEmpty = try enqueue(message, bytes: bytes, key: key) else { return .full }
-        if wasEmpty { io.loop.wake() }
+        if wasEmpty { loop.wake() }
         return .sent
     }
 
     /// Appends to the outgoing queue: whether it was empty before, or `nil` when it is full.
     private func enqueue(_ message: LibDBus.Message, bytes: Int, key: String?) throws(BusError) -> Bool? {
-        let wasEmpty = try io.shared.withLock { state throws(BusError) -> Bool? in
+        let wasEmpty = try shared.withLock { state throws(BusError) -> Bool? in
             if state.stopping { throw io.closedError() }
             if !state.connected { throw io.notConnected() }
             let wasEmpty = state.outgoing.isEmpty
@@ -143,7 +150,7 @@ final class BusOutgoing: @unchecked Sendable {
     /// `queueFull` when the wait runs out, or at once while the queue is known to be stuck.
     private func waitForRoom(until deadline: DispatchTime, bytes: Int) throws(BusError) {
         let room = DispatchSemaphore(value: 0)
-        let outcome = io.shared.withLock { state -> Bool? in
+        let outcome = shared.withLock { state -> Bool? in
             if state.stalled { return false }
             // The loop may have written since the attempt: try again at once.
             if state.outgoing.fits(bytes, key: nil) { return true }
@@ -153,7 +160,7 @@ final class BusOutgoing: @unchecked Sendable {
         if outcome == false { throw refuse(bytes) }
         if outcome == true { return }
         if room.wait(timeout: deadline) == .timedOut {
-            io.shared.withLock { state in
+            shared.withLock { state in
                 state.stalled = true
                 state.roomWaiters.removeAll { $0 === room }
             }
@@ -175,10 +182,10 @@ final class BusOutgoing: @unchecked Sendable {
     /// (libdbus writes what the socket takes at once), and wakes senders waiting for room.
     /// Owner only.
     func pump() {
-        io.loop.assertOwned()
+        loop.assertOwned()
         guard let connection = io.connection else { return }
         // The common case costs one lock: nothing waits, and the socket took everything.
-        if io.shared.withLock({ $0.outgoing.isEmpty && !$0.congested }) { return }
+        if shared.withLock({ $0.outgoing.isEmpty && !$0.congested }) { return }
         var moved = false
         var congested = false
         while true {
@@ -187,20 +194,20 @@ final class BusOutgoing: @unchecked Sendable {
                 congested = true
                 break
             }
-            let batch = io.shared.withLock { $0.outgoing.take(maximumBytes: room) }
+            let batch = shared.withLock { $0.outgoing.take(maximumBytes: room) }
             if batch.isEmpty { break }
             moved = true
             for message in batch where !connection.send(message) {
                 io.logger.error("libdbus could not queue a signal (out of memory); it was dropped")
             }
         }
-        io.shared.withLock { $0.congested = congested }
+        shared.withLock { $0.congested = congested }
         if moved { wakeRoomWaiters() }
     }
 
     /// Wakes the senders waiting for room (they try again).
     func wakeRoomWaiters() {
-        let waiters = io.shared.withLock { state -> [DispatchSemaphore] in
+        let waiters = shared.withLock { state -> [DispatchSemaphore] in
             state.stalled = false
             defer { state.roomWaiters = [] }
             return state.roomWaiters
@@ -212,16 +219,16 @@ final class BusOutgoing: @unchecked Sendable {
     /// are handed to libdbus first, whatever it holds (they were accepted before the job). Owner
     /// only.
     func writeBeforeJob() {
-        io.loop.assertOwned()
-        let messages = io.shared.withLock { $0.outgoing.takeBeforeJob() }
+        loop.assertOwned()
+        let messages = shared.withLock { $0.outgoing.takeBeforeJob() }
         write(messages)
     }
 
     /// Hands everything queued that may go (nothing after a job that has not run) to libdbus,
     /// whatever it holds: before a confirmation and at exit. Owner only.
     func drain() {
-        io.loop.assertOwned()
-        write(io.shared.withLock { $0.outgoing.take(maximumBytes: .max) })
+        loop.assertOwned()
+        write(shared.withLock { $0.outgoing.take(maximumBytes: .max) })
     }
 
     private func write(_ messages: [LibDBus.Message]) {
@@ -240,7 +247,7 @@ final class BusOutgoing: @unchecked Sendable {
     /// the senders waiting for room; returns how many messages were dropped and whether the
     /// connection is stopping. Loop-confined.
     func dropAll() -> (dropped: Int, stopping: Bool) {
-        let result = io.shared.withLock { state -> (Int, Bool) in
+        let result = shared.withLock { state -> (Int, Bool) in
             state.connected = false
             return (state.outgoing.removeAll(), state.stopping)
         }

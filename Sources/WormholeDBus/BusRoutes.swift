@@ -11,10 +11,17 @@ import WormholeSystem
 /// Loop-confined (owner-confined for what libdbus's filter calls), except the counters: see
 /// <doc:Threading>. The connection (``BusIO``) it belongs to owns it.
 final class BusRoutes: @unchecked Sendable {
-    /// The connection: its loop, jobs and match rules.
-    unowned let io: BusIO
+    /// The connection: its jobs and match rules. `unowned(unsafe)`, no reference counting on the
+    /// receiving path: the connection owns this part and outlives every call to it (its own, its
+    /// jobs', which hold it, and libdbus's, which end when it closes).
+    unowned(unsafe) let io: BusIO
+    /// The connection's loop.
+    private let loop: EventLoop
 
-    init(io: BusIO) { self.io = io }
+    init(io: BusIO) {
+        self.io = io
+        loop = io.loop
+    }
 
     /// A route as the layers above describe it.
     struct Route {
@@ -161,7 +168,7 @@ final class BusRoutes: @unchecked Sendable {
     }
 
     private func add(confined id: UInt64, _ route: Route, completion: @escaping BusIO.Completion) {
-        io.loop.assertInEventLoop()
+        loop.assertInEventLoop()
         let rules = io.rules!
         table.insert(
             RouteTable.Route(
@@ -206,7 +213,7 @@ final class BusRoutes: @unchecked Sendable {
     /// Removes a route and releases its rules; returns what it carried (nil: no such route).
     @discardableResult
     private func remove(confined id: UInt64) -> Handlers? {
-        io.loop.assertInEventLoop()
+        loop.assertInEventLoop()
         let rules = io.rules!
         guard let route = table.remove(id: id) else { return nil }
         let scope = route.payload.scope
@@ -221,7 +228,7 @@ final class BusRoutes: @unchecked Sendable {
 
     /// Removes the routes `scope` added and finishes them (their streams end). Loop-confined.
     func closeScope(_ scope: UInt64) {
-        io.loop.assertInEventLoop()
+        loop.assertInEventLoop()
         for id in scoped[scope] ?? [] { remove(confined: id)?.finish() }
         scoped[scope] = nil
     }
@@ -229,7 +236,7 @@ final class BusRoutes: @unchecked Sendable {
     /// Removes every route and finishes it, without releasing rules: the connection is closed
     /// for good. Loop-confined.
     func finishAll() {
-        io.loop.assertInEventLoop()
+        loop.assertInEventLoop()
         for route in table.removeAll() { route.payload.finish() }
         scoped = [:]
     }
@@ -237,7 +244,7 @@ final class BusRoutes: @unchecked Sendable {
     /// The connection went away: the owners of names and the announced signals belong to it.
     /// Loop-confined.
     func disconnected() {
-        io.loop.assertInEventLoop()
+        loop.assertInEventLoop()
         table.owners = [:]
         // A new connection's signals never bring those announced on this one.
         expectedDuplicates.removeAll()
@@ -245,7 +252,7 @@ final class BusRoutes: @unchecked Sendable {
 
     /// Hands a signal that arrived to every route it matches. Owner-confined (libdbus's filter).
     func dispatch(_ signal: Signal) {
-        io.loop.assertOwned()
+        loop.assertOwned()
         // The daemon's own signals to us (NameAcquired) are not counted: only other connections' signals.
         if signal.interface.rawValue != MatchRule.busDaemonName { signalsReceived.add(1, ordering: .relaxed) }
         for route in table.routes(for: signal) { route.payload.deliver(signal) }
@@ -255,7 +262,7 @@ final class BusRoutes: @unchecked Sendable {
     /// route `routeID` has already had its content. Owner-confined (the doorbell's rings are read
     /// on the loop).
     func expectDuplicate(of probe: Signal, serial: UInt32, routeID: UInt64, absorbed: @escaping @Sendable () -> Void) {
-        io.loop.assertOwned()
+        loop.assertOwned()
         expectedDuplicates.expect(probe, serial: serial, routeID: routeID, absorbed: absorbed)
     }
 
@@ -263,7 +270,7 @@ final class BusRoutes: @unchecked Sendable {
     /// announced and every route it reaches now has had it (then it is dropped here, and each
     /// route's `absorbed` runs). Owner-confined.
     func absorbDuplicate(serial: UInt32, sender: UnsafePointer<CChar>) -> Bool {
-        io.loop.assertOwned()
+        loop.assertOwned()
         HopTrace.mark(.duplicateChecked)
         guard let absorbers = expectedDuplicates.take(serial: serial, sender: sender, routes: table) else {
             return false
