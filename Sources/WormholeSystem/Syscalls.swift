@@ -29,12 +29,12 @@ package enum Syscall {
     }
 
     /// The corresponding C function is `open`.
-    package static func open(_ path: String, _ flags: Int32, _ mode: Glibc.mode_t = 0) throws(Errno) -> Int32 {
+    package static func open(_ path: String, _ flags: Int32, _ mode: UInt32 = 0) throws(Errno) -> Int32 {
         try retrying { Glibc.open(path, flags, mode) }
     }
 
     /// The corresponding C function is `openat`.
-    package static func openat(_ directory: Int32, _ name: String, _ flags: Int32, _ mode: Glibc.mode_t = 0)
+    package static func openat(_ directory: Int32, _ name: String, _ flags: Int32, _ mode: UInt32 = 0)
         throws(Errno) -> Int32
     {
         try retrying { Glibc.openat(directory, name, flags, mode) }
@@ -47,18 +47,18 @@ package enum Syscall {
     }
 
     /// The corresponding C function is `mkdir`.
-    package static func mkdir(_ path: String, _ mode: Glibc.mode_t) throws(Errno) {
+    package static func mkdir(_ path: String, _ mode: UInt32) throws(Errno) {
         try checked(Glibc.mkdir(path, mode))
     }
 
     /// `mkdir`, where an entry already at `path` is not an error (what it is stays the caller's
     /// to check).
-    package static func mkdirUnlessPresent(_ path: String, _ mode: Glibc.mode_t) throws(Errno) {
+    package static func mkdirUnlessPresent(_ path: String, _ mode: UInt32) throws(Errno) {
         do throws(Errno) { try mkdir(path, mode) } catch .fileExists {}
     }
 
     /// The corresponding C function is `mkdirat`.
-    package static func mkdirat(_ directory: Int32, _ name: String, _ mode: Glibc.mode_t) throws(Errno) {
+    package static func mkdirat(_ directory: Int32, _ name: String, _ mode: UInt32) throws(Errno) {
         try checked(Glibc.mkdirat(directory, name, mode))
     }
 
@@ -95,7 +95,7 @@ package enum Syscall {
     }
 
     /// The corresponding C function is `fchmod`.
-    package static func fchmod(_ descriptor: Int32, _ mode: Glibc.mode_t) throws(Errno) {
+    package static func fchmod(_ descriptor: Int32, _ mode: UInt32) throws(Errno) {
         _ = try retrying { Glibc.fchmod(descriptor, mode) }
     }
 
