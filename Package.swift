@@ -35,12 +35,14 @@ let package = Package(
         // (epoll, eventfd, inotify, the CMSG_* macros, prctl).
         .systemLibrary(name: "CWormholeSystem"),
         // Layer 1: the process's machinery: the one event loop and its deadlines, the inotify
-        // instance, the exit drain, the doorbell's sockets, typed system-call failures.
+        // instance, the exit drain, the doorbell's sockets, and the one syscall layer (`Syscall`,
+        // typed `Errno`s from swift-system) through which every module calls the system.
         .target(
             name: "WormholeSystem",
             dependencies: [
                 "CWormholeSystem",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
         // Layer 0: libdbus, as the system provides it.

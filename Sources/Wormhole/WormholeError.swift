@@ -1,3 +1,5 @@
+import SystemPackage
+
 /// An error from the notification center, a group container or a wormhole.
 ///
 /// Every error carries a ``Code`` to switch on, the offending value (a name, an
@@ -99,4 +101,9 @@ extension WormholeError.Code {
     public static func ~= (code: WormholeError.Code, error: any Error) -> Bool {
         (error as? WormholeError)?.code == code
     }
+}
+
+/// The `io` error for a failed call on `path`: "cannot ACTION 'PATH': REASON (errno N)".
+func ioError(_ error: Errno, _ action: String, _ path: String) -> WormholeError {
+    WormholeError(.io, value: path, "cannot \(action) '\(path)': \(error) (errno \(error.rawValue))")
 }

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Wormhole
 import WormholeDBus
+import WormholeSystem
 
 /// Runs `body`, which connects to the bus at `address` and registers match rules. While it fails
 /// because the bus cannot be reached, says so once on standard error and runs it again as soon as

@@ -6,6 +6,7 @@ import Logging
 import Synchronization
 import Wormhole
 import WormholeDBus
+import WormholeSystem
 
 /// The checks, in order; each one sees what the earlier ones found.
 final class Doctor {

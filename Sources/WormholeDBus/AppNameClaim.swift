@@ -16,7 +16,8 @@ extension BusError.Code {
     public static let nameRefused = BusError.Code("nameRefused")
 }
 
-/// What one connection (one ``BusIO``) knows of its sender name. Thread-safe.
+/// What one connection (one ``BusIO``) knows of its sender name, and the `RequestName` that
+/// claims it. Thread-safe.
 final class AppNameClaim: Sendable {
     /// A claim on its way: the first asker sends `RequestName`, later askers wait for its answer.
     final class Pending: Sendable {
@@ -45,6 +46,142 @@ final class AppNameClaim: Sendable {
             if case .owned(unique, let name) = state { return name }
             return nil
         }
+    }
+
+    /// ``BusConnection/claimAppName(appID:timeout:)`` on the connection `io`.
+    func claim(appID: String, on io: BusIO, isConnected: () -> Bool, timeout: Duration) throws(BusError) -> String {
+        let address = io.address
+        if !watching.exchange(true, ordering: .acquiringAndReleasing) {
+            // Reported on the I/O thread when the connection is lost, before any reconnection.
+            _ = io.events.add { [weak self] event in
+                if event == .disconnected { self?.forget() }
+            }
+        }
+        let unique = io.uniqueName
+        guard isConnected(), !unique.isEmpty else {
+            throw BusError(
+                .disconnected, value: address.rawValue, "the connection to \(quoted(address.rawValue)) is down")
+        }
+        let name = BusConnection.appSenderName(appID: appID, unique: unique)
+        if name.utf8.count > 255 {
+            throw BusError(
+                .nameRefused, value: name,
+                "the sender name \(quoted(name)) is \(name.utf8.count) bytes, over the 255 D-Bus allows: use a shorter app ID"
+            )
+        }
+        enum Step {
+            case done
+            case fail(BusError)
+            case wait(Pending)
+            case ask(Pending)
+        }
+        let step = state.withLock { state -> Step in
+            switch state {
+            case .owned(unique, _): return .done
+            case .refused(unique, _, let error): return .fail(error)
+            case .pending(unique, _, let pending): return .wait(pending)
+            default:
+                let pending = Pending()
+                state = .pending(unique: unique, name: name, pending)
+                return .ask(pending)
+            }
+        }
+        switch step {
+        case .done: return name
+        case .fail(let error): throw error
+        case .wait(let pending):
+            if io.isOnIOThread {
+                // The pending request may still be a job behind this one: ask again here, so a
+                // request is ahead of our signal on the socket (a second one answers "already
+                // the owner"; its answer settles nothing).
+                requestName(name, unique: unique, on: io, pending: Pending())
+                return name
+            }
+            return try wait(for: pending, name: name, address: address, timeout: timeout)
+        case .ask(let pending):
+            if io.isOnIOThread {
+                requestName(name, unique: unique, on: io, pending: pending)
+                return name
+            }
+            let accepted = io.execute { [self] in requestName(name, unique: unique, on: io, pending: pending) }
+            if !accepted {
+                settle(
+                    pending, unique: unique, name: name, logger: io.logger,
+                    .failure(BusError(.disconnected, value: address.rawValue, "the connection is closed")))
+            }
+            return try wait(for: pending, name: name, address: address, timeout: timeout)
+        }
+    }
+
+    /// Waits for a claim's answer; passes the wake-up on to the next waiter.
+    private func wait(for pending: Pending, name: String, address: BusAddress, timeout: Duration) throws(BusError)
+        -> String
+    {
+        if pending.done.wait(timeout: ExitDrain.deadline(after: timeout)) == .timedOut {
+            // Asked again by the next sender; a late answer still settles this claim.
+            throw BusError(
+                .timedOut, value: name,
+                "the bus at \(quoted(address.rawValue)) did not answer RequestName for \(quoted(name)) within \(timeout)"
+            )
+        }
+        pending.done.signal()
+        if case .failure(let error) = pending.outcome.withLock({ $0 }) ?? .success(()) { throw error }
+        return name
+    }
+
+    /// Sends `RequestName(name, DO_NOT_QUEUE)`; its answer settles `pending`. Loop-confined.
+    private func requestName(_ name: String, unique: String, on io: BusIO, pending: Pending) {
+        let doNotQueue: UInt32 = 4
+        io.rules.callBus("RequestName", arguments: [.string(name), .uint32(doNotQueue)], naming: name) {
+            [self] result in
+            switch result {
+            case .success(let arguments):
+                // 1: primary owner, 4: already the owner; 2 (queued) and 3 (exists) are refusals.
+                if case .uint32(let code)? = arguments.first, code == 1 || code == 4 {
+                    settle(pending, unique: unique, name: name, logger: io.logger, .success(()))
+                } else {
+                    let code = arguments.first.map(\.description) ?? "nothing"
+                    settle(
+                        pending, unique: unique, name: name, logger: io.logger,
+                        .failure(
+                            BusError(
+                                .nameRefused, value: name,
+                                "the bus did not give \(quoted(name)) to this connection (RequestName answered \(code))"
+                            )))
+                }
+            case .failure(let error) where error.code == .requestFailed:
+                settle(
+                    pending, unique: unique, name: name, logger: io.logger,
+                    .failure(
+                        BusError(
+                            .nameRefused, value: name, dbusName: error.dbusName,
+                            "the bus or a proxy refused the sender name \(quoted(name)) (\(error.dbusName ?? "no error name")): "
+                                + "a sandboxed app may own only names below its app ID")))
+            case .failure(let error):
+                settle(pending, unique: unique, name: name, logger: io.logger, .failure(error))
+            }
+        }
+    }
+
+    /// Records a claim's outcome: owned and refused are kept for the unique name, anything else
+    /// (the bus went away, no answer) is forgotten so that the next sender asks again.
+    private func settle(
+        _ pending: Pending, unique: String, name: String, logger: Logger, _ outcome: Result<Void, BusError>
+    ) {
+        state.withLock { state in
+            guard case .pending(_, _, let current) = state, current === pending else { return }
+            switch outcome {
+            case .success: state = .owned(unique: unique, name: name)
+            case .failure(let error) where error.code == .nameRefused:
+                state = .refused(unique: unique, name: name, error)
+            case .failure: state = .none
+            }
+        }
+        if case .failure(let error) = outcome, error.code == .nameRefused {
+            logger.warning("\(error.message)")
+        }
+        pending.outcome.withLock { $0 = outcome }
+        pending.done.signal()
     }
 }
 
@@ -75,138 +212,9 @@ extension BusConnection {
     ///   ``BusError/Code/disconnected`` while the bus is away; ``BusError/Code/timedOut`` when it
     ///   did not answer in time (asked again next time).
     package func claimAppName(appID: String, timeout: Duration = appNameTimeout) throws(BusError) -> String {
-        let claim = io.appNameClaim
-        if !claim.watching.exchange(true, ordering: .acquiringAndReleasing) {
-            // Reported on the I/O thread when the connection is lost, before any reconnection.
-            _ = io.addEventHandler { [weak claim] event in
-                if event == .disconnected { claim?.forget() }
-            }
-        }
-        let unique = io.uniqueName
-        guard isConnected, !unique.isEmpty else {
-            throw BusError(
-                .disconnected, value: address.rawValue, "the connection to \(quoted(address.rawValue)) is down")
-        }
-        let name = Self.appSenderName(appID: appID, unique: unique)
-        if name.utf8.count > 255 {
-            throw BusError(
-                .nameRefused, value: name,
-                "the sender name \(quoted(name)) is \(name.utf8.count) bytes, over the 255 D-Bus allows: use a shorter app ID"
-            )
-        }
-        enum Step {
-            case done
-            case fail(BusError)
-            case wait(AppNameClaim.Pending)
-            case ask(AppNameClaim.Pending)
-        }
-        let step = claim.state.withLock { state -> Step in
-            switch state {
-            case .owned(unique, _): return .done
-            case .refused(unique, _, let error): return .fail(error)
-            case .pending(unique, _, let pending): return .wait(pending)
-            default:
-                let pending = AppNameClaim.Pending()
-                state = .pending(unique: unique, name: name, pending)
-                return .ask(pending)
-            }
-        }
-        switch step {
-        case .done: return name
-        case .fail(let error): throw error
-        case .wait(let pending):
-            if io.isOnIOThread {
-                // The pending request may still be a job behind this one: ask again here, so a
-                // request is ahead of our signal on the socket (a second one answers "already
-                // the owner"; its answer settles nothing).
-                requestName(name, unique: unique, pending: AppNameClaim.Pending())
-                return name
-            }
-            return try wait(for: pending, name: name, timeout: timeout)
-        case .ask(let pending):
-            if io.isOnIOThread {
-                requestName(name, unique: unique, pending: pending)
-                return name
-            }
-            let accepted = io.submit { [self] in requestName(name, unique: unique, pending: pending) }
-            if !accepted {
-                settle(
-                    pending, unique: unique, name: name,
-                    .failure(BusError(.disconnected, value: address.rawValue, "the connection is closed")))
-            }
-            return try wait(for: pending, name: name, timeout: timeout)
-        }
+        try io.appNameClaim.claim(appID: appID, on: io, isConnected: { isConnected }, timeout: timeout)
     }
 
     /// The name this connection owns for its current unique name, if it claimed one.
     package var ownedAppName: String? { io.appNameClaim.owned(for: io.uniqueName) }
-
-    /// Waits for a claim's answer; passes the wake-up on to the next waiter.
-    private func wait(for pending: AppNameClaim.Pending, name: String, timeout: Duration) throws(BusError) -> String {
-        if pending.done.wait(timeout: ExitDrain.deadline(after: timeout)) == .timedOut {
-            // Asked again by the next sender; a late answer still settles this claim.
-            throw BusError(
-                .timedOut, value: name,
-                "the bus at \(quoted(address.rawValue)) did not answer RequestName for \(quoted(name)) within \(timeout)"
-            )
-        }
-        pending.done.signal()
-        if case .failure(let error) = pending.outcome.withLock({ $0 }) ?? .success(()) { throw error }
-        return name
-    }
-
-    /// Sends `RequestName(name, DO_NOT_QUEUE)`; its answer settles `pending`. Loop-confined.
-    private func requestName(_ name: String, unique: String, pending: AppNameClaim.Pending) {
-        let doNotQueue: UInt32 = 4
-        io.rules.callBus("RequestName", arguments: [.string(name), .uint32(doNotQueue)], naming: name) {
-            [self] result in
-            switch result {
-            case .success(let arguments):
-                // 1: primary owner, 4: already the owner; 2 (queued) and 3 (exists) are refusals.
-                if case .uint32(let code)? = arguments.first, code == 1 || code == 4 {
-                    settle(pending, unique: unique, name: name, .success(()))
-                } else {
-                    let code = arguments.first.map(\.description) ?? "nothing"
-                    settle(
-                        pending, unique: unique, name: name,
-                        .failure(
-                            BusError(
-                                .nameRefused, value: name,
-                                "the bus did not give \(quoted(name)) to this connection (RequestName answered \(code))"
-                            )))
-                }
-            case .failure(let error) where error.code == .requestFailed:
-                settle(
-                    pending, unique: unique, name: name,
-                    .failure(
-                        BusError(
-                            .nameRefused, value: name, dbusName: error.dbusName,
-                            "the bus or a proxy refused the sender name \(quoted(name)) (\(error.dbusName ?? "no error name")): "
-                                + "a sandboxed app may own only names below its app ID")))
-            case .failure(let error):
-                settle(pending, unique: unique, name: name, .failure(error))
-            }
-        }
-    }
-
-    /// Records a claim's outcome: owned and refused are kept for the unique name, anything else
-    /// (the bus went away, no answer) is forgotten so that the next sender asks again.
-    private func settle(
-        _ pending: AppNameClaim.Pending, unique: String, name: String, _ outcome: Result<Void, BusError>
-    ) {
-        io.appNameClaim.state.withLock { state in
-            guard case .pending(_, _, let current) = state, current === pending else { return }
-            switch outcome {
-            case .success: state = .owned(unique: unique, name: name)
-            case .failure(let error) where error.code == .nameRefused:
-                state = .refused(unique: unique, name: name, error)
-            case .failure: state = .none
-            }
-        }
-        if case .failure(let error) = outcome, error.code == .nameRefused {
-            io.logger.warning("\(error.message)")
-        }
-        pending.outcome.withLock { $0 = outcome }
-        pending.done.signal()
-    }
 }

@@ -1,5 +1,4 @@
 import Dispatch
-import Glibc
 public import Logging
 import Synchronization
 import WormholeSystem
@@ -61,14 +60,6 @@ public final class BusConnection: Sendable {
     /// before ``emit(_:)`` refuses: 8 MiB. Shared connections read `WORMHOLE_OUTGOING_LIMIT`
     /// (bytes) from the environment instead when it is set.
     public static let defaultOutgoingLimit = 8 * 1024 * 1024
-
-    /// The limit of the process's shared connections.
-    static let sharedOutgoingLimit: Int = {
-        if let text = getenv("WORMHOLE_OUTGOING_LIMIT").map({ String(cString: $0) }), let value = Int(text), value > 0 {
-            return value
-        }
-        return defaultOutgoingLimit
-    }()
 
     /// How long a refusable send (a transient message) waits for room by default: 1 second.
     package static let defaultRefusalWait: Duration = .seconds(1)
@@ -157,10 +148,10 @@ public final class BusConnection: Sendable {
     /// How many signals from other connections this connection has received (after the
     /// daemon's filtering by match rules), whether or not any subscription wanted them.
     /// The bus daemon's own `org.freedesktop.DBus` signals are not counted. For tests.
-    package var signalsReceived: UInt64 { io.signalsReceived.load(ordering: .relaxed) }
+    package var signalsReceived: UInt64 { io.routes.signalsReceived.load(ordering: .relaxed) }
     /// Signals dropped before decoding because every route they reached had them already (the
     /// doorbell's duplicates; ``expectDuplicate(of:serial:routeID:absorbed:)``).
-    package var duplicatesAbsorbed: UInt64 { io.duplicatesAbsorbed.load(ordering: .relaxed) }
+    package var duplicatesAbsorbed: UInt64 { io.routes.duplicatesAbsorbed.load(ordering: .relaxed) }
 
     /// Closes the connection. Streams finish, handlers stop, later calls throw
     /// ``BusError/Code/disconnected``. Signals emitted before are confirmed by the bus first
@@ -177,7 +168,7 @@ public final class BusConnection: Sendable {
 
     /// Throws ``BusError/Code/disconnected`` when this handle was closed.
     private func checkOpen() throws(BusError) {
-        if handleClosed.load(ordering: .relaxed) { throw closedError() }
+        if handleClosed.load(ordering: .relaxed) { throw io.closedError() }
     }
 
     // MARK: Emitting
@@ -196,31 +187,18 @@ public final class BusConnection: Sendable {
     }
 
     /// How a signal waits when the socket is full (see ``emit(_:)``).
-    package enum EmitPolicy: Sendable {
-        /// Queued when it fits; refused at once otherwise.
-        case plain
-        /// Replaces a queued signal with the same key (a `Posted` signal of one name: the latest
-        /// carries the state).
-        case replacing(key: String)
-        /// Waits at most `wait` for room, then is refused (a transient message).
-        case refusable(wait: Duration)
-    }
+    package typealias EmitPolicy = SendPolicy
 
     /// Emits a signal with a queueing policy (``emit(_:)``).
     package func emit(_ signal: Signal, policy: EmitPolicy) throws {
         if sharing != nil { try checkOpen() }
         let message = try MessageCoding.makeSignal(signal)
         HopTrace.mark(.messageBuilt)
-        let size = signal.estimatedSize
-        switch policy {
-        case .plain: try io.send(message, bytes: size, policy: .plain)
-        case .replacing(let key): try io.send(message, bytes: size, policy: .replacing(key: key))
-        case .refusable(let wait): try io.send(message, bytes: size, policy: .refusable(wait: wait))
-        }
+        try io.outgoing.send(message, bytes: signal.estimatedSize, policy: policy)
     }
 
     /// How many signals ``emit(_:)`` refused because the outgoing queue was full.
-    public var refusedSignals: UInt64 { io.refusedSignals.load(ordering: .relaxed) }
+    public var refusedSignals: UInt64 { io.outgoing.refused.load(ordering: .relaxed) }
 
     /// How many queued signals a newer one with the same key replaced while the socket was full
     /// (a `Posted` of one name: the newer stands for it, contract §7). For tests.
@@ -244,7 +222,9 @@ public final class BusConnection: Sendable {
     ///   ``BusError/Code/disconnected`` (the bus went away and signals were dropped, which was
     ///   also logged). On the connection's I/O thread the wait happens on that thread.
     @discardableResult
-    public func flush(timeout: Duration = defaultFlushTimeout) -> BusError? { io.confirm(timeout: timeout) }
+    public func flush(timeout: Duration = defaultFlushTimeout) -> BusError? {
+        io.confirmations.confirm(timeout: timeout)
+    }
 
     /// ``flush(timeout:)`` without a waiting thread: `completion` runs on the I/O thread once the
     /// signals emitted so far are on the bus (`nil`) or the confirmation failed. Returns false,
@@ -252,7 +232,7 @@ public final class BusConnection: Sendable {
     package func flush(
         timeout: Duration = defaultFlushTimeout, then completion: @escaping @Sendable (BusError?) -> Void
     ) -> Bool {
-        io.confirmLater(timeout: timeout, completion: completion)
+        io.confirmations.confirmLater(timeout: timeout, completion: completion)
     }
 
     /// Runs `job` on the connection's I/O thread, after the signals emitted before; false, and
@@ -266,23 +246,13 @@ public final class BusConnection: Sendable {
     public func addMatch(_ rule: MatchRule) async throws {
         try rule.validate()
         try checkOpen()
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let accepted = io.submit { [io, scope] in
-                io.rules.acquireRule(rule, scope: scope) { continuation.resume(with: $0.mapError { $0 as any Error }) }
-            }
-            if !accepted { continuation.resume(throwing: closedError()) }
-        }
+        try await io.rules.onLoop { [scope] rules, done in rules.acquireRule(rule, scope: scope, completion: done) }
     }
 
     /// Drops one reference to a match rule added with ``addMatch(_:)``; the bus daemon
     /// forgets it when the last reference goes. Returns once the daemon has answered.
     public func removeMatch(_ rule: MatchRule) async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let accepted = io.submit { [io, scope] in
-                io.rules.releaseRule(rule, scope: scope) { continuation.resume(with: $0.mapError { $0 as any Error }) }
-            }
-            if !accepted { continuation.resume(throwing: closedError()) }
-        }
+        try await io.rules.onLoop { [scope] rules, done in rules.releaseRule(rule, scope: scope, completion: done) }
     }
 
     // MARK: Receiving
@@ -299,7 +269,7 @@ public final class BusConnection: Sendable {
         let (stream, continuation) = AsyncStream<Signal>.makeStream(
             bufferingPolicy: .bufferingNewest(max(1, bufferLimit)))
         let id = try await addRoute([rule], deliver: { continuation.yield($0) }, finish: { continuation.finish() })
-        continuation.onTermination = { [io] _ in io.removeRoute(id: id) }
+        continuation.onTermination = { [io] _ in io.routes.remove(id: id) }
         return SignalStream(stream)
     }
 
@@ -312,12 +282,12 @@ public final class BusConnection: Sendable {
     public func subscribe(
         _ rule: MatchRule, on delivery: DeliveryQueue = .serial, handler: @escaping @Sendable (Signal) -> Void
     ) throws -> SignalSubscription {
-        let cancelled = SignalSubscription.Flag()
+        let cancelled = BusSubscription.Flag()
         let executor = delivery.makeExecutor(label: "wormhole.dbus.subscription")
         let id = try addRoute([rule]) { signal in
             executor.run { if !cancelled.isSet { handler(signal) } }
         }
-        return SignalSubscription(io: io, id: id, cancelled: cancelled)
+        return BusSubscription(cancelled: cancelled) { [io] in io.routes.remove(id: id) }
     }
 
     /// Calls `handler` when the connection is lost or restored, where `delivery` says, until
@@ -328,20 +298,20 @@ public final class BusConnection: Sendable {
     public func onEvent(
         on delivery: DeliveryQueue = .serial, handler: @escaping @Sendable (BusConnectionEvent) -> Void
     ) -> EventSubscription {
-        let box = EventSubscription.Box()
+        let cancelled = BusSubscription.Flag()
         let executor = delivery.makeExecutor(label: "wormhole.dbus.events")
-        let id = io.addEventHandler(scope: scope) { event in
-            executor.run { if !box.cancelled.load(ordering: .acquiring) { handler(event) } }
+        let id = io.events.add(scope: scope) { event in
+            executor.run { if !cancelled.isSet { handler(event) } }
         }
-        return EventSubscription(io: io, id: id, box: box)
+        return BusSubscription(cancelled: cancelled) { [io] in io.events.remove(id) }
     }
 
     /// The connection's events as a stream: ``BusConnectionEvent/disconnected`` and
     /// ``BusConnectionEvent/reconnected``. The stream ends when the connection closes.
     public func events() -> AsyncStream<BusConnectionEvent> {
         let (stream, continuation) = AsyncStream<BusConnectionEvent>.makeStream()
-        let id = io.addEventHandler(scope: scope) { continuation.yield($0) }
-        continuation.onTermination = { [io] _ in io.removeEventHandler(id) }
+        let id = io.events.add(scope: scope) { continuation.yield($0) }
+        continuation.onTermination = { [io] _ in io.events.remove(id) }
         return stream
     }
 
@@ -357,22 +327,9 @@ public final class BusConnection: Sendable {
         _ rules: [MatchRule], strictArgumentPaths: Bool = false, deliver: @escaping @Sendable (Signal) -> Void,
         finish: @escaping @Sendable () -> Void = {}
     ) throws -> UInt64 {
-        let texts = try Self.validated(rules)
+        let route = try BusRoutes.Route.checked(rules, strictArgumentPaths, deliver, finish, scope: scope)
         try checkOpen()
-        precondition(!io.isOnIOThread, "routes must not be added from the connection's I/O thread")
-        let id = io.makeID()
-        let result = Locked<Result<Void, BusError>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        let route = BusIO.Route(
-            rules: rules, texts: texts, strictArgumentPaths: strictArgumentPaths, deliver: deliver, finish: finish,
-            scope: scope)
-        io.addRoute(id: id, route) { outcome in
-            result.withLock { $0 = outcome }
-            done.signal()
-        }
-        done.wait()
-        if case .failure(let error) = result.withLock({ $0 }) { throw error }
-        return id
+        return try io.routes.addWaiting(route)
     }
 
     /// Routes signals matching any of `rules` to `deliver` (on the I/O thread); returns once
@@ -381,18 +338,9 @@ public final class BusConnection: Sendable {
         _ rules: [MatchRule], strictArgumentPaths: Bool = false, deliver: @escaping @Sendable (Signal) -> Void,
         finish: @escaping @Sendable () -> Void = {}
     ) async throws -> UInt64 {
-        let texts = try Self.validated(rules)
+        let route = try BusRoutes.Route.checked(rules, strictArgumentPaths, deliver, finish, scope: scope)
         try checkOpen()
-        let id = io.makeID()
-        let route = BusIO.Route(
-            rules: rules, texts: texts, strictArgumentPaths: strictArgumentPaths, deliver: deliver, finish: finish,
-            scope: scope)
-        try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
-            io.addRoute(id: id, route) {
-                done.resume(with: $0.mapError { $0 as any Error })
-            }
-        }
-        return id
+        return try await io.routes.add(route)
     }
 
     /// One route of ``addRoutes(_:)``.
@@ -425,54 +373,17 @@ public final class BusConnection: Sendable {
     package func addRoutes(_ requests: [RouteRequest]) -> [Result<UInt64, BusError>] {
         precondition(!io.isOnIOThread, "routes must not be added from the connection's I/O thread")
         if handleClosed.load(ordering: .relaxed) {
-            return Array(repeating: .failure(closedError()), count: requests.count)
+            return Array(repeating: .failure(io.closedError()), count: requests.count)
         }
-        var results = [Result<UInt64, BusError>?](repeating: nil, count: requests.count)
-        var batch: [(id: UInt64, route: BusIO.Route)] = []
-        var positions: [Int] = []
-        batch.reserveCapacity(requests.count)
-        positions.reserveCapacity(requests.count)
         // The rules' texts are made and checked here, once (not in slices handed to the I/O
         // thread meanwhile: docs/performance.md, *Figures behind the design*).
-        for (index, request) in requests.enumerated() {
-            let texts: [String]
-            do throws(BusError) {
-                texts = try Self.validated(request.rules)
-            } catch {
-                results[index] = .failure(error)
-                continue
-            }
-            let route = BusIO.Route(
-                rules: request.rules, texts: texts, strictArgumentPaths: request.strictArgumentPaths,
-                deliver: request.deliver, finish: request.finish, scope: scope)
-            batch.append((io.makeID(), route))
-            positions.append(index)
-        }
-        if !batch.isEmpty {
-            let outcomes = Locked<[Result<Void, BusError>]>([])
-            let done = DispatchSemaphore(value: 0)
-            io.addRoutes(batch) { all in
-                outcomes.withLock { $0 = all }
-                done.signal()
-            }
-            done.wait()
-            for (position, (entry, outcome)) in zip(positions, zip(batch, outcomes.withLock { $0 })) {
-                results[position] = outcome.map { entry.id }
-            }
-        }
-        return results.map { $0! }
-    }
-
-    /// The rules' texts, each checked (``MatchRule/validate()``).
-    private static func validated(_ rules: [MatchRule]) throws(BusError) -> [String] {
-        var texts: [String] = []
-        texts.reserveCapacity(rules.count)
-        for rule in rules {
-            let text = rule.description
-            try rule.validate(description: text)
-            texts.append(text)
-        }
-        return texts
+        return io.routes.addWaiting(
+            requests.map { request in
+                Result { () throws(BusError) in
+                    try BusRoutes.Route.checked(
+                        request.rules, request.strictArgumentPaths, request.deliver, request.finish, scope: scope)
+                }
+            })
     }
 
     /// Whether ``addRoutes(_:)`` sends `AddMatch` without replies on this connection (the bus
@@ -486,7 +397,7 @@ public final class BusConnection: Sendable {
     }
 
     /// Removes a route added with `addRoute` and releases its rules.
-    package func removeRoute(_ id: UInt64) { io.removeRoute(id: id) }
+    package func removeRoute(_ id: UInt64) { io.routes.remove(id: id) }
 
     /// On the I/O thread: the signal `probe` (its sender set) with `serial` will arrive, and the
     /// route `routeID` already delivered what it carries; when it arrives, and every route it
@@ -495,7 +406,7 @@ public final class BusConnection: Sendable {
     package func expectDuplicate(
         of probe: Signal, serial: UInt32, routeID: UInt64, absorbed: @escaping @Sendable () -> Void
     ) {
-        io.expectDuplicate(of: probe, serial: serial, routeID: routeID, absorbed: absorbed)
+        io.routes.expectDuplicate(of: probe, serial: serial, routeID: routeID, absorbed: absorbed)
     }
 
     /// Calls a method of the bus daemon itself (`org.freedesktop.DBus`, such as `RequestName`,
@@ -503,14 +414,8 @@ public final class BusConnection: Sendable {
     /// ``BusError/Code/requestFailed`` with its D-Bus error name.
     package func callBusDaemon(_ method: String, _ arguments: [DBusValue] = []) async throws -> [DBusValue] {
         let label = "\(method)(\(arguments.map(\.description).joined(separator: ", ")))"
-        return try await withCheckedThrowingContinuation {
-            (continuation: CheckedContinuation<[DBusValue], any Error>) in
-            let accepted = io.submit { [io] in
-                io.rules.callBus(method, arguments: arguments, naming: label) {
-                    continuation.resume(with: $0.mapError { $0 })
-                }
-            }
-            if !accepted { continuation.resume(throwing: closedError()) }
+        return try await io.rules.onLoop { rules, done in
+            rules.callBus(method, arguments: arguments, naming: label, completion: done)
         }
     }
 
@@ -520,28 +425,18 @@ public final class BusConnection: Sendable {
     /// (a ``BusError/Code/requestFailed`` carrying the daemon's D-Bus error name).
     package func matchRulesOnBus() async throws -> [String: [String]] {
         let method = "GetAllMatchRules"
-        return try await withCheckedThrowingContinuation {
-            (continuation: CheckedContinuation<[String: [String]], any Error>) in
-            let accepted = io.submit { [io] in
-                io.rules.callBus(
-                    method, interface: "org.freedesktop.DBus.Debug.Stats", arguments: [], naming: method,
-                    decode: { reply in
-                        guard let rules = MessageCoding.readStringArrayDictionary(reply) else {
-                            return .failure(
-                                BusError(.typeMismatch, value: method, "the reply to \(method) is not a{sas}"))
-                        }
-                        return .success(rules)
+        return try await io.rules.onLoop { rules, done in
+            rules.callBus(
+                method, interface: "org.freedesktop.DBus.Debug.Stats", arguments: [], naming: method,
+                decode: { reply in
+                    guard let rules = MessageCoding.readStringArrayDictionary(reply) else {
+                        return .failure(BusError(.typeMismatch, value: method, "the reply to \(method) is not a{sas}"))
                     }
-                ) { continuation.resume(with: $0.mapError { $0 }) }
-            }
-            if !accepted { continuation.resume(throwing: closedError()) }
+                    return .success(rules)
+                }, completion: done)
         }
     }
 
     /// Whether the caller runs on this connection's I/O thread.
     package var isOnIOThread: Bool { io.isOnIOThread }
-
-    private func closedError() -> BusError {
-        BusError(.disconnected, value: address.rawValue, "the connection to \(quoted(address.rawValue)) is closed")
-    }
 }

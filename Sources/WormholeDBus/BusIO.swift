@@ -1,5 +1,4 @@
 import Dispatch
-import Glibc
 import Logging
 import Synchronization
 import WormholeSystem
@@ -13,43 +12,19 @@ import WormholeSystem
 /// the module's Threading article (<doc:Threading>); debug builds assert it
 /// (`loop.assertInEventLoop()`, `loop.assertOwned()`).
 ///
-/// The match rules it holds at the daemon, the owners of well-known senders and the quiet
-/// `AddMatch` batches are a part of their own (``BusRules``). The class is split by concern:
-/// this file holds its state and the libdbus callbacks; `BusIO+Connecting` the greeting and
-/// reconnection, `BusIO+Outgoing` sending, confirmation and the drain at exit, `BusIO+MainLoop`
-/// the watches and timeouts, `BusIO+Routing` routes, dispatch and events, `BusIO+Scopes` the
-/// handles of a shared connection.
+/// It coordinates the parts of one connection, each a type with its own state: the match rules
+/// at the daemon (``BusRules``), the routes and dispatch (``BusRoutes``), the sending side
+/// (``BusOutgoing``), confirmation by the bus and the drain at exit (``BusConfirmations``),
+/// greeting and reconnection (``BusConnector``), the event handlers (``BusEvents``) and
+/// libdbus's watches and timeouts (``LibDBusWatches``). This class holds the libdbus connection,
+/// the state a sender checks under one lock, the jobs on the loop, the libdbus callbacks, losing
+/// the bus and closing.
 ///
 /// `@unchecked Sendable`: loop-confined properties are touched only on the I/O thread,
 /// owner-confined ones only by the holder of the loop's ownership; the rest is immutable,
 /// atomic or behind `shared`.
 final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Sendable {
     typealias Completion = @Sendable (Result<Void, BusError>) -> Void
-
-    /// A route as the layers above describe it.
-    struct Route {
-        /// The route receives a signal when any of its rules matches it.
-        var rules: [MatchRule]
-        /// `rules` as the bus daemon reads them (their descriptions), made once by the caller.
-        var texts: [String]
-        /// `argNpath` rules route only values at or below their value (see `BusConnection.addRoute`).
-        var strictArgumentPaths = false
-        var deliver: @Sendable (Signal) -> Void
-        var finish: @Sendable () -> Void
-        /// The scope that added the route (a shared connection's handle, see ``closeScope(_:)``);
-        /// 0 for a private connection's routes.
-        var scope: UInt64 = 0
-    }
-
-    /// What a route table entry carries.
-    struct Handlers {
-        var deliver: @Sendable (Signal) -> Void
-        var finish: @Sendable () -> Void
-        /// The route's rules as the bus daemon reads them.
-        var texts: [String]
-        /// The scope that added the route; 0 for none.
-        var scope: UInt64
-    }
 
     struct Shared {
         var outgoing: OutgoingQueue<LibDBus.Message>
@@ -58,7 +33,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
         /// A wait for room ran out and the queue has not moved since: refusable sends are
         /// refused at once.
         var stalled = false
-        /// libdbus held ``BusIO/libdbusHighWater`` bytes or more the last time the owner looked:
+        /// libdbus held ``BusOutgoing/libdbusHighWater`` bytes or more the last time the owner looked:
         /// the socket is full, and only then does a `Posted` replace a queued one (a loop that is
         /// merely busy writes every post).
         var congested = false
@@ -68,9 +43,6 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
         var session: UInt64 = 0
         var connected = false
         var stopping = false
-        var eventHandlers: [UInt64: @Sendable (BusConnectionEvent) -> Void] = [:]
-        /// The scope of each event handler added by a shared connection's handle.
-        var eventScopes: [UInt64: UInt64] = [:]
     }
 
     let address: BusAddress
@@ -80,32 +52,11 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
     let logger: Logger
     let loop: EventLoop
     let shared: Locked<Shared>
-    /// The most bytes the outgoing queue holds (``BusConnection/defaultOutgoingLimit``).
-    let outgoingLimit: Int
-    /// How many bytes libdbus may hold unwritten before new messages wait in the outgoing
-    /// queue instead (where they can be replaced or refused): what the socket did not take.
-    static let libdbusHighWater = 256 * 1024
-    /// Messages refused because the outgoing queue was full.
-    let refusedSignals = Atomic<UInt64>(0)
-    /// Serialises senders on other threads among themselves (see `send`).
-    let emitting = PThreadMutex()
     let nextID = Atomic<UInt64>(1)
     /// Set by ``stop()``: the connection has left the loop, which takes no more of its jobs.
     let detached = Atomic<Bool>(false)
-    /// Signals the connection received (after the bus daemon's filtering), for tests and statistics.
-    let signalsReceived = Atomic<UInt64>(0)
-    /// Signals dropped in the filter, undecoded, because every route they reach had them
-    /// already (``expectDuplicate(of:serial:routeID:absorbed:)``).
-    let duplicatesAbsorbed = Atomic<UInt64>(0)
     /// The sender name this connection owns inside a sandbox (contract §8; AppNameClaim.swift).
     let appNameClaim = AppNameClaim()
-    /// Signals `send` accepted (written or queued), and how many of them the bus has confirmed
-    /// by answering a call made after them (``confirm(timeout:)``): a flush and the drain at exit
-    /// make that call only when the first is ahead, so a connection that sent nothing pays nothing.
-    let acceptedSignals = Atomic<UInt64>(0)
-    let confirmedSignals = Atomic<UInt64>(0)
-    /// Accepted signals were dropped because the bus went away; the next flush reports it.
-    let lostSignals = Atomic<Bool>(false)
     /// Signalled once, when the loop has stopped (the drain at exit waits for a closing connection).
     let stoppedSignal = DispatchSemaphore(value: 0)
 
@@ -113,64 +64,27 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
     var connection: LibDBus.Connection?
     /// libdbus's watches and timeouts on the loop.
     var mainLoop = LibDBusWatches()
-    var routes = RouteTable<Handlers>()
-    /// The match rules this connection holds at the daemon (set once, in `init`, before the
-    /// connection is on the loop).
+    /// The parts, each made once in `init` before the connection is on the loop.
     private(set) var rules: BusRules!
-    /// Signals announced before they arrive (a doorbell ring came first); owner-confined like
-    /// `routes`.
-    var expectedDuplicates = ExpectedDuplicates()
-    /// Confirmations waiting for the bus's answer (``confirmOnLoop(deadline:completion:)``), by
-    /// id: a connection that goes away fails them (libdbus forgets its pending calls on close).
-    var confirmations: [UInt64: (BusError?) -> Void] = [:]
-    /// The routes each scope added (a shared connection's handles; see ``closeScope(_:)``).
-    var scopedRoutes: [UInt64: Set<UInt64>] = [:]
+    private(set) var routes: BusRoutes!
+    private(set) var outgoing: BusOutgoing!
+    private(set) var confirmations: BusConfirmations!
+    private(set) var connector: BusConnector!
+    let events = BusEvents()
     var disconnectPending = false
-    /// A greeting that failed inside a libdbus callback: the connection is given up after the
-    /// dispatch returns (closing it from inside would free it under libdbus's feet).
-    var greetingFailure: BusError?
-    /// When the greeting in flight gives up (monotonic milliseconds), whatever libdbus does: a
-    /// daemon killed during authentication can leave libdbus with neither a reply nor a timeout
-    /// to report, and the greeting would wait forever (seen in restart storms).
-    var greetingDeadline: UInt64?
-    var reconnector: Reconnector?
     /// Where the current connection is in its life: greeting the bus, or ready.
     var phase: Phase
 
     enum Phase {
         /// Authentication and `Hello` are in flight; `initial` carries the waiting initialiser.
-        case greeting(initial: Greeting?)
+        case greeting(initial: BusConnector.Greeting?)
         case ready
-    }
-
-    /// The initialiser's wait for the first `Hello` answer.
-    final class Greeting: Sendable {
-        let done = DispatchSemaphore(value: 0)
-        let outcome = Locked<Result<Void, BusError>?>(nil)
-
-        func complete(_ result: Result<Void, BusError>) {
-            let first = outcome.withLock { value -> Bool in
-                if value != nil { return false }
-                value = result
-                return true
-            }
-            if first { done.signal() }
-        }
-
-        func wait(timeout: DispatchTime) -> Result<Void, BusError> {
-            if done.wait(timeout: timeout) == .timedOut {
-                complete(
-                    .failure(BusError(.connectionFailed, "no answer to Hello in time (the I/O thread did not report)")))
-            }
-            return outcome.withLock { $0 } ?? .failure(BusError(.connectionFailed, "no answer"))
-        }
     }
 
     init(
         address: BusAddress, automaticReconnect: Bool, connectTimeout: Duration, outgoingLimit: Int, logger: Logger
     ) throws(BusError) {
         LibDBus.initialiseThreads
-        self.outgoingLimit = outgoingLimit
         shared = Locked(Shared(outgoing: OutgoingQueue(limit: outgoingLimit)))
         self.address = address
         self.automaticReconnect = automaticReconnect
@@ -195,10 +109,14 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
             throw error
         }
         self.connection = connection
-        let greeting = Greeting()
+        let greeting = BusConnector.Greeting()
         phase = .greeting(initial: greeting)
         super.init()
         rules = BusRules(io: self)
+        routes = BusRoutes(io: self)
+        outgoing = BusOutgoing(io: self, limit: outgoingLimit)
+        confirmations = BusConfirmations(io: self)
+        connector = BusConnector(io: self)
         precondition(
             !loop.inEventLoop, "a bus connection must not be made on the runtime loop's thread (a handler on .ioThread)"
         )
@@ -219,12 +137,8 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
 
     func makeID() -> UInt64 { nextID.wrappingAdd(1, ordering: .relaxed).oldValue }
 
-    /// Queues `job` on the I/O thread. Returns false when the connection is closed.
-    @discardableResult
-    func submit(_ job: @escaping @Sendable () -> Void) -> Bool { execute(job) }
-
     /// Queues `job` on the loop unless this connection was stopped (the loop is the process's,
-    /// and runs on for the other connections). The signals queued before it are written before
+    /// and runs on for the other connections); false, and `job` never runs, when it was. The signals queued before it are written before
     /// it runs, those queued after it only once it ran (``OutgoingQueue``).
     @discardableResult
     func execute(_ job: @escaping @Sendable () -> Void) -> Bool {
@@ -232,7 +146,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
         return shared.withLock { state in
             state.outgoing.markJob()
             let accepted = loop.execute { [self] in
-                writeBeforeJob()
+                outgoing.writeBeforeJob()
                 job()
             }
             if !accepted { state.outgoing.unmarkLastJob() }
@@ -242,18 +156,17 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
 
     // MARK: libdbus callbacks (MainLoopOwner)
 
-    // On the owner's thread (see <doc:Threading>). Overrides cannot live in extensions: each
-    // hands over to the file of its concern.
+    // On the owner's thread (see <doc:Threading>).
 
     override func disconnected() { disconnectPending = true }
 
     override func received(_ signal: Signal) {
         rules.noteOwnerChange(signal)
-        dispatch(signal)
+        routes.dispatch(signal)
     }
 
     override func absorbsDuplicate(serial: UInt32, sender: UnsafePointer<CChar>) -> Bool {
-        absorbDuplicate(serial: serial, sender: sender)
+        routes.absorbDuplicate(serial: serial, sender: sender)
     }
 
     override func receivedReply(serial: UInt32, error: (name: String, message: String)?) {
@@ -261,27 +174,197 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
     }
 
     override func wakeUp() { loop.wake() }
-    override func watchAdded(_ watch: LibDBus.Watch) { addWatch(watch) }
-    override func watchRemoved(_ watch: LibDBus.Watch) { removeWatch(watch) }
-    override func watchToggled(_ watch: LibDBus.Watch) { toggleWatch(watch) }
-    override func timeoutChanged(_ timeout: LibDBus.Timeout, removed: Bool) { changeTimeout(timeout, removed: removed) }
+
+    override func watchAdded(_ watch: LibDBus.Watch) {
+        loop.assertOwned()
+        let fd = mainLoop.add(watch)
+        loop.setInterest(fd: fd, mainLoop.interest(in: fd), for: self)
+    }
+
+    override func watchRemoved(_ watch: LibDBus.Watch) {
+        loop.assertOwned()
+        for fd in mainLoop.remove(watch) { loop.setInterest(fd: fd, mainLoop.interest(in: fd), for: self) }
+    }
+
+    override func watchToggled(_ watch: LibDBus.Watch) {
+        loop.assertOwned()
+        for fd in mainLoop.descriptors(of: watch) { loop.setInterest(fd: fd, mainLoop.interest(in: fd), for: self) }
+    }
+
+    override func timeoutChanged(_ timeout: LibDBus.Timeout, removed: Bool) {
+        loop.assertOwned()
+        mainLoop.change(timeout, removed: removed, now: EventLoop.nowMilliseconds())
+    }
+
+    // MARK: The loop (EventLoopHandler), libdbus's watches and timeouts on it
+
+    func loopStarted() {
+        loop.assertInEventLoop()
+        guard let connection else { return }
+        connection.installMainLoop(self)
+        connector.greet(connection)
+    }
+
+    func ready(fd: Int32, _ readiness: Readiness) {
+        loop.assertOwned()
+        HopTrace.mark(.busReady)
+        var index = 0
+        while true {
+            // Look the watch up again each time: handling one may remove the others (on this thread).
+            let list = mainLoop.watches(on: fd)
+            guard index < list.count else { return }
+            let watch = list[index]
+            index += 1
+            guard watch.isEnabled else { continue }
+            watch.handle(
+                readable: readiness.readable && watch.wantsReadable,
+                writable: readiness.writable && watch.wantsWritable,
+                error: readiness.error, hangup: readiness.hangup)
+        }
+    }
+
+    func timeoutMilliseconds() -> Int32 {
+        loop.assertOwned()
+        // Work left over from inside a libdbus call is done in the next iteration, at once.
+        if connector.greetingFailure != nil || disconnectPending { return 0 }
+        let now = EventLoop.nowMilliseconds()
+        // The greeting's own deadline, if libdbus never reports.
+        let next = min(mainLoop.nextDeadline(), connector.greetingDeadline ?? .max)
+        guard next != UInt64.max else { return -1 }
+        return next <= now ? 0 : Int32(clamping: next - now)
+    }
+
+    func beforeJobs() {
+        loop.assertInEventLoop()
+        let due = mainLoop.takeDue(now: EventLoop.nowMilliseconds())
+        if !due.isEmpty {
+            // Handling one may remove others (on this thread): check before each.
+            for timeout in due where mainLoop.isPresent(timeout) { timeout.handle() }
+            mainLoop.settle()
+        }
+        outgoing.pump()
+    }
+
+    func iterationEnded() {
+        loop.assertInEventLoop()
+        // What was queued behind this iteration's jobs, or while they ran.
+        outgoing.pump()
+        connection?.dispatchAll()
+        connector.iterationEnded()
+        if disconnectPending { handleDisconnect() }
+    }
+
+    func clearWatchesAndTimeouts() {
+        loop.assertOwned()
+        mainLoop.removeAll()
+        loop.removeAllInterests(of: self)
+    }
+
+    // MARK: Losing the bus, closing
+
+    func handleDisconnect() {
+        loop.assertInEventLoop()
+        disconnectPending = false
+        if case .greeting = phase {
+            connector.lostWhileGreeting()
+            return
+        }
+        connection?.closeAndRelease()
+        connection = nil
+        clearWatchesAndTimeouts()
+        let (dropped, stopping) = outgoing.dropAll()
+        if dropped > 0 {
+            logger.warning("dropped \(dropped) queued signal(s): the bus went away before they were written")
+        }
+        confirmations.forgetUnconfirmed()
+        rules.perform(rules.registry.disconnected(keepRules: automaticReconnect))
+        rules.forgetQuietAdds()
+        routes.disconnected()
+        logger.info("disconnected from the bus", metadata: ["address": "\(address.rawValue)"])
+        events.report(.disconnected)
+        if automaticReconnect {
+            if !stopping { connector.startReconnecting() }
+        } else {
+            routes.finishAll()
+            rules.trackedNames = [:]
+        }
+        confirmations.failWaiting()
+    }
+
+    func loopStopped() {
+        loop.assertInEventLoop()
+        defer {
+            ProcessRuntime.shared.exitDrain.unregister(self)
+            stoppedSignal.signal()
+        }
+        confirmations.forgetUnconfirmed()
+        connector.stopReconnecting()
+        connection?.closeAndRelease()
+        connection = nil
+        clearWatchesAndTimeouts()
+        events.removeAll()
+        let (dropped, _) = outgoing.dropAll()
+        if dropped > 0 { logger.debug("dropped \(dropped) queued signal(s): the connection was closed") }
+        routes.finishAll()
+        rules.trackedNames = [:]
+        rules.scopedRules = [:]
+        rules.perform(rules.registry.closed())
+        rules.forgetQuietAdds()
+        confirmations.failWaiting()
+    }
+
+    /// At exit: this connection's part of the drain (``BusConfirmations/beginExitDrain(deadline:)``).
+    func beginExitDrain(deadline: DispatchTime) -> (() -> Bool)? {
+        confirmations.beginExitDrain(deadline: deadline)
+    }
+
+    /// Detaches the connection from the process's loop (``detach()``); the connection is closed on
+    /// the I/O thread and every route finished.
+    /// Sending stops at once; signals accepted before and not yet confirmed are confirmed first
+    /// (one call the bus answers, at most ``BusConfirmations/closeBound``), without the caller
+    /// waiting: the drain at exit waits for it.
+    func stop() {
+        let (first, connected) = shared.withLock { state -> (Bool, Bool) in
+            defer { state.stopping = true }
+            return (!state.stopping, state.connected)
+        }
+        // A second call (a center's close, then its connection's deinit) changes nothing: the
+        // first arranged the stop, at once or once the confirmation is done.
+        guard first else { return }
+        if connected && confirmations.hasUnconfirmedSignals,
+            confirmations.confirmBeforeClosing(then: { [self] in detach() })
+        {
+            return
+        }
+        detach()
+    }
+
+    /// Detaches the connection from the process's loop: it is closed on the I/O thread and every
+    /// route finished. Calling it again does nothing.
+    func detach() {
+        if detached.exchange(true, ordering: .acquiringAndReleasing) { return }
+        ProcessRuntime.shared.loop.detach(self, from: loop)
+    }
+
+    /// Ends everything one handle of a shared connection added: its routes are removed (their
+    /// rules released, their `finish` called, so its streams end), its event handlers dropped and
+    /// the rules it took with `acquireRule` released, while the connection and every other
+    /// handle's routes carry on. A closed connection has finished every route already.
+    func closeScope(_ scope: UInt64) {
+        events.closeScope(scope)
+        execute { [self] in
+            routes.closeScope(scope)
+            for (text, count) in rules.scopedRules[scope] ?? [:] {
+                for _ in 0..<count { rules.perform(rules.registry.release(text)) }
+            }
+            rules.scopedRules[scope] = nil
+        }
+    }
 
     // MARK: Errors
 
     func closedError() -> BusError {
         BusError(.disconnected, value: address.rawValue, "the connection to \(quoted(address.rawValue)) is closed")
-    }
-
-    func droppedError() -> BusError {
-        BusError(
-            .disconnected, value: address.rawValue,
-            "signals were dropped: the bus at \(quoted(address.rawValue)) went away before it confirmed them")
-    }
-
-    func timedOut(_ timeout: Duration) -> BusError {
-        BusError(
-            .timedOut, value: address.rawValue,
-            "the bus at \(quoted(address.rawValue)) did not confirm within \(timeout)")
     }
 
     func notConnected() -> BusError {

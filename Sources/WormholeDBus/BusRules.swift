@@ -115,6 +115,17 @@ final class BusRules: @unchecked Sendable {
             decode: { .success(MessageCoding.readArguments($0)) }, completion: completion)
     }
 
+    /// Runs `request` on the loop and returns what it completes with, from another thread than
+    /// the loop's; throws ``BusError/Code/disconnected`` when the connection is closed.
+    func onLoop<Reply: Sendable>(
+        _ request: @escaping @Sendable (BusRules, @escaping @Sendable (Result<Reply, BusError>) -> Void) -> Void
+    ) async throws -> Reply {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Reply, any Error>) in
+            let accepted = io.execute { [self] in request(self) { continuation.resume(with: $0.mapError { $0 }) } }
+            if !accepted { continuation.resume(throwing: io.closedError()) }
+        }
+    }
+
     /// Calls a method of the bus daemon on `interface` (one of the daemon's own interfaces);
     /// `decode` reads the reply, `completion` gets what it read, or the daemon's error, which
     /// names `naming`. Loop-confined.
@@ -327,11 +338,11 @@ final class BusRules: @unchecked Sendable {
             switch result {
             case .success(let arguments):
                 if case .string(let owner)? = arguments.first, trackedNames[name] != nil {
-                    io.routes.owners[name] = owner
+                    io.routes.table.owners[name] = owner
                 }
                 completion?(.success(()))
             case .failure(let error) where error.dbusName == "org.freedesktop.DBus.Error.NameHasNoOwner":
-                io.routes.owners[name] = nil
+                io.routes.table.owners[name] = nil
                 completion?(.success(()))
             case .failure(let error):
                 completion?(.failure(error))
@@ -347,7 +358,7 @@ final class BusRules: @unchecked Sendable {
             return
         }
         trackedNames[name] = nil
-        io.routes.owners[name] = nil
+        io.routes.table.owners[name] = nil
         perform(registry.release(Self.ownerRule(for: name).description))
     }
 
@@ -359,6 +370,6 @@ final class BusRules: @unchecked Sendable {
             signal.arguments.count == 3, case .string(let name) = signal.arguments[0], trackedNames[name] != nil,
             case .string(let owner) = signal.arguments[2]
         else { return }
-        io.routes.owners[name] = owner.isEmpty ? nil : owner
+        io.routes.table.owners[name] = owner.isEmpty ? nil : owner
     }
 }

@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Glibc
 import WormholeSystem
 
 /// The address of a D-Bus bus, such as `unix:path=/run/user/1000/bus`.
@@ -29,7 +28,7 @@ public struct BusAddress: Hashable, Sendable, CustomStringConvertible {
         // (this runs on every send while no bus can be reached).
         let value =
             environment.map { $0["DBUS_SESSION_BUS_ADDRESS"] }
-            ?? getenv("DBUS_SESSION_BUS_ADDRESS").map { String(cString: $0) }
+            ?? Syscall.environment("DBUS_SESSION_BUS_ADDRESS")
         guard let value, !value.isEmpty else {
             throw BusError(
                 .noSessionBus,

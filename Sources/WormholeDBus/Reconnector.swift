@@ -14,77 +14,76 @@ import WormholeSystem
 /// there. It runs on the process's loop (``RuntimeLoop``): the backoff is the loop's sleep, and
 /// no thread of its own waits.
 ///
-/// `@unchecked Sendable`: every mutable property but `stopped` is loop-confined; `stopped` is atomic.
-final class Reconnector: EventLoopHandler, @unchecked Sendable {
+/// The same watch waits for a bus that is not there yet (``BusArrivalWatch``, ``BusWait``).
+///
+/// `@unchecked Sendable`: every mutable property is loop-confined; `stopped` is atomic.
+package final class Reconnector: EventLoopHandler, @unchecked Sendable {
     private let address: BusAddress
     private let logger: Logger
     /// Takes the connection that was opened (on the loop's thread); it owns it from then on.
     private let adopt: (LibDBus.Connection) -> Void
     private let stopped = Atomic<Bool>(false)
-    private let started = Atomic<Bool>(false)
-    private var loop: EventLoop?
+    /// The process's loop, nil when none could be had.
+    private let loop: EventLoop?
     private var watches: [InotifyHub.Watch] = []
     private var delay: UInt64 = 10
     /// When the next attempt is due (monotonic milliseconds); nil while none is planned.
     private var nextAttempt: UInt64?
 
-    /// Brings `io`'s connection back.
-    convenience init(io: BusIO) {
-        self.init(address: io.address, logger: io.logger) { connection in
-            let handover = Handover(connection)
-            // The new connection passes to the I/O thread's connection job (the same thread),
-            // which owns it from then on.
-            let accepted = io.submit { io.adoptReconnected(handover.connection) }
-            if !accepted { handover.connection.closeAndRelease() }
-        }
-    }
-
-    /// Opens a connection to `address` as soon as it can be opened and gives it to `adopt`.
+    /// Opens a connection to `address` as soon as it can be opened and gives it to `adopt`,
+    /// starting at once. When no loop can be had (no epoll or eventfd left) it logs why and
+    /// does nothing.
     init(address: BusAddress, logger: Logger, adopt: @escaping (LibDBus.Connection) -> Void) {
         self.address = address
         self.logger = logger
         self.adopt = adopt
-    }
-
-    /// Starts trying (once). When no loop can be had (no epoll or eventfd left) it logs why and
-    /// does nothing.
-    func start() {
-        if started.exchange(true, ordering: .acquiringAndReleasing) { return }
         do throws(SystemFailure) {
             loop = try ProcessRuntime.shared.loop.join()
         } catch {
             logger.error("cannot wait for the bus at \(address.rawValue): \(error)")
+            loop = nil
             return
         }
         loop?.attach(self)
     }
 
-    /// Stops trying; `adopt` is not called after the loop has seen it. Calling it again does nothing.
-    func stop() {
+    /// Waits, without blocking anyone, for a bus that cannot be reached yet: calls `reachable`
+    /// once (on the process's loop: it must return quickly) as soon as a connection to the
+    /// address can be opened (that connection is closed again), until cancelled.
+    package convenience init(address: BusAddress, logger: Logger, reachable: @escaping @Sendable () -> Void) {
+        self.init(address: address, logger: logger) { (connection: LibDBus.Connection) in
+            connection.closeAndRelease()
+            reachable()
+        }
+    }
+
+    /// Stops trying; no connection is handed over after the loop has seen it. Calling it again
+    /// does nothing.
+    package func cancel() {
         if stopped.exchange(true, ordering: .acquiringAndReleasing) { return }
-        guard started.load(ordering: .acquiring), let loop else { return }
+        guard let loop else { return }
         ProcessRuntime.shared.loop.detach(self, from: loop)
     }
 
-    func loopStarted() {
+    package func loopStarted() {
         watchSocketDirectories()
         attempt()
     }
 
-    func loopStopped() {
+    package func loopStopped() {
         stopped.store(true, ordering: .releasing)
         for watch in watches { watch.cancel() }
         watches = []
         nextAttempt = nil
     }
 
-    func timeoutMilliseconds() -> Int32 {
+    package func timeoutMilliseconds() -> Int32 {
         guard let due = nextAttempt else { return -1 }
         let now = EventLoop.nowMilliseconds()
         return due <= now ? 0 : Int32(clamping: due - now)
     }
 
-    func beforeJobs() {
+    package func beforeJobs() {
         if let due = nextAttempt, due <= EventLoop.nowMilliseconds() { attempt() }
     }
 
@@ -115,7 +114,7 @@ final class Reconnector: EventLoopHandler, @unchecked Sendable {
             // A restarted daemon has a new guid: the address's `guid=` (as `dbus-daemon
             // --print-address` and `dbus-launch` print it) would make libdbus refuse it forever.
             let connection = try LibDBus.Connection.open(address.withoutGUID)
-            stop()
+            cancel()
             adopt(connection)
         } catch {
             logger.debug("reconnect attempt failed; retrying in \(delay) ms or when the socket appears: \(error)")
@@ -125,12 +124,10 @@ final class Reconnector: EventLoopHandler, @unchecked Sendable {
     }
 }
 
-/// Moves a freshly opened connection from the thread that opened it to the I/O thread.
-/// `@unchecked Sendable`: the opening thread never touches the connection after handing it over.
-private final class Handover: @unchecked Sendable {
-    let connection: LibDBus.Connection
-    init(_ connection: LibDBus.Connection) { self.connection = connection }
-}
+/// Waiting for a bus that is not there yet, without blocking anyone (``Reconnector``): for a
+/// `unix:path=` address the socket's directory is watched with inotify; other addresses are
+/// tried after a backoff of 10 ms doubling to 2 s. ``Reconnector/cancel()`` stops waiting.
+package typealias BusArrivalWatch = Reconnector
 
 /// Waiting for a bus that is not there yet.
 package enum BusWait {
@@ -139,31 +136,8 @@ package enum BusWait {
     /// backoff of 10 ms doubling to 2 s, as a connection does when it reconnects.
     package static func untilReachable(_ address: BusAddress) {
         let reachable = DispatchSemaphore(value: 0)
-        let reconnector = Reconnector(address: address, logger: Logger(label: "wormhole.dbus")) { connection in
-            connection.closeAndRelease()
-            reachable.signal()
-        }
-        reconnector.start()
+        let watch = BusArrivalWatch(address: address, logger: Logger(label: "wormhole.dbus")) { reachable.signal() }
         reachable.wait()
-        reconnector.stop()
+        watch.cancel()
     }
-}
-
-/// Waits, without blocking anyone, for a bus that cannot be reached yet: calls `reachable` once
-/// (on the process's loop: it must return quickly) as soon as a connection to the address can be opened (that connection is
-/// closed again), until cancelled. For a `unix:path=` address the socket's directory is watched
-/// with inotify; other addresses are tried after a backoff of 10 ms doubling to 2 s.
-package final class BusArrivalWatch: Sendable {
-    private let reconnector: Reconnector
-
-    package init(address: BusAddress, logger: Logger, reachable: @escaping @Sendable () -> Void) {
-        reconnector = Reconnector(address: address, logger: logger) { connection in
-            connection.closeAndRelease()
-            reachable()
-        }
-        reconnector.start()
-    }
-
-    /// Stops waiting; `reachable` is not called after the loop has seen it.
-    package func cancel() { reconnector.stop() }
 }

@@ -29,6 +29,15 @@ package final class SharedConnections: Sendable {
 
     package init() {}
 
+    /// The outgoing limit of the shared connections: `WORMHOLE_OUTGOING_LIMIT` (bytes) from the
+    /// environment when it is set, else ``BusConnection/defaultOutgoingLimit``.
+    static let outgoingLimit: Int = {
+        if let text = Syscall.environment("WORMHOLE_OUTGOING_LIMIT"), let value = Int(text), value > 0 {
+            return value
+        }
+        return BusConnection.defaultOutgoingLimit
+    }()
+
     /// A reference to the shared connection for `address`, connecting first when there is none.
     /// The connection is made outside the table's lock (a slow bus delays only its own callers);
     /// when two threads connect at once the first to finish wins and the other's connection is
@@ -40,7 +49,7 @@ package final class SharedConnections: Sendable {
         if let entry = retain(key) { return entry }
         let io = try BusIO(
             address: address, automaticReconnect: true, connectTimeout: connectTimeout,
-            outgoingLimit: BusConnection.sharedOutgoingLimit, logger: logger)
+            outgoingLimit: Self.outgoingLimit, logger: logger)
         let (entry, lost) = table.withLock { table -> (Entry, Bool) in
             if let held = table[key] {
                 table[key]?.handles += 1

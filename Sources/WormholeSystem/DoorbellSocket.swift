@@ -1,5 +1,5 @@
-internal import CWormholeSystem  // recvmsg with SCM_CREDENTIALS (the CMSG_* macros)
 import Glibc
+import SystemPackage
 
 /// The doorbell's sockets (docs/contract.md section 9): a process's one endpoint, an unbound-
 /// to-peers `AF_UNIX` datagram socket bound to a path, read on the process's loop
@@ -42,8 +42,9 @@ package enum DoorbellSocket {
     /// The largest datagram read; a longer one is dropped as malformed.
     package static let maximumDatagram = 2_048
 
-    private static func makeRingingSocket() -> Int32 {
-        Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    /// A socket to ring from, or why none could be made.
+    private static func makeRingingSocket() -> Result<Int32, Errno> {
+        Result { () throws(Errno) in try Syscall.unixDatagramSocket() }
     }
 
     /// The process's socket that rings others' endpoints (a field of `Wormhole`'s runtime).
@@ -54,7 +55,7 @@ package enum DoorbellSocket {
 
         package init() {}
 
-        deinit { socket.withLock { if $0 >= 0 { Glibc.close($0) } } }
+        deinit { socket.withLock { if $0 >= 0 { Syscall.close($0) } } }
 
         /// Sends `bytes` to the endpoint bound at `address` (``address(_:)``), never waiting.
         ///
@@ -67,38 +68,35 @@ package enum DoorbellSocket {
         package func ring(_ bytes: UnsafeRawBufferPointer, to address: Address) -> Outcome {
             let address = address.value
             return socket.withLock { fd -> Outcome in
-                if fd < 0 { fd = DoorbellSocket.makeRingingSocket() }
+                if fd < 0 {
+                    switch DoorbellSocket.makeRingingSocket() {
+                    case .success(let made): fd = made
+                    case .failure(let error): return .failed(error.rawValue)
+                    }
+                }
                 let first = DoorbellSocket.send(bytes, to: address, from: fd)
-                guard first == .full else { return first }
-                let fresh = DoorbellSocket.makeRingingSocket()
-                guard fresh >= 0 else { return first }
-                Glibc.close(fd)
+                guard first == .full, case .success(let fresh) = DoorbellSocket.makeRingingSocket() else {
+                    return first
+                }
+                Syscall.close(fd)
                 fd = fresh
                 return DoorbellSocket.send(bytes, to: address, from: fd)
             }
         }
     }
 
-    private static func send(_ bytes: UnsafeRawBufferPointer, to socketAddress: sockaddr_un, from fd: Int32) -> Outcome
-    {
-        guard fd >= 0 else { return .failed(errno) }
-        var address = socketAddress
-        while true {
-            let sent = withUnsafePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    Glibc.sendto(
-                        fd, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL), $0,
-                        socklen_t(MemoryLayout<sockaddr_un>.size))
-                }
-            }
-            if sent >= 0 { return .delivered }
-            switch errno {
-            case EINTR: continue
-            case ECONNREFUSED: return .stale(refused: true)
-            case ENOENT: return .stale(refused: false)
-            case EAGAIN: return .full
-            case let code: return .failed(code)
-            }
+    private static func send(_ bytes: UnsafeRawBufferPointer, to address: sockaddr_un, from fd: Int32) -> Outcome {
+        do throws(Errno) {
+            try Syscall.sendDatagram(fd, bytes, to: address)
+            return .delivered
+        } catch .connectionRefused {
+            return .stale(refused: true)
+        } catch .noSuchFileOrDirectory {
+            return .stale(refused: false)
+        } catch .resourceTemporarilyUnavailable {
+            return .full
+        } catch {
+            return .failed(error.rawValue)
         }
     }
 
@@ -108,22 +106,15 @@ package enum DoorbellSocket {
     /// be said (any other error: then the endpoint is left alone).
     /// The corresponding C function is `connect`.
     package static func isBound(_ address: Address) -> Bool? {
-        let fd = makeRingingSocket()
-        guard fd >= 0 else { return nil }
-        defer { Glibc.close(fd) }
-        var socketAddress = address.value
-        while true {
-            let result = withUnsafePointer(to: &socketAddress) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-                }
-            }
-            if result == 0 { return true }
-            switch errno {
-            case EINTR: continue
-            case ECONNREFUSED, ENOENT: return false
-            default: return nil
-            }
+        guard case .success(let fd) = makeRingingSocket() else { return nil }
+        defer { Syscall.close(fd) }
+        do throws(Errno) {
+            try Syscall.connect(fd, to: address.value)
+            return true
+        } catch .connectionRefused, .noSuchFileOrDirectory {
+            return false
+        } catch {
+            return nil
         }
     }
 
@@ -178,7 +169,7 @@ package enum DoorbellSocket {
                     return value
                 })
             else { return }
-            Glibc.unlink(reader.path)
+            try? Syscall.unlink(reader.path)
             reader.close()
         }
     }
@@ -197,38 +188,37 @@ package enum DoorbellSocket {
             self.path = path
             self.runtime = runtime
             self.handler = handler
-            guard var address = DoorbellSocket.socketAddress(path) else {
+            guard let address = DoorbellSocket.socketAddress(path) else {
                 throw SystemFailure(call: "bind", code: ENAMETOOLONG, path: path, detail: "the path is over 107 bytes")
             }
-            let fd = Glibc.socket(
-                AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-            guard fd >= 0 else { throw SystemFailure(call: "socket", code: errno, path: path) }
-            var one: Int32 = 1
-            guard setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
-                let code = errno
-                Glibc.close(fd)
-                throw SystemFailure(call: "setsockopt(SO_PASSCRED)", code: code, path: path)
+            let fd: Int32
+            do throws(Errno) {
+                fd = try Syscall.unixDatagramSocket(nonBlocking: true)
+            } catch {
+                throw SystemFailure(call: "socket", code: error.rawValue, path: path)
             }
-            let bound = withUnsafePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-                }
+            do throws(Errno) {
+                try Syscall.passCredentials(fd)
+            } catch {
+                Syscall.close(fd)
+                throw SystemFailure(call: "setsockopt(SO_PASSCRED)", code: error.rawValue, path: path)
             }
-            guard bound == 0 else {
-                let code = errno
-                Glibc.close(fd)
-                throw SystemFailure(call: "bind", code: code, path: path)
+            do throws(Errno) {
+                try Syscall.bind(fd, to: address)
+            } catch {
+                Syscall.close(fd)
+                throw SystemFailure(call: "bind", code: error.rawValue, path: path)
             }
             // Mode 0600 (bind made it with the umask's mode; changing the process's umask would
             // race other threads). Its directory is 0700 meanwhile, and the credentials check
             // stays the rule.
-            Glibc.chmod(path, 0o600)
+            try? Syscall.chmod(path, 0o600)
             self.fd = fd
             do throws(SystemFailure) {
                 loop = try runtime.join()
             } catch {
-                Glibc.close(fd)
-                Glibc.unlink(path)
+                Syscall.close(fd)
+                try? Syscall.unlink(path)
                 throw error
             }
             loop.attach(self)
@@ -244,7 +234,7 @@ package enum DoorbellSocket {
             guard !closed else { return }
             closed = true
             loop.setInterest(fd: fd, Interest(), for: self)
-            Glibc.close(fd)
+            Syscall.close(fd)
         }
 
         func ready(fd: Int32, _ readiness: Readiness) { readAll() }
@@ -254,19 +244,13 @@ package enum DoorbellSocket {
             guard !closed else { return }
             var rings: [Ring] = []
             withUnsafeTemporaryAllocation(byteCount: DoorbellSocket.maximumDatagram, alignment: 8) { buffer in
-                guard let base = buffer.baseAddress else { return }
-                while true {
-                    var uid: UInt32 = 0
-                    var pid: Int32 = 0
-                    var truncated: Int32 = 0
-                    let count = cwormhole_receive_with_credentials(fd, base, buffer.count, &uid, &pid, &truncated)
-                    if count < 0 {
-                        if errno == EINTR { continue }
-                        break  // EAGAIN: drained
-                    }
-                    if truncated != 0 { continue }  // longer than any ring: not one
+                // Until the queue is drained (`EAGAIN`, or any error).
+                while let received = try? Syscall.receiveWithCredentials(fd, into: buffer) ?? nil {
+                    if received.truncated { continue }  // longer than any ring: not one
                     rings.append(
-                        Ring(bytes: Array(UnsafeRawBufferPointer(start: base, count: count)), uid: uid, pid: pid))
+                        Ring(
+                            bytes: Array(UnsafeRawBufferPointer(rebasing: buffer[..<received.count])),
+                            uid: received.uid, pid: received.pid))
                 }
             }
             HopTrace.mark(.ringRead)

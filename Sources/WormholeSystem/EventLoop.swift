@@ -3,6 +3,7 @@ import FoundationEssentials
 import Glibc
 package import Logging
 import Synchronization
+import SystemPackage
 
 /// What an ``EventLoop`` drives: a bus connection (`BusIO`), the process's inotify instance
 /// (`InotifyHub`), a reconnection's wait. One loop drives many handlers (see ``RuntimeLoop``);
@@ -98,34 +99,27 @@ package final class EventLoop: @unchecked Sendable {
     package init(name: String, logger: Logger) throws(SystemFailure) {
         self.name = name
         self.logger = logger
-        epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
-        let epollErrno = errno
-        wakeFD = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
-        let wakeErrno = errno
+        let epoll = Result { () throws(Errno) in try Syscall.epollCreate() }
+        let wake = Result { () throws(Errno) in try Syscall.eventCounter() }
+        epollFD = (try? epoll.get()) ?? -1
+        wakeFD = (try? wake.get()) ?? -1
         // On the failures below, deinit runs (every property is set) and closes what was opened.
-        guard epollFD >= 0, wakeFD >= 0 else {
-            throw SystemFailure(
-                call: epollFD < 0 ? "epoll_create1" : "eventfd", code: epollFD < 0 ? epollErrno : wakeErrno)
-        }
-        var event = epoll_event()
-        event.events = EPOLLIN.rawValue
-        event.data.fd = wakeFD
-        guard epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event) == 0 else {
-            throw SystemFailure.lastError("epoll_ctl on the eventfd")
+        if case .failure(let error) = epoll { throw SystemFailure(call: "epoll_create1", code: error.rawValue) }
+        if case .failure(let error) = wake { throw SystemFailure(call: "eventfd", code: error.rawValue) }
+        do throws(Errno) {
+            try Syscall.epollControl(epollFD, EPOLL_CTL_ADD, wakeFD, events: EPOLLIN.rawValue)
+        } catch {
+            throw SystemFailure(call: "epoll_ctl on the eventfd", code: error.rawValue)
         }
     }
 
     deinit {
-        if epollFD >= 0 { Glibc.close(epollFD) }
-        if wakeFD >= 0 { Glibc.close(wakeFD) }
+        if epollFD >= 0 { Syscall.close(epollFD) }
+        if wakeFD >= 0 { Syscall.close(wakeFD) }
     }
 
     /// Monotonic milliseconds, for the deadlines the handlers keep (`CLOCK_MONOTONIC`).
-    package static func nowMilliseconds() -> UInt64 {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return UInt64(spec.tv_sec) * 1_000 + UInt64(spec.tv_nsec) / 1_000_000
-    }
+    package static func nowMilliseconds() -> UInt64 { Syscall.monotonicNanoseconds() / 1_000_000 }
 
     /// Starts the thread.
     package func start() {
@@ -202,10 +196,13 @@ package final class EventLoop: @unchecked Sendable {
     }
 
     private func signalWake() {
-        var one: UInt64 = 1
-        // EAGAIN means the counter is already non-zero: the loop is woken either way.
-        if Glibc.write(wakeFD, &one, 8) < 0 && errno != EAGAIN && errno != EINTR {
-            logger.error("cannot wake the I/O loop: write to eventfd failed: \(SystemFailure.text(of: errno))")
+        let one: UInt64 = 1
+        do throws(Errno) {
+            _ = try withUnsafeBytes(of: one) { bytes throws(Errno) in try Syscall.write(wakeFD, from: bytes) }
+        } catch .resourceTemporarilyUnavailable {
+            // The counter is already non-zero: the loop is woken either way.
+        } catch {
+            logger.error("cannot wake the I/O loop: write to eventfd failed: \(error)")
         }
     }
 
@@ -227,9 +224,7 @@ package final class EventLoop: @unchecked Sendable {
             if current != nil { interests[fd]?.handler = handler }
             return
         }
-        var event = epoll_event()
-        event.events = (interest.readable ? EPOLLIN.rawValue : 0) | (interest.writable ? EPOLLOUT.rawValue : 0)
-        event.data.fd = fd
+        let events = (interest.readable ? EPOLLIN.rawValue : 0) | (interest.writable ? EPOLLOUT.rawValue : 0)
         let operation: Int32
         if interest.isEmpty {
             guard current != nil else { return }
@@ -239,11 +234,12 @@ package final class EventLoop: @unchecked Sendable {
             interests[fd] = (interest, handler)
             operation = current == nil ? EPOLL_CTL_ADD : EPOLL_CTL_MOD
         }
-        if epoll_ctl(epollFD, operation, fd, &event) != 0 {
+        do throws(Errno) {
+            try Syscall.epollControl(epollFD, operation, fd, events: events)
+        } catch {
             // EBADF/ENOENT after libdbus closed a socket it had just stopped watching is harmless.
-            let code = errno
-            if !(operation == EPOLL_CTL_DEL && (code == EBADF || code == ENOENT)) {
-                logger.error("epoll_ctl failed for fd \(fd): \(SystemFailure.text(of: code))")
+            if !(operation == EPOLL_CTL_DEL && (error == .badFileDescriptor || error == .noSuchFileOrDirectory)) {
+                logger.error("epoll_ctl failed for fd \(fd): \(error)")
             }
         }
     }
@@ -275,19 +271,21 @@ package final class EventLoop: @unchecked Sendable {
             let timeout = queue.withLock { $0.jobs.isEmpty } ? timeoutMilliseconds() : 0
             // Asleep, the loop lends the connection: a sender may write on its own thread meanwhile.
             ownership.unlock()
-            let count = epoll_wait(epollFD, &events, Int32(events.count), timeout)
-            let waitErrno = errno
+            let waited = Result { () throws(Errno) in try Syscall.epollWait(epollFD, &events, timeout: timeout) }
             HopTrace.mark(.epollReturned)
             ownership.lock()
-            if count < 0 && waitErrno != EINTR {
-                logger.critical("epoll_wait failed; the I/O loop stops: \(SystemFailure.text(of: waitErrno))")
+            if case .failure(let error) = waited, error != .interrupted {
+                logger.critical("epoll_wait failed; the I/O loop stops: \(error)")
                 queue.withLock { $0.stopping = true }
             }
-            for index in 0..<max(0, Int(count)) {
+            for index in 0..<((try? waited.get()) ?? 0) {
                 let fd = events[index].data.fd
                 if fd == wakeFD {
                     var value: UInt64 = 0
-                    _ = Glibc.read(wakeFD, &value, 8)  // EAGAIN: another wake-up already drained it
+                    // EAGAIN: another wake-up already drained it.
+                    _ = try? withUnsafeMutableBytes(of: &value) { bytes throws(Errno) in
+                        try Syscall.read(wakeFD, into: bytes)
+                    }
                 } else if let handler = interests[fd]?.handler {
                     let bits = events[index].events
                     handler.ready(

@@ -1,4 +1,4 @@
-internal import CWormholeSystem  // timespec as the shim declares it
+internal import CWormholeSystem  // the CPU a mark is taken on (cwormhole_current_cpu)
 import Glibc
 import Synchronization
 
@@ -56,7 +56,7 @@ package enum HopTrace {
     }
 
     private static let storage: Storage? = {
-        guard let prefix = getenv("WORMHOLE_HOP_TRACE").map({ String(cString: $0) }), !prefix.isEmpty else {
+        guard let prefix = Syscall.environment("WORMHOLE_HOP_TRACE"), !prefix.isEmpty else {
             return nil
         }
         // Two words a mark: the time, then the CPU and the point.
@@ -64,7 +64,7 @@ package enum HopTrace {
         // Touch every page now, so that no mark takes a page fault.
         entries.initialize(repeating: 0, count: 2 * capacity)
         atexit { HopTrace.write() }
-        return Storage(entries: entries, path: prefix + "." + String(getpid()))
+        return Storage(entries: entries, path: prefix + "." + String(Syscall.processID()))
     }()
 
     private static let next = Atomic<Int>(0)
@@ -80,9 +80,7 @@ package enum HopTrace {
     }
 
     private static func record(_ point: Point, _ storage: Storage) {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        let now = UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
+        let now = Syscall.monotonicNanoseconds()
         let slot = next.wrappingAdd(1, ordering: .relaxed).oldValue
         guard slot < capacity else { return }
         storage.entries[2 * slot] = now

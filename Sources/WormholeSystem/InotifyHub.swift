@@ -1,5 +1,6 @@
 import Glibc
 import Synchronization
+import SystemPackage
 
 /// The process's one inotify instance, on the process's loop (``ProcessRuntime/loop``): the wormhole
 /// directories that listeners watch while no bus can be reached, and the socket directories a
@@ -85,11 +86,12 @@ package final class InotifyHub: Sendable {
                 state.instance = instance
             }
             // IN_MASK_ADD: another subscriber of the same directory keeps the events it asked for.
-            let wd = inotify_add_watch(instance.fd, path, mask | UInt32(IN_MASK_ADD))
-            guard wd >= 0 else {
-                let failure = SystemFailure(call: "inotify_add_watch", code: errno)
+            let wd: Int32
+            do throws(Errno) {
+                wd = try Syscall.inotifyAddWatch(instance.fd, path, mask | UInt32(IN_MASK_ADD))
+            } catch {
                 if state.watches.isEmpty { closeInstance(&state) }
-                throw failure
+                throw SystemFailure(call: "inotify_add_watch", code: error.rawValue)
             }
             let id = state.nextID
             state.nextID += 1
@@ -106,7 +108,7 @@ package final class InotifyHub: Sendable {
             state.watches[wd]?[id] = nil
             if state.watches[wd]?.isEmpty == true {
                 state.watches[wd] = nil
-                if let instance = state.instance { _ = inotify_rm_watch(instance.fd, wd) }
+                if let instance = state.instance { Syscall.inotifyRemoveWatch(instance.fd, wd) }
             }
             if state.watches.isEmpty { closeInstance(&state) }
         }
@@ -162,13 +164,15 @@ package final class InotifyHub: Sendable {
 
         init(hub: InotifyHub) throws(SystemFailure) {
             self.hub = hub
-            let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
-            guard fd >= 0 else { throw SystemFailure(call: "inotify_init1", code: errno) }
-            self.fd = fd
+            do throws(Errno) {
+                fd = try Syscall.inotifyInit()
+            } catch {
+                throw SystemFailure(call: "inotify_init1", code: error.rawValue)
+            }
             do throws(SystemFailure) {
                 loop = try hub.runtime.join()
             } catch {
-                Glibc.close(fd)
+                Syscall.close(fd)
                 throw error
             }
             loop.attach(self)
@@ -189,7 +193,7 @@ package final class InotifyHub: Sendable {
             guard !closed else { return }
             closed = true
             loop.setInterest(fd: fd, Interest(), for: self)
-            Glibc.close(fd)
+            Syscall.close(fd)
         }
 
         func loopStarted() {
@@ -206,9 +210,7 @@ package final class InotifyHub: Sendable {
             withUnsafeTemporaryAllocation(byteCount: capacity, alignment: 8) { buffer in
                 guard let base = buffer.baseAddress else { return }
                 while true {
-                    let count = Glibc.read(fd, base, capacity)
-                    if count < 0 && errno == EINTR { continue }
-                    guard count > 0 else { break }
+                    guard let count = try? Syscall.read(fd, into: buffer), count > 0 else { break }
                     var offset = 0
                     while offset + 16 <= count {
                         let wd = base.load(fromByteOffset: offset, as: Int32.self)

@@ -1,4 +1,5 @@
 import Glibc
+import SystemPackage
 
 /// Why the process's machinery could not do something: the call that failed, its `errno` and
 /// the path involved. One type for the loop, the inotify instance and the doorbell's socket.
@@ -20,11 +21,6 @@ package struct SystemFailure: Error, Sendable, CustomStringConvertible {
         self.detail = detail
     }
 
-    /// A failure of the call just made, with the calling thread's `errno`.
-    package static func lastError(_ call: String, path: String? = nil) -> SystemFailure {
-        SystemFailure(call: call, code: errno, path: path)
-    }
-
     /// The kernel limit the failure points at, when it is one: what raises it.
     package var limit: String? {
         switch (call, code) {
@@ -34,8 +30,8 @@ package struct SystemFailure: Error, Sendable, CustomStringConvertible {
         }
     }
 
-    /// The text of `errno` `code` (`strerror`), the one place the machinery calls it.
-    package static func text(of code: Int32) -> String { String(cString: strerror(code)) }
+    /// The text of `errno` `code`, as the syscall layer's `Errno` gives it.
+    package static func text(of code: Int32) -> String { Errno(rawValue: code).description }
 
     package var description: String {
         let reason = detail ?? Self.text(of: code)

@@ -1,6 +1,7 @@
 import Atomics
 import Glibc
 import SystemPackage
+import WormholeSystem
 
 /// The change counter of one suite, `<root>/<group>/Preferences/<suite>.json.changes`
 /// (contract section 5, docs/shared-defaults.md): 8 bytes, an unsigned 64-bit little-endian count that

@@ -1,3 +1,5 @@
+import WormholeSystem
+
 /// The name of a shared-defaults suite, such as `group.com.example.lines` (the group's default
 /// suite) or `settings`: the suite is stored as `<container>/Preferences/<suite>.json`.
 ///

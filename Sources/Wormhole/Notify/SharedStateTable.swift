@@ -2,6 +2,7 @@ import Atomics
 import FoundationEssentials
 import Glibc
 import SystemPackage
+import WormholeSystem
 
 /// A table of per-name generation counters and states in shared memory, so a check token
 /// answers "posted since my last check?" with one memory load: no system call, no bus traffic.

@@ -5,6 +5,7 @@
 import FoundationEssentials
 import Glibc
 import SystemPackage
+import WormholeSystem
 
 /// What `wormhole doctor` and `wormhole monitor` read from a container. Not API: shared
 /// between our own modules only.

@@ -2,6 +2,7 @@
 
 import Glibc
 import SystemPackage
+import WormholeSystem
 
 /// Opening (and making) the root under which group containers live.
 enum ContainerRoot {

@@ -2,6 +2,7 @@
 // by this user, not writable by group or others.
 
 import Glibc
+import WormholeSystem
 
 /// What an entry inside a container must be.
 enum EntryKind: CustomStringConvertible {

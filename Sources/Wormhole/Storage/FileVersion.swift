@@ -1,6 +1,7 @@
 // One version of a file or directory, as its `stat` describes it.
 
 import Glibc
+import WormholeSystem
 
 /// What identifies one version of a file or directory: the same device, inode, link count (for a
 /// directory, one per subdirectory), size, modification and change time mean the same contents

@@ -6,6 +6,7 @@
 import FoundationEssentials
 import Glibc
 import SystemPackage
+import WormholeSystem
 
 enum LockWait {
     /// How long a lock wait may take: `WORMHOLE_LOCK_TIMEOUT` (seconds, fractions allowed) when

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import WormholeSystem
 
 /// The file layout and the atomic replace that `FileTransiting` and `CoordinatedFileTransiting`
 /// share; no locking here.

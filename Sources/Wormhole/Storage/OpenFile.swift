@@ -4,6 +4,7 @@
 import FoundationEssentials
 import Glibc
 import SystemPackage
+import WormholeSystem
 
 /// Flags every open inside a container uses: never follow a symlink, never leak into a child process.
 private let baseFlags = O_NOFOLLOW | O_CLOEXEC
@@ -434,7 +435,7 @@ final class OpenFile: Sendable {
     }
 
     /// Releases the lock (closing the descriptor would too); an unlock that fails leaves nothing to fix.
-    func unlock() { try? Syscall.flock(descriptor, LOCK_UN) }
+    func unlock() { try? Syscall.unlock(descriptor) }
 
     /// Checks the open file is of `kind`, owned by this user and not writable by group or others.
     func checkSafe(_ kind: EntryKind) throws(WormholeError) {

@@ -1,4 +1,5 @@
 import Glibc
+import WormholeSystem
 
 /// The few path and text operations the library took from `NSString` and `CharacterSet`, which
 /// FoundationEssentials does not have.

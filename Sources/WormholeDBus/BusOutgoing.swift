@@ -1,0 +1,257 @@
+import Dispatch
+import Logging
+import Synchronization
+import WormholeSystem
+
+/// How a signal joins a connection's outgoing queue when it cannot be written at once (the
+/// socket is full; ``BusConnection/emit(_:policy:)``).
+package enum SendPolicy: Sendable {
+    /// Queued when it fits; refused (``BusError/Code/queueFull``) at once otherwise.
+    case plain
+    /// Replaces the queued signal with the same key (a `Posted` signal for one name: the latest
+    /// carries the state); refused at once when it does not fit even so.
+    case replacing(key: String)
+    /// Waits at most `wait` for room, then is refused (a transient message). Once a wait ran
+    /// out, later ones are refused at once until the queue moves again (a stopped receiver
+    /// holding up the bus costs each call nothing).
+    case refusable(wait: Duration)
+}
+
+/// The sending side of one connection: the bounded outgoing queue's policies, the `trylock` fast
+/// path on which a sender writes on its own thread, the waits for room, and handing queued
+/// messages to libdbus on the loop.
+///
+/// The queue itself is in the connection's locked state (``BusIO/Shared``), beside whether the
+/// connection is up and stopping, which a sender checks under the same lock as it appends.
+/// Which thread may call what: <doc:Threading>.
+final class BusOutgoing: @unchecked Sendable {
+    /// The connection: its libdbus connection, phase, logger and errors. `unowned(unsafe)`, no
+    /// reference counting on the sending path: the connection owns this part and outlives every
+    /// call to it (its own, its jobs', which hold it, and libdbus's, which end when it closes).
+    unowned(unsafe) let io: BusIO
+    /// The connection's loop and locked state (the queue, and whether it is up and stopping).
+    private let loop: EventLoop
+    private let shared: Locked<BusIO.Shared>
+
+    /// The most bytes the outgoing queue holds (``BusConnection/defaultOutgoingLimit``).
+    let limit: Int
+    /// How many bytes libdbus may hold unwritten before new messages wait in the outgoing
+    /// queue instead (where they can be replaced or refused): what the socket did not take.
+    static let libdbusHighWater = 256 * 1024
+    /// Messages refused because the outgoing queue was full.
+    let refused = Atomic<UInt64>(0)
+    /// Signals `send` accepted (written or queued); ``BusConfirmations`` counts those the bus
+    /// confirmed.
+    let accepted = Atomic<UInt64>(0)
+    /// Serialises senders on other threads among themselves (see `send`).
+    private let emitting = PThreadMutex()
+
+    init(io: BusIO, limit: Int) {
+        self.io = io
+        self.limit = limit
+        loop = io.loop
+        shared = io.shared
+    }
+
+    private enum Attempt { case sent, full }
+
+    /// Sends a message of about `bytes` bytes (its size on the wire, for the bounded queue).
+    ///
+    /// Off the loop, when the loop is asleep (`trylock` on its ownership) and nothing waits
+    /// before it, the message is written on the caller's thread; otherwise it joins the
+    /// outgoing queue, which holds at most ``limit`` bytes. On the loop's thread it is
+    /// written at once when nothing waits before it. libdbus itself is given at most
+    /// ``libdbusHighWater`` bytes beyond what the socket took: the rest waits in the queue,
+    /// where `policy` may replace an older message or refuse this one.
+    ///
+    /// Throws `disconnected` while the connection is down or closed, `queueFull` when the
+    /// queue cannot take the message (for `.refusable`, after waiting at most its bound).
+    func send(_ message: LibDBus.Message, bytes: Int, policy: SendPolicy = .plain) throws(BusError) {
+        let key: String? = if case .replacing(let key) = policy { key } else { nil }
+        if loop.inEventLoop {
+            pump()
+            let direct = try shared.withLock { state throws(BusError) -> Bool in
+                if state.stopping { throw io.closedError() }
+                return state.outgoing.isEmpty && !state.outgoing.hasPendingJobs
+            }
+            guard let connection = io.connection else { throw io.notConnected() }
+            if direct {
+                if connection.outgoingSize < Self.libdbusHighWater {
+                    if !connection.send(message) { throw BusError(.outOfMemory, "libdbus could not queue a message") }
+                    accepted.add(1, ordering: .releasing)
+                    return
+                }
+                shared.withLock { $0.congested = true }
+            }
+            // Written by the loop once the socket takes more (it cannot wait for itself).
+            if try enqueue(message, bytes: bytes, key: key) == nil { throw refuse(bytes) }
+            return
+        }
+        let deadline: DispatchTime? =
+            if case .refusable(let wait) = policy { ExitDrain.deadline(after: wait) } else { nil }
+        while true {
+            switch try attemptSend(message, bytes: bytes, key: key) {
+            case .sent: return
+            case .full:
+                guard let deadline else { throw refuse(bytes) }
+                try waitForRoom(until: deadline, bytes: bytes)
+            }
+        }
+    }
+
+    /// One try of `send` on another thread than the loop's.
+    private func attemptSend(_ message: LibDBus.Message, bytes: Int, key: String?) throws(BusError) -> Attempt {
+        // Senders take turns among themselves (never behind the reader): one at a time builds
+        // up the queue or writes, which paces many posting threads to what the socket takes
+        // instead of letting them outrun the one writer (libdbus's own lock did this before).
+        emitting.lock()
+        defer { emitting.unlock() }
+        if loop.tryTakeOwnership() {
+            defer { loop.releaseOwnership() }
+            // What other threads queued first goes first: a thread's own posts stay in order.
+            pump()
+            let direct = try shared.withLock { state throws(BusError) -> Bool in
+                if state.stopping { throw io.closedError() }
+                if !state.connected { throw io.notConnected() }
+                return state.outgoing.isEmpty && !state.outgoing.hasPendingJobs
+            }
+            guard let connection = io.connection, case .ready = io.phase else { throw io.notConnected() }
+            if direct {
+                if connection.outgoingSize < Self.libdbusHighWater {
+                    if !connection.send(message) { throw BusError(.outOfMemory, "libdbus could not queue a message") }
+                    accepted.add(1, ordering: .releasing)
+                    return .sent
+                }
+                shared.withLock { $0.congested = true }
+            }
+            // libdbus holds enough (the socket is full) or jobs wait first: the loop writes it
+            // when the socket takes more (libdbus watches it for writing meanwhile).
+            return try enqueue(message, bytes: bytes, key: key) == nil ? .full : .sent
+        }
+        guard let wasEmpty = try enqueue(message, bytes: bytes, key: key) else { return .full }
+        if wasEmpty { loop.wake() }
+        return .sent
+    }
+
+    /// Appends to the outgoing queue: whether it was empty before, or `nil` when it is full.
+    private func enqueue(_ message: LibDBus.Message, bytes: Int, key: String?) throws(BusError) -> Bool? {
+        let wasEmpty = try shared.withLock { state throws(BusError) -> Bool? in
+            if state.stopping { throw io.closedError() }
+            if !state.connected { throw io.notConnected() }
+            let wasEmpty = state.outgoing.isEmpty
+            return state.outgoing.append(message, bytes: bytes, key: key, replacing: state.congested) ? wasEmpty : nil
+        }
+        // Counted once queued: a confirmation that reads the count first drains the queue after.
+        if wasEmpty != nil { accepted.add(1, ordering: .releasing) }
+        return wasEmpty
+    }
+
+    /// Waits until the loop wrote some of the queue, at most until `deadline`; throws
+    /// `queueFull` when the wait runs out, or at once while the queue is known to be stuck.
+    private func waitForRoom(until deadline: DispatchTime, bytes: Int) throws(BusError) {
+        let room = DispatchSemaphore(value: 0)
+        let outcome = shared.withLock { state -> Bool? in
+            if state.stalled { return false }
+            // The loop may have written since the attempt: try again at once.
+            if state.outgoing.fits(bytes, key: nil) { return true }
+            state.roomWaiters.append(room)
+            return nil
+        }
+        if outcome == false { throw refuse(bytes) }
+        if outcome == true { return }
+        if room.wait(timeout: deadline) == .timedOut {
+            shared.withLock { state in
+                state.stalled = true
+                state.roomWaiters.removeAll { $0 === room }
+            }
+            throw refuse(bytes)
+        }
+    }
+
+    /// Counts and reports a message the queue could not take.
+    private func refuse(_ bytes: Int) -> BusError {
+        refused.add(1, ordering: .relaxed)
+        let address = io.address.rawValue
+        return BusError(
+            .queueFull, value: address,
+            "not sent: the outgoing queue to the bus at \(quoted(address)) is full (\(limit) bytes; "
+                + "a receiver or the bus is not reading), so this \(bytes)-byte message was refused")
+    }
+
+    /// Hands queued messages to libdbus while it holds less than ``libdbusHighWater`` bytes
+    /// (libdbus writes what the socket takes at once), and wakes senders waiting for room.
+    /// Owner only.
+    func pump() {
+        loop.assertOwned()
+        guard let connection = io.connection else { return }
+        // The common case costs one lock: nothing waits, and the socket took everything.
+        if shared.withLock({ $0.outgoing.isEmpty && !$0.congested }) { return }
+        var moved = false
+        var congested = false
+        while true {
+            let room = Self.libdbusHighWater - connection.outgoingSize
+            if room <= 0 {
+                congested = true
+                break
+            }
+            let batch = shared.withLock { $0.outgoing.take(maximumBytes: room) }
+            if batch.isEmpty { break }
+            moved = true
+            for message in batch where !connection.send(message) {
+                io.logger.error("libdbus could not queue a signal (out of memory); it was dropped")
+            }
+        }
+        shared.withLock { $0.congested = congested }
+        if moved { wakeRoomWaiters() }
+    }
+
+    /// Wakes the senders waiting for room (they try again).
+    func wakeRoomWaiters() {
+        let waiters = shared.withLock { state -> [DispatchSemaphore] in
+            state.stalled = false
+            defer { state.roomWaiters = [] }
+            return state.roomWaiters
+        }
+        for waiter in waiters { waiter.signal() }
+    }
+
+    /// A job queued through ``BusIO/execute(_:)`` is about to run: the messages queued before it
+    /// are handed to libdbus first, whatever it holds (they were accepted before the job). Owner
+    /// only.
+    func writeBeforeJob() {
+        loop.assertOwned()
+        let messages = shared.withLock { $0.outgoing.takeBeforeJob() }
+        write(messages)
+    }
+
+    /// Hands everything queued that may go (nothing after a job that has not run) to libdbus,
+    /// whatever it holds: before a confirmation and at exit. Owner only.
+    func drain() {
+        loop.assertOwned()
+        write(shared.withLock { $0.outgoing.take(maximumBytes: .max) })
+    }
+
+    private func write(_ messages: [LibDBus.Message]) {
+        guard !messages.isEmpty else { return }
+        defer { wakeRoomWaiters() }
+        guard let connection = io.connection else {
+            io.logger.warning("dropped \(messages.count) queued signal(s): the bus went away before they were written")
+            return
+        }
+        for message in messages where !connection.send(message) {
+            io.logger.error("libdbus could not queue a signal (out of memory); it was dropped")
+        }
+    }
+
+    /// Empties the queue when the connection is gone (`connected` false from now on) and wakes
+    /// the senders waiting for room; returns how many messages were dropped and whether the
+    /// connection is stopping. Loop-confined.
+    func dropAll() -> (dropped: Int, stopping: Bool) {
+        let result = shared.withLock { state -> (Int, Bool) in
+            state.connected = false
+            return (state.outgoing.removeAll(), state.stopping)
+        }
+        wakeRoomWaiters()
+        return result
+    }
+}
