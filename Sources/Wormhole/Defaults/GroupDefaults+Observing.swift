@@ -158,7 +158,7 @@ extension GroupDefaults {
 }
 
 /// Changes of shared defaults as an `AsyncSequence` (see ``GroupDefaults/changes(forKey:initial:options:)``).
-public typealias DefaultsChangeStream = SubscriptionStream<GroupDefaults.Change>
+public typealias DefaultsChangeStream = SubscriptionStream<GroupDefaults.Change, Never>
 
 /// Turns notifications into changes: reads the suite and hands each change to the handler
 /// through the observer's executor.

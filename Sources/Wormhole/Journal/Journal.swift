@@ -226,7 +226,8 @@ public final class Journal: Sendable {
             throw error
         }
         continuation.onTermination = { _ in subscriber.cancel() }
-        return JournalRecordStream(doorbell: doorbell, core: core, identifier: identifier, subscriber: subscriber)
+        return JournalRecordStream(
+            doorbell: doorbell, reader: JournalStreamReader<Message>(core: core, identifier: identifier))
     }
 
     /// Calls `handler` for every record in order, from `start` (or after a durable consumer's

@@ -35,89 +35,44 @@ enum JournalDecoding {
 ///
 /// The reader is active when the call that made the stream returns and goes away when the
 /// iteration ends, its task is cancelled, or the stream is released. The bus side only rings a
-/// doorbell; the iterator's `next()` reads the journal from its cursor.
-///
-/// Each element is one record, decoded; iteration throws ``WormholeError``s (gap reports,
-/// damage, records that do not decode).
-public struct JournalRecordStream<Message: Decodable & Sendable>: AsyncSequence, Sendable {
-    private let doorbell: AsyncStream<Void>
+/// doorbell; the iterator's `next()` reads the journal from its cursor. Each element is one
+/// record, decoded; iteration throws ``WormholeError``s (gap reports, damage, records that do not
+/// decode), and iterating again goes on after what it threw. Asking for the next record
+/// acknowledges the ones returned before (a durable consumer's cursor is stored once per batch).
+public typealias JournalRecordStream<Message: Decodable & Sendable> = SubscriptionStream<
+    JournalRecord<Message>, WormholeError
+>
+
+/// A journal stream's reader: batches from the cursor, each record decoded when the iterator
+/// asks for it.
+final class JournalStreamReader<Message: Decodable & Sendable>: StreamReader {
     private let core: JournalConsumerCore
     private let identifier: MessageIdentifier
-    private let subscriber: WakeSubscriber
+    private let batch = Locked<(items: [(record: RawJournalRecord, isRedelivery: Bool)], index: Int)>(([], 0))
 
-    init(
-        doorbell: AsyncStream<Void>, core: JournalConsumerCore, identifier: MessageIdentifier,
-        subscriber: WakeSubscriber
-    ) {
-        self.doorbell = doorbell
+    init(core: JournalConsumerCore, identifier: MessageIdentifier) {
         self.core = core
         self.identifier = identifier
-        self.subscriber = subscriber
     }
 
-    /// Iterates the records; the reader goes when the iteration ends.
-    public struct AsyncIterator: AsyncIteratorProtocol {
-        private var doorbell: AsyncStream<Void>.AsyncIterator
-        private let core: JournalConsumerCore
-        private let identifier: MessageIdentifier
-        private let subscriber: WakeSubscriber
-        private var batch: [(record: RawJournalRecord, isRedelivery: Bool)] = []
-        private var index = 0
-
-        init(stream: JournalRecordStream) {
-            doorbell = stream.doorbell.makeAsyncIterator()
-            core = stream.core
-            identifier = stream.identifier
-            subscriber = stream.subscriber
-        }
-
-        /// The next record, or `nil` when the stream ended (task cancelled, connection closed).
-        /// Asking for the next record acknowledges the ones returned before (a durable
-        /// consumer's cursor is stored once per batch).
-        public mutating func next() async throws -> JournalRecord<Message>? {
-            while true {
-                if Task.isCancelled { return nil }
-                if let record = try takeReady() { return record }
-                guard await doorbell.next() != nil else { return nil }
+    func nextReady() throws(WormholeError) -> JournalRecord<Message>? {
+        while true {
+            let item = batch.withLock { batch -> (record: RawJournalRecord, isRedelivery: Bool)? in
+                guard batch.index < batch.items.count else { return nil }
+                defer { batch.index += 1 }
+                return batch.items[batch.index]
             }
-        }
-
-        /// The next record, read on `actor` (see ``next()``).
-        public mutating func next(isolation actor: isolated (any Actor)?) async throws -> JournalRecord<Message>? {
-            while true {
-                if Task.isCancelled { return nil }
-                if let record = try takeReady() { return record }
-                guard await doorbell.next(isolation: actor) != nil else { return nil }
+            if let item {
+                return try JournalDecoding.record(
+                    item.record, isRedelivery: item.isRedelivery, identifier: identifier, as: Message.self
+                ).get()
             }
+            let next = try core.nextBatch()
+            if next.isEmpty { return nil }
+            batch.withLock { $0 = (next, 0) }
         }
-
-        private mutating func takeReady() throws -> JournalRecord<Message>? {
-            while true {
-                if index < batch.count {
-                    let item = batch[index]
-                    index += 1
-                    return try JournalDecoding.record(
-                        item.record, isRedelivery: item.isRedelivery, identifier: identifier, as: Message.self
-                    ).get()
-                }
-                batch = []
-                index = 0
-                let next = try core.nextBatch()
-                if next.isEmpty { return nil }
-                batch = next
-            }
-        }
-    }
-
-    /// Starts iterating (one iterator per stream: the records are read once).
-    public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(stream: self)
     }
 }
-
-/// An iterator belongs to the task that iterates; it is not shared between tasks.
-@available(*, unavailable)
-extension JournalRecordStream.AsyncIterator: Sendable {}
 
 /// A journal listener's reader for the ``DeliveryPump``: every round reads from the cursor to the
 /// end, so coalesced wakes lose nothing.

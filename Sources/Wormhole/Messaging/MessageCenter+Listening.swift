@@ -154,7 +154,7 @@ extension MessageCenter {
         let handle = Subscription(core: core) { listener.cancel() }
         continuation.onTermination = { _ in handle.cancel() }
         if options.deliversStoredMessageOnStart { core.checkStored() } else { core.recordBaseline() }
-        return MessageStream(doorbell: doorbell, core: core)
+        return MessageStream(doorbell: doorbell, reader: MessageStreamReader(core: core))
     }
 
     private func start<Message>(_ core: ListenerCore<Message>, options: ListenOptions) throws -> Subscription {

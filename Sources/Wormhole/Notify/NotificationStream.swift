@@ -2,4 +2,4 @@ public import WormholeDBus
 
 /// Notifications as an `AsyncSequence` (see ``DarwinNotificationCenter/notifications(name:options:)``);
 /// the observer goes when the iteration ends or the stream is released.
-public typealias NotificationStream = SubscriptionStream<DarwinNotification>
+public typealias NotificationStream = SubscriptionStream<DarwinNotification, Never>
