@@ -72,8 +72,7 @@ package final class Reconnector: EventLoopHandler, @unchecked Sendable {
 
     package func loopStopped() {
         stopped.store(true, ordering: .releasing)
-        for watch in watches { watch.cancel() }
-        watches = []
+        watches = []  // released: unwatched
         nextAttempt = nil
     }
 

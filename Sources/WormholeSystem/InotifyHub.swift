@@ -1,5 +1,4 @@
 import Glibc
-import Synchronization
 import SystemPackage
 
 /// The process's one inotify instance, on the process's loop (``ProcessRuntime/loop``): the wormhole
@@ -27,24 +26,18 @@ package final class InotifyHub: Sendable {
         package func has(_ bits: Int32) -> Bool { mask & UInt32(bits) != 0 }
     }
 
-    /// A watch; the handler is not called after ``cancel()`` returns on the loop's thread, nor
-    /// after the next loop iteration elsewhere. Releasing it cancels it.
+    /// A watch, active until it is released (its owner drops it): the handler is not called after
+    /// that on the loop's thread, nor after the next loop iteration elsewhere.
     package final class Watch: Sendable {
         private let hub: InotifyHub
         private let id: UInt64
-        private let cancelled = Atomic<Bool>(false)
 
         fileprivate init(hub: InotifyHub, id: UInt64) {
             self.hub = hub
             self.id = id
         }
 
-        deinit { cancel() }
-
-        package func cancel() {
-            if cancelled.exchange(true, ordering: .acquiringAndReleasing) { return }
-            hub.remove(id)
-        }
+        deinit { hub.remove(id) }
     }
 
     private struct Subscriber {

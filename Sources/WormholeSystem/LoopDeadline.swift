@@ -5,7 +5,7 @@ import Synchronization
 /// timed sleep, with no thread and no descriptor of its own. For the one kind of wait that no
 /// descriptor can end, an event that did not come (a post that should have followed a rename).
 /// The loop runs while a deadline is pending, and the deadline gives its place back when it
-/// fires or is cancelled.
+/// fires. It cannot be taken back: what it runs checks whether it is still wanted.
 package final class LoopDeadline: EventLoopHandler, @unchecked Sendable {
     private let action: @Sendable () -> Void
     /// When it fires (``EventLoop/nowMilliseconds()``); set before it is attached, then read on
@@ -25,11 +25,10 @@ package final class LoopDeadline: EventLoopHandler, @unchecked Sendable {
     /// Calls `action` on the loop's thread `milliseconds` from now (it must return quickly).
     /// - Throws: ``SystemFailure`` when no loop can be had (no epoll or eventfd left, or the
     ///   loop is stopping).
-    @discardableResult
     package static func schedule(
         after milliseconds: UInt64, on runtime: RuntimeLoop = ProcessRuntime.shared.loop,
         _ action: @escaping @Sendable () -> Void
-    ) throws(SystemFailure) -> LoopDeadline {
+    ) throws(SystemFailure) {
         let loop = try runtime.join()
         let deadline = LoopDeadline(
             due: EventLoop.nowMilliseconds() + milliseconds, runtime: runtime, loop: loop, action: action)
@@ -40,14 +39,6 @@ package final class LoopDeadline: EventLoopHandler, @unchecked Sendable {
             throw SystemFailure(
                 call: "the runtime loop", code: 0, detail: "the process's loop is stopping: no deadline can be kept")
         }
-        return deadline
-    }
-
-    /// Stops it from firing if it has not yet (on the loop's thread: not at all; elsewhere: not
-    /// after the loop's next iteration). Calling it again does nothing.
-    package func cancel() {
-        if finished.exchange(true, ordering: .acquiringAndReleasing) { return }
-        runtime.detach(self, from: loop)
     }
 
     package func loopStarted() {}

@@ -63,7 +63,7 @@ extension GroupDefaults {
         let subscriber = makeSubscriber(name, isPrefix: false, options: options, tracker: tracker)
         try wakeups.start([subscriber])
         tracker.start(initial: initial)
-        return Subscription(core: tracker) { subscriber.cancel() }
+        return Subscription(core: tracker) { subscriber.detach() }
     }
 
     /// Calls `handler` for every change of every key of the suite (the prefix
@@ -78,7 +78,7 @@ extension GroupDefaults {
         let subscriber = makeSubscriber(notificationPrefix, isPrefix: true, options: options, tracker: tracker)
         try wakeups.start([subscriber])
         tracker.start(initial: initial)
-        return Subscription(core: tracker) { subscriber.cancel() }
+        return Subscription(core: tracker) { subscriber.detach() }
     }
 
     /// The changes of `key` as an `AsyncSequence`, optionally starting with the current value.
@@ -122,10 +122,8 @@ extension GroupDefaults {
         try await wakeups.startStream(subscriber) {
             try await subscriber.attach(to: notificationCenter()) { continuation.finish() }
         }
-        continuation.onTermination = { _ in
-            tracker.cancel()
-            subscriber.cancel()
-        }
+        let handle = Subscription(core: tracker) { subscriber.detach() }
+        continuation.onTermination = { _ in handle.cancel() }
         tracker.start(initial: initial)
         return DefaultsChangeStream(stream)
     }

@@ -222,10 +222,10 @@ public final class Journal: Sendable {
             core = try JournalConsumerCore(
                 location: location, start: start, consumer: consumer, synchronized: options.durability == .fdatasync)
         } catch {
-            subscriber.cancel()
+            subscriber.detach()
             throw error
         }
-        continuation.onTermination = { _ in subscriber.cancel() }
+        continuation.onTermination = { _ in subscriber.detach() }
         return JournalRecordStream(
             doorbell: doorbell, reader: JournalStreamReader<Message>(core: core, identifier: identifier))
     }
@@ -259,7 +259,7 @@ public final class Journal: Sendable {
             handler: handler)
         let subscriber = makeSubscriber { drainer.wake() }
         try center.wakeups.start([subscriber])
-        let listener = Subscription(core: drainer) { subscriber.cancel() }
+        let listener = Subscription(core: drainer) { subscriber.detach() }
         // Records already there (a start before the end, a stored cursor) are delivered now.
         drainer.wake()
         return listener
@@ -269,10 +269,12 @@ public final class Journal: Sendable {
     /// appenders' posts, and while there is no bus on changes of the journal's directory (the
     /// wormhole's ``MessageCenter/wakeSource`` says which), and once after each return of the bus.
     /// For tools that read with their own cursor (the `wormhole` command). Active when this returns.
-    package func onAppend(_ wake: @escaping @Sendable () -> Void) throws -> any SubscriptionHandle {
-        let subscriber = makeSubscriber(wake)
+    package func onAppend(_ wake: @escaping @Sendable () -> Void) throws -> Subscription {
+        let reader = CallbackReader(
+            executor: DeliveryQueue.ioThread.makeExecutor(label: "wormhole.journal"), call: wake)
+        let subscriber = makeSubscriber { reader.wake() }
         try center.wakeups.start([subscriber])
-        return subscriber
+        return Subscription(core: reader) { subscriber.detach() }
     }
 
     /// The journal's wake-ups for the wormhole's ``WakeEngine``: the appenders' posts of

@@ -108,7 +108,7 @@ extension MessageCenter {
         for core in cores {
             if options.deliversStoredMessageOnStart { core.checkStored() } else { core.recordBaseline(stored: stored) }
         }
-        return zip(cores, listeners).map { core, listener in Subscription(core: core) { listener.cancel() } }
+        return zip(cores, listeners).map { core, listener in Subscription(core: core) { listener.detach() } }
     }
 
     /// Calls `handler` for every identifier of this wormhole (one prefix rule on the bus for
@@ -151,7 +151,7 @@ extension MessageCenter {
         try await wakeups.startStream(listener) {
             try await listener.attach(to: notificationCenter()) { continuation.finish() }
         }
-        let handle = Subscription(core: core) { listener.cancel() }
+        let handle = Subscription(core: core) { listener.detach() }
         continuation.onTermination = { _ in handle.cancel() }
         if options.deliversStoredMessageOnStart { core.checkStored() } else { core.recordBaseline() }
         return MessageStream(doorbell: doorbell, reader: MessageStreamReader(core: core))
@@ -160,7 +160,7 @@ extension MessageCenter {
     private func start<Message>(_ core: ListenerCore<Message>, options: ListenOptions) throws -> Subscription {
         let listener = makeSubscriber(core, only: core.only, options: options)
         try wakeups.start([listener])
-        let handle = Subscription(core: core) { listener.cancel() }
+        let handle = Subscription(core: core) { listener.detach() }
         if options.deliversStoredMessageOnStart { core.checkStored() } else { core.recordBaseline() }
         return handle
     }

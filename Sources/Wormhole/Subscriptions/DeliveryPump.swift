@@ -128,15 +128,6 @@ extension SubscriptionCore {
         if pump.resumed() { startRounds() }
     }
 
-    /// Stops deliveries for good: no round starts and no handler call begins after this returns
-    /// (one already running finishes). Whether this call cancelled (false the second time).
-    @discardableResult
-    func cancel() -> Bool {
-        guard pump.stop() else { return false }
-        forgetPending()
-        return true
-    }
-
     var isCancelled: Bool { pump.isCancelled }
 
     /// Something is pending: a round runs (inline, or queued on the executor) unless one is

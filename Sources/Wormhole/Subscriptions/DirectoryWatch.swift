@@ -1,5 +1,4 @@
 import Glibc
-import Synchronization
 import WormholeDBus
 import WormholeSystem
 
@@ -60,8 +59,8 @@ struct WatchTarget: Sendable {
 final class DirectoryWatch: Sendable {
     private let target: WatchTarget
     private let report: @Sendable (DirectoryChange) -> Void
-    private let stopped = Atomic<Bool>(false)
-    /// The watch on the directory now watched (replaced, on the loop's thread, when the
+    /// The watch on the directory now watched, active while this object lives: its owner
+    /// releases it to stop watching (no report starts after that; one running finishes) (replaced, on the loop's thread, when the
     /// directory is made again).
     private let watch = Locked<InotifyHub.Watch?>(nil)
 
@@ -81,19 +80,6 @@ final class DirectoryWatch: Sendable {
         self.report = report
         guard let added = try addWatch(create: create) else { return nil }
         watch.withLock { $0 = added }
-    }
-
-    deinit { stop() }
-
-    /// Stops the watch. No report starts after the loop has seen it; one already running
-    /// finishes. Calling it again does nothing.
-    func stop() {
-        if stopped.exchange(true, ordering: .acquiringAndReleasing) { return }
-        let current = watch.withLock { watch -> InotifyHub.Watch? in
-            defer { watch = nil }
-            return watch
-        }
-        current?.cancel()
     }
 
     /// Opens (or makes) the directory safely and watches what was opened.
@@ -120,7 +106,6 @@ final class DirectoryWatch: Sendable {
 
     /// On the loop's thread: one batch of the directory's events.
     private func handle(_ events: [InotifyHub.Event]) {
-        guard !stopped.load(ordering: .acquiring) else { return }
         var names: [String] = []
         var rescan = false
         var directoryGone = false
@@ -130,32 +115,23 @@ final class DirectoryWatch: Sendable {
             guard let name = event.name, !event.has(IN_ISDIR), event.mask & target.events != 0 else { continue }
             names.append(name)
         }
-        if !names.isEmpty { deliver(.names(names)) }
+        if !names.isEmpty { report(.names(names)) }
         if directoryGone {
             // Removed or moved away: make it again, watch the new one, compare everything. The
-            // old watch is gone with its directory (or moved with it: cancelled here).
-            let old = watch.withLock { watch -> InotifyHub.Watch? in
+            // old watch is gone with its directory (or moved with it: released here, outside the
+            // lock, before the new one is added).
+            _ = watch.withLock { watch -> InotifyHub.Watch? in
                 defer { watch = nil }
                 return watch
             }
-            old?.cancel()
             do {
-                guard let added = try addWatch() else { return deliver(.rescan) }
-                let keep = watch.withLock { watch -> Bool in
-                    guard !stopped.load(ordering: .acquiring) else { return false }
-                    watch = added
-                    return true
-                }
-                if !keep { added.cancel() }
+                guard let added = try addWatch() else { return report(.rescan) }
+                watch.withLock { $0 = added }
             } catch {
-                return deliver(.failed(error))
+                return report(.failed(error))
             }
             rescan = true
         }
-        if rescan { deliver(.rescan) }
-    }
-
-    private func deliver(_ change: DirectoryChange) {
-        if !stopped.load(ordering: .acquiring) { report(change) }
+        if rescan { report(.rescan) }
     }
 }

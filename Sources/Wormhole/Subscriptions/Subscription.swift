@@ -28,7 +28,10 @@ public final class Subscription: SubscriptionHandle {
     /// durable journal consumer's cursor is stored through the records handled). The last
     /// observer of a name removes its rules from the bus. Calling it twice does nothing.
     public func cancel() {
-        if core.cancel() { detach() }
+        // The pump first: no round starts and no handler call begins after this returns.
+        guard core.pump.stop() else { return }
+        core.forgetPending()
+        detach()
     }
 
     /// Whether ``cancel()`` was called (or the subscription could not go on).
@@ -55,4 +58,20 @@ public final class Subscription: SubscriptionHandle {
     /// ``MessageDelivery/Reason/stored`` deliveries (for a tool that must announce readiness first).
     /// Other kinds have nothing to do here.
     package func deliverStoredMessages() { (core as? any ListenerControl)?.checkStored() }
+}
+
+/// The reader of a subscription that only calls back (a tool that reads with its own cursor): a
+/// round calls `call` once, however many wakes it stands for.
+final class CallbackReader: SubscriptionCore {
+    let pump: DeliveryPump
+    private let call: @Sendable () -> Void
+
+    init(executor: DeliveryExecutor, call: @escaping @Sendable () -> Void) {
+        pump = DeliveryPump(executor: executor)
+        self.call = call
+    }
+
+    func drainPending() {
+        if !pump.isCancelled { call() }
+    }
 }

@@ -90,8 +90,8 @@ final class WakeEngine: Sendable {
     }
 
     deinit {
-        let (watches, arrival, events) = state.withLock { ($0.watches.values, $0.arrival, $0.eventSubscription) }
-        for watch in watches { watch.stop() }
+        // The directory watches stop as they are released with the state.
+        let (arrival, events) = state.withLock { ($0.arrival, $0.eventSubscription) }
         arrival?.cancel()
         events?.cancel()
     }
@@ -135,7 +135,7 @@ final class WakeEngine: Sendable {
             if let busError = fallsBack(error, subscribers) {
                 try fallBack(subscribers, because: busError)
             } else {
-                for subscriber in subscribers { subscriber.cancel() }
+                for subscriber in subscribers { subscriber.detach() }
                 throw error
             }
         }
@@ -151,7 +151,7 @@ final class WakeEngine: Sendable {
             register([subscriber])
         } catch {
             guard let busError = fallsBack(error, [subscriber]) else {
-                subscriber.cancel()
+                subscriber.detach()
                 throw error
             }
             try fallBack([subscriber], because: busError)
@@ -186,7 +186,7 @@ final class WakeEngine: Sendable {
             let reason = (watchError as? WormholeError)?.message ?? "\(watchError)"
             combined.message += "; and the directory cannot be watched instead: \(reason)"
             guard Self.isKernelLimit(watchError) else {
-                for subscriber in subscribers { subscriber.cancel() }
+                for subscriber in subscribers { subscriber.detach() }
                 throw combined
             }
             // A limit the user can raise, shared with every other process: wait for the bus
@@ -218,14 +218,15 @@ final class WakeEngine: Sendable {
     /// other subscribers: a process that cancels thousands of listeners does so in linear time.
     func unregister(_ subscriber: WakeSubscriber) {
         let key = ObjectIdentifier(subscriber)
-        let (stale, arrival) = state.withLock { state -> (DirectoryWatch?, BusArrivalWatch?) in
+        // A watch no other subscriber needs is taken out under the lock and stops as it is
+        // released here, outside it.
+        let (_, arrival) = state.withLock { state -> (DirectoryWatch?, BusArrivalWatch?) in
             let unneeded = state.forget(key)
             let stale = unneeded.flatMap { state.watches.removeValue(forKey: $0) }
             guard state.watchUsers.isEmpty else { return (stale, nil) }
             defer { state.arrival = nil }
             return (stale, state.arrival)
         }
-        stale?.stop()
         arrival?.cancel()
         // No subscription left off the bus: nothing waits for it any more (`.bus` while it has none).
         if arrival != nil { setSource(.bus) }
@@ -303,9 +304,10 @@ final class WakeEngine: Sendable {
         }
     }
 
-    /// Stops the watches (when no subscriber is still off the bus), but those kept beside the bus.
+    /// Stops the watches (when no subscriber is still off the bus), but those kept beside the bus:
+    /// they are taken out under the lock and stop as they are released, outside it.
     private func stopWatching() {
-        let watches = withLive { state, live -> [DirectoryWatch] in
+        _ = withLive { state, live -> [DirectoryWatch] in
             if live.contains(where: { !$0.isAttached && !$0.isCancelled }) {
                 return []  // some subscriber is still off the bus
             }
@@ -317,7 +319,6 @@ final class WakeEngine: Sendable {
             }
             return stopped
         }
-        for watch in watches { watch.stop() }
     }
 
     /// Starts the watches kept beside the bus that are not running, for `candidates` (just

@@ -6,7 +6,7 @@ import WormholeSystem
 /// goes. On the bus it adds a ``PostRoute`` of its own for the posts of its name or prefix (and,
 /// for a mailbox listener, a route of transient messages); without a bus the engine watches its
 /// directory. Every wake reaches its reader through ``Wakes``: what to read is the reader's.
-final class WakeSubscriber: SubscriptionHandle {
+final class WakeSubscriber: Sendable {
     /// Where each kind of wake goes (each on the loop's thread).
     struct Wakes: Sendable {
         /// A post on the bus, or the connection's catch-up after a reconnect.
@@ -52,7 +52,7 @@ final class WakeSubscriber: SubscriptionHandle {
         self.wakes = wakes
     }
 
-    deinit { cancel() }
+    deinit { detach() }
 
     /// Whether it listens on the bus (its rules were accepted, or will be re-added by the
     /// connection on a reconnect).
@@ -145,8 +145,10 @@ final class WakeSubscriber: SubscriptionHandle {
         if !kept { detach() }
     }
 
-    /// Removes its routes and unregisters it from the engine; calling it twice does nothing.
-    func cancel() {
+    /// Removes its routes and unregisters it from the engine, for good: what its handle's
+    /// ``Subscription/cancel()`` does past the reader (or the engine, for a subscriber that could
+    /// not start). Calling it twice does nothing.
+    func detach() {
         let (detach, engine) = side.withLock { side -> ((@Sendable () -> Void)?, WakeEngine?) in
             if side.cancelled { return (nil, nil) }
             side.cancelled = true
