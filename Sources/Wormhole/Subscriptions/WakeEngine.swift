@@ -15,19 +15,8 @@ import WormholeSystem
 /// Transitions run on one serial queue; the state is behind a lock (`Locked`); the subscribers are
 /// called outside it.
 final class WakeEngine: Sendable {
-    private struct Registration {
-        weak var subscriber: (WakeSubscriber)?
-        /// The key of the directory a watch may wake it through (``WakeEngine/mayFallBack(_:)``
-        /// when it registered), counted in ``State/watchUsers``.
-        var watchKey: String?
-    }
-
     private struct State {
-        var registered: [ObjectIdentifier: Registration] = [:]
-        /// How many registered subscribers may be woken through each directory (by
-        /// ``WatchTarget/key``): a watch is needed while its count is above 0. Kept with
-        /// `registered`, so that unregistering one of many subscribers costs no scan of them all.
-        var watchUsers: [String: Int] = [:]
+        var table = SubscriptionTable()
         /// The directory watches running, by ``WatchTarget/key``.
         var watches: [String: DirectoryWatch] = [:]
         var arrival: BusArrivalWatch?
@@ -39,44 +28,6 @@ final class WakeEngine: Sendable {
         var nextSubscriber: UInt64 = 1
         /// The backoff after the bus was reachable but could not be listened on (seconds).
         var retryDelay = 0.0
-
-        /// The subscribers still alive (strong references: see `withLive`); forgets the others.
-        mutating func live() -> [WakeSubscriber] {
-            var live: [WakeSubscriber] = []
-            live.reserveCapacity(registered.count)
-            var gone: [ObjectIdentifier] = []
-            for (key, registration) in registered {
-                if let subscriber = registration.subscriber { live.append(subscriber) } else { gone.append(key) }
-            }
-            for key in gone { forget(key) }
-            return live
-        }
-
-        /// Adds `subscriber` (once), counting the directory a watch may wake it through.
-        mutating func add(_ subscriber: WakeSubscriber) {
-            let key = ObjectIdentifier(subscriber)
-            if let existing = registered[key] {
-                if existing.subscriber != nil { return }
-                // A released subscriber's address, reused: its registration goes first. (Its
-                // watch, if nobody else needs it, stays until the next transition or until
-                // a subscriber of that directory is added and removed again.)
-                forget(key)
-            }
-            let watchKey = WakeEngine.mayFallBack(subscriber) ? subscriber.watchTarget?.key : nil
-            registered[key] = Registration(subscriber: subscriber, watchKey: watchKey)
-            if let watchKey { watchUsers[watchKey, default: 0] += 1 }
-        }
-
-        /// Removes a registration; returns the key of a directory no other subscriber needs now.
-        @discardableResult
-        mutating func forget(_ key: ObjectIdentifier) -> String? {
-            guard let registration = registered.removeValue(forKey: key), let watchKey = registration.watchKey else {
-                return nil
-            }
-            let users = (watchUsers[watchKey] ?? 1) - 1
-            watchUsers[watchKey] = users > 0 ? users : nil
-            return users > 0 ? nil : watchKey
-        }
     }
 
     private let centers: LazyNotificationCenter
@@ -102,14 +53,14 @@ final class WakeEngine: Sendable {
     /// lock is: a subscriber's last release runs its deinit, which unregisters it and takes the lock.
     private func withLive<T: Sendable>(_ body: (inout State, [WakeSubscriber]) -> T) -> T {
         let (result, live) = state.withLock { state -> (T, [WakeSubscriber]) in
-            let live = state.live()
+            let live = state.table.live()
             return (body(&state, live), live)
         }
         withExtendedLifetime(live) {}
         return result
     }
 
-    fileprivate static func mayFallBack(_ subscriber: WakeSubscriber) -> Bool {
+    static func mayFallBack(_ subscriber: WakeSubscriber) -> Bool {
         subscriber.fallsBack && subscriber.watchTarget != nil && !subscriber.isCancelled
     }
 
@@ -163,7 +114,7 @@ final class WakeEngine: Sendable {
         // A stream attached on its own: its engine follows the connection's losses too.
         if let center = centers.existing(), subscribers.contains(where: \.isAttached) { watchEvents(of: center) }
         state.withLock { state in
-            for subscriber in subscribers { state.add(subscriber) }
+            for subscriber in subscribers { state.table.add(subscriber) }
         }
         for subscriber in subscribers { subscriber.attach(engine: self) }
         switch source {
@@ -221,9 +172,9 @@ final class WakeEngine: Sendable {
         // A watch no other subscriber needs is taken out under the lock and stops as it is
         // released here, outside it.
         let (_, arrival) = state.withLock { state -> (DirectoryWatch?, BusArrivalWatch?) in
-            let unneeded = state.forget(key)
+            let unneeded = state.table.forget(key)
             let stale = unneeded.flatMap { state.watches.removeValue(forKey: $0) }
-            guard state.watchUsers.isEmpty else { return (stale, nil) }
+            guard state.table.watchUsers.isEmpty else { return (stale, nil) }
             defer { state.arrival = nil }
             return (stale, state.arrival)
         }
