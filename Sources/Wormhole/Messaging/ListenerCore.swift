@@ -3,64 +3,6 @@ import FoundationEssentials
 import WormholeDBus
 import WormholeSystem
 
-/// Why a mailbox or message is pending: ``MessageDelivery/Reason`` without its generic
-/// parameter, so the bookkeeping of ``ListenerCore`` uses no generic types (in unspecialised
-/// generic code every use of a type nested in a generic one costs a metadata lookup).
-enum ListenerReason: Sendable, Hashable {
-    case posted, stored, catchUp, transient
-}
-
-/// One pending mailbox, or one transient message (its payload, or why it was dropped).
-struct ListenerItem: Sendable {
-    var identifier: MessageIdentifier
-    var reason: ListenerReason
-    var sentAt: UInt64?
-    /// A transient message's JSON (checked on receipt), or why it is not delivered; `nil`
-    /// for a mailbox, which is read from its file.
-    var payload: Result<Data, WormholeError>? = nil
-}
-
-/// One place in the delivery order: a mailbox (once, however many posts) or a transient message.
-private enum ListenerEntry {
-    case mailbox(MessageIdentifier)
-    case transient(ListenerItem)
-
-    var isTransient: Bool {
-        if case .transient = self { return true }
-        return false
-    }
-}
-
-private struct ListenerState {
-    var cancelled = false
-    /// A catch-up was asked for: the reader lists the mailboxes (disk work, not on the bus side).
-    var catchUp = false
-    var pending: [MessageIdentifier: (reason: ListenerReason, sentAt: UInt64?)] = [:]
-    var order: [ListenerEntry] = []
-    /// How many entries of `order` are transient messages (bounded by `transientLimit`).
-    var transientCount = 0
-    /// Transient messages dropped because the buffer was full, per identifier, in the order
-    /// first dropped: reported as failed deliveries ahead of the next batch.
-    var dropped: [(identifier: MessageIdentifier, count: Int)] = []
-    /// What each mailbox held when last delivered (or when the listener started), as a
-    /// fingerprint: the catch-up compares against it without keeping every message in memory.
-    var lastDelivered: [MessageIdentifier: Fingerprint] = [:]
-    /// What each mailbox held when last actually delivered (not the start-up baseline): a
-    /// post that finds the same file is a duplicate of that delivery.
-    var delivered: [MessageIdentifier: Fingerprint] = [:]
-    /// Mailboxes the directory watch saw replaced while on the bus, with no post seen for them
-    /// yet: when the post does not come within ``ListenerCore/orphanGrace`` (a sender that died
-    /// between its write and its signal), they are compared with what was last delivered.
-    var orphans: [MessageIdentifier: UInt64] = [:]
-    /// When each mailbox's last post arrived (monotonic ns), to tell a rename its post already
-    /// accounted for (the two are read in the same loop iteration, in either order).
-    var postedAt: [MessageIdentifier: UInt64] = [:]
-    /// An orphan check is scheduled.
-    var orphanCheckScheduled = false
-
-    var hasWork: Bool { catchUp || !order.isEmpty || !dropped.isEmpty }
-}
-
 /// The state of one listener or message stream: which mailboxes are pending (coalesced per
 /// identifier), the transient messages received (each kept, in order, up to a bound), what each
 /// mailbox held when last delivered, and the reading and decoding of a mailbox.
@@ -267,7 +209,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         {
             let direct = state.withLock { state in !state.cancelled && !state.hasWork }
             if direct {
-                handler(Self.transientDelivery(item, payload))
+                handler(MessageDelivery(transient: item, payload: payload))
             } else {
                 _ = enqueue(item)
                 drainPending()
@@ -429,7 +371,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
     /// when there is nothing to deliver (a catch-up of an unchanged mailbox, a start-up check of
     /// an empty one, a post that finds the file last delivered).
     func read(_ item: Item) -> MessageDelivery<Message>? {
-        if let payload = item.payload { return Self.transientDelivery(item, payload) }
+        if let payload = item.payload { return MessageDelivery(transient: item, payload: payload) }
         let identifier = item.identifier
         let data: Data?
         do {
@@ -439,7 +381,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
                 error as? WormholeError
                 ?? WormholeError(.io, value: identifier.rawValue, "cannot read message '\(identifier)': \(error)")
             return MessageDelivery(
-                identifier: identifier, result: .failure(wormholeError), reason: Self.deliveryReason(item.reason),
+                identifier: identifier, result: .failure(wormholeError), reason: .init(item.reason),
                 sentAt: item.sentAt)
         }
         let fingerprint = data.map(Fingerprint.init)
@@ -464,7 +406,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
             let error = WormholeError(
                 .noMessage, value: identifier.rawValue, "no message is stored for '\(identifier)'")
             return MessageDelivery(
-                identifier: identifier, result: .failure(error), reason: Self.deliveryReason(item.reason),
+                identifier: identifier, result: .failure(error), reason: .init(item.reason),
                 sentAt: item.sentAt)
         }
         let result: Result<Message, WormholeError>
@@ -474,41 +416,6 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
             result = .failure(error)
         }
         return MessageDelivery(
-            identifier: identifier, result: result, reason: Self.deliveryReason(item.reason), sentAt: item.sentAt)
-    }
-}
-
-extension ListenerCore {
-    /// The delivery of a transient message: decoded from its payload, with no file read and no
-    /// change to what the listener knows of the mailbox.
-    fileprivate static func transientDelivery(
-        _ item: Item, _ payload: Result<Data, WormholeError>
-    ) -> MessageDelivery<Message> {
-        let result: Result<Message, WormholeError>
-        switch payload {
-        case .failure(let error): result = .failure(error)
-        case .success(let data):
-            if Message.self == JSONDocument.self {
-                // Checked to be one JSON text when it was received.
-                result = .success(JSONDocument(validated: data) as! Message)
-            } else {
-                do {
-                    result = .success(try MessageCenter.decode(data, as: Message.self, identifier: item.identifier))
-                } catch {
-                    result = .failure(error)
-                }
-            }
-        }
-        return MessageDelivery(identifier: item.identifier, result: result, reason: .transient, sentAt: nil)
-    }
-
-    /// The public reason of a delivery.
-    static func deliveryReason(_ reason: ListenerReason) -> MessageDelivery<Message>.Reason {
-        switch reason {
-        case .posted: .posted
-        case .stored: .stored
-        case .catchUp: .catchUp
-        case .transient: .transient
-        }
+            identifier: identifier, result: result, reason: .init(item.reason), sentAt: item.sentAt)
     }
 }

@@ -35,7 +35,7 @@ extension MessageCenter {
 
     /// How many transient messages this process refused (`passTransientMessage(_:identifier:)`
     /// threw `queueFull`): nothing of them was sent.
-    package var refusedTransientMessages: UInt64 { centers.existing()?.refusedTransientMessages ?? 0 }
+    package var refusedTransientMessages: UInt64 { centers.existing()?.transient.refusedMessages ?? 0 }
 
     /// Sends a JSON document as a transient message: its `JSONDocument.compactText` (white
     /// space outside strings removed), which must be at most `transientMessageLimit` bytes.

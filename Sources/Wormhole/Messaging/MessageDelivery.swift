@@ -1,3 +1,5 @@
+import FoundationEssentials
+
 /// One delivery to a message listener: which mailbox, why, and what it holds.
 public struct MessageDelivery<Message: Sendable>: Sendable {
     /// Why the listener is being called.
@@ -39,5 +41,40 @@ public struct MessageDelivery<Message: Sendable>: Sendable {
         self.result = result
         self.reason = reason
         self.sentAt = sentAt
+    }
+}
+
+extension MessageDelivery.Reason {
+    /// The public reason of what a listener had pending.
+    init(_ reason: ListenerReason) {
+        switch reason {
+        case .posted: self = .posted
+        case .stored: self = .stored
+        case .catchUp: self = .catchUp
+        case .transient: self = .transient
+        }
+    }
+}
+
+extension MessageDelivery where Message: Decodable {
+    /// The delivery of a transient message: decoded from its payload, with no file read and no
+    /// change to what the listener knows of the mailbox.
+    init(transient item: ListenerItem, payload: Result<Data, WormholeError>) {
+        let result: Result<Message, WormholeError>
+        switch payload {
+        case .failure(let error): result = .failure(error)
+        case .success(let data):
+            if Message.self == JSONDocument.self {
+                // Checked to be one JSON text when it was received.
+                result = .success(JSONDocument(validated: data) as! Message)
+            } else {
+                do {
+                    result = .success(try MessageCenter.decode(data, as: Message.self, identifier: item.identifier))
+                } catch {
+                    result = .failure(error)
+                }
+            }
+        }
+        self.init(identifier: item.identifier, result: result, reason: .transient, sentAt: nil)
     }
 }

@@ -17,7 +17,7 @@ extension DarwinNotificationCenter {
     /// Emits `Message(name, payload)` on the name's bucket interface. The payload must already
     /// be one compact JSON document of at most `NotifyContract.transientMessageLimit` bytes.
     ///
-    /// It travels on the transient connection (``transientSender()``); when that connection's
+    /// It travels on the transient connection (``TransientConnection/sender()``); when that connection's
     /// bounded queue cannot take it within ``BusConnection/defaultRefusalWait``, it is refused.
     ///
     /// - Throws: ``BusError`` with ``BusError/Code/disconnected`` while the bus is away,
@@ -26,7 +26,7 @@ extension DarwinNotificationCenter {
         let signal = Signal(
             path: NotifyContract.path, interface: NotifyContract.bucket(for: name.rawValue),
             member: NotifyContract.message, arguments: [.string(name.rawValue), .string(payload)])
-        let sender = try transientSender()
+        let sender = try transient.sender()
         try claimSenderName(on: sender)
         try sender.emit(signal, policy: .refusable(wait: BusConnection.defaultRefusalWait))
     }

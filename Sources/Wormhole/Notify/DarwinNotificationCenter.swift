@@ -1,6 +1,4 @@
-import Dispatch
 public import Logging
-import Synchronization
 public import WormholeDBus
 import WormholeSystem
 
@@ -42,13 +40,8 @@ public final class DarwinNotificationCenter: Sendable {
     private let lastStates = Locked<[String: UInt64]>([:])
     private let reception: PostReception
     private let eventSubscription = Locked<EventSubscription?>(nil)
-    /// The process's second connection to the bus, for transient messages, made on first use
-    /// (``transientSender()``).
-    private let transientConnection = Locked<BusConnection?>(nil)
-    /// The transient connection is being made off the loop.
-    private let openingTransient = Atomic<Bool>(false)
-    /// ``close()`` was called: no transient connection is made after it.
-    private let closed = Atomic<Bool>(false)
+    /// The connection transient messages travel on, made on first use.
+    let transient: TransientConnection
 
     /// Connects to the bus at `busAddress` (the session bus when `nil`).
     ///
@@ -83,6 +76,7 @@ public final class DarwinNotificationCenter: Sendable {
         let connection = self.connection
         reception = PostReception(
             connection: connection, busKey: busKey, ringable: wake == .doorbell, logger: logger, lastStates: lastStates)
+        transient = TransientConnection(first: connection, logger: logger)
         WormholeRuntime.shared.ownConnections.insert(connection, for: ObjectIdentifier(self))
         // On the I/O thread: each observer's catch-up then takes the same path as its posts.
         let subscription = connection.onEvent(on: .ioThread) { [weak self] event in
@@ -96,70 +90,8 @@ public final class DarwinNotificationCenter: Sendable {
         eventSubscription.withLock { $0?.cancel() }
         let key = ObjectIdentifier(self)
         WormholeRuntime.shared.ownConnections.remove(key)
-        closeTransientConnection()
+        transient.close()
         connection.close()
-    }
-
-    /// The connection transient messages travel on: the process's second connection to the bus
-    /// (shared like the first), made on first use. A transient receiver that stops reading holds
-    /// up only this one (contract section 7).
-    ///
-    /// Connecting waits for the process's loop; on the loop's own thread (a transient message
-    /// sent from an `.ioThread` handler, such as a reply) that wait could never end, so the first
-    /// such send goes on the first connection and the second is made off the loop for the next.
-    func transientSender() throws -> BusConnection {
-        // The lock is never held while connecting: the loop's thread may take it.
-        if let held = transientConnection.withLock({ $0 }) { return held }
-        // Closed: the first connection (closed too) says so when used.
-        if closed.load(ordering: .acquiring) { return connection }
-        if connection.isOnIOThread {
-            openTransientConnectionOffTheLoop()
-            return connection
-        }
-        let made = try BusConnection.shared(
-            address: connection.address, purpose: .transient, in: WormholeRuntime.shared.connections, logger: logger)
-        let (kept, extra) = transientConnection.withLock { held -> (BusConnection, BusConnection?) in
-            if let held { return (held, made) }
-            // Closed meanwhile: not kept (the closed first connection answers the send).
-            if closed.load(ordering: .acquiring) { return (connection, made) }
-            held = made
-            return (made, nil)
-        }
-        if let extra {
-            extra.close()  // another thread made one meanwhile: one handle of the same connection
-        } else {
-            WormholeRuntime.shared.ownConnections.insert(made, for: ObjectIdentifier(made))
-        }
-        return kept
-    }
-
-    /// Makes the transient connection on a thread of its own (once at a time).
-    private func openTransientConnectionOffTheLoop() {
-        if openingTransient.exchange(true, ordering: .acquiringAndReleasing) { return }
-        DispatchQueue.global().async { [weak self] in
-            guard let self else { return }
-            do {
-                _ = try transientSender()
-            } catch {
-                logger.info("cannot open the transient connection yet: \(error)")
-            }
-            openingTransient.store(false, ordering: .releasing)
-        }
-    }
-
-    /// How many transient messages this center's process refused because the transient
-    /// connection's outgoing queue was full.
-    var refusedTransientMessages: UInt64 { transientConnection.withLock { $0?.refusedSignals ?? 0 } }
-
-    private func closeTransientConnection() {
-        guard
-            let held = transientConnection.withLock({ value in
-                defer { value = nil }
-                return value
-            })
-        else { return }
-        WormholeRuntime.shared.ownConnections.remove(ObjectIdentifier(held))
-        held.close()
     }
 
     private func connectionChanged(_ event: BusConnectionEvent) {
@@ -176,9 +108,8 @@ public final class DarwinNotificationCenter: Sendable {
     /// seeing posts. The process's connection to the bus, which every facade shares, closes with
     /// the last facade that uses it.
     public func close() {
-        closed.store(true, ordering: .releasing)
         leaveDoorbell()
-        closeTransientConnection()
+        transient.close()
         connection.close()
     }
 
@@ -197,8 +128,8 @@ public final class DarwinNotificationCenter: Sendable {
     public func flush(timeout: Duration = DarwinNotificationCenter.defaultFlushTimeout) -> (any Error)? {
         let start = ContinuousClock.now
         if let error = connection.flush(timeout: timeout) { return error }
-        guard let transient = transientConnection.withLock({ $0 }) else { return nil }
-        return transient.flush(timeout: max(.zero, timeout - (ContinuousClock.now - start)))
+        guard let second = transient.current else { return nil }
+        return second.flush(timeout: max(.zero, timeout - (ContinuousClock.now - start)))
     }
 
     /// How long `flush(timeout:)` waits by default, on every facade: 5 seconds.
