@@ -47,13 +47,7 @@ private func journalExit(_ arguments: [String]) throws {
     let center = try wormhole.notificationCenter()
     let trigger = try NotificationName("\(group)/trigger/\(identifier)")
     let observer = try center.listen(name: trigger, on: .ioThread) { _ in
-        do {
-            try journal.append(["n": 2])
-        } catch {
-            printError("journal-exit: \(error)")
-            exit(1)
-        }
-        exit(0)
+        exitAfter("journal-exit") { try journal.append(["n": 2]) }
     }
     try center.post(trigger)
     serveForever(keeping: observer)
@@ -65,13 +59,7 @@ private func postExitInHandler(_ arguments: [String]) throws {
     let name = try NotificationName(arguments[1])
     let trigger = try NotificationName(arguments[1] + "/trigger")
     let observer = try center.listen(name: trigger, on: .ioThread) { _ in
-        do {
-            try center.post(name)
-        } catch {
-            printError("post-exit-in-handler: \(error)")
-            exit(1)
-        }
-        exit(0)
+        exitAfter("post-exit-in-handler") { try center.post(name) }
     }
     try center.post(trigger)
     serveForever(keeping: observer)
@@ -123,4 +111,15 @@ private func sendOnce(_ arguments: [String]) throws {
     // Kept alive until the process exits: one reference that is never released.
     if arguments[5] != "release" { _ = Unmanaged.passRetained(facade) }
     if arguments[5] == "return" { returnFromMain.store(true, ordering: .relaxed) }
+}
+
+/// Runs `body` (in a handler) and exits: 0 when it returned, 1 (naming `command`) when it threw.
+private func exitAfter(_ command: String, _ body: () throws -> Void) -> Never {
+    do {
+        try body()
+    } catch {
+        printError("\(command): \(error)")
+        exit(1)
+    }
+    exit(0)
 }

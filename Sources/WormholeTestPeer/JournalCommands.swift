@@ -42,10 +42,7 @@ private func journalAppend(_ arguments: [String]) throws {
     else {
         throw PeerError("journal-append ROOT GROUP IDENTIFIER COUNT BATCH BUS [hold]")
     }
-    let wormhole = try MessageCenter(
-        applicationGroupIdentifier: GroupIdentifier(arguments[1]), containerRoot: arguments[0],
-        busAddress: BusAddress(arguments[5]))
-    let journal = try wormhole.journal(MessageIdentifier(arguments[2]))
+    let journal = try openJournal(arguments, busAt: 5)
     let pid = Int(getpid())
     var next = 0
     while count == 0 || next < count {
@@ -75,10 +72,7 @@ private func journalConsume(_ arguments: [String]) throws {
     guard arguments.count == 6, let last = UInt64(arguments[4]) else {
         throw PeerError("journal-consume ROOT GROUP IDENTIFIER CONSUMER LAST BUS")
     }
-    let wormhole = try MessageCenter(
-        applicationGroupIdentifier: GroupIdentifier(arguments[1]), containerRoot: arguments[0],
-        busAddress: BusAddress(arguments[5]))
-    let journal = try wormhole.journal(MessageIdentifier(arguments[2]))
+    let journal = try openJournal(arguments, busAt: 5)
     let done = DispatchSemaphore(value: 0)
     let listener = try journal.listen(from: .beginning, consumer: arguments[3], as: JSONDocument.self) { result in
         switch result {
@@ -109,10 +103,7 @@ private func journalFill(_ arguments: [String]) throws {
     guard arguments.count == 5, let limit = Int(arguments[3]) else {
         throw PeerError("journal-fill ROOT GROUP IDENTIFIER LIMIT BUS")
     }
-    let wormhole = try MessageCenter(
-        applicationGroupIdentifier: GroupIdentifier(arguments[1]), containerRoot: arguments[0],
-        busAddress: BusAddress(arguments[4]))
-    let journal = try wormhole.journal(MessageIdentifier(arguments[2]))
+    let journal = try openJournal(arguments, busAt: 4)
     signal(SIGXFSZ, SIG_IGN)
     var bound = rlimit(rlim_cur: rlim_t(limit), rlim_max: rlim_t(limit))
     guard setrlimit(__rlimit_resource_t(RLIMIT_FSIZE.rawValue), &bound) == 0 else {
@@ -128,4 +119,13 @@ private func journalFill(_ arguments: [String]) throws {
             return
         }
     }
+}
+
+/// The journal `ARGUMENTS[2]` of the group `ARGUMENTS[1]` under the container root `ARGUMENTS[0]`,
+/// on the bus at `ARGUMENTS[bus]`: what every journal command starts with.
+private func openJournal(_ arguments: [String], busAt bus: Int) throws -> Journal {
+    try MessageCenter(
+        applicationGroupIdentifier: GroupIdentifier(arguments[1]), containerRoot: arguments[0],
+        busAddress: BusAddress(arguments[bus])
+    ).journal(MessageIdentifier(arguments[2]))
 }

@@ -57,13 +57,8 @@ extension GroupDefaults {
         forKey key: String, on delivery: DeliveryQueue = .serial, options: ObserverOptions = ObserverOptions(),
         initial: Bool = false, handler: @escaping @Sendable (Change) -> Void
     ) throws -> Subscription {
-        let name = try notificationName(forKey: key)
-        let tracker = ChangeTracker(
-            defaults: self, key: key, executor: delivery.makeExecutor(label: "wormhole.defaults"), handler: handler)
-        let subscriber = makeSubscriber(name, isPrefix: false, options: options, tracker: tracker)
-        try wakeups.start([subscriber])
-        tracker.start(initial: initial)
-        return Subscription(core: tracker) { subscriber.detach() }
+        try observe(
+            name: notificationName(forKey: key), key: key, on: delivery, options: options, initial: initial, handler)
     }
 
     /// Calls `handler` for every change of every key of the suite (the prefix
@@ -73,9 +68,18 @@ extension GroupDefaults {
         on delivery: DeliveryQueue = .serial, options: ObserverOptions = ObserverOptions(), initial: Bool = false,
         handler: @escaping @Sendable (Change) -> Void
     ) throws -> Subscription {
+        try observe(name: notificationPrefix, key: nil, on: delivery, options: options, initial: initial, handler)
+    }
+
+    /// An observer of `key` (nil: the whole suite, `name` its prefix): its reader
+    /// (``ChangeTracker``, on `delivery`), active on the bus or its directory when this returns.
+    private func observe(
+        name: NotificationName, key: String?, on delivery: DeliveryQueue, options: ObserverOptions, initial: Bool,
+        _ handler: @escaping @Sendable (Change) -> Void
+    ) throws -> Subscription {
         let tracker = ChangeTracker(
-            defaults: self, key: nil, executor: delivery.makeExecutor(label: "wormhole.defaults"), handler: handler)
-        let subscriber = makeSubscriber(notificationPrefix, isPrefix: true, options: options, tracker: tracker)
+            defaults: self, key: key, executor: delivery.makeExecutor(label: "wormhole.defaults"), handler: handler)
+        let subscriber = makeSubscriber(name, isPrefix: key == nil, options: options, tracker: tracker)
         try wakeups.start([subscriber])
         tracker.start(initial: initial)
         return Subscription(core: tracker) { subscriber.detach() }

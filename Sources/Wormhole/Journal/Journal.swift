@@ -104,8 +104,7 @@ public final class Journal: Sendable {
         location = JournalLocation(
             container: center.container, directory: center.directory, identifier: identifier, logger: center.logger)
         writer = JournalWriter(location: location, options: options)
-        encoder = JSONEncoder()
-        encoder.outputFormatting = [.withoutEscapingSlashes]
+        encoder = MessageCenter.makeEncoder()
         poster = JournalPoster(name: location.notificationName, center: center)
     }
 
@@ -146,13 +145,8 @@ public final class Journal: Sendable {
     /// more than a small message's encoding).
     private func encode(_ message: some Encodable) throws -> Data {
         if message is Data { throw MessageCenter.refuseData(identifier.rawValue) }
-        do {
-            return try encoder.encode(message)
-        } catch {
-            throw WormholeError(
-                .encodingFailed, value: identifier.rawValue,
-                "message for journal '\(identifier)' cannot be encoded as JSON: \(error)")
-        }
+        return try MessageCenter.encode(
+            message, identifier: identifier, subject: "journal \(quoted(identifier.rawValue))", encoder: encoder)
     }
 
     /// Appends JSON documents as consecutive records, as `append(contentsOf:)` does for `Encodable` messages.

@@ -78,10 +78,7 @@ extension MessageCenter {
         identifier: MessageIdentifier, as type: Message.Type = Message.self, on delivery: DeliveryQueue = .serial,
         options: ListenOptions = ListenOptions(), handler: @escaping @Sendable (MessageDelivery<Message>) -> Void
     ) throws -> Subscription {
-        let core = ListenerCore<Message>(
-            transiting: transiting, prefix: notificationPrefix, only: identifier, options: options,
-            sink: .handler(delivery.makeExecutor(label: "wormhole.listener"), handler))
-        return try start(core, options: options)
+        try start(only: identifier, on: delivery, options: options, handler: handler)
     }
 
     /// Listens to many identifiers at once, calling `handler` for each delivery (each names its
@@ -118,10 +115,7 @@ extension MessageCenter {
         as type: Message.Type = Message.self, on delivery: DeliveryQueue = .serial,
         options: ListenOptions = ListenOptions(), handler: @escaping @Sendable (MessageDelivery<Message>) -> Void
     ) throws -> Subscription {
-        let core = ListenerCore<Message>(
-            transiting: transiting, prefix: notificationPrefix, only: nil, options: options,
-            sink: .handler(delivery.makeExecutor(label: "wormhole.listener"), handler))
-        return try start(core, options: options)
+        try start(only: nil, on: delivery, options: options, handler: handler)
     }
 
     /// The deliveries for `identifier` as an `AsyncSequence`; the listener is active when this
@@ -157,7 +151,15 @@ extension MessageCenter {
         return MessageStream(doorbell: doorbell, reader: MessageStreamReader(core: core))
     }
 
-    private func start<Message>(_ core: ListenerCore<Message>, options: ListenOptions) throws -> Subscription {
+    /// A listener of `identifier` (nil: every identifier): its reader (``ListenerCore``, on
+    /// `delivery`), active when this returns.
+    private func start<Message: Decodable & Sendable>(
+        only identifier: MessageIdentifier?, on delivery: DeliveryQueue, options: ListenOptions,
+        handler: @escaping @Sendable (MessageDelivery<Message>) -> Void
+    ) throws -> Subscription {
+        let core = ListenerCore<Message>(
+            transiting: transiting, prefix: notificationPrefix, only: identifier, options: options,
+            sink: .handler(delivery.makeExecutor(label: "wormhole.listener"), handler))
         let listener = makeSubscriber(core, only: core.only, options: options)
         try wakeups.start([listener])
         let handle = Subscription(core: core) { listener.detach() }

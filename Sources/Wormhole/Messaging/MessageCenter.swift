@@ -269,16 +269,26 @@ public final class MessageCenter: Sendable {
 
     // MARK: Coding
 
-    static func encode(_ message: some Encodable, identifier: MessageIdentifier) throws(WormholeError) -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.withoutEscapingSlashes]
+    /// `message` as one compact JSON document, with `encoder` (a journal keeps one; otherwise a
+    /// new one); `subject` names where it goes in the error (`'inbox'`, `journal 'events'`).
+    static func encode(
+        _ message: some Encodable, identifier: MessageIdentifier, subject: String? = nil,
+        encoder: JSONEncoder = MessageCenter.makeEncoder()
+    ) throws(WormholeError) -> Data {
         do {
             return try encoder.encode(message)
         } catch {
             throw WormholeError(
                 .encodingFailed, value: identifier.rawValue,
-                "message for '\(identifier)' cannot be encoded as JSON: \(error)")
+                "message for \(subject ?? quoted(identifier.rawValue)) cannot be encoded as JSON: \(error)")
         }
+    }
+
+    /// The encoder of messages: compact, `/` as it is.
+    static func makeEncoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        return encoder
     }
 
     static func decode<T: Decodable>(

@@ -97,48 +97,27 @@ extension DarwinNotificationCenter {
     private func receivedMessage(
         _ signal: Signal, target: NotificationName, isPrefix: Bool, handler: @Sendable (TransientSignal) -> Void
     ) {
-        guard signal.path == NotifyContract.path, case .string(let rawName)? = signal.arguments.first else {
-            logger.warning("dropped a malformed Message signal (expected arguments (s name, s message)): \(signal)")
+        guard let (name, _) = NotifyContract.name(in: signal, routedTo: target, isPrefix: isPrefix) else {
+            logger.warning(
+                "dropped a malformed Message signal (expected (s name, s message) on the name's interface or the plain one, with a valid name): \(signal)"
+            )
             return
         }
-        let name: NotificationName
-        if isPrefix {
-            let interface = signal.interface
-            guard interface == NotifyContract.plain || interface == NotifyContract.bucket(for: rawName),
-                let received = NotificationName(received: rawName)
-            else {
-                logger.warning("dropped a Message signal on the wrong interface or with an invalid name: \(signal)")
-                return
-            }
-            name = received
-        } else {
-            name = target
-        }
-        guard signal.arguments.count >= 2, case .string(let payload) = signal.arguments[1] else {
-            let reason =
-                "transient message for \(quoted(name.rawValue)) dropped: its arguments are '\(signal.signature)', "
-                + "expected 'ss' (name, message)"
+        func drop(_ problem: String) {
+            let reason = "transient message for \(quoted(name.rawValue)) dropped: \(problem)"
             logger.warning("\(reason)")
             handler(.malformed(name: name, reason: reason))
-            return
+        }
+        guard signal.arguments.count >= 2, case .string(let payload) = signal.arguments[1] else {
+            return drop("its arguments are '\(signal.signature)', expected 'ss' (name, message)")
         }
         let size = payload.utf8.count
         if size > NotifyContract.transientMessageLimit {
-            let reason =
-                "transient message for \(quoted(name.rawValue)) dropped: it is \(size) bytes, "
-                + "over the limit of \(NotifyContract.transientMessageLimit) bytes (64 KiB)"
-            logger.warning("\(reason)")
-            handler(.malformed(name: name, reason: reason))
-            return
+            return drop("it is \(size) bytes, over the limit of \(NotifyContract.transientMessageLimit) bytes (64 KiB)")
         }
         var text = payload
-        let failure = text.withUTF8 { JSONSyntax.check(UnsafeRawBufferPointer($0)) }
-        if let failure {
-            let reason =
-                "transient message for \(quoted(name.rawValue)) dropped: not a JSON document (\(size) bytes): \(failure)"
-            logger.warning("\(reason)")
-            handler(.malformed(name: name, reason: reason))
-            return
+        if let failure = text.withUTF8({ JSONSyntax.check(UnsafeRawBufferPointer($0)) }) {
+            return drop("not a JSON document (\(size) bytes): \(failure)")
         }
         handler(.message(name: name, payload: Data(text.utf8)))
     }

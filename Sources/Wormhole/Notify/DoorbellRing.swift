@@ -22,15 +22,6 @@ struct DoorbellRing: Sendable, Equatable {
     /// The notification name posted.
     var name: String
 
-    init(busKey: UInt64, serial: UInt32, previous: UInt32?, state: UInt64, sender: String, name: String) {
-        self.busKey = busKey
-        self.serial = serial
-        self.previous = previous
-        self.state = state
-        self.sender = sender
-        self.name = name
-    }
-
     /// The datagram of this
     func encoded() -> [UInt8] {
         var bytes = Self.magic
@@ -49,7 +40,9 @@ struct DoorbellRing: Sendable, Equatable {
         bytes.append(contentsOf: name.utf8)
         return bytes
     }
+}
 
+extension DoorbellRing {
     /// The ring in `bytes`, or nil for anything else: another magic (another version of the
     /// datagram), another length, a serial without the high bit, unknown flags, an empty name or
     /// invalid UTF-8.

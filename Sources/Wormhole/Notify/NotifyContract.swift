@@ -100,3 +100,22 @@ package enum NotifyContract: Sendable {
         MatchRule(interface: bucket(for: name), member: posted, arguments: [0: name]).description.utf8.count
     }
 }
+
+extension NotifyContract {
+    /// The name a signal routed to `target`'s route carries (contract §1), with its raw text, or
+    /// nil for a malformed one. The route's rules chose the interface, member and name for a
+    /// name, and the path, member and a name at or below a prefix; only what they do not say is
+    /// checked: the path, a first argument that is a string, and for a prefix the interface (the
+    /// plain one or the name's bucket) and that the name is a valid one.
+    static func name(
+        in signal: Signal, routedTo target: NotificationName, isPrefix: Bool
+    ) -> (name: NotificationName, raw: String)? {
+        guard signal.path == path, case .string(let raw)? = signal.arguments.first else { return nil }
+        guard isPrefix else { return (target, raw) }
+        let interface = signal.interface
+        guard interface == plain || interface == bucket(for: raw), let name = NotificationName(received: raw) else {
+            return nil
+        }
+        return (name, raw)
+    }
+}

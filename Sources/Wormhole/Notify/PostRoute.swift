@@ -163,25 +163,11 @@ final class PostRoute: Sendable {
         if !removed { sink(DarwinNotification(name: target, state: nil, reason: .catchUp)) }
     }
 
-    /// Runs on the I/O thread for every signal routed here: the route's rules already chose it
-    /// (interface, member and name for a name; path, member and a name at or below the prefix for
-    /// a prefix), so only what the rules do not say is checked here, once.
+    /// Runs on the I/O thread for every signal routed here: only what the route's rules do not
+    /// say is checked here, once (``NotifyContract/name(in:routedTo:isPrefix:)``).
     func received(_ signal: Signal) {
-        guard case .string(let rawName)? = signal.arguments.first, signal.path == NotifyContract.path else {
+        guard let (name, rawName) = NotifyContract.name(in: signal, routedTo: target, isPrefix: isPrefix) else {
             return reception.logger.debug("dropped a malformed Posted signal: \(signal)")
-        }
-        let name: NotificationName
-        if isPrefix {
-            // A prefix rule says nothing about the interface: the plain one or the name's bucket.
-            let interface = signal.interface
-            guard interface == NotifyContract.plain || interface == NotifyContract.bucket(for: rawName),
-                let received = NotificationName(received: rawName)
-            else {
-                return reception.logger.debug("dropped a malformed Posted signal: \(signal)")
-            }
-            name = received
-        } else {
-            name = target
         }
         var state: UInt64?
         if signal.arguments.count > 1 {
