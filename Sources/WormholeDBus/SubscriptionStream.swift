@@ -71,9 +71,9 @@ public struct SubscriptionStream<Element: Sendable, Failure: Error>: AsyncSequen
             case .read(var doorbell, let reader):
                 defer { base = .read(doorbell: doorbell, reader: reader) }
                 while true {
-                    // A cancelled task reads nothing more; the doorbell then ends the stream.
-                    if Task.isCancelled { return nil }
-                    if let element = try reader.nextReady() { return element }
+                    // A cancelled task reads nothing more; the doorbell then ends the stream (its
+                    // `next()` in a cancelled task terminates it, which releases the subscription).
+                    if !Task.isCancelled, let element = try reader.nextReady() { return element }
                     guard await doorbell.next(isolation: actor) != nil else { return nil }
                 }
             }

@@ -176,6 +176,34 @@ struct SubscriptionLifetimeTests {
     }
 
     @Test(
+        "a stream kept in a variable ends its subscription when the task iterating it is cancelled",
+        .disabled(
+            if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"
+        ))
+    func cancelledIterationEndsKeptStreams() async throws {
+        // It counts the rules of the process's one connection to its bus: a bus of its own.
+        let fixture = try MessagingFixture(bus: TestBus())
+        let receiver = try fixture.wormhole()
+        let connection = try receiver.notificationCenter().connection
+        let baseline = try await MessagingHarness.settledRuleCount(fixture.bus, connection)
+        let messages: MessageStream<MessagingCounter> = try await receiver.messages(identifier: "kept")
+        let records: JournalRecordStream<JSONDocument> = try await receiver.journal("kept").records()
+        // Posted and Message rules for the messages (2 + 2), Posted rules for the journal (2).
+        #expect(try await MessagingHarness.settledRuleCount(fixture.bus, connection) == baseline + 6)
+        let iterations = [
+            Task { for await _ in messages {} },
+            Task { for try await _ in records {} },
+        ]
+        for iteration in iterations {
+            iteration.cancel()
+            _ = await iteration.result
+        }
+        // The streams are still held here: the cancelled iterations ended their subscriptions.
+        #expect(try await MessagingHarness.settledRuleCount(fixture.bus, connection) == baseline)
+        withExtendedLifetime((messages, records)) {}
+    }
+
+    @Test(
         "cancel() twice releases a shared rule once, and isCancelled says so",
         .disabled(
             if: TestBusDaemon.isBroker, "reads match-rule counts from Debug.Stats, which dbus-broker does not implement"

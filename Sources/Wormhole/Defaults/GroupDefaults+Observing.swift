@@ -209,22 +209,24 @@ final class ChangeTracker: SubscriptionCore {
 
     func forgetPending() { state.withLock { $0.events = [] } }
 
-    /// Asks the next round for `event`. A post of a key already waiting for a round takes the
-    /// waiting one's place when both carry a generation (one read delivers the latest value
-    /// either way), or while suspended (which then keeps one event per key); consecutive equal
-    /// comparisons are one.
+    /// Asks the next round for `event`. A post of a key already waiting for a round merges into
+    /// the waiting one when both carry a generation (one read delivers the latest value either
+    /// way), or while suspended (which then keeps one event per key): the merged post keeps the
+    /// first one's place and its `isOwnPost`, the higher generation, and none when either had
+    /// none (such a post is always delivered). Consecutive equal comparisons are one.
     private func ask(_ event: Event) {
         if pump.isCancelled { return }
-        let suspended = pump.isSuspended
         state.withLock { state in
             switch event {
             case .post(let note):
+                let suspended = pump.isSuspended
                 let waiting = state.events.firstIndex {
                     guard case .post(let earlier) = $0, earlier.name == note.name else { return false }
                     return suspended || (earlier.state != nil && note.state != nil)
                 }
-                if let waiting {
-                    state.events[waiting] = event
+                if let waiting, case .post(var merged) = state.events[waiting] {
+                    merged.state = merged.state.flatMap { earlier in note.state.map { max(earlier, $0) } }
+                    state.events[waiting] = .post(merged)
                     return
                 }
             case .differences(let reason):

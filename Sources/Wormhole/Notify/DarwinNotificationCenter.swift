@@ -75,7 +75,8 @@ public final class DarwinNotificationCenter: Sendable {
         }
         let connection = self.connection
         reception = PostReception(
-            connection: connection, busKey: busKey, ringable: wake == .doorbell, logger: logger, lastStates: lastStates)
+            connection: connection, busKey: busKey, ringable: wake == .doorbell, logger: logger, lastStates: lastStates,
+            closed: Locked(false))
         transient = TransientConnection(first: connection, logger: logger)
         WormholeRuntime.shared.ownConnections.insert(connection, for: ObjectIdentifier(self))
         // On the I/O thread: each observer's catch-up then takes the same path as its posts.
@@ -108,6 +109,7 @@ public final class DarwinNotificationCenter: Sendable {
     /// seeing posts. The process's connection to the bus, which every facade shares, closes with
     /// the last facade that uses it.
     public func close() {
+        reception.closed.withLock { $0 = true }
         leaveDoorbell()
         transient.close()
         connection.close()

@@ -87,15 +87,24 @@ final class ObserverCore: SubscriptionCore {
         }
     }
 
-    func suspend() { state.withLock { $0.suspended = true } }
+    /// Holds the pump (posts already queued wait too) and keeps the latest post from now on.
+    func suspend() {
+        state.withLock { $0.suspended = true }
+        pump.suspended()
+    }
 
+    /// Queues the latest post kept while suspended after those queued before, then lets the pump
+    /// deliver them (with `.ioThread`, on the calling thread).
     func resume() {
-        let pending = state.withLock { state -> DarwinNotification? in
+        let queued = state.withLock { state -> Bool in
             state.suspended = false
             defer { state.pending = nil }
-            return state.cancelled ? nil : state.pending
+            guard !state.cancelled, let pending = state.pending else { return false }
+            state.backlog.append(pending)
+            return true
         }
-        if let pending { dispatch(pending) }
+        if queued { wake() }
+        resumeRounds()
     }
 
     func forgetPending() {

@@ -13,6 +13,8 @@ struct PostReception: Sendable {
     let logger: Logger
     /// The last state seen per name (``DarwinNotificationCenter/lastState(of:)``).
     let lastStates: Locked<[String: UInt64]>
+    /// The center was closed: its routes are rung no more.
+    let closed: Locked<Bool>
 }
 
 /// One subscription's wake source for the posts of a name, or of every name below a prefix: its
@@ -87,9 +89,11 @@ final class PostRoute: Sendable {
     // MARK: The doorbell
 
     /// Registers to be rung (when the center may be and the process has a doorbell), once it is
-    /// active on the bus. A route removed meanwhile leaves the doorbell again at once.
+    /// active on the bus. A route removed meanwhile, or whose center closed, leaves the doorbell
+    /// again at once.
     func enroll() {
-        guard reception.ringable, let doorbell = WormholeRuntime.shared.doorbell else { return }
+        guard reception.ringable, !reception.closed.withLock({ $0 }), let doorbell = WormholeRuntime.shared.doorbell
+        else { return }
         let registration = doorbell.register(
             busKey: reception.busKey, target: target.rawValue, isPrefix: isPrefix
         ) { [weak self] ring in self?.rung(ring) }
@@ -99,7 +103,9 @@ final class PostRoute: Sendable {
             state.doorbell = registration
             return true
         }
-        if !kept { doorbell.unregister(registration) }
+        if !kept { return doorbell.unregister(registration) }
+        // Closed meanwhile: the close's own leaving may have run before the registration was kept.
+        if reception.closed.withLock({ $0 }) { leaveDoorbell() }
     }
 
     /// Stops being rung (the center closes; its routes end with the connection).

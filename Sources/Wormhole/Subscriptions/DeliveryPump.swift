@@ -84,10 +84,10 @@ final class DeliveryPump: Sendable {
 
     /// Holds the rounds: wakes are remembered (the reader keeps what is pending, merged as it
     /// merges), and no round starts until ``resumed()``. A round already running finishes.
-    fileprivate func suspended() { state.withLock { $0.suspended = true } }
+    func suspended() { state.withLock { $0.suspended = true } }
 
     /// Lets rounds start again; whether the caller must run one now (woken while suspended).
-    fileprivate func resumed() -> Bool {
+    func resumed() -> Bool {
         state.withLock { state in
             state.suspended = false
             if state.cancelled || !state.woken || state.scheduled { return false }
@@ -124,7 +124,10 @@ extension SubscriptionCore {
 
     var isSuspended: Bool { pump.isSuspended }
 
-    func resume() {
+    func resume() { resumeRounds() }
+
+    /// Lets the pump's rounds start again, and runs the one the wakes while suspended asked for.
+    func resumeRounds() {
         if pump.resumed() { startRounds() }
     }
 

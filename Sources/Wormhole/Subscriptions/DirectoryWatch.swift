@@ -58,10 +58,11 @@ struct WatchTarget: Sendable {
 /// reported.
 final class DirectoryWatch: Sendable {
     private let target: WatchTarget
-    private let report: @Sendable (DirectoryChange) -> Void
-    /// The watch on the directory now watched, active while this object lives: its owner
-    /// releases it to stop watching (no report starts after that; one running finishes) (replaced, on the loop's thread, when the
-    /// directory is made again).
+    /// Where changes go, with the watch that saw them: a report its owner gets from a watch it
+    /// already released (one running on the loop as the owner let go) is the owner's to ignore.
+    private let report: @Sendable (DirectoryWatch, DirectoryChange) -> Void
+    /// The watch on the directory now watched (replaced, on the loop's thread, when the directory
+    /// is made again), active while this object lives: its owner releases it to stop watching.
     private let watch = Locked<InotifyHub.Watch?>(nil)
 
     /// The events watched on the directory itself.
@@ -73,7 +74,10 @@ final class DirectoryWatch: Sendable {
     /// - Throws: ``WormholeError`` when the directory cannot be made or opened safely, or inotify
     ///   is unavailable (for example the process cannot get an instance because
     ///   `fs.inotify.max_user_instances` is reached: the error's value names the limit).
-    init?(_ target: WatchTarget, create: Bool = true, report: @escaping @Sendable (DirectoryChange) -> Void)
+    init?(
+        _ target: WatchTarget, create: Bool = true,
+        report: @escaping @Sendable (DirectoryWatch, DirectoryChange) -> Void
+    )
         throws(WormholeError)
     {
         self.target = target
@@ -115,7 +119,7 @@ final class DirectoryWatch: Sendable {
             guard let name = event.name, !event.has(IN_ISDIR), event.mask & target.events != 0 else { continue }
             names.append(name)
         }
-        if !names.isEmpty { report(.names(names)) }
+        if !names.isEmpty { report(self, .names(names)) }
         if directoryGone {
             // Removed or moved away: make it again, watch the new one, compare everything. The
             // old watch is gone with its directory (or moved with it: released here, outside the
@@ -125,13 +129,13 @@ final class DirectoryWatch: Sendable {
                 return watch
             }
             do {
-                guard let added = try addWatch() else { return report(.rescan) }
+                guard let added = try addWatch() else { return report(self, .rescan) }
                 watch.withLock { $0 = added }
             } catch {
-                return report(.failed(error))
+                return report(self, .failed(error))
             }
             rescan = true
         }
-        if rescan { report(.rescan) }
+        if rescan { report(self, .rescan) }
     }
 }

@@ -217,7 +217,8 @@ final class WakeEngine: Sendable {
     private func startWatch(of target: WatchTarget, in state: inout State) throws(WormholeError) {
         let key = target.key
         guard state.watches[key] == nil else { return }
-        state.watches[key] = try DirectoryWatch(target) { [weak self] change in self?.directoryChanged(change, key: key)
+        state.watches[key] = try DirectoryWatch(target) { [weak self] watch, change in
+            self?.directoryChanged(change, key: key, from: watch)
         }
     }
 
@@ -239,7 +240,9 @@ final class WakeEngine: Sendable {
         setSource(.directory(error))
     }
 
-    private func directoryChanged(_ change: DirectoryChange, key: String) {
+    private func directoryChanged(_ change: DirectoryChange, key: String, from watch: DirectoryWatch) {
+        // A report of a watch released meanwhile (replaced or stopped) is not this engine's any more.
+        guard state.withLock({ $0.watches[key] === watch }) else { return }
         let onBus = source == .bus
         let subscribers = fallingBack().filter { $0.watchTarget?.key == key && (!onBus || $0.watchesBesideBus) }
         switch change {
@@ -251,7 +254,7 @@ final class WakeEngine: Sendable {
             for subscriber in subscribers { subscriber.catchUp() }
         case .failed(let error):
             logger.error("the watch of \(key) stopped; its subscriptions wait for the bus: \(error.message)")
-            _ = state.withLock { $0.watches.removeValue(forKey: key) }
+            _ = state.withLock { state in state.watches[key] === watch ? state.watches.removeValue(forKey: key) : nil }
         }
     }
 
