@@ -146,7 +146,7 @@ public final class Journal: Sendable {
     private func encode(_ message: some Encodable) throws -> Data {
         if message is Data { throw MessageCenter.refuseData(identifier.rawValue) }
         return try MessageCenter.encode(
-            message, identifier: identifier, subject: "journal \(quoted(identifier.rawValue))", encoder: encoder)
+            message, identifier: identifier, with: encoder, subject: "journal \(quoted(identifier.rawValue))")
     }
 
     /// Appends JSON documents as consecutive records, as `append(contentsOf:)` does for `Encodable` messages.

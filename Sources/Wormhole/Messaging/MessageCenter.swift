@@ -269,19 +269,24 @@ public final class MessageCenter: Sendable {
 
     // MARK: Coding
 
-    /// `message` as one compact JSON document, with `encoder` (a journal keeps one; otherwise a
-    /// new one); `subject` names where it goes in the error (`'inbox'`, `journal 'events'`).
+    /// `message` as one compact JSON document, with `encoder` (a journal keeps one); `subject`
+    /// names where it goes in the error (`'inbox'`, `journal 'events'`), made only for one.
     static func encode(
-        _ message: some Encodable, identifier: MessageIdentifier, subject: String? = nil,
-        encoder: JSONEncoder = MessageCenter.makeEncoder()
+        _ message: some Encodable, identifier: MessageIdentifier, with encoder: JSONEncoder,
+        subject: @autoclosure () -> String
     ) throws(WormholeError) -> Data {
         do {
             return try encoder.encode(message)
         } catch {
             throw WormholeError(
                 .encodingFailed, value: identifier.rawValue,
-                "message for \(subject ?? quoted(identifier.rawValue)) cannot be encoded as JSON: \(error)")
+                "message for \(subject()) cannot be encoded as JSON: \(error)")
         }
+    }
+
+    /// `message` as one compact JSON document for the mailbox or transient message `identifier`.
+    static func encode(_ message: some Encodable, identifier: MessageIdentifier) throws(WormholeError) -> Data {
+        try encode(message, identifier: identifier, with: makeEncoder(), subject: quoted(identifier.rawValue))
     }
 
     /// The encoder of messages: compact, `/` as it is.
