@@ -25,10 +25,11 @@ package enum SendPolicy: Sendable {
 /// connection is up and stopping, which a sender checks under the same lock as it appends.
 /// Which thread may call what: <doc:Threading>.
 final class BusOutgoing: @unchecked Sendable {
-    /// The connection: its libdbus connection, phase, logger and errors. `unowned(unsafe)`, no
-    /// reference counting on the sending path: the connection owns this part and outlives every
-    /// call to it (its own, its jobs', which hold it, and libdbus's, which end when it closes).
-    unowned(unsafe) let io: BusIO
+    /// The connection: its libdbus connection, phase, logger and errors. `unowned`: the
+    /// connection owns this part and outlives every call to it (its own, its jobs', which hold
+    /// it, and libdbus's, which end when it closes); were that ever broken, the access traps
+    /// rather than reading freed memory.
+    unowned let io: BusIO
     /// The connection's loop and locked state (the queue, and whether it is up and stopping).
     private let loop: EventLoop
     private let shared: Locked<BusIO.Shared>

@@ -11,10 +11,10 @@ import WormholeSystem
 /// Loop-confined (owner-confined for what libdbus's filter calls), except the counters: see
 /// <doc:Threading>. The connection (``BusIO``) it belongs to owns it.
 final class BusRoutes: @unchecked Sendable {
-    /// The connection: its jobs and match rules. `unowned(unsafe)`, no reference counting on the
-    /// receiving path: the connection owns this part and outlives every call to it (its own, its
-    /// jobs', which hold it, and libdbus's, which end when it closes).
-    unowned(unsafe) let io: BusIO
+    /// The connection: its jobs and match rules. `unowned`: the connection owns this part and
+    /// outlives every call to it (its own, its jobs', which hold it, and libdbus's, which end
+    /// when it closes); were that ever broken, the access traps rather than reading freed memory.
+    unowned let io: BusIO
     /// The connection's loop.
     private let loop: EventLoop
 

@@ -362,7 +362,7 @@ public final class DarwinNotificationCenter: Sendable {
     /// Removes a route: from the connection, the doorbell and this center. Twice does nothing.
     func removePostRoute(_ route: PostRoute) {
         forget(route)
-        if let routeID = route.takeForRemoval(), let routeID { connection.removeRoute(routeID) }
+        if let routeID = route.takeForRemoval() { connection.removeRoute(routeID) }
     }
 
     /// A route kept in this center's table (for its catch-ups and the doorbell at close).

@@ -72,18 +72,20 @@ final class PostRoute: Sendable {
 
     var isRemoved: Bool { state.withLock { $0.removed } }
 
-    /// Marks it removed and takes what it holds: its route (for the caller to remove from the
-    /// connection) and its doorbell registration (unregistered here). Nil the second time.
-    func takeForRemoval() -> UInt64?? {
-        let taken = state.withLock { state -> (UInt64?, (directory: UInt64, id: UInt64)?)? in
-            if state.removed { return nil }
+    /// Marks it removed and leaves the doorbell; the connection's route for the caller to
+    /// remove, nil when there is none to remove (none was added, or it was removed already).
+    func takeForRemoval() -> UInt64? {
+        let (routeID, registration) = state.withLock { state -> (UInt64?, (directory: UInt64, id: UInt64)?) in
+            if state.removed { return (nil, nil) }
             state.removed = true
-            defer { state.doorbell = nil }
+            defer {
+                state.routeID = nil
+                state.doorbell = nil
+            }
             return (state.routeID, state.doorbell)
         }
-        guard let taken else { return nil }
-        leaveDoorbell(taken.1)
-        return .some(taken.0)
+        leaveDoorbell(registration)
+        return routeID
     }
 
     // MARK: The doorbell
