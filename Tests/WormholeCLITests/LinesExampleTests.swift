@@ -5,9 +5,9 @@
 import Dispatch
 import Foundation
 import Glibc
-import Synchronization
 import Testing
 import WormholeDBus
+import WormholeSystem
 import WormholeTestSupport
 
 private final class LinesWorld: Sendable {
@@ -60,11 +60,11 @@ private final class LinesWorld: Sendable {
 private final class NativeHost: Sendable {
     let pid: pid_t
     /// The write end of the host's standard input; -1 once closed.
-    let input: Mutex<Int32>
+    let input: Locked<Int32>
     /// The read end of the host's standard output.
     let output: Int32
     /// Whether the host was reaped.
-    let reaped = Mutex(false)
+    let reaped = Locked(false)
 
     init(_ executable: String, environment: [String: String]) throws {
         let input = try Spawn.pipe()
@@ -87,7 +87,7 @@ private final class NativeHost: Sendable {
             close(output.read)
             throw error
         }
-        self.input = Mutex(input.write)
+        self.input = Locked(input.write)
         self.output = output.read
     }
 

@@ -1,6 +1,6 @@
-import Synchronization
 import Testing
 import WormholeDBus
+import WormholeSystem
 import WormholeTestSupport
 
 /// The harness's own promise (Tests/WormholeTestSupport/TestBus.swift): a suite with `.sharedBus`
@@ -23,7 +23,7 @@ struct TestBusSharingTests {
     }
 
     /// The bus each case of `innerScope` got.
-    static let innerBuses = Mutex<[ObjectIdentifier]>([])
+    static let innerBuses = Locked<[ObjectIdentifier]>([])
 
     @Test("a parameterized test with the trait shares a bus of its own among its cases", .sharedBus, arguments: [1, 2])
     func innerScope(_ number: Int) throws {

@@ -1,6 +1,5 @@
 public import Foundation
 import Glibc
-import Synchronization
 import WormholeDBus
 import WormholeSystem
 
@@ -90,11 +89,11 @@ public final class ChildProcess: @unchecked Sendable {
     public let stdoutLines: AsyncStream<String>
     public let stderrLines: AsyncStream<String>
     /// The write end of the child's standard input; -1 once closed.
-    private let input: Mutex<Int32>
+    private let input: Locked<Int32>
     private let collected = Locked<(out: String, err: String)>(("", ""))
     private let readers = DispatchGroup()
     /// The child's raw wait status once reaped; `waiting` serialises the `waitpid`.
-    private let reaped = Mutex<Int32?>(nil)
+    private let reaped = Locked<Int32?>(nil)
     private let waiting = NSLock()
 
     public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
@@ -115,7 +114,7 @@ public final class ChildProcess: @unchecked Sendable {
             standardInput: inputPipe.read, standardOutput: outputPipe.write, standardError: errorPipe.write)
         // The child has its ends; this process keeps the other three.
         opened = [inputPipe.read, outputPipe.write, errorPipe.write]
-        input = Mutex(inputPipe.write)
+        input = Locked(inputPipe.write)
         let (out, outContinuation) = AsyncStream<String>.makeStream()
         let (err, errContinuation) = AsyncStream<String>.makeStream()
         stdoutLines = out

@@ -5,10 +5,10 @@
 import Dispatch
 import Foundation
 import Glibc
-import Synchronization
 import Testing
 import Wormhole
 import WormholeDBus
+import WormholeSystem
 import WormholeTestSupport
 
 enum DefaultsHarness {
@@ -96,7 +96,7 @@ enum DefaultsHarness {
         let world = try MessagingFixture(bus: TestBus())
         let observing = try world.defaults()
         let (changes, record) = DefaultsHarness.recorder()
-        let seenTogether = Mutex<[String: PropertyListValue?]>([:])
+        let seenTogether = Locked<[String: PropertyListValue?]>([:])
         let observer = try observing.listen { change in
             if change.key == "theme" {
                 seenTogether.withLock { $0["themeVersion"] = try? observing.value(forKey: "themeVersion") }

@@ -8,6 +8,7 @@ import Synchronization
 import Testing
 import Wormhole
 import WormholeDBus
+import WormholeSystem
 import WormholeTestSupport
 
 @Suite("Messaging: one API for identifiers, documents, streams and the center", .sharedBus)
@@ -125,7 +126,7 @@ struct MessagingAPITests {
     @Test("threads asking for the notification center at once all get the same one")
     func oneCenter() throws {
         let wormhole = try fixture.wormhole()
-        let seen = Mutex<Set<ObjectIdentifier>>([])
+        let seen = Locked<Set<ObjectIdentifier>>([])
         let failures = Atomic<Int>(0)
         DispatchQueue.concurrentPerform(iterations: 8) { _ in
             do {

@@ -1,14 +1,14 @@
 import Dispatch
 import Foundation
-import Synchronization
 import Testing
 import Wormhole
 import WormholeDBus
+import WormholeSystem
 import WormholeTestSupport
 
 /// Storage in memory (no files): a listener cannot fall back to a directory watch.
 private final class MemoryTransiting: WormholeTransiting {
-    private let messages = Mutex<[MessageIdentifier: Data]>([:])
+    private let messages = Locked<[MessageIdentifier: Data]>([:])
     func writeMessage(_ data: Data, identifier: MessageIdentifier) throws {
         messages.withLock { $0[identifier] = data }
     }

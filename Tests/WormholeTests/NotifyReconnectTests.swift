@@ -1,9 +1,9 @@
 import Dispatch
 import Foundation
-import Synchronization
 import Testing
 import Wormhole
 import WormholeDBus
+import WormholeSystem
 import WormholeTestSupport
 
 @Suite("Notifications across a bus daemon restart")
@@ -28,7 +28,7 @@ struct NotifyReconnectTests {
         defer { observer.cancel() }
         let (prefixHandled, prefixHandler) = NotifyHarness.recorder()
         // Every call of an .ioThread handler, the catch-up included, runs on the I/O thread.
-        let offThread = Mutex<[DarwinNotification]>([])
+        let offThread = Locked<[DarwinNotification]>([])
         let connection = observing.connection
         let prefixObserver = try observing.listen(
             prefix: NotifyHarness.name("com.example/"), on: .ioThread

@@ -1,8 +1,8 @@
 import Foundation
 import Glibc
-import Synchronization
 import Testing
 import Wormhole
+import WormholeSystem
 
 /// Round trips through both transitings (contract §3), on real files.
 @Suite struct StorageTransitingTests {
@@ -193,7 +193,7 @@ import Wormhole
         defer { fixture.temp.remove() }
         let transiting = kind.make(fixture.container)
         let identifier = storageIdentifier("shared")
-        let failures = Mutex<[String]>([])
+        let failures = Locked<[String]>([])
         // Real threads, not tasks: the coordinated transiting blocks in flock.
         var bodies: [@Sendable () -> Void] = [10_000, 150_000].map { size in
             {
