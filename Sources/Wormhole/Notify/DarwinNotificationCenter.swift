@@ -34,9 +34,10 @@ public final class DarwinNotificationCenter: Sendable {
     let busKey: UInt64
     let table: SharedStateTable?
     let logger: Logger
-    /// Every post route of this center (its observers', listeners' and readers'), for the
-    /// catch-up after a reconnect and for leaving the doorbell at close.
-    private let routes = Locked<[ObjectIdentifier: PostRoute]>([:])
+    /// The runtime's table, where this center's part holds every post route of this center (its
+    /// observers', listeners' and readers'), for the catch-up after a reconnect and for leaving
+    /// the doorbell at close.
+    private let subscriptions = WormholeRuntime.shared.subscriptions
     private let lastStates = Locked<[String: UInt64]>([:])
     private let reception: PostReception
     private let eventSubscription = Locked<EventSubscription?>(nil)
@@ -90,6 +91,7 @@ public final class DarwinNotificationCenter: Sendable {
         leaveDoorbell()
         eventSubscription.withLock { $0?.cancel() }
         let key = ObjectIdentifier(self)
+        subscriptions.removeOwner(key)
         WormholeRuntime.shared.ownConnections.remove(key)
         transient.close()
         connection.close()
@@ -101,7 +103,7 @@ public final class DarwinNotificationCenter: Sendable {
             logger.warning("bus connection lost; observers will catch up when it returns")
         case .reconnected:
             // A new connection: the signals of rings delivered before will never come on it.
-            for route in routes.withLock({ Array($0.values) }) { route.reconnected() }
+            for route in subscriptions.routes(of: ObjectIdentifier(self)) { route.reconnected() }
         }
     }
 
@@ -372,12 +374,12 @@ public final class DarwinNotificationCenter: Sendable {
     ) throws -> PostRoute {
         if isPrefix { try Self.checkPrefix(target) }
         let route = PostRoute(target: target, isPrefix: isPrefix, options: options, reception: reception, sink: sink)
-        routes.withLock { $0[ObjectIdentifier(route)] = route }
+        subscriptions.add(route, of: ObjectIdentifier(self))
         return route
     }
 
     private func forget(_ route: PostRoute) {
-        _ = routes.withLock { $0.removeValue(forKey: ObjectIdentifier(route)) }
+        subscriptions.remove(route, of: ObjectIdentifier(self))
     }
 
     /// A check token for `name` (like `notify_register_check`): ``NotificationCheckToken/check()``
@@ -403,7 +405,7 @@ public final class DarwinNotificationCenter: Sendable {
 
     /// Every route of this center stops being rung (closing: the routes end with its handle).
     private func leaveDoorbell() {
-        for route in routes.withLock({ Array($0.values) }) { route.leaveDoorbell() }
+        for route in subscriptions.routes(of: ObjectIdentifier(self)) { route.leaveDoorbell() }
     }
 
     private func stream(target: NotificationName, isPrefix: Bool, options: ObserverOptions) async throws

@@ -12,6 +12,9 @@ import WormholeSystem
 ///   off.
 /// - ``appIdentity``: the app ID the process posts under, resolved once.
 /// - ``sweptDirectories``: the directories whose stale temporaries this process swept already.
+/// - ``subscriptions``: every subscription of the process, registered once
+///   (``SubscriptionTable``): each center's post routes and each facade's wake subscribers, in
+///   the part of their owner.
 ///
 /// Everything here is made on first use of ``shared`` and lives as long as the process; what
 /// holds a descriptor or a thread (a connection, the endpoint, the loop) is opened by its first
@@ -26,6 +29,7 @@ final class WormholeRuntime: Sendable {
     let appIdentity: AppIdentity.Resolver
     let doorbell: Doorbell?
     let sweptDirectories: OpportunisticSweep
+    let subscriptions: SubscriptionTable
 
     private init() {
         system = ProcessRuntime.shared
@@ -34,6 +38,7 @@ final class WormholeRuntime: Sendable {
         appIdentity = AppIdentity.Resolver()
         doorbell = Doorbell.make(identity: appIdentity, system: system)
         sweptDirectories = OpportunisticSweep()
+        subscriptions = SubscriptionTable()
     }
 }
 

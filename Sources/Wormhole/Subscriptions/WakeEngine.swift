@@ -16,7 +16,6 @@ import WormholeSystem
 /// called outside it.
 final class WakeEngine: Sendable {
     private struct State {
-        var table = SubscriptionTable()
         /// The directory watches running, by ``WatchTarget/key``.
         var watches: [String: DirectoryWatch] = [:]
         var arrival: BusArrivalWatch?
@@ -34,6 +33,10 @@ final class WakeEngine: Sendable {
     private let logger: Logger
     private let state = Locked(State())
     private let queue = DispatchQueue(label: "wormhole.wake-engine")
+    /// The runtime's table, where this engine's part holds its subscribers. Read and changed
+    /// only inside `state`'s lock (its lock is a leaf), so the part and `watches` stay in step.
+    private let table = WormholeRuntime.shared.subscriptions
+    private var id: SubscriptionTable.Owner { ObjectIdentifier(self) }
 
     init(centers: LazyNotificationCenter, logger: Logger) {
         self.centers = centers
@@ -45,6 +48,7 @@ final class WakeEngine: Sendable {
         let (arrival, events) = state.withLock { ($0.arrival, $0.eventSubscription) }
         arrival?.cancel()
         events?.cancel()
+        table.removeOwner(id)
     }
 
     var source: WakeSource { state.withLock { $0.source } }
@@ -53,7 +57,7 @@ final class WakeEngine: Sendable {
     /// lock is: a subscriber's last release runs its deinit, which unregisters it and takes the lock.
     private func withLive<T: Sendable>(_ body: (inout State, [WakeSubscriber]) -> T) -> T {
         let (result, live) = state.withLock { state -> (T, [WakeSubscriber]) in
-            let live = state.table.live()
+            let live = table.live(of: id)
             return (body(&state, live), live)
         }
         withExtendedLifetime(live) {}
@@ -113,9 +117,7 @@ final class WakeEngine: Sendable {
     func register(_ subscribers: [WakeSubscriber]) {
         // A stream attached on its own: its engine follows the connection's losses too.
         if let center = centers.existing(), subscribers.contains(where: \.isAttached) { watchEvents(of: center) }
-        state.withLock { state in
-            for subscriber in subscribers { state.table.add(subscriber) }
-        }
+        state.withLock { _ in table.add(subscribers, of: id) }
         for subscriber in subscribers { subscriber.attach(engine: self) }
         switch source {
         case .bus: if subscribers.contains(where: \.watchesBesideBus) { watchBesideBus(subscribers) }
@@ -172,9 +174,9 @@ final class WakeEngine: Sendable {
         // A watch no other subscriber needs is taken out under the lock and stops as it is
         // released here, outside it.
         let (_, arrival) = state.withLock { state -> (DirectoryWatch?, BusArrivalWatch?) in
-            let unneeded = state.table.forget(key)
+            let unneeded = table.forget(key, of: id)
             let stale = unneeded.flatMap { state.watches.removeValue(forKey: $0) }
-            guard state.table.watchUsers.isEmpty else { return (stale, nil) }
+            guard !table.needsWatches(id) else { return (stale, nil) }
             defer { state.arrival = nil }
             return (stale, state.arrival)
         }
