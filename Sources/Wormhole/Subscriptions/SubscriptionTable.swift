@@ -15,8 +15,8 @@ import WormholeSystem
 ///
 /// The parts are views, not copies: each owner's ``WakeSource`` stays its own (a facade with no
 /// subscription off the bus is on the bus whatever another facade does). The table's lock is a
-/// leaf: nothing is called while it is held, so an owner may use it inside its own lock (the
-/// engine does, to keep its watches and its counts in step). An owner's part goes with the
+/// leaf: nothing is called and nothing is released while it is held, so an owner may use it
+/// inside its own lock (the engine does, to keep its watches and its counts in step). An owner's part goes with the
 /// owner (``removeOwner(_:)``, from its deinit).
 final class SubscriptionTable: Sendable {
     /// An owner of a part: a center or an engine, by identity.
@@ -36,9 +36,10 @@ final class SubscriptionTable: Sendable {
     }
 
     func remove(_ route: PostRoute, of center: Owner) {
-        state.withLock { state in
-            state.routes[center]?[ObjectIdentifier(route)] = nil
-            if state.routes[center]?.isEmpty == true { state.routes[center] = nil }
+        // Taken out under the lock, released after it.
+        _ = state.withLock { state -> PostRoute? in
+            defer { if state.routes[center]?.isEmpty == true { state.routes[center] = nil } }
+            return state.routes[center]?.removeValue(forKey: ObjectIdentifier(route))
         }
     }
 
@@ -52,8 +53,12 @@ final class SubscriptionTable: Sendable {
     /// Adds `subscribers` to `engine`'s part (each once), counting the directory a watch may
     /// wake each through.
     func add(_ subscribers: [WakeSubscriber], of engine: Owner) {
+        // Whether each may fall back is asked before the lock (it reads the subscriber's state).
+        let entries = subscribers.map { ($0, WakeEngine.mayFallBack($0) ? $0.watchTarget?.key : nil) }
         state.withLock { state in
-            for subscriber in subscribers { state.subscribers[engine, default: WakeSubscribers()].add(subscriber) }
+            for (subscriber, watchKey) in entries {
+                state.subscribers[engine, default: WakeSubscribers()].add(subscriber, watchKey: watchKey)
+            }
         }
     }
 
@@ -79,9 +84,10 @@ final class SubscriptionTable: Sendable {
 
     /// Forgets an owner's part (from its deinit: an identity can be reused once it is gone).
     func removeOwner(_ owner: Owner) {
-        state.withLock { state in
-            state.routes[owner] = nil
+        // The part's routes are released after the lock.
+        _ = state.withLock { state -> [ObjectIdentifier: PostRoute]? in
             state.subscribers[owner] = nil
+            return state.routes.removeValue(forKey: owner)
         }
     }
 
@@ -122,7 +128,9 @@ private struct WakeSubscribers {
         return live
     }
 
-    mutating func add(_ subscriber: WakeSubscriber) {
+    /// Adds `subscriber` once; `watchKey`: the directory a watch may wake it through, if it may
+    /// fall back (``WakeEngine/mayFallBack(_:)``).
+    mutating func add(_ subscriber: WakeSubscriber, watchKey: String?) {
         let key = ObjectIdentifier(subscriber)
         if let existing = registered[key] {
             if existing.subscriber != nil { return }
@@ -131,7 +139,6 @@ private struct WakeSubscribers {
             // that directory is added and removed again.)
             forget(key)
         }
-        let watchKey = WakeEngine.mayFallBack(subscriber) ? subscriber.watchTarget?.key : nil
         registered[key] = Registration(subscriber: subscriber, watchKey: watchKey)
         if let watchKey { watchUsers[watchKey, default: 0] += 1 }
     }
