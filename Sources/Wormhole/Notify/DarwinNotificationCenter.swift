@@ -396,7 +396,7 @@ public final class DarwinNotificationCenter: Sendable {
         return token
     }
 
-    private static func checkPrefix(_ prefix: NotificationName) throws {
+    static func checkPrefix(_ prefix: NotificationName) throws {
         if !prefix.isPrefix {
             throw WormholeError(
                 .invalidName, value: prefix.rawValue, "prefix \(quoted(prefix.rawValue)) must end with '/'")

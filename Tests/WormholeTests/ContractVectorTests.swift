@@ -1,0 +1,240 @@
+import Foundation
+import Testing
+import WormholeDBus
+import WormholeTestSupport
+
+@testable import Wormhole
+
+/// The contract's constants and test vectors (`contract/` at the repository's root), which the
+/// Python and GJS suites read too: a vector added there is checked by every implementation.
+@Suite("The contract as data: constants and vectors (contract/)")
+struct ContractVectorTests {
+    @Test("the constants the library uses are the contract's")
+    func constants() throws {
+        let file = try ContractFile("constants.json")
+        #expect(try file.string("objectPath") == NotifyContract.objectPath)
+        #expect(try file.string("plainInterface") == NotifyContract.plainInterface)
+        #expect(try file.string("bucketInterfacePrefix") == NotifyContract.plainInterface + ".B")
+        #expect(try file.string("defaultDirectory") == WormholeDirectoryName.default.rawValue)
+        #expect(try file.string("preferencesDirectory") == "Preferences")
+        let signals = try file.object("signals")
+        #expect(Set(signals.keys) == [NotifyContract.member, NotifyContract.transientMember])
+        let limits = try file.object("limits")
+        let expected: [(String, Int)] = [
+            ("nameBytes", NotificationName.maximumLength),
+            ("matchRuleBytes", MatchRule.maximumLength),
+            ("groupBytes", GroupIdentifier.maximumLength),
+            ("directoryBytes", WormholeDirectoryName.maximumLength),
+            ("identifierBytes", MessageIdentifier.maximumLength),
+            ("suiteNameBytes", SuiteName.maximumLength),
+            ("transientMessageBytes", NotifyContract.transientMessageLimit),
+            ("defaultMaxMessageBytes", MessageCenter.defaultMaximumMessageSize),
+            ("defaultMaxSuiteBytes", GroupDefaults.defaultMaximumSuiteBytes),
+            ("jsonDepth", SuiteJSON.maximumDepth),
+            ("doorbellRegistrations", Doorbell.registrationLimit),
+            ("journalRecordBytes", Journal.maximumRecordSize),
+            ("journalDefaultSegmentBytes", Journal.Options().segmentSize),
+        ]
+        #expect(Set(limits.keys) == Set(expected.map(\.0) + ["maxState"]), "every limit in the file is checked here")
+        for (key, value) in expected {
+            #expect(limits[key] as? Int == value, "limits.\(key)")
+        }
+        #expect(limits["maxState"] as? String == String(UInt64.max))
+        let seconds = try file.object("seconds")
+        #expect(seconds["staleTemporary"] as? Int == Int(FileTransiting.staleTemporaryAge.components.seconds))
+        #expect(seconds["unsignalledRenameGrace"] as? Double == Double(ListenerCore<JSONDocument>.orphanGrace) / 1e9)
+    }
+
+    @Test("FNV-1a vectors")
+    func fnv() throws {
+        let vectors = try ContractFile("vectors/fnv.json").array("vectors")
+        #expect(vectors.count >= 3)
+        for vector in vectors {
+            let input = try #require(vector["input"] as? String)
+            let hex = try #require(vector["fnv1a32"] as? String)
+            #expect(String(NotifyContract.fnv1a32(input.utf8), radix: 16).leftPadded(to: 8) == hex, "fnv1a32(\(input))")
+        }
+    }
+
+    @Test("valid names: their bucket and their two exact-name match rules")
+    func validNames() throws {
+        let file = try ContractFile("vectors/names.json")
+        let vectors = try file.array("valid")
+        #expect(!vectors.isEmpty)
+        for vector in vectors {
+            let text = try ContractFile.text(of: vector, key: "name")
+            let name = try NotificationName(text)
+            #expect(name.bucketInterface == vector["bucket"] as? String, "bucket of \(text.prefix(40))")
+            let rules = try NotifyContract.rules(observing: name).map(\.description)
+            #expect(rules == vector["exactRules"] as? [String], "rules of \(text.prefix(40))")
+        }
+    }
+
+    @Test("invalid names are refused with the contract's code and words")
+    func invalidNames() throws {
+        let file = try ContractFile("vectors/names.json")
+        let code = try file.string("errorCode")
+        for vector in try file.array("invalid") {
+            let error: WormholeError?
+            if let hex = vector["utf8Hex"] as? String {
+                error = #expect(throws: WormholeError.self) { try NotificationName(utf8: ContractFile.bytes(hex: hex)) }
+            } else {
+                let text = try ContractFile.text(of: vector, key: "name")
+                error = #expect(throws: WormholeError.self, "\(text.prefix(40))") { try NotificationName(text) }
+            }
+            #expect(error?.code.rawValue == code)
+            if let words = vector["messageContains"] as? String {
+                #expect(error?.message.contains(words) == true, "\(error?.message ?? "") names \(words)")
+            }
+        }
+    }
+
+    @Test("prefixes: the rule for a valid one, the refusal of one without '/'")
+    func prefixes() throws {
+        for vector in try ContractFile("vectors/names.json").array("prefixes") {
+            let text = try #require(vector["prefix"] as? String)
+            if vector["valid"] as? Bool == true {
+                let rule = try NotifyContract.rule(observingPrefix: NotificationName(text)).description
+                #expect(rule == vector["rule"] as? String)
+            } else {
+                // The check every prefix listen makes before it touches the bus.
+                let error = #expect(throws: WormholeError.self) {
+                    try DarwinNotificationCenter.checkPrefix(NotificationName(text))
+                }
+                #expect(error?.code == .invalidName)
+                if let words = vector["messageContains"] as? String {
+                    #expect(error?.message.contains(words) == true)
+                }
+            }
+        }
+    }
+
+    @Test("groups, directories and identifiers: valid ones made, invalid ones refused with their code")
+    func components() throws {
+        let kinds = try ContractFile("vectors/components.json").object("kinds")
+        #expect(Set(kinds.keys) == ["group", "directory", "identifier"])
+        let makers: [String: (String) throws -> Void] = [
+            "group": { _ = try GroupIdentifier($0) },
+            "directory": { _ = try WormholeDirectoryName($0) },
+            "identifier": { _ = try MessageIdentifier($0) },
+        ]
+        for (kind, entry) in kinds {
+            let entry = try #require(entry as? [String: Any])
+            let make = try #require(makers[kind])
+            let code = try #require(entry["errorCode"] as? String)
+            for vector in try #require(entry["valid"] as? [[String: Any]]) {
+                let text = try ContractFile.text(of: vector, key: "value")
+                #expect(throws: Never.self, "\(kind) \(text.prefix(40))") { try make(text) }
+            }
+            for vector in try #require(entry["invalid"] as? [[String: Any]]) {
+                let text = try ContractFile.text(of: vector, key: "value")
+                let error = #expect(throws: WormholeError.self, "\(kind) \(text.debugDescription)") { try make(text) }
+                #expect(error?.code.rawValue == code, "\(kind) \(text.debugDescription)")
+                if let words = vector["messageContains"] as? String {
+                    #expect(error?.message.contains(words) == true)
+                }
+            }
+        }
+    }
+
+    @Test("JSON texts: kept byte for byte, compacted without respelling, refused with the code")
+    func json() throws {
+        let file = try ContractFile("vectors/json.json")
+        for text in try file.array(of: String.self, "kept") {
+            let document = try JSONDocument(data: Data(text.utf8))
+            #expect(document.data == Data(text.utf8), "kept: \(text)")
+        }
+        for pair in try file.array(of: [String].self, "compact") {
+            #expect(try JSONDocument(data: Data(pair[0].utf8)).compactText == pair[1])
+        }
+        let code = try file.string("errorCode")
+        for vector in try file.array("refused") {
+            let bytes: [UInt8]
+            if let hex = vector["hex"] as? String {
+                bytes = try ContractFile.bytes(hex: hex)
+            } else {
+                bytes = Array(try #require(vector["text"] as? String).utf8)
+            }
+            let error = #expect(throws: WormholeError.self, "refused: \(bytes)") { try JSONDocument(data: Data(bytes)) }
+            #expect(error?.code.rawValue == code)
+            if let words = vector["messageContains"] as? String {
+                #expect(error?.message.contains(words) == true, "\(error?.message ?? "") names \(words)")
+            }
+        }
+    }
+
+    @Test("every error code the Swift library and its bus layer define is in the contract's one table")
+    func errorCodes() throws {
+        let table = try ContractFile("errors.json").array("codes")
+        let codes = Set(table.compactMap { $0["code"] as? String })
+        #expect(codes.count == table.count, "each code once")
+        for row in table {
+            #expect([1, 64, 75].contains(row["cliExit"] as? Int ?? -1), "\(row["code"] ?? "?") has an exit status")
+        }
+        // Every code is made in one form, `Code("name")`, in the two modules' sources.
+        let sources = ContractFile.folder.deletingLastPathComponent().appendingPathComponent("Sources")
+        var defined: Set<String> = []
+        for module in ["Wormhole", "WormholeDBus"] {
+            let enumerator = try #require(
+                FileManager.default.enumerator(atPath: sources.appendingPathComponent(module).path))
+            while let file = enumerator.nextObject() as? String {
+                guard file.hasSuffix(".swift") else { continue }
+                let text = try String(
+                    contentsOf: sources.appendingPathComponent(module).appendingPathComponent(file), encoding: .utf8)
+                for match in text.matches(of: /Code\("([A-Za-z]+)"\)/) { defined.insert(String(match.1)) }
+            }
+        }
+        #expect(defined.count >= 40, "the scan found the codes (\(defined.count))")
+        #expect(defined.subtracting(codes).isEmpty, "codes outside contract/errors.json: \(defined.subtracting(codes))")
+        #expect(
+            defined.contains(WormholeError.Code.invalidName.rawValue)
+                && defined.contains(BusError.Code.queueFull.rawValue))
+    }
+}
+
+/// One JSON file of `contract/`, read from the source tree.
+struct ContractFile {
+    static let folder = repositoryRoot.appendingPathComponent("contract")
+
+    let path: String
+    let root: [String: Any]
+
+    init(_ relativePath: String) throws {
+        path = relativePath
+        let data = try Data(contentsOf: Self.folder.appendingPathComponent(relativePath))
+        root = try #require(
+            try JSONSerialization.jsonObject(with: data) as? [String: Any], "\(relativePath) is an object")
+    }
+
+    func string(_ key: String) throws -> String { try #require(root[key] as? String, "\(path): \(key)") }
+    func object(_ key: String) throws -> [String: Any] { try #require(root[key] as? [String: Any], "\(path): \(key)") }
+    func array(_ key: String) throws -> [[String: Any]] {
+        try #require(root[key] as? [[String: Any]], "\(path): \(key)")
+    }
+    func array<T>(of type: T.Type, _ key: String) throws -> [T] { try #require(root[key] as? [T], "\(path): \(key)") }
+
+    /// A vector's text: `key` itself, or `build` (each string repeated its count).
+    static func text(of vector: [String: Any], key: String) throws -> String {
+        if let text = vector[key] as? String { return text }
+        let parts = try #require(vector["build"] as? [[Any]], "a vector has \(key) or build")
+        return try parts.map { part in
+            let piece = try #require(part.first as? String)
+            let count = try #require(part.last as? Int)
+            return String(repeating: piece, count: count)
+        }.joined()
+    }
+
+    static func bytes(hex: String) throws -> [UInt8] {
+        let digits = Array(hex.utf8)
+        try #require(digits.count % 2 == 0)
+        return try stride(from: 0, to: digits.count, by: 2).map { index in
+            try #require(UInt8(String(decoding: digits[index..<index + 2], as: UTF8.self), radix: 16))
+        }
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        String(repeating: "0", count: max(0, width - count)) + self
+    }
+}
