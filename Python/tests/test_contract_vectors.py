@@ -1,0 +1,161 @@
+"""The contract as data (``contract/`` at the repository's root): the constants, the one table of
+error codes and the test vectors that the Swift and GJS suites read too."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+from conftest import REPO
+from wormhole_py import _contract, _json
+from wormhole_py.errors import InvalidInputError, MessageFormatError, WormholeError
+
+CONTRACT = REPO / "contract"
+
+
+def load(relative: str) -> Dict[str, Any]:
+    with open(CONTRACT / relative, encoding="utf-8") as handle:
+        value = json.load(handle)
+    assert isinstance(value, dict), relative
+    return value
+
+
+def text_of(vector: Dict[str, Any], key: str) -> str:
+    """A vector's text: ``key`` itself, or ``build`` (each string repeated its count)."""
+    if key in vector:
+        return str(vector[key])
+    return "".join(piece * count for piece, count in vector["build"])
+
+
+ERRORS = load("errors.json")["codes"]
+CODES = {row["code"] for row in ERRORS}
+FORMER = {name for row in ERRORS for name in row.get("formerly", {}).get("python", [])}
+
+
+def accepted_codes(code: str) -> List[str]:
+    """The table's code, and the name this package used for it before (until the rename lands)."""
+    row = next(row for row in ERRORS if row["code"] == code)
+    return [code] + row.get("formerly", {}).get("python", [])
+
+
+def test_constants_are_the_contracts():
+    constants = load("constants.json")
+    limits = constants["limits"]
+    assert _contract.OBJECT_PATH == constants["objectPath"]
+    assert _contract.PLAIN_INTERFACE == constants["plainInterface"]
+    assert _contract.BUCKET_PREFIX == constants["bucketInterfacePrefix"]
+    assert {_contract.POSTED, _contract.MESSAGE} == set(constants["signals"])
+    assert _contract.DEFAULT_DIRECTORY == constants["defaultDirectory"]
+    assert _contract.PREFERENCES_DIRECTORY == constants["preferencesDirectory"]
+    assert _contract.MAX_NAME_BYTES == limits["nameBytes"]
+    assert _contract.MAX_RULE_BYTES == limits["matchRuleBytes"]
+    assert _contract.MAX_GROUP_BYTES == limits["groupBytes"]
+    assert _contract.MAX_DIRECTORY_BYTES == limits["directoryBytes"]
+    assert _contract.MAX_IDENTIFIER_BYTES == limits["identifierBytes"]
+    assert _contract.MAX_STATE == int(limits["maxState"])
+    assert _contract.TRANSIENT_LIMIT == limits["transientMessageBytes"]
+    assert _contract.DEFAULT_MAX_MESSAGE_BYTES == limits["defaultMaxMessageBytes"]
+    assert _contract.UNSIGNALLED_GRACE_SECONDS == constants["seconds"]["unsignalledRenameGrace"]
+    assert _contract.STALE_TEMP_SECONDS == constants["seconds"]["staleTemporary"]
+    assert _contract.ONE_SHOT_BOUND_SECONDS == constants["seconds"]["oneShotBound"]
+
+
+@pytest.mark.parametrize("vector", load("vectors/fnv.json")["vectors"], ids=lambda v: repr(v["input"]))
+def test_fnv(vector):
+    assert "%08x" % _contract.fnv1a32(vector["input"]) == vector["fnv1a32"]
+
+
+@pytest.mark.parametrize("vector", load("vectors/names.json")["valid"], ids=lambda v: text_of(v, "name")[:30])
+def test_valid_names(vector):
+    name = text_of(vector, "name")
+    assert _contract.validate_name(name) == name
+    assert _contract.bucket_interface(name) == vector["bucket"]
+    assert [_contract.exact_rule(name, vector["bucket"]), _contract.exact_rule(name, _contract.PLAIN_INTERFACE)] \
+        == vector["exactRules"]
+
+
+@pytest.mark.parametrize("vector", load("vectors/names.json")["invalid"], ids=lambda v: v["reason"])
+def test_invalid_names(vector):
+    if "utf8Hex" in vector:
+        # A str cannot hold bytes that are not UTF-8: what this package is given is a lone
+        # surrogate, the form Python decodes such bytes into (surrogateescape).
+        name = bytes.fromhex(vector["utf8Hex"]).decode("utf-8", "surrogateescape")
+    else:
+        name = text_of(vector, "name")
+    with pytest.raises(InvalidInputError) as caught:
+        _contract.validate_name(name)
+    assert caught.value.code in accepted_codes(load("vectors/names.json")["errorCode"])
+    if "messageContains" in vector:
+        assert vector["messageContains"] in str(caught.value)
+
+
+@pytest.mark.parametrize("vector", load("vectors/names.json")["prefixes"], ids=lambda v: v["prefix"])
+def test_prefixes(vector):
+    if vector["valid"]:
+        assert _contract.validate_prefix(vector["prefix"]) == vector["prefix"]
+        assert _contract.prefix_rule(vector["prefix"]) == vector["rule"]
+    else:
+        with pytest.raises(InvalidInputError) as caught:
+            _contract.validate_prefix(vector["prefix"])
+        assert caught.value.code == "invalidName"
+        assert vector["messageContains"] in str(caught.value)
+
+
+CHECKS = {"group": _contract.validate_group, "directory": _contract.validate_directory,
+          "identifier": _contract.validate_identifier}
+COMPONENTS = [(kind, entry, vector, valid) for kind, entry in load("vectors/components.json")["kinds"].items()
+              for valid in (True, False) for vector in entry["valid" if valid else "invalid"]]
+
+
+@pytest.mark.parametrize("kind,entry,vector,valid", COMPONENTS,
+                         ids=["%s-%s-%d" % (c[0], "valid" if c[3] else "invalid", i) for i, c in enumerate(COMPONENTS)])
+def test_components(kind, entry, vector, valid):
+    value = text_of(vector, "value")
+    assert CHECKS[kind].__name__.endswith(kind)
+    if valid:
+        assert CHECKS[kind](value) == value
+        return
+    with pytest.raises(InvalidInputError) as caught:
+        CHECKS[kind](value)
+    assert caught.value.code in accepted_codes(entry["errorCode"])
+    if "messageContains" in vector:
+        assert vector["messageContains"] in str(caught.value)
+
+
+JSON = load("vectors/json.json")
+
+
+@pytest.mark.parametrize("text", JSON["kept"])
+def test_json_kept_byte_for_byte(text):
+    assert _json.validate_document(text.encode("utf-8")) == text
+
+
+@pytest.mark.parametrize("pair", JSON["compact"])
+def test_json_compact(pair):
+    assert _json.compact(pair[0]) == pair[1]
+
+
+@pytest.mark.parametrize("vector", JSON["refused"], ids=lambda v: v["reason"])
+def test_json_refused(vector):
+    data = bytes.fromhex(vector["hex"]) if "hex" in vector else vector["text"].encode("utf-8")
+    with pytest.raises(MessageFormatError) as caught:
+        _json.validate_document(data)
+    assert caught.value.code in accepted_codes(JSON["errorCode"])
+    if "messageContains" in vector:
+        assert vector["messageContains"] in str(caught.value)
+
+
+def test_every_code_the_package_raises_is_in_the_table():
+    """Every code is given as the first argument of an error's constructor, a string literal."""
+    package = Path(_contract.__file__).parent
+    found = set()
+    for source in package.glob("*.py"):
+        text = source.read_text(encoding="utf-8")
+        found.update(re.findall(r"(?:Error|error)\(\s*\"([a-z][A-Za-z]+)\"", text))
+    assert len(found) >= 15, found
+    assert found - CODES - FORMER == set(), "codes outside contract/errors.json"
+    assert issubclass(InvalidInputError, WormholeError)
