@@ -159,3 +159,65 @@ def test_every_code_the_package_raises_is_in_the_table():
     assert len(found) >= 15, found
     assert found - CODES - FORMER == set(), "codes outside contract/errors.json"
     assert issubclass(InvalidInputError, WormholeError)
+
+
+SUITES = load("vectors/suites.json")
+
+
+def typed(value: Any) -> List[Any]:
+    """A value read from a suite, in the vectors' [type, value] form."""
+    import base64
+    import math
+
+    from wormhole_py.defaults import URL, Date, UnknownValue
+    if isinstance(value, UnknownValue):
+        return ["unknown"]
+    if isinstance(value, bool):
+        return ["bool", value]
+    if isinstance(value, int):
+        return ["integer", str(value)]
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ["double", "nan"]
+        if math.isinf(value):
+            return ["double", "inf" if value > 0 else "-inf"]
+        return ["double", value]
+    if isinstance(value, str):
+        return ["string", value]
+    if isinstance(value, Date):
+        return ["date", value.seconds]
+    if isinstance(value, bytes):
+        return ["data", base64.b64encode(value).decode("ascii")]
+    if isinstance(value, URL):
+        return ["url", value.string]
+    if isinstance(value, list):
+        return ["array", [typed(item) for item in value]]
+    if isinstance(value, dict):
+        return ["dictionary", {key: typed(item) for key, item in value.items()}]
+    raise AssertionError("unexpected %r" % (value,))
+
+
+def suite_at(tmp_path: Path, data: bytes) -> Any:
+    from wormhole_py.defaults import SharedDefaults
+    preferences = tmp_path / "group.vectors" / "Preferences"
+    preferences.mkdir(parents=True, mode=0o700)
+    (tmp_path / "group.vectors").chmod(0o700)
+    target = preferences / "group.vectors.json"
+    target.write_bytes(data)
+    target.chmod(0o600)
+    return SharedDefaults("group.vectors", container_root=str(tmp_path))
+
+
+@pytest.mark.parametrize("vector", SUITES["readable"], ids=lambda v: v["text"][:24])
+def test_suites_read_as_typed(tmp_path, vector):
+    values = suite_at(tmp_path, vector["text"].encode("utf-8")).values()
+    assert {key: typed(value) for key, value in values.items()} == vector["values"]
+
+
+@pytest.mark.parametrize("vector", SUITES["corrupt"], ids=lambda v: v["reason"])
+def test_corrupt_suites_name_the_offset(tmp_path, vector):
+    data = bytes.fromhex(vector["hex"]) if "hex" in vector else vector["text"].encode("utf-8")
+    with pytest.raises(WormholeError) as caught:
+        suite_at(tmp_path, data).values()
+    assert caught.value.code in accepted_codes(SUITES["errorCode"])
+    assert "byte %d" % vector["offset"] in str(caught.value) or getattr(caught.value, "offset", None) == vector["offset"]

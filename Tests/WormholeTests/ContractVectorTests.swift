@@ -190,6 +190,41 @@ struct ContractVectorTests {
             defined.contains(WormholeError.Code.invalidName.rawValue)
                 && defined.contains(BusError.Code.queueFull.rawValue))
     }
+
+    @Test("suite files read as their typed values; corrupt ones are refused naming the byte")
+    func suites() throws {
+        let file = try ContractFile("vectors/suites.json")
+        let code = try file.string("errorCode")
+        for vector in try file.array("readable") {
+            let text = try #require(vector["text"] as? String)
+            let expected = try #require(vector["values"] as? [String: Any])
+            let defaults = try ContractFile.suite(Data(text.utf8))
+            let values = try defaults.values()
+            for (key, typed) in expected {
+                let want = try #require(typed as? [Any])
+                if want.first as? String == "unknown" {
+                    #expect(values[key] == nil, "\(key) is unknown")
+                    #expect(throws: WormholeError.self, "\(key) is unknown") { try defaults.value(forKey: key) }
+                } else {
+                    let value = try #require(values[key], "\(key) in \(text.prefix(30))")
+                    #expect(ContractFile.matches(value, want), "\(key): \(value) is \(want)")
+                }
+            }
+            #expect(Set(values.keys).isSubset(of: Set(expected.keys)), "no key beyond the vector's")
+        }
+        for vector in try file.array("corrupt") {
+            let bytes =
+                if let hex = vector["hex"] as? String { try ContractFile.bytes(hex: hex) } else {
+                    Array(try #require(vector["text"] as? String).utf8)
+                }
+            let offset = try #require(vector["offset"] as? Int)
+            let error = #expect(throws: WormholeError.self, "\(vector["reason"] ?? "")") {
+                try ContractFile.suite(Data(bytes)).values()
+            }
+            #expect(error?.code.rawValue == code)
+            #expect(error?.message.contains("byte \(offset)") == true, "\(error?.message ?? "") names byte \(offset)")
+        }
+    }
 }
 
 /// One JSON file of `contract/`, read from the source tree.
@@ -222,6 +257,47 @@ struct ContractFile {
             let count = try #require(part.last as? Int)
             return String(repeating: piece, count: count)
         }.joined()
+    }
+
+    /// Shared defaults on a suite file holding `data`, in a container of their own (reads touch no
+    /// bus: the address is one nobody listens at).
+    static func suite(_ data: Data) throws -> GroupDefaults {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("contract-\(UUID().uuidString)")
+        let preferences = root.appendingPathComponent("group.vectors/Preferences")
+        try FileManager.default.createDirectory(
+            at: preferences, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.setAttributes(
+            [.posixPermissions: 0o700], ofItemAtPath: root.appendingPathComponent("group.vectors").path)
+        let path = preferences.appendingPathComponent("group.vectors.json").path
+        #expect(FileManager.default.createFile(atPath: path, contents: data, attributes: [.posixPermissions: 0o600]))
+        return try GroupDefaults(
+            applicationGroupIdentifier: "group.vectors", containerRoot: root.path,
+            busAddress: BusAddress("unix:path=\(root.path)/no-bus"))
+    }
+
+    /// Whether `value` is the vectors' `[type, value]`.
+    static func matches(_ value: PropertyListValue, _ typed: [Any]) -> Bool {
+        let want = typed.count > 1 ? typed[1] : nil
+        switch (typed.first as? String, value) {
+        case ("integer", .integer(let number)): return want as? String == String(number)
+        case ("double", .double(let number)):
+            if number.isNaN { return want as? String == "nan" }
+            if number.isInfinite { return want as? String == (number > 0 ? "inf" : "-inf") }
+            guard let expected = want as? Double else { return false }
+            return expected == number && expected.sign == number.sign
+        case ("bool", .bool(let flag)): return want as? Bool == flag
+        case ("string", .string(let text)): return want as? String == text
+        case ("date", .date(let date)): return want as? Double == date.timeIntervalSince1970
+        case ("data", .data(let bytes)): return want as? String == bytes.base64EncodedString()
+        case ("url", .url(let url)): return want as? String == url.absoluteString
+        case ("array", .array(let items)):
+            guard let expected = want as? [[Any]], expected.count == items.count else { return false }
+            return zip(items, expected).allSatisfy { matches($0, $1) }
+        case ("dictionary", .dictionary(let items)):
+            guard let expected = want as? [String: [Any]], Set(expected.keys) == Set(items.keys) else { return false }
+            return items.allSatisfy { key, item in matches(item, expected[key]!) }
+        default: return false
+        }
     }
 
     static func bytes(hex: String) throws -> [UInt8] {
