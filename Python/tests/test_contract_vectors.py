@@ -221,3 +221,39 @@ def test_corrupt_suites_name_the_offset(tmp_path, vector):
         suite_at(tmp_path, data).values()
     assert caught.value.code in accepted_codes(SUITES["errorCode"])
     assert "byte %d" % vector["offset"] in str(caught.value) or getattr(caught.value, "offset", None) == vector["offset"]
+
+
+JOURNALS = load("vectors/journals.json")
+
+
+def journal_at(tmp_path: Path, files: Dict[str, str]) -> Any:
+    from wormhole_py.journal import Journal
+    directory = tmp_path / "group.vectors" / "wormhole" / "events.journal"
+    directory.mkdir(parents=True)
+    for path in (tmp_path / "group.vectors", directory.parent, directory):
+        path.chmod(0o700)
+    for name, hexbytes in files.items():
+        (directory / name).write_bytes(bytes.fromhex(hexbytes))
+        (directory / name).chmod(0o600)
+    return Journal("group.vectors", "events", container_root=str(tmp_path), post=False)
+
+
+@pytest.mark.parametrize("case", JOURNALS["cases"], ids=lambda c: c["name"])
+def test_journals_read_in_order_with_every_range_reported(tmp_path, case):
+    from wormhole_py.journal import Gap
+    journal = journal_at(tmp_path, case["files"])
+    events: List[Any] = []
+    reader = journal.reader(start=1)
+    while True:
+        batch = reader.read()
+        if not batch:
+            break
+        for item in batch:
+            if isinstance(item, Gap):
+                events.append(["gap", item.first, item.last] if item.reason == "retention"
+                              else ["damaged", item.first, item.last, item.reason, item.file])
+            else:
+                events.append(["record", item.sequence, item.text])
+    assert events == case["read"]
+    damaged = [[gap["from"], gap["to"], gap["reason"], gap["file"]] for gap in journal.stat()["damaged"]]
+    assert damaged == case["damaged"]

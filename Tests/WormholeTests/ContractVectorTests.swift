@@ -225,6 +225,51 @@ struct ContractVectorTests {
             #expect(error?.message.contains("byte \(offset)") == true, "\(error?.message ?? "") names byte \(offset)")
         }
     }
+
+    @Test("journals read in order, every range that cannot be read reported in its place")
+    func journals() throws {
+        for vector in try ContractFile("vectors/journals.json").array("cases") {
+            let name = try #require(vector["name"] as? String)
+            let files = try #require(vector["files"] as? [String: String])
+            let disk = try JournalDisk()
+            let directory = disk.directory()
+            try FileManager.default.createDirectory(
+                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            for parent in [disk.root.child(JournalDisk.group), disk.root.child(JournalDisk.group, "wormhole")] {
+                try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: parent)
+            }
+            for (file, hex) in files {
+                let path = directory + "/" + file
+                let bytes = Data(try ContractFile.bytes(hex: hex))
+                #expect(
+                    FileManager.default.createFile(
+                        atPath: path, contents: bytes, attributes: [.posixPermissions: 0o600]))
+            }
+            let reader = try JournalReader(location: try disk.location(), start: .sequence(1))
+            var events: [[String]] = []
+            while true {
+                do {
+                    let records = try reader.poll()
+                    if records.isEmpty { break }
+                    events += records.map {
+                        ["record", String($0.sequence), String(decoding: $0.payload, as: UTF8.self)]
+                    }
+                } catch let error {
+                    let damage = try #require(error.journalDamage, "\(name): \(error)")
+                    events.append(
+                        error.code == .journalGap
+                            ? ["gap", String(damage.from), String(damage.to)]
+                            : ["damaged", String(damage.from), String(damage.to), damage.reason.rawValue, damage.file])
+                }
+            }
+            let expected: [[String]] = try #require(vector["read"] as? [[Any]]).map { $0.map { "\($0)" } }
+            #expect(events == expected, "\(name)")
+            let status = try JournalReader(location: try disk.location(), start: .beginning).check()
+            let damaged = status.damaged.map { [String($0.from), String($0.to), $0.reason.rawValue, $0.file] }
+            let listed: [[String]] = try #require(vector["damaged"] as? [[Any]]).map { $0.map { "\($0)" } }
+            #expect(damaged == listed, "\(name)")
+        }
+    }
 }
 
 /// One JSON file of `contract/`, read from the source tree.
