@@ -257,3 +257,46 @@ def test_journals_read_in_order_with_every_range_reported(tmp_path, case):
     assert events == case["read"]
     damaged = [[gap["from"], gap["to"], gap["reason"], gap["file"]] for gap in journal.stat()["damaged"]]
     assert damaged == case["damaged"]
+
+
+CONTAINERS = load("vectors/containers.json")
+
+
+def changed_container(tmp_path: Path, case: Dict[str, Any]) -> Path:
+    """A container root holding group.vectors/wormhole/inbox.json, with the case's change made."""
+    import os
+    root = tmp_path / "root"
+    directory = root / "group.vectors" / "wormhole"
+    directory.mkdir(parents=True)
+    for path in (root, root / "group.vectors", directory):
+        path.chmod(0o700)
+    (directory / "inbox.json").write_bytes(b'{"n":1}')
+    (directory / "inbox.json").chmod(0o600)
+    part = {"container": root / "group.vectors", "directory": directory, "file": directory / "inbox.json"}[case["path"]]
+    if case["change"] == "mode":
+        part.chmod(int(case["mode"], 8))
+    elif case["change"] == "symlink":
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir(mode=0o700)
+        os.rename(part, elsewhere / part.name)
+        part.symlink_to(elsewhere / part.name)
+    elif case["change"] == "owner":
+        if os.geteuid() != 0:
+            pytest.skip("only root can give a file to another user")
+        os.chown(part, 65534, 65534)
+    else:
+        raise AssertionError(case["change"])
+    return root
+
+
+@pytest.mark.parametrize("case", CONTAINERS["cases"], ids=lambda c: c["name"])
+def test_unsafe_containers_are_refused(tmp_path, case):
+    from wormhole_py.messages import Wormhole
+    root = changed_container(tmp_path, case)
+    wormhole = Wormhole("group.vectors", root=str(root))
+    if not case["refused"]:
+        assert wormhole.read_json("inbox") == '{"n":1}'
+        return
+    with pytest.raises(WormholeError) as caught:
+        wormhole.read_json("inbox")
+    assert caught.value.code in accepted_codes(CONTAINERS["errorCode"])

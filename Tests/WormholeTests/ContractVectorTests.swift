@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Testing
 import WormholeDBus
 import WormholeTestSupport
@@ -268,6 +269,61 @@ struct ContractVectorTests {
             let damaged = status.damaged.map { [String($0.from), String($0.to), $0.reason.rawValue, $0.file] }
             let listed: [[String]] = try #require(vector["damaged"] as? [[Any]]).map { $0.map { "\($0)" } }
             #expect(damaged == listed, "\(name)")
+        }
+    }
+
+    @Test("containers, directories and files that are links, another user's or writable by others are refused")
+    func containers() throws {
+        let file = try ContractFile("vectors/containers.json")
+        let code = try file.string("errorCode")
+        for vector in try file.array("cases") {
+            let name = try #require(vector["name"] as? String)
+            let scratch = try StorageTempDirectory()
+            defer { scratch.remove() }
+            let root = scratch.child("root")
+            let directory = root + "/group.vectors/wormhole"
+            try FileManager.default.createDirectory(
+                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            for path in [root, root + "/group.vectors"] {
+                try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: path)
+            }
+            #expect(
+                FileManager.default.createFile(
+                    atPath: directory + "/inbox.json", contents: Data("{\"n\":1}".utf8),
+                    attributes: [.posixPermissions: 0o600]))
+            let parts = [
+                "container": root + "/group.vectors", "directory": directory, "file": directory + "/inbox.json",
+            ]
+            let which = try #require(vector["path"] as? String)
+            let part = try #require(parts[which])
+            switch vector["change"] as? String {
+            case "mode":
+                let octal = try #require(vector["mode"] as? String)
+                let mode = try #require(Int(octal, radix: 8))
+                try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: part)
+            case "symlink":
+                let elsewhere = scratch.child("elsewhere")
+                try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
+                let moved = elsewhere + "/" + (part as NSString).lastPathComponent
+                try FileManager.default.moveItem(atPath: part, toPath: moved)
+                try FileManager.default.createSymbolicLink(atPath: part, withDestinationPath: moved)
+            case "owner":
+                guard getuid() == 0 else { continue }  // only root can give a file away
+                #expect(chown(part, 65534, 65534) == 0)
+            default:
+                Issue.record("\(name): unknown change \(vector["change"] ?? "")")
+            }
+            let center = try MessageCenter(
+                applicationGroupIdentifier: "group.vectors", containerRoot: root,
+                busAddress: BusAddress("unix:path=\(root)/no-bus"))
+            if vector["refused"] as? Bool == true {
+                let error = #expect(throws: WormholeError.self, "\(name)") {
+                    try center.messageData(identifier: "inbox")
+                }
+                #expect(error?.code.rawValue == code, "\(name)")
+            } else {
+                #expect(try center.messageData(identifier: "inbox") == Data("{\"n\":1}".utf8), "\(name)")
+            }
         }
     }
 }
