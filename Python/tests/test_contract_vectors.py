@@ -300,3 +300,32 @@ def test_unsafe_containers_are_refused(tmp_path, case):
     with pytest.raises(WormholeError) as caught:
         wormhole.read_json("inbox")
     assert caught.value.code in accepted_codes(CONTAINERS["errorCode"])
+
+
+@pytest.mark.parametrize("vector", load("vectors/corpus-components.json")["cases"], ids=lambda v: v["hex"][:16])
+def test_corpus_components(vector):
+    data = bytes.fromhex(vector["hex"])
+    try:
+        text: Any = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    for kind, check in CHECKS.items():
+        try:
+            valid = text is not None and check(text) == text
+        except InvalidInputError:
+            valid = False
+        assert valid == vector[kind], kind
+
+
+CORPUS_JSON = load("vectors/corpus-json.json")
+
+
+def test_corpus_json():
+    assert len(CORPUS_JSON["kept"]) + len(CORPUS_JSON["refused"]) >= 200
+    for hexbytes in CORPUS_JSON["kept"]:
+        data = bytes.fromhex(hexbytes)
+        assert _json.validate_document(data).encode("utf-8") == data
+    for hexbytes in CORPUS_JSON["refused"]:
+        with pytest.raises(MessageFormatError) as caught:
+            _json.validate_document(bytes.fromhex(hexbytes))
+        assert caught.value.code in accepted_codes(CORPUS_JSON["errorCode"])
