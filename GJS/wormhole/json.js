@@ -1,0 +1,419 @@
+// SPDX-License-Identifier: MIT
+/**
+ * Strict JSON (RFC 8259) with byte offsets, lossless numbers and a depth limit; strict UTF-8.
+ * The parser is resumable: {@link parseJSONAsync} and {@link decodeUTF8Async} work in slices of
+ * a few milliseconds and let the main loop run between them, so a large message never holds
+ * a GNOME Shell frame.
+ * @module wormhole/json
+ */
+import GLib from 'gi://GLib';
+
+import {MAX_JSON_DEPTH} from './names.js';
+
+const encoder = new TextEncoder();
+const strictDecoder = new TextDecoder('utf-8', {fatal: true});
+
+/** How long one slice of asynchronous work may hold the main loop, in microseconds. */
+export const SLICE_US = 4000;
+
+/**
+ * Resolves after the main loop has dispatched what is pending at higher priority (an idle
+ * source at `GLib.PRIORITY_DEFAULT_IDLE`).
+ * @returns {Promise<void>}
+ */
+export function yieldToLoop() {
+    return new Promise(resolve => {
+        GLib.idle_add(GLib.PRIORITY_DEFAULT_IDLE, () => {
+            resolve();
+            return GLib.SOURCE_REMOVE;
+        });
+    });
+}
+
+/** A JSON number a JS number cannot hold as written (`1e400`); `source` is the literal. */
+export class RawNumber {
+    /** @param {string} source */
+    constructor(source) {
+        this.source = source;
+    }
+
+    /** @returns {number} the nearest JS number (maybe ±Infinity) */
+    valueOf() {
+        return Number(this.source);
+    }
+
+    /** @returns {string} */
+    toString() {
+        return this.source;
+    }
+}
+
+/** A JSON text that does not parse; `offset` is the byte offset of the fault. */
+export class JSONSyntaxError extends Error {
+    constructor(message, offset) {
+        super(`${message} at byte offset ${offset}`);
+        this.name = 'JSONSyntaxError';
+        this.offset = offset;
+    }
+}
+
+const NUMBER = /-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/y;
+const PLAIN = /[^"\\\u0000-\u001f]{0,65536}/y;
+const ESCAPES = {'"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t'};
+const VALUE = 0, AFTER = 1, KEY = 2, COLON = 3;
+
+function losslessNumber(src, integer) {
+    const n = Number(src);
+    if (integer)
+        return Number.isSafeInteger(n) ? n : BigInt(src);
+    if (!Number.isFinite(n))
+        return new RawNumber(src);
+    if (n === 0 && /[1-9]/.test(src.replace(/[eE].*$/, '')))
+        return new RawNumber(src);
+    return n;
+}
+
+/**
+ * A strict RFC 8259 parser that can stop at a deadline and go on later from where it stopped
+ * (an explicit stack, no recursion). Integers that a JS number holds exactly are numbers,
+ * larger ones `BigInt`; other numbers are JS numbers unless that loses the value's magnitude
+ * (`1e400`), then a {@link RawNumber}. Duplicate keys: the last wins.
+ */
+export class JSONParser {
+    /**
+     * @param {string} text
+     * @param {object} [options]
+     * @param {number} [options.maxDepth] nesting limit (default {@link MAX_JSON_DEPTH})
+     * @param {function(string, boolean): *} [options.number] maps a literal and whether it is an
+     *   integer to a value, instead of the rule above
+     */
+    constructor(text, {maxDepth = MAX_JSON_DEPTH, number = null} = {}) {
+        this.text = text;
+        this.maxDepth = maxDepth;
+        this.number = number ?? losslessNumber;
+        this.i = 0;
+        this.state = VALUE;
+        this.stack = []; // {container, array, key}
+        this.pending = null; // a string being read: {out, key}
+        this.done = false;
+        this.result = undefined;
+    }
+
+    _fail(what, at = this.i) {
+        throw new JSONSyntaxError(what, encoder.encode(this.text.slice(0, at)).length);
+    }
+
+    _ws() {
+        const text = this.text;
+        let i = this.i;
+        for (;;) {
+            const c = text.charCodeAt(i);
+            if (c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d)
+                i++;
+            else
+                break;
+        }
+        this.i = i;
+    }
+
+    _put(value) {
+        const top = this.stack[this.stack.length - 1];
+        if (!top)
+            this.result = value;
+        else if (top.array)
+            top.container.push(value);
+        else
+            Object.defineProperty(top.container, top.key, {value, enumerable: true, writable: true, configurable: true});
+        this.state = AFTER;
+    }
+
+    // Reads the rest of a string (the opening quote is behind); false when the deadline came first.
+    _string(deadline) {
+        const text = this.text;
+        const p = this.pending;
+        for (;;) {
+            PLAIN.lastIndex = this.i;
+            const run = PLAIN.exec(text)[0];
+            p.out += run;
+            this.i += run.length;
+            if (run.length === 65536) {
+                if (GLib.get_monotonic_time() >= deadline)
+                    return false;
+                continue;
+            }
+            const c = text.charCodeAt(this.i);
+            if (Number.isNaN(c))
+                this._fail('unterminated string');
+            if (c === 0x22) {
+                this.i++;
+                return true;
+            }
+            if (c < 0x20)
+                this._fail('control character in a string');
+            const e = text[this.i + 1];
+            if (ESCAPES[e] !== undefined) {
+                p.out += ESCAPES[e];
+                this.i += 2;
+            } else if (e === 'u') {
+                const hex = text.slice(this.i + 2, this.i + 6);
+                if (!/^[0-9A-Fa-f]{4}$/.test(hex))
+                    this._fail('bad \\u escape');
+                p.out += String.fromCharCode(parseInt(hex, 16));
+                this.i += 6;
+            } else {
+                this._fail('bad escape');
+            }
+        }
+    }
+
+    _finishString() {
+        const {out, key} = this.pending;
+        this.pending = null;
+        if (key) {
+            this.stack[this.stack.length - 1].key = out;
+            this.state = COLON;
+        } else {
+            this._put(out);
+        }
+    }
+
+    _open(container, array) {
+        this.i++;
+        this.stack.push({container, array, key: null});
+        this._ws();
+        if (this.text.charCodeAt(this.i) === (array ? 0x5d : 0x7d)) {
+            this.i++;
+            this.stack.pop();
+            this._put(container);
+        } else {
+            this.state = array ? VALUE : KEY;
+        }
+    }
+
+    _value() {
+        if (this.stack.length + 1 > this.maxDepth)
+            this._fail(`nested deeper than ${this.maxDepth} levels`);
+        this._ws();
+        const text = this.text;
+        const c = text[this.i];
+        if (c === '{')
+            return this._open({}, false);
+        if (c === '[')
+            return this._open([], true);
+        if (c === '"') {
+            this.i++;
+            this.pending = {out: '', key: false};
+            return undefined;
+        }
+        for (const [word, v] of [['true', true], ['false', false], ['null', null]]) {
+            if (text.startsWith(word, this.i)) {
+                this.i += word.length;
+                return this._put(v);
+            }
+        }
+        NUMBER.lastIndex = this.i;
+        const m = NUMBER.exec(text);
+        if (m && m[0].length > 0 && m[0] !== '-') {
+            this.i += m[0].length;
+            return this._put(this.number(m[0], m[1] === undefined && m[2] === undefined));
+        }
+        if (this.i >= text.length)
+            this._fail('unexpected end of the text');
+        return this._fail(`unexpected character ${JSON.stringify(text[this.i])}`);
+    }
+
+    _after() {
+        this._ws();
+        const top = this.stack[this.stack.length - 1];
+        if (!top) {
+            if (this.i !== this.text.length)
+                this._fail('text after the JSON value');
+            this.done = true;
+            return;
+        }
+        const c = this.text[this.i];
+        if (c === ',') {
+            this.i++;
+            this.state = top.array ? VALUE : KEY;
+        } else if (c === (top.array ? ']' : '}')) {
+            this.i++;
+            this.stack.pop();
+            this._put(top.container);
+        } else {
+            this._fail(top.array ? 'expected "," or "]"' : 'expected "," or "}"');
+        }
+    }
+
+    /**
+     * Parses until the text is done or the deadline passes.
+     * @param {number} [deadline] `GLib.get_monotonic_time()` microseconds (default: none)
+     * @returns {boolean} true when done (the value is in `result`)
+     * @throws {JSONSyntaxError}
+     */
+    run(deadline = Infinity) {
+        let steps = 0;
+        while (!this.done) {
+            if (++steps === 512) {
+                steps = 0;
+                if (GLib.get_monotonic_time() >= deadline)
+                    return false;
+            }
+            if (this.pending) {
+                if (!this._string(deadline))
+                    return false;
+                this._finishString();
+                continue;
+            }
+            switch (this.state) {
+            case VALUE:
+                this._value();
+                break;
+            case AFTER:
+                this._after();
+                break;
+            case KEY:
+                this._ws();
+                if (this.text[this.i] !== '"')
+                    this._fail('expected a string key');
+                this.i++;
+                this.pending = {out: '', key: true};
+                break;
+            default: // COLON
+                this._ws();
+                if (this.text[this.i] !== ':')
+                    this._fail('expected ":"');
+                this.i++;
+                this.state = VALUE;
+            }
+        }
+        return true;
+    }
+}
+
+/**
+ * Parses one RFC 8259 JSON text strictly, at once (see {@link JSONParser} for the numbers).
+ * @param {string} text
+ * @param {object} [options] as {@link JSONParser}
+ * @returns {*}
+ * @throws {JSONSyntaxError}
+ */
+export function parseJSON(text, options = {}) {
+    const parser = new JSONParser(text, options);
+    parser.run();
+    return parser.result;
+}
+
+/**
+ * Parses one JSON text in slices of at most {@link SLICE_US}, letting the main loop run between.
+ * @param {string} text
+ * @param {object} [options] as {@link JSONParser}, and `cancellable` (a `Gio.Cancellable`)
+ * @returns {Promise<*>} rejects with a {@link JSONSyntaxError}, or a `cancelled` WormholeError-like
+ *   error when the cancellable was cancelled
+ */
+export async function parseJSONAsync(text, options = {}) {
+    const parser = new JSONParser(text, options);
+    while (!parser.run(GLib.get_monotonic_time() + SLICE_US)) {
+        await yieldToLoop();
+        if (options.cancellable?.is_cancelled())
+            throw new Error('cancelled');
+    }
+    return parser.result;
+}
+
+/**
+ * Writes a value as compact JSON, keeping `BigInt` and {@link RawNumber} exactly.
+ * @param {*} value
+ * @returns {string}
+ */
+export function stringifyJSON(value) {
+    if (typeof value === 'bigint')
+        return value.toString();
+    if (value instanceof RawNumber)
+        return value.source;
+    if (Array.isArray(value))
+        return `[${value.map(v => v === undefined ? 'null' : stringifyJSON(v)).join(',')}]`;
+    if (value !== null && typeof value === 'object' && !(value instanceof Date)) {
+        const parts = [];
+        for (const [k, v] of Object.entries(value)) {
+            if (v !== undefined && typeof v !== 'function')
+                parts.push(`${JSON.stringify(k)}:${stringifyJSON(v)}`);
+        }
+        return `{${parts.join(',')}}`;
+    }
+    return JSON.stringify(value);
+}
+
+/**
+ * Decodes UTF-8 strictly: no byte-order mark, no invalid sequence.
+ * @param {Uint8Array} bytes
+ * @returns {string}
+ * @throws {JSONSyntaxError} naming the byte offset of the fault
+ */
+export function decodeUTF8(bytes) {
+    if (bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf)
+        throw new JSONSyntaxError('a byte-order mark', 0);
+    try {
+        return strictDecoder.decode(bytes);
+    } catch (_) {
+        // The longest valid prefix ends at the first bad byte.
+        throw new JSONSyntaxError('invalid UTF-8', badOffset(bytes, 0, bytes.length));
+    }
+}
+
+/**
+ * Decodes bytes as one JSON text the way a Wormhole reader must: no byte-order mark, valid UTF-8.
+ * @param {Uint8Array} bytes
+ * @returns {{text: string, value: *}}
+ * @throws {JSONSyntaxError}
+ */
+export function decodeJSONBytes(bytes) {
+    const text = decodeUTF8(bytes);
+    return {text, value: parseJSON(text)};
+}
+
+// The offset of the first bad byte in bytes[from, to) (the longest valid prefix of that window).
+function badOffset(bytes, from, to) {
+    for (let k = 0; k < 3 && from > 0 && (bytes[from] & 0xc0) === 0x80; k++)
+        from--;
+    let lo = from, hi = to;
+    while (lo < hi) {
+        const mid = (lo + hi + 1) >> 1;
+        try {
+            strictDecoder.decode(bytes.subarray(from, mid));
+            lo = mid;
+        } catch (_e) {
+            hi = mid - 1;
+        }
+    }
+    return lo;
+}
+
+/**
+ * {@link decodeUTF8} in slices of 1 MiB, letting the main loop run when a slice's time is up.
+ * @param {Uint8Array} bytes
+ * @returns {Promise<string>}
+ * @throws {JSONSyntaxError}
+ */
+export async function decodeUTF8Async(bytes) {
+    if (bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf)
+        throw new JSONSyntaxError('a byte-order mark', 0);
+    const decoder = new TextDecoder('utf-8', {fatal: true});
+    const step = 1 << 20;
+    let text = '';
+    let deadline = GLib.get_monotonic_time() + SLICE_US;
+    for (let at = 0; at < bytes.length || at === 0; at += step) {
+        const end = Math.min(bytes.length, at + step);
+        try {
+            text += decoder.decode(bytes.subarray(at, end), {stream: end < bytes.length});
+        } catch (_) {
+            throw new JSONSyntaxError('invalid UTF-8', badOffset(bytes, Math.max(0, at - 3), end));
+        }
+        if (end >= bytes.length)
+            break;
+        if (GLib.get_monotonic_time() >= deadline) {
+            await yieldToLoop();
+            deadline = GLib.get_monotonic_time() + SLICE_US;
+        }
+    }
+    return text;
+}
