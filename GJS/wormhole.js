@@ -26,7 +26,7 @@ export {CALL_TIMEOUT_MS, DEFAULT_MAX_MESSAGE_BYTES, MAX_JSON_DEPTH, MAX_NAME_BYT
     validateIdentifier, validateName, validatePrefix, validateSuite} from './wormhole/names.js';
 export {JSONParser, JSONSyntaxError, RawNumber, decodeJSONBytes, decodeUTF8, decodeUTF8Async, parseJSON,
     parseJSONAsync, stringifyJSON} from './wormhole/json.js';
-export {containerRoot, readContainerFile, readContainerFileAsync, readMessage,
+export {containerRoot, joinChunks, readContainerFile, readContainerFileAsync, readMessage,
     readMessageAsync} from './wormhole/files.js';
 export {DefaultsSnapshot, TypedValue, readDefaults} from './wormhole/defaults.js';
 export {Subscription} from './wormhole/subscription.js';

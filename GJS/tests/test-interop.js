@@ -7,48 +7,13 @@ import Gio from 'gi://Gio';
 import GLib from 'gi://GLib';
 import System from 'system';
 import * as W from '../wormhole.js';
-import {Child, Inbox, PrivateBus, WORMHOLE, assert, assertEqual, removeTree, run, tempDir, within} from './harness.js';
+import {Child, Inbox, PrivateBus, WORMHOLE, assert, assertEqual, makeWorld, removeTree, run, tempDir, within} from './harness.js';
 
 const bus = await new PrivateBus().start();
-const withRuntime = GLib.getenv('GJS_TEST_RUNTIME') !== 'unset';
 let counter = 0;
 const cleanups = [];
 
-/** A fresh world per test: a container root, a runtime dir (0700), a group and a participant. */
-function world() {
-    const root = tempDir('wormhole-gjs-root');
-    const runtime = tempDir('wormhole-gjs-runtime');
-    cleanups.push(() => removeTree(root), () => removeTree(runtime));
-    const env = {
-        WORMHOLE_CONTAINER_ROOT: root,
-        XDG_RUNTIME_DIR: withRuntime ? runtime : null,
-        DBUS_SESSION_BUS_ADDRESS: bus.address,
-        WORMHOLE_LOG: null,
-    };
-    const group = `group.org.example.gjs${process()}-${++counter}`;
-    const errors = new Inbox();
-    const wb = new W.WormholeBus({address: bus.address, root, onBusLost: () => {}, onBusBack: () => {}});
-    cleanups.push(() => wb.close());
-    /** Runs `wormhole ARGS` to completion. */
-    const tool = async (args, input = null) => {
-        const child = new Child([WORMHOLE, ...args, '--bus-address', bus.address], {env, stdin: input !== null});
-        if (input !== null) {
-            child.write(input);
-            child.closeInput();
-        }
-        const status = await child.finished(`wormhole ${args[0]}`);
-        await child.stdout.until(l => l === null, 'stdout end');
-        return {status, stdout: child.stdoutText, stderr: child.stderrText};
-    };
-    /** Starts a long-running `wormhole ARGS` and waits for its `ready`. */
-    const ready = async args => {
-        const child = new Child([WORMHOLE, ...args, '--bus-address', bus.address], {env});
-        cleanups.push(() => child.kill(9));
-        await child.waitStderr('ready', `ready from wormhole ${args[0]}`);
-        return child;
-    };
-    return {root, runtime, env, group, wb, tool, ready, errors};
-}
+const world = () => makeWorld(bus, cleanups, `${process()}-${++counter}`);
 
 function process() {
     return GLib.getenv('GJS_TEST_RUNTIME') === 'unset' ? 'n' : 'r';

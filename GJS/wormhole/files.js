@@ -9,7 +9,7 @@ import Gio from 'gi://Gio';
 import GLib from 'gi://GLib';
 
 import {WormholeError} from './errors.js';
-import {decodeJSONBytes, decodeUTF8Async, parseJSONAsync} from './json.js';
+import {decodeJSONBytes, decodeUTF8Async, parseJSONAsync, yieldToLoop} from './json.js';
 import {DEFAULT_MAX_MESSAGE_BYTES, mailboxName} from './names.js';
 
 /**
@@ -114,7 +114,8 @@ export function readContainerFile(root, components, maxBytes) {
  * @param {string[]} components
  * @param {number} maxBytes
  * @param {Gio.Cancellable} [cancellable]
- * @returns {Promise<Uint8Array|null>}
+ * @returns {Promise<Uint8Array[]|null>} the file's bytes in pieces of at most 1 MiB (never
+ *   joined: a copy of a large file would hold the main loop), null when absent
  */
 export async function readContainerFileAsync(root, components, maxBytes, cancellable = null) {
     const opened = openContainerFile(root, components, maxBytes);
@@ -137,7 +138,7 @@ export async function readContainerFileAsync(root, components, maxBytes, cancell
             });
             total = addChunk(chunks, total, bytes, path, maxBytes);
             if (bytes.get_size() === 0)
-                return joinChunks(chunks, total);
+                return chunks;
         }
     } catch (e) {
         throw readError(e, path);
@@ -200,7 +201,13 @@ function addChunk(chunks, total, bytes, path, maxBytes) {
     return total + n;
 }
 
-function joinChunks(chunks, total) {
+/**
+ * Joins pieces of bytes into one array.
+ * @param {Uint8Array[]} chunks
+ * @param {number} [total] their length
+ * @returns {Uint8Array}
+ */
+export function joinChunks(chunks, total = chunks.reduce((n, c) => n + c.length, 0)) {
     if (chunks.length === 1)
         return chunks[0];
     const out = new Uint8Array(total);
@@ -228,6 +235,28 @@ export function sameBytes(a, b) {
     if (!a || !b || a.length !== b.length)
         return false;
     return new GLib.Bytes(a).equal(new GLib.Bytes(b));
+}
+
+/**
+ * {@link sameBytes} for two lists of pieces, a piece at a time, letting the main loop run
+ * between pieces.
+ * @param {Uint8Array[]|null} a
+ * @param {Uint8Array[]|null} b
+ * @returns {Promise<boolean>}
+ */
+export async function sameChunks(a, b) {
+    const length = list => list.reduce((n, c) => n + c.length, 0);
+    if (!a || !b || length(a) !== length(b))
+        return false;
+    if (a.length !== b.length || a.some((c, k) => c.length !== b[k].length))
+        return sameBytes(joinChunks(a), joinChunks(b)); // pieces cut elsewhere: rare
+    for (let k = 0; k < a.length; k++) {
+        if (!sameBytes(a[k], b[k]))
+            return false;
+        if (k + 1 < a.length)
+            await yieldToLoop();
+    }
+    return true;
 }
 
 
@@ -263,21 +292,21 @@ export function readMessage({group, directory = 'wormhole', identifier, root = u
  * Reads the message stored in a mailbox without holding the main loop: Gio's asynchronous
  * reads, then the UTF-8 decoding and the JSON parse in slices of a few milliseconds.
  * @param {object} options as {@link readMessage}, and `cancellable` (a `Gio.Cancellable`)
- * @returns {Promise<{text: string, message: *, bytes: Uint8Array}|null>} null when empty;
- *   rejects with the {@link WormholeError} {@link readMessage} throws
+ * @returns {Promise<{text: string, message: *, chunks: Uint8Array[]}|null>} null when empty;
+ *   `chunks` are the file's bytes in pieces ({@link joinChunks} joins them); rejects with the
+ *   {@link WormholeError} {@link readMessage} throws
  */
 export async function readMessageAsync({group, directory = 'wormhole', identifier, root = undefined,
     maxBytes = DEFAULT_MAX_MESSAGE_BYTES, cancellable = null}) {
     mailboxName(group, directory, identifier);
     root = root ?? containerRoot();
-    const bytes = await readContainerFileAsync(root, [group, directory, `${identifier}.json`], maxBytes, cancellable);
-    if (bytes === null)
+    const chunks = await readContainerFileAsync(root, [group, directory, `${identifier}.json`], maxBytes, cancellable);
+    if (chunks === null)
         return null;
     const path = GLib.build_filenamev([root, group, directory, `${identifier}.json`]);
-    let text;
     try {
-        text = await decodeUTF8Async(bytes);
-        return {text, message: await parseJSONAsync(text, {cancellable}), bytes};
+        const text = await decodeUTF8Async(chunks);
+        return {text, message: await parseJSONAsync(text, {cancellable}), chunks};
     } catch (e) {
         throw new WormholeError('invalidMessage', `${path} is not one JSON document: ${e.message}`, path);
     }

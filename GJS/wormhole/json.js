@@ -60,6 +60,7 @@ export class JSONSyntaxError extends Error {
 const NUMBER = /-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/y;
 const PLAIN = /[^"\\\u0000-\u001f]{0,65536}/y;
 const ESCAPES = {'"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t'};
+const LITERALS = {t: ['true', true], f: ['false', false], n: ['null', null]};
 const VALUE = 0, AFTER = 1, KEY = 2, COLON = 3;
 
 function losslessNumber(src, integer) {
@@ -122,8 +123,10 @@ export class JSONParser {
             this.result = value;
         else if (top.array)
             top.container.push(value);
-        else
+        else if (top.key === '__proto__')
             Object.defineProperty(top.container, top.key, {value, enumerable: true, writable: true, configurable: true});
+        else
+            top.container[top.key] = value;
         this.state = AFTER;
     }
 
@@ -205,11 +208,10 @@ export class JSONParser {
             this.pending = {out: '', key: false};
             return undefined;
         }
-        for (const [word, v] of [['true', true], ['false', false], ['null', null]]) {
-            if (text.startsWith(word, this.i)) {
-                this.i += word.length;
-                return this._put(v);
-            }
+        const literal = LITERALS[c];
+        if (literal && text.startsWith(literal[0], this.i)) {
+            this.i += literal[0].length;
+            return this._put(literal[1]);
         }
         NUMBER.lastIndex = this.i;
         const m = NUMBER.exec(text);
@@ -371,49 +373,91 @@ export function decodeJSONBytes(bytes) {
     return {text, value: parseJSON(text)};
 }
 
-// The offset of the first bad byte in bytes[from, to) (the longest valid prefix of that window).
+// The offset of the first byte in bytes[from, to) that does not begin a valid UTF-8 sequence
+// (overlong forms, surrogates and code points past U+10FFFF are invalid), or `to`.
 function badOffset(bytes, from, to) {
-    for (let k = 0; k < 3 && from > 0 && (bytes[from] & 0xc0) === 0x80; k++)
-        from--;
-    let lo = from, hi = to;
-    while (lo < hi) {
-        const mid = (lo + hi + 1) >> 1;
-        try {
-            strictDecoder.decode(bytes.subarray(from, mid));
-            lo = mid;
-        } catch (_e) {
-            hi = mid - 1;
+    for (let i = from; i < to;) {
+        const b = bytes[i];
+        let need, min;
+        if (b < 0x80) {
+            i++;
+            continue;
+        } else if (b >= 0xc2 && b <= 0xdf) {
+            need = 1;
+            min = 0x80;
+        } else if (b >= 0xe0 && b <= 0xef) {
+            need = 2;
+            min = 0x800;
+        } else if (b >= 0xf0 && b <= 0xf4) {
+            need = 3;
+            min = 0x10000;
+        } else {
+            return i;
         }
+        let cp = b & (0x3f >> need);
+        for (let k = 1; k <= need; k++) {
+            const c = bytes[i + k];
+            if (c === undefined || (c & 0xc0) !== 0x80)
+                return i;
+            cp = (cp << 6) | (c & 0x3f);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return i;
+        i += need + 1;
     }
-    return lo;
+    return to;
 }
 
 /**
- * {@link decodeUTF8} in slices of 1 MiB, letting the main loop run when a slice's time is up.
- * @param {Uint8Array} bytes
+ * {@link decodeUTF8} of bytes in pieces (as {@link readContainerFileAsync} reads them), a piece
+ * at a time, letting the main loop run when a slice's time is up; a character cut between two
+ * pieces is carried over.
+ * @param {Uint8Array[]|Uint8Array} pieces
  * @returns {Promise<string>}
  * @throws {JSONSyntaxError}
  */
-export async function decodeUTF8Async(bytes) {
-    if (bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf)
+export async function decodeUTF8Async(pieces) {
+    if (pieces instanceof Uint8Array)
+        pieces = [pieces];
+    const first = pieces[0] ?? new Uint8Array(0);
+    if (first.length >= 3 && first[0] === 0xef && first[1] === 0xbb && first[2] === 0xbf)
         throw new JSONSyntaxError('a byte-order mark', 0);
-    const decoder = new TextDecoder('utf-8', {fatal: true});
-    const step = 1 << 20;
-    let text = '';
+    const parts = [];
+    let carry = new Uint8Array(0);
+    let base = 0; // the byte offset of carry[0]
     let deadline = GLib.get_monotonic_time() + SLICE_US;
-    for (let at = 0; at < bytes.length || at === 0; at += step) {
-        const end = Math.min(bytes.length, at + step);
-        try {
-            text += decoder.decode(bytes.subarray(at, end), {stream: end < bytes.length});
-        } catch (_) {
-            throw new JSONSyntaxError('invalid UTF-8', badOffset(bytes, Math.max(0, at - 3), end));
+    for (let k = 0; k < pieces.length; k++) {
+        let bytes = pieces[k];
+        if (carry.length > 0) {
+            const joined = new Uint8Array(carry.length + bytes.length);
+            joined.set(carry, 0);
+            joined.set(bytes, carry.length);
+            bytes = joined;
         }
-        if (end >= bytes.length)
-            break;
+        // End before a character that goes on in the next piece.
+        let end = bytes.length;
+        if (k + 1 < pieces.length && end > 0) {
+            let lead = end - 1;
+            while (lead > 0 && end - lead < 4 && (bytes[lead] & 0xc0) === 0x80)
+                lead--;
+            const b = bytes[lead];
+            const need = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+            if (end - lead < need)
+                end = lead;
+        }
+        try {
+            parts.push(strictDecoder.decode(bytes.subarray(0, end)));
+        } catch (_) {
+            throw new JSONSyntaxError('invalid UTF-8', base + badOffset(bytes, 0, end));
+        }
+        base += end;
+        carry = bytes.slice(end);
         if (GLib.get_monotonic_time() >= deadline) {
             await yieldToLoop();
             deadline = GLib.get_monotonic_time() + SLICE_US;
         }
     }
-    return text;
+    if (carry.length > 0)
+        throw new JSONSyntaxError('invalid UTF-8', base);
+    return parts.join('');
 }

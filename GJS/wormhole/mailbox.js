@@ -10,7 +10,7 @@ import Gio from 'gi://Gio';
 import GLib from 'gi://GLib';
 
 import {WormholeError, printerr, safeCall, shown} from './errors.js';
-import {checkDirectory, readMessageAsync, sameBytes} from './files.js';
+import {checkDirectory, readMessageAsync, sameChunks} from './files.js';
 import {parseJSON} from './json.js';
 import {DEFAULT_MAX_MESSAGE_BYTES, MAX_TRANSIENT_BYTES, mailboxName} from './names.js';
 import {Subscription} from './subscription.js';
@@ -35,7 +35,7 @@ export class MailboxListener extends Subscription {
         this._options = {everyPost, catchUnsignalled, maxBytes};
         this._handler = handler;
         this._report = onError ?? ((e, id) => printerr(`wormhole: ${id}: ${e.message}`));
-        this._last = new Map(); // identifier → bytes last delivered (null: cleared)
+        this._last = new Map(); // identifier → the bytes last delivered, in pieces (null: cleared)
         this._reading = new Map(); // identifier → the next read to make once the current one ends
         this._pending = new Map(); // identifier → the 0.5 s source of a rename not yet posted
         this._monitor = null;
@@ -98,9 +98,11 @@ export class MailboxListener extends Subscription {
             safeCall(this._handler, {identifier: id, message: null, text: null, reason: 'cleared', state});
             return;
         }
-        if (skipSame && sameBytes(last.get(id), read.bytes))
+        if (skipSame && await sameChunks(last.get(id), read.chunks))
             return;
-        last.set(id, read.bytes);
+        if (this.cancelled)
+            return;
+        last.set(id, read.chunks);
         safeCall(this._handler, {identifier: id, message: read.message, text: read.text, reason, state});
     }
 

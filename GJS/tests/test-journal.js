@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: MIT
+// Journal reading in GJS against journals the Swift side appends to, across processes, on a
+// private dbus-daemon: order, nothing lost or twice (also across a bus restart), durable
+// consumers (cursor, redelivery, the lock shared with Swift), damage reported like Swift's
+// `journal check`, and the Promise-based sends.
+// Run: gjs -m GJS/tests/test-journal.js   (WORMHOLE_SWIFT_BIN: the directory of the Swift tools)
+import Gio from 'gi://Gio';
+import GLib from 'gi://GLib';
+import System from 'system';
+import * as W from '../wormhole.js';
+import {Child, Inbox, PrivateBus, SWIFT_BIN, WORMHOLE, assert, assertEqual, makeWorld, removeTree,
+    run} from './harness.js';
+
+const bus = await new PrivateBus().start();
+const tag = GLib.getenv('GJS_TEST_RUNTIME') === 'unset' ? 'jn' : 'jr';
+let counter = 0;
+const cleanups = [];
+const world = () => makeWorld(bus, cleanups, `${tag}-${++counter}`);
+const PEER = `${SWIFT_BIN}/wormhole-test-peer`;
+
+/** Appends COUNT records `{"p":PID,"i":I}` from the Swift test peer, BATCH per append. */
+async function swiftAppend(w, id, count, batch, address = bus.address) {
+    const child = new Child([PEER, 'journal-append', w.root, w.group, id, String(count), String(batch), address],
+        {env: w.env});
+    const status = await child.finished('the Swift appender', 300000);
+    await child.stdout.until(l => l === null, 'the appender output end', 60000);
+    return {status, lines: child.stdoutText};
+}
+
+/** Records into an inbox and a list; checks each number is the next one. */
+function recorder() {
+    const seen = [];
+    const inbox = new Inbox();
+    const handler = r => {
+        seen.push(r.sequence);
+        inbox.push(r);
+    };
+    const upTo = async (n, what) => {
+        while (seen.length < n)
+            await inbox.next(what, 120000);
+    };
+    const check = n => {
+        assertEqual(seen.length, n, 'records delivered (0 lost, 0 twice)');
+        for (let k = 0; k < n; k++) {
+            if (seen[k] !== BigInt(k + 1))
+                throw new Error(`record ${k + 1} delivered as number ${seen[k]}: out of order, lost or twice`);
+        }
+    };
+    return {seen, inbox, handler, upTo, check};
+}
+
+const tests = [
+    ['10,000 records appended by Swift: in order, 0 lost, 0 twice, also across a bus restart', async () => {
+        const w = world();
+        const own = await new PrivateBus().start();
+        cleanups.push(() => own.stop(), () => removeTree(own.dir));
+        const events = new Inbox();
+        const wb = new W.WormholeBus({address: own.address, root: w.root,
+            onBusLost: () => events.push('lost'), onBusBack: () => events.push('back')});
+        cleanups.push(() => wb.close());
+        const r = recorder();
+        const messages = [];
+        const sub = wb.listenJournal({group: w.group, identifier: 'log', from: 'start'}, rec => {
+            messages.push(rec.message);
+            r.handler(rec);
+        });
+        await sub.ready;
+        assertEqual((await swiftAppend(w, 'log', 5000, 7, own.address)).status, 0, 'first appender');
+        await r.upTo(5000, 'the first 5,000 records');
+        await own.stop();
+        assertEqual(await events.next('lost'), 'lost', 'lost the bus');
+        // Appended while no bus runs: nobody is woken (the appender says so and exits 1).
+        await swiftAppend(w, 'log', 5000, 13, own.address);
+        await own.start();
+        assertEqual(await events.next('back'), 'back', 'back on the bus');
+        await r.upTo(10000, 'the 5,000 records appended while the bus was down (catch-up)');
+        r.check(10000);
+        assert(messages.every(m => typeof m.p === 'number' && typeof m.i === 'number'), 'messages parsed');
+        const stat = JSON.parse((await w.tool(['journal', 'stat', '--group', w.group, 'log'])).stdout[0]);
+        assertEqual([stat.first, stat.last], [1, 10000], 'Swift sees the same journal');
+        print(`# 10,000 records: ${r.seen.length} delivered, in order, none twice`);
+    }],
+
+    ['from end (default), from a number; appendJournal and the Promise API', async () => {
+        const w = world();
+        for (const n of [1, 2, 3])
+            await W.appendJournal({group: w.group, identifier: 'e', json: `{"n":${n}}`, bus: w.wb, command: WORMHOLE});
+        const fromEnd = recorder();
+        await w.wb.listenJournal({group: w.group, identifier: 'e'}, fromEnd.handler).ready;
+        const fromTwo = [];
+        const inbox = new Inbox();
+        await w.wb.listenJournal({group: w.group, identifier: 'e', from: 2}, rec => {
+            fromTwo.push(rec.sequence);
+            inbox.push(rec);
+        }).ready;
+        const result = await W.appendJournal({group: w.group, identifier: 'e', json: '{"n":4,"big":1e400}', bus: w.wb,
+            command: WORMHOLE});
+        assertEqual(result.status, 0, 'appendJournal resolves with the exit status');
+        const rec = await fromEnd.inbox.next('the record appended after ready');
+        assertEqual([rec.sequence, rec.text, W.stringifyJSON(rec.message)], [4n, '{"n":4,"big":1e400}',
+            '{"n":4,"big":1e400}'], 'from end: only the record appended after ready, kept as written');
+        while (fromTwo.length < 3)
+            await inbox.next('records 2..4');
+        assertEqual(fromTwo, [2n, 3n, 4n], 'from 2');
+        const stored = await W.sendMessage({group: w.group, identifier: 'm', json: '{"x":1}', bus: w.wb, command: WORMHOLE});
+        assertEqual(stored.status, 0, 'sendMessage resolves');
+        const read = await W.readMessageAsync({group: w.group, identifier: 'm', root: w.root});
+        assertEqual(read.text, '{"x":1}', 'readMessageAsync resolves with the stored text');
+        assertEqual(await W.readMessageAsync({group: w.group, identifier: 'none', root: w.root}), null, 'empty: null');
+        let refused = null;
+        try {
+            W.appendJournal({group: w.group, identifier: '../x', json: '1', bus: w.wb});
+        } catch (e) {
+            refused = e;
+        }
+        assert(refused instanceof W.WormholeError && refused.code === 'invalidIdentifier', 'bad identifier refused at once');
+    }],
+
+    ['a durable consumer: cursor stored per batch, resumes after a restart, lock shared with Swift', async () => {
+        const w = world();
+        assertEqual((await swiftAppend(w, 'c', 600, 100)).status, 0, 'append 600');
+        const first = recorder();
+        let sub = w.wb.listenJournal({group: w.group, identifier: 'c', consumer: 'gjs', from: 'start'}, first.handler);
+        await sub.ready;
+        await first.upTo(600, 'the consumer to read 600');
+        first.check(600);
+        assert(first.inbox.items.every(r => !r.redelivery), 'nothing flagged as redelivered on a first run');
+        // Swift refuses the consumer while GJS holds it.
+        const busy = await w.tool(['listen', '--journal', '--group', w.group, 'c', '--consumer', 'gjs', '--timeout', '5']);
+        assertEqual(busy.status, 1, `Swift's listen of a consumer GJS holds exits 1 (${busy.stderr.join(' | ')})`);
+        sub.cancel();
+        assertEqual((await swiftAppend(w, 'c', 50, 50)).status, 0, 'append 50 more');
+        const second = recorder();
+        sub = w.wb.listenJournal({group: w.group, identifier: 'c', consumer: 'gjs', from: 'start'}, second.handler);
+        await sub.ready;
+        await second.upTo(50, 'the consumer to resume');
+        assertEqual([second.seen[0], second.seen[49]], [601n, 650n], 'resumed after the last acknowledged record');
+        // Swift holds it: GJS is refused, naming the consumer.
+        sub.cancel();
+        const holder = new Child([PEER, 'journal-consume', w.root, w.group, 'c', 'gjs', '0', bus.address],
+            {env: w.env, stdin: true});
+        cleanups.push(() => holder.kill(9));
+        assertEqual((await swiftAppend(w, 'c', 1, 1)).status, 0, 'append 1 more');
+        const line = await holder.nextLine('the Swift consumer to deliver record 651');
+        assert(line && line.startsWith('651 0 '), `Swift's consumer resumed after GJS's cursor: ${line}`);
+        let error = null;
+        try {
+            await w.wb.listenJournal({group: w.group, identifier: 'c', consumer: 'gjs'}, () => {}).ready;
+        } catch (e) {
+            error = e;
+        }
+        holder.closeInput();
+        await holder.finished('the Swift consumer');
+        assert(error instanceof W.WormholeError && error.code === 'consumerInUse' && error.message.includes("'gjs'"),
+            `a consumer Swift holds is refused: ${error}`);
+    }],
+
+    ['damage is reported in its place, like Swift journal check, and reading goes on', async () => {
+        const w = world();
+        assertEqual((await swiftAppend(w, 'd', 40, 40)).status, 0, 'append 40');
+        const segment = `${w.root}/${w.group}/wormhole/d.journal/${W.segmentName(1n)}`;
+        const [, bytes] = GLib.file_get_contents(segment);
+        // Flip a byte in the payload of a frame in the middle (frames of {"p":PID,"i":I}).
+        const at = Math.floor(bytes.length / 2);
+        bytes[at] ^= 0x55;
+        Gio.File.new_for_path(segment).replace_contents(bytes, null, false, Gio.FileCreateFlags.NONE, null);
+        const check = await w.tool(['journal', 'check', '--group', w.group, 'd']);
+        assertEqual(check.status, 1, 'Swift journal check finds damage');
+        const damaged = JSON.parse(check.stdout[0]).damaged;
+        const gaps = [];
+        const r = recorder();
+        await w.wb.listenJournal({group: w.group, identifier: 'd', from: 'start', onDamage: g => gaps.push(g)},
+            r.handler).ready;
+        await r.upTo(40 - damaged.reduce((n, d) => n + (d.to - d.from + 1), 0), 'the readable records');
+        assertEqual(gaps.map(g => [Number(g.from), Number(g.to), g.reason, g.file]),
+            damaged.map(d => [d.from, d.to, d.reason, d.file]), 'the same ranges as Swift');
+        assert(r.seen.every((s, k) => k === 0 || s > r.seen[k - 1]), 'in order');
+        assertEqual(r.seen[r.seen.length - 1], 40n, 'reading went on to the last record');
+    }],
+];
+
+const failed = await run(tests, {
+    teardown: async () => {
+        for (const c of cleanups.reverse()) {
+            try {
+                await c();
+            } catch (_) {}
+        }
+        await bus.stop();
+        removeTree(bus.dir);
+    },
+});
+System.exit(failed ? 1 : 0);
