@@ -20,14 +20,20 @@
  * @module wormhole
  */
 export {WormholeError} from './wormhole/errors.js';
-export {CALL_TIMEOUT_MS, DEFAULT_MAX_MESSAGE_BYTES, MAX_JSON_DEPTH, MAX_NAME_BYTES, MAX_RULE_BYTES,
+export {
+    CALL_TIMEOUT_MS, DEFAULT_MAX_MESSAGE_BYTES, MAX_JSON_DEPTH, MAX_NAME_BYTES, MAX_RULE_BYTES,
     MAX_TRANSIENT_BYTES, OBJECT_PATH, PLAIN_INTERFACE, PREFERENCES, bucketInterface, defaultsKeyName,
     exactRule, fnv1a32, mailboxName, prefixRule, quoteRuleValue, validateDirectory, validateGroup,
-    validateIdentifier, validateName, validatePrefix, validateSuite} from './wormhole/names.js';
-export {JSONParser, JSONSyntaxError, RawNumber, decodeJSONBytes, decodeUTF8, decodeUTF8Async, parseJSON,
-    parseJSONAsync, stringifyJSON} from './wormhole/json.js';
-export {containerRoot, joinChunks, readContainerFile, readContainerFileAsync, readMessage,
-    readMessageAsync} from './wormhole/files.js';
+    validateIdentifier, validateName, validatePrefix, validateSuite
+} from './wormhole/names.js';
+export {
+    JSONParser, JSONSyntaxError, RawNumber, decodeJSONBytes, decodeUTF8, decodeUTF8Async, decodeUTF8Pieces, parseJSON,
+    parseJSONAsync, stringifyJSON
+} from './wormhole/json.js';
+export {
+    containerRoot, joinChunks, readContainerFile, readContainerFileAsync, readMessage, sameChunks,
+    readMessageAsync
+} from './wormhole/files.js';
 export {DefaultsSnapshot, TypedValue, readDefaults} from './wormhole/defaults.js';
 export {Subscription} from './wormhole/subscription.js';
 export {NameObserver, DefaultsObserver} from './wormhole/observers.js';
@@ -36,5 +42,7 @@ export {JournalListener} from './wormhole/journal-listener.js';
 export {JournalGap, JournalReader, crc32c, readJournalCursor, segmentName} from './wormhole/journal.js';
 export {WormholeBus} from './wormhole/bus.js';
 export {appId, socketPathOf} from './wormhole/address.js';
-export {TOOL_NAMES, TOOL_PACKAGE, appendJournal, clearMessage, deleteDefault, findTool, runWormhole,
-    sendMessage, writeDefault} from './wormhole/tool.js';
+export {
+    TOOL_NAMES, TOOL_PACKAGE, appendJournal, clearMessage, deleteDefault, findTool, runWormhole,
+    sendMessage, writeDefault
+} from './wormhole/tool.js';

@@ -8,7 +8,9 @@
 //
 // --baseline names another build of the module (a file:// URL of its wormhole.js, such as an
 // older commit's `git show REV:GJS/wormhole.js` saved to a file): rounds then alternate.
-// Prints one JSON line per round and, per module, the median of the longest stalls, the median
+// Each round also runs the floor: the same ticker while the main loop runs 4 ms slices of busy
+// work for as long as the module's read took (what a shared machine adds by itself).
+// Prints one JSON line per round and, per variant, the median of the longest stalls, the median
 // count of late ticks (later than 16 ms) and the median read time.
 import Gio from 'gi://Gio';
 import GLib from 'gi://GLib';
@@ -16,6 +18,7 @@ import System from 'system';
 import {Child, PrivateBus, removeTree, tempDir} from '../tests/harness.js';
 
 const GROUP = 'group.org.example.gjs.stall';
+const SLICE_MS = 4;
 const args = ARGV.slice();
 const option = (flag, fallback) => {
     const i = args.indexOf(flag);
@@ -32,15 +35,57 @@ function message(mib, shape) {
     const parts = [];
     let size = 2;
     for (let i = 0; size < target; i++) {
-        const item = JSON.stringify({id: `clip-${i}`, text: `line ${i} of the clipboard, with some words`,
-            n: i * 7919, big: 9007199254740993 + i, tags: ['a', 'b'], ok: i % 2 === 0});
+        const item = JSON.stringify({
+            id: `clip-${i}`, text: `line ${i} of the clipboard, with some words`,
+            n: i * 7919, big: 9007199254740993 + i, tags: ['a', 'b'], ok: i % 2 === 0,
+        });
         parts.push(item);
         size += item.length + 1;
     }
     return `[${parts.join(',')}]`;
 }
 
+// The floor: the same ticker while the main loop runs slices of busy work (SLICE_MS each) for
+// as long as the module's read took; what it measures is what the machine itself adds (another
+// process holding the core), which no module can go below.
+async function floor(ms) {
+    print('ready');
+    await goLine();
+    let last = GLib.get_monotonic_time(), longest = 0, late = 0;
+    const ticker = GLib.timeout_add(GLib.PRIORITY_DEFAULT, 1, () => {
+        const now = GLib.get_monotonic_time();
+        longest = Math.max(longest, now - last);
+        if (now - last > 16000)
+            late++;
+        last = now;
+        return GLib.SOURCE_CONTINUE;
+    });
+    const start = GLib.get_monotonic_time();
+    while (GLib.get_monotonic_time() - start < ms * 1000) {
+        const end = GLib.get_monotonic_time() + SLICE_MS * 1000;
+        while (GLib.get_monotonic_time() < end) {
+            // busy
+        }
+        await new Promise(resolve => GLib.idle_add(GLib.PRIORITY_DEFAULT_IDLE, () => {
+            resolve();
+            return GLib.SOURCE_REMOVE;
+        }));
+    }
+    GLib.source_remove(ticker);
+    print(JSON.stringify({stallMs: longest / 1000, lateTicks: late, readMs: ms, bytes: 0}));
+}
+
+// The driver's go: one line on standard input.
+function goLine() {
+    const stdin = new Gio.DataInputStream({base_stream: new Gio.UnixInputStream({fd: 0, close_fd: false})});
+    return new Promise(resolve => stdin.read_line_async(GLib.PRIORITY_DEFAULT, null, () => resolve()));
+}
+
 async function reader() {
+    if (option('--module', current) === 'floor') {
+        await floor(Number(option('--floor-ms', '500')));
+        return;
+    }
     const W = await import(option('--module', current));
     const bus = new W.WormholeBus({address: option('--bus-address', null), root: option('--root', null)});
     let done;
@@ -67,12 +112,10 @@ async function reader() {
     });
     await sub.ready;
     print('ready');
-    const stdin = new Gio.DataInputStream({base_stream: new Gio.UnixInputStream({fd: 0, close_fd: false})});
-    stdin.read_line_async(GLib.PRIORITY_DEFAULT, null, () => {
-        start = last = GLib.get_monotonic_time();
-        measuring = true;
-        bus.post(`${GROUP}/wormhole/big`);
-    });
+    await goLine();
+    start = last = GLib.get_monotonic_time();
+    measuring = true;
+    bus.post(`${GROUP}/wormhole/big`);
     await delivered;
     print(JSON.stringify(result));
     GLib.source_remove(ticker);
@@ -82,7 +125,7 @@ async function reader() {
 async function driver() {
     const rounds = Number(option('--rounds', '5'));
     const baseline = option('--baseline', null);
-    const modules = baseline ? [['after', current], ['before', baseline]] : [['module', current]];
+    const modules = [['module', current], ['floor', 'floor'], ...baseline ? [['baseline', baseline]] : []];
     const bus = await new PrivateBus().start();
     const root = tempDir('wormhole-gjs-stall');
     const dir = `${root}/${GROUP}/wormhole`;
@@ -93,8 +136,9 @@ async function driver() {
     const results = new Map(modules.map(([label]) => [label, []]));
     for (let r = 0; r < rounds; r++) {
         for (const [label, url] of r % 2 ? [...modules].reverse() : modules) {
+            const took = results.get('module').map(x => x.readMs);
             const child = new Child(['gjs', '-m', self, '--role', 'reader', '--module', url, '--bus-address', bus.address,
-                '--root', root], {stdin: true});
+                '--root', root, '--floor-ms', String(Math.round(took.length ? took[took.length - 1] : 500))], {stdin: true});
             const ready = await child.nextLine('the reader to be ready', 60000);
             if (ready !== 'ready')
                 throw new Error(`the reader printed ${ready}: ${child.stderrText.join(' | ')}`);

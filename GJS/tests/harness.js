@@ -7,6 +7,7 @@
  */
 import Gio from 'gi://Gio';
 import GLib from 'gi://GLib';
+import System from 'system';
 
 import {WormholeBus} from '../wormhole.js';
 
@@ -335,4 +336,28 @@ export function makeWorld(bus, cleanups, tag) {
         return child;
     };
     return {root, runtime, env, group, wb, tool, ready, errors};
+}
+
+/**
+ * Runs a test program's tests (see {@link run}), then its cleanups (last first) and its bus,
+ * and exits with 1 when a test failed.
+ * @param {Array<[string, function(): Promise<void>]>} tests
+ * @param {PrivateBus} bus
+ * @param {Array<function(): *>} cleanups
+ */
+export async function runProgram(tests, bus, cleanups) {
+    const failed = await run(tests, {
+        teardown: async () => {
+            for (const c of cleanups.reverse()) {
+                try {
+                    await c();
+                } catch (e) {
+                    printerr(`cleanup: ${e.message}`);
+                }
+            }
+            await bus.stop();
+            removeTree(bus.dir);
+        },
+    });
+    System.exit(failed ? 1 : 0);
 }

@@ -5,9 +5,10 @@
 // throwaway 0700 one, as in a desktop session.)
 import Gio from 'gi://Gio';
 import GLib from 'gi://GLib';
-import System from 'system';
 import * as W from '../wormhole.js';
-import {Child, Inbox, PrivateBus, WORMHOLE, assert, assertEqual, makeWorld, removeTree, run, tempDir, within} from './harness.js';
+import {
+    Child, Inbox, PrivateBus, WORMHOLE, assert, assertEqual, makeWorld, removeTree, runProgram
+} from './harness.js';
 
 const bus = await new PrivateBus().start();
 let counter = 0;
@@ -157,8 +158,10 @@ const tests = [
         await w.wb.post(W.mailboxName(w.group, 'wormhole', 'box'));
         const a = JSON.parse(await listen.nextLine('the posted line'));
         assertEqual([a.identifier, a.message], ['box', 'first'], 'listen line after a GJS post');
-        await W.sendMessage({group: w.group, identifier: 'box', json: '{"from":"gjs"}', bus: w.wb,
-            command: WORMHOLE});
+        await W.sendMessage({
+            group: w.group, identifier: 'box', json: '{"from":"gjs"}', bus: w.wb,
+            command: WORMHOLE,
+        });
         const b = JSON.parse(await listen.nextLine('the sent line'));
         assertEqual(b.message, {from: 'gjs'}, 'listen line after sendMessage');
         // Transient messages need no lock: the module sends them itself.
@@ -212,8 +215,10 @@ const tests = [
     ['hostile files: BOM, invalid UTF-8, over the size limit, not JSON, symlink → errors, then a good one', async () => {
         const w = world();
         const got = new Inbox();
-        await w.wb.listen({group: w.group, identifiers: ['h'], maxBytes: 64,
-            onError: (e, id) => w.errors.push(`${id}: ${e.code}: ${e.message}`)}, d => got.push(d)).ready;
+        await w.wb.listen({
+            group: w.group, identifiers: ['h'], maxBytes: 64,
+            onError: (e, id) => w.errors.push(`${id}: ${e.code}: ${e.message}`),
+        }, d => got.push(d)).ready;
         await w.tool(['send', '--group', w.group, 'h', '0']);
         await got.next('the first message');
         const path = `${w.root}/${w.group}/wormhole/h.json`;
@@ -334,8 +339,10 @@ const tests = [
         const own = await new PrivateBus().start();
         cleanups.push(() => own.stop(), () => removeTree(own.dir));
         const events = new Inbox();
-        const wb = new W.WormholeBus({address: own.address, root: w.root,
-            onBusLost: () => events.push('lost'), onBusBack: () => events.push('back')});
+        const wb = new W.WormholeBus({
+            address: own.address, root: w.root,
+            onBusLost: () => events.push('lost'), onBusBack: () => events.push('back'),
+        });
         cleanups.push(() => wb.close());
         const got = new Inbox();
         const notes = new Inbox();
@@ -396,15 +403,4 @@ const tests = [
     }],
 ];
 
-const failed = await run(tests, {
-    teardown: async () => {
-        for (const c of cleanups.reverse()) {
-            try {
-                await c();
-            } catch (_) {}
-        }
-        await bus.stop();
-        removeTree(bus.dir);
-    },
-});
-System.exit(failed ? 1 : 0);
+await runProgram(tests, bus, cleanups);

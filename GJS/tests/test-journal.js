@@ -6,10 +6,10 @@
 // Run: gjs -m GJS/tests/test-journal.js   (WORMHOLE_SWIFT_BIN: the directory of the Swift tools)
 import Gio from 'gi://Gio';
 import GLib from 'gi://GLib';
-import System from 'system';
 import * as W from '../wormhole.js';
-import {Child, Inbox, PrivateBus, SWIFT_BIN, WORMHOLE, assert, assertEqual, makeWorld, removeTree,
-    run} from './harness.js';
+import {
+    Child, Inbox, PrivateBus, SWIFT_BIN, WORMHOLE, assert, assertEqual, makeWorld, removeTree, runProgram
+} from './harness.js';
 
 const bus = await new PrivateBus().start();
 const tag = GLib.getenv('GJS_TEST_RUNTIME') === 'unset' ? 'jn' : 'jr';
@@ -55,8 +55,10 @@ const tests = [
         const own = await new PrivateBus().start();
         cleanups.push(() => own.stop(), () => removeTree(own.dir));
         const events = new Inbox();
-        const wb = new W.WormholeBus({address: own.address, root: w.root,
-            onBusLost: () => events.push('lost'), onBusBack: () => events.push('back')});
+        const wb = new W.WormholeBus({
+            address: own.address, root: w.root,
+            onBusLost: () => events.push('lost'), onBusBack: () => events.push('back'),
+        });
         cleanups.push(() => wb.close());
         const r = recorder();
         const messages = [];
@@ -93,8 +95,10 @@ const tests = [
             fromTwo.push(rec.sequence);
             inbox.push(rec);
         }).ready;
-        const result = await W.appendJournal({group: w.group, identifier: 'e', json: '{"n":4,"big":1e400}', bus: w.wb,
-            command: WORMHOLE});
+        const result = await W.appendJournal({
+            group: w.group, identifier: 'e', json: '{"n":4,"big":1e400}', bus: w.wb,
+            command: WORMHOLE,
+        });
         assertEqual(result.status, 0, 'appendJournal resolves with the exit status');
         const rec = await fromEnd.inbox.next('the record appended after ready');
         assertEqual([rec.sequence, rec.text, W.stringifyJSON(rec.message)], [4n, '{"n":4,"big":1e400}',
@@ -179,15 +183,4 @@ const tests = [
     }],
 ];
 
-const failed = await run(tests, {
-    teardown: async () => {
-        for (const c of cleanups.reverse()) {
-            try {
-                await c();
-            } catch (_) {}
-        }
-        await bus.stop();
-        removeTree(bus.dir);
-    },
-});
-System.exit(failed ? 1 : 0);
+await runProgram(tests, bus, cleanups);

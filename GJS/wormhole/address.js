@@ -71,15 +71,9 @@ export function readState(params) {
     const t = v.get_type_string();
     if (t.length !== 1 || !INTEGER_TYPES.includes(t))
         return null;
-    let n;
-    switch (t) {
-    case 'y': n = BigInt(v.get_byte()); break;
-    case 'n': n = BigInt(v.get_int16()); break;
-    case 'q': n = BigInt(v.get_uint16()); break;
-    case 'i': n = BigInt(v.get_int32()); break;
-    case 'u': n = BigInt(v.get_uint32()); break;
-    default: n = BigInt(v.print(false)); // x, t: exact, past 2^53
-    }
+    const small = {y: 'get_byte', n: 'get_int16', q: 'get_uint16', i: 'get_int32', u: 'get_uint32'}[t];
+    // x, t: printed, so exact past 2^53
+    const n = small ? BigInt(v[small]()) : BigInt(v.print(false));
     return n < 0n ? null : n;
 }
 

@@ -14,8 +14,10 @@ import {containerRoot} from './files.js';
 import {JournalListener} from './journal-listener.js';
 import {parseJSON, stringifyJSON} from './json.js';
 import {MailboxListener} from './mailbox.js';
-import {MAX_TRANSIENT_BYTES, OBJECT_PATH, PLAIN_INTERFACE, bucketInterface, exactRule,
-    mailboxName, prefixRule, validateName} from './names.js';
+import {
+    MAX_TRANSIENT_BYTES, OBJECT_PATH, PLAIN_INTERFACE, bucketInterface, exactRule,
+    mailboxName, prefixRule, validateName
+} from './names.js';
 import {DefaultsObserver, NameObserver} from './observers.js';
 
 const encoder = new TextEncoder();
@@ -43,8 +45,10 @@ export class WormholeBus {
      * @param {function(string): void} [options.onBusBack] called when it is back, after the catch-ups
      * @param {string} [options.root] the container root (default {@link containerRoot})
      */
-    constructor({address = undefined, connection = undefined, appId: app = null, onBusLost = null,
-        onBusBack = null, root = undefined} = {}) {
+    constructor({
+        address = undefined, connection = undefined, appId: app = null, onBusLost = null,
+        onBusBack = null, root = undefined,
+    } = {}) {
         this.root = root ?? containerRoot();
         this.onBusLost = onBusLost;
         this.onBusBack = onBusBack;
@@ -177,9 +181,8 @@ export class WormholeBus {
             const n = this._ruleCounts.get(rule) ?? 0;
             if (n <= 1) {
                 this._ruleCounts.delete(rule);
-                if (this.connected) {
+                if (this.connected)
                     callAsync(this.connection, 'RemoveMatch', new GLib.Variant('(s)', [rule])).catch(() => {});
-                }
             } else {
                 this._ruleCounts.set(rule, n - 1);
             }
@@ -433,7 +436,7 @@ export class WormholeBus {
         }
         this._monitor.connect('changed', (m, changed, other, event) => {
             const target = event === Gio.FileMonitorEvent.MOVED_IN || event === Gio.FileMonitorEvent.RENAMED
-                ? (other ?? changed) : changed;
+                ? other ?? changed : changed;
             if (target && target.equal(file) && event !== Gio.FileMonitorEvent.DELETED &&
                 event !== Gio.FileMonitorEvent.MOVED_OUT) {
                 this._retries = 0;

@@ -9,8 +9,11 @@ import Gio from 'gi://Gio';
 import GLib from 'gi://GLib';
 
 import {WormholeError} from './errors.js';
-import {decodeJSONBytes, decodeUTF8Async, parseJSONAsync, yieldToLoop} from './json.js';
+import {FALLBACK_MS, decodeJSONBytes, decodeUTF8Pieces, parseJSONAsync, yieldToLoop} from './json.js';
 import {DEFAULT_MAX_MESSAGE_BYTES, mailboxName} from './names.js';
+
+// Awaits in loops are sequential on purpose: pieces, records and deliveries keep their order.
+/* eslint-disable no-await-in-loop */
 
 /**
  * The root of the group containers: `$WORMHOLE_CONTAINER_ROOT`, else
@@ -127,15 +130,7 @@ export async function readContainerFileAsync(root, components, maxBytes, cancell
         let total = 0;
         for (;;) {
             const want = Math.min(1 << 20, maxBytes + 1 - total);
-            const bytes = await new Promise((resolve, reject) => {
-                stream.read_bytes_async(want, GLib.PRIORITY_DEFAULT_IDLE, cancellable, (s, r) => {
-                    try {
-                        resolve(s.read_bytes_finish(r));
-                    } catch (e) {
-                        reject(e);
-                    }
-                });
-            });
+            const bytes = await readBytesAsync(stream, total, want, cancellable);
             total = addChunk(chunks, total, bytes, path, maxBytes);
             if (bytes.get_size() === 0)
                 return chunks;
@@ -145,6 +140,53 @@ export async function readContainerFileAsync(root, components, maxBytes, cancell
     } finally {
         stream.close(null);
     }
+}
+
+/**
+ * Reads up to `size` bytes at `offset` of a seekable stream with Gio's asynchronous read. GJS
+ * may block the callback of a read that completes while it sweeps during a major collection
+ * (it logs "Attempting to run a JS callback during garbage collection"); when it has not come
+ * after a second (or later: {@link FALLBACK_MS}), the bytes are read again, at once, from the
+ * same offset.
+ * @param {Gio.FileInputStream} stream
+ * @param {number} offset
+ * @param {number} size
+ * @param {Gio.Cancellable} [cancellable]
+ * @returns {Promise<GLib.Bytes>}
+ */
+export function readBytesAsync(stream, offset, size, cancellable = null) {
+    return new Promise((resolve, reject) => {
+        let settled = false;
+        const watchdogs = FALLBACK_MS.slice(1).map(ms => GLib.timeout_source_new(ms));
+        const settle = (fn, value) => {
+            if (settled)
+                return;
+            settled = true;
+            for (const source of watchdogs)
+                source.destroy(); // safe on a source already gone
+            fn(value);
+        };
+        stream.seek(offset, GLib.SeekType.SET, null);
+        stream.read_bytes_async(size, GLib.PRIORITY_DEFAULT_IDLE, cancellable, (s, r) => {
+            try {
+                settle(resolve, s.read_bytes_finish(r));
+            } catch (e) {
+                settle(reject, e);
+            }
+        });
+        for (const source of watchdogs) {
+            source.set_callback(() => {
+                try {
+                    stream.seek(offset, GLib.SeekType.SET, null);
+                    settle(resolve, stream.read_bytes(size, cancellable));
+                } catch (e) {
+                    settle(reject, e);
+                }
+                return GLib.SOURCE_REMOVE;
+            });
+            source.attach(null);
+        }
+    });
 }
 
 // Checks the directories and the file, opens it and checks what was opened; null when absent.
@@ -271,8 +313,10 @@ export async function sameChunks(a, b) {
  * @returns {{text: string, message: *, bytes: Uint8Array}|null} null when the mailbox is empty
  * @throws {WormholeError}
  */
-export function readMessage({group, directory = 'wormhole', identifier, root = undefined,
-    maxBytes = DEFAULT_MAX_MESSAGE_BYTES}) {
+export function readMessage({
+    group, directory = 'wormhole', identifier, root = undefined,
+    maxBytes = DEFAULT_MAX_MESSAGE_BYTES,
+}) {
     mailboxName(group, directory, identifier);
     root = root ?? containerRoot();
     const bytes = readContainerFile(root, [group, directory, `${identifier}.json`], maxBytes);
@@ -296,8 +340,10 @@ export function readMessage({group, directory = 'wormhole', identifier, root = u
  *   `chunks` are the file's bytes in pieces ({@link joinChunks} joins them); rejects with the
  *   {@link WormholeError} {@link readMessage} throws
  */
-export async function readMessageAsync({group, directory = 'wormhole', identifier, root = undefined,
-    maxBytes = DEFAULT_MAX_MESSAGE_BYTES, cancellable = null}) {
+export async function readMessageAsync({
+    group, directory = 'wormhole', identifier, root = undefined,
+    maxBytes = DEFAULT_MAX_MESSAGE_BYTES, cancellable = null,
+}) {
     mailboxName(group, directory, identifier);
     root = root ?? containerRoot();
     const chunks = await readContainerFileAsync(root, [group, directory, `${identifier}.json`], maxBytes, cancellable);
@@ -305,8 +351,9 @@ export async function readMessageAsync({group, directory = 'wormhole', identifie
         return null;
     const path = GLib.build_filenamev([root, group, directory, `${identifier}.json`]);
     try {
-        const text = await decodeUTF8Async(chunks);
-        return {text, message: await parseJSONAsync(text, {cancellable}), chunks};
+        const parts = await decodeUTF8Pieces(chunks);
+        const text = parts.reduce((all, part) => all + part, ''); // a rope: never flattened here
+        return {text, message: await parseJSONAsync(parts, {cancellable}), chunks};
     } catch (e) {
         throw new WormholeError('invalidMessage', `${path} is not one JSON document: ${e.message}`, path);
     }

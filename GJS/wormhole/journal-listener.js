@@ -15,6 +15,9 @@ import {HEADER, JournalReader, readJournalCursor} from './journal.js';
 import {mailboxName, validateIdentifier, validateName} from './names.js';
 import {Subscription} from './subscription.js';
 
+// Awaits in loops are sequential on purpose: pieces, records and deliveries keep their order.
+/* eslint-disable no-await-in-loop */
+
 /** The most records handed out between two stores of a durable consumer's cursor. */
 export const BATCH = 256;
 const LARGE_RECORD = 64 * 1024; // parsed in slices above this size
@@ -36,8 +39,10 @@ const LARGE_RECORD = 64 * 1024; // parsed in slices above this size
  * settled.
  */
 export class JournalListener extends Subscription {
-    constructor(bus, {group, directory = 'wormhole', identifier, from = 'end', consumer = null,
-        onDamage = null, onError = null}, handler) {
+    constructor(bus, {
+        group, directory = 'wormhole', identifier, from = 'end', consumer = null,
+        onDamage = null, onError = null,
+    }, handler) {
         super(bus);
         const name = validateName(`${mailboxName(group, directory, identifier)}/journal`);
         if (consumer !== null)
@@ -152,8 +157,10 @@ export class JournalListener extends Subscription {
             if (item.sequence > this._reportedThrough)
                 this._reportedThrough = item.sequence;
             try {
-                await safeCall(this._handler, {identifier: this.identifier, sequence: item.sequence, time: item.time,
-                    message, text, redelivery: item.sequence <= this._redeliverUntil});
+                await safeCall(this._handler, {
+                    identifier: this.identifier, sequence: item.sequence, time: item.time,
+                    message, text, redelivery: item.sequence <= this._redeliverUntil,
+                });
             } catch (e) {
                 logError(e, 'wormhole: a journal handler rejected');
             }
@@ -228,8 +235,10 @@ class ConsumerLock {
             if (!e.matches(Gio.IOErrorEnum, Gio.IOErrorEnum.EXISTS))
                 throw new WormholeError('unreadable', `cannot create ${path}: ${e.message}`, path);
         }
-        const launcher = new Gio.SubprocessLauncher({flags: Gio.SubprocessFlags.STDIN_PIPE |
-            Gio.SubprocessFlags.STDOUT_PIPE});
+        const launcher = new Gio.SubprocessLauncher({
+            flags: Gio.SubprocessFlags.STDIN_PIPE |
+            Gio.SubprocessFlags.STDOUT_PIPE,
+        });
         let proc;
         try {
             proc = launcher.spawnv(['flock', '--nonblock', '--conflict-exit-code', '75', path,

@@ -10,9 +10,12 @@ import Gio from 'gi://Gio';
 import GLib from 'gi://GLib';
 
 import {WormholeError} from './errors.js';
-import {checkDirectory} from './files.js';
+import {checkDirectory, joinChunks, readBytesAsync} from './files.js';
 import {SLICE_US, parseJSON, yieldToLoop} from './json.js';
 import {validateIdentifier} from './names.js';
+
+// Awaits in loops are sequential on purpose: pieces, records and deliveries keep their order.
+/* eslint-disable no-await-in-loop */
 
 const MAGIC = [0x57, 0x48, 0x4a, 0x4c]; // WHJL
 const VERSION = 1;
@@ -69,8 +72,10 @@ function frameAt(bytes, view, at) {
     if (end > bytes.length)
         return null;
     const stored = view.getUint32(end - 4, true);
-    return {length, seal: length === SEAL, sequence: view.getBigUint64(at + 4, true),
-        time: view.getBigUint64(at + 12, true), end, valid: stored === crc32c(bytes, at, end - 4), stored};
+    return {
+        length, seal: length === SEAL, sequence: view.getBigUint64(at + 4, true),
+        time: view.getBigUint64(at + 12, true), end, valid: stored === crc32c(bytes, at, end - 4), stored,
+    };
 }
 
 function describeBad(bytes, view, at) {
@@ -171,7 +176,7 @@ export class JournalReader {
             }
         }
         children.close(null);
-        segments.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+        segments.sort((a, b) => Number(a > b) - Number(a < b));
         return {segments, consumers: consumers.sort()};
     }
 
@@ -325,8 +330,10 @@ export class JournalReader {
                     if (frame.sequence > MAX_SEQUENCE) {
                         gap(frame.sequence, frame.sequence, name, 'checksum', `offset ${base + at}: record number past the last allowed`);
                     } else if (deliver) {
-                        items.push({sequence: frame.sequence, time: frame.time, file: name, offset: base + at,
-                            payload: bytes.subarray(at + HEAD, frame.end - 4)});
+                        items.push({
+                            sequence: frame.sequence, time: frame.time, file: name, offset: base + at,
+                            payload: bytes.subarray(at + HEAD, frame.end - 4),
+                        });
                         records++;
                     }
                     expected = frame.sequence + 1n;
@@ -406,31 +413,16 @@ function resync(bytes, view, bad, expected, nextFirst) {
 async function readFrom(file, offset, cancellable) {
     const stream = file.read(null);
     try {
-        stream.seek(offset, GLib.SeekType.SET, null);
         const chunks = [];
         let total = 0;
         for (;;) {
-            const bytes = await new Promise((resolve, reject) => {
-                stream.read_bytes_async(1 << 20, GLib.PRIORITY_DEFAULT_IDLE, cancellable, (s, r) => {
-                    try {
-                        resolve(s.read_bytes_finish(r));
-                    } catch (e) {
-                        reject(e);
-                    }
-                });
-            });
+            const bytes = await readBytesAsync(stream, offset + total, 1 << 20, cancellable);
             if (bytes.get_size() === 0)
                 break;
             chunks.push(bytes.toArray());
             total += bytes.get_size();
         }
-        const out = new Uint8Array(total);
-        let at = 0;
-        for (const c of chunks) {
-            out.set(c, at);
-            at += c.length;
-        }
-        return out;
+        return joinChunks(chunks, total);
     } finally {
         stream.close(null);
     }
@@ -464,7 +456,7 @@ export function readJournalCursor(path) {
     let value = null;
     try {
         value = parseJSON(new TextDecoder('utf-8', {fatal: true}).decode(contents).trim(),
-            {number: (src, integer) => (integer ? BigInt(src) : Number(src))});
+            {number: (src, integer) => integer ? BigInt(src) : Number(src)});
     } catch (_) {}
     const ok = n => typeof n === 'bigint' && n >= 0n && n <= MAX_SEQUENCE;
     if (value === null || typeof value !== 'object' || value.format !== 1n || !ok(value.acknowledged) ||

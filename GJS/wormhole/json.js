@@ -10,23 +10,42 @@ import GLib from 'gi://GLib';
 
 import {MAX_JSON_DEPTH} from './names.js';
 
+// Awaits in loops are sequential on purpose: pieces, records and deliveries keep their order.
+/* eslint-disable no-await-in-loop */
+
 const encoder = new TextEncoder();
 const strictDecoder = new TextDecoder('utf-8', {fatal: true});
 
+/** When timeouts stand in for a callback GJS blocked, in milliseconds after it was due. */
+export const FALLBACK_MS = [100, 1000, 2000, 3000, 5000, 7000, 10000, 15000, 20000, 30000, 60000];
+
 /** How long one slice of asynchronous work may hold the main loop, in microseconds. */
-export const SLICE_US = 4000;
+export const SLICE_US = 2000;
 
 /**
  * Resolves after the main loop has dispatched what is pending at higher priority (an idle
- * source at `GLib.PRIORITY_DEFAULT_IDLE`).
+ * source at `GLib.PRIORITY_DEFAULT_IDLE`). GJS may block a callback that comes while it
+ * sweeps during a major collection (GJS 1.74 logs "Attempting to run a JS callback during garbage
+ * collection" and the source is gone; an incremental sweep can stay open until something else
+ * makes GJS collect): later timeouts ({@link FALLBACK_MS}) stand in for the idle callback then.
  * @returns {Promise<void>}
  */
 export function yieldToLoop() {
     return new Promise(resolve => {
-        GLib.idle_add(GLib.PRIORITY_DEFAULT_IDLE, () => {
+        // GLib.Source objects: destroy() is safe on a source GLib already removed after GJS
+        // blocked its callback.
+        const sources = [GLib.idle_source_new(), ...FALLBACK_MS.map(ms => GLib.timeout_source_new(ms))];
+        const go = () => {
+            for (const source of sources)
+                source.destroy();
             resolve();
             return GLib.SOURCE_REMOVE;
-        });
+        };
+        for (const source of sources) {
+            source.set_priority(GLib.PRIORITY_DEFAULT_IDLE);
+            source.set_callback(go);
+            source.attach(null);
+        }
     });
 }
 
@@ -58,8 +77,12 @@ export class JSONSyntaxError extends Error {
 }
 
 const NUMBER = /-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/y;
+// The characters a string holds as they are: not a quote, a backslash or a control character.
+// eslint-disable-next-line no-control-regex
 const PLAIN = /[^"\\\u0000-\u001f]{0,65536}/y;
 const ESCAPES = {'"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t'};
+const DECODE_BYTES = 256 * 1024;
+const LOOKAHEAD = 1024; // characters kept ahead of the parser in the window
 const LITERALS = {t: ['true', true], f: ['false', false], n: ['null', null]};
 const VALUE = 0, AFTER = 1, KEY = 2, COLON = 3;
 
@@ -89,7 +112,11 @@ export class JSONParser {
      *   integer to a value, instead of the rule above
      */
     constructor(text, {maxDepth = MAX_JSON_DEPTH, number = null} = {}) {
-        this.text = text;
+        // A list of pieces is read through a window: never joined into one flat string.
+        this.parts = Array.isArray(text) ? text : [text];
+        this.next = 1;
+        this.base = 0; // the index of the window's first character in the whole text
+        this.text = this.parts[0] ?? '';
         this.maxDepth = maxDepth;
         this.number = number ?? losslessNumber;
         this.i = 0;
@@ -101,20 +128,37 @@ export class JSONParser {
     }
 
     _fail(what, at = this.i) {
-        throw new JSONSyntaxError(what, encoder.encode(this.text.slice(0, at)).length);
+        const whole = this.parts.join('');
+        throw new JSONSyntaxError(what, encoder.encode(whole.slice(0, this.base + at)).length);
+    }
+
+    // Moves the window on until `need` characters are ahead of `i`, or there are no more.
+    _more(need) {
+        while (this.text.length - this.i < need && this.next < this.parts.length) {
+            this.text = this.text.slice(this.i) + this.parts[this.next++];
+            this.base += this.i;
+            this.i = 0;
+        }
     }
 
     _ws() {
-        const text = this.text;
-        let i = this.i;
         for (;;) {
-            const c = text.charCodeAt(i);
-            if (c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d)
-                i++;
-            else
-                break;
+            const text = this.text;
+            let i = this.i;
+            for (;;) {
+                const c = text.charCodeAt(i);
+                if (c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d)
+                    i++;
+                else
+                    break;
+            }
+            this.i = i;
+            if (i < text.length - 64 || this.next >= this.parts.length)
+                return;
+            this._more(LOOKAHEAD);
+            if (this.i >= this.text.length)
+                return;
         }
-        this.i = i;
     }
 
     _put(value) {
@@ -132,14 +176,15 @@ export class JSONParser {
 
     // Reads the rest of a string (the opening quote is behind); false when the deadline came first.
     _string(deadline) {
-        const text = this.text;
         const p = this.pending;
         for (;;) {
+            this._more(8);
+            const text = this.text;
             PLAIN.lastIndex = this.i;
             const run = PLAIN.exec(text)[0];
             p.out += run;
             this.i += run.length;
-            if (run.length === 65536) {
+            if (run.length === 65536 || (this.i >= text.length - 8 && this.next < this.parts.length)) {
                 if (GLib.get_monotonic_time() >= deadline)
                     return false;
                 continue;
@@ -214,21 +259,26 @@ export class JSONParser {
             return this._put(literal[1]);
         }
         NUMBER.lastIndex = this.i;
-        const m = NUMBER.exec(text);
+        let m = NUMBER.exec(text);
+        while (m && this.i + m[0].length >= this.text.length && this.next < this.parts.length) {
+            this._more(this.text.length - this.i + LOOKAHEAD); // a number that may go on in the next piece
+            NUMBER.lastIndex = this.i;
+            m = NUMBER.exec(this.text);
+        }
         if (m && m[0].length > 0 && m[0] !== '-') {
             this.i += m[0].length;
             return this._put(this.number(m[0], m[1] === undefined && m[2] === undefined));
         }
-        if (this.i >= text.length)
+        if (this.i >= this.text.length)
             this._fail('unexpected end of the text');
-        return this._fail(`unexpected character ${JSON.stringify(text[this.i])}`);
+        return this._fail(`unexpected character ${JSON.stringify(this.text[this.i])}`);
     }
 
     _after() {
         this._ws();
         const top = this.stack[this.stack.length - 1];
         if (!top) {
-            if (this.i !== this.text.length)
+            if (this.i !== this.text.length || this.next < this.parts.length)
                 this._fail('text after the JSON value');
             this.done = true;
             return;
@@ -255,11 +305,12 @@ export class JSONParser {
     run(deadline = Infinity) {
         let steps = 0;
         while (!this.done) {
-            if (++steps === 512) {
+            if (++steps === 256) {
                 steps = 0;
                 if (GLib.get_monotonic_time() >= deadline)
                     return false;
             }
+            this._more(LOOKAHEAD);
             if (this.pending) {
                 if (!this._string(deadline))
                     return false;
@@ -307,7 +358,7 @@ export function parseJSON(text, options = {}) {
 
 /**
  * Parses one JSON text in slices of at most {@link SLICE_US}, letting the main loop run between.
- * @param {string} text
+ * @param {string|string[]} text the text, or its pieces in order
  * @param {object} [options] as {@link JSONParser}, and `cancellable` (a `Gio.Cancellable`)
  * @returns {Promise<*>} rejects with a {@link JSONSyntaxError}, or a `cancelled` WormholeError-like
  *   error when the cancellable was cancelled
@@ -417,8 +468,23 @@ function badOffset(bytes, from, to) {
  * @throws {JSONSyntaxError}
  */
 export async function decodeUTF8Async(pieces) {
-    if (pieces instanceof Uint8Array)
-        pieces = [pieces];
+    // A rope of the decoded pieces: joined lazily, by whoever needs it flat.
+    return (await decodeUTF8Pieces(pieces)).reduce((text, part) => text + part, '');
+}
+
+/**
+ * {@link decodeUTF8Async}, but the text in pieces of at most 256 Ki characters ({@link JSONParser}
+ * and {@link parseJSONAsync} take them as they are).
+ * @param {Uint8Array[]|Uint8Array} input
+ * @returns {Promise<string[]>}
+ * @throws {JSONSyntaxError}
+ */
+export async function decodeUTF8Pieces(input) {
+    const pieces = [];
+    for (const chunk of input instanceof Uint8Array ? [input] : input) {
+        for (let at = 0; at < chunk.length; at += DECODE_BYTES)
+            pieces.push(chunk.subarray(at, at + DECODE_BYTES));
+    }
     const first = pieces[0] ?? new Uint8Array(0);
     if (first.length >= 3 && first[0] === 0xef && first[1] === 0xbb && first[2] === 0xbf)
         throw new JSONSyntaxError('a byte-order mark', 0);
@@ -441,7 +507,7 @@ export async function decodeUTF8Async(pieces) {
             while (lead > 0 && end - lead < 4 && (bytes[lead] & 0xc0) === 0x80)
                 lead--;
             const b = bytes[lead];
-            const need = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+            const need = 1 + Number(b >= 0xc0) + Number(b >= 0xe0) + Number(b >= 0xf0);
             if (end - lead < need)
                 end = lead;
         }
@@ -459,5 +525,5 @@ export async function decodeUTF8Async(pieces) {
     }
     if (carry.length > 0)
         throw new JSONSyntaxError('invalid UTF-8', base);
-    return parts.join('');
+    return parts;
 }

@@ -15,6 +15,9 @@ import {parseJSON} from './json.js';
 import {DEFAULT_MAX_MESSAGE_BYTES, MAX_TRANSIENT_BYTES, mailboxName} from './names.js';
 import {Subscription} from './subscription.js';
 
+// Awaits in loops are sequential on purpose: pieces, records and deliveries keep their order.
+/* eslint-disable no-await-in-loop */
+
 const encoder = new TextEncoder();
 const CATCH_UNSIGNALLED_MS = 500;
 
@@ -23,8 +26,10 @@ const CATCH_UNSIGNALLED_MS = 500;
  * deliveries.
  */
 export class MailboxListener extends Subscription {
-    constructor(bus, {group, directory = 'wormhole', identifiers, stored = false, everyPost = false, transient = true,
-        catchUnsignalled = true, maxBytes = DEFAULT_MAX_MESSAGE_BYTES, onError = null}, handler) {
+    constructor(bus, {
+        group, directory = 'wormhole', identifiers, stored = false, everyPost = false, transient = true,
+        catchUnsignalled = true, maxBytes = DEFAULT_MAX_MESSAGE_BYTES, onError = null,
+    }, handler) {
         super(bus);
         if (!Array.isArray(identifiers) || identifiers.length === 0)
             throw new WormholeError('invalidIdentifier', 'no identifier to listen to');
@@ -77,8 +82,10 @@ export class MailboxListener extends Subscription {
         const last = this._last;
         let read;
         try {
-            read = await readMessageAsync({group: this.group, directory: this.directory, identifier: id,
-                root: this.bus.root, maxBytes: this._options.maxBytes, cancellable: this._cancellable});
+            read = await readMessageAsync({
+                group: this.group, directory: this.directory, identifier: id,
+                root: this.bus.root, maxBytes: this._options.maxBytes, cancellable: this._cancellable,
+            });
         } catch (e) {
             if (this.cancelled)
                 return;

@@ -10,10 +10,13 @@
 import Gio from 'gi://Gio';
 import GLib from 'gi://GLib';
 
-import {WormholeError} from './errors.js';
+import {WormholeError, shown} from './errors.js';
 import {suiteOf} from './defaults.js';
-import {parseJSON} from './json.js';
+import {parseJSONAsync} from './json.js';
 import {defaultsKeyName, mailboxName, validateGroup} from './names.js';
+
+// Awaits in loops are sequential on purpose: pieces, records and deliveries keep their order.
+/* eslint-disable no-await-in-loop */
 
 /** The names the tool is looked for under on `PATH`, in order (the package's, then the build's). */
 export const TOOL_NAMES = ['wormholectl', 'wormhole'];
@@ -28,8 +31,10 @@ const found = new Map(); // the override ('' for none) → Promise of the path
 
 // Runs argv to its end: {status, stdout, stderr}; `timeoutMs` > 0 ends it after that long.
 function communicate(argv, {input = null, env = {}, timeoutMs = 0} = {}) {
-    const launcher = new Gio.SubprocessLauncher({flags: Gio.SubprocessFlags.STDIN_PIPE |
-        Gio.SubprocessFlags.STDOUT_PIPE | Gio.SubprocessFlags.STDERR_PIPE});
+    const launcher = new Gio.SubprocessLauncher({
+        flags: Gio.SubprocessFlags.STDIN_PIPE |
+        Gio.SubprocessFlags.STDOUT_PIPE | Gio.SubprocessFlags.STDERR_PIPE,
+    });
     for (const [k, v] of Object.entries(env))
         launcher.setenv(k, v, true);
     const proc = launcher.spawnv(argv);
@@ -47,8 +52,10 @@ function communicate(argv, {input = null, env = {}, timeoutMs = 0} = {}) {
                 GLib.source_remove(timer);
             try {
                 const [, stdout, stderr] = p.communicate_utf8_finish(result);
-                resolve({status: p.get_if_exited() ? p.get_exit_status() : 128 + p.get_term_sig(),
-                    stdout: stdout ?? '', stderr: stderr ?? ''});
+                resolve({
+                    status: p.get_if_exited() ? p.get_exit_status() : 128 + p.get_term_sig(),
+                    stdout: stdout ?? '', stderr: stderr ?? '',
+                });
             } catch (e) {
                 reject(e);
             }
@@ -67,8 +74,10 @@ async function checkVersion(path) {
     const line = `${r.stdout}${r.stderr}`.split('\n').find(l => l.trim() !== '') ?? '';
     if (r.status === 0 && line.includes(TOOL_VERSION_MARK))
         return {ok: true, line};
-    return {ok: false, why: `${path} is another program (its --version says ${JSON.stringify(line.slice(0, 80))}, ` +
-        `not "… ${TOOL_VERSION_MARK}x)")`};
+    return {
+        ok: false, why: `${path} is another program (its --version says ${JSON.stringify(line.slice(0, 80))}, ` +
+        `not "… ${TOOL_VERSION_MARK}x)")`,
+    };
 }
 
 async function lookUp(override) {
@@ -145,7 +154,18 @@ export async function runWormhole(args, {input = null, bus = null, command = nul
     return communicate(argv, {input, env: bus && bus.root ? {WORMHOLE_CONTAINER_ROOT: bus.root} : {}});
 }
 
+// The JSON checked in slices (a large message never holds the main loop); a bad one rejects.
+async function checkJSON(json) {
+    try {
+        await parseJSONAsync(json);
+    } catch (e) {
+        throw new WormholeError('invalidMessage', `message ${shown(json)} is not one JSON text: ${e.message}`, json);
+    }
+}
+
 async function mustRun(args, options) {
+    if (options.input !== undefined && options.input !== null)
+        await checkJSON(options.input);
     const r = await runWormhole(args, options);
     if (r.status !== 0) {
         throw new WormholeError('command', `wormhole ${args[0]} exited ${r.status}: ` +
@@ -157,11 +177,12 @@ async function mustRun(args, options) {
 /**
  * Stores a mailbox message and posts (`wormhole send`): the temporary file under `flock`.
  * @param {object} options `{group, directory, identifier, json (text), bus, command}`
- * @returns {Promise<{status, stdout, stderr}>} rejects with `command` on a non-zero exit
+ * @returns {Promise<{status, stdout, stderr}>} rejects with `invalidMessage` (the JSON is checked
+ *   in slices first), `toolMissing`, or `command` on a non-zero exit; an invalid group, directory
+ *   or identifier throws at once
  */
 export function sendMessage({group, directory = 'wormhole', identifier, json, bus = null, command = null}) {
     mailboxName(group, directory, identifier);
-    parseJSON(json);
     return mustRun(['send', '--group', group, '--directory', directory, identifier], {input: json, bus, command});
 }
 
@@ -171,7 +192,6 @@ export function sendMessage({group, directory = 'wormhole', identifier, json, bu
  */
 export function appendJournal({group, directory = 'wormhole', identifier, json, bus = null, command = null}) {
     mailboxName(group, directory, identifier);
-    parseJSON(json);
     return mustRun(['send', '--journal', '--group', group, '--directory', directory, identifier],
         {input: json, bus, command});
 }
@@ -193,7 +213,6 @@ export function writeDefault({group, suite = undefined, key, json, bus = null, c
     validateGroup(group);
     const s = suiteOf(group, suite);
     defaultsKeyName(group, s, key);
-    parseJSON(json);
     return mustRun(['defaults', 'write', '--group', group, '--suite', s, '--', key], {input: json, bus, command});
 }
 
