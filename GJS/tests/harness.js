@@ -361,3 +361,22 @@ export async function runProgram(tests, bus, cleanups) {
     });
     System.exit(failed ? 1 : 0);
 }
+
+/**
+ * A participant on a private bus of its own, which a test may stop and start again: `events`
+ * receives `lost` and `back`.
+ * @param {string} root the container root
+ * @param {Array<function(): *>} cleanups
+ * @returns {Promise<{own: PrivateBus, wb: WormholeBus, events: Inbox}>}
+ */
+export async function restartableBus(root, cleanups) {
+    const own = await new PrivateBus().start();
+    cleanups.push(() => own.stop(), () => removeTree(own.dir));
+    const events = new Inbox();
+    const wb = new WormholeBus({
+        address: own.address, root,
+        onBusLost: () => events.push('lost'), onBusBack: () => events.push('back'),
+    });
+    cleanups.push(() => wb.close());
+    return {own, wb, events};
+}

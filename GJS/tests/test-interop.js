@@ -7,7 +7,7 @@ import Gio from 'gi://Gio';
 import GLib from 'gi://GLib';
 import * as W from '../wormhole.js';
 import {
-    Child, Inbox, PrivateBus, WORMHOLE, assert, assertEqual, makeWorld, removeTree, runProgram
+    Child, Inbox, PrivateBus, WORMHOLE, assert, assertEqual, makeWorld, restartableBus, runProgram
 } from './harness.js';
 
 const bus = await new PrivateBus().start();
@@ -336,14 +336,7 @@ const tests = [
 
     ['the bus restarts: lost, back, one catch-up with what changed meanwhile', async () => {
         const w = world();
-        const own = await new PrivateBus().start();
-        cleanups.push(() => own.stop(), () => removeTree(own.dir));
-        const events = new Inbox();
-        const wb = new W.WormholeBus({
-            address: own.address, root: w.root,
-            onBusLost: () => events.push('lost'), onBusBack: () => events.push('back'),
-        });
-        cleanups.push(() => wb.close());
+        const {own, wb, events} = await restartableBus(w.root, cleanups);
         const got = new Inbox();
         const notes = new Inbox();
         const keys = new Inbox();

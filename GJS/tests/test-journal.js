@@ -8,7 +8,7 @@ import Gio from 'gi://Gio';
 import GLib from 'gi://GLib';
 import * as W from '../wormhole.js';
 import {
-    Child, Inbox, PrivateBus, SWIFT_BIN, WORMHOLE, assert, assertEqual, makeWorld, removeTree, runProgram
+    Child, Inbox, PrivateBus, SWIFT_BIN, WORMHOLE, assert, assertEqual, makeWorld, restartableBus, runProgram
 } from './harness.js';
 
 const bus = await new PrivateBus().start();
@@ -52,14 +52,7 @@ function recorder() {
 const tests = [
     ['10,000 records appended by Swift: in order, 0 lost, 0 twice, also across a bus restart', async () => {
         const w = world();
-        const own = await new PrivateBus().start();
-        cleanups.push(() => own.stop(), () => removeTree(own.dir));
-        const events = new Inbox();
-        const wb = new W.WormholeBus({
-            address: own.address, root: w.root,
-            onBusLost: () => events.push('lost'), onBusBack: () => events.push('back'),
-        });
-        cleanups.push(() => wb.close());
+        const {own, wb, events} = await restartableBus(w.root, cleanups);
         const r = recorder();
         const messages = [];
         const sub = wb.listenJournal({group: w.group, identifier: 'log', from: 'start'}, rec => {
