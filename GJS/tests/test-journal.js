@@ -30,9 +30,11 @@ async function swiftAppend(w, id, count, batch, address = bus.address) {
 /** Records into an inbox and a list; checks each number is the next one. */
 function recorder() {
     const seen = [];
+    const all = [];
     const inbox = new Inbox();
     const handler = r => {
         seen.push(r.sequence);
+        all.push(r);
         inbox.push(r);
     };
     const upTo = async (n, what) => {
@@ -46,7 +48,7 @@ function recorder() {
                 throw new Error(`record ${k + 1} delivered as number ${seen[k]}: out of order, lost or twice`);
         }
     };
-    return {seen, inbox, handler, upTo, check};
+    return {seen, all, inbox, handler, upTo, check};
 }
 
 const tests = [
@@ -121,7 +123,9 @@ const tests = [
         await sub.ready;
         await first.upTo(600, 'the consumer to read 600');
         first.check(600);
-        assert(first.inbox.items.every(r => !r.redelivery), 'nothing flagged as redelivered on a first run');
+        assert(first.all.every(r => !r.redelivery), 'nothing flagged as redelivered on a first run');
+        const stat = JSON.parse((await w.tool(['journal', 'stat', '--group', w.group, 'c'])).stdout[0]);
+        assertEqual(stat.consumers, {gjs: 600}, "Swift reads GJS's stored cursor");
         // Swift refuses the consumer while GJS holds it.
         const busy = await w.tool(['listen', '--journal', '--group', w.group, 'c', '--consumer', 'gjs', '--timeout', '5']);
         assertEqual(busy.status, 1, `Swift's listen of a consumer GJS holds exits 1 (${busy.stderr.join(' | ')})`);
@@ -132,14 +136,42 @@ const tests = [
         await sub.ready;
         await second.upTo(50, 'the consumer to resume');
         assertEqual([second.seen[0], second.seen[49]], [601n, 650n], 'resumed after the last acknowledged record');
-        // Swift holds it: GJS is refused, naming the consumer.
+        // A cursor left by a run that died mid-batch: its records come again, flagged.
         sub.cancel();
+        const dir = `${w.root}/${w.group}/wormhole/c.journal`;
+        const cursor = Gio.File.new_for_path(`${dir}/gjs.cursor`);
+        cursor.replace_contents(new TextEncoder().encode('{"format":1,"acknowledged":620,"delivering":640}\n'), null,
+            false, Gio.FileCreateFlags.PRIVATE | Gio.FileCreateFlags.REPLACE_DESTINATION, null);
+        const third = recorder();
+        sub = w.wb.listenJournal({group: w.group, identifier: 'c', consumer: 'gjs'}, third.handler);
+        await sub.ready;
+        await third.upTo(30, 'the records after the acknowledged one');
+        const again = third.all.map(rec => [Number(rec.sequence), rec.redelivery]);
+        assertEqual([again[0], again[19], again[20], again[29]], [[621, true], [640, true], [641, false], [650, false]],
+            'records up to the stored delivering number come again as redeliveries');
+        sub.cancel();
+        // A cursor that does not parse is an error for that consumer alone, naming the file.
+        cursor.replace_contents(new TextEncoder().encode('{"format":1,'), null, false,
+            Gio.FileCreateFlags.REPLACE_DESTINATION, null);
+        let bad = null;
+        try {
+            await w.wb.listenJournal({group: w.group, identifier: 'c', consumer: 'gjs'}, () => {}).ready;
+        } catch (e) {
+            bad = e;
+        }
+        assert(bad instanceof W.WormholeError && bad.code === 'invalidCursor' && bad.message.includes('gjs.cursor'),
+            `an unreadable cursor: ${bad}`);
+        const other = recorder();
+        await w.wb.listenJournal({group: w.group, identifier: 'c', consumer: 'other', from: 649}, other.handler).ready;
+        await other.upTo(2, 'another consumer of the same journal');
+        cursor.delete(null);
+        // Swift holds it: GJS is refused, naming the consumer.
         const holder = new Child([PEER, 'journal-consume', w.root, w.group, 'c', 'gjs', '0', bus.address],
             {env: w.env, stdin: true});
         cleanups.push(() => holder.kill(9));
         assertEqual((await swiftAppend(w, 'c', 1, 1)).status, 0, 'append 1 more');
-        const line = await holder.nextLine('the Swift consumer to deliver record 651');
-        assert(line && line.startsWith('651 0 '), `Swift's consumer resumed after GJS's cursor: ${line}`);
+        const line = await holder.nextLine('the Swift consumer to deliver record 1');
+        assert(line && line.startsWith('1 0 '), `Swift's consumer (its cursor removed) starts from the beginning: ${line}`);
         let error = null;
         try {
             await w.wb.listenJournal({group: w.group, identifier: 'c', consumer: 'gjs'}, () => {}).ready;

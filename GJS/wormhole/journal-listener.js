@@ -64,7 +64,12 @@ export class JournalListener extends Subscription {
         this._again = false;
         this._cancellable = new Gio.Cancellable();
         bus._register(this, {exact: [name]});
-        this.ready = this.ready.then(() => this._start()).then(() => this._wake());
+        this.ready = this.ready.then(() => this._start()).then(() => {
+            this._wake();
+        }, e => {
+            this.cancel(); // a consumer in use, a cursor that cannot be read: nothing stays registered
+            throw e;
+        });
     }
 
     /** @returns {bigint|null} the number of the next record this listener delivers */
@@ -219,6 +224,8 @@ function isSequence(value) {
     }
 }
 
+const releasing = new Map(); // lock path → settles when this process's flock(1) for it has ended
+
 /**
  * `flock(LOCK_EX | LOCK_NB)` on `NAME.consumer.lock`, held by util-linux's `flock(1)` (Gio has
  * no `flock`): it takes the lock, says so on its standard output and then keeps it while its
@@ -229,6 +236,20 @@ class ConsumerLock {
     static async take(journalPath, consumer) {
         GLib.mkdir_with_parents(journalPath, 0o700);
         const path = GLib.build_filenamev([journalPath, `${consumer}.consumer.lock`]);
+        // This process's own earlier holder of the lock: wait until its flock(1) has ended (at
+        // most 2 s: then taking the lock says whether it is free).
+        if (releasing.has(path)) {
+            let timer = 0;
+            await Promise.race([releasing.get(path), new Promise(resolve => {
+                timer = GLib.timeout_add(GLib.PRIORITY_DEFAULT, 2000, () => {
+                    timer = 0;
+                    resolve();
+                    return GLib.SOURCE_REMOVE;
+                });
+            })]);
+            if (timer)
+                GLib.source_remove(timer);
+        }
         try {
             Gio.File.new_for_path(path).create(Gio.FileCreateFlags.PRIVATE, null).close(null);
         } catch (e) {
@@ -262,19 +283,28 @@ class ConsumerLock {
                 ? `consumer '${consumer}' of ${journalPath} is in use by another process`
                 : `cannot lock ${path} (flock exited ${status})`, consumer);
         }
-        return new ConsumerLock(proc);
+        return new ConsumerLock(proc, path);
     }
 
-    constructor(proc) {
+    constructor(proc, path) {
         this._proc = proc;
+        this._path = path;
     }
 
     release() {
-        if (!this._proc)
+        const proc = this._proc;
+        if (!proc)
             return;
-        try {
-            this._proc.get_stdin_pipe().close(null);
-        } catch (_) {}
         this._proc = null;
+        const ended = new Promise(resolve => proc.wait_async(null, () => resolve()));
+        const path = this._path;
+        releasing.set(path, ended);
+        ended.then(() => {
+            if (releasing.get(path) === ended)
+                releasing.delete(path);
+        });
+        try {
+            proc.get_stdin_pipe().close(null);
+        } catch (_) {}
     }
 }
