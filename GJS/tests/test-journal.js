@@ -206,6 +206,65 @@ const tests = [
         assert(r.seen.every((s, k) => k === 0 || s > r.seen[k - 1]), 'in order');
         assertEqual(r.seen[r.seen.length - 1], 40n, 'reading went on to the last record');
     }],
+
+    ['retention, a seal past the next number, an unsealed end, a foreign segment: ranges as Swift reports them', async () => {
+        const w = world();
+        assertEqual((await swiftAppend(w, 's', 10, 10)).status, 0, 'append 10');
+        const dir = `${w.root}/${w.group}/wormhole/s.journal`;
+        // Segments written by hand in the documented format (journal-format.md): 11..12 sealed
+        // into 20.., a segment 30 named but never written, and 40..41.
+        writeSegment(dir, 11n, [11n, 12n], 20n);
+        writeSegment(dir, 20n, [20n, 21n], null);
+        writeSegment(dir, 40n, [40n, 41n], null);
+        GLib.mkdir_with_parents(`${dir}/${W.segmentName(30n)}`, 0o700); // a directory where a segment goes
+        Gio.File.new_for_path(`${dir}/${W.segmentName(1n)}`).delete(null); // retention took 1..10
+        const check = await w.tool(['journal', 'check', '--group', w.group, 's']);
+        const damaged = JSON.parse(check.stdout[0]).damaged;
+        const gaps = [];
+        const r = recorder();
+        await w.wb.listenJournal({group: w.group, identifier: 's', from: 'start', onDamage: g => gaps.push(g)},
+            r.handler).ready;
+        await r.upTo(6, 'the records of the three segments');
+        assertEqual(r.seen, [11n, 12n, 20n, 21n, 40n, 41n], 'records across seals and gaps, in order');
+        assertEqual(gaps.map(g => [Number(g.from), Number(g.to), g.reason]),
+            [[1, 10, 'retention'], [13, 19, 'truncated'], [22, 29, 'truncated'], [30, 39, 'foreign']],
+            'ranges');
+        assertEqual(gaps.filter(g => g.isDamage).map(g => [Number(g.from), Number(g.to), g.reason, g.file]),
+            damaged.map(d => [d.from, d.to, d.reason, d.file]), 'the damage Swift journal check reports');
+    }],
 ];
+
+/** Writes a segment file: the header, one record `{"n":N}` per number, and a seal when given. */
+function writeSegment(dir, first, numbers, sealTo) {
+    const frames = [];
+    const frame = (length, sequence, payload) => {
+        const bytes = new Uint8Array(24 + payload.length);
+        const view = new DataView(bytes.buffer);
+        view.setUint32(0, length, true);
+        view.setBigUint64(4, sequence, true);
+        view.setBigUint64(12, 1700000000000000000n + sequence, true);
+        bytes.set(payload, 20);
+        view.setUint32(20 + payload.length, W.crc32c(bytes, 0, 20 + payload.length), true);
+        frames.push(bytes);
+    };
+    for (const n of numbers) {
+        const payload = new TextEncoder().encode(`{"n":${n}}`);
+        frame(payload.length, n, payload);
+    }
+    if (sealTo !== null)
+        frame(0xffffffff, sealTo, new Uint8Array(0));
+    const header = new Uint8Array(16);
+    header.set([0x57, 0x48, 0x4a, 0x4c, 1], 0);
+    new DataView(header.buffer).setBigUint64(8, first, true);
+    const all = new Uint8Array(16 + frames.reduce((n, f) => n + f.length, 0));
+    all.set(header, 0);
+    let at = 16;
+    for (const f of frames) {
+        all.set(f, at);
+        at += f.length;
+    }
+    Gio.File.new_for_path(`${dir}/${W.segmentName(first)}`).replace_contents(all, null, false,
+        Gio.FileCreateFlags.PRIVATE, null);
+}
 
 await runProgram(tests, bus, cleanups);
