@@ -13,14 +13,9 @@ import Gio from 'gi://Gio';
 import GLib from 'gi://GLib';
 import System from 'system';
 import * as W from '../wormhole.js';
-import {Child, PrivateBus, removeTree, within} from '../tests/harness.js';
+import {Child, PrivateBus, option, removeTree, within} from '../tests/harness.js';
 
 const NAME = 'org.example.gjs.bench.latency';
-const args = ARGV.slice();
-const option = (flag, fallback) => {
-    const i = args.indexOf(flag);
-    return i >= 0 ? args[i + 1] : fallback;
-};
 const role = option('--role', 'driver');
 const address = option('--bus-address', null);
 const posts = Number(option('--posts', '5000'));

@@ -15,15 +15,10 @@
 import Gio from 'gi://Gio';
 import GLib from 'gi://GLib';
 import System from 'system';
-import {Child, PrivateBus, removeTree, tempDir} from '../tests/harness.js';
+import {Child, PrivateBus, option, removeTree, tempDir} from '../tests/harness.js';
 
 const GROUP = 'group.org.example.gjs.stall';
 const SLICE_MS = 4;
-const args = ARGV.slice();
-const option = (flag, fallback) => {
-    const i = args.indexOf(flag);
-    return i >= 0 ? args[i + 1] : fallback;
-};
 const self = Gio.File.new_for_uri(import.meta.url).get_path();
 const current = Gio.File.new_for_uri(import.meta.url).get_parent().get_parent().get_child('wormhole.js').get_uri();
 

@@ -380,3 +380,14 @@ export async function restartableBus(root, cleanups) {
     cleanups.push(() => wb.close());
     return {own, wb, events};
 }
+
+/**
+ * The value after `flag` on the program's command line (`ARGV`), else `fallback`.
+ * @param {string} flag
+ * @param {string|null} fallback
+ * @returns {string|null}
+ */
+export function option(flag, fallback) {
+    const i = ARGV.indexOf(flag);
+    return i >= 0 ? ARGV[i + 1] : fallback;
+}

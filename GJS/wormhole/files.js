@@ -146,8 +146,9 @@ export async function readContainerFileAsync(root, components, maxBytes, cancell
  * Reads up to `size` bytes at `offset` of a seekable stream with Gio's asynchronous read. GJS
  * may block the callback of a read that completes while it sweeps during a major collection
  * (it logs "Attempting to run a JS callback during garbage collection"); when it has not come
- * after a second (or later: {@link FALLBACK_MS}), the bytes are read again, at once, from the
- * same offset.
+ * after a second (or later: {@link FALLBACK_MS}) and Gio has finished the read (the stream has
+ * no pending operation: the callback was due and lost), the bytes are read again, at once, from
+ * the same offset.
  * @param {Gio.FileInputStream} stream
  * @param {number} offset
  * @param {number} size
@@ -174,16 +175,21 @@ export function readBytesAsync(stream, offset, size, cancellable = null) {
                 settle(reject, e);
             }
         });
-        for (const source of watchdogs) {
-            source.set_callback(() => {
-                try {
-                    stream.seek(offset, GLib.SeekType.SET, null);
-                    settle(resolve, stream.read_bytes(size, cancellable));
-                } catch (e) {
-                    settle(reject, e);
-                }
+        // Still pending: Gio has not finished the read (a slow disk, a busy main loop), so the
+        // callback was not lost; wait for it or the next mark.
+        const watch = () => {
+            if (settled || stream.has_pending())
                 return GLib.SOURCE_REMOVE;
-            });
+            try {
+                stream.seek(offset, GLib.SeekType.SET, null);
+                settle(resolve, stream.read_bytes(size, cancellable));
+            } catch (e) {
+                settle(reject, e);
+            }
+            return GLib.SOURCE_REMOVE;
+        };
+        for (const source of watchdogs) {
+            source.set_callback(watch);
             source.attach(null);
         }
     });
