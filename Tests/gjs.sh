@@ -3,18 +3,21 @@
 # dbus/wormhole-session.conf (by the programs themselves) and the Swift `wormhole` tool, both
 # ways; each program runs twice, the Swift side without XDG_RUNTIME_DIR and with a throwaway
 # 0700 one (a desktop session's configuration).
-# Needs: gjs (Debian: gjs), dbus-daemon (dbus-daemon), dbus-send (dbus-bin), and the Swift tools
-# in WORMHOLE_SWIFT_BIN (default: <repo>/.build/debug).
+# Needs: gjs (Debian: gjs), dbus-daemon (dbus-daemon), dbus-send (dbus-bin), flock (util-linux: the
+# journal's durable consumers), and the Swift tools (`wormhole`, `wormhole-test-peer`) in
+# WORMHOLE_SWIFT_BIN (default: <repo>/.build/debug). The lint is Tests/gjs-lint.sh.
 set -eu
 repo=$(cd "$(dirname "$0")/.." && pwd)
 export WORMHOLE_SWIFT_BIN="${WORMHOLE_SWIFT_BIN:-$repo/.build/debug}"
-for tool in gjs dbus-daemon dbus-send; do
+for tool in gjs dbus-daemon dbus-send flock; do
     command -v "$tool" >/dev/null || { echo "Tests/gjs.sh: $tool is not installed" >&2; exit 2; }
 done
-[ -x "$WORMHOLE_SWIFT_BIN/wormhole" ] || {
-    echo "Tests/gjs.sh: no wormhole in WORMHOLE_SWIFT_BIN=$WORMHOLE_SWIFT_BIN (build it or set the variable)" >&2
-    exit 2
-}
+for tool in wormhole wormhole-test-peer; do
+    [ -x "$WORMHOLE_SWIFT_BIN/$tool" ] || {
+        echo "Tests/gjs.sh: no $tool in WORMHOLE_SWIFT_BIN=$WORMHOLE_SWIFT_BIN (build it or set the variable)" >&2
+        exit 2
+    }
+done
 # Never the user's session bus: the programs use their private bus's address only.
 unset DBUS_SESSION_BUS_ADDRESS
 status=0

@@ -13,14 +13,9 @@ import Gio from 'gi://Gio';
 import GLib from 'gi://GLib';
 import System from 'system';
 import * as W from '../wormhole.js';
-import {Child, PrivateBus, removeTree, within} from '../tests/harness.js';
+import {Child, PrivateBus, option, removeTree, within} from '../tests/harness.js';
 
 const NAME = 'org.example.gjs.bench.latency';
-const args = ARGV.slice();
-const option = (flag, fallback) => {
-    const i = args.indexOf(flag);
-    return i >= 0 ? args[i + 1] : fallback;
-};
 const role = option('--role', 'driver');
 const address = option('--bus-address', null);
 const posts = Number(option('--posts', '5000'));
@@ -70,8 +65,10 @@ async function receiver(kind) {
     loop.run();
     GLib.source_remove(bound);
     const sorted = Array.from(latencies.subarray(0, n)).sort((a, b) => a - b);
-    print(JSON.stringify({kind, received: n, p50: percentile(sorted, 50), p90: percentile(sorted, 90),
-        p99: percentile(sorted, 99), max: sorted[sorted.length - 1]}));
+    print(JSON.stringify({
+        kind, received: n, p50: percentile(sorted, 50), p90: percentile(sorted, 90),
+        p99: percentile(sorted, 99), max: sorted[sorted.length - 1],
+    }));
     void keep;
 }
 
@@ -122,11 +119,13 @@ async function driver() {
     const med = xs => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)];
     const summary = {};
     for (const kind of ['module', 'bare']) {
-        summary[kind] = {p50: med(results[kind].map(x => x.p50)), p99: med(results[kind].map(x => x.p99)),
-            received: results[kind].reduce((a, x) => a + x.received, 0)};
+        summary[kind] = {
+            p50: med(results[kind].map(x => x.p50)), p99: med(results[kind].map(x => x.p99)),
+            received: results[kind].reduce((a, x) => a + x.received, 0),
+        };
     }
     summary.p50_ratio = summary.module.p50 / summary.bare.p50;
-    summary.p50_ratio_per_round = results.module.map((m, i) => +(m.p50 / results.bare[i].p50).toFixed(3));
+    summary.p50_ratio_per_round = results.module.map((m, i) => Number((m.p50 / results.bare[i].p50).toFixed(3)));
     summary.load = new TextDecoder().decode(GLib.file_get_contents('/proc/loadavg')[1]).trim();
     print(JSON.stringify(summary));
 }

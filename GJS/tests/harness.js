@@ -7,6 +7,9 @@
  */
 import Gio from 'gi://Gio';
 import GLib from 'gi://GLib';
+import System from 'system';
+
+import {WormholeBus} from '../wormhole.js';
 
 /** The repository (two levels above this file). */
 export const REPO = Gio.File.new_for_uri(import.meta.url).get_parent().get_parent().get_parent().get_path();
@@ -289,4 +292,102 @@ export async function run(tests, {teardown = null} = {}) {
         await teardown();
     print(`${passed} passed, ${failed} failed`);
     return failed;
+}
+
+/**
+ * A fresh world for one test: a container root, a runtime directory (0700; passed to the Swift
+ * side unless GJS_TEST_RUNTIME=unset), a group, a participant on `bus`, and runners of the
+ * Swift `wormhole` tool. What it makes is undone by the `cleanups` the test program runs.
+ * @param {PrivateBus} bus
+ * @param {Array<function(): *>} cleanups
+ * @param {string} tag makes the group unique
+ */
+export function makeWorld(bus, cleanups, tag) {
+    const withRuntime = GLib.getenv('GJS_TEST_RUNTIME') !== 'unset';
+    const root = tempDir('wormhole-gjs-root');
+    const runtime = tempDir('wormhole-gjs-runtime');
+    cleanups.push(() => removeTree(root), () => removeTree(runtime));
+    const env = {
+        WORMHOLE_CONTAINER_ROOT: root,
+        XDG_RUNTIME_DIR: withRuntime ? runtime : null,
+        DBUS_SESSION_BUS_ADDRESS: bus.address,
+        WORMHOLE_LOG: null,
+    };
+    const group = `group.org.example.gjs${tag}`;
+    const errors = new Inbox();
+    const wb = new WormholeBus({address: bus.address, root, onBusLost: () => {}, onBusBack: () => {}});
+    cleanups.push(() => wb.close());
+    /** Runs `wormhole ARGS` to completion. */
+    const tool = async (args, input = null) => {
+        const child = new Child([WORMHOLE, ...args, '--bus-address', bus.address], {env, stdin: input !== null});
+        if (input !== null) {
+            child.write(input);
+            child.closeInput();
+        }
+        const status = await child.finished(`wormhole ${args[0]}`);
+        await child.stdout.until(l => l === null, 'stdout end');
+        return {status, stdout: child.stdoutText, stderr: child.stderrText};
+    };
+    /** Starts a long-running `wormhole ARGS` and waits for its `ready`. */
+    const ready = async args => {
+        const child = new Child([WORMHOLE, ...args, '--bus-address', bus.address], {env});
+        cleanups.push(() => child.kill(9));
+        await child.waitStderr('ready', `ready from wormhole ${args[0]}`);
+        return child;
+    };
+    return {root, runtime, env, group, wb, tool, ready, errors};
+}
+
+/**
+ * Runs a test program's tests (see {@link run}), then its cleanups (last first) and its bus,
+ * and exits with 1 when a test failed.
+ * @param {Array<[string, function(): Promise<void>]>} tests
+ * @param {PrivateBus} bus
+ * @param {Array<function(): *>} cleanups
+ */
+export async function runProgram(tests, bus, cleanups) {
+    const failed = await run(tests, {
+        teardown: async () => {
+            for (const c of cleanups.reverse()) {
+                try {
+                    await c();
+                } catch (e) {
+                    printerr(`cleanup: ${e.message}`);
+                }
+            }
+            await bus.stop();
+            removeTree(bus.dir);
+        },
+    });
+    System.exit(failed ? 1 : 0);
+}
+
+/**
+ * A participant on a private bus of its own, which a test may stop and start again: `events`
+ * receives `lost` and `back`.
+ * @param {string} root the container root
+ * @param {Array<function(): *>} cleanups
+ * @returns {Promise<{own: PrivateBus, wb: WormholeBus, events: Inbox}>}
+ */
+export async function restartableBus(root, cleanups) {
+    const own = await new PrivateBus().start();
+    cleanups.push(() => own.stop(), () => removeTree(own.dir));
+    const events = new Inbox();
+    const wb = new WormholeBus({
+        address: own.address, root,
+        onBusLost: () => events.push('lost'), onBusBack: () => events.push('back'),
+    });
+    cleanups.push(() => wb.close());
+    return {own, wb, events};
+}
+
+/**
+ * The value after `flag` on the program's command line (`ARGV`), else `fallback`.
+ * @param {string} flag
+ * @param {string|null} fallback
+ * @returns {string|null}
+ */
+export function option(flag, fallback) {
+    const i = ARGV.indexOf(flag);
+    return i >= 0 ? ARGV[i + 1] : fallback;
 }

@@ -5,50 +5,16 @@
 // throwaway 0700 one, as in a desktop session.)
 import Gio from 'gi://Gio';
 import GLib from 'gi://GLib';
-import System from 'system';
 import * as W from '../wormhole.js';
-import {Child, Inbox, PrivateBus, WORMHOLE, assert, assertEqual, removeTree, run, tempDir, within} from './harness.js';
+import {
+    Child, Inbox, PrivateBus, WORMHOLE, assert, assertEqual, makeWorld, restartableBus, runProgram
+} from './harness.js';
 
 const bus = await new PrivateBus().start();
-const withRuntime = GLib.getenv('GJS_TEST_RUNTIME') !== 'unset';
 let counter = 0;
 const cleanups = [];
 
-/** A fresh world per test: a container root, a runtime dir (0700), a group and a participant. */
-function world() {
-    const root = tempDir('wormhole-gjs-root');
-    const runtime = tempDir('wormhole-gjs-runtime');
-    cleanups.push(() => removeTree(root), () => removeTree(runtime));
-    const env = {
-        WORMHOLE_CONTAINER_ROOT: root,
-        XDG_RUNTIME_DIR: withRuntime ? runtime : null,
-        DBUS_SESSION_BUS_ADDRESS: bus.address,
-        WORMHOLE_LOG: null,
-    };
-    const group = `group.org.example.gjs${process()}-${++counter}`;
-    const errors = new Inbox();
-    const wb = new W.WormholeBus({address: bus.address, root, onBusLost: () => {}, onBusBack: () => {}});
-    cleanups.push(() => wb.close());
-    /** Runs `wormhole ARGS` to completion. */
-    const tool = async (args, input = null) => {
-        const child = new Child([WORMHOLE, ...args, '--bus-address', bus.address], {env, stdin: input !== null});
-        if (input !== null) {
-            child.write(input);
-            child.closeInput();
-        }
-        const status = await child.finished(`wormhole ${args[0]}`);
-        await child.stdout.until(l => l === null, 'stdout end');
-        return {status, stdout: child.stdoutText, stderr: child.stderrText};
-    };
-    /** Starts a long-running `wormhole ARGS` and waits for its `ready`. */
-    const ready = async args => {
-        const child = new Child([WORMHOLE, ...args, '--bus-address', bus.address], {env});
-        cleanups.push(() => child.kill(9));
-        await child.waitStderr('ready', `ready from wormhole ${args[0]}`);
-        return child;
-    };
-    return {root, runtime, env, group, wb, tool, ready, errors};
-}
+const world = () => makeWorld(bus, cleanups, `${process()}-${++counter}`);
 
 function process() {
     return GLib.getenv('GJS_TEST_RUNTIME') === 'unset' ? 'n' : 'r';
@@ -192,8 +158,10 @@ const tests = [
         await w.wb.post(W.mailboxName(w.group, 'wormhole', 'box'));
         const a = JSON.parse(await listen.nextLine('the posted line'));
         assertEqual([a.identifier, a.message], ['box', 'first'], 'listen line after a GJS post');
-        await W.sendMessage({group: w.group, identifier: 'box', json: '{"from":"gjs"}', bus: w.wb,
-            command: WORMHOLE});
+        await W.sendMessage({
+            group: w.group, identifier: 'box', json: '{"from":"gjs"}', bus: w.wb,
+            command: WORMHOLE,
+        });
         const b = JSON.parse(await listen.nextLine('the sent line'));
         assertEqual(b.message, {from: 'gjs'}, 'listen line after sendMessage');
         // Transient messages need no lock: the module sends them itself.
@@ -247,8 +215,10 @@ const tests = [
     ['hostile files: BOM, invalid UTF-8, over the size limit, not JSON, symlink → errors, then a good one', async () => {
         const w = world();
         const got = new Inbox();
-        await w.wb.listen({group: w.group, identifiers: ['h'], maxBytes: 64,
-            onError: (e, id) => w.errors.push(`${id}: ${e.code}: ${e.message}`)}, d => got.push(d)).ready;
+        await w.wb.listen({
+            group: w.group, identifiers: ['h'], maxBytes: 64,
+            onError: (e, id) => w.errors.push(`${id}: ${e.code}: ${e.message}`),
+        }, d => got.push(d)).ready;
         await w.tool(['send', '--group', w.group, 'h', '0']);
         await got.next('the first message');
         const path = `${w.root}/${w.group}/wormhole/h.json`;
@@ -366,12 +336,7 @@ const tests = [
 
     ['the bus restarts: lost, back, one catch-up with what changed meanwhile', async () => {
         const w = world();
-        const own = await new PrivateBus().start();
-        cleanups.push(() => own.stop(), () => removeTree(own.dir));
-        const events = new Inbox();
-        const wb = new W.WormholeBus({address: own.address, root: w.root,
-            onBusLost: () => events.push('lost'), onBusBack: () => events.push('back')});
-        cleanups.push(() => wb.close());
+        const {own, wb, events} = await restartableBus(w.root, cleanups);
         const got = new Inbox();
         const notes = new Inbox();
         const keys = new Inbox();
@@ -431,15 +396,4 @@ const tests = [
     }],
 ];
 
-const failed = await run(tests, {
-    teardown: async () => {
-        for (const c of cleanups.reverse()) {
-            try {
-                await c();
-            } catch (_) {}
-        }
-        await bus.stop();
-        removeTree(bus.dir);
-    },
-});
-System.exit(failed ? 1 : 0);
+await runProgram(tests, bus, cleanups);

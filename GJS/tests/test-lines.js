@@ -5,10 +5,11 @@
 // Run: gjs -m GJS/tests/test-lines.js   (WORMHOLE_SWIFT_BIN: the directory of the Swift tools)
 import Gio from 'gi://Gio';
 import GLib from 'gi://GLib';
-import System from 'system';
 import * as W from '../wormhole.js';
 import {ClipSource, DIRECTORY, IDENTIFIER, formatClip, toClip} from '../../Examples/Lines/shell-extension/clip-source.js';
-import {Child, Inbox, PrivateBus, REPO, SWIFT_BIN, WORMHOLE, assert, assertEqual, removeTree, run, tempDir} from './harness.js';
+import {
+    Child, Inbox, PrivateBus, REPO, SWIFT_BIN, WORMHOLE, assert, assertEqual, removeTree, runProgram, tempDir
+} from './harness.js';
 
 const bus = await new PrivateBus().start();
 const withRuntime = GLib.getenv('GJS_TEST_RUNTIME') !== 'unset';
@@ -20,8 +21,10 @@ function world() {
     const runtime = tempDir('wormhole-gjs-lines-runtime');
     cleanups.push(() => removeTree(root), () => removeTree(runtime));
     const group = `group.com.example.lines-gjs${withRuntime ? 'r' : 'n'}-${++counter}`;
-    const env = {WORMHOLE_CONTAINER_ROOT: root, XDG_RUNTIME_DIR: withRuntime ? runtime : null, LINES_GROUP: group,
-        DBUS_SESSION_BUS_ADDRESS: bus.address};
+    const env = {
+        WORMHOLE_CONTAINER_ROOT: root, XDG_RUNTIME_DIR: withRuntime ? runtime : null, LINES_GROUP: group,
+        DBUS_SESSION_BUS_ADDRESS: bus.address,
+    };
     const wb = new W.WormholeBus({address: bus.address, root});
     cleanups.push(() => wb.close());
     const tool = async (args, what) => {
@@ -73,8 +76,10 @@ const tests = [
         const w = world();
         const clips = new Inbox();
         const errors = new Inbox();
-        const source = new ClipSource({bus: w.wb, group: w.group, onClip: c => clips.push(c.text),
-            onError: e => errors.push(e.message)});
+        const source = new ClipSource({
+            bus: w.wb, group: w.group, onClip: c => clips.push(c.text),
+            onError: e => errors.push(e.message),
+        });
         await source.start();
         await w.tool(['defaults', 'write', '--group', w.group, IDENTIFIER, clipJSON('3', 'from defaults')], 'write');
         assertEqual(await clips.next('the defaults clip'), 'from defaults', 'defaults clip');
@@ -94,8 +99,12 @@ const tests = [
             const source = new ClipSource({bus: w.wb, group: w.group, onClip: c => clips.push([c.text, c.url])});
             await source.start();
             const host = new Child([`${SWIFT_BIN}/line-grabber-host`, 'chrome-extension://abcdefghijklmnopabcdefghijklmnop/'],
-                {env: {...w.env, LINES_BUS_ADDRESS: bus.address, LINES_CHANNEL: channel === 'mailbox' ? 'mailbox' : null,
-                    DBUS_SESSION_BUS_ADDRESS: 'unix:path=/nonexistent/wormhole-tests-use-explicit-buses'}, stdin: true});
+                {
+                    env: {
+                        ...w.env, LINES_BUS_ADDRESS: bus.address, LINES_CHANNEL: channel === 'mailbox' ? 'mailbox' : null,
+                        DBUS_SESSION_BUS_ADDRESS: 'unix:path=/nonexistent/wormhole-tests-use-explicit-buses',
+                    }, stdin: true,
+                });
             cleanups.push(() => host.kill(9));
             const body = new TextEncoder().encode(JSON.stringify({line: `clipped via ${channel}`, url: 'https://example.com/'}));
             const frame = new Uint8Array(4 + body.length);
@@ -149,7 +158,7 @@ function loadExtensionWithStubs() {
             get text() { return this._text; }
             set text(t) { this._text = t; globalThis.__linesStubs.changes.push(t); } }};`,
         'clutter.js': 'export default {ActorAlign: {CENTER: 2}};',
-        'extension.js': `export class Extension { constructor(metadata) { this.metadata = metadata; this.uuid = metadata.uuid; } }`,
+        'extension.js': 'export class Extension { constructor(metadata) { this.metadata = metadata; this.uuid = metadata.uuid; } }',
         'main.js': 'export const panel = {addToStatusArea(uuid, button) { this.added = button; }};',
         'panelMenu.js': `export class Button { constructor() { this.children = []; }
             add_child(c) { this.children.push(c); } destroy() { globalThis.__linesStubs.destroyed = true; } }`,
@@ -170,17 +179,4 @@ function loadExtensionWithStubs() {
     return {uri: `file://${dir}/lines-extension.js`};
 }
 
-const failed = await run(tests, {
-    teardown: async () => {
-        for (const c of cleanups.reverse()) {
-            try {
-                await c();
-            } catch (e) {
-                printerr(`cleanup: ${e.message}`);
-            }
-        }
-        await bus.stop();
-        removeTree(bus.dir);
-    },
-});
-System.exit(failed ? 1 : 0);
+await runProgram(tests, bus, cleanups);
