@@ -180,7 +180,7 @@ const tests = [
         }
         holder.closeInput();
         await holder.finished('the Swift consumer');
-        assert(error instanceof W.WormholeError && error.code === 'consumerInUse' && error.message.includes("'gjs'"),
+        assert(error instanceof W.WormholeError && error.code === 'consumerBusy' && error.message.includes("'gjs'"),
             `a consumer Swift holds is refused: ${error}`);
     }],
 

@@ -24,6 +24,11 @@ export class TypedValue {
     }
 }
 
+/** Standard base64 with its padding, nothing else (what the Swift and Python readers accept). */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+
 class NumberLiteral {
     constructor(source, integer) {
         this.source = source;
@@ -35,7 +40,13 @@ function typed(raw) {
     if (raw instanceof NumberLiteral) {
         if (raw.integer) {
             const n = Number(raw.source);
-            return new TypedValue('int', Number.isSafeInteger(n) ? n : BigInt(raw.source), raw.source);
+            if (Number.isSafeInteger(n))
+                return new TypedValue('int', n, raw.source);
+            // A property-list Int is 64 bits: a larger integer is a value no typed getter reads
+            // (contract/vectors/suites.json), kept as it is stored.
+            const big = BigInt(raw.source);
+            return big < INT64_MIN || big > INT64_MAX ? new TypedValue('unknown', big, big)
+                : new TypedValue('int', big, raw.source);
         }
         return new TypedValue('double', Number(raw.source), raw.source);
     }
@@ -45,6 +56,9 @@ function typed(raw) {
         return new TypedValue('unknown', null, null);
     if (Array.isArray(raw)) {
         const items = raw.map(typed);
+        // A value with an unreadable part anywhere is unreadable as a whole.
+        if (items.some(t => t.type === 'unknown'))
+            return new TypedValue('unknown', plainJSON(raw), plainJSON(raw));
         return new TypedValue('array', items.map(t => t.value), items.map(t => t.json));
     }
     const keys = Object.keys(raw);
@@ -54,7 +68,7 @@ function typed(raw) {
         const inner = raw[tag];
         if (tag === '$date' && inner instanceof NumberLiteral)
             return new TypedValue('date', new Date(Number(inner.source) * 1000), json);
-        if (tag === '$data' && typeof inner === 'string')
+        if (tag === '$data' && typeof inner === 'string' && BASE64.test(inner))
             return new TypedValue('data', GLib.base64_decode(inner), json);
         if (tag === '$url' && typeof inner === 'string')
             return new TypedValue('url', inner, json);
@@ -70,8 +84,12 @@ function typed(raw) {
 
 function dictionary(raw, json) {
     const out = {};
-    for (const [k, v] of Object.entries(raw))
-        out[k] = typed(v).value;
+    for (const [k, v] of Object.entries(raw)) {
+        const item = typed(v);
+        if (item.type === 'unknown')
+            return new TypedValue('unknown', json, json);
+        out[k] = item.value;
+    }
     return new TypedValue('dictionary', out, json);
 }
 

@@ -10,7 +10,7 @@ export class WormholeError extends Error {
      * @param {string} code one of `invalidName`, `invalidIdentifier`, `invalidGroup`,
      *   `invalidDirectory`, `invalidSuite`, `invalidKey`, `invalidMessage`, `unsafeContainer`,
      *   `unreadable`, `tooLarge`, `corruptSuite`, `typeMismatch`, `bus`, `notSent`, `command`,
-     *   `toolMissing`, `journalCorrupt`, `journalVersion`, `invalidCursor`, `consumerInUse`
+     *   `toolMissing`, `journalCorrupt`, `journalVersion`, `invalidCursor`, `consumerBusy`
      * @param {string} message a sentence naming the bad value
      * @param {*} [value] the bad value
      */

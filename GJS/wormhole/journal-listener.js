@@ -28,7 +28,7 @@ const LARGE_RECORD = 64 * 1024; // parsed in slices above this size
  * Options: `group`, `directory` (default `wormhole`), `identifier`; `from`: `'end'` (default:
  * the records appended after `ready`), `'start'`, or a sequence number; `consumer`: a durable
  * consumer's name (its stored cursor wins over `from`; a consumer in use by another process
- * rejects `ready` with `consumerInUse`); `onDamage(gap)`: a {@link JournalGap} per range that
+ * rejects `ready` with `consumerBusy`); `onDamage(gap)`: a {@link JournalGap} per range that
  * cannot be delivered (default: a `wormhole: records A..B: …` line on standard error);
  * `onError(error)`: a journal that cannot be read, a record that is not JSON.
  *
@@ -279,7 +279,7 @@ class ConsumerLock {
         });
         if (line !== 'locked') {
             const status = await new Promise(resolve => proc.wait_async(null, () => resolve(proc.get_exit_status())));
-            throw new WormholeError('consumerInUse', status === 75
+            throw new WormholeError('consumerBusy', status === 75
                 ? `consumer '${consumer}' of ${journalPath} is in use by another process`
                 : `cannot lock ${path} (flock exited ${status})`, consumer);
         }
