@@ -162,10 +162,12 @@ final class CDeliveryQueue: @unchecked Sendable {
             guard !state.cancelled else { return (false, false) }
             state.cancelled = true
             if state.pending > 0 {
-                let before = entries.count
-                entries.removeAll { $0.subscription === subscription }
-                if !state.suspended { addReady(-(before - entries.count)) }
-                head = min(head, entries.count)
+                // Only the entries not taken yet (from `head` on) are the subscription's pending ones.
+                let kept = entries[head...].filter { $0.subscription !== subscription }
+                let removed = entries.count - head - kept.count
+                entries = Array(kept)
+                head = 0
+                if !state.suspended { addReady(-removed) }
                 state.pending = 0
             }
             let here = runningThread.map { pthread_equal($0, pthread_self()) != 0 } ?? false
