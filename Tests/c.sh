@@ -98,6 +98,13 @@ gcc -std=c99 -Wall -Wextra -Werror -g "${sanitize[@]}" $cflags -o "$work/bin/wh-
     Tests/C/test-notify.c Tests/C/test-store.c $libs -lpthread $rpath
 # shellcheck disable=SC2086
 gcc -std=c99 -Wall -Wextra -Werror -g "${sanitize[@]}" $cflags -o "$work/bin/send-and-exit" Tests/C/send-and-exit.c $libs $rpath
+# The README's C listener, as written (its block follows `<!-- c-listener -->`).
+awk '/<!-- c-listener -->/ { found = 1; next } found && /^```c/ { inside = 1; next } inside && /^```/ { exit }
+    inside { print }' README.md >"$work/listener.c"
+[ -s "$work/listener.c" ] || fail "README.md has no C block after <!-- c-listener -->"
+# shellcheck disable=SC2086
+gcc -std=c99 -Wall -Werror $cflags $(pkg-config --cflags glib-2.0) -o "$work/bin/readme-listener" "$work/listener.c" \
+    $libs $(pkg-config --libs glib-2.0) $rpath
 swift_bin=$(swift build -c "$build" --show-bin-path)
 [ -x "$swift_bin/wormhole" ] || fail "$swift_bin/wormhole is not built (Tests/run.sh builds it)"
 cp "$swift_bin/wormhole" "$work/bin/"
@@ -129,6 +136,22 @@ echo "c.sh: $label: doorbell $([ -n "${XDG_RUNTIME_DIR:-}" ] && echo on || echo 
 "$work/bin/wh-tests"
 SEND_AND_EXIT="$work/bin/send-and-exit" WORMHOLE="$work/bin/wormhole" \
     bash "$work/Tests/faults-c-exit.sh" "${WH_EXIT_SENDS:-50}"
+# The README's listener hears the tour's send. It says nothing when it listens, so the send is
+# repeated until its line comes (each wait ends at the line, or after a second).
+stdbuf -oL "$work/bin/readme-listener" >"$scratch/listener.out" &
+listener=$!
+heard=0
+for _ in $(seq 30); do
+    "$work/bin/wormhole" send --group group.com.example.tour button '{"buttonNumber":10}'
+    if grep -q -m1 -F 'button {"buttonNumber":10}' < <(timeout 1 tail -n +1 -F "$scratch/listener.out" 2>/dev/null); then
+        heard=1
+        break
+    fi
+done
+kill "$listener"
+wait "$listener" 2>/dev/null || true
+[ "$heard" = 1 ] || { echo "c.sh: $label: the README's C listener printed: $(cat "$scratch/listener.out")" >&2; exit 1; }
+echo "the README's C listener printed: $(head -1 "$scratch/listener.out")"
 EOF
 chmod 755 "$work/configuration.sh"
 chmod -R a+rX "$work"

@@ -48,7 +48,9 @@ final class CContext: Sendable {
                 current = appID
             }
         }
-        sink = options?.log.map { CLogSink(handler: $0.handler, minimum: $0.minimum, data: $0.data, destroy: $0.destroy) }
+        sink = options?.log.map {
+            CLogSink(handler: $0.handler, minimum: $0.minimum, data: $0.data, destroy: $0.destroy)
+        }
         queue = try CDeliveryQueue()
         do {
             center = try DarwinNotificationCenter(
@@ -102,7 +104,9 @@ final class CContext: Sendable {
     private static func flushFailure(_ error: any Error, _ timeout: Duration) -> CFailure {
         var failure = CFailure(error)
         if failure.status == .bus, failure.name == "bus.timedOut" { failure.status = .timedOut }
-        if failure.status == .timedOut { failure.message = "flush did not finish within \(timeout): \(failure.message)" }
+        if failure.status == .timedOut {
+            failure.message = "flush did not finish within \(timeout): \(failure.message)"
+        }
         return failure
     }
 
@@ -126,7 +130,7 @@ final class CContext: Sendable {
 // MARK: The C functions
 
 @_cdecl("wh_version")
-public func wh_version(_ contract: UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> UnsafePointer<CChar>? {
+public func whVersion(_ contract: UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> UnsafePointer<CChar>? {
     contract?.pointee = CVersion.contract
     return CVersion.package
 }
@@ -138,7 +142,7 @@ enum CVersion {
 }
 
 @_cdecl("wh_context_options_new")
-public func wh_context_options_new(
+public func whContextOptionsNew(
     _ options: UnsafeMutablePointer<OpaquePointer?>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
     cCall(error) {
@@ -148,12 +152,12 @@ public func wh_context_options_new(
 }
 
 @_cdecl("wh_context_options_free")
-public func wh_context_options_free(_ options: OpaquePointer?) {
+public func whContextOptionsFree(_ options: OpaquePointer?) {
     release(options, CContextOptions.self)
 }
 
 @_cdecl("wh_context_options_set_bus_address")
-public func wh_context_options_set_bus_address(
+public func whContextOptionsSetBusAddress(
     _ options: OpaquePointer?, _ address: UnsafePointer<CChar>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
     cCall(error) {
@@ -165,7 +169,7 @@ public func wh_context_options_set_bus_address(
 }
 
 @_cdecl("wh_context_options_set_app_id")
-public func wh_context_options_set_app_id(
+public func whContextOptionsSetAppId(
     _ options: OpaquePointer?, _ appID: UnsafePointer<CChar>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
     cCall(error) {
@@ -177,28 +181,29 @@ public func wh_context_options_set_app_id(
 }
 
 @_cdecl("wh_context_options_set_container_root")
-public func wh_context_options_set_container_root(
+public func whContextOptionsSetContainerRoot(
     _ options: OpaquePointer?, _ path: UnsafePointer<CChar>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
     cCall(error) {
         let options = try object(options, CContextOptions.self, "options")
         let path = try text(path, "path")
         guard path.hasPrefix("/") else {
-            throw CFailure(.noContainerRoot, name: "noContainerRoot", "container root '\(path)' is not absolute", value: path)
+            throw CFailure(
+                .noContainerRoot, name: "noContainerRoot", "container root '\(path)' is not absolute", value: path)
         }
         options.containerRoot = path
     }
 }
 
 @_cdecl("wh_context_options_set_doorbell")
-public func wh_context_options_set_doorbell(
+public func whContextOptionsSetDoorbell(
     _ options: OpaquePointer?, _ enabled: Int32, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
     cCall(error) { try object(options, CContextOptions.self, "options").doorbell = enabled != 0 }
 }
 
 @_cdecl("wh_context_options_set_log_handler")
-public func wh_context_options_set_log_handler(
+public func whContextOptionsSetLogHandler(
     _ options: OpaquePointer?, _ handler: CLogFunction?, _ minimum: Int32, _ data: UnsafeMutableRawPointer?,
     _ destroy: CDestroyFunction?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
@@ -213,7 +218,7 @@ public func wh_context_options_set_log_handler(
 }
 
 @_cdecl("wh_context_new")
-public func wh_context_new(
+public func whContextNew(
     _ options: OpaquePointer?, _ context: UnsafeMutablePointer<OpaquePointer?>?,
     _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
@@ -224,25 +229,25 @@ public func wh_context_new(
 }
 
 @_cdecl("wh_context_free")
-public func wh_context_free(_ context: OpaquePointer?) {
+public func whContextFree(_ context: OpaquePointer?) {
     guard let object = object(context, CContext.self) else { return }
     object.close()
     release(context, CContext.self)
 }
 
 @_cdecl("wh_context_fd")
-public func wh_context_fd(_ context: OpaquePointer?) -> Int32 {
+public func whContextFd(_ context: OpaquePointer?) -> Int32 {
     object(context, CContext.self)?.queue.descriptor ?? -1
 }
 
 @_cdecl("wh_context_dispatch")
-public func wh_context_dispatch(_ context: OpaquePointer?) -> Int32 {
+public func whContextDispatch(_ context: OpaquePointer?) -> Int32 {
     guard let context = object(context, CContext.self) else { return -1 }
     return Int32(clamping: context.queue.dispatch())
 }
 
 @_cdecl("wh_context_flush")
-public func wh_context_flush(
+public func whContextFlush(
     _ context: OpaquePointer?, _ timeout: Int64, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
     cCall(error) {

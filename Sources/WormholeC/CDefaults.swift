@@ -61,7 +61,7 @@ private func key(_ key: UnsafePointer<CChar>?) throws -> String {
 }
 
 @_cdecl("wh_defaults_open")
-public func wh_defaults_open(
+public func whDefaultsOpen(
     _ context: OpaquePointer?, _ group: UnsafePointer<CChar>?, _ suite: UnsafePointer<CChar>?,
     _ defaults: UnsafeMutablePointer<OpaquePointer?>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
@@ -75,13 +75,14 @@ public func wh_defaults_open(
 }
 
 @_cdecl("wh_defaults_free")
-public func wh_defaults_free(_ defaults: OpaquePointer?) {
+public func whDefaultsFree(_ defaults: OpaquePointer?) {
     release(defaults, CDefaults.self)
 }
 
 @_cdecl("wh_defaults_get")
-public func wh_defaults_get(
-    _ defaults: OpaquePointer?, _ key: UnsafePointer<CChar>?, _ json: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
+public func whDefaultsGet(
+    _ defaults: OpaquePointer?, _ key: UnsafePointer<CChar>?,
+    _ json: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
     _ length: UnsafeMutablePointer<Int>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
     cCall(error) {
@@ -98,7 +99,7 @@ public func wh_defaults_get(
 }
 
 @_cdecl("wh_defaults_set")
-public func wh_defaults_set(
+public func whDefaultsSet(
     _ defaults: OpaquePointer?, _ key: UnsafePointer<CChar>?, _ json: UnsafePointer<CChar>?, _ length: Int,
     _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
@@ -111,7 +112,7 @@ public func wh_defaults_set(
 }
 
 @_cdecl("wh_defaults_remove")
-public func wh_defaults_remove(
+public func whDefaultsRemove(
     _ defaults: OpaquePointer?, _ key: UnsafePointer<CChar>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
     cCall(error) {
@@ -123,7 +124,7 @@ public func wh_defaults_remove(
 }
 
 @_cdecl("wh_defaults_increment")
-public func wh_defaults_increment(
+public func whDefaultsIncrement(
     _ defaults: OpaquePointer?, _ key: UnsafePointer<CChar>?, _ by: Int64, _ value: UnsafeMutablePointer<Int64>?,
     _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
@@ -141,7 +142,7 @@ private struct Mismatch: Error {
 }
 
 @_cdecl("wh_defaults_compare_and_set")
-public func wh_defaults_compare_and_set(
+public func whDefaultsCompareAndSet(
     _ defaults: OpaquePointer?, _ key: UnsafePointer<CChar>?, _ expected: UnsafePointer<CChar>?, _ expectedLength: Int,
     _ json: UnsafePointer<CChar>?, _ length: Int, _ current: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
     _ currentLength: UnsafeMutablePointer<Int>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
@@ -172,7 +173,7 @@ public func wh_defaults_compare_and_set(
 }
 
 @_cdecl("wh_defaults_observe")
-public func wh_defaults_observe(
+public func whDefaultsObserve(
     _ defaults: OpaquePointer?, _ key: UnsafePointer<CChar>?, _ flags: UInt32, _ handler: CChangeHandler?,
     _ data: UnsafeMutableRawPointer?, _ destroy: CDestroyFunction?, _ out: UnsafeMutablePointer<OpaquePointer?>?,
     _ error: UnsafeMutablePointer<OpaquePointer?>?
@@ -201,19 +202,19 @@ public func wh_defaults_observe(
 }
 
 @_cdecl("wh_change_key")
-public func wh_change_key(_ change: OpaquePointer?) -> UnsafePointer<CChar>? {
+public func whChangeKey(_ change: OpaquePointer?) -> UnsafePointer<CChar>? {
     object(change, CChange.self).map { UnsafePointer($0.key) }
 }
 
 @_cdecl("wh_change_value")
-public func wh_change_value(_ change: OpaquePointer?, _ length: UnsafeMutablePointer<Int>?) -> UnsafePointer<CChar>? {
+public func whChangeValue(_ change: OpaquePointer?, _ length: UnsafeMutablePointer<Int>?) -> UnsafePointer<CChar>? {
     let change = object(change, CChange.self)
     length?.pointee = change?.length ?? 0
     return change?.value.map { UnsafePointer($0) }
 }
 
 @_cdecl("wh_change_reason")
-public func wh_change_reason(_ change: OpaquePointer?) -> Int32 {
+public func whChangeReason(_ change: OpaquePointer?) -> Int32 {
     switch object(change, CChange.self)?.change.reason {
     case .initial: CReason.initial.rawValue
     case .catchUp: CReason.catchUp.rawValue
@@ -222,6 +223,6 @@ public func wh_change_reason(_ change: OpaquePointer?) -> Int32 {
 }
 
 @_cdecl("wh_change_is_own_write")
-public func wh_change_is_own_write(_ change: OpaquePointer?) -> Int32 {
+public func whChangeIsOwnWrite(_ change: OpaquePointer?) -> Int32 {
     object(change, CChange.self)?.change.isOwnWrite == true ? 1 : 0
 }

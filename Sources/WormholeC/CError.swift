@@ -212,31 +212,31 @@ func checkFlags(_ flags: UInt32, known: UInt32) throws {
 }
 
 @_cdecl("wh_error_code")
-public func wh_error_code(_ error: OpaquePointer?) -> Int32 {
+public func whErrorCode(_ error: OpaquePointer?) -> Int32 {
     object(error, CErrorObject.self)?.status.rawValue ?? CStatus.invalidArgument.rawValue
 }
 
 @_cdecl("wh_error_name")
-public func wh_error_name(_ error: OpaquePointer?) -> UnsafePointer<CChar>? {
+public func whErrorName(_ error: OpaquePointer?) -> UnsafePointer<CChar>? {
     object(error, CErrorObject.self).map { UnsafePointer($0.name) }
 }
 
 @_cdecl("wh_error_message")
-public func wh_error_message(_ error: OpaquePointer?) -> UnsafePointer<CChar>? {
+public func whErrorMessage(_ error: OpaquePointer?) -> UnsafePointer<CChar>? {
     object(error, CErrorObject.self).map { UnsafePointer($0.message) }
 }
 
 @_cdecl("wh_error_value")
-public func wh_error_value(_ error: OpaquePointer?) -> UnsafePointer<CChar>? {
+public func whErrorValue(_ error: OpaquePointer?) -> UnsafePointer<CChar>? {
     object(error, CErrorObject.self)?.value.map { UnsafePointer($0) }
 }
 
 @_cdecl("wh_error_free")
-public func wh_error_free(_ error: OpaquePointer?) {
+public func whErrorFree(_ error: OpaquePointer?) {
     release(error, CErrorObject.self)
 }
 
 @_cdecl("wh_free")
-public func wh_free(_ buffer: UnsafeMutableRawPointer?) {
+public func whFree(_ buffer: UnsafeMutableRawPointer?) {
     free(buffer)
 }

@@ -3,7 +3,8 @@ import Logging
 import WormholeSystem
 
 /// `wh_log_handler`.
-public typealias CLogFunction = @convention(c) (Int32, UnsafePointer<CChar>?, UnsafePointer<CChar>?, UnsafeMutableRawPointer?) ->
+public typealias CLogFunction =
+    @convention(c) (Int32, UnsafePointer<CChar>?, UnsafePointer<CChar>?, UnsafeMutableRawPointer?) ->
     Void
 /// `wh_destroy_notify`.
 public typealias CDestroyFunction = @convention(c) (UnsafeMutableRawPointer?) -> Void

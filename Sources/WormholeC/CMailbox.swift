@@ -101,7 +101,8 @@ private func listen(
             if let identifier {
                 return [
                     try mailbox.center.listen(
-                        identifier: identifier, as: JSONDocument.self, on: .ioThread, options: options, handler: deliver)
+                        identifier: identifier, as: JSONDocument.self, on: .ioThread, options: options, handler: deliver
+                    )
                 ]
             }
             return [try mailbox.center.listen(as: JSONDocument.self, on: .ioThread, options: options, handler: deliver)]
@@ -110,7 +111,7 @@ private func listen(
 }
 
 @_cdecl("wh_mailbox_open")
-public func wh_mailbox_open(
+public func whMailboxOpen(
     _ context: OpaquePointer?, _ group: UnsafePointer<CChar>?, _ directory: UnsafePointer<CChar>?,
     _ mailbox: UnsafeMutablePointer<OpaquePointer?>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
@@ -124,12 +125,12 @@ public func wh_mailbox_open(
 }
 
 @_cdecl("wh_mailbox_free")
-public func wh_mailbox_free(_ mailbox: OpaquePointer?) {
+public func whMailboxFree(_ mailbox: OpaquePointer?) {
     release(mailbox, CMailbox.self)
 }
 
 @_cdecl("wh_mailbox_send")
-public func wh_mailbox_send(
+public func whMailboxSend(
     _ mailbox: OpaquePointer?, _ identifier: UnsafePointer<CChar>?, _ json: UnsafePointer<CChar>?, _ length: Int,
     _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
@@ -145,8 +146,9 @@ public func wh_mailbox_send(
 }
 
 @_cdecl("wh_mailbox_read")
-public func wh_mailbox_read(
-    _ mailbox: OpaquePointer?, _ identifier: UnsafePointer<CChar>?, _ json: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
+public func whMailboxRead(
+    _ mailbox: OpaquePointer?, _ identifier: UnsafePointer<CChar>?,
+    _ json: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
     _ length: UnsafeMutablePointer<Int>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
     cCall(error) {
@@ -163,7 +165,7 @@ public func wh_mailbox_read(
 }
 
 @_cdecl("wh_mailbox_clear")
-public func wh_mailbox_clear(
+public func whMailboxClear(
     _ mailbox: OpaquePointer?, _ identifier: UnsafePointer<CChar>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
     cCall(error) {
@@ -181,16 +183,17 @@ public func wh_mailbox_clear(
 }
 
 @_cdecl("wh_mailbox_listen")
-public func wh_mailbox_listen(
+public func whMailboxListen(
     _ mailbox: OpaquePointer?, _ identifier: UnsafePointer<CChar>?, _ flags: UInt32, _ handler: CMessageHandler?,
-    _ data: UnsafeMutableRawPointer?, _ destroy: CDestroyFunction?, _ subscription: UnsafeMutablePointer<OpaquePointer?>?,
+    _ data: UnsafeMutableRawPointer?, _ destroy: CDestroyFunction?,
+    _ subscription: UnsafeMutablePointer<OpaquePointer?>?,
     _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
     listen(mailbox, .some(identifier), flags, handler, data, destroy, subscription, error)
 }
 
 @_cdecl("wh_mailbox_listen_all")
-public func wh_mailbox_listen_all(
+public func whMailboxListenAll(
     _ mailbox: OpaquePointer?, _ flags: UInt32, _ handler: CMessageHandler?, _ data: UnsafeMutableRawPointer?,
     _ destroy: CDestroyFunction?, _ subscription: UnsafeMutablePointer<OpaquePointer?>?,
     _ error: UnsafeMutablePointer<OpaquePointer?>?
@@ -199,30 +202,30 @@ public func wh_mailbox_listen_all(
 }
 
 @_cdecl("wh_message_identifier")
-public func wh_message_identifier(_ message: OpaquePointer?) -> UnsafePointer<CChar>? {
+public func whMessageIdentifier(_ message: OpaquePointer?) -> UnsafePointer<CChar>? {
     object(message, CMessage.self).map { UnsafePointer($0.identifier) }
 }
 
 @_cdecl("wh_message_json")
-public func wh_message_json(_ message: OpaquePointer?, _ length: UnsafeMutablePointer<Int>?) -> UnsafePointer<CChar>? {
+public func whMessageJson(_ message: OpaquePointer?, _ length: UnsafeMutablePointer<Int>?) -> UnsafePointer<CChar>? {
     let message = object(message, CMessage.self)
     length?.pointee = message?.length ?? 0
     return message?.json.map { UnsafePointer($0) }
 }
 
 @_cdecl("wh_message_reason")
-public func wh_message_reason(_ message: OpaquePointer?) -> Int32 {
+public func whMessageReason(_ message: OpaquePointer?) -> Int32 {
     object(message, CMessage.self)?.reason.rawValue ?? CReason.posted.rawValue
 }
 
 @_cdecl("wh_message_sent_at")
-public func wh_message_sent_at(_ message: OpaquePointer?, _ nanoseconds: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func whMessageSentAt(_ message: OpaquePointer?, _ nanoseconds: UnsafeMutablePointer<UInt64>?) -> Int32 {
     guard let sentAt = object(message, CMessage.self)?.sentAt else { return 0 }
     nanoseconds?.pointee = sentAt
     return 1
 }
 
 @_cdecl("wh_message_error")
-public func wh_message_error(_ message: OpaquePointer?) -> OpaquePointer? {
+public func whMessageError(_ message: OpaquePointer?) -> OpaquePointer? {
     object(message, CMessage.self)?.error.map { OpaquePointer(Unmanaged.passUnretained($0).toOpaque()) }
 }

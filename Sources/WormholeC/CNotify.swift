@@ -66,7 +66,9 @@ private func observe(
 }
 
 @_cdecl("wh_post")
-public func wh_post(_ context: OpaquePointer?, _ name: UnsafePointer<CChar>?, _ error: UnsafeMutablePointer<OpaquePointer?>?)
+public func whPost(
+    _ context: OpaquePointer?, _ name: UnsafePointer<CChar>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
+)
     -> Int32
 {
     cCall(error) {
@@ -76,7 +78,7 @@ public func wh_post(_ context: OpaquePointer?, _ name: UnsafePointer<CChar>?, _ 
 }
 
 @_cdecl("wh_post_state")
-public func wh_post_state(
+public func whPostState(
     _ context: OpaquePointer?, _ name: UnsafePointer<CChar>?, _ state: UInt64,
     _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
@@ -87,25 +89,27 @@ public func wh_post_state(
 }
 
 @_cdecl("wh_observe_name")
-public func wh_observe_name(
+public func whObserveName(
     _ context: OpaquePointer?, _ name: UnsafePointer<CChar>?, _ flags: UInt32, _ handler: CNotificationHandler?,
-    _ data: UnsafeMutableRawPointer?, _ destroy: CDestroyFunction?, _ subscription: UnsafeMutablePointer<OpaquePointer?>?,
+    _ data: UnsafeMutableRawPointer?, _ destroy: CDestroyFunction?,
+    _ subscription: UnsafeMutablePointer<OpaquePointer?>?,
     _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
     observe(context, name, prefix: false, flags, handler, data, destroy, subscription, error)
 }
 
 @_cdecl("wh_observe_prefix")
-public func wh_observe_prefix(
+public func whObservePrefix(
     _ context: OpaquePointer?, _ prefix: UnsafePointer<CChar>?, _ flags: UInt32, _ handler: CNotificationHandler?,
-    _ data: UnsafeMutableRawPointer?, _ destroy: CDestroyFunction?, _ subscription: UnsafeMutablePointer<OpaquePointer?>?,
+    _ data: UnsafeMutableRawPointer?, _ destroy: CDestroyFunction?,
+    _ subscription: UnsafeMutablePointer<OpaquePointer?>?,
     _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
     observe(context, prefix, prefix: true, flags, handler, data, destroy, subscription, error)
 }
 
 @_cdecl("wh_last_state")
-public func wh_last_state(
+public func whLastState(
     _ context: OpaquePointer?, _ name: UnsafePointer<CChar>?, _ state: UnsafeMutablePointer<UInt64>?,
     _ known: UnsafeMutablePointer<Int32>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
@@ -120,7 +124,7 @@ public func wh_last_state(
 }
 
 @_cdecl("wh_check_token_new")
-public func wh_check_token_new(
+public func whCheckTokenNew(
     _ context: OpaquePointer?, _ name: UnsafePointer<CChar>?, _ token: UnsafeMutablePointer<OpaquePointer?>?,
     _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
@@ -133,41 +137,41 @@ public func wh_check_token_new(
 }
 
 @_cdecl("wh_check_token_check")
-public func wh_check_token_check(_ token: OpaquePointer?) -> Int32 {
+public func whCheckTokenCheck(_ token: OpaquePointer?) -> Int32 {
     guard let token = object(token, CCheckToken.self) else { return -1 }
     return token.token.check() ? 1 : 0
 }
 
 @_cdecl("wh_check_token_free")
-public func wh_check_token_free(_ token: OpaquePointer?) {
+public func whCheckTokenFree(_ token: OpaquePointer?) {
     object(token, CCheckToken.self)?.token.cancel()
     release(token, CCheckToken.self)
 }
 
 @_cdecl("wh_notification_name")
-public func wh_notification_name(_ notification: OpaquePointer?) -> UnsafePointer<CChar>? {
+public func whNotificationName(_ notification: OpaquePointer?) -> UnsafePointer<CChar>? {
     object(notification, CNotification.self).map { UnsafePointer($0.name) }
 }
 
 @_cdecl("wh_notification_state")
-public func wh_notification_state(_ notification: OpaquePointer?, _ state: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func whNotificationState(_ notification: OpaquePointer?, _ state: UnsafeMutablePointer<UInt64>?) -> Int32 {
     guard let value = object(notification, CNotification.self)?.notification.state else { return 0 }
     state?.pointee = value
     return 1
 }
 
 @_cdecl("wh_notification_reason")
-public func wh_notification_reason(_ notification: OpaquePointer?) -> Int32 {
+public func whNotificationReason(_ notification: OpaquePointer?) -> Int32 {
     object(notification, CNotification.self)?.notification.reason == .catchUp
         ? CReason.catchUp.rawValue : CReason.posted.rawValue
 }
 
 @_cdecl("wh_notification_coalesced_count")
-public func wh_notification_coalesced_count(_ notification: OpaquePointer?) -> Int64 {
+public func whNotificationCoalescedCount(_ notification: OpaquePointer?) -> Int64 {
     Int64(object(notification, CNotification.self)?.notification.coalescedCount ?? 0)
 }
 
 @_cdecl("wh_notification_is_own_post")
-public func wh_notification_is_own_post(_ notification: OpaquePointer?) -> Int32 {
+public func whNotificationIsOwnPost(_ notification: OpaquePointer?) -> Int32 {
     object(notification, CNotification.self)?.notification.isOwnPost == true ? 1 : 0
 }

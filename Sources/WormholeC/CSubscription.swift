@@ -89,32 +89,32 @@ final class CSubscription: @unchecked Sendable {
 // MARK: The C functions
 
 @_cdecl("wh_subscription_suspend")
-public func wh_subscription_suspend(_ subscription: OpaquePointer?, _ error: UnsafeMutablePointer<OpaquePointer?>?)
+public func whSubscriptionSuspend(_ subscription: OpaquePointer?, _ error: UnsafeMutablePointer<OpaquePointer?>?)
     -> Int32
 {
     cCall(error) { try object(subscription, CSubscription.self, "subscription").suspend() }
 }
 
 @_cdecl("wh_subscription_resume")
-public func wh_subscription_resume(_ subscription: OpaquePointer?, _ error: UnsafeMutablePointer<OpaquePointer?>?)
+public func whSubscriptionResume(_ subscription: OpaquePointer?, _ error: UnsafeMutablePointer<OpaquePointer?>?)
     -> Int32
 {
     cCall(error) { try object(subscription, CSubscription.self, "subscription").resume() }
 }
 
 @_cdecl("wh_subscription_cancel")
-public func wh_subscription_cancel(_ subscription: OpaquePointer?) {
+public func whSubscriptionCancel(_ subscription: OpaquePointer?) {
     object(subscription, CSubscription.self)?.cancel()
 }
 
 @_cdecl("wh_subscription_is_cancelled")
-public func wh_subscription_is_cancelled(_ subscription: OpaquePointer?) -> Int32 {
+public func whSubscriptionIsCancelled(_ subscription: OpaquePointer?) -> Int32 {
     guard let subscription = object(subscription, CSubscription.self) else { return 1 }
     return subscription.isCancelled ? 1 : 0
 }
 
 @_cdecl("wh_subscription_free")
-public func wh_subscription_free(_ subscription: OpaquePointer?) {
+public func whSubscriptionFree(_ subscription: OpaquePointer?) {
     object(subscription, CSubscription.self)?.cancel()
     release(subscription, CSubscription.self)
 }
