@@ -84,6 +84,7 @@ let package = Package(
         .target(
             name: "WormholeC",
             dependencies: [
+                "CWormholeSystem",
                 "Wormhole",
                 "WormholeDBus",
                 "WormholeSystem",
@@ -95,7 +96,6 @@ let package = Package(
                     "-Xlinker", "--version-script=\(Context.packageDirectory)/libwormhole/libwormhole.map",
                     "-Xlinker", "-soname=libwormhole.so.1",
                     "-Xlinker", "-z", "-Xlinker", "nodelete",
-                    "-Xlinker", "-z", "-Xlinker", "defs",
                 ])
             ]
         ),

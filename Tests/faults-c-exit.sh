@@ -29,7 +29,7 @@ fi
 wormhole=${WORMHOLE:-$repository/.build/debug/wormhole}
 if [ -z "${DBUS_SESSION_BUS_ADDRESS:-}" ]; then
     dbus-daemon --config-file="$repository/dbus/wormhole-session.conf" --address="unix:path=$scratch/bus" \
-        --nofork --print-address >"$scratch/address" &
+        --nofork --print-address >"$scratch/address" 2>/dev/null &
     daemon=$!
     grep -q -m1 '^unix:' < <(timeout 10 tail -n +1 -F "$scratch/address" 2>/dev/null)
     export DBUS_SESSION_BUS_ADDRESS="unix:path=$scratch/bus"
