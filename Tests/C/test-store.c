@@ -253,6 +253,15 @@ void test_bad_input(void) {
     REFUSED("NUL inside JSON", wh_mailbox_send(mailbox, "box", "\"a\0b\"", 5, &error), WH_ERROR_INVALID_JSON,
                   NULL);
     REFUSED("NULL JSON", wh_mailbox_send(mailbox, "box", NULL, 3, &error), WH_ERROR_INVALID_ARGUMENT, NULL);
+    /* A message over the default reader's limit (64 MiB): refused before anything is stored. */
+    size_t oversize = (64u << 20) + 2;
+    char *large = malloc(oversize);
+    memset(large, 'x', oversize);
+    large[0] = '"';
+    large[oversize - 1] = '"';
+    REFUSED("oversize message", wh_mailbox_send(mailbox, "box", large, oversize, &error), WH_ERROR_MESSAGE_TOO_LARGE,
+            NULL);
+    free(large);
     char *stored = (char *)1;
     CHECK_OK(wh_mailbox_read(mailbox, "box", &stored, NULL, ERR));
     CHECK(stored == NULL, "a refused send stored something");
