@@ -261,3 +261,29 @@ void test_options_and_flush(void) {
     CHECK(context == NULL, "a failed wh_context_new gave a context");
     wh_context_options_free(options);
 }
+
+/* The app ID of a sandboxed app (contract section 8): the process owns <APPID>.Wormhole.c<unique>
+ * before it posts, and it is the process's one app ID. Runs last: the app ID stays set. */
+void test_app_id(void) {
+    wh_context_options *options = NULL;
+    CHECK_OK(wh_context_options_new(&options, ERR));
+    CHECK_OK(wh_context_options_set_app_id(options, "org.example.CTest", ERR));
+    wh_context *context = NULL;
+    CHECK_OK(wh_context_new(options, &context, ERR));
+    wh_context_options_free(options);
+    char name[200];
+    name_for(name, sizeof name, "appid");
+    CHECK_OK(wh_post(context, name, ERR));
+    CHECK_OK(wh_context_flush(context, 5000, ERR));
+    char *names = capture("dbus-send --session --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus "
+                          "org.freedesktop.DBus.ListNames");
+    CHECK(names && strstr(names, "\"org.example.CTest.Wormhole.c"), "no org.example.CTest.Wormhole.c… name on the bus");
+    free(names);
+    CHECK_OK(wh_context_options_new(&options, ERR));
+    CHECK_OK(wh_context_options_set_app_id(options, "org.example.Other", ERR));
+    wh_context *other = NULL;
+    REFUSED("a second app ID", wh_context_new(options, &other, &error), WH_ERROR_INVALID_APP_ID, "org.example.Other");
+    CHECK(other == NULL, "a refused context was made");
+    wh_context_options_free(options);
+    wh_context_free(context);
+}

@@ -22,6 +22,7 @@ static const struct {
     {"mailboxes", test_mailboxes},
     {"defaults", test_defaults},
     {"bad-input", test_bad_input},
+    {"app-id", test_app_id},
 };
 
 int main(int argc, char **argv) {

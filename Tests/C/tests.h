@@ -12,4 +12,5 @@ void test_options_and_flush(void);
 void test_mailboxes(void);
 void test_defaults(void);
 void test_bad_input(void);
+void test_app_id(void);
 #endif

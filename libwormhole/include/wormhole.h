@@ -151,8 +151,9 @@ wh_status wh_context_options_set_container_root(wh_context_options *options, con
 /* Whether posts ring and observers are rung through the doorbell (default 1; 0: the bus only). */
 wh_status wh_context_options_set_doorbell(wh_context_options *options, int enabled, wh_error **error);
 /* Routes the log lines of this context's objects at `minimum` or above, and the lines of the
- * process's runtime (its loop thread, the doorbell), to `handler`. Without one, warnings and
- * above go to standard error. `destroy` (may be NULL) runs when the context is freed. */
+ * process's runtime (its loop thread, the doorbell) at info or above, to `handler`. Without a
+ * handler, warnings and above go to standard error. Each context made with these options calls
+ * `destroy` (may be NULL) when it is freed; the options never call it. */
 wh_status wh_context_options_set_log_handler(wh_context_options *options, wh_log_handler handler,
                                              wh_log_level minimum, void *user_data, wh_destroy_notify destroy,
                                              wh_error **error);
@@ -166,8 +167,9 @@ wh_status wh_context_new(const wh_context_options *options, wh_context **context
  * not while another thread still calls a function with it. */
 void wh_context_free(wh_context *context);
 
-/* The file descriptor that is readable while deliveries wait for wh_context_dispatch (poll it
- * for input; never read it). Valid until wh_context_free. */
+/* The file descriptor that is readable while deliveries wait for wh_context_dispatch, and not
+ * otherwise (level-triggered: poll it for input; never read or close it). Valid until
+ * wh_context_free. */
 int wh_context_fd(const wh_context *context);
 /* Runs the handlers of the deliveries waiting now, on the calling thread, and returns how many
  * ran (those arriving meanwhile wait for the next call: the fd stays readable). Returns 0 when
