@@ -59,6 +59,18 @@ prefix=$work/prefix
 scripts/libwormhole.sh --no-build $configuration --prefix "$prefix" >/dev/null
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 library=$prefix/lib/libwormhole.so.1
+# Staged as a distribution package does it: /usr, a multiarch libdir, under a DESTDIR.
+stage=$work/stage
+# shellcheck disable=SC2086
+scripts/libwormhole.sh --no-build $configuration --prefix /usr --libdir /usr/lib/x86_64-linux-gnu --destdir "$stage" \
+    >/dev/null
+for file in usr/lib/x86_64-linux-gnu/libwormhole.so.1 usr/lib/x86_64-linux-gnu/libwormhole.so \
+    usr/include/wormhole-1/wormhole.h usr/include/wormhole-1/wormhole-glib.h usr/lib/x86_64-linux-gnu/pkgconfig/wormhole-1.pc; do
+    [ -e "$stage/$file" ] || fail "a staged install has no /$file"
+done
+grep -qx 'libdir=/usr/lib/x86_64-linux-gnu' "$stage/usr/lib/x86_64-linux-gnu/pkgconfig/wormhole-1.pc" ||
+    fail "the staged wormhole-1.pc does not name its libdir"
+[ "$(find "$stage" -mindepth 1 -maxdepth 1)" = "$stage/usr" ] || fail "the staged install wrote outside its prefix"
 
 # 2. The ABI: exported functions, SONAME, dependencies.
 nm -D --defined-only "$library" | awk '$2 ~ /^[A-Z]$/ && $2 != "A" { sub(/@.*/, "", $3); print $3 }' | sort \
