@@ -150,6 +150,7 @@ export DBUS_SESSION_BUS_ADDRESS="unix:path=$scratch/bus"
 export WORMHOLE_CONTAINER_ROOT="$scratch/root"
 export WH_TEST_SWIFT="$work/bin/wormhole"
 export WH_TEST_PYTHON="/usr/bin/python3 -m wormhole_py"
+export WH_TEST_DBUS_CONFIG="$work/dbus/wormhole-session.conf"
 export PYTHONPATH="$work/python" PYTHONDONTWRITEBYTECODE=1
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=23
 export LSAN_OPTIONS="suppressions=$work/lsan.supp:print_suppressions=0"

@@ -3,7 +3,9 @@
 #define _GNU_SOURCE
 #include "tests.h"
 
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -286,4 +288,54 @@ void test_app_id(void) {
     CHECK(other == NULL, "a refused context was made");
     wh_context_options_free(options);
     wh_context_free(context);
+}
+
+/* The log handler gets the library's lines: a context on a bus of its own hears that bus go
+ * ("disconnected from the bus", "bus connection lost…", from the library's own thread). */
+static int log_pipe[2];
+
+static void on_log_line(wh_log_level level, const char *component, const char *message, void *data) {
+    (void)data;
+    char line[512];
+    int length = snprintf(line, sizeof line, "%d %s: %s\n", (int)level, component, message);
+    if (length > 0) {
+        ssize_t written = write(log_pipe[1], line, (size_t)length < sizeof line ? (size_t)length : sizeof line - 1);
+        (void)written;
+    }
+}
+
+void test_log_handler(void) {
+    char *directory = capture("mktemp -d");
+    char *pid_text = capture("dbus-daemon --config-file=\"$WH_TEST_DBUS_CONFIG\" --address=unix:path=%s/bus "
+                             "--fork --print-pid 2>/dev/null",
+                             directory);
+    long pid = pid_text ? strtol(pid_text, NULL, 10) : 0;
+    CHECK(pid > 0, "no second dbus-daemon (WH_TEST_DBUS_CONFIG=%s)", getenv("WH_TEST_DBUS_CONFIG"));
+    if (pid <= 0) return;
+    CHECK(pipe(log_pipe) == 0, "pipe");
+    char address[600];
+    snprintf(address, sizeof address, "unix:path=%s/bus", directory);
+    wh_context_options *options = NULL;
+    CHECK_OK(wh_context_options_new(&options, ERR));
+    CHECK_OK(wh_context_options_set_bus_address(options, address, ERR));
+    CHECK_OK(wh_context_options_set_log_handler(options, on_log_line, WH_LOG_TRACE, NULL, NULL, ERR));
+    wh_context *context = NULL;
+    CHECK_OK(wh_context_new(options, &context, ERR));
+    wh_context_options_free(options);
+    char name[200];
+    name_for(name, sizeof name, "log");
+    CHECK_OK(wh_post(context, name, ERR));
+    CHECK_OK(wh_context_flush(context, 5000, ERR));
+    kill((pid_t)pid, SIGTERM);
+    struct pollfd readable_pipe = {log_pipe[0], POLLIN, 0};
+    CHECK(poll(&readable_pipe, 1, 10000) == 1, "no log line within 10 s of the bus going away");
+    char lines[2048] = {0};
+    ssize_t got = read(log_pipe[0], lines, sizeof lines - 1);
+    CHECK(got > 0 && strstr(lines, "wormhole.notify: "), "log lines: %s", got > 0 ? lines : "(none)");
+    wh_context_free(context);
+    close(log_pipe[0]);
+    close(log_pipe[1]);
+    run("rm -rf '%s'", directory);
+    free(directory);
+    free(pid_text);
 }

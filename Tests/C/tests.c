@@ -22,6 +22,7 @@ static const struct {
     {"mailboxes", test_mailboxes},
     {"defaults", test_defaults},
     {"bad-input", test_bad_input},
+    {"log-handler", test_log_handler},
     {"app-id", test_app_id},
 };
 

@@ -12,5 +12,6 @@ void test_options_and_flush(void);
 void test_mailboxes(void);
 void test_defaults(void);
 void test_bad_input(void);
+void test_log_handler(void);
 void test_app_id(void);
 #endif
