@@ -19,7 +19,8 @@
  *
  * Threads. Every function may be called from any thread, at any time, except
  * wh_context_dispatch, which one thread at a time calls for a context (a second thread calling
- * it for the same context waits for the first). Handlers run only inside wh_context_dispatch,
+ * it for the same context waits for the first), and the wh_context_options_* functions, whose
+ * object one thread uses at a time (like any C struct you fill). Handlers run only inside wh_context_dispatch,
  * on the thread that calls it, one at a time per context; never on a thread of the library.
  * Inside a handler every function may be called, wh_subscription_cancel and
  * wh_subscription_free of the running subscription included (the handler is not called again
