@@ -20,6 +20,10 @@ let package = Package(
     products: [
         .library(name: "Wormhole", targets: ["Wormhole"]),
         .executable(name: "wormhole", targets: ["WormholeCLI"]),
+        // libwormhole, the C library (docs/c.md): `scripts/libwormhole.sh` builds it and installs
+        // it as libwormhole.so.1 with wormhole.h and wormhole-1.pc. Its link flags live in its
+        // own target below, never in a target of the Wormhole product.
+        .library(name: "wormhole-c", type: .dynamic, targets: ["WormholeC"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -70,6 +74,29 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Atomics", package: "swift-atomics"),
+            ]
+        ),
+        // Layer 4: the C library (libwormhole.so.1; the header is libwormhole/include).
+        // Linked with the Swift runtime in it (-static-stdlib), exporting only the `wh_*`
+        // functions (the version script), never unloaded (-z nodelete): these are the unsafe
+        // flags, and only this target has them, so a package depending on the Wormhole product
+        // by URL still resolves.
+        .target(
+            name: "WormholeC",
+            dependencies: [
+                "CWormholeSystem",
+                "Wormhole",
+                "WormholeDBus",
+                "WormholeSystem",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            linkerSettings: [
+                .unsafeFlags([
+                    "-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims",
+                    "-Xlinker", "--version-script=\(Context.packageDirectory)/libwormhole/libwormhole.map",
+                    "-Xlinker", "-soname=libwormhole.so.1",
+                    "-Xlinker", "-z", "-Xlinker", "nodelete",
+                ])
             ]
         ),
         // Layer 4: the `wormhole` command-line tool.

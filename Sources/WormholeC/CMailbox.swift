@@ -1,0 +1,231 @@
+import FoundationEssentials
+import Glibc
+import Wormhole
+import WormholeDBus
+
+/// `wh_mailbox`: a message center of one group and directory, opened with its context's
+/// settings.
+final class CMailbox: Sendable {
+    let context: CContext
+    let center: MessageCenter
+
+    init(_ context: CContext, group: String, directory: String?) throws {
+        self.context = context
+        center = try MessageCenter(
+            applicationGroupIdentifier: GroupIdentifier(group),
+            directory: directory.map { try WormholeDirectoryName($0) } ?? .default,
+            containerRoot: context.containerRoot, busAddress: context.busAddress, wake: context.wake,
+            logger: context.logger("wormhole"))
+        context.addFlusher(self) { [weak center] timeout in center?.flush(timeout: timeout) }
+    }
+
+    deinit { context.removeFlusher(self) }
+}
+
+/// `wh_message`: one delivered message, valid while its handler runs.
+final class CMessage {
+    let identifier: UnsafeMutablePointer<CChar>
+    /// The JSON text, NUL-terminated (`length` bytes before the NUL), or nil.
+    let json: UnsafeMutablePointer<CChar>?
+    let length: Int
+    let reason: CReason
+    let sentAt: UInt64?
+    let error: CErrorObject?
+
+    init(_ delivery: MessageDelivery<JSONDocument>) {
+        identifier = strdup(delivery.identifier.rawValue)
+        switch delivery.result {
+        case .success(let document):
+            var length = 0
+            var json: UnsafeMutablePointer<CChar>?
+            give(document.data, &json, &length)
+            self.json = json
+            self.length = length
+            error = nil
+        case .failure(let failure):
+            json = nil
+            length = 0
+            error = CErrorObject(CFailure(failure))
+        }
+        reason =
+            switch delivery.reason {
+            case .posted: .posted
+            case .stored: .stored
+            case .catchUp: .catchUp
+            case .transient: .transient
+            }
+        sentAt = delivery.sentAt
+    }
+
+    deinit {
+        free(identifier)
+        free(json)
+    }
+}
+
+/// `wh_message_handler`.
+public typealias CMessageHandler = @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?) -> Void
+
+/// A send's report as the C call's outcome: `WH_ERROR_NOT_SENT` when stored but not notified.
+func checkSent(_ error: (any Error)?, _ what: String) throws {
+    guard let error else { return }
+    var failure = CFailure(error)
+    failure.status = .notSent
+    failure.message = "\(what) is stored, but its notification was not sent: \(failure.message)"
+    throw failure
+}
+
+/// The message listen options of `flags` (`WH_LISTEN_*`).
+private func listenOptions(_ flags: UInt32) throws -> MessageCenter.ListenOptions {
+    try checkFlags(flags, known: 0x3)
+    return MessageCenter.ListenOptions(
+        deliversStoredMessageOnStart: flags & 0x1 != 0, deliversEveryPost: flags & 0x2 != 0)
+}
+
+/// Listens for `wh_mailbox_listen` (`identifier` non-nil) and `wh_mailbox_listen_all`.
+private func listen(
+    _ mailbox: OpaquePointer?, _ identifier: UnsafePointer<CChar>??, _ flags: UInt32, _ handler: CMessageHandler?,
+    _ data: UnsafeMutableRawPointer?, _ destroy: CDestroyFunction?, _ out: UnsafeMutablePointer<OpaquePointer?>?,
+    _ error: UnsafeMutablePointer<OpaquePointer?>?
+) -> Int32 {
+    cCall(error) {
+        let mailbox = try object(mailbox, CMailbox.self, "mailbox")
+        let identifier = try identifier.map { try MessageIdentifier(text($0, "identifier")) }
+        let options = try listenOptions(flags)
+        guard let handler else { throw CFailure.argument("handler is NULL") }
+        try mailbox.context.checkOpen()
+        try CSubscription.make(mailbox.context, data: data, destroy: destroy, out: out) { subscription in
+            let deliver: @Sendable (MessageDelivery<JSONDocument>) -> Void = { delivery in
+                subscription.deliver { withDelivery(CMessage(delivery)) { handler($0, subscription.userData) } }
+            }
+            if let identifier {
+                return [
+                    try mailbox.center.listen(
+                        identifier: identifier, as: JSONDocument.self, on: .ioThread, options: options, handler: deliver
+                    )
+                ]
+            }
+            return [try mailbox.center.listen(as: JSONDocument.self, on: .ioThread, options: options, handler: deliver)]
+        }
+    }
+}
+
+@_cdecl("wh_mailbox_open")
+public func whMailboxOpen(
+    _ context: OpaquePointer?, _ group: UnsafePointer<CChar>?, _ directory: UnsafePointer<CChar>?,
+    _ mailbox: UnsafeMutablePointer<OpaquePointer?>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
+) -> Int32 {
+    cCall(error) {
+        let context = try object(context, CContext.self, "context")
+        let group = try text(group, "group")
+        let directory = try optionalText(directory, "directory")
+        guard let mailbox else { throw CFailure.argument("mailbox is NULL") }
+        mailbox.pointee = handle(try CMailbox(context, group: group, directory: directory))
+    }
+}
+
+@_cdecl("wh_mailbox_free")
+public func whMailboxFree(_ mailbox: OpaquePointer?) {
+    release(mailbox, CMailbox.self)
+}
+
+@_cdecl("wh_mailbox_send")
+public func whMailboxSend(
+    _ mailbox: OpaquePointer?, _ identifier: UnsafePointer<CChar>?, _ json: UnsafePointer<CChar>?, _ length: Int,
+    _ error: UnsafeMutablePointer<OpaquePointer?>?
+) -> Int32 {
+    cCall(error) {
+        let mailbox = try object(mailbox, CMailbox.self, "mailbox")
+        let identifier = try MessageIdentifier(text(identifier, "identifier"))
+        let payload = try bytes(json, length, "json")
+        _ = try text(payload, "json")
+        let document = try JSONDocument(data: Data(payload))
+        let report = try mailbox.center.passMessage(document, identifier: identifier)
+        try checkSent(report.notificationError, "the message '\(identifier.rawValue)'")
+    }
+}
+
+@_cdecl("wh_mailbox_read")
+public func whMailboxRead(
+    _ mailbox: OpaquePointer?, _ identifier: UnsafePointer<CChar>?,
+    _ json: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
+    _ length: UnsafeMutablePointer<Int>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
+) -> Int32 {
+    cCall(error) {
+        let mailbox = try object(mailbox, CMailbox.self, "mailbox")
+        let identifier = try MessageIdentifier(text(identifier, "identifier"))
+        guard let json else { throw CFailure.argument("json is NULL") }
+        if let data = try mailbox.center.messageData(identifier: identifier) {
+            give(data, json, length)
+        } else {
+            json.pointee = nil
+            length?.pointee = 0
+        }
+    }
+}
+
+@_cdecl("wh_mailbox_clear")
+public func whMailboxClear(
+    _ mailbox: OpaquePointer?, _ identifier: UnsafePointer<CChar>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
+) -> Int32 {
+    cCall(error) {
+        let mailbox = try object(mailbox, CMailbox.self, "mailbox")
+        if let identifier {
+            let identifier = try MessageIdentifier(text(identifier, "identifier"))
+            let report = try mailbox.center.clearMessage(identifier: identifier)
+            try checkSent(report.notificationError, "the clearing of '\(identifier.rawValue)'")
+        } else {
+            for report in try mailbox.center.clearAllMessages() {
+                try checkSent(report.notificationError, "the clearing of every message")
+            }
+        }
+    }
+}
+
+@_cdecl("wh_mailbox_listen")
+public func whMailboxListen(
+    _ mailbox: OpaquePointer?, _ identifier: UnsafePointer<CChar>?, _ flags: UInt32, _ handler: CMessageHandler?,
+    _ data: UnsafeMutableRawPointer?, _ destroy: CDestroyFunction?,
+    _ subscription: UnsafeMutablePointer<OpaquePointer?>?,
+    _ error: UnsafeMutablePointer<OpaquePointer?>?
+) -> Int32 {
+    listen(mailbox, .some(identifier), flags, handler, data, destroy, subscription, error)
+}
+
+@_cdecl("wh_mailbox_listen_all")
+public func whMailboxListenAll(
+    _ mailbox: OpaquePointer?, _ flags: UInt32, _ handler: CMessageHandler?, _ data: UnsafeMutableRawPointer?,
+    _ destroy: CDestroyFunction?, _ subscription: UnsafeMutablePointer<OpaquePointer?>?,
+    _ error: UnsafeMutablePointer<OpaquePointer?>?
+) -> Int32 {
+    listen(mailbox, nil, flags, handler, data, destroy, subscription, error)
+}
+
+@_cdecl("wh_message_identifier")
+public func whMessageIdentifier(_ message: OpaquePointer?) -> UnsafePointer<CChar>? {
+    object(message, CMessage.self).map { UnsafePointer($0.identifier) }
+}
+
+@_cdecl("wh_message_json")
+public func whMessageJson(_ message: OpaquePointer?, _ length: UnsafeMutablePointer<Int>?) -> UnsafePointer<CChar>? {
+    let message = object(message, CMessage.self)
+    length?.pointee = message?.length ?? 0
+    return message?.json.map { UnsafePointer($0) }
+}
+
+@_cdecl("wh_message_reason")
+public func whMessageReason(_ message: OpaquePointer?) -> Int32 {
+    object(message, CMessage.self)?.reason.rawValue ?? CReason.posted.rawValue
+}
+
+@_cdecl("wh_message_sent_at")
+public func whMessageSentAt(_ message: OpaquePointer?, _ nanoseconds: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    guard let sentAt = object(message, CMessage.self)?.sentAt else { return 0 }
+    nanoseconds?.pointee = sentAt
+    return 1
+}
+
+@_cdecl("wh_message_error")
+public func whMessageError(_ message: OpaquePointer?) -> OpaquePointer? {
+    object(message, CMessage.self)?.error.map { OpaquePointer(Unmanaged.passUnretained($0).toOpaque()) }
+}
