@@ -76,7 +76,7 @@ let package = Package(
                 .product(name: "Atomics", package: "swift-atomics"),
             ]
         ),
-        // Layer 4: the C library (libwormhole.so.1; the header is libwormhole/include).
+        // Layer 4: the C library (libwormhole.so.1; the header is Sources/WormholeC/include).
         // Linked with the Swift runtime in it (-static-stdlib), exporting only the `wh_*`
         // functions (the version script), never unloaded (-z nodelete): these are the unsafe
         // flags, and only this target has them, so a package depending on the Wormhole product
@@ -90,10 +90,12 @@ let package = Package(
                 "WormholeSystem",
                 .product(name: "Logging", package: "swift-log"),
             ],
+            // The C library's own files: its header, its version script, its pkg-config template.
+            exclude: ["include", "libwormhole.map", "wormhole-1.pc.in"],
             linkerSettings: [
                 .unsafeFlags([
                     "-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims",
-                    "-Xlinker", "--version-script=\(Context.packageDirectory)/libwormhole/libwormhole.map",
+                    "-Xlinker", "--version-script=\(Context.packageDirectory)/Sources/WormholeC/libwormhole.map",
                     "-Xlinker", "-soname=libwormhole.so.1",
                     "-Xlinker", "-z", "-Xlinker", "nodelete",
                 ])
