@@ -21,6 +21,7 @@ bus_address, env, swift = _env.bus_address, _env.env, _env.swift
 run, py_defaults, Background = _env.run, _env.py_defaults, _env.Background
 
 from wormhole_py import defaults as wd  # noqa: E402
+from wormhole_py import _plist as wp  # noqa: E402
 from wormhole_py.errors import InvalidInputError  # noqa: E402
 
 G = "group.com.example.defaults"
@@ -43,21 +44,21 @@ def counter(environment, group=G):
 
 def test_tokenizer_keeps_spans_and_names_offsets():
     text = '{"a": 1e400, "b":[1, {"c": -0}], "d":"é\\n", "a": 1.50}'
-    node = wd.parse_json(text)
-    assert node.kind == wd.OBJECT
+    node = wp.parse_json(text)
+    assert node.kind == wp.OBJECT
     spans = [(key, child.text(text)) for key, child in node.value]
     assert spans == [("a", "1e400"), ("b", '[1, {"c": -0}]'), ("d", '"é\\n"'), ("a", "1.50")]
     for bad, offset in (("[1,]", 3), ('{"a" 1}', 5), ("NaN", 0), ("1 2", 2), ('"é', 0), ("01", 1), ("", 0)):
-        with pytest.raises(wd.JSONSyntaxError) as caught:
-            wd.parse_json(bad)
+        with pytest.raises(wp.JSONSyntaxError) as caught:
+            wp.parse_json(bad)
         assert caught.value.offset == offset, (bad, caught.value)
     # Byte offsets, not character offsets.
-    with pytest.raises(wd.JSONSyntaxError) as caught:
-        wd.parse_json('["é", x]')
+    with pytest.raises(wp.JSONSyntaxError) as caught:
+        wp.parse_json('["é", x]')
     assert caught.value.offset == 7
-    wd.parse_json("[" * 512 + "]" * 512)
-    with pytest.raises(wd.JSONSyntaxError) as caught:
-        wd.parse_json("[" * 513 + "]" * 513)
+    wp.parse_json("[" * 512 + "]" * 512)
+    with pytest.raises(wp.JSONSyntaxError) as caught:
+        wp.parse_json("[" * 513 + "]" * 513)
     assert caught.value.offset == 513 and "512" in caught.value.reason
 
 
@@ -66,17 +67,17 @@ def test_values_round_trip_with_their_types():
               False, "EUR", "a/b\u00e9\u0001\"\\\t\b", wd.Date(1700000000.5), wd.Date(-1.25), b"\x00\x01", b"",
               wd.URL("file:///tmp/a%20b"), [1, "two", wd.Date(0.0)], {"a": 1}, {"$date": 5}, {"$dict": 1}, {}, []]
     for value in values:
-        text = wd.encode_value(value)
-        back = wd.decode_json_value(text)
-        assert wd.typed_equal(back, value), (value, text, back)
+        text = wp.encode_value(value)
+        back = wp.decode_json_value(text)
+        assert wp.typed_equal(back, value), (value, text, back)
         assert type(back) is type(value) or isinstance(value, tuple), (value, back)
-    nan = wd.decode_json_value(wd.encode_value(float("nan")))
+    nan = wp.decode_json_value(wp.encode_value(float("nan")))
     assert nan != nan
-    assert wd.encode_value(1e16) == "1e+16" and wd.encode_value(1e15) == "1000000000000000.0"
-    assert wd.encode_value({"$x": 1}) == '{"$dict":{"$x":1}}'
-    assert wd.encode_value("\b\f\u007f\u2028") == '"\\u0008\\u000c\u007f\u2028"'
-    assert not wd.typed_equal(1, 1.0) and not wd.typed_equal(True, 1) and not wd.typed_equal("1", 1)
-    assert wd.typed_equal({"a": [1, 2.0]}, {"a": [1, 2.0]})
+    assert wp.encode_value(1e16) == "1e+16" and wp.encode_value(1e15) == "1000000000000000.0"
+    assert wp.encode_value({"$x": 1}) == '{"$dict":{"$x":1}}'
+    assert wp.encode_value("\b\f\u007f\u2028") == '"\\u0008\\u000c\u007f\u2028"'
+    assert not wp.typed_equal(1, 1.0) and not wp.typed_equal(True, 1) and not wp.typed_equal("1", 1)
+    assert wp.typed_equal({"a": [1, 2.0]}, {"a": [1, 2.0]})
 
 
 def test_values_that_are_refused_name_the_problem():
@@ -86,11 +87,11 @@ def test_values_that_are_refused_name_the_problem():
                         ('{"$double":"foo"}', "$double needs"), ("9223372036854775808", "does not fit"),
                         ('{"$date":1e400}', "$date needs a finite")):
         with pytest.raises(InvalidInputError) as caught:
-            wd.decode_json_value(text)
+            wp.decode_json_value(text)
         assert words in str(caught.value), (text, str(caught.value))
     for value in (None, object(), 2 ** 64, {1: 2}, float, wd.Date(float("nan"))):
         with pytest.raises(InvalidInputError):
-            wd.encode_value(value)
+            wp.encode_value(value)
 
 
 # --------------------------------------------------------------------------

@@ -21,6 +21,7 @@ bus_address, env, swift = _env.bus_address, _env.env, _env.swift
 run, py_journal, Background = _env.run, _env.py_journal, _env.Background
 
 from wormhole_py import journal as wj  # noqa: E402
+from wormhole_py import _journal_format as wf  # noqa: E402
 from wormhole_py._crc32c import crc32c  # noqa: E402
 from wormhole_py.errors import InvalidInputError  # noqa: E402
 
@@ -49,8 +50,8 @@ def test_crc32c_vectors():
 
 def test_segment_test_vector():
     time_ns = 1_700_000_000_000_000_000
-    data = (wj._header(1) + wj._build_frame(7, 1, time_ns, b'{"n":1}') + wj._build_frame(5, 2, time_ns + 1, b'"two"')
-            + wj._build_frame(wj.SEAL, 3, time_ns + 2, b""))
+    data = (wf._header(1) + wf._build_frame(7, 1, time_ns, b'{"n":1}') + wf._build_frame(5, 2, time_ns + 1, b'"two"')
+            + wf._build_frame(wf.SEAL, 3, time_ns + 2, b""))
     expected = bytes.fromhex(
         "57484a4c01000000 0100000000000000"
         "07000000 0100000000000000 00002a36fe9c9717 7b226e223a317d 3e8b0e26"
@@ -73,13 +74,13 @@ def test_append_and_read_in_process(env):
     journal.append("5")
     assert [r.sequence for r in reader.read()] == [5]
     assert stat.S_IMODE(os.stat(journal.path).st_mode) == 0o700
-    assert stat.S_IMODE(os.stat(journal.path / wj.segment_name(1)).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(journal.path / wf.segment_name(1)).st_mode) == 0o600
     with pytest.raises(InvalidInputError):
         journal.append("not json")
     with pytest.raises(wj.JournalError) as caught:
         journal.append('"' + "x" * (1 << 20) + '"')
     assert caught.value.code == "tooLarge"
-    assert wj.compact_json('{ "a" : [1, "b c"] }') == '{"a":[1,"b c"]}'
+    assert wf.compact_json('{ "a" : [1, "b c"] }') == '{"a":[1,"b c"]}'
 
 
 def test_python_appends_swift_reads(env, swift):
@@ -135,7 +136,7 @@ def test_listen_is_woken_by_either_appender(env, swift):
 
 
 def _corrupt(environment, offset):
-    segment = journal_dir(environment) / wj.segment_name(1)
+    segment = journal_dir(environment) / wf.segment_name(1)
     data = bytearray(segment.read_bytes())
     data[offset] ^= 0x55
     segment.write_bytes(bytes(data))
@@ -147,7 +148,7 @@ def test_corrupt_journal_is_reported_by_both(env, swift):
         journal.append(str(number))
     # Frames are 25 bytes each (1-byte payloads) after the 16-byte header: damage record 2's payload.
     _corrupt(env, 16 + 25 + 20)
-    expected_range = {"from": 2, "to": 2, "file": wj.segment_name(1), "reason": "checksum"}
+    expected_range = {"from": 2, "to": 2, "file": wf.segment_name(1), "reason": "checksum"}
     mine = run(py_journal("check", ID, "--group", G), env)
     theirs = run(swift_cmd(swift, "journal", "check", ID, "--group", G), env)
     assert mine.returncode == theirs.returncode == 1
@@ -173,9 +174,9 @@ def test_corrupt_journal_is_reported_by_both(env, swift):
 def test_torn_tail_is_repaired_not_damage(env, swift):
     journal = wj.Journal(G, ID, post=False)
     journal.append(["1", "2"])
-    segment = journal.path / wj.segment_name(1)
+    segment = journal.path / wf.segment_name(1)
     whole = segment.read_bytes()
-    frame = wj._build_frame(3, 3, 0, b'"x"')
+    frame = wf._build_frame(3, 3, 0, b'"x"')
     segment.write_bytes(whole + frame[:10])  # an appender killed mid-write
     for command in (py_journal("check", ID, "--group", G), swift_cmd(swift, "journal", "check", ID, "--group", G)):
         status, out, _ = stat_of(command, env)
@@ -252,7 +253,7 @@ def test_durable_consumer(env, swift):
     assert out["consumers"]["c1"] == 3 and "bad" not in out["consumers"]
     (journal.path / "bad.cursor").unlink()
     # A stored number is never given to another record: append after the highest cursor.
-    journal.write_cursor("ahead", wj.Cursor(0, 9))
+    journal.write_cursor("ahead", wf.Cursor(0, 9))
     assert wj.Journal(G, ID, post=False).append("10") == 10
     mine = json.loads(run(py_journal("stat", ID, "--group", G), env).out)
     theirs = json.loads(run(swift_cmd(swift, "journal", "stat", ID, "--group", G), env).out)
@@ -309,7 +310,7 @@ def test_durable_appends_record_the_synced_position(env, swift):
     assert len(data) == 20
     first, offset = struct.unpack_from("<QQ", data)
     assert struct.unpack_from("<I", data, 16)[0] == crc32c(data[:16])
-    assert (journal.path / wj.segment_name(first)).stat().st_size == offset
+    assert (journal.path / wf.segment_name(first)).stat().st_size == offset
     assert run(swift_cmd(swift, "journal", "check", ID, "--group", G), env).returncode == 0
     assert run(swift_cmd(swift, "send", "--journal", ID, "4", "--group", G), env).returncode == 0
     assert [r.sequence for r in journal.reader("start").read()] == [1, 2, 3, 4, 5]

@@ -16,7 +16,7 @@ import argparse
 import os
 import signal
 import sys
-from typing import Any, List, NoReturn, Optional
+from typing import Any, Callable, List, NoReturn, Optional
 
 from . import __version__, _args, _json
 from ._contract import (
@@ -114,32 +114,63 @@ def state_arg(text: str) -> int:
 # -- signals and the main loop ------------------------------------------------------------------------
 
 class Runner:
-    """A GLib main loop for a long-running command: SIGINT, SIGTERM and
-    SIGHUP end it with 128+N, ``--timeout`` with 0 or 124, a closed output
-    pipe with 0."""
+    """The event loop of a long-running command: a GLib main loop with the
+    ``gio`` transport, an asyncio loop with ``jeepney``
+    (:func:`wormhole_py._wire.transport`).  SIGINT, SIGTERM and SIGHUP end
+    it with 128+N, ``--timeout`` with 0 or 124, a closed output pipe with 0."""
 
     def __init__(self, count: Optional[int], timeout: Optional[float]) -> None:
-        from gi.repository import GLib
-        self.GLib = GLib
-        self.loop = GLib.MainLoop.new(None, False)
+        from ._wire import transport
         self.count = count
         self.timeout = timeout
         self.delivered = 0
         self.status = EX_OK
         self.started = False
         self.signal: Optional[int] = None
-        self._sources: List[int] = []
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            self._sources.append(GLib.unix_signal_add(GLib.PRIORITY_HIGH, signum, self._on_signal, signum))
+        self._stopped = False
+        self._cleanup: List[Callable[[], None]] = []
+        self.gio = transport() == "gio"
+        if self.gio:
+            from gi.repository import GLib
+            from ._reactor import GLibReactor
+            self.GLib = GLib
+            context = GLib.MainContext.default()
+            self.loop: Any = GLib.MainLoop.new(context, False)
+            self.reactor: Any = GLibReactor(context)
+            sources = [GLib.unix_signal_add(GLib.PRIORITY_HIGH, signum, self._on_signal, signum)
+                       for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)]
+            self._cleanup.append(lambda: [GLib.source_remove(source) for source in sources
+                                          if context.find_source_by_id(source) is not None] and None)
+        else:
+            import asyncio
+            from ._reactor import AsyncioReactor
+            self.loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self.loop)
+            self.reactor = AsyncioReactor(self.loop)
+            self._done = self.loop.create_future()
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                self.loop.add_signal_handler(signum, self._on_signal, signum)
         if timeout is not None:
-            self._sources.append(GLib.timeout_add(int(timeout * 1000), self._on_timeout))
+            timer = self.reactor.call_later(timeout, self._on_timeout)
+            self._cleanup.append(timer.cancel)
+
+    def subscribe(self, feed: Any, callback: Callable[[Any], None], on_error: Optional[Callable[[Any], None]],
+                  on_connection_change: Optional[Callable[[bool, Optional[str], int], None]],
+                  address: Optional[str], connect_timeout: float) -> Any:
+        """Start the library's subscription for ``feed`` on this loop (the bus
+        not required: without it, the kind's directory wakes it)."""
+        from ._subscription import Subscription
+        subscription = Subscription(self.reactor, feed, callback, on_error, on_connection_change)
+        if self.gio:
+            return subscription.start(address, False, connect_timeout)
+        return self.loop.run_until_complete(subscription.start_async(address, False, connect_timeout))
 
     def _on_signal(self, signum: int) -> bool:
         self.signal = signum
         self.stop(128 + signum)
         return False
 
-    def _on_timeout(self) -> bool:
+    def _on_timeout(self) -> None:
         if self.count is not None:
             if self.started:
                 err("timed out after %s s before the requested count" % seconds_text(self.timeout or 0))
@@ -149,18 +180,26 @@ class Runner:
             self.stop(EX_TIMEOUT)
         else:
             self.stop(EX_OK)
-        return False
 
     def stop(self, status: int) -> None:
         """End the loop with ``status`` (the first stop wins)."""
-        if self.loop.is_running() or not getattr(self, "_stopped", False):
-            self._stopped = True
-            self.status = status
+        if self._stopped:
+            return
+        self._stopped = True
+        self.status = status
+        if self.gio:
             self.loop.quit()
+        elif not self._done.done():
+            self._done.set_result(None)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stopped
 
     def emit(self, line: str) -> None:
         """Print one delivery; stop after ``count``."""
-        if getattr(self, "_stopped", False):
+        if self._stopped:
             return
         try:
             out(line)
@@ -173,17 +212,24 @@ class Runner:
 
     def run(self) -> int:
         """Run until stopped; returns the exit status."""
-        if not getattr(self, "_stopped", False):
-            self.loop.run()
-        context = self.GLib.MainContext.default()
-        for source in self._sources:
-            if context.find_source_by_id(source) is not None:
-                self.GLib.source_remove(source)
+        if not self._stopped:
+            if self.gio:
+                self.loop.run()
+            else:
+                self.loop.run_until_complete(self._done)
         return self.status
 
     def end(self) -> None:
-        """After cleaning up: a command ended by a signal exits with 128 + its
-        number (130, 143, 129), as the Swift tool does: a normal end."""
+        """After cleaning up: close the loop; a command ended by a signal
+        exits with 128 + its number (130, 143, 129), as the Swift tool
+        does: a normal end."""
+        for cleanup in self._cleanup:
+            cleanup()
+        if not self.gio:
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                self.loop.remove_signal_handler(signum)
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.close()
         if self.signal is not None:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -309,9 +355,8 @@ def cmd_observe(args: argparse.Namespace) -> int:
             validate_prefix(name)
         else:
             validate_name(name)
-    from .notify import NotificationCenter
+    from .notify import NotificationFeed
     runner = Runner(args.count, args.timeout)
-    center = NotificationCenter(args.bus_address, require_bus=False, connect_timeout=_connect_bound(args.timeout))
     address = _address_text(args.bus_address)
 
     def on_note(note: Any) -> None:
@@ -320,7 +365,7 @@ def cmd_observe(args: argparse.Namespace) -> int:
         state = "null" if note.state is None else str(note.state)
         runner.emit('{"name":%s,"state":%s,"reason":"posted"}' % (_json.dumps(note.name), state))
 
-    def on_connection(up: bool, reason: Optional[str]) -> None:
+    def on_connection(up: bool, reason: Optional[str], _changed: int) -> None:
         if up and not runner.started:
             runner.started = True
             ready()
@@ -329,21 +374,18 @@ def cmd_observe(args: argparse.Namespace) -> int:
         else:
             err("lost the bus at %s; waiting for it to come back" % address)
 
-    if args.all:
-        center.observe_all(on_note)
-    else:
-        for name in args.names:
-            center.observe(name, on_note, prefix=args.prefix)
-    center.on_connection_change(on_connection, first=True)
-    if center.connected:
+    feed = NotificationFeed(args.names, prefix=args.prefix, everything=args.all)
+    subscription = runner.subscribe(feed, on_note, None, on_connection, args.bus_address,
+                                    _connect_bound(args.timeout))
+    if subscription.connected:
         runner.started = True
         ready()
-    else:
-        err("%s; still trying: `ready` follows once the bus is back" % (center.link.last_error or "no bus"))
+    elif not runner.stopped:
+        err("%s; still trying: `ready` follows once the bus is back" % (subscription.bus_error or "no bus"))
     try:
         return runner.run()
     finally:
-        center.close()
+        subscription.cancel()
         runner.end()
 
 
@@ -362,7 +404,7 @@ def cmd_listen(args: argparse.Namespace) -> int:
                               count=args.count, timeout=args.timeout, bus_address=args.bus_address)
     if args.consumer is not None or args.start is not None:
         raise UsageError("--consumer and --from need --journal")
-    from .messages import Delivery, DeliveryError
+    from .messages import Delivery, DeliveryError, MailboxFeed
     runner = Runner(args.count, args.timeout)
     hole = _wormhole(args)
     address = _address_text(args.bus_address)
@@ -385,10 +427,11 @@ def cmd_listen(args: argparse.Namespace) -> int:
         else:
             err("lost the bus at %s; listening through the wormhole directory until it is back" % address)
 
-    listener = hole.listen(None if args.all else list(args.identifiers), on_delivery, on_error,
-                           stored=args.stored, catch_unsignalled=not args.no_catch_unsignalled,
-                           every_post=args.every_post, on_connection_change=on_connection,
-                           connect_timeout=_connect_bound(args.timeout))
+    feed = MailboxFeed(hole, None if args.all else list(args.identifiers), args.stored,
+                       not args.no_catch_unsignalled, args.every_post)
+    hole._prepare()
+    listener = runner.subscribe(feed, on_delivery, on_error, on_connection, args.bus_address,
+                                _connect_bound(args.timeout))
     runner.started = True
     ready()
     started[0] = True
