@@ -262,7 +262,9 @@ def wait_for(context, predicate: Callable[[], bool], timeout: float = BOUND, wha
 
 @pytest.fixture
 def context():
-    """A private GLib main context pushed as this thread's default for the test."""
+    """A private GLib main context pushed as this thread's default for the test
+    (skipped without PyGObject: the GLib callback API needs it)."""
+    pytest.importorskip("gi", reason="PyGObject is not installed: the GLib callback API is not tested here")
     from gi.repository import GLib
     ctx = GLib.MainContext.new()
     ctx.push_thread_default()

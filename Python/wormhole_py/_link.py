@@ -156,7 +156,7 @@ class Link:
                 if isinstance(self.reactor, GLibReactor):
                     wire.remove_match(rule)
                 else:
-                    wire.call("RemoveMatch", "s", (rule,)).add_done_callback(_ignore)
+                    wire.call_unanswered("RemoveMatch", "s", (rule,))
 
     def _add_matches(self, wire: Any, rules: List[str], done: Callable[[Optional[str]], None]) -> None:
         if isinstance(self.reactor, GLibReactor):
@@ -318,7 +318,3 @@ class Link:
         finally:
             self._reattaching = False
 
-
-def _ignore(future: "asyncio.Future[Any]") -> None:
-    if not future.cancelled():
-        future.exception()

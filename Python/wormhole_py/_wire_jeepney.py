@@ -144,10 +144,11 @@ class AsyncWire:
         self.on_signal: Optional[SignalHandler] = None
         self.on_closed: Optional[Callable[[str], None]] = None
         self.task: Optional["asyncio.Task[None]"] = None
+        self.loop = asyncio.get_running_loop()
 
     def start(self) -> None:
         """Begin reading (in the running loop)."""
-        self.task = asyncio.get_running_loop().create_task(self._receive())
+        self.task = self.loop.create_task(self._receive())
 
     async def _receive(self) -> None:
         reason = "the bus closed the connection"
@@ -201,7 +202,7 @@ class AsyncWire:
 
     def call(self, method: str, signature: str, body: Tuple[Any, ...]) -> "asyncio.Future[Message]":
         """Send a call to the bus; the future has its reply message."""
-        future: "asyncio.Future[Message]" = asyncio.get_running_loop().create_future()
+        future: "asyncio.Future[Message]" = self.loop.create_future()
         if self.closed:
             future.set_exception(CallFailed(False, "the connection is closed"))
             return future
@@ -209,6 +210,12 @@ class AsyncWire:
         self.replies[serial] = future
         self.writer.write(new_method_call(_BUS, method, signature or None, body).serialise(serial=serial))
         return future
+
+    def call_unanswered(self, method: str, signature: str, body: Tuple[Any, ...]) -> None:
+        """Send a call to the bus whose answer nobody waits for."""
+        if not self.closed:
+            message = new_method_call(_BUS, method, signature or None, body)
+            self.writer.write(message.serialise(serial=next(self.serials)))
 
     async def call_checked(self, method: str, signature: str, body: Tuple[Any, ...],
                            timeout: float) -> Tuple[Any, ...]:

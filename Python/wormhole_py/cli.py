@@ -226,8 +226,14 @@ class Runner:
         for cleanup in self._cleanup:
             cleanup()
         if not self.gio:
+            import asyncio
             for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 self.loop.remove_signal_handler(signum)
+            # Let the cancelled readers finish (they close their sockets) before the loop goes.
+            pending = [task for task in asyncio.all_tasks(self.loop) if not task.done()]
+            for task in pending:
+                task.cancel()
+            self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()
         if self.signal is not None:
