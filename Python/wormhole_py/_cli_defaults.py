@@ -26,7 +26,7 @@ EX_USAGE = 64
 EX_EXPECT = 3
 EX_TIMEOUT = 124
 
-__all__ = ["register", "main", "parse_size", "EX_USAGE"]
+__all__ = ["EX_USAGE", "main", "parse_size", "register"]
 
 
 class UsageError(Exception):
@@ -82,7 +82,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", dest="log_level", default=None, help="Accepted for compatibility.")
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
+def register(subparsers: Any) -> Any:
     """Add ``defaults`` and its subcommands to ``subparsers``; each leaf
     sets ``func`` to a handler ``func(args) -> int`` (the exit status)."""
     defaults = subparsers.add_parser("defaults", help="Read, write and observe the app group's shared defaults suite.",
@@ -206,7 +206,8 @@ def _validate(args: argparse.Namespace, keys: List[str]) -> Any:
 
 def _value_text(args: argparse.Namespace) -> str:
     if args.json is not None:
-        return args.json
+        text: str = args.json
+        return text
     data = sys.stdin.buffer.read()
     from ._plist import JSONSyntaxError, decode_utf8
     try:
@@ -297,7 +298,8 @@ def cmd_increment(args: argparse.Namespace) -> int:
 
 def cmd_load(args: argparse.Namespace) -> int:
     """``defaults load [--replace]``: one JSON object on standard input, one atomic write."""
-    from ._plist import JSONSyntaxError, OBJECT, decode_utf8, parse_json, _decode as decode_node, _ValueProblem
+    from ._plist import OBJECT, JSONSyntaxError, _ValueProblem, decode_utf8, parse_json
+    from ._plist import _decode as decode_node
 
     def body() -> int:
         defaults = _validate(args, [])
@@ -394,9 +396,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     subparsers = parser.add_subparsers(dest="command", metavar="<command>")
     subparsers.required = True
     register(subparsers)
-    arguments = ["defaults"] + list(sys.argv[1:] if argv is None else argv)
+    arguments = ["defaults", *(sys.argv[1:] if argv is None else argv)]
     args = parser.parse_args(arguments)
-    return args.func(args)
+    status: int = args.func(args)
+    return status
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from .errors import InvalidInputError, WormholeError
 EX_USAGE = 64
 EX_TIMEOUT = 124
 
-__all__ = ["register", "main", "send_journal", "listen_journal", "parse_from"]
+__all__ = ["listen_journal", "main", "parse_from", "register", "send_journal"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -81,7 +81,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", dest="log_level", default=None, help="Accepted for compatibility.")
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
+def register(subparsers: Any) -> Any:
     """Add ``journal stat|check|trim`` to ``subparsers``; each leaf sets
     ``func`` to a handler ``func(args) -> int`` (the exit status)."""
     journal = subparsers.add_parser("journal", help="Inspect and trim an identifier's journal.")
@@ -315,20 +315,22 @@ def main(argv: Optional[List[str]] = None) -> int:
     listen.add_argument("--directory", default=_contract.DEFAULT_DIRECTORY)
     listen.add_argument("--consumer")
     listen.add_argument("--from", dest="start", type=parse_from, default="end")
-    from ._cli_defaults import _positive_count, _seconds as seconds
+    from ._cli_defaults import _positive_count
+    from ._cli_defaults import _seconds as seconds
     listen.add_argument("--count", type=_positive_count)
     listen.add_argument("--timeout", type=seconds)
     listen.add_argument("--bus-address", dest="bus_address")
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] in (["stat"], ["check"], ["trim"]):
-        argv = ["journal"] + argv
+        argv = ["journal", *argv]
     args = parser.parse_args(argv)
     if args.command == "send":
         return send_journal(args.group, args.directory, args.identifier, args.json, args.bus_address)
     if args.command == "listen":
         return listen_journal(args.group, args.directory, args.identifier, args.consumer, args.start, args.count,
                               args.timeout, args.bus_address)
-    return args.func(args)
+    status: int = args.func(args)
+    return status
 
 
 if __name__ == "__main__":

@@ -9,10 +9,11 @@ value and whose ``code`` is the contract's reason.
 
 from __future__ import annotations
 
-import time
+import operator
 import threading
+import time
 import unicodedata
-from typing import Optional
+from typing import Optional, SupportsIndex, cast
 
 from .errors import InvalidInputError
 
@@ -217,7 +218,7 @@ def validate_state(state: object) -> Optional[int]:
         return None
     if isinstance(state, bool) or not hasattr(state, "__index__"):
         raise InvalidInputError("invalidValue", "state %s is not an integer" % shown(repr(state)), state)
-    value = state.__index__()  # type: ignore[union-attr]
+    value = operator.index(cast("SupportsIndex", state))
     if value < 0 or value > MAX_STATE:
         raise InvalidInputError("invalidValue", "state must be 0 to 2^64-1, not %s" % shown(str(value)), state)
     return value

@@ -23,7 +23,7 @@ from ._wire import require
 from .errors import WormholeError
 from .notify import parse_posted
 
-__all__ = ["DefaultsFeed", "Change", "ObservingDefaults"]
+__all__ = ["Change", "DefaultsFeed", "ObservingDefaults"]
 
 #: An observed change: ``(key, value)``, the value :data:`~wormhole_py.defaults.MISSING` when removed.
 Change = Tuple[str, Any]
@@ -112,10 +112,13 @@ class ObservingDefaults:
     bus_address: Optional[str]
     directory: Path
     path: Path
-    prefix: str
     last_post_error: Optional[WormholeError]
     _async: Any
     _deferred: Optional[List[Tuple[List[str], int]]]
+
+    @property
+    def prefix(self) -> str:
+        raise NotImplementedError
 
     def validate_key(self, key: str) -> str:
         raise NotImplementedError

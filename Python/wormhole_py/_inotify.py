@@ -17,7 +17,7 @@ import os
 import struct
 from typing import List, Optional, Tuple
 
-__all__ = ["DirectoryWatch", "ARRIVED", "CREATED", "LEFT", "RESCAN"]
+__all__ = ["ARRIVED", "CREATED", "LEFT", "RESCAN", "DirectoryWatch"]
 
 _IN_CREATE = 0x00000100
 _IN_DELETE = 0x00000200

@@ -9,10 +9,10 @@ import json
 import re
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, cast
 
-from ._crc32c import crc32c
 from . import _contract
+from ._crc32c import crc32c
 from .errors import InvalidInputError, WormholeError
 
 MAGIC = b"WHJL"
@@ -151,7 +151,7 @@ class Cursor:
 
 
 class _Frame:
-    __slots__ = ("length", "sequence", "time", "end", "stored", "computed")
+    __slots__ = ("computed", "end", "length", "sequence", "stored", "time")
 
     def __init__(self, length: int, sequence: int, time_ns: int, end: int, stored: int, computed: int) -> None:
         self.length = length
@@ -217,7 +217,7 @@ def _parse_cursor(data: bytes) -> Optional[Cursor]:
     for number in (a, d):
         if isinstance(number, bool) or not isinstance(number, int) or number < 0 or number > MAX_SEQUENCE:
             return None
-    return Cursor(a, d)
+    return Cursor(cast(int, a), cast(int, d))
 
 
 def validate_consumer(name: str) -> str:

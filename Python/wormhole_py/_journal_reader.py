@@ -27,7 +27,7 @@ from .notify import parse_posted
 if TYPE_CHECKING:
     from .journal import Journal
 
-__all__ = ["JournalReader", "JournalFeed"]
+__all__ = ["JournalFeed", "JournalReader"]
 
 
 class JournalReader:

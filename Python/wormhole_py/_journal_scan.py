@@ -6,16 +6,40 @@ from __future__ import annotations
 
 import os
 import stat as _stat
+from pathlib import Path
 from typing import Iterator, List, Optional, Tuple, Union
 
 from ._journal_format import (
-    _U32, _U64, FRAME_OVERHEAD, HEAD, HEADER, MAGIC, MAX_RECORD, MAX_SEQUENCE, SEAL, TRAILER, VERSION, Gap,
-    JournalError, Position, Record, Scan, _describe_bad, _frame_at, _frame_reaches_end, segment_name,
+    _U32,
+    _U64,
+    FRAME_OVERHEAD,
+    HEAD,
+    HEADER,
+    MAGIC,
+    MAX_RECORD,
+    MAX_SEQUENCE,
+    SEAL,
+    TRAILER,
+    VERSION,
+    Gap,
+    JournalError,
+    Position,
+    Record,
+    Scan,
+    _describe_bad,
+    _frame_at,
+    _frame_reaches_end,
+    segment_name,
 )
 
 
 class ScanningJournal:
     """The reading half of :class:`~wormhole_py.journal.Journal`."""
+
+    path: Path
+
+    def _exists(self) -> bool:
+        raise NotImplementedError
 
     def _listing(self) -> Tuple[List[Tuple[int, str]], List[str]]:
         raise NotImplementedError
@@ -32,14 +56,13 @@ class ScanningJournal:
         when ``start`` names an earlier number.
         """
         if not self._exists():
-            expected = start.expected if start is not None else 1
-            yield Position(None, HEADER, expected)
+            yield Position(None, HEADER, start.expected if start is not None else 1)
             return
         segments, _ = self._listing()
         if not segments:
             yield Position(None, HEADER, start.expected if start is not None else 1)
             return
-        expected = start.expected if start is not None else None
+        expected: Optional[int] = start.expected if start is not None else None
         offset = start.offset if start is not None and start.segment is not None else HEADER
         index = 0
         if start is not None and start.segment is not None:

@@ -234,7 +234,7 @@ class Link:
             self._watch = self.reactor.watch_directory(os.path.dirname(self._socket) or "/", changed)
         except BusError:
             self._watch = None
-        except Exception:  # noqa: BLE001 - no watch: the retry timer covers it
+        except Exception:
             self._watch = None
 
     def _stop_watch(self) -> None:
@@ -293,7 +293,11 @@ class Link:
             done(wire, None)
 
         task = self.reactor.loop.create_task(connect())
-        self._connecting = task.cancel
+
+        def abandon() -> None:
+            task.cancel()
+
+        self._connecting = abandon
 
     def _reattach(self, wire: Any) -> None:
         """Re-add every route's rules (answered calls), then say ``back``."""

@@ -14,8 +14,8 @@ import datetime as _dt
 import json
 import re
 from dataclasses import dataclass
-from json.decoder import scanstring as _scanstring
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]
+from typing import Any, Dict, List, Mapping, Optional, Tuple, cast
 
 from . import _contract
 from .errors import InvalidInputError, WormholeError
@@ -168,6 +168,11 @@ class UnknownValue:
 OBJECT, ARRAY, STRING, NUMBER, TRUE, FALSE, NULL = "object", "array", "string", "number", "true", "false", "null"
 
 _WS = re.compile(r"[ \t\n\r]*")
+
+
+def _ws(text: str, pos: int) -> "re.Match[str]":
+    """The whitespace at ``pos`` (always matches, maybe empty)."""
+    return cast("re.Match[str]", _WS.match(text, pos))
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
 _LITERALS = (("true", TRUE), ("false", FALSE), ("null", NULL))
 
@@ -178,7 +183,7 @@ class Node:
     the list of child nodes of an array, the list of ``(key, node)`` pairs of
     an object (duplicates included, in order), ``None`` otherwise."""
 
-    __slots__ = ("kind", "start", "end", "value")
+    __slots__ = ("end", "kind", "start", "value")
 
     def __init__(self, kind: str, start: int, end: int, value: Any) -> None:
         self.kind = kind
@@ -201,7 +206,7 @@ def _syntax(text: str, reason: str, pos: int) -> JSONSyntaxError:
 
 def _string_at(text: str, pos: int) -> Tuple[str, int]:
     try:
-        return _scanstring(text, pos + 1, True)
+        return cast("Tuple[str, int]", _scanstring(text, pos + 1, True))
     except json.JSONDecodeError as error:
         raise _syntax(text, "invalid string (%s)" % error.msg.lower(), error.pos) from None
 
@@ -214,7 +219,7 @@ def parse_json(text: str, max_depth: int = MAX_DEPTH) -> Node:
     a :class:`JSONSyntaxError` naming the byte offset.
     """
     n = len(text)
-    ws = _WS.match
+    ws = _ws
     pos = ws(text, 0).end()
     stack: List[Node] = []
     keys: List[str] = []
@@ -271,7 +276,8 @@ def parse_json(text: str, max_depth: int = MAX_DEPTH) -> Node:
                 top.value.append(done)
             pos = ws(text, pos).end()
             if pos >= n:
-                raise _syntax(text, "unexpected end of the text inside %s" % ("an object" if top.kind == OBJECT else "an array"), pos)
+                inside = "an object" if top.kind == OBJECT else "an array"
+                raise _syntax(text, "unexpected end of the text inside %s" % inside, pos)
             c = text[pos]
             if c == ",":
                 pos = ws(text, pos + 1).end()
@@ -292,11 +298,11 @@ def _key(text: str, pos: int, keys: List[str]) -> int:
     if pos >= len(text) or text[pos] != '"':
         raise _syntax(text, "expected a string key", pos)
     key, pos = _string_at(text, pos)
-    pos = _WS.match(text, pos).end()
+    pos = _ws(text, pos).end()
     if pos >= len(text) or text[pos] != ":":
         raise _syntax(text, "expected ':' after a key", pos)
     keys.append(key)
-    return _WS.match(text, pos + 1).end()
+    return _ws(text, pos + 1).end()
 
 
 def _refuse_constant(name: str) -> Any:
@@ -328,7 +334,7 @@ def object_spans(text: str, max_depth: int = MAX_DEPTH) -> Dict[str, str]:
 
 
 def _fast_spans(text: str, max_depth: int) -> Optional[Dict[str, str]]:
-    ws = _WS.match
+    ws = _ws
     n = len(text)
     pos = ws(text, 0).end()
     if pos >= n or text[pos] != "{":
@@ -573,7 +579,7 @@ def _typed_key(value: Any) -> Any:
 
 def typed_equal(a: Any, b: Any) -> bool:
     """Whether two property-list values are equal as typed values (v1.2)."""
-    return _typed_key(a) == _typed_key(b)
+    return bool(_typed_key(a) == _typed_key(b))
 
 
 def canonical_json(raw: str) -> str:
@@ -608,7 +614,7 @@ def _same(a: Optional[str], b: Optional[str]) -> bool:
         return a is b
     if a == b:
         return True
-    return _typed_key(_stored(a)) == _typed_key(_stored(b))
+    return bool(_typed_key(_stored(a)) == _typed_key(_stored(b)))
 
 
 def describe_type(value: Any) -> str:

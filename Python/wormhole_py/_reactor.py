@@ -21,7 +21,7 @@ from typing import Any, Callable, List, Optional, Protocol, Tuple
 from ._inotify import DirectoryWatch
 from .errors import StorageError
 
-__all__ = ["Handle", "Reactor", "GLibReactor", "AsyncioReactor", "guarded"]
+__all__ = ["AsyncioReactor", "GLibReactor", "Handle", "Reactor", "guarded"]
 
 log = logging.getLogger("wormhole_py")
 

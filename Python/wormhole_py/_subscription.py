@@ -30,7 +30,7 @@ from ._link import Link, Route
 from ._reactor import AsyncioReactor, GLibReactor, Handle, Reactor, guarded
 from .errors import BusError, WormholeError
 
-__all__ = ["Feed", "Subscription", "Failure"]
+__all__ = ["Failure", "Feed", "Subscription"]
 
 log = logging.getLogger("wormhole_py")
 
@@ -64,7 +64,7 @@ class Feed(Generic[T]):
     """The part of a subscription that is its kind's own."""
 
     #: The match rules.
-    rules: List[str] = []
+    rules: List[str]
     #: The directory watched while the bus is away (``None``: none).
     directory: Optional[Path] = None
     #: Watch the directory while on the bus too (writers that do not post).
@@ -184,11 +184,16 @@ class Subscription(Generic[T]):
             await link.start_async(require_bus)
             self._note_start_error()
             added: "asyncio.Future[Optional[BusError]]" = self.reactor.loop.create_future()
-            link.add(self._route, lambda error: added.done() or added.set_result(error))
-            error = await added
-            if error is not None:
+
+            def answered(refusal: Optional[BusError]) -> None:
+                if not added.done():
+                    added.set_result(refusal)
+
+            link.add(self._route, answered)
+            refusal = await added
+            if refusal is not None:
                 self._close_link()
-                raise error
+                raise refusal
         self._begin()
         return self
 

@@ -21,7 +21,7 @@ from typing import Any, Callable, Tuple
 
 from .errors import BusError
 
-__all__ = ["CallFailed", "SignalHandler", "transport", "require", "has"]
+__all__ = ["CallFailed", "SignalHandler", "has", "require", "transport"]
 
 #: ``(interface, member, signature, body)``
 SignalHandler = Callable[[str, str, str, Tuple[Any, ...]], None]

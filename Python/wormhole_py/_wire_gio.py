@@ -22,7 +22,7 @@ from ._contract import OBJECT_PATH, shown  # noqa: E402
 from ._wire import CallFailed, SignalHandler  # noqa: E402
 from .errors import BusError  # noqa: E402
 
-__all__ = ["SyncWire", "ObservingWire", "connect_async", "is_address"]
+__all__ = ["ObservingWire", "SyncWire", "connect_async", "is_address"]
 
 _NAME = "org.freedesktop.DBus"
 _PATH = "/org/freedesktop/DBus"
@@ -45,7 +45,7 @@ def _connect(address: str, timeout: Optional[float]) -> Any:
         connection = Gio.DBusConnection.new_for_address_sync(address, _FLAGS, None, cancellable)
     except GLib.Error as error:
         if cancellable.is_cancelled():
-            raise BusError("timedOut", "the bus at %s did not answer within %g s" % (shown(address), timeout),
+            raise BusError("timedOut", "the bus at %s did not answer within %g s" % (shown(address), timeout or 0),
                            address) from None
         raise BusError("connectionFailed", "cannot connect to the bus at %s: %s"
                        % (shown(address), error.message), address) from None
@@ -216,4 +216,8 @@ def connect_async(context: Any, address: str, timeout: float,
     finally:
         if pushed:
             context.pop_thread_default()
-    return lambda: (timer.destroy(), cancellable.cancel())
+    def abandon() -> None:
+        timer.destroy()
+        cancellable.cancel()
+
+    return abandon

@@ -22,10 +22,10 @@ from jeepney.bus import get_bus
 from jeepney.io.blocking import prep_socket
 
 from ._contract import OBJECT_PATH, shown
-from .errors import BusError
 from ._wire import CallFailed, SignalHandler
+from .errors import BusError
 
-__all__ = ["SyncWire", "AsyncWire", "connect_async"]
+__all__ = ["AsyncWire", "SyncWire", "connect_async"]
 
 _BUS = DBusAddress("/org/freedesktop/DBus", bus_name="org.freedesktop.DBus", interface="org.freedesktop.DBus")
 

@@ -30,13 +30,19 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 from urllib.parse import unquote
 
 from ._contract import (
-    CONNECT_TIMEOUT_SECONDS, MESSAGE, POSTED, TRANSIENT_LIMIT, bucket_interface, shown, validate_name,
+    CONNECT_TIMEOUT_SECONDS,
+    MESSAGE,
+    POSTED,
+    TRANSIENT_LIMIT,
+    bucket_interface,
+    shown,
+    validate_name,
     validate_state,
 )
 from ._wire import CallFailed, transport
 from .errors import BusError, InvalidInputError, NotSentError, TooLargeError
 
-__all__ = ["Bus", "resolve_address", "app_id", "set_app_id", "socket_path", "drain_all"]
+__all__ = ["Bus", "app_id", "drain_all", "resolve_address", "set_app_id", "socket_path"]
 
 log = logging.getLogger("wormhole_py")
 

@@ -20,8 +20,16 @@ from typing import Any, Callable, List, NoReturn, Optional
 
 from . import __version__, _args, _json
 from ._contract import (
-    CONTRACT_VERSION, DEFAULT_DIRECTORY, MAX_STATE, TRANSIENT_LIMIT, shown, validate_directory, validate_group,
-    validate_identifier, validate_name, validate_prefix,
+    CONTRACT_VERSION,
+    DEFAULT_DIRECTORY,
+    MAX_STATE,
+    TRANSIENT_LIMIT,
+    shown,
+    validate_directory,
+    validate_group,
+    validate_identifier,
+    validate_name,
+    validate_prefix,
 )
 from .errors import BusError, InvalidInputError, NotSentError, WormholeError
 
@@ -30,7 +38,7 @@ EX_FAIL = 1
 EX_USAGE = 64
 EX_TIMEOUT = 124
 
-__all__ = ["main", "build_parser"]
+__all__ = ["build_parser", "main"]
 
 
 class UsageError(Exception):
@@ -41,7 +49,7 @@ class Parser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose mistakes exit 64 with the line naming the
     bad value first (``wormhole: …``), then the usage."""
 
-    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         if message.startswith("argument ") and ": --" in message:
             message = message[message.index(": --") + 2:]  # the type's own line names the option
         elif message.startswith("unrecognized arguments: "):
@@ -132,6 +140,7 @@ class Runner:
         self.gio = transport() == "gio"
         if self.gio:
             from gi.repository import GLib
+
             from ._reactor import GLibReactor
             self.GLib = GLib
             context = GLib.MainContext.default()
@@ -139,10 +148,16 @@ class Runner:
             self.reactor: Any = GLibReactor(context)
             sources = [GLib.unix_signal_add(GLib.PRIORITY_HIGH, signum, self._on_signal, signum)
                        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)]
-            self._cleanup.append(lambda: [GLib.source_remove(source) for source in sources
-                                          if context.find_source_by_id(source) is not None] and None)
+
+            def remove_sources() -> None:
+                for source in sources:
+                    if context.find_source_by_id(source) is not None:
+                        GLib.source_remove(source)
+
+            self._cleanup.append(remove_sources)
         else:
             import asyncio
+
             from ._reactor import AsyncioReactor
             self.loop = asyncio.new_event_loop()
             asyncio.set_event_loop(self.loop)
@@ -246,7 +261,8 @@ class Runner:
 
 def _read_document(args: argparse.Namespace) -> bytes:
     if args.json is not None:
-        return args.json.encode("utf-8", "surrogateescape")
+        text: str = args.json
+        return text.encode("utf-8", "surrogateescape")
     return sys.stdin.buffer.read()
 
 
@@ -569,7 +585,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(arguments)
     try:
-        return args.func(args)
+        status: int = args.func(args)
+        return status
     except UsageError as error:
         err(str(error))
         return EX_USAGE

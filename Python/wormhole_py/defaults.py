@@ -37,23 +37,55 @@ import fcntl
 import os
 import struct
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union, cast
 
 from . import _contract
-from ._plist import (
-    DEFAULT_MAX_BYTES, MISSING, OBJECT, URL, CorruptSuiteError, Date, DefaultsError, ExpectationFailed,
-    JSONSyntaxError, UnknownValue, _byte_offset, _decode, _INT_MAX, _INT_MIN, _same, _stored, _typed_key,
-    _ValueProblem, canonical_json, decode_json_value, decode_utf8, describe_type, encode_string, encode_value,
-    object_spans, parse_json, serialise,
-)
 from ._defaults_feed import Change, ObservingDefaults
+from ._plist import (
+    _INT_MAX,
+    _INT_MIN,
+    DEFAULT_MAX_BYTES,
+    MISSING,
+    OBJECT,
+    URL,
+    CorruptSuiteError,
+    Date,
+    DefaultsError,
+    ExpectationFailed,
+    JSONSyntaxError,
+    UnknownValue,
+    _byte_offset,
+    _decode,
+    _same,
+    _stored,
+    _typed_key,
+    _ValueProblem,
+    canonical_json,
+    decode_json_value,
+    decode_utf8,
+    describe_type,
+    encode_string,
+    encode_value,
+    object_spans,
+    parse_json,
+    serialise,
+)
 from ._wire import transport
 from .bus import Bus
 from .errors import InvalidInputError, StorageError, UnsafePathError, WormholeError
 
 __all__ = [
-    "SharedDefaults", "Date", "URL", "UnknownValue", "CorruptSuiteError", "DefaultsError", "ExpectationFailed",
-    "MISSING", "DEFAULT_MAX_BYTES", "Change",
+    "DEFAULT_MAX_BYTES",
+    "MISSING",
+    "URL",
+    "Change",
+    "CorruptSuiteError",
+    "Date",
+    "DefaultsError",
+    "ExpectationFailed",
+    "SharedDefaults",
+    "UnknownValue",
 ]
 
 #: Containers nested deeper than this are refused (the contract asks for at least 64).
@@ -70,7 +102,7 @@ validate_key = _contract.validate_key
 class _Suite:
     """One parsed version of the suite file: key -> the value's JSON text."""
 
-    __slots__ = ("entries", "text", "mtime_ns", "size", "exists")
+    __slots__ = ("entries", "exists", "mtime_ns", "size", "text")
 
     def __init__(self, entries: Dict[str, str], text: str, mtime_ns: int, size: int, exists: bool) -> None:
         self.entries = entries
@@ -97,7 +129,7 @@ class SharedDefaults(ObservingDefaults):
     cannot be reached never fails a write (see :attr:`last_post_error`).
     """
 
-    def __init__(self, group: str, suite: Optional[str] = None, *, container_root: Optional[os.PathLike] = None,
+    def __init__(self, group: str, suite: Optional[str] = None, *, container_root: "Optional[os.PathLike[str]]" = None,
                  bus_address: Optional[str] = None, max_bytes: int = DEFAULT_MAX_BYTES, bus: Any = None,
                  post: bool = True) -> None:
         from . import container as _container
@@ -115,7 +147,7 @@ class SharedDefaults(ObservingDefaults):
         self.group = group
         self.suite = suite
         self.max_bytes = max_bytes
-        self.container = _container.container_path(group, container_root)
+        self.container = _container.container_path(group, None if container_root is None else Path(container_root))
         self.directory = self.container / PREFERENCES
         self.path = self.directory / (suite + ".json")
         self.lock_path = self.directory / (suite + ".json.lock")
@@ -253,31 +285,31 @@ class SharedDefaults(ObservingDefaults):
 
     def integer(self, key: str, default: Optional[int] = None) -> Optional[int]:
         """An Int value (a Double, Bool or anything else is a ``typeMismatch``)."""
-        return self._typed(key, int, "an Int", default)
+        return cast("Optional[int]", self._typed(key, int, "an Int", default))
 
     def double(self, key: str, default: Optional[float] = None) -> Optional[float]:
         """A Double value."""
-        return self._typed(key, float, "a Double", default)
+        return cast("Optional[float]", self._typed(key, float, "a Double", default))
 
     def boolean(self, key: str, default: Optional[bool] = None) -> Optional[bool]:
         """A Bool value."""
-        return self._typed(key, bool, "a Bool", default)
+        return cast("Optional[bool]", self._typed(key, bool, "a Bool", default))
 
     def string(self, key: str, default: Optional[str] = None) -> Optional[str]:
         """A String value."""
-        return self._typed(key, str, "a String", default)
+        return cast("Optional[str]", self._typed(key, str, "a String", default))
 
     def data(self, key: str, default: Optional[bytes] = None) -> Optional[bytes]:
         """A Data value."""
-        return self._typed(key, bytes, "a Data", default)
+        return cast("Optional[bytes]", self._typed(key, bytes, "a Data", default))
 
     def date(self, key: str, default: Optional[Date] = None) -> Optional[Date]:
         """A Date value."""
-        return self._typed(key, Date, "a Date", default)
+        return cast("Optional[Date]", self._typed(key, Date, "a Date", default))
 
     def url(self, key: str, default: Optional[URL] = None) -> Optional[URL]:
         """A URL value."""
-        return self._typed(key, URL, "a URL", default)
+        return cast("Optional[URL]", self._typed(key, URL, "a URL", default))
 
     def change_count(self) -> Optional[int]:
         """The suite's v1.3 change counter, ``None`` when there is none yet."""
@@ -288,7 +320,7 @@ class SharedDefaults(ObservingDefaults):
             return None
         if len(data) < 8:
             return 0
-        return struct.unpack("<Q", data)[0]
+        return int(struct.unpack("<Q", data)[0])
 
     def generation(self) -> int:
         """The suite file's modification time in ns (0 when absent): the generation of the last write."""
@@ -527,7 +559,7 @@ class SharedDefaults(ObservingDefaults):
             return result
 
         result, _, _ = self._transaction(change)
-        return result
+        return int(result)
 
     def load_json(self, text: str, *, replace: bool = False) -> List[str]:
         """Write every key of the JSON object ``text`` in one atomic write (one

@@ -13,17 +13,17 @@ from __future__ import annotations
 from typing import Optional
 
 __all__ = [
-    "WormholeError",
-    "InvalidInputError",
-    "UnsafePathError",
-    "StorageError",
-    "NoMessageError",
-    "MessageFormatError",
-    "TooLargeError",
     "BusError",
-    "NotSentError",
     "ContextBusyError",
+    "InvalidInputError",
     "LockTimeoutError",
+    "MessageFormatError",
+    "NoMessageError",
+    "NotSentError",
+    "StorageError",
+    "TooLargeError",
+    "UnsafePathError",
+    "WormholeError",
 ]
 
 

@@ -30,14 +30,36 @@ import os
 import stat as _stat
 import struct
 import time
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _contract
 from ._crc32c import crc32c
 from ._journal_format import (
-    _SEGMENT, _U32, _U64, DEFAULT_SEGMENT_SIZE, HEADER, MAGIC, MAX_RECORD, MAX_SEQUENCE, SEAL, VERSION, Cursor,
-    Gap, JournalError, Record, Scan, _build_frame, _describe_bad, _frame_at, _frame_reaches_end, _header,
-    _parse_cursor, _valid_consumer, compact_json, segment_name,
+    _SEGMENT,
+    _U32,
+    _U64,
+    DEFAULT_SEGMENT_SIZE,
+    HEADER,
+    MAGIC,
+    MAX_RECORD,
+    MAX_SEQUENCE,
+    SEAL,
+    VERSION,
+    Cursor,
+    Gap,
+    JournalError,
+    Record,
+    Scan,
+    _build_frame,
+    _describe_bad,
+    _frame_at,
+    _frame_reaches_end,
+    _header,
+    _parse_cursor,
+    _valid_consumer,
+    compact_json,
+    segment_name,
 )
 from ._journal_reader import JournalFeed, JournalReader
 from ._journal_scan import ScanningJournal
@@ -47,8 +69,16 @@ from ._wire import require, transport
 from .errors import InvalidInputError, StorageError, WormholeError
 
 __all__ = [
-    "Journal", "JournalReader", "JournalError", "Record", "Gap", "Scan", "Cursor", "MAX_RECORD",
-    "DEFAULT_SEGMENT_SIZE", "compact_json",
+    "DEFAULT_SEGMENT_SIZE",
+    "MAX_RECORD",
+    "Cursor",
+    "Gap",
+    "Journal",
+    "JournalError",
+    "JournalReader",
+    "Record",
+    "Scan",
+    "compact_json",
 ]
 
 Item = Union[Record, Gap]
@@ -63,8 +93,9 @@ class Journal(ScanningJournal):
     """
 
     def __init__(self, group: str, identifier: str, directory: str = _contract.DEFAULT_DIRECTORY, *,
-                 container_root: Optional[os.PathLike] = None, bus_address: Optional[str] = None, bus: Any = None,
-                 post: bool = True, segment_size: int = DEFAULT_SEGMENT_SIZE, durable: bool = False) -> None:
+                 container_root: "Optional[os.PathLike[str]]" = None, bus_address: Optional[str] = None,
+                 bus: Any = None, post: bool = True, segment_size: int = DEFAULT_SEGMENT_SIZE,
+                 durable: bool = False) -> None:
         from . import container as _container
         _contract.validate_group(group)
         _contract.validate_directory(directory)
@@ -72,7 +103,7 @@ class Journal(ScanningJournal):
         self.group = group
         self.directory = directory
         self.identifier = identifier
-        self.container = _container.container_path(group, container_root)
+        self.container = _container.container_path(group, None if container_root is None else Path(container_root))
         self.wormhole = self.container / directory
         self.path = self.wormhole / (identifier + ".journal")
         self.name = "%s/%s/%s/journal" % (group, directory, identifier)
@@ -167,7 +198,9 @@ class Journal(ScanningJournal):
         _, consumers = self._listing()
         for consumer in consumers:
             try:
-                good[consumer] = self.read_cursor(consumer)
+                cursor = self.read_cursor(consumer)
+                if cursor is not None:
+                    good[consumer] = cursor
             except JournalError as error:
                 bad[consumer] = str(error)
         return good, bad

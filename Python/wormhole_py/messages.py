@@ -24,9 +24,24 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from . import _json
 from ._contract import (
-    CONNECT_TIMEOUT_SECONDS, DEFAULT_DIRECTORY, DEFAULT_MAX_MESSAGE_BYTES, MESSAGE, OBJECT_PATH, PLAIN_INTERFACE,
-    POSTED, TRANSIENT_LIMIT, UNSIGNALLED_GRACE_SECONDS, bucket_interface, exact_rule, mailbox_name,
-    quote_rule_value, shown, validate_directory, validate_group, validate_identifier, write_state,
+    CONNECT_TIMEOUT_SECONDS,
+    DEFAULT_DIRECTORY,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    MESSAGE,
+    OBJECT_PATH,
+    PLAIN_INTERFACE,
+    POSTED,
+    TRANSIENT_LIMIT,
+    UNSIGNALLED_GRACE_SECONDS,
+    bucket_interface,
+    exact_rule,
+    mailbox_name,
+    quote_rule_value,
+    shown,
+    validate_directory,
+    validate_group,
+    validate_identifier,
+    write_state,
 )
 from ._reactor import AsyncioReactor, GLibReactor
 from ._subscription import Failure, Feed, Subscription
@@ -34,11 +49,17 @@ from ._wire import require
 from .bus import CONFIRM_TIMEOUT_SECONDS, Bus
 from .container import atomic_write, container_root, ensure_directory, read_file, remove_stale_temps
 from .errors import (
-    BusError, MessageFormatError, NoMessageError, NotSentError, StorageError, TooLargeError, WormholeError,
+    BusError,
+    MessageFormatError,
+    NoMessageError,
+    NotSentError,
+    StorageError,
+    TooLargeError,
+    WormholeError,
 )
 from .notify import BlockingQueue, parse_posted
 
-__all__ = ["Wormhole", "Delivery", "DeliveryError", "SendResult", "Listener", "deliveries"]
+__all__ = ["Delivery", "DeliveryError", "Listener", "SendResult", "Wormhole", "deliveries"]
 
 _CLEARED = object()
 
@@ -383,7 +404,7 @@ class Wormhole:
 
 
 #: What :meth:`Wormhole.listen` returns: the one subscription handle.
-Listener = Subscription
+Listener = Subscription[Delivery]
 
 
 class MailboxFeed(Feed[Delivery]):
@@ -559,7 +580,8 @@ class _BlockingDeliveries:
 
     def __next__(self) -> Union[Delivery, DeliveryError]:
         try:
-            return self.queue.get(self.timeout)
+            item: Union[Delivery, DeliveryError] = self.queue.get(self.timeout)
+            return item
         except TimeoutError:
             raise StopIteration from None
 

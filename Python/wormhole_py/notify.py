@@ -18,11 +18,19 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass
-from typing import Any, Callable, Deque, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ._contract import (
-    CONNECT_TIMEOUT_SECONDS, PLAIN_INTERFACE, POSTED, all_rule, bucket_interface, exact_rule, prefix_rule,
-    received_state, validate_name, validate_prefix,
+    CONNECT_TIMEOUT_SECONDS,
+    PLAIN_INTERFACE,
+    POSTED,
+    all_rule,
+    bucket_interface,
+    exact_rule,
+    prefix_rule,
+    received_state,
+    validate_name,
+    validate_prefix,
 )
 from ._link import Link
 from ._reactor import AsyncioReactor, GLibReactor
@@ -32,8 +40,14 @@ from .bus import CONFIRM_TIMEOUT_SECONDS, Bus
 from .errors import ContextBusyError, NotSentError
 
 __all__ = [
-    "Notification", "NotificationCenter", "Observer", "notifications", "observe_async", "post_async", "parse_posted",
     "BlockingQueue",
+    "Notification",
+    "NotificationCenter",
+    "Observer",
+    "notifications",
+    "observe_async",
+    "parse_posted",
+    "post_async",
 ]
 
 _INTEGER_TYPES = frozenset("ynqiuxt")
@@ -75,7 +89,7 @@ class NotificationFeed(Feed[Notification]):
         self.prefix = prefix
         self.everything = everything
         rules: List[str] = []
-        self.exact: dict = {}
+        self.exact: Dict[str, Tuple[str, str]] = {}
         if everything:
             rules.append(all_rule())
         elif prefix:
@@ -113,7 +127,7 @@ class NotificationFeed(Feed[Notification]):
 
 
 #: The handle :meth:`NotificationCenter.observe` returns.
-Observer = Subscription
+Observer = Subscription[Notification]
 
 
 class NotificationCenter:
@@ -319,7 +333,8 @@ class _BlockingNotifications:
 
     def __next__(self) -> Notification:
         try:
-            return self.queue.get(self.timeout)
+            note: Notification = self.queue.get(self.timeout)
+            return note
         except TimeoutError:
             raise StopIteration from None
 
