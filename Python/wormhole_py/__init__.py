@@ -14,7 +14,7 @@ printed: the package logs on the ``wormhole_py`` logger.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 CONTRACT_VERSION = "1.3"
 
 from ._async_send import AsyncSender  # noqa: E402

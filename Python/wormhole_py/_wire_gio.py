@@ -206,7 +206,16 @@ def connect_async(context: Any, address: str, timeout: float,
         if cancellable.is_cancelled():
             connection.close(None, None, None)
             return
-        done(ObservingWire(connection), None)
+        # Its signals are dispatched where it subscribes: in ``context``.
+        push = context != GLib.MainContext.ref_thread_default()
+        if push:
+            context.push_thread_default()
+        try:
+            wire = ObservingWire(connection)
+        finally:
+            if push:
+                context.pop_thread_default()
+        done(wire, None)
 
     pushed = context != GLib.MainContext.ref_thread_default()
     if pushed:
