@@ -1,5 +1,4 @@
-"""Fixtures of the wormhole_py tests (part A).  Part B's tests bring their own
-(``test_defaults_env.py``); the names here do not collide with theirs.
+"""Fixtures and helpers of every wormhole_py test.
 
 * ``daemon`` / ``address``: a private ``dbus-daemon`` from
   ``<repo>/dbus/wormhole-session.conf`` on a socket in a temporary directory
@@ -8,6 +7,8 @@
   in ``os.environ`` for in-process calls and returned for children.
 * ``swift_bin``: ``$WORMHOLE_SWIFT_BIN`` (default ``<repo>/.build/debug``);
   tests needing it are skipped, saying why, when it is absent.
+* ``env``, ``bus_address``, ``swift``: the names the defaults and journal
+  tests use for ``wenv``, ``address`` and ``swift_bin``.
 * ``py_cli``: the ``wormhole-py`` command (the installed console script
   beside the interpreter, else ``python -m wormhole_py``).
 
@@ -217,6 +218,12 @@ class Background:
         out, err = self.process.communicate(timeout=timeout)
         return self.process.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
+    def kill(self) -> None:
+        """SIGKILL it (a writer killed mid-way) and reap it."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -272,3 +279,36 @@ def context():
         yield ctx
     finally:
         ctx.pop_thread_default()
+
+
+# -- the names of the defaults and journal tests --------------------------------------------------
+
+PYTHON = sys.executable
+
+
+@pytest.fixture
+def env(wenv: Dict[str, str]) -> Dict[str, str]:
+    """The container root, runtime directory and private bus of ``wenv``."""
+    return wenv
+
+
+@pytest.fixture
+def bus_address(address: str) -> str:
+    """The private bus's address."""
+    return address
+
+
+@pytest.fixture
+def swift(swift_bin: Path) -> Path:
+    """The directory holding the Swift ``wormhole``."""
+    return swift_bin
+
+
+def py_defaults(*arguments: str) -> List[str]:
+    """The Python ``defaults`` command line."""
+    return [PYTHON, "-m", "wormhole_py._cli_defaults", *arguments]
+
+
+def py_journal(*arguments: str) -> List[str]:
+    """The Python ``journal`` command line (also ``send`` and ``listen``)."""
+    return [PYTHON, "-m", "wormhole_py._cli_journal", *arguments]

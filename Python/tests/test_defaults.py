@@ -4,7 +4,6 @@ interoperation with the Swift ``wormhole defaults`` both ways."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import stat
@@ -14,11 +13,7 @@ from pathlib import Path
 
 import pytest
 
-_spec = importlib.util.spec_from_file_location("_wormhole_defaults_env", Path(__file__).with_name("test_defaults_env.py"))
-_env = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_env)
-bus_address, env, swift = _env.bus_address, _env.env, _env.swift
-run, py_defaults, Background = _env.run, _env.py_defaults, _env.Background
+from conftest import BOUND, PYTHON, Background, py_defaults, read_line, run
 
 from wormhole_py import defaults as wd  # noqa: E402
 from wormhole_py import _plist as wp  # noqa: E402
@@ -370,7 +365,7 @@ def test_in_process_observer(env):
         defaults = wd.SharedDefaults(G)
         observer = defaults.observe(["a.b"], lambda key, value: seen.append((key, value)), center)
         run(py_defaults("write", "a.b", "7", "--group", G), env)
-        timer = GLib.timeout_source_new(int(_env.BOUND * 1000))
+        timer = GLib.timeout_source_new(int(BOUND * 1000))
         expired = []
         timer.set_callback(lambda *_: expired.append(True) or False)
         timer.attach(context)
@@ -391,7 +386,7 @@ def test_concurrent_increments_lose_nothing(env, swift):
     script = ("import sys\nfrom wormhole_py.defaults import SharedDefaults\n"
               "d = SharedDefaults(%r, post=False)\nfor _ in range(%d): d.increment('n')\n" % (G, per))
     for _ in range(4):
-        processes.append(subprocess.Popen([_env.PYTHON, "-c", script], env=env))
+        processes.append(subprocess.Popen([PYTHON, "-c", script], env=env))
     shell = "for i in $(seq %d); do %s defaults increment n --group %s >/dev/null || exit 1; done" % (
         per, swift / "wormhole", G)
     for _ in range(4):
@@ -408,7 +403,7 @@ def test_observe_without_a_bus_wakes_through_the_directory(env, swift, tmp_path)
                                       "--group", G), env)
     try:
         observer.ready()
-        assert "listening through the Preferences directory" in _env.read_line(observer.process.stderr)
+        assert "listening through the Preferences directory" in read_line(observer.process.stderr)
         written = run([str(swift / "wormhole"), "defaults", "write", "k", "[1.5]", "--bus-address", nobus,
                        "--group", G], env)
         assert written.returncode == 0 and "not notified" in written.err

@@ -4,7 +4,6 @@ reported (never silent), torn tails repaired, durable consumers, retention."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import stat
@@ -14,11 +13,7 @@ from pathlib import Path
 
 import pytest
 
-_spec = importlib.util.spec_from_file_location("_wormhole_journal_env", Path(__file__).with_name("test_defaults_env.py"))
-_env = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_env)
-bus_address, env, swift = _env.bus_address, _env.env, _env.swift
-run, py_journal, Background = _env.run, _env.py_journal, _env.Background
+from conftest import BOUND, PYTHON, Background, py_journal, read_line, run
 
 from wormhole_py import journal as wj  # noqa: E402
 from wormhole_py import _journal_format as wf  # noqa: E402
@@ -276,7 +271,7 @@ def test_journal_cli_bad_input(env):
 def test_concurrent_appenders_number_without_gaps(env, swift):
     script = ("from wormhole_py.journal import Journal\nj = Journal(%r, %r, post=False)\n"
               "for i in range(20): j.append('[%%d]' %% i)\n" % (G, ID))
-    processes = [subprocess.Popen([_env.PYTHON, "-c", script], env=env) for _ in range(3)]
+    processes = [subprocess.Popen([PYTHON, "-c", script], env=env) for _ in range(3)]
     shell = "for i in $(seq 10); do %s send --journal %s $i --group %s || exit 1; done" % (swift / "wormhole", ID, G)
     processes += [subprocess.Popen(["sh", "-c", shell], env=env, stderr=subprocess.DEVNULL) for _ in range(2)]
     for process in processes:
@@ -293,7 +288,7 @@ def test_listen_without_a_bus_wakes_through_the_directory(env, tmp_path):
                                      "--group", G), env)
     try:
         listener.ready()
-        assert "listening through the journal directory" in _env.read_line(listener.process.stderr)
+        assert "listening through the journal directory" in read_line(listener.process.stderr)
         sent = run(py_journal("send", ID, '"quiet"', "--bus-address", nobus, "--group", G), env)
         assert sent.returncode == 0 and "the notification was not sent" in sent.err
         status, out, _ = listener.finish()
