@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple
 
+from ._closing import Closing
 from ._contract import CONNECT_TIMEOUT_SECONDS, MESSAGE, POSTED, bucket_interface, shown, validate_name, validate_state
 from ._wire import CallFailed, require
 from .bus import CONFIRM_TIMEOUT_SECONDS, app_id, resolve_address
@@ -20,7 +21,7 @@ from .errors import BusError, NotSentError
 __all__ = ["AsyncSender"]
 
 
-class AsyncSender:
+class AsyncSender(Closing):
     """Posts and transient messages from asyncio, awaited until the bus took them.
 
     ::
@@ -118,13 +119,7 @@ class AsyncSender:
                                "the bus did not confirm the signal: %s" % error) from None
 
     def close(self) -> None:
-        """Close the connection (confirm first: sends are awaited)."""
+        """Close the connection (its sends were awaited, so nothing is pending)."""
         if self._wire is not None:
             self._wire.close()
             self._wire = None
-
-    async def __aenter__(self) -> "AsyncSender":
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        self.close()

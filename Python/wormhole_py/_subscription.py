@@ -24,6 +24,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable, Dict, Generic, List, Optional, Tuple, TypeVar
 
+from ._closing import Closing
 from ._contract import CONNECT_TIMEOUT_SECONDS
 from ._inotify import ARRIVED, LEFT, RESCAN
 from ._link import Link, Route
@@ -103,7 +104,7 @@ class Feed(Generic[T]):
 _END = object()
 
 
-class Subscription(Generic[T]):
+class Subscription(Closing, Generic[T]):
     """The handle of every subscription: :meth:`cancel` (idempotent), a
     context manager (``with`` / ``async with``), and on asyncio an async
     iterator of its deliveries (when made without a callback).
@@ -146,13 +147,8 @@ class Subscription(Generic[T]):
         assert isinstance(self.reactor, GLibReactor)
         if self.feed.rules or link is not None:
             if link is None:
-                try:
-                    link = Link(self.reactor, address, connect_timeout)
-                except BusError as error:  # no address at all: the directory only
-                    if require_bus:
-                        raise
-                    self.bus_error = error
-                    self._begin()
+                link = self._new_link(address, connect_timeout, require_bus)
+                if link is None:
                     return self
                 link.start(require_bus)
             else:
@@ -172,13 +168,8 @@ class Subscription(Generic[T]):
         """asyncio: connect (bounded), add the rules, watch; active on return."""
         assert isinstance(self.reactor, AsyncioReactor)
         if self.feed.rules:
-            try:
-                link = Link(self.reactor, address, connect_timeout)
-            except BusError as error:  # no address at all: the directory only
-                if require_bus:
-                    raise
-                self.bus_error = error
-                self._begin()
+            link = self._new_link(address, connect_timeout, require_bus)
+            if link is None:
                 return self
             self.link = link
             await link.start_async(require_bus)
@@ -196,6 +187,18 @@ class Subscription(Generic[T]):
                 raise refusal
         self._begin()
         return self
+
+    def _new_link(self, address: Optional[str], connect_timeout: float, require_bus: bool) -> Optional[Link]:
+        """A link on ``address``; without any address (and the bus not
+        required) ``None``, and the subscription starts on its directory alone."""
+        try:
+            return Link(self.reactor, address, connect_timeout)
+        except BusError as error:
+            if require_bus:
+                raise
+            self.bus_error = error
+            self._begin()
+            return None
 
     def _note_start_error(self) -> None:
         link = self.link
@@ -338,16 +341,8 @@ class Subscription(Generic[T]):
             if self._own_link:
                 self.link.close()
 
-    def __enter__(self) -> "Subscription[T]":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.cancel()
-
-    async def __aenter__(self) -> "Subscription[T]":
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
+    def close(self) -> None:
+        """The same as :meth:`cancel` (what ``with`` and ``async with`` call)."""
         self.cancel()
 
     def __aiter__(self) -> "Subscription[T]":

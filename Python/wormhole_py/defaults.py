@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union, cast
 
 from . import _contract
+from ._closing import Posting
 from ._defaults_feed import Change, ObservingDefaults
 from ._plist import (
     _INT_MAX,
@@ -112,7 +113,7 @@ class _Suite:
         self.exists = exists
 
 
-class SharedDefaults(ObservingDefaults):
+class SharedDefaults(ObservingDefaults, Posting):
     """The shared defaults suite of an app group (``UserDefaults(suiteName:)``
     across processes, contract section 5).
 
@@ -634,24 +635,3 @@ class SharedDefaults(ObservingDefaults):
             return str(target)
         finally:
             os.close(fd)
-
-    def close(self) -> None:
-        """Close the posting connections (a :class:`Bus` passed in is left open)."""
-        if self._bus is not None and self._own_bus:
-            self._bus.close()
-            self._bus = None
-        if self._async is not None:
-            self._async.close()
-            self._async = None
-
-    def __enter__(self) -> "SharedDefaults":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    async def __aenter__(self) -> "SharedDefaults":
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        self.close()

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _contract
+from ._closing import Posting
 from ._crc32c import crc32c
 from ._journal_format import (
     _SEGMENT,
@@ -84,7 +85,7 @@ __all__ = [
 Item = Union[Record, Gap]
 
 
-class Journal(ScanningJournal):
+class Journal(ScanningJournal, Posting):
     """The journal of ``identifier`` in wormhole ``directory`` of ``group``.
 
     :param segment_size: start a new segment once the current one reached this many bytes.
@@ -611,24 +612,3 @@ class Journal(ScanningJournal):
             except WormholeError as error:
                 self.last_post_error = error
         return last
-
-    def close(self) -> None:
-        """Close the posting connections (a ``bus`` passed in is left open)."""
-        if self._bus is not None and self._own_bus:
-            self._bus.close()
-            self._bus = None
-        if self._async is not None:
-            self._async.close()
-            self._async = None
-
-    def __enter__(self) -> "Journal":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    async def __aenter__(self) -> "Journal":
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        self.close()

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from . import _json
+from ._closing import Closing
 from ._contract import (
     CONNECT_TIMEOUT_SECONDS,
     DEFAULT_DIRECTORY,
@@ -115,7 +116,7 @@ class SendResult:
     names: List[str] = field(default_factory=list)
 
 
-class Wormhole:
+class Wormhole(Closing):
     """A wormhole: an app group plus a directory (default ``wormhole``).
 
     :param group: the group identifier (validated here, before anything else).
@@ -389,18 +390,6 @@ class Wormhole:
         if self._async is not None:
             self._async.close()
             self._async = None
-
-    def __enter__(self) -> "Wormhole":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    async def __aenter__(self) -> "Wormhole":
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        self.close()
 
 
 #: What :meth:`Wormhole.listen` returns: the one subscription handle.

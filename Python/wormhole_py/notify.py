@@ -20,6 +20,7 @@ import collections
 from dataclasses import dataclass
 from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from ._closing import Closing
 from ._contract import (
     CONNECT_TIMEOUT_SECONDS,
     PLAIN_INTERFACE,
@@ -130,7 +131,7 @@ class NotificationFeed(Feed[Notification]):
 Observer = Subscription[Notification]
 
 
-class NotificationCenter:
+class NotificationCenter(Closing):
     """Post and observe notifications on one bus, with callbacks in a GLib
     main context (PyGObject).  For asyncio see :func:`observe_async` and
     :func:`post_async`.
@@ -222,12 +223,6 @@ class NotificationCenter:
         if self._sender is not None:
             self._sender.close()
         self.link.close()
-
-    def __enter__(self) -> "NotificationCenter":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 async def observe_async(*names: str, prefix: bool = False, everything: bool = False,
