@@ -195,17 +195,20 @@ def test_without_a_d_bus_library_one_clear_error_and_nothing_written(wenv, tmp_p
         "import importlib.util\n"
         "found = importlib.util.find_spec\n"
         "importlib.util.find_spec = lambda name, *a: None if name in ('gi', 'jeepney') else found(name, *a)\n"
-        "from wormhole_py import SharedDefaults, WormholeError\n"
-        "try:\n"
-        "    SharedDefaults(%r).set('k', 1)\n"
-        "except WormholeError as error:\n"
-        "    print(error.code); print(error)\n" % G)
+        "from wormhole_py import Journal, SharedDefaults, Wormhole, WormholeError\n"
+        "for write in (lambda: SharedDefaults(%r).set('k', 1), lambda: Wormhole(%r).send('clip', 1),\n"
+        "              lambda: Journal(%r, 'events').append('1')):\n"
+        "    try:\n"
+        "        write()\n"
+        "    except WormholeError as error:\n"
+        "        print(error.code); print(error)\n" % (G, G, G))
     completed = subprocess.run([sys.executable, "-c", script], env=wenv, capture_output=True, text=True,
                                timeout=BOUND)
-    code, message = completed.stdout.splitlines()[:2]
-    assert code == "transportMissing" and "pip install jeepney" in message, completed
-    suite = os.path.join(wenv["WORMHOLE_CONTAINER_ROOT"], G, "Preferences", G + ".json")
-    assert not os.path.exists(suite)
+    lines = completed.stdout.splitlines()
+    assert len(lines) == 6, completed
+    for code, message in zip(lines[0::2], lines[1::2]):
+        assert code == "transportMissing" and "pip install jeepney" in message, completed
+    assert not os.path.exists(os.path.join(wenv["WORMHOLE_CONTAINER_ROOT"], G)), "something was written"
 
 
 def test_the_cli_without_pygobject_uses_asyncio(wenv, address, py_cli):

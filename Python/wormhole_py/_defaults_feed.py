@@ -183,6 +183,7 @@ class ObservingDefaults:
     # -- awaitable writes ---------------------------------------------------------
 
     async def _async_write(self, write: Callable[[], Any]) -> Any:
+        require("jeepney", "an awaitable SharedDefaults write (asyncio)")
         self._deferred = []
         try:
             result = write()

@@ -598,6 +598,8 @@ class Journal(ScanningJournal, Posting):
     async def append_async(self, payloads: Union[str, bytes, Sequence[Union[str, bytes]]]) -> int:
         """:meth:`append`, its post awaited on the running loop."""
         from ._async_send import AsyncSender
+        if self._post_enabled:
+            require("jeepney", "Journal.append_async (asyncio)")
         self._defer_post = True
         try:
             last = self.append(payloads)

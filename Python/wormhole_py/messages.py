@@ -46,7 +46,7 @@ from ._contract import (
 )
 from ._reactor import AsyncioReactor, GLibReactor
 from ._subscription import Failure, Feed, Subscription
-from ._wire import require
+from ._wire import require, transport
 from .bus import CONFIRM_TIMEOUT_SECONDS, Bus
 from .container import atomic_write, container_root, ensure_directory, read_file, remove_stale_temps
 from .errors import (
@@ -173,6 +173,8 @@ class Wormhole(Closing):
         """
         validate_identifier(identifier)
         text = _json.validate_document(document, "message for %s" % shown(identifier), "invalidJSON")
+        if notify:
+            transport()  # a missing D-Bus library is refused before anything is stored
         directory = self._prepare()
         path = atomic_write(directory, identifier + ".json", text.encode("utf-8"), stem=identifier)
         result = SendResult(path, False, names=[self.name(identifier)])
@@ -245,6 +247,8 @@ class Wormhole(Closing):
         return self._clear(self.identifiers(), notify, timeout)
 
     def _clear(self, identifiers: List[str], notify: bool, timeout: float) -> SendResult:
+        if notify:
+            transport()  # a missing D-Bus library is refused before anything is removed
         names = []
         if ensure_directory(self.root / self.group, create=False) and ensure_directory(self.path, create=False):
             for identifier in identifiers:
@@ -351,6 +355,8 @@ class Wormhole(Closing):
     async def send_json_async(self, identifier: str, document: Union[str, bytes], notify: bool = True,
                               timeout: float = CONFIRM_TIMEOUT_SECONDS) -> SendResult:
         """:meth:`send_json` for asyncio (the store is the same; the post is awaited)."""
+        if notify:
+            require("jeepney", "Wormhole.send_json_async (asyncio)")
         result = self.send_json(identifier, document, notify=False)
         if notify:
             await self._notify_async(result, timeout)
@@ -359,6 +365,8 @@ class Wormhole(Closing):
     async def clear_async(self, identifier: str, notify: bool = True,
                           timeout: float = CONFIRM_TIMEOUT_SECONDS) -> SendResult:
         """:meth:`clear` for asyncio."""
+        if notify:
+            require("jeepney", "Wormhole.clear_async (asyncio)")
         result = self.clear(identifier, notify=False)
         if notify and result.names:
             result.notified = False
