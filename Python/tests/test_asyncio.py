@@ -225,3 +225,30 @@ def test_the_cli_without_pygobject_uses_asyncio(wenv, address, py_cli):
             listener.kill()
     assert listener.returncode == 0
     assert json.loads(out.decode())["message"] == {"a": 1}
+
+
+def _inotify_instances() -> int:
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink("/proc/self/fd/" + fd) == "anon_inode:inotify"
+        except OSError:
+            pass  # the descriptor listdir itself used
+    return count
+
+
+def test_one_inotify_instance_per_loop(wenv, address):
+    """Every directory watch of a loop shares one inotify instance (the stock
+    per-user limit is 128), and it is closed with the last watch."""
+    async def main() -> None:
+        before = _inotify_instances()
+        hole = Wormhole(G)
+        subscriptions = [await hole.listen_async([name]) for name in ("a", "b", "c")]
+        subscriptions.append(await SharedDefaults(G).observe_async())
+        subscriptions.append(await Journal(G, "events").listen_async())
+        assert _inotify_instances() == before + 1
+        for subscription in subscriptions:
+            subscription.cancel()
+        assert _inotify_instances() == before
+
+    run(main)

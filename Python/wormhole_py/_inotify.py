@@ -1,11 +1,11 @@
-"""A directory watch on Linux's inotify through :mod:`ctypes` (internal).
+"""Directory watches on Linux's inotify through :mod:`ctypes` (internal).
 
-One watch per directory, reporting the names that arrived (created, or
-renamed or moved in) and the names that left (deleted, renamed or moved
-out).  The descriptor is non-blocking: the event loop in use (a GLib main
-context or an asyncio loop, see :mod:`wormhole_py._reactor`) wakes the
-owner when it is readable, and :meth:`DirectoryWatch.read` takes what is
-queued.  Nothing polls.
+One :class:`Inotify` instance per event loop holds every directory watch of
+that loop, reporting the names that arrived (renamed or moved in, or closed
+after writing), were created, or left (deleted, renamed or moved out).  The
+descriptor is non-blocking: the event loop in use (a GLib main context or an
+asyncio loop, see :mod:`wormhole_py._reactor`) wakes the owner when it is
+readable, and :meth:`Inotify.read` takes what is queued.  Nothing polls.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import os
 import struct
 from typing import List, Optional, Tuple
 
-__all__ = ["ARRIVED", "CREATED", "LEFT", "RESCAN", "DirectoryWatch"]
+__all__ = ["ARRIVED", "CREATED", "LEFT", "RESCAN", "Inotify"]
 
 _IN_CREATE = 0x00000100
 _IN_DELETE = 0x00000200
@@ -53,30 +53,41 @@ def _lib() -> ctypes.CDLL:
     return _libc
 
 
-class DirectoryWatch:
-    """An inotify watch on ``path`` (a directory).
+class Inotify:
+    """One inotify instance holding the watches of many directories (the
+    per-user instance limit is 128 on a stock kernel: one per loop, not one
+    per directory).
 
-    :raises OSError: the directory cannot be watched (missing, not a
-        directory, the per-user instance limit reached).
+    :raises OSError: no instance can be made (the limit reached).
     """
 
-    def __init__(self, path: str) -> None:
-        libc = _lib()
-        fd = int(libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC))
+    def __init__(self) -> None:
+        fd = int(_lib().inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC))
         if fd < 0:
             code = ctypes.get_errno()
-            raise OSError(code, "inotify_init1: %s" % os.strerror(code), path)
-        watch = int(libc.inotify_add_watch(fd, os.fsencode(path), _MASK | _IN_ONLYDIR))
-        if watch < 0:
-            code = ctypes.get_errno()
-            os.close(fd)
-            raise OSError(code, os.strerror(code), path)
+            raise OSError(code, "inotify_init1: %s" % os.strerror(code))
         self.fd: int = fd
-        self.path = path
 
-    def read(self) -> List[Tuple[str, str]]:
-        """The queued events as ``(ARRIVED | CREATED | LEFT | RESCAN, name)``, in order."""
-        events: List[Tuple[str, str]] = []
+    def add(self, path: str) -> int:
+        """Watch directory ``path``; returns its watch descriptor (the same
+        one for the same directory).
+
+        :raises OSError: it cannot be watched (missing, not a directory).
+        """
+        wd = int(_lib().inotify_add_watch(self.fd, os.fsencode(path), _MASK | _IN_ONLYDIR))
+        if wd < 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code), path)
+        return wd
+
+    def remove(self, wd: int) -> None:
+        """Stop watching ``wd`` (already gone: nothing happens)."""
+        _lib().inotify_rm_watch(self.fd, wd)
+
+    def read(self) -> List[Tuple[int, str, str]]:
+        """The queued events as ``(wd, ARRIVED | CREATED | LEFT | RESCAN, name)``,
+        in order; an overflow is ``(-1, RESCAN, "")`` (every watch rescans)."""
+        events: List[Tuple[int, str, str]] = []
         while self.fd >= 0:
             try:
                 data = os.read(self.fd, 65536)
@@ -88,22 +99,24 @@ class DirectoryWatch:
                 break
             offset = 0
             while offset + _EVENT.size <= len(data):
-                _wd, mask, _cookie, length = _EVENT.unpack_from(data, offset)
+                wd, mask, _cookie, length = _EVENT.unpack_from(data, offset)
                 raw = data[offset + _EVENT.size:offset + _EVENT.size + length].rstrip(b"\0")
                 offset += _EVENT.size + length
                 name = os.fsdecode(raw)
-                if mask & (_IN_Q_OVERFLOW | _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_IGNORED):
-                    events.append((RESCAN, ""))
+                if mask & _IN_Q_OVERFLOW:
+                    events.append((-1, RESCAN, ""))
+                elif mask & (_IN_DELETE_SELF | _IN_MOVE_SELF | _IN_IGNORED):
+                    events.append((wd, RESCAN, ""))
                 elif mask & (_IN_DELETE | _IN_MOVED_FROM):
-                    events.append((LEFT, name))
+                    events.append((wd, LEFT, name))
                 elif mask & (_IN_MOVED_TO | _IN_CLOSE_WRITE):
-                    events.append((ARRIVED, name))
+                    events.append((wd, ARRIVED, name))
                 elif mask & _IN_CREATE:
-                    events.append((CREATED, name))
+                    events.append((wd, CREATED, name))
         return events
 
     def close(self) -> None:
-        """Stop watching (idempotent)."""
+        """Close the instance (every watch goes with it; idempotent)."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1

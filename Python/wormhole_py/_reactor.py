@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable, List, Optional, Protocol, Tuple
+import threading
+from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple
 
-from ._inotify import DirectoryWatch
+from ._inotify import Inotify
 from .errors import StorageError
 
 __all__ = ["AsyncioReactor", "GLibReactor", "Handle", "Reactor", "guarded"]
@@ -57,34 +58,90 @@ class Reactor:
         """Run ``callback`` whenever ``fd`` is readable, until cancelled."""
         raise NotImplementedError
 
+    def _loop_key(self) -> Any:
+        """What identifies the loop (its directory watches share one instance)."""
+        raise NotImplementedError
+
     def watch_directory(self, path: str, callback: DirectoryCallback) -> Handle:
         """Watch ``path`` with inotify; ``callback(events)`` with the
-        :meth:`DirectoryWatch.read` events each time some are queued.
+        ``(ARRIVED | CREATED | LEFT | RESCAN, name)`` events each time some are
+        queued.  Every watch of one loop shares one inotify instance.
 
         :raises StorageError: (``io``) the directory cannot be watched.
         """
-        try:
-            watch = DirectoryWatch(path)
-        except OSError as error:
-            raise StorageError("io", "cannot watch %s: %s" % (path, error.strerror), path) from None
+        key = self._loop_key()
+        with _hubs_lock:
+            hub = _hubs.get(key)
+            if hub is None:
+                try:
+                    hub = _Hub(self, key)
+                except OSError as error:
+                    raise StorageError("io", "cannot watch %s: %s" % (path, error.strerror), path) from None
+                _hubs[key] = hub
+            try:
+                return hub.add(path, callback)
+            except OSError as error:
+                hub.release_if_idle()
+                raise StorageError("io", "cannot watch %s: %s" % (path, error.strerror), path) from None
 
-        def readable() -> None:
-            events = watch.read()
-            if events:
-                guarded("a directory watch", callback, events)
 
-        reader = self.add_reader(watch.fd, readable)
-        return _WatchHandle(watch, reader)
+_hubs: Dict[Any, "_Hub"] = {}
+_hubs_lock = threading.Lock()
+
+
+class _Hub:
+    """The one inotify instance of a loop and who watches what through it."""
+
+    def __init__(self, reactor: Reactor, key: Any) -> None:
+        self.inotify = Inotify()
+        self.key = key
+        self.watchers: Dict[int, List[DirectoryCallback]] = {}
+        self.reader = reactor.add_reader(self.inotify.fd, self._readable)
+
+    def add(self, path: str, callback: DirectoryCallback) -> Handle:
+        wd = self.inotify.add(path)
+        self.watchers.setdefault(wd, []).append(callback)
+        return _WatchHandle(self, wd, callback)
+
+    def remove(self, wd: int, callback: DirectoryCallback) -> None:
+        with _hubs_lock:
+            callbacks = self.watchers.get(wd)
+            if callbacks is None or callback not in callbacks:
+                return
+            callbacks.remove(callback)
+            if not callbacks:
+                del self.watchers[wd]
+                self.inotify.remove(wd)
+            self.release_if_idle()
+
+    def release_if_idle(self) -> None:
+        """No watch left: close the instance (called with the lock held)."""
+        if not self.watchers and _hubs.get(self.key) is self:
+            del _hubs[self.key]
+            self.reader.cancel()
+            self.inotify.close()
+
+    def _readable(self) -> None:
+        events = self.inotify.read()
+        by_watch: Dict[int, List[Tuple[str, str]]] = {}
+        for wd, kind, name in events:
+            for target in (list(self.watchers) if wd == -1 else [wd]):
+                by_watch.setdefault(target, []).append((kind, name))
+        for wd, batch in by_watch.items():
+            for callback in list(self.watchers.get(wd, ())):
+                guarded("a directory watch", callback, batch)
 
 
 class _WatchHandle:
-    def __init__(self, watch: DirectoryWatch, reader: Handle) -> None:
-        self.watch = watch
-        self.reader = reader
+    def __init__(self, hub: _Hub, wd: int, callback: DirectoryCallback) -> None:
+        self.hub: Optional[_Hub] = hub
+        self.wd = wd
+        self.callback = callback
 
     def cancel(self) -> None:
-        self.reader.cancel()
-        self.watch.close()
+        if self.hub is not None:
+            self.hub.remove(self.wd, self.callback)
+            self.hub = None
 
 
 class _GLibSource:
@@ -106,6 +163,9 @@ class GLibReactor(Reactor):
         from gi.repository import GLib
         self.GLib = GLib
         self.context: Any = context if context is not None else GLib.MainContext.ref_thread_default()
+
+    def _loop_key(self) -> Any:
+        return ("glib", self.context)
 
     def call_later(self, seconds: float, callback: Callable[[], None]) -> Handle:
         source = self.GLib.timeout_source_new(max(0, int(seconds * 1000)))
@@ -151,6 +211,9 @@ class AsyncioReactor(Reactor):
 
     def __init__(self, loop: Optional[asyncio.AbstractEventLoop] = None) -> None:
         self.loop = loop if loop is not None else asyncio.get_running_loop()
+
+    def _loop_key(self) -> Any:
+        return ("asyncio", self.loop)
 
     def call_later(self, seconds: float, callback: Callable[[], None]) -> Handle:
         return self.loop.call_later(max(0.0, seconds), guarded, "a timer", callback)
