@@ -309,3 +309,23 @@ def test_durable_appends_record_the_synced_position(env, swift):
     assert run(swift_cmd(swift, "journal", "check", ID, "--group", G), env).returncode == 0
     assert run(swift_cmd(swift, "send", "--journal", ID, "4", "--group", G), env).returncode == 0
     assert [r.sequence for r in journal.reader("start").read()] == [1, 2, 3, 4, 5]
+
+
+def test_library_listener_in_a_glib_context_with_a_consumer(env, context):
+    """``Journal.listen`` (GLib): records in order from the start, new ones as
+    they are appended, the consumer's cursor acknowledged per batch; the
+    handle is a context manager."""
+    from conftest import wait_for
+    journal = wj.Journal(G, ID)
+    journal.append(['{"n":1}', '{"n":2}'])
+    got = []
+    with journal.listen(got.append, start="start", consumer="glib", context=context) as subscription:
+        assert subscription.connected
+        wait_for(context, lambda: len(got) == 2, what="the stored records")
+        journal.append('{"n":3}')
+        wait_for(context, lambda: len(got) == 3, what="the appended record")
+    assert [record.sequence for record in got] == [1, 2, 3]
+    assert not subscription.active
+    assert journal.read_cursor("glib") == wf.Cursor(3, 3)
+    with pytest.raises(InvalidInputError, match="not a dict"):
+        journal.append({"n": 4})  # type: ignore[arg-type]

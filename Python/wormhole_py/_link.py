@@ -22,7 +22,7 @@ from ._contract import CONNECT_TIMEOUT_SECONDS
 from ._reactor import AsyncioReactor, GLibReactor, Handle, Reactor, guarded
 from ._wire import CallFailed
 from .bus import resolve_address, socket_path
-from .errors import BusError
+from .errors import BusError, ContextBusyError
 
 __all__ = ["Link", "Route"]
 
@@ -79,6 +79,10 @@ class Link:
         context = self.reactor.context
         pushed = context != self.reactor.GLib.MainContext.ref_thread_default()
         if pushed:
+            if not context.acquire():
+                raise ContextBusyError("contextBusy", "the main context given is owned (iterated) by another "
+                                       "thread; subscribe from that thread or pass a context of your own")
+            context.release()
             context.push_thread_default()
         try:
             wire = _wire_gio.connect_blocking(self.address, self.connect_timeout)
