@@ -173,6 +173,8 @@ class AsyncWire:
                     if future is not None and not future.done():
                         future.set_result(message)
         except asyncio.CancelledError:
+            # Cancelled (closed by us, or the loop ending): not a lost bus, nobody reconnects.
+            self.on_closed = None
             reason = "the connection was closed"
         except (OSError, EOFError) as error:
             reason = str(error) or reason
