@@ -43,7 +43,7 @@ def async_observer(kind: str, count: int) -> None:
 
         if kind == "asyncio":
             from wormhole_py import observe_async
-            subscription = await observe_async(NAME, callback=lambda note: stamp(note.state))
+            subscription = await observe_async(NAME, callback=lambda note: stamp(note.state))  # noqa: F841 (kept to the end)
         else:
             from jeepney import MatchRule, message_bus
             from jeepney.io.asyncio import DBusRouter, Proxy, open_dbus_connection

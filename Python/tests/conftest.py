@@ -148,12 +148,21 @@ def wenv(address, tmp_path, monkeypatch) -> Dict[str, str]:
     return environment
 
 
+#: The Swift command-line tool's file name: the one place the tests name it.
+SWIFT_TOOL = "wormhole"
+
+
+def swift_cli(directory: Path) -> str:
+    """The path of the Swift command-line tool in ``directory`` (``swift_bin``)."""
+    return str(directory / SWIFT_TOOL)
+
+
 @pytest.fixture(scope="session")
 def swift_bin() -> Path:
     """The directory of the Swift ``wormhole`` and ``wormhole-test-peer``."""
     directory = Path(os.environ.get("WORMHOLE_SWIFT_BIN") or (REPO / ".build" / "debug"))
-    if not (directory / "wormhole").exists():
-        pytest.skip("the Swift wormhole tool is not in %s (set WORMHOLE_SWIFT_BIN)" % directory)
+    if not Path(swift_cli(directory)).exists():
+        pytest.skip("the Swift %s tool is not in %s (set WORMHOLE_SWIFT_BIN)" % (SWIFT_TOOL, directory))
     return directory
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BOUND, PYTHON, Background, py_defaults, read_line, run
+from conftest import BOUND, PYTHON, Background, py_defaults, read_line, run, swift_cli
 
 from wormhole_py import defaults as wd  # noqa: E402
 from wormhole_py import _plist as wp  # noqa: E402
@@ -250,7 +250,7 @@ COMMANDS = [
 
 
 def test_cli_lines_and_statuses_match_the_swift_tool(env, swift):
-    for group, tool in (("group.py", py_defaults), ("group.swift", lambda *a: [str(swift / "wormhole"), "defaults", *a])):
+    for group, tool in (("group.py", py_defaults), ("group.swift", lambda *a: [swift_cli(swift), "defaults", *a])):
         results = []
         for command in COMMANDS:
             completed = run(tool(*command, "--group", group), env)
@@ -293,12 +293,12 @@ def test_keep_1e400_across_both_writers(env, swift):
     path.write_text(path.read_text().replace('"first":1', '"first":1e400'))
     assert run(py_defaults("write", "py", '"p"', "--group", G), env).returncode == 0
     assert '"first":1e400' in path.read_text()
-    assert run([str(swift / "wormhole"), "defaults", "write", "sw", '"s"', "--group", G], env).returncode == 0
+    assert run([swift_cli(swift), "defaults", "write", "sw", '"s"', "--group", G], env).returncode == 0
     assert '"first":1e400' in path.read_text()
     assert run(py_defaults("write", "py2", "2", "--group", G), env).returncode == 0
     text = path.read_text()
     assert '"first":1e400' in text and '"sw":"s"' in text and '"py2":2' in text
-    swift_read = run([str(swift / "wormhole"), "defaults", "read", "--group", G], env)
+    swift_read = run([swift_cli(swift), "defaults", "read", "--group", G], env)
     python_read = run(py_defaults("read", "--group", G), env)
     assert swift_read.out == python_read.out == '{"first":{"$double":"inf"},"py":"p","py2":2,"sw":"s"}\n'
 
@@ -307,7 +307,7 @@ def test_corrupt_suite_cli_both_tools(env, swift):
     path = suite_file(env)
     run(py_defaults("write", "a", "1", "--group", G), env)
     path.write_text("[1")
-    for tool in (py_defaults, lambda *a: [str(swift / "wormhole"), "defaults", *a]):
+    for tool in (py_defaults, lambda *a: [swift_cli(swift), "defaults", *a]):
         read = run(tool("read", "--group", G), env)
         write = run(tool("write", "a", "2", "--group", G), env)
         assert read.returncode == 1 and write.returncode == 1
@@ -316,11 +316,11 @@ def test_corrupt_suite_cli_both_tools(env, swift):
     repaired = run(py_defaults("repair", "--group", G), env)
     assert repaired.returncode == 0
     assert json.loads(repaired.out) == {"movedTo": str(path) + ".corrupt-1"}
-    assert run([str(swift / "wormhole"), "defaults", "read", "--group", G], env).out == "{}\n"
+    assert run([swift_cli(swift), "defaults", "read", "--group", G], env).out == "{}\n"
 
 
 def test_python_write_wakes_swift_observer_and_back(env, swift):
-    observer = Background([str(swift / "wormhole"), "defaults", "observe", "k", "gone", "--count", "2",
+    observer = Background([swift_cli(swift), "defaults", "observe", "k", "gone", "--count", "2",
                            "--timeout", "30", "--group", G], env)
     try:
         observer.ready()
@@ -337,9 +337,9 @@ def test_python_write_wakes_swift_observer_and_back(env, swift):
     listener = Background(py_defaults("observe", "--count", "2", "--timeout", "30", "--group", G), env)
     try:
         listener.ready()
-        assert run([str(swift / "wormhole"), "defaults", "write", "s", '"v"', "--group", G], env).returncode == 0
+        assert run([swift_cli(swift), "defaults", "write", "s", '"v"', "--group", G], env).returncode == 0
         assert json.loads(listener.line()) == {"key": "s", "value": "v"}
-        assert run([str(swift / "wormhole"), "defaults", "delete", "k", "--group", G], env).returncode == 0
+        assert run([swift_cli(swift), "defaults", "delete", "k", "--group", G], env).returncode == 0
         status, out, _ = listener.finish()
         assert status == 0 and json.loads(out) == {"key": "k", "value": None, "removed": True}
     finally:
@@ -388,7 +388,7 @@ def test_concurrent_increments_lose_nothing(env, swift):
     for _ in range(4):
         processes.append(subprocess.Popen([PYTHON, "-c", script], env=env))
     shell = "for i in $(seq %d); do %s defaults increment n --group %s >/dev/null || exit 1; done" % (
-        per, swift / "wormhole", G)
+        per, swift_cli(swift), G)
     for _ in range(4):
         processes.append(subprocess.Popen(["sh", "-c", shell], env=env))
     for process in processes:
@@ -404,7 +404,7 @@ def test_observe_without_a_bus_wakes_through_the_directory(env, swift, tmp_path)
     try:
         observer.ready()
         assert "listening through the Preferences directory" in read_line(observer.process.stderr)
-        written = run([str(swift / "wormhole"), "defaults", "write", "k", "[1.5]", "--bus-address", nobus,
+        written = run([swift_cli(swift), "defaults", "write", "k", "[1.5]", "--bus-address", nobus,
                        "--group", G], env)
         assert written.returncode == 0 and "not notified" in written.err
         status, out, _ = observer.finish()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BOUND, PYTHON, Background, py_journal, read_line, run
+from conftest import BOUND, PYTHON, Background, py_journal, read_line, run, swift_cli
 
 from wormhole_py import journal as wj  # noqa: E402
 from wormhole_py import _journal_format as wf  # noqa: E402
@@ -29,7 +29,7 @@ def journal_dir(environment, group=G, identifier=ID):
 
 
 def swift_cmd(swift, *arguments):
-    return [str(swift / "wormhole"), *arguments]
+    return [swift_cli(swift), *arguments]
 
 
 def stat_of(command, environment):
@@ -272,7 +272,7 @@ def test_concurrent_appenders_number_without_gaps(env, swift):
     script = ("from wormhole_py.journal import Journal\nj = Journal(%r, %r, post=False)\n"
               "for i in range(20): j.append('[%%d]' %% i)\n" % (G, ID))
     processes = [subprocess.Popen([PYTHON, "-c", script], env=env) for _ in range(3)]
-    shell = "for i in $(seq 10); do %s send --journal %s $i --group %s || exit 1; done" % (swift / "wormhole", ID, G)
+    shell = "for i in $(seq 10); do %s send --journal %s $i --group %s || exit 1; done" % (swift_cli(swift), ID, G)
     processes += [subprocess.Popen(["sh", "-c", shell], env=env, stderr=subprocess.DEVNULL) for _ in range(2)]
     for process in processes:
         assert process.wait(timeout=300) == 0
