@@ -18,7 +18,7 @@ from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]
 from typing import Any, Dict, List, Mapping, Optional, Tuple, cast
 
 from . import _contract
-from .errors import InvalidInputError, WormholeError
+from .errors import InvalidInputError
 
 MAX_DEPTH = 512
 #: The default size limit of a suite (v1.2): 4 MiB of JSON.
@@ -37,45 +37,6 @@ class _Missing:
 
 #: Marker for an absent argument or an absent key.
 MISSING: Any = _Missing()
-
-
-# --------------------------------------------------------------------------
-# Errors
-# --------------------------------------------------------------------------
-
-
-class DefaultsError(WormholeError):
-    """A shared-defaults operation failed (codes ``typeMismatch``, ``overflow``,
-    ``tooLarge``, ``noValue``)."""
-
-
-class CorruptSuiteError(DefaultsError):
-    """The suite file is not one JSON object (code ``corruptSuite``).
-
-    ``path`` is the file, ``offset`` the byte offset of the problem, ``reason``
-    what was wrong there.  Readers and writers refuse; only :meth:`SharedDefaults.repair`
-    moves the file aside.
-    """
-
-    def __init__(self, message: str, path: str, offset: int, reason: str, size: int) -> None:
-        super().__init__("corruptSuite", message, path)
-        self.path = path
-        self.offset = offset
-        self.reason = reason
-        self.size = size
-
-
-class ExpectationFailed(DefaultsError):
-    """A compare-and-set write found another value (code ``expectationFailed``).
-
-    ``stored`` is the stored value's JSON text as ``defaults read`` prints it,
-    or ``None`` when the key is absent.
-    """
-
-    def __init__(self, message: str, key: str, stored: Optional[str]) -> None:
-        super().__init__("expectationFailed", message, key)
-        self.key = key
-        self.stored = stored
 
 
 class JSONSyntaxError(ValueError):
