@@ -14,6 +14,14 @@ PYTHON_DIR = Path(__file__).resolve().parent.parent
 REPO = PYTHON_DIR.parent
 CONFIG = REPO / "dbus" / "wormhole-session.conf"
 sys.path.insert(0, str(PYTHON_DIR))
+#: The Swift command-line tool's file name: the one place the benchmarks name it.
+SWIFT_TOOL = "wormhole"
+
+
+def swift_cli(directory: "str | Path | None" = None) -> str:
+    """The Swift command-line tool in ``directory`` (default ``$WORMHOLE_SWIFT_BIN``, else ``.build/debug``)."""
+    base = directory or os.environ.get("WORMHOLE_SWIFT_BIN") or str(REPO / ".build" / "debug")
+    return os.path.join(str(base), SWIFT_TOOL)
 
 
 def read_line(stream, timeout: float = 60.0) -> str:

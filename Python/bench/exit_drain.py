@@ -22,7 +22,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from _bench import PYTHON_DIR, PrivateBus, environment, read_line
+from _bench import PrivateBus, environment, read_line, swift_cli
 
 G = "group.com.example.bench"
 APP = "org.example.Bench"
@@ -51,8 +51,7 @@ def main() -> int:
     bus = PrivateBus()
     root = tempfile.mkdtemp(prefix="wormhole-py-bench-root-")
     env = environment(bus.address, root)
-    swift = os.path.join(os.environ.get("WORMHOLE_SWIFT_BIN", str(PYTHON_DIR.parent / ".build" / "debug")),
-                         "wormhole")
+    swift = swift_cli()
     observer_cmd = ([swift] if os.path.exists(swift) else [sys.executable, "-m", "wormhole_py"]) + [
         "observe", "--prefix", G + "/wormhole/", "--count", str(args.senders), "--timeout", "600"]
     observer = subprocess.Popen(observer_cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

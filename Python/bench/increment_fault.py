@@ -28,6 +28,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 PYTHON_DIR = HERE.parent
+sys.path.insert(0, str(HERE))
+from _bench import swift_cli  # noqa: E402
 REPO = PYTHON_DIR.parent
 GROUP = "group.com.example.fault"
 
@@ -60,7 +62,7 @@ def run_phase(env: dict, processes: int, count: int, swift: "Path | None", key: 
                for _ in range(processes)]
     if swift is not None:
         loop = ('read go; i=0; while [ $i -lt %d ]; do "%s" defaults increment %s --group %s >/dev/null || exit 1; '
-                'i=$((i+1)); done' % (count, swift / "wormhole", key, GROUP))
+                'i=$((i+1)); done' % (count, swift_cli(swift), key, GROUP))
         workers += [subprocess.Popen(["sh", "-c", loop], env=env, stdin=subprocess.PIPE) for _ in range(processes)]
     began = time.monotonic()
     for worker in workers:
@@ -97,7 +99,7 @@ def main() -> int:
               % (args.processes, args.count, total, expected, seconds))
         ok &= total == expected
         swift = Path(args.swift_bin)
-        if (swift / "wormhole").exists():
+        if os.path.exists(swift_cli(swift)):
             seconds = run_phase(env, args.processes, args.count, swift, "both")
             total = SharedDefaults(GROUP, post=False).get("both")
             expected = 2 * args.processes * args.count

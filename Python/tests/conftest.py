@@ -1,5 +1,4 @@
-"""Fixtures of the wormhole_py tests (part A).  Part B's tests bring their own
-(``test_defaults_env.py``); the names here do not collide with theirs.
+"""Fixtures and helpers of every wormhole_py test.
 
 * ``daemon`` / ``address``: a private ``dbus-daemon`` from
   ``<repo>/dbus/wormhole-session.conf`` on a socket in a temporary directory
@@ -8,6 +7,8 @@
   in ``os.environ`` for in-process calls and returned for children.
 * ``swift_bin``: ``$WORMHOLE_SWIFT_BIN`` (default ``<repo>/.build/debug``);
   tests needing it are skipped, saying why, when it is absent.
+* ``env``, ``bus_address``, ``swift``: the names the defaults and journal
+  tests use for ``wenv``, ``address`` and ``swift_bin``.
 * ``py_cli``: the ``wormhole-py`` command (the installed console script
   beside the interpreter, else ``python -m wormhole_py``).
 
@@ -147,12 +148,21 @@ def wenv(address, tmp_path, monkeypatch) -> Dict[str, str]:
     return environment
 
 
+#: The Swift command-line tool's file name: the one place the tests name it.
+SWIFT_TOOL = "wormhole"
+
+
+def swift_cli(directory: Path) -> str:
+    """The path of the Swift command-line tool in ``directory`` (``swift_bin``)."""
+    return str(directory / SWIFT_TOOL)
+
+
 @pytest.fixture(scope="session")
 def swift_bin() -> Path:
     """The directory of the Swift ``wormhole`` and ``wormhole-test-peer``."""
     directory = Path(os.environ.get("WORMHOLE_SWIFT_BIN") or (REPO / ".build" / "debug"))
-    if not (directory / "wormhole").exists():
-        pytest.skip("the Swift wormhole tool is not in %s (set WORMHOLE_SWIFT_BIN)" % directory)
+    if not Path(swift_cli(directory)).exists():
+        pytest.skip("the Swift %s tool is not in %s (set WORMHOLE_SWIFT_BIN)" % (SWIFT_TOOL, directory))
     return directory
 
 
@@ -217,6 +227,12 @@ class Background:
         out, err = self.process.communicate(timeout=timeout)
         return self.process.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
+    def kill(self) -> None:
+        """SIGKILL it (a writer killed mid-way) and reap it."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -262,7 +278,9 @@ def wait_for(context, predicate: Callable[[], bool], timeout: float = BOUND, wha
 
 @pytest.fixture
 def context():
-    """A private GLib main context pushed as this thread's default for the test."""
+    """A private GLib main context pushed as this thread's default for the test
+    (skipped without PyGObject: the GLib callback API needs it)."""
+    pytest.importorskip("gi", reason="PyGObject is not installed: the GLib callback API is not tested here")
     from gi.repository import GLib
     ctx = GLib.MainContext.new()
     ctx.push_thread_default()
@@ -270,3 +288,36 @@ def context():
         yield ctx
     finally:
         ctx.pop_thread_default()
+
+
+# -- the names of the defaults and journal tests --------------------------------------------------
+
+PYTHON = sys.executable
+
+
+@pytest.fixture
+def env(wenv: Dict[str, str]) -> Dict[str, str]:
+    """The container root, runtime directory and private bus of ``wenv``."""
+    return wenv
+
+
+@pytest.fixture
+def bus_address(address: str) -> str:
+    """The private bus's address."""
+    return address
+
+
+@pytest.fixture
+def swift(swift_bin: Path) -> Path:
+    """The directory holding the Swift ``wormhole``."""
+    return swift_bin
+
+
+def py_defaults(*arguments: str) -> List[str]:
+    """The Python ``defaults`` command line."""
+    return [PYTHON, "-m", "wormhole_py._cli_defaults", *arguments]
+
+
+def py_journal(*arguments: str) -> List[str]:
+    """The Python ``journal`` command line (also ``send`` and ``listen``)."""
+    return [PYTHON, "-m", "wormhole_py._cli_journal", *arguments]

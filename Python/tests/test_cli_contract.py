@@ -15,7 +15,7 @@ from typing import List
 
 import pytest
 
-from conftest import BOUND, python_cli, run
+from conftest import BOUND, python_cli, run, swift_cli
 
 G = "group.com.example.cli"
 
@@ -24,7 +24,7 @@ G = "group.com.example.cli"
 def tool(request) -> List[str]:
     """The command line under test (the Swift one is skipped, saying why, when it is absent)."""
     if request.param == "swift":
-        return [str(request.getfixturevalue("swift_bin") / "wormhole")]
+        return [swift_cli(request.getfixturevalue("swift_bin"))]
     return python_cli()
 
 
@@ -210,7 +210,7 @@ def test_lost_and_back_lines(tool, wenv, daemon, background):
 # -- across implementations ------------------------------------------------------------------------------
 
 def pairs(swift_bin: Path):
-    swift = [str(swift_bin / "wormhole")]
+    swift = [swift_cli(swift_bin)]
     return [(swift, python_cli()), (python_cli(), swift)]
 
 
@@ -239,7 +239,7 @@ def test_notifications_across_implementations(swift_bin, wenv, background, direc
 
 def test_python_library_send_reaches_swift_listener_before_exit(swift_bin, wenv, background):
     """50 processes each send once and exit at once: every post arrives (exit drain)."""
-    listener = background([str(swift_bin / "wormhole"), "listen", "--group", G, "--all", "--every-post",
+    listener = background([swift_cli(swift_bin), "listen", "--group", G, "--all", "--every-post",
                            "--no-catch-unsignalled", "--count", "50"], wenv)
     listener.ready()
     script = ("import sys; from wormhole_py.messages import Wormhole; "
@@ -253,7 +253,7 @@ def test_python_library_send_reaches_swift_listener_before_exit(swift_bin, wenv,
 
 
 def test_python_post_without_confirm_is_drained_at_exit(swift_bin, wenv, background):
-    observer = background([str(swift_bin / "wormhole"), "observe", "--prefix", "d/", "--count", "20"], wenv)
+    observer = background([swift_cli(swift_bin), "observe", "--prefix", "d/", "--count", "20"], wenv)
     observer.ready()
     script = ("import sys; from wormhole_py.bus import Bus; b = Bus.connect(); b.post('d/' + sys.argv[1], 1)")
     import sys as _sys

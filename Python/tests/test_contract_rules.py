@@ -93,7 +93,7 @@ def test_json_is_validated_and_kept_as_written():
         assert _json.validate_document(text.encode()) == text
     assert _json.compact('{ "a b" : [1, 2.50 ], "c":"x \\" y" }') == '{"a b":[1,2.50],"c":"x \\" y"}'
     for bad, words in [(b"\xef\xbb\xbf{}", "byte-order mark"), (b'"\xff"', "not valid UTF-8"), (b"{bad", "byte 1"),
-                       (b"NaN", "NaN"), (b"", "0 bytes"), (b"1 2", "Extra data"), (b"[" * 100000, "")]:
+                       (b"NaN", "NaN"), (b"", "0 bytes"), (b"1 2", "Extra data"), (b"[" * 100000, "nested too deeply")]:
         with pytest.raises(MessageFormatError, match=words):
             _json.validate_document(bad)
 

@@ -4,7 +4,6 @@ interoperation with the Swift ``wormhole defaults`` both ways."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import stat
@@ -14,13 +13,10 @@ from pathlib import Path
 
 import pytest
 
-_spec = importlib.util.spec_from_file_location("_wormhole_defaults_env", Path(__file__).with_name("test_defaults_env.py"))
-_env = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_env)
-bus_address, env, swift = _env.bus_address, _env.env, _env.swift
-run, py_defaults, Background = _env.run, _env.py_defaults, _env.Background
+from conftest import BOUND, PYTHON, Background, py_defaults, read_line, run, swift_cli
 
 from wormhole_py import defaults as wd  # noqa: E402
+from wormhole_py import _plist as wp  # noqa: E402
 from wormhole_py.errors import InvalidInputError  # noqa: E402
 
 G = "group.com.example.defaults"
@@ -43,21 +39,21 @@ def counter(environment, group=G):
 
 def test_tokenizer_keeps_spans_and_names_offsets():
     text = '{"a": 1e400, "b":[1, {"c": -0}], "d":"é\\n", "a": 1.50}'
-    node = wd.parse_json(text)
-    assert node.kind == wd.OBJECT
+    node = wp.parse_json(text)
+    assert node.kind == wp.OBJECT
     spans = [(key, child.text(text)) for key, child in node.value]
     assert spans == [("a", "1e400"), ("b", '[1, {"c": -0}]'), ("d", '"é\\n"'), ("a", "1.50")]
     for bad, offset in (("[1,]", 3), ('{"a" 1}', 5), ("NaN", 0), ("1 2", 2), ('"é', 0), ("01", 1), ("", 0)):
-        with pytest.raises(wd.JSONSyntaxError) as caught:
-            wd.parse_json(bad)
+        with pytest.raises(wp.JSONSyntaxError) as caught:
+            wp.parse_json(bad)
         assert caught.value.offset == offset, (bad, caught.value)
     # Byte offsets, not character offsets.
-    with pytest.raises(wd.JSONSyntaxError) as caught:
-        wd.parse_json('["é", x]')
+    with pytest.raises(wp.JSONSyntaxError) as caught:
+        wp.parse_json('["é", x]')
     assert caught.value.offset == 7
-    wd.parse_json("[" * 512 + "]" * 512)
-    with pytest.raises(wd.JSONSyntaxError) as caught:
-        wd.parse_json("[" * 513 + "]" * 513)
+    wp.parse_json("[" * 512 + "]" * 512)
+    with pytest.raises(wp.JSONSyntaxError) as caught:
+        wp.parse_json("[" * 513 + "]" * 513)
     assert caught.value.offset == 513 and "512" in caught.value.reason
 
 
@@ -66,17 +62,17 @@ def test_values_round_trip_with_their_types():
               False, "EUR", "a/b\u00e9\u0001\"\\\t\b", wd.Date(1700000000.5), wd.Date(-1.25), b"\x00\x01", b"",
               wd.URL("file:///tmp/a%20b"), [1, "two", wd.Date(0.0)], {"a": 1}, {"$date": 5}, {"$dict": 1}, {}, []]
     for value in values:
-        text = wd.encode_value(value)
-        back = wd.decode_json_value(text)
-        assert wd.typed_equal(back, value), (value, text, back)
+        text = wp.encode_value(value)
+        back = wp.decode_json_value(text)
+        assert wp.typed_equal(back, value), (value, text, back)
         assert type(back) is type(value) or isinstance(value, tuple), (value, back)
-    nan = wd.decode_json_value(wd.encode_value(float("nan")))
+    nan = wp.decode_json_value(wp.encode_value(float("nan")))
     assert nan != nan
-    assert wd.encode_value(1e16) == "1e+16" and wd.encode_value(1e15) == "1000000000000000.0"
-    assert wd.encode_value({"$x": 1}) == '{"$dict":{"$x":1}}'
-    assert wd.encode_value("\b\f\u007f\u2028") == '"\\u0008\\u000c\u007f\u2028"'
-    assert not wd.typed_equal(1, 1.0) and not wd.typed_equal(True, 1) and not wd.typed_equal("1", 1)
-    assert wd.typed_equal({"a": [1, 2.0]}, {"a": [1, 2.0]})
+    assert wp.encode_value(1e16) == "1e+16" and wp.encode_value(1e15) == "1000000000000000.0"
+    assert wp.encode_value({"$x": 1}) == '{"$dict":{"$x":1}}'
+    assert wp.encode_value("\b\f\u007f\u2028") == '"\\u0008\\u000c\u007f\u2028"'
+    assert not wp.typed_equal(1, 1.0) and not wp.typed_equal(True, 1) and not wp.typed_equal("1", 1)
+    assert wp.typed_equal({"a": [1, 2.0]}, {"a": [1, 2.0]})
 
 
 def test_values_that_are_refused_name_the_problem():
@@ -86,11 +82,11 @@ def test_values_that_are_refused_name_the_problem():
                         ('{"$double":"foo"}', "$double needs"), ("9223372036854775808", "does not fit"),
                         ('{"$date":1e400}', "$date needs a finite")):
         with pytest.raises(InvalidInputError) as caught:
-            wd.decode_json_value(text)
+            wp.decode_json_value(text)
         assert words in str(caught.value), (text, str(caught.value))
     for value in (None, object(), 2 ** 64, {1: 2}, float, wd.Date(float("nan"))):
         with pytest.raises(InvalidInputError):
-            wd.encode_value(value)
+            wp.encode_value(value)
 
 
 # --------------------------------------------------------------------------
@@ -254,7 +250,7 @@ COMMANDS = [
 
 
 def test_cli_lines_and_statuses_match_the_swift_tool(env, swift):
-    for group, tool in (("group.py", py_defaults), ("group.swift", lambda *a: [str(swift / "wormhole"), "defaults", *a])):
+    for group, tool in (("group.py", py_defaults), ("group.swift", lambda *a: [swift_cli(swift), "defaults", *a])):
         results = []
         for command in COMMANDS:
             completed = run(tool(*command, "--group", group), env)
@@ -297,12 +293,12 @@ def test_keep_1e400_across_both_writers(env, swift):
     path.write_text(path.read_text().replace('"first":1', '"first":1e400'))
     assert run(py_defaults("write", "py", '"p"', "--group", G), env).returncode == 0
     assert '"first":1e400' in path.read_text()
-    assert run([str(swift / "wormhole"), "defaults", "write", "sw", '"s"', "--group", G], env).returncode == 0
+    assert run([swift_cli(swift), "defaults", "write", "sw", '"s"', "--group", G], env).returncode == 0
     assert '"first":1e400' in path.read_text()
     assert run(py_defaults("write", "py2", "2", "--group", G), env).returncode == 0
     text = path.read_text()
     assert '"first":1e400' in text and '"sw":"s"' in text and '"py2":2' in text
-    swift_read = run([str(swift / "wormhole"), "defaults", "read", "--group", G], env)
+    swift_read = run([swift_cli(swift), "defaults", "read", "--group", G], env)
     python_read = run(py_defaults("read", "--group", G), env)
     assert swift_read.out == python_read.out == '{"first":{"$double":"inf"},"py":"p","py2":2,"sw":"s"}\n'
 
@@ -311,7 +307,7 @@ def test_corrupt_suite_cli_both_tools(env, swift):
     path = suite_file(env)
     run(py_defaults("write", "a", "1", "--group", G), env)
     path.write_text("[1")
-    for tool in (py_defaults, lambda *a: [str(swift / "wormhole"), "defaults", *a]):
+    for tool in (py_defaults, lambda *a: [swift_cli(swift), "defaults", *a]):
         read = run(tool("read", "--group", G), env)
         write = run(tool("write", "a", "2", "--group", G), env)
         assert read.returncode == 1 and write.returncode == 1
@@ -320,11 +316,11 @@ def test_corrupt_suite_cli_both_tools(env, swift):
     repaired = run(py_defaults("repair", "--group", G), env)
     assert repaired.returncode == 0
     assert json.loads(repaired.out) == {"movedTo": str(path) + ".corrupt-1"}
-    assert run([str(swift / "wormhole"), "defaults", "read", "--group", G], env).out == "{}\n"
+    assert run([swift_cli(swift), "defaults", "read", "--group", G], env).out == "{}\n"
 
 
 def test_python_write_wakes_swift_observer_and_back(env, swift):
-    observer = Background([str(swift / "wormhole"), "defaults", "observe", "k", "gone", "--count", "2",
+    observer = Background([swift_cli(swift), "defaults", "observe", "k", "gone", "--count", "2",
                            "--timeout", "30", "--group", G], env)
     try:
         observer.ready()
@@ -341,9 +337,9 @@ def test_python_write_wakes_swift_observer_and_back(env, swift):
     listener = Background(py_defaults("observe", "--count", "2", "--timeout", "30", "--group", G), env)
     try:
         listener.ready()
-        assert run([str(swift / "wormhole"), "defaults", "write", "s", '"v"', "--group", G], env).returncode == 0
+        assert run([swift_cli(swift), "defaults", "write", "s", '"v"', "--group", G], env).returncode == 0
         assert json.loads(listener.line()) == {"key": "s", "value": "v"}
-        assert run([str(swift / "wormhole"), "defaults", "delete", "k", "--group", G], env).returncode == 0
+        assert run([swift_cli(swift), "defaults", "delete", "k", "--group", G], env).returncode == 0
         status, out, _ = listener.finish()
         assert status == 0 and json.loads(out) == {"key": "k", "value": None, "removed": True}
     finally:
@@ -358,6 +354,7 @@ def test_observe_timeout_statuses(env):
 
 
 def test_in_process_observer(env):
+    pytest.importorskip("gi", reason="PyGObject is not installed: the GLib callback API is not tested here")
     from gi.repository import GLib
     context = GLib.MainContext.new()
     context.push_thread_default()
@@ -368,7 +365,7 @@ def test_in_process_observer(env):
         defaults = wd.SharedDefaults(G)
         observer = defaults.observe(["a.b"], lambda key, value: seen.append((key, value)), center)
         run(py_defaults("write", "a.b", "7", "--group", G), env)
-        timer = GLib.timeout_source_new(int(_env.BOUND * 1000))
+        timer = GLib.timeout_source_new(int(BOUND * 1000))
         expired = []
         timer.set_callback(lambda *_: expired.append(True) or False)
         timer.attach(context)
@@ -389,9 +386,9 @@ def test_concurrent_increments_lose_nothing(env, swift):
     script = ("import sys\nfrom wormhole_py.defaults import SharedDefaults\n"
               "d = SharedDefaults(%r, post=False)\nfor _ in range(%d): d.increment('n')\n" % (G, per))
     for _ in range(4):
-        processes.append(subprocess.Popen([_env.PYTHON, "-c", script], env=env))
+        processes.append(subprocess.Popen([PYTHON, "-c", script], env=env))
     shell = "for i in $(seq %d); do %s defaults increment n --group %s >/dev/null || exit 1; done" % (
-        per, swift / "wormhole", G)
+        per, swift_cli(swift), G)
     for _ in range(4):
         processes.append(subprocess.Popen(["sh", "-c", shell], env=env))
     for process in processes:
@@ -406,8 +403,8 @@ def test_observe_without_a_bus_wakes_through_the_directory(env, swift, tmp_path)
                                       "--group", G), env)
     try:
         observer.ready()
-        assert "listening through the Preferences directory" in _env.read_line(observer.process.stderr)
-        written = run([str(swift / "wormhole"), "defaults", "write", "k", "[1.5]", "--bus-address", nobus,
+        assert "listening through the Preferences directory" in read_line(observer.process.stderr)
+        written = run([swift_cli(swift), "defaults", "write", "k", "[1.5]", "--bus-address", nobus,
                        "--group", G], env)
         assert written.returncode == 0 and "not notified" in written.err
         status, out, _ = observer.finish()

@@ -4,7 +4,6 @@ reported (never silent), torn tails repaired, durable consumers, retention."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import stat
@@ -14,13 +13,10 @@ from pathlib import Path
 
 import pytest
 
-_spec = importlib.util.spec_from_file_location("_wormhole_journal_env", Path(__file__).with_name("test_defaults_env.py"))
-_env = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_env)
-bus_address, env, swift = _env.bus_address, _env.env, _env.swift
-run, py_journal, Background = _env.run, _env.py_journal, _env.Background
+from conftest import BOUND, PYTHON, Background, py_journal, read_line, run, swift_cli
 
 from wormhole_py import journal as wj  # noqa: E402
+from wormhole_py import _journal_format as wf  # noqa: E402
 from wormhole_py._crc32c import crc32c  # noqa: E402
 from wormhole_py.errors import InvalidInputError  # noqa: E402
 
@@ -33,7 +29,7 @@ def journal_dir(environment, group=G, identifier=ID):
 
 
 def swift_cmd(swift, *arguments):
-    return [str(swift / "wormhole"), *arguments]
+    return [swift_cli(swift), *arguments]
 
 
 def stat_of(command, environment):
@@ -49,8 +45,8 @@ def test_crc32c_vectors():
 
 def test_segment_test_vector():
     time_ns = 1_700_000_000_000_000_000
-    data = (wj._header(1) + wj._build_frame(7, 1, time_ns, b'{"n":1}') + wj._build_frame(5, 2, time_ns + 1, b'"two"')
-            + wj._build_frame(wj.SEAL, 3, time_ns + 2, b""))
+    data = (wf._header(1) + wf._build_frame(7, 1, time_ns, b'{"n":1}') + wf._build_frame(5, 2, time_ns + 1, b'"two"')
+            + wf._build_frame(wf.SEAL, 3, time_ns + 2, b""))
     expected = bytes.fromhex(
         "57484a4c01000000 0100000000000000"
         "07000000 0100000000000000 00002a36fe9c9717 7b226e223a317d 3e8b0e26"
@@ -73,13 +69,13 @@ def test_append_and_read_in_process(env):
     journal.append("5")
     assert [r.sequence for r in reader.read()] == [5]
     assert stat.S_IMODE(os.stat(journal.path).st_mode) == 0o700
-    assert stat.S_IMODE(os.stat(journal.path / wj.segment_name(1)).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(journal.path / wf.segment_name(1)).st_mode) == 0o600
     with pytest.raises(InvalidInputError):
         journal.append("not json")
     with pytest.raises(wj.JournalError) as caught:
         journal.append('"' + "x" * (1 << 20) + '"')
     assert caught.value.code == "tooLarge"
-    assert wj.compact_json('{ "a" : [1, "b c"] }') == '{"a":[1,"b c"]}'
+    assert wf.compact_json('{ "a" : [1, "b c"] }') == '{"a":[1,"b c"]}'
 
 
 def test_python_appends_swift_reads(env, swift):
@@ -135,7 +131,7 @@ def test_listen_is_woken_by_either_appender(env, swift):
 
 
 def _corrupt(environment, offset):
-    segment = journal_dir(environment) / wj.segment_name(1)
+    segment = journal_dir(environment) / wf.segment_name(1)
     data = bytearray(segment.read_bytes())
     data[offset] ^= 0x55
     segment.write_bytes(bytes(data))
@@ -147,7 +143,7 @@ def test_corrupt_journal_is_reported_by_both(env, swift):
         journal.append(str(number))
     # Frames are 25 bytes each (1-byte payloads) after the 16-byte header: damage record 2's payload.
     _corrupt(env, 16 + 25 + 20)
-    expected_range = {"from": 2, "to": 2, "file": wj.segment_name(1), "reason": "checksum"}
+    expected_range = {"from": 2, "to": 2, "file": wf.segment_name(1), "reason": "checksum"}
     mine = run(py_journal("check", ID, "--group", G), env)
     theirs = run(swift_cmd(swift, "journal", "check", ID, "--group", G), env)
     assert mine.returncode == theirs.returncode == 1
@@ -173,9 +169,9 @@ def test_corrupt_journal_is_reported_by_both(env, swift):
 def test_torn_tail_is_repaired_not_damage(env, swift):
     journal = wj.Journal(G, ID, post=False)
     journal.append(["1", "2"])
-    segment = journal.path / wj.segment_name(1)
+    segment = journal.path / wf.segment_name(1)
     whole = segment.read_bytes()
-    frame = wj._build_frame(3, 3, 0, b'"x"')
+    frame = wf._build_frame(3, 3, 0, b'"x"')
     segment.write_bytes(whole + frame[:10])  # an appender killed mid-write
     for command in (py_journal("check", ID, "--group", G), swift_cmd(swift, "journal", "check", ID, "--group", G)):
         status, out, _ = stat_of(command, env)
@@ -252,7 +248,7 @@ def test_durable_consumer(env, swift):
     assert out["consumers"]["c1"] == 3 and "bad" not in out["consumers"]
     (journal.path / "bad.cursor").unlink()
     # A stored number is never given to another record: append after the highest cursor.
-    journal.write_cursor("ahead", wj.Cursor(0, 9))
+    journal.write_cursor("ahead", wf.Cursor(0, 9))
     assert wj.Journal(G, ID, post=False).append("10") == 10
     mine = json.loads(run(py_journal("stat", ID, "--group", G), env).out)
     theirs = json.loads(run(swift_cmd(swift, "journal", "stat", ID, "--group", G), env).out)
@@ -275,8 +271,8 @@ def test_journal_cli_bad_input(env):
 def test_concurrent_appenders_number_without_gaps(env, swift):
     script = ("from wormhole_py.journal import Journal\nj = Journal(%r, %r, post=False)\n"
               "for i in range(20): j.append('[%%d]' %% i)\n" % (G, ID))
-    processes = [subprocess.Popen([_env.PYTHON, "-c", script], env=env) for _ in range(3)]
-    shell = "for i in $(seq 10); do %s send --journal %s $i --group %s || exit 1; done" % (swift / "wormhole", ID, G)
+    processes = [subprocess.Popen([PYTHON, "-c", script], env=env) for _ in range(3)]
+    shell = "for i in $(seq 10); do %s send --journal %s $i --group %s || exit 1; done" % (swift_cli(swift), ID, G)
     processes += [subprocess.Popen(["sh", "-c", shell], env=env, stderr=subprocess.DEVNULL) for _ in range(2)]
     for process in processes:
         assert process.wait(timeout=300) == 0
@@ -292,7 +288,7 @@ def test_listen_without_a_bus_wakes_through_the_directory(env, tmp_path):
                                      "--group", G), env)
     try:
         listener.ready()
-        assert "listening through the journal directory" in _env.read_line(listener.process.stderr)
+        assert "listening through the journal directory" in read_line(listener.process.stderr)
         sent = run(py_journal("send", ID, '"quiet"', "--bus-address", nobus, "--group", G), env)
         assert sent.returncode == 0 and "the notification was not sent" in sent.err
         status, out, _ = listener.finish()
@@ -309,7 +305,27 @@ def test_durable_appends_record_the_synced_position(env, swift):
     assert len(data) == 20
     first, offset = struct.unpack_from("<QQ", data)
     assert struct.unpack_from("<I", data, 16)[0] == crc32c(data[:16])
-    assert (journal.path / wj.segment_name(first)).stat().st_size == offset
+    assert (journal.path / wf.segment_name(first)).stat().st_size == offset
     assert run(swift_cmd(swift, "journal", "check", ID, "--group", G), env).returncode == 0
     assert run(swift_cmd(swift, "send", "--journal", ID, "4", "--group", G), env).returncode == 0
     assert [r.sequence for r in journal.reader("start").read()] == [1, 2, 3, 4, 5]
+
+
+def test_library_listener_in_a_glib_context_with_a_consumer(env, context):
+    """``Journal.listen`` (GLib): records in order from the start, new ones as
+    they are appended, the consumer's cursor acknowledged per batch; the
+    handle is a context manager."""
+    from conftest import wait_for
+    journal = wj.Journal(G, ID)
+    journal.append(['{"n":1}', '{"n":2}'])
+    got = []
+    with journal.listen(got.append, start="start", consumer="glib", context=context) as subscription:
+        assert subscription.connected
+        wait_for(context, lambda: len(got) == 2, what="the stored records")
+        journal.append('{"n":3}')
+        wait_for(context, lambda: len(got) == 3, what="the appended record")
+    assert [record.sequence for record in got] == [1, 2, 3]
+    assert not subscription.active
+    assert journal.read_cursor("glib") == wf.Cursor(3, 3)
+    with pytest.raises(InvalidInputError, match="not a dict"):
+        journal.append({"n": 4})  # type: ignore[arg-type]

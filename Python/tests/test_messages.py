@@ -9,7 +9,6 @@ import os
 import stat
 
 import pytest
-from gi.repository import GLib
 
 from conftest import wait_for
 from wormhole_py.bus import Bus
@@ -131,10 +130,8 @@ def test_transient_messages(wenv, address, context):
         hole.send_transient("clip", "x" * 70000)
     # Malformed ones are reported, never a crash.
     bus = Bus.connect(address)
-    bus.connection.emit_signal(None, "/org/wormhole/Notify1", "org.wormhole.Notify1", "Message",
-                               GLib.Variant("(ss)", (hole.name("clip"), "{not json")))
-    bus.connection.emit_signal(None, "/org/wormhole/Notify1", "org.wormhole.Notify1", "Message",
-                               GLib.Variant("(su)", (hole.name("clip"), 5)))
+    bus.emit("org.wormhole.Notify1", "Message", "ss", (hole.name("clip"), "{not json"))
+    bus.emit("org.wormhole.Notify1", "Message", "su", (hole.name("clip"), 5))
     bus.confirm()
     wait_for(context, lambda: len(errors) == 2)
     assert [e.error.code for e in errors] == ["transientDropped", "transientDropped"]

@@ -10,7 +10,6 @@ import shutil
 import subprocess
 
 import pytest
-from gi.repository import Gio, GLib
 
 from conftest import BOUND, run, wait_for
 from wormhole_py import bus as bus_module
@@ -48,9 +47,7 @@ def test_sender_owns_its_name_before_posting(wenv, address, monkeypatch):
     sender.confirm()
     expected = "%s.Wormhole.c%s" % (APP, sender.unique_name.lstrip(":").replace(".", "_"))
     checker = Bus.connect(address)
-    owner = checker.connection.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
-                                         "GetNameOwner", GLib.Variant("(s)", (expected,)), None,
-                                         Gio.DBusCallFlags.NONE, 5000, None).unpack()[0]
+    owner = checker.wire.call("GetNameOwner", "s", (expected,), 5.0)[0]
     assert owner == sender.unique_name
 
 

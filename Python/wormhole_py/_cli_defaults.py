@@ -26,7 +26,7 @@ EX_USAGE = 64
 EX_EXPECT = 3
 EX_TIMEOUT = 124
 
-__all__ = ["register", "main", "parse_size", "EX_USAGE"]
+__all__ = ["EX_USAGE", "main", "parse_size", "register"]
 
 
 class UsageError(Exception):
@@ -82,7 +82,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", dest="log_level", default=None, help="Accepted for compatibility.")
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
+def register(subparsers: Any) -> Any:
     """Add ``defaults`` and its subcommands to ``subparsers``; each leaf
     sets ``func`` to a handler ``func(args) -> int`` (the exit status)."""
     defaults = subparsers.add_parser("defaults", help="Read, write and observe the app group's shared defaults suite.",
@@ -206,9 +206,10 @@ def _validate(args: argparse.Namespace, keys: List[str]) -> Any:
 
 def _value_text(args: argparse.Namespace) -> str:
     if args.json is not None:
-        return args.json
+        text: str = args.json
+        return text
     data = sys.stdin.buffer.read()
-    from .defaults import JSONSyntaxError, decode_utf8
+    from ._plist import JSONSyntaxError, decode_utf8
     try:
         return decode_utf8(data)
     except JSONSyntaxError as error:
@@ -217,7 +218,7 @@ def _value_text(args: argparse.Namespace) -> str:
 
 
 def _decode(key: str, text: str, what: str = "value for key") -> Any:
-    from .defaults import decode_json_value
+    from ._plist import decode_json_value
     try:
         return decode_json_value(text)
     except InvalidInputError as error:
@@ -242,7 +243,7 @@ def cmd_read(args: argparse.Namespace) -> int:
             raise UsageError("--keys lists every key; give no KEY with it")
         defaults = _validate(args, [args.key] if args.key is not None else [])
         if args.keys:
-            from .defaults import encode_string
+            from ._plist import encode_string
             for key in defaults.keys():
                 _print(encode_string(key))
             return 0
@@ -260,7 +261,7 @@ def cmd_read(args: argparse.Namespace) -> int:
 
 def cmd_write(args: argparse.Namespace) -> int:
     """``defaults write KEY [JSON] [--expect JSON | --expect-absent]``."""
-    from .defaults import MISSING
+    from ._plist import MISSING
 
     def body() -> int:
         if args.expect is not None and args.expect_absent:
@@ -297,7 +298,8 @@ def cmd_increment(args: argparse.Namespace) -> int:
 
 def cmd_load(args: argparse.Namespace) -> int:
     """``defaults load [--replace]``: one JSON object on standard input, one atomic write."""
-    from .defaults import JSONSyntaxError, OBJECT, decode_utf8, parse_json, _decode as decode_node, _ValueProblem
+    from ._plist import OBJECT, JSONSyntaxError, _ValueProblem, decode_utf8, parse_json
+    from ._plist import _decode as decode_node
 
     def body() -> int:
         defaults = _validate(args, [])
@@ -331,7 +333,7 @@ def cmd_load(args: argparse.Namespace) -> int:
 def cmd_repair(args: argparse.Namespace) -> int:
     """``defaults repair``: move a suite that does not parse aside; print where."""
     def body() -> int:
-        from .defaults import encode_string
+        from ._plist import encode_string
         defaults = _validate(args, [])
         moved = defaults.repair()
         if moved is not None:
@@ -346,93 +348,46 @@ def cmd_observe(args: argparse.Namespace) -> int:
     standard error, then one line per change."""
     def body() -> int:
         defaults = _validate(args, list(args.keys))
-        from gi.repository import GLib
-        from .defaults import MISSING, encode_string, encode_value
-        from .notify import NotificationCenter
-        context = GLib.MainContext.default()
-        loop = GLib.MainLoop.new(context, False)
-        state = {"delivered": 0, "status": 0}
+        from ._defaults_feed import DefaultsFeed
+        from ._plist import MISSING, encode_string, encode_value
+        from .cli import Runner, _connect_bound
+        runner = Runner(args.count, args.timeout)
 
-        def stop(status: int) -> None:
-            state["status"] = status
-            loop.quit()
-
-        if args.timeout is not None:
-            GLib.timeout_add(int(args.timeout * 1000), lambda: (_timed_out(args.count, args.timeout), stop(EX_TIMEOUT if args.count else 0), False)[2])
-        center, bus_error = open_center(args.bus_address, context)
-
-        def on_change(key: str, value: Any) -> None:
+        def on_change(change: Any) -> None:
+            key, value = change
             if value is MISSING:
-                line = '{"key":%s,"value":null,"removed":true}' % encode_string(key)
+                runner.emit('{"key":%s,"value":null,"removed":true}' % encode_string(key))
             else:
-                line = '{"key":%s,"value":%s}' % (encode_string(key), encode_value(value))
-            try:
-                _print(line)
-            except BrokenPipeError:
-                _quiet_stdout()
-                stop(0)
-                return
-            state["delivered"] += 1
-            if args.count is not None and state["delivered"] >= args.count:
-                stop(0)
+                runner.emit('{"key":%s,"value":%s}' % (encode_string(key), encode_value(value)))
 
-        def on_connection(up: bool, reason: Optional[str]) -> None:
+        def on_error(failure: Any) -> None:
+            sys.stderr.write("wormhole: %s\n" % failure.error)
+            sys.stderr.flush()
+
+        def on_connection(up: bool, reason: Optional[str], _changed: int) -> None:
             if up:
                 sys.stderr.write("wormhole: back on the bus; changes made meanwhile were delivered\n")
             else:
-                sys.stderr.write("wormhole: lost the bus at '%s' (%s); waiting for it to come back\n"
-                                 % (center.link.address, reason or "disconnected"))
+                sys.stderr.write("wormhole: lost the bus (%s); waiting for it to come back\n"
+                                 % (reason or "disconnected"))
             sys.stderr.flush()
 
-        observer = defaults.observe(list(args.keys) or None, on_change, center)
-        center.on_connection_change(on_connection)
-        # The Preferences directory wakes us too: while the bus is away, and
-        # for writers that do not post.  Writes are renames onto the suite file.
-        defaults._open_lock_directory()
-        suite_name = defaults.path.name
-        monitor = watch_directory(defaults.directory, lambda name: name == suite_name and observer._catch_up())
+        feed = DefaultsFeed(defaults, list(args.keys) or None)
+        subscription = runner.subscribe(feed, on_change, on_error, on_connection, args.bus_address,
+                                        _connect_bound(args.timeout))
+        runner.started = True
         sys.stderr.write("ready\n")
         sys.stderr.flush()
-        if bus_error is not None:
+        if subscription.bus_error is not None:
             sys.stderr.write("wormhole: %s; listening through the Preferences directory (inotify) until the bus can "
-                             "be reached\n" % bus_error)
+                             "be reached\n" % subscription.bus_error)
             sys.stderr.flush()
         try:
-            loop.run()
+            return runner.run()
         finally:
-            monitor.cancel()
-            observer.cancel()
-            center.close()
-        return state["status"]
+            subscription.cancel()
+            runner.end()
     return _guard(body)
-
-
-def open_center(address: Optional[str], context: Any) -> Any:
-    """A :class:`~wormhole_py.notify.NotificationCenter` on ``address``;
-    when the bus cannot be reached, one that waits for it.  Returns the
-    center and the error met at start (``None`` when on the bus)."""
-    from .errors import BusError
-    from .notify import NotificationCenter
-    try:
-        return NotificationCenter(address, context), None
-    except BusError as error:
-        return NotificationCenter(address, context, require_bus=False), error
-
-
-def watch_directory(path: Any, on_name: Callable[[str], Any]) -> Any:
-    """Watch a directory with ``Gio.FileMonitor`` (inotify, moves reported as
-    renames): ``on_name(file name)`` for every entry created, changed,
-    removed or renamed (both names).  Returns the monitor (``cancel()`` it)."""
-    from gi.repository import Gio
-
-    def changed(_monitor: Any, file: Any, other: Any, _event: Any) -> None:
-        for item in (file, other):
-            if item is not None:
-                on_name(item.get_basename())
-
-    monitor = Gio.File.new_for_path(str(path)).monitor_directory(Gio.FileMonitorFlags.WATCH_MOVES, None)
-    monitor.connect("changed", changed)
-    return monitor
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -441,9 +396,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     subparsers = parser.add_subparsers(dest="command", metavar="<command>")
     subparsers.required = True
     register(subparsers)
-    arguments = ["defaults"] + list(sys.argv[1:] if argv is None else argv)
+    arguments = ["defaults", *(sys.argv[1:] if argv is None else argv)]
     args = parser.parse_args(arguments)
-    return args.func(args)
+    status: int = args.func(args)
+    return status
 
 
 if __name__ == "__main__":

@@ -23,13 +23,12 @@ import sys
 from typing import Any, Dict, List, Optional, Union
 
 from . import _args, _contract
-from ._cli_defaults import _quiet_stdout, _timed_out
 from .errors import InvalidInputError, WormholeError
 
 EX_USAGE = 64
 EX_TIMEOUT = 124
 
-__all__ = ["register", "main", "send_journal", "listen_journal", "parse_from"]
+__all__ = ["listen_journal", "main", "parse_from", "register", "send_journal"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -82,7 +81,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", dest="log_level", default=None, help="Accepted for compatibility.")
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
+def register(subparsers: Any) -> Any:
     """Add ``journal stat|check|trim`` to ``subparsers``; each leaf sets
     ``func`` to a handler ``func(args) -> int`` (the exit status)."""
     journal = subparsers.add_parser("journal", help="Inspect and trim an identifier's journal.")
@@ -178,7 +177,7 @@ def send_journal(group: str, directory: str, identifier: str, document: Optional
     """``send --journal``: append one record (the JSON argument, or standard
     input when ``None``); exit 0 once appended (a line says so when the post
     did not go out), 64 for bad input, 1 when it cannot be appended."""
-    from .defaults import JSONSyntaxError, decode_utf8, parse_json
+    from ._plist import JSONSyntaxError, decode_utf8, parse_json
     from .journal import Journal
     try:
         journal = Journal(group, identifier, directory, bus_address=bus_address)
@@ -231,8 +230,8 @@ def listen_journal(group: str, directory: str, identifier: str, consumer: Option
     at the timeout with a count, 1 when the consumer is in use or the bus
     cannot be reached, 64 for bad input.  A closed output pipe exits 0.
     """
-    from gi.repository import GLib
-    from .journal import BATCH, Gap, Journal, JournalError, Record, compact_json, validate_consumer
+    from ._journal_format import Gap, JournalError, compact_json, validate_consumer
+    from .journal import Journal
     try:
         journal = Journal(group, identifier, directory, bus_address=bus_address)
         if consumer is not None:
@@ -242,123 +241,58 @@ def listen_journal(group: str, directory: str, identifier: str, consumer: Option
     except (InvalidInputError, argparse.ArgumentTypeError) as error:
         _err(str(error))
         return EX_USAGE
-    context = GLib.MainContext.default()
-    loop = GLib.MainLoop.new(context, False)
-    state: Dict[str, Any] = {"delivered": 0, "status": 0, "done": False}
-
-    def stop(status: int) -> None:
-        if not state["done"]:
-            state["done"] = True
-            state["status"] = status
-        loop.quit()
-
-    if timeout is not None:
-        GLib.timeout_add(int(timeout * 1000), lambda: (_timed_out(count, timeout), stop(EX_TIMEOUT if count else 0), False)[2])
-    from ._cli_defaults import open_center, watch_directory
+    from ._journal_reader import JournalFeed
+    from .cli import Runner, _connect_bound
     try:
-        center, bus_error = open_center(bus_address, context)
-    except WormholeError as error:
-        _err(str(error))
-        return 1
-    reader = None
-    holder: Dict[str, Any] = {}
-
-    def drain(_notification: Any = None) -> None:
-        if state["done"] or reader is None:
-            return
-        try:
-            items = reader.read()
-        except (JournalError, OSError) as error:
-            _err(str(error))
-            return
-        batch: List[Record] = []
-
-        def flush() -> bool:
-            if not batch:
-                return True
-            reader.begin_batch(batch)
-            handed: List[Record] = []
-            try:
-                for record in batch:
-                    _print('{"identifier":%s,"sequence":%d,"message":%s}'
-                           % (_dumps(identifier), record.sequence, compact_json(record.text)))
-                    handed.append(record)
-                    state["delivered"] += 1
-                    if count is not None and state["delivered"] >= count:
-                        break
-            except BrokenPipeError:
-                _quiet_stdout()
-                reader.end_batch(handed)
-                stop(0)
-                return False
-            reader.end_batch(handed)
-            batch.clear()
-            if count is not None and state["delivered"] >= count:
-                stop(0)
-                return False
-            return True
-
-        for item in items:
-            if isinstance(item, Gap):
-                if not flush():
-                    return
-                _err(_gap_line(identifier, item, str(journal.path)))
-                continue
-            if count is not None and state["delivered"] + len(batch) >= count:
-                break
-            batch.append(item)
-            if len(batch) >= BATCH:
-                if not flush():
-                    return
-        flush()
-
-    observer = center.observe(journal.name, drain)
-    try:
-        reader = journal.reader(start, consumer)
+        feed = JournalFeed(journal.reader(start, consumer))
     except JournalError as error:
-        observer.cancel()
-        center.close()
         _err(str(error))
         return 1
     except WormholeError as error:
-        observer.cancel()
-        center.close()
         _err(str(error))
         return EX_USAGE if isinstance(error, InvalidInputError) else 1
-    holder["reader"] = reader
+    runner = Runner(count, timeout)
+    holder: Dict[str, Any] = {}
 
-    def on_connection(up: bool, reason: Optional[str]) -> None:
+    def on_item(item: Any) -> None:
+        if isinstance(item, Gap):
+            _err(_gap_line(identifier, item, str(journal.path)))
+            return
+        runner.emit('{"identifier":%s,"sequence":%d,"message":%s}'
+                    % (_dumps(identifier), item.sequence, compact_json(item.text)))
+        if runner.stopped and "subscription" in holder:
+            holder["subscription"].cancel()
+
+    def on_error(failure: Any) -> None:
+        _err(str(failure.error))
+
+    def on_connection(up: bool, reason: Optional[str], _changed: int) -> None:
         if up:
             sys.stderr.write("wormhole: back on the bus; records appended meanwhile were delivered\n")
         else:
-            sys.stderr.write("wormhole: lost the bus at '%s' (%s); listening through the journal directory until it "
-                             "is back\n" % (center.link.address, reason or "disconnected"))
+            sys.stderr.write("wormhole: lost the bus (%s); listening through the journal directory until it "
+                             "is back\n" % (reason or "disconnected"))
         sys.stderr.flush()
 
-    center.on_connection_change(on_connection)
-    # The journal directory wakes us too (inotify): while the bus is away, and
-    # for an appender killed between its write and its post.
-    monitor = None
+    feed.hold()  # records already there are delivered after `ready`
     try:
-        journal._ensure()
-        monitor = watch_directory(journal.path, lambda name: name.endswith(".seg") and drain())
-    except (WormholeError, OSError) as error:
-        _err("cannot watch the journal directory: %s" % error)
+        subscription = runner.subscribe(feed, on_item, on_error, on_connection, bus_address, _connect_bound(timeout))
+    except BaseException:
+        feed.close()
+        raise
+    holder["subscription"] = subscription
+    runner.started = True
     sys.stderr.write("ready\n")
     sys.stderr.flush()
-    if bus_error is not None:
-        _err("%s; listening through the journal directory (inotify) until the bus can be reached" % bus_error)
-    drain()
+    if subscription.bus_error is not None:
+        _err("%s; listening through the journal directory (inotify) until the bus can be reached"
+             % subscription.bus_error)
+    feed.release()
     try:
-        if not state["done"]:
-            loop.run()
+        return runner.run()
     finally:
-        if monitor is not None:
-            monitor.cancel()
-        observer.cancel()
-        reader.close()
-        center.close()
-    return state["status"]
+        subscription.cancel()
+        runner.end()
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -381,20 +315,22 @@ def main(argv: Optional[List[str]] = None) -> int:
     listen.add_argument("--directory", default=_contract.DEFAULT_DIRECTORY)
     listen.add_argument("--consumer")
     listen.add_argument("--from", dest="start", type=parse_from, default="end")
-    from ._cli_defaults import _positive_count, _seconds as seconds
+    from ._cli_defaults import _positive_count
+    from ._cli_defaults import _seconds as seconds
     listen.add_argument("--count", type=_positive_count)
     listen.add_argument("--timeout", type=seconds)
     listen.add_argument("--bus-address", dest="bus_address")
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] in (["stat"], ["check"], ["trim"]):
-        argv = ["journal"] + argv
+        argv = ["journal", *argv]
     args = parser.parse_args(argv)
     if args.command == "send":
         return send_journal(args.group, args.directory, args.identifier, args.json, args.bus_address)
     if args.command == "listen":
         return listen_journal(args.group, args.directory, args.identifier, args.consumer, args.start, args.count,
                               args.timeout, args.bus_address)
-    return args.func(args)
+    status: int = args.func(args)
+    return status
 
 
 if __name__ == "__main__":

@@ -9,10 +9,11 @@ value and whose ``code`` is the contract's reason.
 
 from __future__ import annotations
 
-import time
+import operator
 import threading
+import time
 import unicodedata
-from typing import Optional
+from typing import Optional, SupportsIndex, cast
 
 from .errors import InvalidInputError
 
@@ -217,7 +218,7 @@ def validate_state(state: object) -> Optional[int]:
         return None
     if isinstance(state, bool) or not hasattr(state, "__index__"):
         raise InvalidInputError("invalidValue", "state %s is not an integer" % shown(repr(state)), state)
-    value = state.__index__()  # type: ignore[union-attr]
+    value = operator.index(cast("SupportsIndex", state))
     if value < 0 or value > MAX_STATE:
         raise InvalidInputError("invalidValue", "state must be 0 to 2^64-1, not %s" % shown(str(value)), state)
     return value
@@ -253,3 +254,31 @@ def write_state() -> int:
             now = _last_state + 1
         _last_state = now
         return now
+
+
+# -- shared defaults (section 5) ---------------------------------------------------------
+
+def validate_suite(suite: str) -> str:
+    """Check a suite name: the identifier rules (1 to 200 bytes of ``A-Z a-z 0-9 . _ -``, no leading ``.``)."""
+    return validate_component(suite, "suite", "invalidSuite", MAX_IDENTIFIER_BYTES)
+
+
+def key_name(group: str, suite: str, key: str) -> str:
+    """The notification name of a key: ``<group>/Preferences/<suite>/<key>``."""
+    return "%s/%s/%s/%s" % (group, PREFERENCES_DIRECTORY, suite, key)
+
+
+def validate_key(group: str, suite: str, key: str) -> str:
+    """Check a key: 1 or more bytes of UTF-8 without NUL whose notification name is a valid name."""
+    if not isinstance(key, str):
+        raise InvalidInputError("invalidKey", "key %r is not a string" % (key,), key)
+    if key == "":
+        raise InvalidInputError("invalidKey", "key '' is empty (a key is 1 or more bytes of UTF-8 without NUL)", key)
+    if "\0" in key:
+        raise InvalidInputError("invalidKey", "key %s contains a NUL byte" % shown(key), key)
+    try:
+        validate_name(key_name(group, suite, key))
+    except InvalidInputError as error:
+        raise InvalidInputError("invalidKey", "key %s is not usable: %s" % (shown(key[:64]), error),
+                                key) from None
+    return key

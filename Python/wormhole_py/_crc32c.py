@@ -40,7 +40,7 @@ _TABLE = _TABLES[0]
 _WORDS = sys.byteorder == "little"
 
 
-def crc32c(data: bytes, crc: int = 0) -> int:
+def crc32c(data: "bytes | bytearray | memoryview", crc: int = 0) -> int:
     """Return the CRC-32C of ``data`` (any bytes-like object), continuing
     from ``crc`` (a previous result): ``crc32c(b + c) == crc32c(c, crc32c(b))``."""
     t0, t1, t2, t3, t4, t5, t6, t7 = _TABLES

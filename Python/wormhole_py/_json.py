@@ -13,7 +13,7 @@ from typing import Any, Union
 
 from .errors import MessageFormatError
 
-__all__ = ["validate_document", "compact", "dumps", "loads"]
+__all__ = ["compact", "dumps", "loads", "validate_document"]
 
 BOM = b"\xef\xbb\xbf"
 

@@ -1,11 +1,9 @@
-"""The package's own D-Bus connection (contract sections 1, 7 and 8).
+"""The package's own blocking D-Bus connection (contract sections 1, 7 and 8).
 
-:class:`Bus` wraps a private :class:`Gio.DBusConnection` made with
-``Gio.DBusConnection.new_for_address`` (flags
-``AUTHENTICATION_CLIENT | MESSAGE_BUS_CONNECTION``, ``exit_on_close`` off);
-the package never uses ``Gio.bus_get_sync``'s shared singleton, so closing or
-losing it never ends the program and never disturbs the application's own
-session-bus connection.
+:class:`Bus` is one private connection through the transport
+:func:`wormhole_py._wire.transport` picks (Gio when PyGObject imports, else
+jeepney): never a shared singleton, so closing or losing it never ends the
+program and never disturbs the application's own session-bus connection.
 
 Sending: :meth:`Bus.post` emits ``Posted`` on the name's bucket interface
 with both arguments; :meth:`Bus.confirm` makes one call the bus answers
@@ -23,26 +21,30 @@ from __future__ import annotations
 
 import atexit
 import configparser
+import logging
 import os
 import re
-import sys
 import threading
 import weakref
-from typing import Any, Callable, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
+from urllib.parse import unquote
 
-import gi
-
-gi.require_version("GLib", "2.0")
-gi.require_version("Gio", "2.0")
-from gi.repository import Gio, GLib  # noqa: E402
-
-from ._contract import (  # noqa: E402
-    CONNECT_TIMEOUT_SECONDS, MESSAGE, OBJECT_PATH, POSTED, TRANSIENT_LIMIT, bucket_interface, shown,
-    validate_name, validate_state,
+from ._contract import (
+    CONNECT_TIMEOUT_SECONDS,
+    MESSAGE,
+    POSTED,
+    TRANSIENT_LIMIT,
+    bucket_interface,
+    shown,
+    validate_name,
+    validate_state,
 )
-from .errors import BusError, InvalidInputError, NotSentError, TooLargeError  # noqa: E402
+from ._wire import CallFailed, transport
+from .errors import BusError, InvalidInputError, NotSentError, TooLargeError
 
-__all__ = ["Bus", "resolve_address", "app_id", "set_app_id", "socket_path", "drain_all"]
+__all__ = ["Bus", "app_id", "drain_all", "resolve_address", "set_app_id", "socket_path"]
+
+log = logging.getLogger("wormhole_py")
 
 DBUS_NAME = "org.freedesktop.DBus"
 DBUS_PATH = "/org/freedesktop/DBus"
@@ -73,7 +75,7 @@ def _validate_app_id(value: str, source: str) -> str:
     return value
 
 
-def app_id(environ: Optional[dict] = None, flatpak_info: str = "/.flatpak-info") -> Optional[str]:
+def app_id(environ: Optional[Mapping[str, str]] = None, flatpak_info: str = "/.flatpak-info") -> Optional[str]:
     """The app ID by contract section 8's order: ``/.flatpak-info``'s
     ``[Application] name`` (nothing overrides it), else :func:`set_app_id`'s,
     else ``WORMHOLE_APP_ID``, else ``FLATPAK_ID``; ``None`` outside a sandbox."""
@@ -97,6 +99,16 @@ def app_id(environ: Optional[dict] = None, flatpak_info: str = "/.flatpak-info")
     return None
 
 
+_ADDRESS_ENTRY = re.compile(r"^(unix|tcp|nonce-tcp|unixexec|launchd|autolaunch|systemd|vsock):"
+                            r"([A-Za-z0-9_-]+=[^,;]*(,[A-Za-z0-9_-]+=[^,;]*)*)?$")
+
+
+def _is_address(value: str) -> bool:
+    """Whether ``value`` is a D-Bus address (the specification's grammar:
+    ``transport:key=value,...`` entries separated by ``;``)."""
+    return all(_ADDRESS_ENTRY.match(entry) for entry in value.split(";") if entry) and bool(value.strip(";"))
+
+
 def resolve_address(address: Optional[str] = None) -> str:
     """The bus address to use: ``address``, else ``DBUS_SESSION_BUS_ADDRESS``.
 
@@ -107,7 +119,7 @@ def resolve_address(address: Optional[str] = None) -> str:
     if not value:
         raise BusError("noSessionBus", "no bus address: DBUS_SESSION_BUS_ADDRESS is not set and no "
                        "--bus-address was given")
-    if not Gio.dbus_is_supported_address(value):
+    if not _is_address(value):
         raise InvalidInputError("invalidAddress", "bus address %s is not a D-Bus address" % shown(value), value)
     return value
 
@@ -116,38 +128,23 @@ def socket_path(address: str) -> Optional[str]:
     """The filesystem socket path of a ``unix:path=...`` address (the first
     entry that has one), or ``None`` (abstract sockets, tcp, ...)."""
     for entry in address.split(";"):
-        transport, _, params = entry.partition(":")
-        if transport != "unix":
+        transport_name, _, params = entry.partition(":")
+        if transport_name != "unix":
             continue
         for pair in params.split(","):
             key, _, value = pair.partition("=")
             if key == "path" and value:
-                return GLib.Uri.unescape_string(value, None) or value
+                return unquote(value)
     return None
 
 
-def run_until(context: GLib.MainContext, done: Callable[[], bool], timeout: Optional[float]) -> bool:
-    """Iterate ``context`` (which the caller owns) until ``done()`` or the
-    timeout passes; returns ``done()``.  The wait is event-driven: a GLib
-    timeout source ends it, never a polling loop."""
-    expired = [False]
-    source = None
-    if timeout is not None:
-        source = GLib.timeout_source_new(max(0, int(timeout * 1000)))
-
-        def on_timeout() -> bool:
-            expired[0] = True
-            return False
-
-        source.set_callback(lambda *_: on_timeout())
-        source.attach(context)
-    try:
-        while not done() and not expired[0]:
-            context.iteration(True)
-    finally:
-        if source is not None:
-            source.destroy()
-    return done()
+def connect_wire(address: str, timeout: float) -> Any:
+    """A blocking connection through :func:`~wormhole_py._wire.transport`'s library."""
+    if transport() == "gio":
+        from ._wire_gio import SyncWire
+        return SyncWire(address, timeout)
+    from ._wire_jeepney import SyncWire as JeepneyWire
+    return JeepneyWire(address, timeout)
 
 
 _live: "weakref.WeakSet[Bus]" = weakref.WeakSet()
@@ -155,21 +152,18 @@ _live_lock = threading.Lock()
 
 
 class Bus:
-    """One private connection to a message bus.
+    """One private, blocking connection to a message bus.
 
-    Create with :meth:`Bus.connect`.  Thread-safe for sending (GDBus
-    serialises writes); signal subscriptions deliver in the thread-default
-    main context of the subscribing thread.
+    Create with :meth:`Bus.connect`.  Thread-safe for sending.
     """
 
-    def __init__(self, connection: Gio.DBusConnection, address: str) -> None:
-        self.connection: Gio.DBusConnection = connection
+    def __init__(self, wire: Any, address: str) -> None:
+        self.wire: Any = wire
         self.address: str = address
         self._lock = threading.Lock()
         self._unconfirmed = False
         self._claimed: Optional[str] = None
-        self._last_states: dict = {}
-        connection.set_exit_on_close(False)
+        self._last_states: Dict[str, int] = {}
         with _live_lock:
             _live.add(self)
 
@@ -179,21 +173,31 @@ class Bus:
         giving up after ``timeout`` seconds (a bus that accepts and never
         answers cannot hold the caller).
 
-        :raises BusError: ``connectionFailed`` or ``timedOut``.
+        :raises BusError: ``connectionFailed``, ``timedOut``, or
+            ``transportMissing`` (neither PyGObject nor jeepney installed).
         """
         resolved = resolve_address(address)
-        connection = open_connection(resolved, timeout)
-        return cls(connection, resolved)
+        return cls(connect_wire(resolved, CONNECT_TIMEOUT_SECONDS if timeout is None else timeout), resolved)
+
+    @property
+    def connection(self) -> Any:
+        """The ``Gio.DBusConnection`` (the ``gio`` transport only)."""
+        return self.wire.connection
+
+    @property
+    def transport(self) -> str:
+        """``"gio"`` or ``"jeepney"``."""
+        return "jeepney" if type(self.wire).__module__.endswith("jeepney") else "gio"
 
     @property
     def unique_name(self) -> str:
         """The connection's unique bus name (``:1.42``)."""
-        return self.connection.get_unique_name() or ""
+        return str(self.wire.unique_name)
 
     @property
     def closed(self) -> bool:
         """Whether the connection is closed (the bus went away or :meth:`close`)."""
-        return self.connection.is_closed()
+        return bool(self.wire.closed)
 
     # -- sending -----------------------------------------------------------
 
@@ -215,13 +219,11 @@ class Bus:
             raise NotSentError("nameRefused", "the sender name %s is longer than 255 bytes; the notification is "
                                "not sent" % shown(name), name)
         try:
-            reply = self.connection.call_sync(
-                DBUS_NAME, DBUS_PATH, DBUS_INTERFACE, "RequestName", GLib.Variant("(su)", (name, 4)),
-                GLib.VariantType.new("(u)"), Gio.DBusCallFlags.NONE, int(timeout * 1000), None)
-        except GLib.Error as error:
+            reply = self.wire.call("RequestName", "su", (name, 4), timeout)
+        except CallFailed as error:
             raise NotSentError("nameRefused", "the bus refused the sender name %s (%s); the notification is not "
-                               "sent" % (shown(name), error.message), name) from None
-        code = reply.unpack()[0]
+                               "sent" % (shown(name), error), name) from None
+        code = reply[0]
         if code not in (1, 4):
             raise NotSentError("nameRefused", "the bus refused the sender name %s (RequestName answered %d)"
                                % (shown(name), code), name)
@@ -229,14 +231,19 @@ class Bus:
             self._claimed = name
         return name
 
-    def _emit(self, interface: str, member: str, body: GLib.Variant) -> None:
-        if self.connection.is_closed():
+    def emit(self, interface: str, member: str, signature: str, body: Tuple[Any, ...]) -> None:
+        """Emit any signal on the contract's object path (tests send
+        malformed bodies with it; use :meth:`post` and :meth:`send_message`).
+
+        :raises NotSentError: (``disconnected``) the connection is closed.
+        """
+        if self.wire.closed:
             raise NotSentError("disconnected", "the bus connection is closed")
         self.claim_app_name()
         try:
-            self.connection.emit_signal(None, OBJECT_PATH, interface, member, body)
-        except GLib.Error as error:
-            raise NotSentError("disconnected", "the signal was not sent: %s" % error.message) from None
+            self.wire.emit(interface, member, signature, body)
+        except CallFailed as error:
+            raise NotSentError("disconnected", "the signal was not sent: %s" % error) from None
         with self._lock:
             self._unconfirmed = True
 
@@ -258,7 +265,7 @@ class Bus:
                 value = self._last_states.get(name, 0)
             else:
                 self._last_states[name] = value
-        self._emit(bucket_interface(name), POSTED, GLib.Variant("(st)", (name, value)))
+        self.emit(bucket_interface(name), POSTED, "st", (name, value))
         return value
 
     def send_message(self, name: str, text: str) -> None:
@@ -269,7 +276,7 @@ class Bus:
         if size > TRANSIENT_LIMIT:
             raise TooLargeError("transientTooLarge", "transient message for %s is %d bytes, over the limit of %d"
                                 % (shown(name), size, TRANSIENT_LIMIT), name)
-        self._emit(bucket_interface(name), MESSAGE, GLib.Variant("(ss)", (name, text)))
+        self.emit(bucket_interface(name), MESSAGE, "ss", (name, text))
 
     def confirm(self, timeout: float = CONFIRM_TIMEOUT_SECONDS) -> None:
         """Make one call the bus answers (``GetNameOwner`` of the own unique
@@ -278,53 +285,39 @@ class Bus:
         :raises NotSentError: (``timedOut`` / ``disconnected``) not confirmed
             within ``timeout``.
         """
-        if self.connection.is_closed():
+        if self.wire.closed:
             raise NotSentError("disconnected", "the bus connection is closed; not confirmed")
         try:
-            self.connection.call_sync(
-                DBUS_NAME, DBUS_PATH, DBUS_INTERFACE, "GetNameOwner", GLib.Variant("(s)", (self.unique_name,)),
-                GLib.VariantType.new("(s)"), Gio.DBusCallFlags.NONE, max(1, int(timeout * 1000)), None)
-        except GLib.Error as error:
-            code = "timedOut" if error.matches(Gio.io_error_quark(), Gio.IOErrorEnum.TIMED_OUT) else "disconnected"
-            raise NotSentError(code, "the bus did not confirm the signal: %s" % error.message) from None
+            self.wire.call("GetNameOwner", "s", (self.unique_name,), timeout)
+        except CallFailed as error:
+            raise NotSentError("timedOut" if error.timed_out else "disconnected",
+                               "the bus did not confirm the signal: %s" % error) from None
         with self._lock:
             self._unconfirmed = False
 
     def drain(self, timeout: float = EXIT_DRAIN_SECONDS) -> bool:
-        """Confirm pending signals if any; False (and a line on standard
-        error) when the bus did not take them in time."""
+        """Confirm pending signals if any; False (and a warning logged on the
+        ``wormhole_py`` logger) when the bus did not take them in time."""
         with self._lock:
             pending = self._unconfirmed
-        if not pending or self.connection.is_closed():
+        if not pending or self.wire.closed:
             return not pending
         try:
             self.confirm(timeout)
             return True
         except NotSentError as error:
-            sys.stderr.write("wormhole_py: signals may be lost at exit: %s\n" % error)
+            log.warning("wormhole_py: signals may be lost at exit: %s", error)
             return False
 
     def close(self) -> None:
         """Drain, then close the connection (idempotent)."""
         self.drain()
-        if not self.connection.is_closed():
-            try:
-                self.connection.close_sync(None)
-            except GLib.Error:
-                pass
-
-    # -- calls ---------------------------------------------------------------
-
-    def add_match(self, rule: str, timeout: float = CONFIRM_TIMEOUT_SECONDS) -> None:
-        """``AddMatch(rule)`` and wait for the bus's answer (the rule is active
-        when this returns)."""
-        self.connection.call_sync(DBUS_NAME, DBUS_PATH, DBUS_INTERFACE, "AddMatch", GLib.Variant("(s)", (rule,)),
-                                  None, Gio.DBusCallFlags.NONE, int(timeout * 1000), None)
+        self.wire.close()
 
     def __del__(self) -> None:
         # The last reference going away never drops a signal a send accepted (contract v1.2).
         try:
-            if self._unconfirmed and not self.connection.is_closed():
+            if self._unconfirmed and not self.wire.closed:
                 self.drain()
         except Exception:
             pass
@@ -334,34 +327,6 @@ class Bus:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-def open_connection(address: str, timeout: Optional[float]) -> Gio.DBusConnection:
-    """Open a new private message-bus connection within ``timeout`` seconds.
-
-    The connection is made in the calling thread's thread-default main
-    context (its ``closed`` signal is dispatched there).  The bound is a
-    timer thread that cancels the blocking connect, never a polling loop.
-    """
-    cancellable = Gio.Cancellable()
-    timer = threading.Timer(timeout, cancellable.cancel) if timeout is not None else None
-    if timer is not None:
-        timer.daemon = True
-        timer.start()
-    flags = Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION
-    try:
-        connection = Gio.DBusConnection.new_for_address_sync(address, flags, None, cancellable)
-    except GLib.Error as error:
-        if cancellable.is_cancelled():
-            raise BusError("timedOut", "the bus at %s did not answer within %g s" % (shown(address), timeout),
-                           address) from None
-        raise BusError("connectionFailed", "cannot connect to the bus at %s: %s"
-                       % (shown(address), error.message), address) from None
-    finally:
-        if timer is not None:
-            timer.cancel()
-    connection.set_exit_on_close(False)
-    return connection
 
 
 def drain_all(timeout: float = EXIT_DRAIN_SECONDS) -> None:

@@ -16,12 +16,20 @@ import argparse
 import os
 import signal
 import sys
-from typing import Any, List, NoReturn, Optional
+from typing import Any, Callable, List, NoReturn, Optional
 
 from . import __version__, _args, _json
 from ._contract import (
-    CONTRACT_VERSION, DEFAULT_DIRECTORY, MAX_STATE, TRANSIENT_LIMIT, shown, validate_directory, validate_group,
-    validate_identifier, validate_name, validate_prefix,
+    CONTRACT_VERSION,
+    DEFAULT_DIRECTORY,
+    MAX_STATE,
+    TRANSIENT_LIMIT,
+    shown,
+    validate_directory,
+    validate_group,
+    validate_identifier,
+    validate_name,
+    validate_prefix,
 )
 from .errors import BusError, InvalidInputError, NotSentError, WormholeError
 
@@ -30,7 +38,7 @@ EX_FAIL = 1
 EX_USAGE = 64
 EX_TIMEOUT = 124
 
-__all__ = ["main", "build_parser"]
+__all__ = ["build_parser", "main"]
 
 
 class UsageError(Exception):
@@ -41,7 +49,7 @@ class Parser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose mistakes exit 64 with the line naming the
     bad value first (``wormhole: …``), then the usage."""
 
-    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         if message.startswith("argument ") and ": --" in message:
             message = message[message.index(": --") + 2:]  # the type's own line names the option
         elif message.startswith("unrecognized arguments: "):
@@ -114,32 +122,70 @@ def state_arg(text: str) -> int:
 # -- signals and the main loop ------------------------------------------------------------------------
 
 class Runner:
-    """A GLib main loop for a long-running command: SIGINT, SIGTERM and
-    SIGHUP end it with 128+N, ``--timeout`` with 0 or 124, a closed output
-    pipe with 0."""
+    """The event loop of a long-running command: a GLib main loop with the
+    ``gio`` transport, an asyncio loop with ``jeepney``
+    (:func:`wormhole_py._wire.transport`).  SIGINT, SIGTERM and SIGHUP end
+    it with 128+N, ``--timeout`` with 0 or 124, a closed output pipe with 0."""
 
     def __init__(self, count: Optional[int], timeout: Optional[float]) -> None:
-        from gi.repository import GLib
-        self.GLib = GLib
-        self.loop = GLib.MainLoop.new(None, False)
+        from ._wire import transport
         self.count = count
         self.timeout = timeout
         self.delivered = 0
         self.status = EX_OK
         self.started = False
         self.signal: Optional[int] = None
-        self._sources: List[int] = []
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            self._sources.append(GLib.unix_signal_add(GLib.PRIORITY_HIGH, signum, self._on_signal, signum))
+        self._stopped = False
+        self._cleanup: List[Callable[[], None]] = []
+        self.gio = transport() == "gio"
+        if self.gio:
+            from gi.repository import GLib
+
+            from ._reactor import GLibReactor
+            self.GLib = GLib
+            context = GLib.MainContext.default()
+            self.loop: Any = GLib.MainLoop.new(context, False)
+            self.reactor: Any = GLibReactor(context)
+            sources = [GLib.unix_signal_add(GLib.PRIORITY_HIGH, signum, self._on_signal, signum)
+                       for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)]
+
+            def remove_sources() -> None:
+                for source in sources:
+                    if context.find_source_by_id(source) is not None:
+                        GLib.source_remove(source)
+
+            self._cleanup.append(remove_sources)
+        else:
+            import asyncio
+
+            from ._reactor import AsyncioReactor
+            self.loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self.loop)
+            self.reactor = AsyncioReactor(self.loop)
+            self._done = self.loop.create_future()
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                self.loop.add_signal_handler(signum, self._on_signal, signum)
         if timeout is not None:
-            self._sources.append(GLib.timeout_add(int(timeout * 1000), self._on_timeout))
+            timer = self.reactor.call_later(timeout, self._on_timeout)
+            self._cleanup.append(timer.cancel)
+
+    def subscribe(self, feed: Any, callback: Callable[[Any], None], on_error: Optional[Callable[[Any], None]],
+                  on_connection_change: Optional[Callable[[bool, Optional[str], int], None]],
+                  address: Optional[str], connect_timeout: float) -> Any:
+        """Start the library's subscription for ``feed`` on this loop (the bus
+        not required: without it, the kind's directory wakes it)."""
+        from ._subscription import Subscription
+        subscription = Subscription(self.reactor, feed, callback, on_error, on_connection_change)
+        if self.gio:
+            return subscription.start(address, False, connect_timeout)
+        return self.loop.run_until_complete(subscription.start_async(address, False, connect_timeout))
 
     def _on_signal(self, signum: int) -> bool:
         self.signal = signum
         self.stop(128 + signum)
         return False
 
-    def _on_timeout(self) -> bool:
+    def _on_timeout(self) -> None:
         if self.count is not None:
             if self.started:
                 err("timed out after %s s before the requested count" % seconds_text(self.timeout or 0))
@@ -149,18 +195,26 @@ class Runner:
             self.stop(EX_TIMEOUT)
         else:
             self.stop(EX_OK)
-        return False
 
     def stop(self, status: int) -> None:
         """End the loop with ``status`` (the first stop wins)."""
-        if self.loop.is_running() or not getattr(self, "_stopped", False):
-            self._stopped = True
-            self.status = status
+        if self._stopped:
+            return
+        self._stopped = True
+        self.status = status
+        if self.gio:
             self.loop.quit()
+        elif not self._done.done():
+            self._done.set_result(None)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stopped
 
     def emit(self, line: str) -> None:
         """Print one delivery; stop after ``count``."""
-        if getattr(self, "_stopped", False):
+        if self._stopped:
             return
         try:
             out(line)
@@ -173,17 +227,30 @@ class Runner:
 
     def run(self) -> int:
         """Run until stopped; returns the exit status."""
-        if not getattr(self, "_stopped", False):
-            self.loop.run()
-        context = self.GLib.MainContext.default()
-        for source in self._sources:
-            if context.find_source_by_id(source) is not None:
-                self.GLib.source_remove(source)
+        if not self._stopped:
+            if self.gio:
+                self.loop.run()
+            else:
+                self.loop.run_until_complete(self._done)
         return self.status
 
     def end(self) -> None:
-        """After cleaning up: a command ended by a signal exits with 128 + its
-        number (130, 143, 129), as the Swift tool does: a normal end."""
+        """After cleaning up: close the loop; a command ended by a signal
+        exits with 128 + its number (130, 143, 129), as the Swift tool
+        does: a normal end."""
+        for cleanup in self._cleanup:
+            cleanup()
+        if not self.gio:
+            import asyncio
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                self.loop.remove_signal_handler(signum)
+            # Let the cancelled readers finish (they close their sockets) before the loop goes.
+            pending = [task for task in asyncio.all_tasks(self.loop) if not task.done()]
+            for task in pending:
+                task.cancel()
+            self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.close()
         if self.signal is not None:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -194,7 +261,8 @@ class Runner:
 
 def _read_document(args: argparse.Namespace) -> bytes:
     if args.json is not None:
-        return args.json.encode("utf-8", "surrogateescape")
+        text: str = args.json
+        return text.encode("utf-8", "surrogateescape")
     return sys.stdin.buffer.read()
 
 
@@ -309,9 +377,8 @@ def cmd_observe(args: argparse.Namespace) -> int:
             validate_prefix(name)
         else:
             validate_name(name)
-    from .notify import NotificationCenter
+    from .notify import NotificationFeed
     runner = Runner(args.count, args.timeout)
-    center = NotificationCenter(args.bus_address, require_bus=False, connect_timeout=_connect_bound(args.timeout))
     address = _address_text(args.bus_address)
 
     def on_note(note: Any) -> None:
@@ -320,7 +387,7 @@ def cmd_observe(args: argparse.Namespace) -> int:
         state = "null" if note.state is None else str(note.state)
         runner.emit('{"name":%s,"state":%s,"reason":"posted"}' % (_json.dumps(note.name), state))
 
-    def on_connection(up: bool, reason: Optional[str]) -> None:
+    def on_connection(up: bool, reason: Optional[str], _changed: int) -> None:
         if up and not runner.started:
             runner.started = True
             ready()
@@ -329,21 +396,18 @@ def cmd_observe(args: argparse.Namespace) -> int:
         else:
             err("lost the bus at %s; waiting for it to come back" % address)
 
-    if args.all:
-        center.observe_all(on_note)
-    else:
-        for name in args.names:
-            center.observe(name, on_note, prefix=args.prefix)
-    center.on_connection_change(on_connection, first=True)
-    if center.connected:
+    feed = NotificationFeed(args.names, prefix=args.prefix, everything=args.all)
+    subscription = runner.subscribe(feed, on_note, None, on_connection, args.bus_address,
+                                    _connect_bound(args.timeout))
+    if subscription.connected:
         runner.started = True
         ready()
-    else:
-        err("%s; still trying: `ready` follows once the bus is back" % (center.link.last_error or "no bus"))
+    elif not runner.stopped:
+        err("%s; still trying: `ready` follows once the bus is back" % (subscription.bus_error or "no bus"))
     try:
         return runner.run()
     finally:
-        center.close()
+        subscription.cancel()
         runner.end()
 
 
@@ -362,7 +426,7 @@ def cmd_listen(args: argparse.Namespace) -> int:
                               count=args.count, timeout=args.timeout, bus_address=args.bus_address)
     if args.consumer is not None or args.start is not None:
         raise UsageError("--consumer and --from need --journal")
-    from .messages import Delivery, DeliveryError
+    from .messages import Delivery, DeliveryError, MailboxFeed
     runner = Runner(args.count, args.timeout)
     hole = _wormhole(args)
     address = _address_text(args.bus_address)
@@ -385,10 +449,11 @@ def cmd_listen(args: argparse.Namespace) -> int:
         else:
             err("lost the bus at %s; listening through the wormhole directory until it is back" % address)
 
-    listener = hole.listen(None if args.all else list(args.identifiers), on_delivery, on_error,
-                           stored=args.stored, catch_unsignalled=not args.no_catch_unsignalled,
-                           every_post=args.every_post, on_connection_change=on_connection,
-                           connect_timeout=_connect_bound(args.timeout))
+    feed = MailboxFeed(hole, None if args.all else list(args.identifiers), args.stored,
+                       not args.no_catch_unsignalled, args.every_post)
+    hole._prepare()
+    listener = runner.subscribe(feed, on_delivery, on_error, on_connection, args.bus_address,
+                                _connect_bound(args.timeout))
     runner.started = True
     ready()
     started[0] = True
@@ -520,7 +585,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(arguments)
     try:
-        return args.func(args)
+        status: int = args.func(args)
+        return status
     except UsageError as error:
         err(str(error))
         return EX_USAGE

@@ -26,16 +26,28 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from ._contract import (
-    DEFAULT_DIRECTORY, DEFAULT_MAX_MESSAGE_BYTES, STALE_TEMP_SECONDS, shown,
-    validate_directory, validate_group,
+    DEFAULT_DIRECTORY,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    STALE_TEMP_SECONDS,
+    shown,
+    validate_directory,
+    validate_group,
 )
 from .errors import InvalidInputError, StorageError, TooLargeError, UnsafePathError
 
 FLATPAK_INFO = "/.flatpak-info"
 
 __all__ = [
-    "container_root", "ensure_directory", "container_path", "wormhole_path", "check_safe",
-    "atomic_write", "read_file", "temp_name", "remove_stale_temps", "in_flatpak",
+    "atomic_write",
+    "check_safe",
+    "container_path",
+    "container_root",
+    "ensure_directory",
+    "in_flatpak",
+    "read_file",
+    "remove_stale_temps",
+    "temp_name",
+    "wormhole_path",
 ]
 
 

@@ -13,17 +13,20 @@ from __future__ import annotations
 from typing import Optional
 
 __all__ = [
-    "WormholeError",
-    "InvalidInputError",
-    "UnsafePathError",
-    "StorageError",
-    "NoMessageError",
-    "MessageFormatError",
-    "TooLargeError",
     "BusError",
-    "NotSentError",
     "ContextBusyError",
+    "CorruptSuiteError",
+    "DefaultsError",
+    "ExpectationFailed",
+    "InvalidInputError",
     "LockTimeoutError",
+    "MessageFormatError",
+    "NoMessageError",
+    "NotSentError",
+    "StorageError",
+    "TooLargeError",
+    "UnsafePathError",
+    "WormholeError",
 ]
 
 
@@ -97,3 +100,37 @@ class ContextBusyError(WormholeError, RuntimeError):
 class LockTimeoutError(WormholeError):
     """A ``flock`` was not granted within the lock timeout (code
     ``lockTimeout``)."""
+
+
+class DefaultsError(WormholeError):
+    """A shared-defaults operation failed (codes ``typeMismatch``, ``overflow``,
+    ``tooLarge``, ``noValue``)."""
+
+
+class CorruptSuiteError(DefaultsError):
+    """The suite file is not one JSON object (code ``corruptSuite``).
+
+    ``path`` is the file, ``offset`` the byte offset of the problem, ``reason``
+    what was wrong there.  Readers and writers refuse; only :meth:`SharedDefaults.repair`
+    moves the file aside.
+    """
+
+    def __init__(self, message: str, path: str, offset: int, reason: str, size: int) -> None:
+        super().__init__("corruptSuite", message, path)
+        self.path = path
+        self.offset = offset
+        self.reason = reason
+        self.size = size
+
+
+class ExpectationFailed(DefaultsError):
+    """A compare-and-set write found another value (code ``expectationFailed``).
+
+    ``stored`` is the stored value's JSON text as ``defaults read`` prints it,
+    or ``None`` when the key is absent.
+    """
+
+    def __init__(self, message: str, key: str, stored: Optional[str]) -> None:
+        super().__init__("expectationFailed", message, key)
+        self.key = key
+        self.stored = stored

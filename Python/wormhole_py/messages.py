@@ -20,25 +20,47 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Union
-
-from gi.repository import Gio, GLib
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from . import _json
+from ._closing import Closing
 from ._contract import (
-    CONNECT_TIMEOUT_SECONDS, DEFAULT_DIRECTORY, DEFAULT_MAX_MESSAGE_BYTES, MESSAGE, OBJECT_PATH, PLAIN_INTERFACE,
-    POSTED, TRANSIENT_LIMIT, UNSIGNALLED_GRACE_SECONDS, bucket_interface, exact_rule, mailbox_name,
-    quote_rule_value, shown, validate_directory, validate_group, validate_identifier, write_state,
+    CONNECT_TIMEOUT_SECONDS,
+    DEFAULT_DIRECTORY,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    MESSAGE,
+    OBJECT_PATH,
+    PLAIN_INTERFACE,
+    POSTED,
+    TRANSIENT_LIMIT,
+    UNSIGNALLED_GRACE_SECONDS,
+    bucket_interface,
+    exact_rule,
+    mailbox_name,
+    quote_rule_value,
+    shown,
+    validate_directory,
+    validate_group,
+    validate_identifier,
+    write_state,
 )
-from ._link import Link, Route, pushed
+from ._reactor import AsyncioReactor, GLibReactor
+from ._subscription import Failure, Feed, Subscription
+from ._wire import require, transport
 from .bus import CONFIRM_TIMEOUT_SECONDS, Bus
 from .container import atomic_write, container_root, ensure_directory, read_file, remove_stale_temps
 from .errors import (
-    BusError, MessageFormatError, NoMessageError, NotSentError, StorageError, TooLargeError, WormholeError,
+    BusError,
+    MessageFormatError,
+    NoMessageError,
+    NotSentError,
+    StorageError,
+    TooLargeError,
+    WormholeError,
 )
 from .notify import BlockingQueue, parse_posted
 
-__all__ = ["Wormhole", "Delivery", "DeliveryError", "SendResult", "Listener", "deliveries"]
+__all__ = ["Delivery", "DeliveryError", "Listener", "SendResult", "Wormhole", "deliveries"]
 
 _CLEARED = object()
 
@@ -74,13 +96,9 @@ class Delivery:
             _json.dumps(self.identifier), message, self.reason, sent)
 
 
-@dataclass(frozen=True)
-class DeliveryError:
-    """A delivery that failed (missing, unreadable, undecodable, too large,
-    or a malformed transient message); listening goes on."""
-
-    identifier: str
-    error: WormholeError
+#: A delivery that failed (missing, unreadable, undecodable, too large, or a
+#: malformed transient message): ``identifier`` and ``error``; listening goes on.
+DeliveryError = Failure
 
 
 @dataclass
@@ -98,7 +116,7 @@ class SendResult:
     names: List[str] = field(default_factory=list)
 
 
-class Wormhole:
+class Wormhole(Closing):
     """A wormhole: an app group plus a directory (default ``wormhole``).
 
     :param group: the group identifier (validated here, before anything else).
@@ -117,6 +135,7 @@ class Wormhole:
         self.max_bytes = max_bytes
         self._sender: Optional[Bus] = None
         self._transient: Optional[Bus] = None
+        self._async: Any = None
 
     @property
     def path(self) -> Path:
@@ -154,6 +173,8 @@ class Wormhole:
         """
         validate_identifier(identifier)
         text = _json.validate_document(document, "message for %s" % shown(identifier), "invalidJSON")
+        if notify:
+            transport()  # a missing D-Bus library is refused before anything is stored
         directory = self._prepare()
         path = atomic_write(directory, identifier + ".json", text.encode("utf-8"), stem=identifier)
         result = SendResult(path, False, names=[self.name(identifier)])
@@ -226,6 +247,8 @@ class Wormhole:
         return self._clear(self.identifiers(), notify, timeout)
 
     def _clear(self, identifiers: List[str], notify: bool, timeout: float) -> SendResult:
+        if notify:
+            transport()  # a missing D-Bus library is refused before anything is removed
         names = []
         if ensure_directory(self.root / self.group, create=False) and ensure_directory(self.path, create=False):
             for identifier in identifiers:
@@ -260,13 +283,7 @@ class Wormhole:
         :raises TooLargeError: (``transientTooLarge``) over 64 KiB.
         :raises NotSentError: the bus did not take it.
         """
-        validate_identifier(identifier)
-        text = _json.compact(_json.validate_document(document, "message for %s" % shown(identifier),
-                                                     "invalidJSON"))
-        size = len(text.encode("utf-8"))
-        if size > TRANSIENT_LIMIT:
-            raise TooLargeError("transientTooLarge", "transient message for %s is %d bytes of compact JSON, over "
-                                "the limit of %d" % (shown(identifier), size, TRANSIENT_LIMIT), identifier)
+        text = self._transient_text(identifier, document)
         try:
             if self._transient is None or self._transient.closed:
                 self._transient = Bus.connect(self.address, timeout=min(timeout, CONNECT_TIMEOUT_SECONDS))
@@ -277,27 +294,117 @@ class Wormhole:
         except BusError as error:
             raise NotSentError(error.code, str(error), error.value) from None
 
+    def _transient_text(self, identifier: str, document: Union[str, bytes]) -> str:
+        validate_identifier(identifier)
+        text = _json.compact(_json.validate_document(document, "message for %s" % shown(identifier),
+                                                     "invalidJSON"))
+        size = len(text.encode("utf-8"))
+        if size > TRANSIENT_LIMIT:
+            raise TooLargeError("transientTooLarge", "transient message for %s is %d bytes of compact JSON, over "
+                                "the limit of %d" % (shown(identifier), size, TRANSIENT_LIMIT), identifier)
+        return text
+
     # -- listening -----------------------------------------------------------------------
 
     def listen(self, identifiers: Optional[Iterable[str]], callback: Callable[[Delivery], None],
                on_error: Optional[Callable[[DeliveryError], None]] = None, stored: bool = False,
                catch_unsignalled: bool = True, every_post: bool = False,
-               context: Optional[GLib.MainContext] = None, require_bus: bool = False,
+               context: Any = None, require_bus: bool = False,
                on_connection_change: Optional[Callable[[bool, Optional[str], int], None]] = None,
                connect_timeout: float = CONNECT_TIMEOUT_SECONDS) -> "Listener":
         """Listen for messages of ``identifiers`` (``None``: every mailbox of
-        the wormhole).  Active when this returns.  See :class:`Listener`."""
-        return Listener(self, identifiers, callback, on_error, stored, catch_unsignalled, every_post, context,
-                        require_bus, on_connection_change, connect_timeout)
+        the wormhole), with ``callback`` in a GLib main context (``context``,
+        default the thread-default; PyGObject).  Active when this returns.
+        See :class:`MailboxFeed` for what is delivered when."""
+        require("gio", "Wormhole.listen (callbacks in a GLib main context; use listen_async on asyncio)")
+        feed = MailboxFeed(self, identifiers, stored, catch_unsignalled, every_post)
+        self._prepare()
+        subscription: Listener = Subscription(GLibReactor(context), feed, callback, on_error, on_connection_change)
+        return subscription.start(self.address, require_bus, connect_timeout)
+
+    async def listen_async(self, identifiers: Optional[Iterable[str]] = None,
+                           callback: Optional[Callable[[Delivery], None]] = None,
+                           on_error: Optional[Callable[[DeliveryError], None]] = None, stored: bool = False,
+                           catch_unsignalled: bool = True, every_post: bool = False, require_bus: bool = False,
+                           on_connection_change: Optional[Callable[[bool, Optional[str], int], None]] = None,
+                           connect_timeout: float = CONNECT_TIMEOUT_SECONDS) -> "Listener":
+        """:meth:`listen` on the running asyncio loop (jeepney); active when
+        the await returns.  Without ``callback`` iterate it: ``async for``
+        yields :class:`Delivery` (and :class:`DeliveryError` when there is no
+        ``on_error``)."""
+        require("jeepney", "Wormhole.listen_async (asyncio)")
+        feed = MailboxFeed(self, identifiers, stored, catch_unsignalled, every_post)
+        self._prepare()
+        subscription: Listener = Subscription(AsyncioReactor(), feed, callback, on_error, on_connection_change)
+        return await subscription.start_async(self.address, require_bus, connect_timeout)
+
+    # -- awaitable sends ---------------------------------------------------------------------
+
+    def _async_sender(self) -> Any:
+        from ._async_send import AsyncSender
+        if self._async is None:
+            self._async = AsyncSender(self.address)
+        return self._async
+
+    async def send_async(self, identifier: str, value: Any, notify: bool = True,
+                         timeout: float = CONFIRM_TIMEOUT_SECONDS) -> SendResult:
+        """:meth:`send` for asyncio: store, then post and await the bus's confirmation."""
+        validate_identifier(identifier)
+        return await self.send_json_async(identifier, _json.dumps(value), notify, timeout)
+
+    async def send_json_async(self, identifier: str, document: Union[str, bytes], notify: bool = True,
+                              timeout: float = CONFIRM_TIMEOUT_SECONDS) -> SendResult:
+        """:meth:`send_json` for asyncio (the store is the same; the post is awaited)."""
+        if notify:
+            require("jeepney", "Wormhole.send_json_async (asyncio)")
+        result = self.send_json(identifier, document, notify=False)
+        if notify:
+            await self._notify_async(result, timeout)
+        return result
+
+    async def clear_async(self, identifier: str, notify: bool = True,
+                          timeout: float = CONFIRM_TIMEOUT_SECONDS) -> SendResult:
+        """:meth:`clear` for asyncio."""
+        if notify:
+            require("jeepney", "Wormhole.clear_async (asyncio)")
+        result = self.clear(identifier, notify=False)
+        if notify and result.names:
+            result.notified = False
+            await self._notify_async(result, timeout)
+        return result
+
+    async def _notify_async(self, result: SendResult, timeout: float) -> None:
+        try:
+            sender = self._async_sender()
+            for name in result.names:
+                await sender.post(name, write_state(), confirm=False)
+            await sender.confirm(timeout)
+            result.notified = True
+        except WormholeError as error:
+            result.error = error
+
+    async def send_transient_async(self, identifier: str, value: Any,
+                                   timeout: float = CONFIRM_TIMEOUT_SECONDS) -> None:
+        """:meth:`send_transient` for asyncio."""
+        validate_identifier(identifier)
+        text = self._transient_text(identifier, _json.dumps(value))
+        await self._async_sender().send_message(self.name(identifier), text, timeout)
 
     def close(self) -> None:
         """Drain and close the sending connections."""
         for bus in (self._sender, self._transient):
             if bus is not None:
                 bus.close()
+        if self._async is not None:
+            self._async.close()
+            self._async = None
 
 
-class Listener:
+#: What :meth:`Wormhole.listen` returns: the one subscription handle.
+Listener = Subscription[Delivery]
+
+
+class MailboxFeed(Feed[Delivery]):
     """Delivers the messages of some mailboxes (contract section 3).
 
     * Woken by ``Posted`` (library, CLI or ``dbus-send``) on the bus; reads
@@ -306,25 +413,16 @@ class Listener:
       ``cleared``.  Failures go to ``on_error``; listening goes on.
     * Transient ``Message`` signals are delivered with reason ``transient``.
     * Without a bus (none at start, or lost), it is woken by renames in the
-      wormhole directory (``Gio.File.monitor_directory``); when the bus is
-      back it re-adds its rules and delivers a ``catchUp`` for each mailbox
-      that changed.
+      wormhole directory (inotify); when the bus is back it re-adds its rules
+      and delivers a ``catchUp`` for each mailbox that changed.
     * ``catch_unsignalled`` (v1.3): while on the bus it also watches the
       directory; a rename onto ``I.json`` not followed by a ``Posted`` for
       ``I`` within 0.5 s is delivered as ``catchUp`` (``sent_at`` None),
       and the late ``Posted`` does not deliver it twice.
-
-    ``on_connection_change(connected, reason, changed)`` is called once
-    when the bus is lost (``changed`` 0) and once when it is back, after
-    the catch-ups (``changed`` = how many were delivered).
     """
 
-    def __init__(self, wormhole: Wormhole, identifiers: Optional[Iterable[str]],
-                 callback: Callable[[Delivery], None], on_error: Optional[Callable[[DeliveryError], None]],
-                 stored: bool, catch_unsignalled: bool, every_post: bool, context: Optional[GLib.MainContext],
-                 require_bus: bool,
-                 on_connection_change: Optional[Callable[[bool, Optional[str], int], None]],
-                 connect_timeout: float = CONNECT_TIMEOUT_SECONDS) -> None:
+    def __init__(self, wormhole: Wormhole, identifiers: Optional[Iterable[str]], stored: bool,
+                 catch_unsignalled: bool, every_post: bool) -> None:
         self.wormhole = wormhole
         self.all = identifiers is None
         self.identifiers: List[str] = [] if identifiers is None else list(dict.fromkeys(identifiers))
@@ -332,40 +430,14 @@ class Listener:
             validate_identifier(identifier)
         if not self.all and not self.identifiers:
             raise WormholeError("invalidIdentifier", "no identifier to listen to", "")
-        self.callback = callback
-        self.on_error = on_error
+        self.stored = stored
         self.every_post = every_post
-        self.catch_unsignalled = catch_unsignalled
-        self.on_connection_change = on_connection_change
-        self.context = context if context is not None else GLib.MainContext.ref_thread_default()
         self.prefix = "%s/%s/" % (wormhole.group, wormhole.directory)
+        self.directory = wormhole.path
+        self.watch_always = catch_unsignalled
+        self.grace = UNSIGNALLED_GRACE_SECONDS
         self._last: Dict[str, Any] = {}
-        self._pending: Dict[str, GLib.Source] = {}
-        self._monitor: Optional[Gio.FileMonitor] = None
-        self._cancelled = False
-        self.link: Optional[Link] = None
-        self.bus_error: Optional[BusError] = None
-        wormhole._prepare()
-        with pushed(self.context):
-            try:
-                self.link = Link(wormhole.address, self.context, require_bus=require_bus,
-                                 connect_timeout=connect_timeout)
-            except BusError as error:
-                if require_bus:
-                    raise
-                self.bus_error = error
-            if self.link is not None and not self.link.connected:
-                self.bus_error = self.link.start_error or BusError(
-                    "connectionFailed", self.link.last_error or "cannot connect to the bus")
-            self._route = Route(self._rules(), self._on_signal, self._on_lost, self._on_back)
-            if self.link is not None:
-                self.link.add(self._route)
-            self._update_monitor()
-        if stored:
-            for identifier in self._known_identifiers():
-                self._deliver(identifier, "stored", None)
-
-    # -- rules and routing ------------------------------------------------------------------
+        self.rules = self._rules()
 
     def _rules(self) -> List[str]:
         if self.all:
@@ -394,61 +466,56 @@ class Listener:
             return identifier
         return identifier if identifier in self.identifiers else None
 
-    @property
-    def connected(self) -> bool:
-        """Whether the listener is on the bus (else it listens through the directory)."""
-        return self.link is not None and self.link.connected
+    def file_key(self, name: str) -> Optional[str]:
+        if not name.endswith(".json") or name.startswith("."):
+            return None
+        return self._identifier_of(self.prefix + name[:-5])
 
-    def _on_signal(self, interface: str, member: str, parameters: GLib.Variant) -> None:
-        if self._cancelled:
-            return
+    def started(self) -> None:
+        if self.stored:
+            for identifier in self._known_identifiers():
+                self._deliver(identifier, "stored", None)
+
+    def on_signal(self, interface: str, member: str, signature: str, body: Tuple[Any, ...]) -> None:
         if member == POSTED:
-            parsed = parse_posted(parameters)
+            parsed = parse_posted(signature, body)
             if parsed is None:
                 return
             identifier = self._identifier_of(parsed[0])
             if identifier is None:
                 return
-            pending = self._pending.pop(identifier, None)
-            if pending is not None:
-                pending.destroy()
+            self.sub.settle(identifier)
             self._deliver(identifier, "posted", parsed[1])
         elif member == MESSAGE:
-            self._on_message(parameters)
+            self._on_message(signature, body)
 
-    def _on_message(self, parameters: GLib.Variant) -> None:
-        if parameters.n_children() < 1 or parameters.get_child_value(0).get_type_string() != "s":
+    def _on_message(self, signature: str, body: Tuple[Any, ...]) -> None:
+        if not signature or signature[0] != "s" or not body:
             return
-        identifier = self._identifier_of(parameters.get_child_value(0).get_string())
+        identifier = self._identifier_of(body[0])
         if identifier is None:
             return
-        if parameters.n_children() < 2 or parameters.get_child_value(1).get_type_string() != "s":
-            self._error(identifier, MessageFormatError("transientDropped", "transient message for %s dropped: "
-                                                       "its second argument is not a string" % shown(identifier),
-                                                       identifier))
+        if len(signature) < 2 or signature[1] != "s" or len(body) < 2:
+            self.sub.error(identifier, MessageFormatError("transientDropped", "transient message for %s dropped: "
+                                                          "its second argument is not a string" % shown(identifier),
+                                                          identifier))
             return
-        text = parameters.get_child_value(1).get_string()
+        text = body[1]
         size = len(text.encode("utf-8", "surrogatepass"))
         if size > TRANSIENT_LIMIT:
-            self._error(identifier, TooLargeError("transientDropped", "transient message for %s dropped: %d bytes, "
-                                                  "over the limit of %d" % (shown(identifier), size, TRANSIENT_LIMIT),
-                                                  identifier))
+            self.sub.error(identifier, TooLargeError("transientDropped", "transient message for %s dropped: %d "
+                                                     "bytes, over the limit of %d"
+                                                     % (shown(identifier), size, TRANSIENT_LIMIT), identifier))
             return
         try:
             _json.validate_document(text, "transient message for %s" % shown(identifier), "transientDropped")
         except WormholeError as error:
-            self._error(identifier, error)
+            self.sub.error(identifier, error)
             return
-        self._emit(Delivery(identifier, text, "transient", None))
+        self.sub.emit(Delivery(identifier, text, "transient", None))
 
-    # -- delivering ---------------------------------------------------------------------------
-
-    def _emit(self, delivery: Delivery) -> None:
-        self.callback(delivery)
-
-    def _error(self, identifier: str, error: WormholeError) -> None:
-        if self.on_error is not None:
-            self.on_error(DeliveryError(identifier, error))
+    def wake(self, key: str, reason: str) -> bool:
+        return self._deliver(key, reason, None)
 
     def _deliver(self, identifier: str, reason: str, sent_at: Optional[int]) -> bool:
         """Read ``identifier``'s file and deliver it if it changed (or
@@ -458,7 +525,7 @@ class Listener:
             data = read_file(path, self.wormhole.max_bytes)
         except WormholeError as error:
             self._last.pop(identifier, None)
-            self._error(identifier, error)
+            self.sub.error(identifier, error)
             return False
         if data is None:
             if self._last.get(identifier) is _CLEARED and not self.every_post:
@@ -468,7 +535,7 @@ class Listener:
                 self._last[identifier] = _CLEARED
                 return False
             self._last[identifier] = _CLEARED
-            self._emit(Delivery(identifier, None, "cleared", sent_at if reason == "posted" else None))
+            self.sub.emit(Delivery(identifier, None, "cleared", sent_at if reason == "posted" else None))
             return True
         if self._last.get(identifier) == data and not self.every_post:
             return False
@@ -476,10 +543,10 @@ class Listener:
             text = _json.validate_document(data, "stored message %s" % shown(str(path)))
         except WormholeError as error:
             self._last.pop(identifier, None)
-            self._error(identifier, error)
+            self.sub.error(identifier, error)
             return False
         self._last[identifier] = data
-        self._emit(Delivery(identifier, text, reason, sent_at if reason == "posted" else None))
+        self.sub.emit(Delivery(identifier, text, reason, sent_at if reason == "posted" else None))
         return True
 
     def _known_identifiers(self) -> List[str]:
@@ -489,99 +556,12 @@ class Listener:
         found.update(self._last.keys())
         return sorted(found)
 
-    # -- the bus going and coming ------------------------------------------------------------------
-
-    def _on_lost(self, reason: str) -> None:
-        self.bus_error = BusError("disconnected", reason)
-        self._update_monitor()
-        if self.on_connection_change is not None:
-            self.on_connection_change(False, reason, 0)
-
-    def _on_back(self) -> None:
-        self.bus_error = None
-        self._update_monitor()
+    def catch_up(self) -> int:
         changed = 0
         for identifier in self._known_identifiers():
             if self._deliver(identifier, "catchUp", None):
                 changed += 1
-        if self.on_connection_change is not None:
-            self.on_connection_change(True, None, changed)
-
-    # -- the directory watch ---------------------------------------------------------------------
-
-    def _update_monitor(self) -> None:
-        wanted = not self._cancelled and (self.catch_unsignalled or not self.connected)
-        if wanted and self._monitor is None:
-            with pushed(self.context):
-                try:
-                    self._monitor = Gio.File.new_for_path(str(self.wormhole.path)).monitor_directory(
-                        Gio.FileMonitorFlags.WATCH_MOVES, None)
-                except GLib.Error as error:
-                    self._monitor = None
-                    if not self.connected:
-                        self._error("", StorageError("io", "cannot watch %s: %s" % (
-                            shown(str(self.wormhole.path)), error.message), str(self.wormhole.path)))
-                    return
-                self._monitor.connect("changed", self._on_directory_event)
-        elif not wanted and self._monitor is not None:
-            self._monitor.cancel()
-            self._monitor = None
-
-    def _identifier_of_file(self, file: Optional[Gio.File]) -> Optional[str]:
-        if file is None:
-            return None
-        base = file.get_basename() or ""
-        if not base.endswith(".json") or base.startswith("."):
-            return None
-        return self._identifier_of(self.prefix + base[:-5])
-
-    def _on_directory_event(self, _monitor: Gio.FileMonitor, file: Gio.File, other: Optional[Gio.File],
-                            event: Gio.FileMonitorEvent) -> None:
-        if self._cancelled:
-            return
-        arrived: Optional[str] = None
-        removed: Optional[str] = None
-        if event == Gio.FileMonitorEvent.RENAMED:
-            arrived = self._identifier_of_file(other)
-            removed = self._identifier_of_file(file)
-        elif event == Gio.FileMonitorEvent.MOVED_IN:
-            arrived = self._identifier_of_file(file)
-        elif event in (Gio.FileMonitorEvent.DELETED, Gio.FileMonitorEvent.MOVED_OUT):
-            removed = self._identifier_of_file(file)
-        if self.connected:
-            if arrived is not None and self.catch_unsignalled and arrived not in self._pending:
-                self._arm_unsignalled(arrived)
-            return
-        for identifier in (removed, arrived):
-            if identifier is not None:
-                self._deliver(identifier, "posted", None)
-
-    def _arm_unsignalled(self, identifier: str) -> None:
-        source = GLib.timeout_source_new(int(UNSIGNALLED_GRACE_SECONDS * 1000))
-
-        def fire(*_: Any) -> bool:
-            if self._pending.get(identifier) is source:
-                del self._pending[identifier]
-                if not self._cancelled:
-                    self._deliver(identifier, "catchUp", None)
-            return False
-
-        source.set_callback(fire)
-        source.attach(self.context)
-        self._pending[identifier] = source
-
-    def cancel(self) -> None:
-        """Stop listening: remove rules, the watch and timers (idempotent)."""
-        if self._cancelled:
-            return
-        self._cancelled = True
-        for source in self._pending.values():
-            source.destroy()
-        self._pending.clear()
-        self._update_monitor()
-        if self.link is not None:
-            self.link.remove(self._route)
-            self.link.close()
+        return changed
 
 
 class _BlockingDeliveries:
@@ -589,16 +569,16 @@ class _BlockingDeliveries:
                  stored: bool) -> None:
         self.queue = BlockingQueue()
         self.timeout = timeout
-        with pushed(self.queue.context):
-            self.listener = wormhole.listen(identifiers, self.queue.put, self.queue.put, stored=stored,
-                                            context=self.queue.context)
+        self.listener = wormhole.listen(identifiers, self.queue.put, self.queue.put, stored=stored,
+                                        context=self.queue.context)
 
     def __iter__(self) -> "_BlockingDeliveries":
         return self
 
     def __next__(self) -> Union[Delivery, DeliveryError]:
         try:
-            return self.queue.get(self.timeout)
+            item: Union[Delivery, DeliveryError] = self.queue.get(self.timeout)
+            return item
         except TimeoutError:
             raise StopIteration from None
 

@@ -18,19 +18,38 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass
-from typing import Any, Callable, Deque, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from gi.repository import GLib
-
+from ._closing import Closing
 from ._contract import (
-    CONNECT_TIMEOUT_SECONDS, PLAIN_INTERFACE, POSTED, all_rule, bucket_interface, exact_rule, prefix_rule,
-    received_state, validate_name, validate_prefix,
+    CONNECT_TIMEOUT_SECONDS,
+    PLAIN_INTERFACE,
+    POSTED,
+    all_rule,
+    bucket_interface,
+    exact_rule,
+    prefix_rule,
+    received_state,
+    validate_name,
+    validate_prefix,
 )
-from ._link import Link, Route, pushed
+from ._link import Link
+from ._reactor import AsyncioReactor, GLibReactor
+from ._subscription import Feed, Subscription
+from ._wire import require
 from .bus import CONFIRM_TIMEOUT_SECONDS, Bus
 from .errors import ContextBusyError, NotSentError
 
-__all__ = ["Notification", "NotificationCenter", "Observer", "notifications", "parse_posted", "BlockingQueue"]
+__all__ = [
+    "BlockingQueue",
+    "Notification",
+    "NotificationCenter",
+    "Observer",
+    "notifications",
+    "observe_async",
+    "parse_posted",
+    "post_async",
+]
 
 _INTEGER_TYPES = frozenset("ynqiuxt")
 
@@ -50,59 +69,91 @@ class Notification:
     reason: str = "posted"
 
 
-def parse_posted(parameters: GLib.Variant) -> Optional[Tuple[str, Optional[int]]]:
+def parse_posted(signature: str, body: Tuple[Any, ...]) -> Optional[Tuple[str, Optional[int]]]:
     """Read a ``Posted`` signal's body: ``(name, state)``, or ``None`` when the
     first argument is missing or not a string (dropped, never a crash).  A
     state of any integer type that is not negative is kept; anything else
     is no state."""
-    if parameters is None or not parameters.get_type_string().startswith("(") or parameters.n_children() < 1:
+    if not signature or signature[0] != "s" or not body or not isinstance(body[0], str):
         return None
-    first = parameters.get_child_value(0)
-    if first.get_type_string() != "s":
-        return None
-    name = first.get_string()
     state: Optional[int] = None
-    if parameters.n_children() >= 2:
-        second = parameters.get_child_value(1)
-        if second.get_type_string() in _INTEGER_TYPES:
-            state = received_state(second.unpack())
-    return name, state
+    if len(signature) >= 2 and signature[1] in _INTEGER_TYPES and len(body) >= 2:
+        state = received_state(body[1])
+    return body[0], state
 
 
-class Observer:
-    """A registered observer; :meth:`cancel` removes its bus rules."""
+class NotificationFeed(Feed[Notification]):
+    """Notifications of some names, of the names under prefixes, or of all."""
 
-    def __init__(self, center: "NotificationCenter", route: Route) -> None:
-        self._center = center
-        self._route = route
+    def __init__(self, names: Sequence[str], prefix: bool = False, everything: bool = False) -> None:
+        self.names = list(dict.fromkeys(names))
+        self.prefix = prefix
+        self.everything = everything
+        rules: List[str] = []
+        self.exact: Dict[str, Tuple[str, str]] = {}
+        if everything:
+            rules.append(all_rule())
+        elif prefix:
+            for name in self.names:
+                validate_prefix(name)
+                rules.append(prefix_rule(name))
+        else:
+            for name in self.names:
+                validate_name(name)
+                bucket = bucket_interface(name)
+                self.exact[name] = (bucket, PLAIN_INTERFACE)
+                rules += [exact_rule(name, bucket), exact_rule(name, PLAIN_INTERFACE)]
+        self.rules = rules
 
-    @property
-    def active(self) -> bool:
-        """Whether the observer still delivers."""
-        return self._route.active
+    def _matches(self, interface: str, posted: str) -> bool:
+        if self.everything:
+            return True
+        if self.prefix:
+            return any(posted.startswith(name) for name in self.names)
+        interfaces = self.exact.get(posted)
+        return interfaces is not None and interface in interfaces
 
-    def cancel(self) -> None:
-        """Stop delivering and remove the match rules (idempotent)."""
-        if self._route.active:
-            self._center.link.remove(self._route)
+    def on_signal(self, interface: str, member: str, signature: str, body: Tuple[Any, ...]) -> None:
+        if member != POSTED:
+            return
+        parsed = parse_posted(signature, body)
+        if parsed is not None and self._matches(interface, parsed[0]):
+            self.sub.emit(Notification(parsed[0], parsed[1], "posted"))
+
+    def catch_up(self) -> int:
+        names = [""] if self.everything else self.names
+        for name in names:
+            self.sub.emit(Notification(name, None, "catchUp"))
+        return len(names)
 
 
-class NotificationCenter:
-    """Post and observe notifications on one bus.
+#: The handle :meth:`NotificationCenter.observe` returns.
+Observer = Subscription[Notification]
+
+
+class NotificationCenter(Closing):
+    """Post and observe notifications on one bus, with callbacks in a GLib
+    main context (PyGObject).  For asyncio see :func:`observe_async` and
+    :func:`post_async`.
 
     :param address: the bus address (default ``DBUS_SESSION_BUS_ADDRESS``).
     :param context: where callbacks run (default: the calling thread's
         thread-default main context).
     :param require_bus: when false, a bus that cannot be reached is waited for
         instead of raising.
-    :raises BusError: the bus cannot be reached (``require_bus``).
+    :raises BusError: the bus cannot be reached (``require_bus``), or
+        ``transportMissing`` without PyGObject.
     """
 
-    def __init__(self, address: Optional[str] = None, context: Optional[GLib.MainContext] = None,
+    def __init__(self, address: Optional[str] = None, context: Any = None,
                  require_bus: bool = True, connect_timeout: float = CONNECT_TIMEOUT_SECONDS) -> None:
-        self.link = Link(address, context, require_bus=require_bus, connect_timeout=connect_timeout)
-        self.context = self.link.context
+        require("gio", "NotificationCenter (callbacks in a GLib main context)")
+        self.reactor = GLibReactor(context)
+        self.context = self.reactor.context
+        self.link = Link(self.reactor, address, connect_timeout)
+        self.link.start(require_bus)
         self._sender: Optional[Bus] = None
+        self._subscriptions: List[Subscription[Notification]] = []
 
     @property
     def connected(self) -> bool:
@@ -132,8 +183,7 @@ class NotificationCenter:
     def _sender_bus(self, timeout: float) -> Bus:
         if self._sender is None or self._sender.closed:
             try:
-                with pushed(self.context):
-                    self._sender = Bus.connect(self.link.address, timeout=min(timeout, CONNECT_TIMEOUT_SECONDS))
+                self._sender = Bus.connect(self.link.address, timeout=min(timeout, CONNECT_TIMEOUT_SECONDS))
             except Exception as error:
                 raise NotSentError(getattr(error, "code", "connectionFailed"), str(error)) from None
         return self._sender
@@ -145,64 +195,70 @@ class NotificationCenter:
         ``prefix``, of every name starting with ``name``, which ends in
         ``/``), and once with reason ``catchUp`` after each reconnect.  Active
         when this returns."""
-        if prefix:
-            validate_prefix(name)
-            rules = [prefix_rule(name)]
-
-            def matches(interface: str, posted: str) -> bool:
-                return posted.startswith(name)
-        else:
-            validate_name(name)
-            bucket = bucket_interface(name)
-            rules = [exact_rule(name, bucket), exact_rule(name, PLAIN_INTERFACE)]
-
-            def matches(interface: str, posted: str) -> bool:
-                return posted == name and interface in (bucket, PLAIN_INTERFACE)
-        return self._observe(rules, matches, callback, name)
+        return self._observe(NotificationFeed([name], prefix=prefix), callback)
 
     def observe_all(self, callback: Callable[[Notification], None]) -> Observer:
         """Call ``callback`` for every ``Posted`` on the bus, whatever its name."""
-        return self._observe([all_rule()], lambda interface, posted: True, callback, "")
+        return self._observe(NotificationFeed([], everything=True), callback)
 
-    def _observe(self, rules: List[str], matches: Callable[[str, str], bool],
-                 callback: Callable[[Notification], None], catch_up_name: str) -> Observer:
-        def on_signal(interface: str, member: str, parameters: GLib.Variant) -> None:
-            if member != POSTED:
-                return
-            parsed = parse_posted(parameters)
-            if parsed is None or not matches(interface, parsed[0]):
-                return
-            callback(Notification(parsed[0], parsed[1], "posted"))
-
-        def on_back() -> None:
-            callback(Notification(catch_up_name, None, "catchUp"))
-
-        route = Route(rules, on_signal, None, on_back)
-        self.link.add(route)
-        return Observer(self, route)
+    def _observe(self, feed: NotificationFeed, callback: Callable[[Notification], None]) -> Observer:
+        subscription = Subscription(self.reactor, feed, callback)
+        subscription.start(None, False, link=self.link)
+        self._subscriptions.append(subscription)
+        return subscription
 
     def on_connection_change(self, callback: Callable[[bool, Optional[str]], None], first: bool = False) -> None:
         """Call ``callback(False, reason)`` once when the bus is lost and
         ``callback(True, None)`` once when it is back (after the rules are
         re-added; before the observers' catch-ups when ``first``, else
         after those registered earlier)."""
+        from ._link import Route
         route = Route([], lambda *_: None, lambda reason: callback(False, reason), lambda: callback(True, None))
-        if first:
-            self.link.routes.insert(0, route)
-        else:
-            self.link.routes.append(route)
+        self.link.add(route, lambda _error: None, first=first)
 
     def close(self) -> None:
         """Drain pending posts and close both connections."""
+        for subscription in self._subscriptions:
+            subscription.cancel()
         if self._sender is not None:
             self._sender.close()
         self.link.close()
 
-    def __enter__(self) -> "NotificationCenter":
-        return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+async def observe_async(*names: str, prefix: bool = False, everything: bool = False,
+                        address: Optional[str] = None, require_bus: bool = True,
+                        callback: Optional[Callable[[Notification], None]] = None,
+                        on_connection_change: Optional[Callable[[bool, Optional[str], int], None]] = None,
+                        connect_timeout: float = CONNECT_TIMEOUT_SECONDS) -> Subscription[Notification]:
+    """Observe ``names`` (or the names under the prefixes ``names``, or
+    ``everything``) on the running asyncio loop; active when the await
+    returns.  Without ``callback``, iterate it::
+
+        async with await observe_async("com.example.app.refresh") as notes:
+            async for note in notes:
+                print(note.name, note.state)
+
+    :raises BusError: the bus cannot be reached (``require_bus``), or
+        ``transportMissing`` without jeepney.
+    """
+    require("jeepney", "observe_async (asyncio)")
+    if not names and not everything:
+        raise ValueError("give names, or everything=True")
+    feed = NotificationFeed(names, prefix=prefix, everything=everything)
+    subscription = Subscription(AsyncioReactor(), feed, callback, on_connection_change=on_connection_change)
+    return await subscription.start_async(address, require_bus, connect_timeout)
+
+
+async def post_async(name: str, state: Optional[int] = None, address: Optional[str] = None,
+                     timeout: float = CONFIRM_TIMEOUT_SECONDS) -> int:
+    """Post ``name`` and wait (without blocking the loop) until the bus took
+    it.  See :class:`wormhole_py.AsyncSender` to post many.
+
+    :returns: the state sent.
+    """
+    from ._async_send import AsyncSender
+    async with AsyncSender(address) as sender:
+        return await sender.post(name, state, timeout=timeout)
 
 
 class BlockingQueue:
@@ -215,8 +271,10 @@ class BlockingQueue:
     loop is already iterating.
     """
 
-    def __init__(self, context: Optional[GLib.MainContext] = None) -> None:
-        self.context = context if context is not None else GLib.MainContext.new()
+    def __init__(self, context: Any = None) -> None:
+        from gi.repository import GLib
+        self.GLib = GLib
+        self.context: Any = context if context is not None else GLib.MainContext.new()
         self.items: Deque[Any] = collections.deque()
 
     def put(self, item: Any) -> None:
@@ -228,6 +286,7 @@ class BlockingQueue:
         when ``timeout`` seconds pass first."""
         if self.items:
             return self.items.popleft()
+        GLib = self.GLib
         if GLib.main_depth() > 0:
             raise ContextBusyError("contextBusy", "a blocking iterator cannot run inside a main-loop callback "
                                    "(the loop would stall); observe with a callback instead")
@@ -250,7 +309,7 @@ class BlockingQueue:
             self.context.release()
         if self.items:
             return self.items.popleft()
-        raise TimeoutError("no event within %g s" % timeout)
+        raise TimeoutError("no event within %g s" % (timeout or 0))
 
 
 class _BlockingNotifications:
@@ -260,17 +319,17 @@ class _BlockingNotifications:
                  timeout: Optional[float]) -> None:
         self.queue = BlockingQueue()
         self.timeout = timeout
-        with pushed(self.queue.context):
-            self.center = NotificationCenter(address, self.queue.context)
-            for name in names:
-                self.center.observe(name, self.queue.put, prefix=prefix)
+        self.center = NotificationCenter(address, self.queue.context)
+        for name in names:
+            self.center.observe(name, self.queue.put, prefix=prefix)
 
     def __iter__(self) -> Iterator[Notification]:
         return self
 
     def __next__(self) -> Notification:
         try:
-            return self.queue.get(self.timeout)
+            note: Notification = self.queue.get(self.timeout)
+            return note
         except TimeoutError:
             raise StopIteration from None
 
