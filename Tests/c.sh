@@ -116,7 +116,7 @@ if ((asan)); then sanitize=(-fsanitize=address -fno-omit-frame-pointer); fi
 mkdir -p "$work/bin"
 # shellcheck disable=SC2086
 gcc -std=c99 -Wall -Wextra -Werror -g "${sanitize[@]}" $cflags -o "$work/bin/wh-tests" Tests/C/tests.c Tests/C/wh-test.c \
-    Tests/C/test-notify.c Tests/C/test-store.c $libs -lpthread $rpath
+    Tests/C/test-notify.c Tests/C/test-store.c Tests/C/test-journal.c $libs -lpthread $rpath
 # shellcheck disable=SC2086
 gcc -std=c99 -Wall -Wextra -Werror -g "${sanitize[@]}" $cflags -o "$work/bin/send-and-exit" Tests/C/send-and-exit.c $libs $rpath
 # The README's C listener, as written (its block follows `<!-- c-listener -->`).

@@ -75,6 +75,14 @@ func checkSent(_ error: (any Error)?, _ what: String) throws {
     throw failure
 }
 
+/// A JSON text argument with its length: NULL, invalid UTF-8 and what is not one JSON value
+/// are refused, naming the argument.
+func jsonDocument(_ pointer: UnsafePointer<CChar>?, _ length: Int, _ argument: String) throws -> JSONDocument {
+    let payload = try bytes(pointer, length, argument)
+    _ = try text(payload, argument)
+    return try JSONDocument(data: Data(payload))
+}
+
 /// The message listen options of `flags` (`WH_LISTEN_*`).
 private func listenOptions(_ flags: UInt32) throws -> MessageCenter.ListenOptions {
     try checkFlags(flags, known: 0x3)
@@ -137,11 +145,21 @@ public func whMailboxSend(
     cCall(error) {
         let mailbox = try object(mailbox, CMailbox.self, "mailbox")
         let identifier = try MessageIdentifier(text(identifier, "identifier"))
-        let payload = try bytes(json, length, "json")
-        _ = try text(payload, "json")
-        let document = try JSONDocument(data: Data(payload))
+        let document = try jsonDocument(json, length, "json")
         let report = try mailbox.center.passMessage(document, identifier: identifier)
         try checkSent(report.notificationError, "the message '\(identifier.rawValue)'")
+    }
+}
+
+@_cdecl("wh_mailbox_send_transient")
+public func whMailboxSendTransient(
+    _ mailbox: OpaquePointer?, _ identifier: UnsafePointer<CChar>?, _ json: UnsafePointer<CChar>?, _ length: Int,
+    _ error: UnsafeMutablePointer<OpaquePointer?>?
+) -> Int32 {
+    cCall(error) {
+        let mailbox = try object(mailbox, CMailbox.self, "mailbox")
+        let identifier = try MessageIdentifier(text(identifier, "identifier"))
+        try mailbox.center.passTransientMessage(jsonDocument(json, length, "json"), identifier: identifier)
     }
 }
 
