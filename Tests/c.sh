@@ -19,7 +19,8 @@
 #    off) and, as root, a throwaway desktop user with one (the doorbell on). The C programs are
 #    built with AddressSanitizer and LeakSanitizer (--no-asan: without); the library is not
 #    instrumented, and Tests/C/lsan.supp says why each suppression is there;
-# 5. the C GTK 4 Lines window (Examples/Lines/c) under Xvfb (Tests/lines-c.sh).
+# 5. the C GTK 4 Lines window (Examples/Lines/c) under Xvfb and the C++ Qt 6 one
+#    (Examples/Lines/qt, offscreen) (Tests/lines-c.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repository=$PWD
@@ -65,7 +66,8 @@ stage=$work/stage
 scripts/libwormhole.sh --no-build $configuration --prefix /usr --libdir /usr/lib/x86_64-linux-gnu --destdir "$stage" \
     >/dev/null
 for file in usr/lib/x86_64-linux-gnu/libwormhole.so.1 usr/lib/x86_64-linux-gnu/libwormhole.so \
-    usr/include/wormhole-1/wormhole.h usr/include/wormhole-1/wormhole-glib.h usr/lib/x86_64-linux-gnu/pkgconfig/wormhole-1.pc; do
+    usr/include/wormhole-1/wormhole.h usr/include/wormhole-1/wormhole-glib.h usr/include/wormhole-1/wormhole-qt.h \
+    usr/lib/x86_64-linux-gnu/pkgconfig/wormhole-1.pc; do
     [ -e "$stage/$file" ] || fail "a staged install has no /$file"
 done
 grep -qx 'libdir=/usr/lib/x86_64-linux-gnu' "$stage/usr/lib/x86_64-linux-gnu/pkgconfig/wormhole-1.pc" ||
@@ -108,7 +110,10 @@ gcc -std=c99 -Wall -Wextra -pedantic -Werror $cflags $(pkg-config --cflags glib-
 cp "$work/glib.c" "$work/glib.cpp"
 # shellcheck disable=SC2086
 g++ -std=c++17 -Wall -Wextra -Werror $cflags $(pkg-config --cflags glib-2.0) -c -o "$work/glib-cpp.o" "$work/glib.cpp"
-echo "c.sh: wormhole.h is clean C99 and C++17, wormhole-glib.h compiles with GLib"
+printf '#include <wormhole-qt.h>\nQSocketNotifier *attach(wh_context *c) { return wh_qt_attach(c); }\n' >"$work/qt.cpp"
+# shellcheck disable=SC2046
+g++ -std=c++17 -fPIC -Wall -Wextra -pedantic -Werror $cflags $(pkg-config --cflags Qt6Core) -c -o "$work/qt.o" "$work/qt.cpp"
+echo "c.sh: wormhole.h is clean C99 and C++17, wormhole-glib.h compiles with GLib, wormhole-qt.h with Qt 6"
 
 # 4. The tests, with AddressSanitizer and LeakSanitizer in the C programs.
 sanitize=()
@@ -191,4 +196,5 @@ fi
 
 # 5. The GTK example.
 Tests/lines-c.sh "$prefix"
+Tests/lines-c.sh --qt "$prefix"
 echo "c.sh: all passed"

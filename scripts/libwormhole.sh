@@ -43,7 +43,8 @@ install -d "$root$libdir/pkgconfig" "$root$prefix/include/wormhole-1"
 install -m 644 "$built" "$root$libdir/libwormhole.so.1"
 strip --strip-unneeded "$root$libdir/libwormhole.so.1"
 ln -sf libwormhole.so.1 "$root$libdir/libwormhole.so"
-install -m 644 Sources/WormholeC/include/wormhole.h Sources/WormholeC/include/wormhole-glib.h "$root$prefix/include/wormhole-1/"
+install -m 644 Sources/WormholeC/include/wormhole.h Sources/WormholeC/include/wormhole-glib.h \
+    Sources/WormholeC/include/wormhole-qt.h "$root$prefix/include/wormhole-1/"
 sed -e "s|@PREFIX@|$prefix|" -e "s|@LIBDIR@|$libdir|" -e "s|@VERSION@|$version|" Sources/WormholeC/wormhole-1.pc.in \
     >"$root$libdir/pkgconfig/wormhole-1.pc"
 chmod 644 "$root$libdir/pkgconfig/wormhole-1.pc"
