@@ -20,7 +20,9 @@
 #    built with AddressSanitizer and LeakSanitizer (--no-asan: without); the library is not
 #    instrumented, and Tests/C/lsan.supp says why each suppression is there;
 # 5. the C GTK 4 Lines window (Examples/Lines/c) under Xvfb and the C++ Qt 6 one
-#    (Examples/Lines/qt, offscreen) (Tests/lines-c.sh).
+#    (Examples/Lines/qt, offscreen) (Tests/lines-c.sh);
+# 6. the Vala and Rust examples, built with valac (wormhole-1.vapi) and rustc alone, and their
+#    behaviour across processes (Tests/bindings.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repository=$PWD
@@ -67,7 +69,7 @@ scripts/libwormhole.sh --no-build $configuration --prefix /usr --libdir /usr/lib
     >/dev/null
 for file in usr/lib/x86_64-linux-gnu/libwormhole.so.1 usr/lib/x86_64-linux-gnu/libwormhole.so \
     usr/include/wormhole-1/wormhole.h usr/include/wormhole-1/wormhole-glib.h usr/include/wormhole-1/wormhole-qt.h \
-    usr/lib/x86_64-linux-gnu/pkgconfig/wormhole-1.pc; do
+    usr/share/vala/vapi/wormhole-1.vapi usr/share/vala/vapi/wormhole-1.deps usr/lib/x86_64-linux-gnu/pkgconfig/wormhole-1.pc; do
     [ -e "$stage/$file" ] || fail "a staged install has no /$file"
 done
 grep -qx 'libdir=/usr/lib/x86_64-linux-gnu' "$stage/usr/lib/x86_64-linux-gnu/pkgconfig/wormhole-1.pc" ||
@@ -197,4 +199,6 @@ fi
 # 5. The GTK example.
 Tests/lines-c.sh "$prefix"
 Tests/lines-c.sh --qt "$prefix"
+# 6. Vala and Rust.
+Tests/bindings.sh "$prefix"
 echo "c.sh: all passed"
