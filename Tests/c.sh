@@ -13,8 +13,10 @@
 #    C/C++ runtime;
 # 3. wormhole.h compiles cleanly as C99 (`gcc -std=c99 -Wall -Wextra -pedantic -Werror`) and
 #    C++17 (`g++ -std=c++17 …`), and wormhole-glib.h with GLib;
-# 4. the C tests (Tests/C) and the exit drain (Tests/faults-c-exit.sh, WH_EXIT_SENDS times,
-#    default 50) run against the Swift tool and the Python package on a private bus, in the
+# 4. the C tests (Tests/C), the exit drain (Tests/faults-c-exit.sh, WH_EXIT_SENDS times,
+#    default 50) and a journal written from C read back in order by the Swift tool and a C
+#    reader (Tests/faults-c-journal.sh, WH_JOURNAL_RECORDS records, default 2,000) run
+#    against the Swift tool and the Python package on a private bus, in the
 #    configurations of Tests/run.sh: this machine's without a runtime directory (the doorbell
 #    off) and, as root, a throwaway desktop user with one (the doorbell on). The C programs are
 #    built with AddressSanitizer and LeakSanitizer (--no-asan: without); the library is not
@@ -126,6 +128,8 @@ gcc -std=c99 -Wall -Wextra -Werror -g "${sanitize[@]}" $cflags -o "$work/bin/wh-
     Tests/C/test-notify.c Tests/C/test-store.c Tests/C/test-journal.c $libs -lpthread $rpath
 # shellcheck disable=SC2086
 gcc -std=c99 -Wall -Wextra -Werror -g "${sanitize[@]}" $cflags -o "$work/bin/send-and-exit" Tests/C/send-and-exit.c $libs $rpath
+# shellcheck disable=SC2086
+gcc -std=c99 -Wall -Wextra -Werror -g "${sanitize[@]}" $cflags -o "$work/bin/journal-c" Tests/C/journal-c.c $libs $rpath
 # The README's C listener, as written (its block follows `<!-- c-listener -->`).
 awk '/<!-- c-listener -->/ { found = 1; next } found && /^```c/ { inside = 1; next } inside && /^```/ { exit }
     inside { print }' README.md >"$work/listener.c"
@@ -139,7 +143,7 @@ cp "$swift_bin/wormhole" "$work/bin/"
 cp -r Python "$work/python"
 cp Tests/C/lsan.supp "$work/"
 cp -r dbus "$work/dbus"
-mkdir -p "$work/Tests" && cp Tests/faults-c-exit.sh "$work/Tests/"
+mkdir -p "$work/Tests" && cp Tests/faults-c-exit.sh Tests/faults-c-journal.sh "$work/Tests/"
 
 # One configuration: a private bus, a fresh container root, the tests and the exit drain.
 cat >"$work/configuration.sh" <<'EOF'
@@ -165,6 +169,8 @@ echo "c.sh: $label: doorbell $([ -n "${XDG_RUNTIME_DIR:-}" ] && echo on || echo 
 "$work/bin/wh-tests"
 SEND_AND_EXIT="$work/bin/send-and-exit" WORMHOLE="$work/bin/wormhole" \
     bash "$work/Tests/faults-c-exit.sh" "${WH_EXIT_SENDS:-50}"
+JOURNAL_C="$work/bin/journal-c" WORMHOLE_SWIFT_BIN="$work/bin" \
+    bash "$work/Tests/faults-c-journal.sh" "${WH_JOURNAL_RECORDS:-2000}" 0
 # The README's listener hears the tour's send. It says nothing when it listens, so the send is
 # repeated until its line comes (each wait ends at the line, or after a second).
 stdbuf -oL "$work/bin/readme-listener" >"$scratch/listener.out" &
@@ -193,7 +199,7 @@ if ((!only_machine)) && [ "$(id -u)" -eq 0 ]; then
     chown "$made_user:" "$work/runtime"
     setpriv --reuid="$made_user" --regid="$made_user" --init-groups --reset-env \
         env HOME="$work/home" USER="$made_user" PATH="$PATH" XDG_RUNTIME_DIR="$work/runtime" \
-        WH_EXIT_SENDS="${WH_EXIT_SENDS:-50}" bash "$work/configuration.sh" "$work" desktop
+        WH_EXIT_SENDS="${WH_EXIT_SENDS:-50}" WH_JOURNAL_RECORDS="${WH_JOURNAL_RECORDS:-2000}" bash "$work/configuration.sh" "$work" desktop
 fi
 
 # 5. The GTK example.

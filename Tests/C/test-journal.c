@@ -103,12 +103,12 @@ void test_journal(void) {
     wh_subscription_free(subscription);
 
     /* The Swift tool and the Python package read C's records in order. */
-    char *out = capture("%s listen --journal --from start --group %s %s --count 6 --timeout 20 | tr -d ' \\n'",
+    char *out = capture("%s listen --journal --from start --group %s %s --count 6 --timeout 20 2>/dev/null | tr -d ' \\n'",
                         swift_tool(), GROUP, id);
     CHECK(out && strstr(out, "\"sequence\":1,\"message\":{\"n\":1}") && strstr(out, "\"sequence\":4,\"message\":[4]"),
           "wormhole listen --journal: %s", out ? out : "(null)");
     free(out);
-    out = capture("%s listen --journal --from start --group %s %s --count 6 --timeout 20 | tr -d ' \\n'",
+    out = capture("%s listen --journal --from start --group %s %s --count 6 --timeout 20 2>/dev/null | tr -d ' \\n'",
                   python_tool(), GROUP, id);
     CHECK(out && strstr(out, "\"sequence\":4"), "wormhole-py listen --journal: %s", out ? out : "(null)");
     free(out);
