@@ -5,7 +5,8 @@
 #   Tests/faults-c-journal.sh [COUNT] [ROUNDS]     (default 100,000 records, 5 rate rounds)
 #
 # 1. one C process appends COUNT records of about 100 bytes, one call each, and returns from
-#    main at once; `wormhole listen --journal --from start` and `journal-c read` must each get
+#    main at once; `wormhole listen --journal --from start`, listening while it appends (so its
+#    last wake is the exiting appender's post), and `journal-c read` afterwards must each get
 #    COUNT records, sequence numbers 1…COUNT and the records' own counter in order: 0 lost,
 #    0 out of order;
 # 2. ROUNDS rounds, alternating, each into a fresh journal: `journal-c append` of COUNT records
@@ -53,9 +54,15 @@ group=group.com.example.cjournal
 id=events-$$
 
 # 1. Written from C, read by Swift and by C.
-"$journal_c" append "$group" "$id" "$count" >/dev/null || fail "the C appender failed"
+# The Swift reader listens first: with a bus it reads on the appenders' posts only, so it ends
+# only if the post of the last append, made as the appender returns from main, arrives.
 "$bin/wormhole" listen --journal --group "$group" "$id" --from start --count "$count" --timeout 300 \
-    2>"$scratch/swift.err" >"$scratch/swift.out" || fail "wormhole listen --journal: $(tail -3 "$scratch/swift.err")"
+    2>"$scratch/swift.err" >"$scratch/swift.out" &
+swift_reader=$!
+grep -q -m1 '^ready$' < <(timeout 20 tail -n +1 -F "$scratch/swift.err" 2>/dev/null) ||
+    fail "wormhole listen --journal never said ready: $(cat "$scratch/swift.err")"
+"$journal_c" append "$group" "$id" "$count" >/dev/null || fail "the C appender failed"
+wait "$swift_reader" || fail "wormhole listen --journal: $(tail -3 "$scratch/swift.err")"
 python3 - "$scratch/swift.out" "$count" <<'PY' || exit 1
 import json, sys
 lines = open(sys.argv[1]).read().splitlines()

@@ -65,16 +65,12 @@ static uint64_t status_number(wh_journal *journal, const char *field) {
     return value;
 }
 
-static void journal_id(char *buffer, size_t size, const char *what) {
-    snprintf(buffer, size, "%s-%ld", what, (long)getpid());
-}
-
 void test_journal(void) {
     wh_context *context = test_context();
     wh_mailbox *mailbox = NULL;
     CHECK_OK(wh_mailbox_open(context, GROUP, NULL, &mailbox, ERR));
     char id[100];
-    journal_id(id, sizeof id, "events");
+    unique_identifier(id, sizeof id, "events");
     wh_journal *journal = NULL;
     CHECK_OK(wh_journal_open(mailbox, id, 0, &journal, ERR));
     records r = {0};
@@ -152,7 +148,7 @@ void test_journal_consumers(void) {
     wh_mailbox *mailbox = NULL;
     CHECK_OK(wh_mailbox_open(context, GROUP, NULL, &mailbox, ERR));
     char id[100];
-    journal_id(id, sizeof id, "durable");
+    unique_identifier(id, sizeof id, "durable");
     wh_journal *journal = NULL;
     CHECK_OK(wh_journal_open(mailbox, id, WH_JOURNAL_FDATASYNC, &journal, ERR));
     for (int n = 1; n <= 5; n++) {
@@ -246,7 +242,7 @@ void test_transient(void) {
     wh_mailbox *mailbox = NULL;
     CHECK_OK(wh_mailbox_open(context, GROUP, NULL, &mailbox, ERR));
     char id[100];
-    journal_id(id, sizeof id, "clip");
+    unique_identifier(id, sizeof id, "clip");
     CHECK_OK(wh_mailbox_send(mailbox, id, "\"stored\"", 8, ERR));
     transients t = {0};
     wh_subscription *subscription = NULL;
@@ -305,7 +301,7 @@ void test_journal_bad_input(void) {
     REFUSED("unknown flags", wh_journal_open(mailbox, "j", 0x10, &journal, &error), WH_ERROR_INVALID_ARGUMENT, NULL);
     REFUSED("a NULL mailbox", wh_journal_open(NULL, "j", 0, &journal, &error), WH_ERROR_INVALID_ARGUMENT, NULL);
     char id[100];
-    journal_id(id, sizeof id, "bad");
+    unique_identifier(id, sizeof id, "bad");
     CHECK_OK(wh_journal_open(mailbox, id, 0, &journal, ERR));
     REFUSED("invalid JSON", wh_journal_append(journal, "{nope", 5, NULL, &error), WH_ERROR_INVALID_JSON, NULL);
     REFUSED("invalid UTF-8", wh_journal_append(journal, "\"\xff\"", 3, NULL, &error), WH_ERROR_INVALID_ARGUMENT, NULL);
