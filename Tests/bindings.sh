@@ -3,6 +3,9 @@
 # installed library (its header, .pc and wormhole-1.vapi, never the build tree) and their
 # behaviour is checked across processes against the Swift tool, on a private dbus-daemon:
 #
+# - Tests/C/vapi-test.vala calls each group of wormhole-1.vapi (options with a log handler,
+#   notifications, last state, check tokens, shared defaults, mailboxes with suspension, transient
+#   messages, journals) and checks what comes back;
 # - Examples/Lines/vala/lines-history.vala (valac, GLib main loop): its append is read back in
 #   order by `wormhole listen --journal`; it follows records the Swift tool appended, and with a
 #   durable consumer a second run prints only what came after the first;
@@ -39,6 +42,8 @@ libdir=$(pkg-config --variable=libdir wormhole-1)
 # Vala's C is generated: its const-qualifier warnings are valac's, so the C compiler is quiet.
 valac --vapidir="$prefix/share/vala/vapi" --pkg wormhole-1 -X -w -X "-Wl,-rpath,$libdir" \
     -d "$scratch" -o lines-history "$repository/Examples/Lines/vala/lines-history.vala"
+valac --vapidir="$prefix/share/vala/vapi" --pkg wormhole-1 -X -w -X "-Wl,-rpath,$libdir" \
+    -d "$scratch" -o vapi-test "$repository/Tests/C/vapi-test.vala"
 rustc --edition 2018 -O -o "$scratch/lines-clips" "$repository/Examples/Lines/rust/lines_clips.rs" \
     -L "$libdir" -l wormhole -C "link-args=-Wl,-rpath,$libdir"
 
@@ -52,7 +57,9 @@ w() { "$bin/wormhole" "$@" --group "$group" --directory lines; }
 # waits_for FILE TEXT: until FILE has a line with TEXT (30 s at most).
 waits_for() { grep -q -m1 -F "$2" < <(timeout 30 tail -n +1 -F "$1" 2>/dev/null); }
 
-# Vala: the journal.
+# Vala: every group of the binding (Tests/C/vapi-test.vala), then the example's journal.
+out=$("$scratch/vapi-test") || fail "the .vapi's test: $out"
+
 w send --journal history '{"text":"one"}'
 w send --journal history '{"text":"two"}'
 [ "$("$scratch/lines-history" append 'from "Vala"')" = 3 ] || fail "the Vala append was not record 3"
@@ -73,7 +80,7 @@ follow indexer "$scratch/vala1.out" '3 {"text":"from \"Vala\""}'
 w send --journal history '{"text":"four"}'
 follow indexer "$scratch/vala2.out" '4 {"text":"four"}'
 [ "$(cat "$scratch/vala2.out")" = '4 {"text":"four"}' ] || fail "the durable consumer printed: $(cat "$scratch/vala2.out")"
-echo "Tests/bindings.sh: Vala appended record 3 (read by the Swift tool) and followed 1-3, then only 4 as a consumer"
+echo "Tests/bindings.sh: the .vapi's test passed; Vala appended record 3 (read by the Swift tool) and followed 1-3, then only 4 as a consumer"
 
 # Rust: the mailbox.
 w send toShell '{"text":"stored before"}'

@@ -1,4 +1,5 @@
-/* wormhole-1.vapi: libwormhole for Vala, written by hand against wormhole.h (docs/c.md, *Vala*).
+/* wormhole-1.vapi: libwormhole for Vala, written by hand against wormhole.h (docs/c.md, *Vala*):
+ * every function of the header, and the GLib adapter's wh_glib_attach.
  *
  *   valac --vapidir=$PREFIX/share/vala/vapi --pkg wormhole-1 --pkg glib-2.0 app.vala
  *
@@ -27,12 +28,22 @@ namespace Wormhole {
     [CCode (cname = "wh_reason", cprefix = "WH_REASON_", has_type_id = false)]
     public enum Reason { POSTED, CATCH_UP, STORED, INITIAL, TRANSIENT }
 
+    [CCode (cname = "wh_log_level", cprefix = "WH_LOG_", has_type_id = false)]
+    public enum LogLevel { TRACE, DEBUG, INFO, NOTICE, WARNING, ERROR, CRITICAL }
+    /* Any thread may call it (the library's own among them); it must not call libwormhole. */
+    [CCode (cname = "wh_log_handler", has_target = true)]
+    public delegate void LogHandler (LogLevel level, string component, string message);
+
     [CCode (cname = "WH_OBSERVE_IGNORE_OWN_POSTS")]
     public const uint OBSERVE_IGNORE_OWN_POSTS;
     [CCode (cname = "WH_LISTEN_STORED_ON_START")]
     public const uint LISTEN_STORED_ON_START;
     [CCode (cname = "WH_LISTEN_EVERY_POST")]
     public const uint LISTEN_EVERY_POST;
+    [CCode (cname = "WH_CHANGES_INITIAL")]
+    public const uint CHANGES_INITIAL;
+    [CCode (cname = "WH_CHANGES_IGNORE_OWN_WRITES")]
+    public const uint CHANGES_IGNORE_OWN_WRITES;
     [CCode (cname = "WH_JOURNAL_FDATASYNC")]
     public const uint JOURNAL_FDATASYNC;
     [CCode (cname = "WH_JOURNAL_FROM_END")]
@@ -76,10 +87,23 @@ namespace Wormhole {
     [CCode (cname = "wh_notification_handler", has_target = true)]
     public delegate void NotificationHandler ([CCode (type = "const wh_notification*")] Notification notification);
 
+    /* What a context is made with (one thread's at a time). */
+    [Compact, CCode (cname = "wh_context_options", free_function = "wh_context_options_free", lower_case_cprefix = "wh_context_options_")]
+    public class Options {
+        [CCode (cname = "wh_context_options_new")]
+        public static Status make (out Options options, out Error? error);
+        public Status set_bus_address (string address, out Error? error);
+        public Status set_app_id (string app_id, out Error? error);
+        public Status set_container_root (string path, out Error? error);
+        public Status set_doorbell (bool enabled, out Error? error);
+        public Status set_log_handler ([CCode (delegate_target_pos = 2.1, destroy_notify_pos = 2.2)]
+                                       owned LogHandler handler, LogLevel minimum, out Error? error);
+    }
+
     [Compact, CCode (cname = "wh_context", free_function = "wh_context_free")]
     public class Context {
         [CCode (cname = "wh_context_new")]
-        static Status make (void *options, out Context context, out Error? error);
+        public static Status make (Options? options, out Context context, out Error? error);
         /* A context with the default options (the session bus), or null and `error`. */
         public static Context? open (out Error? error) {
             Context context;
@@ -101,6 +125,15 @@ namespace Wormhole {
         [CCode (cname = "wh_observe_prefix")]
         public Status observe_prefix (string prefix, uint flags, owned NotificationHandler handler,
                                       out Subscription subscription, out Error? error);
+        [CCode (cname = "wh_last_state")]
+        public Status last_state (string name, out uint64 state, out bool known, out Error? error);
+    }
+
+    [Compact, CCode (cname = "wh_check_token", free_function = "wh_check_token_free")]
+    public class CheckToken {
+        [CCode (cname = "wh_check_token_new")]
+        public static Status make (Context context, string name, out CheckToken token, out Error? error);
+        public bool check ();
     }
 
     [Compact, CCode (cname = "wh_message", free_function = "")]
@@ -149,11 +182,44 @@ namespace Wormhole {
         public static Status open (Mailbox mailbox, string identifier, uint flags, out Journal journal,
                                    out Error? error);
         public Status append (string json, size_t length, out uint64 sequence, out Error? error);
+        /* All or none; `lengths` has as many entries as `jsons`. */
+        public Status append_many ([CCode (array_length = false, type = "const char* const*")] string[] jsons,
+                                   [CCode (array_length = false, type = "const size_t*")] size_t[] lengths,
+                                   size_t count, out uint64 first, out Error? error);
         public Status flush (int64 timeout_ms, out Error? error);
         public Status listen (uint64 from, string? consumer, owned RecordHandler handler,
                               out Subscription subscription, out Error? error);
         /* `json` is a new buffer (Wormhole.free). */
         public Status status (out string json, out size_t length, out Error? error);
         public Status check (out size_t damaged, out Error? error);
+    }
+
+    [Compact, CCode (cname = "wh_change", free_function = "")]
+    public class Change {
+        public unowned string key ();
+        /* The new value as JSON text, or null when the key was removed. */
+        public unowned string? value (out size_t length = null);
+        public Reason reason ();
+        public bool is_own_write ();
+    }
+    [CCode (cname = "wh_change_handler", has_target = true)]
+    public delegate void ChangeHandler ([CCode (type = "const wh_change*")] Change change);
+
+    /* Values are JSON text in the suite file's format (docs/c.md, *Shared defaults' values*). */
+    [Compact, CCode (cname = "wh_defaults", free_function = "wh_defaults_free")]
+    public class Defaults {
+        [CCode (cname = "wh_defaults_open")]
+        public static Status open (Context context, string group, string? suite, out Defaults defaults,
+                                   out Error? error);
+        /* `json` is a new buffer or null when the key is absent; a null key: the whole suite. */
+        public Status get (string? key, out string? json, out size_t length, out Error? error);
+        public Status set (string key, string json, size_t length, out Error? error);
+        public Status remove (string key, out Error? error);
+        public Status increment (string key, int64 by, out int64 value, out Error? error);
+        public Status compare_and_set (string key, string? expected, size_t expected_length, string? json,
+                                       size_t length, out string? current, out size_t current_length,
+                                       out Error? error);
+        public Status observe (string? key, uint flags, owned ChangeHandler handler, out Subscription subscription,
+                               out Error? error);
     }
 }
