@@ -164,9 +164,9 @@ wh_status wh_context_options_set_log_handler(wh_context_options *options, wh_log
  * cannot be reached. */
 wh_status wh_context_new(const wh_context_options *options, wh_context **context, wh_error **error);
 /* Cancels every subscription made through the context (their destroy functions run), closes
- * its file descriptor and frees it. Mailboxes and defaults opened from it stay usable for
- * everything but listening. The last call on the context: not from one of its handlers, and
- * not while another thread still calls a function with it. */
+ * its file descriptor and frees it. Mailboxes, journals and defaults opened from it stay usable
+ * for everything but listening. The last call on the context: not from one of its handlers,
+ * and not while another thread still calls a function with it. */
 void wh_context_free(wh_context *context);
 
 /* The file descriptor that is readable while deliveries wait for wh_context_dispatch, and not
