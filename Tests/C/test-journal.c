@@ -54,6 +54,13 @@ static void clear_records(records *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* The tests' wormhole: GROUP's default directory. */
+static wh_mailbox *open_group(wh_context *context) {
+    wh_mailbox *mailbox = NULL;
+    CHECK_OK(wh_mailbox_open(context, GROUP, NULL, &mailbox, ERR));
+    return mailbox;
+}
+
 static uint64_t status_number(wh_journal *journal, const char *field) {
     char *json = NULL;
     CHECK_OK(wh_journal_status(journal, &json, NULL, ERR));
@@ -67,8 +74,7 @@ static uint64_t status_number(wh_journal *journal, const char *field) {
 
 void test_journal(void) {
     wh_context *context = test_context();
-    wh_mailbox *mailbox = NULL;
-    CHECK_OK(wh_mailbox_open(context, GROUP, NULL, &mailbox, ERR));
+    wh_mailbox *mailbox = open_group(context);
     char id[100];
     unique_identifier(id, sizeof id, "events");
     wh_journal *journal = NULL;
@@ -145,8 +151,7 @@ int consume_and_crash(const char *id, const char *consumer) {
 
 void test_journal_consumers(void) {
     wh_context *context = test_context();
-    wh_mailbox *mailbox = NULL;
-    CHECK_OK(wh_mailbox_open(context, GROUP, NULL, &mailbox, ERR));
+    wh_mailbox *mailbox = open_group(context);
     char id[100];
     unique_identifier(id, sizeof id, "durable");
     wh_journal *journal = NULL;
@@ -241,8 +246,7 @@ static void on_transient(const wh_message *message, void *data) {
 
 void test_transient(void) {
     wh_context *context = test_context();
-    wh_mailbox *mailbox = NULL;
-    CHECK_OK(wh_mailbox_open(context, GROUP, NULL, &mailbox, ERR));
+    wh_mailbox *mailbox = open_group(context);
     char id[100];
     unique_identifier(id, sizeof id, "clip");
     CHECK_OK(wh_mailbox_send(mailbox, id, "\"stored\"", 8, ERR));
@@ -295,8 +299,7 @@ void test_transient(void) {
 
 void test_journal_bad_input(void) {
     wh_context *context = test_context();
-    wh_mailbox *mailbox = NULL;
-    CHECK_OK(wh_mailbox_open(context, GROUP, NULL, &mailbox, ERR));
+    wh_mailbox *mailbox = open_group(context);
     wh_journal *journal = NULL;
     REFUSED("a bad journal identifier", wh_journal_open(mailbox, "a/b", 0, &journal, &error),
             WH_ERROR_INVALID_IDENTIFIER, "a/b");
