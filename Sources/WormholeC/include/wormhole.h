@@ -1,9 +1,9 @@
 /* wormhole.h: libwormhole, Wormhole's C library (docs/c.md).
  *
  * Darwin-style notifications, last-value mailboxes, journals, transient messages and shared
- * defaults between the processes of an app group, on the Linux session bus, with the guarantees of the Swift library it is
- * built from (the wire and storage contract, docs/contract.md). Link with
- * `pkg-config --cflags --libs wormhole-1`.
+ * defaults between the processes of an app group, on the Linux session bus, with the guarantees
+ * of the Swift library it is built from (the wire and storage contract, docs/contract.md). Link
+ * with `pkg-config --cflags --libs wormhole-1`.
  *
  * The rules every function follows:
  *
