@@ -57,6 +57,21 @@ final class CMessage {
         sentAt = delivery.sentAt
     }
 
+    /// The report of `count` transient messages of `identifier` dropped before the app's
+    /// thread took them (``CTransientBound``).
+    init(dropped count: Int, identifier: String) {
+        self.identifier = strdup(identifier)
+        json = nil
+        length = 0
+        reason = .transient
+        sentAt = nil
+        error = CErrorObject(
+            CFailure(
+                .transientDropped, name: WormholeError.Code.transientDropped.rawValue,
+                "\(count) transient message(s) of '\(identifier)' dropped: more than \(CTransientBound.limit) waited "
+                    + "for wh_context_dispatch", value: identifier))
+    }
+
     deinit {
         free(identifier)
         free(json)
@@ -103,8 +118,16 @@ private func listen(
         guard let handler else { throw CFailure.argument("handler is NULL") }
         try mailbox.context.checkOpen()
         try CSubscription.make(mailbox.context, data: data, destroy: destroy, out: out) { subscription in
+            let bound = CTransientBound()
+            let call: @Sendable (CMessage) -> Void = { message in
+                withDelivery(message) { handler($0, subscription.userData) }
+            }
             let deliver: @Sendable (MessageDelivery<JSONDocument>) -> Void = { delivery in
-                subscription.deliver { withDelivery(CMessage(delivery)) { handler($0, subscription.userData) } }
+                guard delivery.reason == .transient else {
+                    subscription.deliver { call(CMessage(delivery)) }
+                    return
+                }
+                bound.admit(delivery, subscription: subscription, call: call)
             }
             if let identifier {
                 return [

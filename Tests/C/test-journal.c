@@ -297,6 +297,53 @@ void test_transient(void) {
     wh_context_free(context);
 }
 
+typedef struct burst {
+    volatile int total; /* handled + dropped */
+    int handled;
+    int dropped;
+    int reports;
+    int handled_before_report; /* messages handled before the first report */
+} burst;
+
+static void on_burst(const wh_message *message, void *data) {
+    burst *b = data;
+    const wh_error *error = wh_message_error(message);
+    if (error) {
+        CHECK(wh_error_code(error) == WH_ERROR_TRANSIENT_DROPPED && wh_message_reason(message) == WH_REASON_TRANSIENT,
+              "a burst's failure: %s", wh_error_message(error));
+        if (!b->reports++) b->handled_before_report = b->handled;
+        b->dropped += atoi(wh_error_message(error)); /* "N transient message(s) of '…' dropped: …" */
+    } else {
+        b->handled++;
+    }
+    b->total = b->handled + b->dropped;
+}
+
+/* A listener whose app does not dispatch holds at most 1,024 transient messages: the rest are
+ * dropped and counted, and the count is delivered. */
+void test_transient_bound(void) {
+    wh_context *context = test_context();
+    wh_mailbox *mailbox = open_group(context);
+    char id[100];
+    unique_identifier(id, sizeof id, "burst");
+    burst b = {0};
+    wh_subscription *subscription = NULL;
+    CHECK_OK(wh_mailbox_listen(mailbox, id, 0, on_burst, &b, NULL, &subscription, ERR));
+    enum { SENT = 2500 };
+    for (int i = 0; i < SENT; i++) {
+        char json[32];
+        int length = snprintf(json, sizeof json, "[%d]", i);
+        CHECK_OK(wh_mailbox_send_transient(mailbox, id, json, (size_t)length, ERR));
+    }
+    CHECK_OK(wh_context_flush(context, 10000, ERR));
+    CHECK(pump(context, &b.total, SENT, 20000), "%d handled and %d dropped of %d", b.handled, b.dropped, SENT);
+    CHECK(b.reports >= 1 && b.dropped > 0, "%d reports of %d dropped", b.reports, b.dropped);
+    CHECK(b.handled_before_report <= 1024, "%d handled before the first report", b.handled_before_report);
+    wh_subscription_free(subscription);
+    wh_mailbox_free(mailbox);
+    wh_context_free(context);
+}
+
 void test_journal_bad_input(void) {
     wh_context *context = test_context();
     wh_mailbox *mailbox = open_group(context);

@@ -28,6 +28,7 @@ static const struct {
     {"journal", test_journal},
     {"journal-consumers", test_journal_consumers},
     {"transient", test_transient},
+    {"transient-bound", test_transient_bound},
     {"journal-bad-input", test_journal_bad_input},
 };
 

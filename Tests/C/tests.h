@@ -17,6 +17,7 @@ void test_app_id(void);
 void test_journal(void);
 void test_journal_consumers(void);
 void test_transient(void);
+void test_transient_bound(void);
 void test_journal_bad_input(void);
 int consume_and_crash(const char *id, const char *consumer);
 #endif

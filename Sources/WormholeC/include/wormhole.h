@@ -284,8 +284,11 @@ wh_status wh_mailbox_listen_all(wh_mailbox *mailbox, uint32_t flags, wh_message_
  * order sent. Refused at the call, with nothing sent: WH_ERROR_TRANSIENT_TOO_LARGE over 65,536
  * bytes of compact JSON, WH_ERROR_BUS without a bus (nothing is kept to send later),
  * WH_ERROR_QUEUE_FULL when a receiver that stopped reading filled the transient connection's
- * bounded queue (the call waits at most one second for room). A listener whose 1,024-message
- * buffer overflows gets one delivery with no message and WH_ERROR_TRANSIENT_DROPPED. */
+ * bounded queue (the call waits at most one second for room). A listener holds at most 1,024
+ * transient messages waiting for wh_context_dispatch: newer ones are dropped and counted (the
+ * deliveries keep their order), and one delivery with no message and WH_ERROR_TRANSIENT_DROPPED
+ * per identifier says how many (its message starts with the count), before the listener's next
+ * transient message or after the last waiting one, whichever comes first. */
 wh_status wh_mailbox_send_transient(wh_mailbox *mailbox, const char *identifier, const char *json, size_t length,
                                     wh_error **error);
 
