@@ -90,8 +90,9 @@ let package = Package(
                 "WormholeSystem",
                 .product(name: "Logging", package: "swift-log"),
             ],
-            // The C library's own files: its header, its version script, its pkg-config template.
-            exclude: ["include", "libwormhole.map", "wormhole-1.pc.in"],
+            // The C library's own files: its headers, its version script, its pkg-config template,
+            // its Vala binding.
+            exclude: ["include", "libwormhole.map", "wormhole-1.pc.in", "vala"],
             linkerSettings: [
                 .unsafeFlags([
                     "-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims",

@@ -10,6 +10,7 @@
 #               (`wormhole-bench _bench-echo --delivery serial`)
 #   c-glib      a C observer through libwormhole, dispatched on a GLib main loop, answers
 #               (Tests/C/bench-c.c)
+#   c-qt        the same on a Qt 6 event loop (wormhole-qt.h; `Examples/Lines/qt/lines-qt --echo`)
 # Doorbell on (a runtime directory of the run's own, as in a desktop session):
 #   swift-swift `_bench-ping` and `_bench-echo` (handlers on the I/O thread, as `wormhole bench`'s
 #               doorbell row)
@@ -42,6 +43,9 @@ export PKG_CONFIG_PATH=$work/prefix/lib/pkgconfig
 # shellcheck disable=SC2046
 cc -O2 -std=c99 -Wall -Wextra -Werror -o "$work/bench-c" Tests/C/bench-c.c \
     $(pkg-config --cflags --libs wormhole-1 glib-2.0) -Wl,-rpath,"$work/prefix/lib"
+# shellcheck disable=SC2046
+c++ -O2 -std=c++17 -fPIC -o "$work/lines-qt" Examples/Lines/qt/lines-qt.cpp \
+    $(pkg-config --cflags --libs wormhole-1 Qt6Widgets) -Wl,-rpath,"$work/prefix/lib"
 dbus-daemon --config-file=dbus/wormhole-session.conf --address="unix:path=$work/bus" --nofork --print-address \
     >"$work/address" 2>/dev/null &
 daemon=$!
@@ -89,6 +93,8 @@ for round in $(seq "$rounds"); do
     run_pair swift-queue "${off[@]}" "$bin/wormhole-bench" _bench-echo --ping "$ping" --pong "$pong" --delivery serial \
         --wake bus-only --bus-address "$address" -- "${floor[@]}" ping "${common[@]}" "$count" "$warmup"
     run_pair c-glib "${off[@]}" "$work/bench-c" echo "$ping" "$pong" -- "${floor[@]}" ping "${common[@]}" "$count" "$warmup"
+    run_pair c-qt "${off[@]}" QT_QPA_PLATFORM=offscreen "$work/lines-qt" --echo "$ping" "$pong" -- "${floor[@]}" ping \
+        "${common[@]}" "$count" "$warmup"
     run_pair swift-swift "$bin/wormhole-bench" _bench-echo --ping "$ping" --pong "$pong" --delivery io-thread \
         --wake doorbell --bus-address "$address" -- "$bin/wormhole-bench" _bench-ping --ping "$ping" --pong "$pong" \
         --count "$count" --warmup "$warmup" --wake doorbell --bus-address "$address"
@@ -124,7 +130,7 @@ def samples(row):
     return values
 def pct(values, p):
     return values[min(len(values) - 1, int(len(values) * p / 100))] / 1000
-rows = {row: samples(row) for row in ["floor", "swift-queue", "c-glib", "swift-swift", "swift-swift-queue", "c-c"]}
+rows = {row: samples(row) for row in ["floor", "swift-queue", "c-glib", "c-qt", "swift-swift", "swift-swift-queue", "c-c"]}
 print(f"bench-c: {rounds} rounds of {count} round trips per row, rows alternating; round trips in us")
 print("| row | n | p50 | p99 |")
 print("| --- | --- | --- | --- |")
@@ -136,6 +142,7 @@ print()
 for p in (50, 99):
     print(f"C observer on GLib / Swift observer on a queue, p{p}: {ratio('c-glib', 'swift-queue', p):.2f}x (goal <= 1.10x)")
     print(f"C observer on GLib / wormhole-floor's C observer, p{p}: {ratio('c-glib', 'floor', p):.2f}x")
+    print(f"C++ observer on Qt / C observer on GLib, p{p}: {ratio('c-qt', 'c-glib', p):.2f}x (goal <= 1.10x)")
 for p in (50, 99):
     cc, ss = ratio('c-c', 'floor', p), ratio('swift-swift', 'floor', p)
     sq = ratio('swift-swift-queue', 'floor', p)

@@ -13,13 +13,18 @@
 #    C/C++ runtime;
 # 3. wormhole.h compiles cleanly as C99 (`gcc -std=c99 -Wall -Wextra -pedantic -Werror`) and
 #    C++17 (`g++ -std=c++17 …`), and wormhole-glib.h with GLib;
-# 4. the C tests (Tests/C) and the exit drain (Tests/faults-c-exit.sh, WH_EXIT_SENDS times,
-#    default 50) run against the Swift tool and the Python package on a private bus, in the
+# 4. the C tests (Tests/C), the exit drain (Tests/faults-c-exit.sh, WH_EXIT_SENDS times,
+#    default 50) and a journal written from C read back in order by the Swift tool and a C
+#    reader (Tests/faults-c-journal.sh, WH_JOURNAL_RECORDS records, default 2,000) run
+#    against the Swift tool and the Python package on a private bus, in the
 #    configurations of Tests/run.sh: this machine's without a runtime directory (the doorbell
 #    off) and, as root, a throwaway desktop user with one (the doorbell on). The C programs are
 #    built with AddressSanitizer and LeakSanitizer (--no-asan: without); the library is not
 #    instrumented, and Tests/C/lsan.supp says why each suppression is there;
-# 5. the C GTK 4 Lines window (Examples/Lines/c) under Xvfb (Tests/lines-c.sh).
+# 5. the C GTK 4 Lines window (Examples/Lines/c) under Xvfb and the C++ Qt 6 one
+#    (Examples/Lines/qt, offscreen) (Tests/lines-c.sh);
+# 6. the Vala and Rust examples, built with valac (wormhole-1.vapi) and rustc alone, and their
+#    behaviour across processes (Tests/bindings.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repository=$PWD
@@ -65,7 +70,8 @@ stage=$work/stage
 scripts/libwormhole.sh --no-build $configuration --prefix /usr --libdir /usr/lib/x86_64-linux-gnu --destdir "$stage" \
     >/dev/null
 for file in usr/lib/x86_64-linux-gnu/libwormhole.so.1 usr/lib/x86_64-linux-gnu/libwormhole.so \
-    usr/include/wormhole-1/wormhole.h usr/include/wormhole-1/wormhole-glib.h usr/lib/x86_64-linux-gnu/pkgconfig/wormhole-1.pc; do
+    usr/include/wormhole-1/wormhole.h usr/include/wormhole-1/wormhole-glib.h usr/include/wormhole-1/wormhole-qt.h \
+    usr/share/vala/vapi/wormhole-1.vapi usr/share/vala/vapi/wormhole-1.deps usr/lib/x86_64-linux-gnu/pkgconfig/wormhole-1.pc; do
     [ -e "$stage/$file" ] || fail "a staged install has no /$file"
 done
 grep -qx 'libdir=/usr/lib/x86_64-linux-gnu' "$stage/usr/lib/x86_64-linux-gnu/pkgconfig/wormhole-1.pc" ||
@@ -108,7 +114,10 @@ gcc -std=c99 -Wall -Wextra -pedantic -Werror $cflags $(pkg-config --cflags glib-
 cp "$work/glib.c" "$work/glib.cpp"
 # shellcheck disable=SC2086
 g++ -std=c++17 -Wall -Wextra -Werror $cflags $(pkg-config --cflags glib-2.0) -c -o "$work/glib-cpp.o" "$work/glib.cpp"
-echo "c.sh: wormhole.h is clean C99 and C++17, wormhole-glib.h compiles with GLib"
+printf '#include <wormhole-qt.h>\nQSocketNotifier *attach(wh_context *c) { return wh_qt_attach(c); }\n' >"$work/qt.cpp"
+# shellcheck disable=SC2046
+g++ -std=c++17 -fPIC -Wall -Wextra -pedantic -Werror $cflags $(pkg-config --cflags Qt6Core) -c -o "$work/qt.o" "$work/qt.cpp"
+echo "c.sh: wormhole.h is clean C99 and C++17, wormhole-glib.h compiles with GLib, wormhole-qt.h with Qt 6"
 
 # 4. The tests, with AddressSanitizer and LeakSanitizer in the C programs.
 sanitize=()
@@ -116,9 +125,11 @@ if ((asan)); then sanitize=(-fsanitize=address -fno-omit-frame-pointer); fi
 mkdir -p "$work/bin"
 # shellcheck disable=SC2086
 gcc -std=c99 -Wall -Wextra -Werror -g "${sanitize[@]}" $cflags -o "$work/bin/wh-tests" Tests/C/tests.c Tests/C/wh-test.c \
-    Tests/C/test-notify.c Tests/C/test-store.c $libs -lpthread $rpath
+    Tests/C/test-notify.c Tests/C/test-store.c Tests/C/test-journal.c $libs -lpthread $rpath
 # shellcheck disable=SC2086
 gcc -std=c99 -Wall -Wextra -Werror -g "${sanitize[@]}" $cflags -o "$work/bin/send-and-exit" Tests/C/send-and-exit.c $libs $rpath
+# shellcheck disable=SC2086
+gcc -std=c99 -Wall -Wextra -Werror -g "${sanitize[@]}" $cflags -o "$work/bin/journal-c" Tests/C/journal-c.c $libs $rpath
 # The README's C listener, as written (its block follows `<!-- c-listener -->`).
 awk '/<!-- c-listener -->/ { found = 1; next } found && /^```c/ { inside = 1; next } inside && /^```/ { exit }
     inside { print }' README.md >"$work/listener.c"
@@ -132,7 +143,7 @@ cp "$swift_bin/wormhole" "$work/bin/"
 cp -r Python "$work/python"
 cp Tests/C/lsan.supp "$work/"
 cp -r dbus "$work/dbus"
-mkdir -p "$work/Tests" && cp Tests/faults-c-exit.sh "$work/Tests/"
+mkdir -p "$work/Tests" && cp Tests/faults-c-exit.sh Tests/faults-c-journal.sh "$work/Tests/"
 
 # One configuration: a private bus, a fresh container root, the tests and the exit drain.
 cat >"$work/configuration.sh" <<'EOF'
@@ -158,6 +169,8 @@ echo "c.sh: $label: doorbell $([ -n "${XDG_RUNTIME_DIR:-}" ] && echo on || echo 
 "$work/bin/wh-tests"
 SEND_AND_EXIT="$work/bin/send-and-exit" WORMHOLE="$work/bin/wormhole" \
     bash "$work/Tests/faults-c-exit.sh" "${WH_EXIT_SENDS:-50}"
+JOURNAL_C="$work/bin/journal-c" WORMHOLE_SWIFT_BIN="$work/bin" \
+    bash "$work/Tests/faults-c-journal.sh" "${WH_JOURNAL_RECORDS:-2000}" 0
 # The README's listener hears the tour's send. It says nothing when it listens, so the send is
 # repeated until its line comes (each wait ends at the line, or after a second).
 stdbuf -oL "$work/bin/readme-listener" >"$scratch/listener.out" &
@@ -186,9 +199,12 @@ if ((!only_machine)) && [ "$(id -u)" -eq 0 ]; then
     chown "$made_user:" "$work/runtime"
     setpriv --reuid="$made_user" --regid="$made_user" --init-groups --reset-env \
         env HOME="$work/home" USER="$made_user" PATH="$PATH" XDG_RUNTIME_DIR="$work/runtime" \
-        WH_EXIT_SENDS="${WH_EXIT_SENDS:-50}" bash "$work/configuration.sh" "$work" desktop
+        WH_EXIT_SENDS="${WH_EXIT_SENDS:-50}" WH_JOURNAL_RECORDS="${WH_JOURNAL_RECORDS:-2000}" bash "$work/configuration.sh" "$work" desktop
 fi
 
 # 5. The GTK example.
 Tests/lines-c.sh "$prefix"
+Tests/lines-c.sh --qt "$prefix"
+# 6. Vala and Rust.
+Tests/bindings.sh "$prefix"
 echo "c.sh: all passed"

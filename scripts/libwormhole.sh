@@ -5,7 +5,8 @@
 #
 #   $PREFIX/lib/libwormhole.so.1          the library (SONAME libwormhole.so.1), stripped
 #   $PREFIX/lib/libwormhole.so            the link for `-lwormhole`
-#   $PREFIX/include/wormhole-1/wormhole.h and wormhole-glib.h
+#   $PREFIX/include/wormhole-1/wormhole.h, wormhole-glib.h and wormhole-qt.h
+#   $PREFIX/share/vala/vapi/wormhole-1.vapi and .deps   the Vala binding
 #   $PREFIX/lib/pkgconfig/wormhole-1.pc
 #
 # The prefix defaults to /usr/local, --libdir to PREFIX/lib (a Debian package passes
@@ -43,7 +44,10 @@ install -d "$root$libdir/pkgconfig" "$root$prefix/include/wormhole-1"
 install -m 644 "$built" "$root$libdir/libwormhole.so.1"
 strip --strip-unneeded "$root$libdir/libwormhole.so.1"
 ln -sf libwormhole.so.1 "$root$libdir/libwormhole.so"
-install -m 644 Sources/WormholeC/include/wormhole.h Sources/WormholeC/include/wormhole-glib.h "$root$prefix/include/wormhole-1/"
+install -m 644 Sources/WormholeC/include/wormhole.h Sources/WormholeC/include/wormhole-glib.h \
+    Sources/WormholeC/include/wormhole-qt.h "$root$prefix/include/wormhole-1/"
+install -d "$root$prefix/share/vala/vapi"
+install -m 644 Sources/WormholeC/vala/wormhole-1.vapi Sources/WormholeC/vala/wormhole-1.deps "$root$prefix/share/vala/vapi/"
 sed -e "s|@PREFIX@|$prefix|" -e "s|@LIBDIR@|$libdir|" -e "s|@VERSION@|$version|" Sources/WormholeC/wormhole-1.pc.in \
     >"$root$libdir/pkgconfig/wormhole-1.pc"
 chmod 644 "$root$libdir/pkgconfig/wormhole-1.pc"

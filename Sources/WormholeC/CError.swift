@@ -45,6 +45,7 @@ enum CStatus: Int32 {
     case transientTooLarge = 36
     case transientDropped = 37
     case encodingFailed = 38
+    case queueFull = 39
     case other = 99
 
     /// The status of a Swift library code (`WormholeError.Code.rawValue`).
@@ -97,6 +98,7 @@ struct CFailure: Error {
                 switch error.code {
                 case .invalidAddress: .invalidAddress
                 case .timedOut: .timedOut
+                case .queueFull: .queueFull
                 default: .bus
                 }
             self.init(status, name: "bus.\(error.code.rawValue)", error.message, value: error.value)

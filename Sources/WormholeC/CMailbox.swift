@@ -57,6 +57,21 @@ final class CMessage {
         sentAt = delivery.sentAt
     }
 
+    /// The report of `count` transient messages of `identifier` dropped before the app's
+    /// thread took them (``CTransientBound``).
+    init(dropped count: Int, identifier: String) {
+        self.identifier = strdup(identifier)
+        json = nil
+        length = 0
+        reason = .transient
+        sentAt = nil
+        error = CErrorObject(
+            CFailure(
+                .transientDropped, name: WormholeError.Code.transientDropped.rawValue,
+                "\(count) transient message(s) of '\(identifier)' dropped: more than \(CTransientBound.limit) waited "
+                    + "for wh_context_dispatch", value: identifier))
+    }
+
     deinit {
         free(identifier)
         free(json)
@@ -73,6 +88,14 @@ func checkSent(_ error: (any Error)?, _ what: String) throws {
     failure.status = .notSent
     failure.message = "\(what) is stored, but its notification was not sent: \(failure.message)"
     throw failure
+}
+
+/// A JSON text argument with its length: NULL, invalid UTF-8 and what is not one JSON value
+/// are refused, naming the argument.
+func jsonDocument(_ pointer: UnsafePointer<CChar>?, _ length: Int, _ argument: String) throws -> JSONDocument {
+    let payload = try bytes(pointer, length, argument)
+    _ = try text(payload, argument)
+    return try JSONDocument(data: Data(payload))
 }
 
 /// The message listen options of `flags` (`WH_LISTEN_*`).
@@ -95,8 +118,16 @@ private func listen(
         guard let handler else { throw CFailure.argument("handler is NULL") }
         try mailbox.context.checkOpen()
         try CSubscription.make(mailbox.context, data: data, destroy: destroy, out: out) { subscription in
+            let bound = CTransientBound()
+            let call: @Sendable (CMessage) -> Void = { message in
+                withDelivery(message) { handler($0, subscription.userData) }
+            }
             let deliver: @Sendable (MessageDelivery<JSONDocument>) -> Void = { delivery in
-                subscription.deliver { withDelivery(CMessage(delivery)) { handler($0, subscription.userData) } }
+                guard delivery.reason == .transient else {
+                    subscription.deliver { call(CMessage(delivery)) }
+                    return
+                }
+                bound.admit(delivery, subscription: subscription, call: call)
             }
             if let identifier {
                 return [
@@ -137,11 +168,21 @@ public func whMailboxSend(
     cCall(error) {
         let mailbox = try object(mailbox, CMailbox.self, "mailbox")
         let identifier = try MessageIdentifier(text(identifier, "identifier"))
-        let payload = try bytes(json, length, "json")
-        _ = try text(payload, "json")
-        let document = try JSONDocument(data: Data(payload))
+        let document = try jsonDocument(json, length, "json")
         let report = try mailbox.center.passMessage(document, identifier: identifier)
         try checkSent(report.notificationError, "the message '\(identifier.rawValue)'")
+    }
+}
+
+@_cdecl("wh_mailbox_send_transient")
+public func whMailboxSendTransient(
+    _ mailbox: OpaquePointer?, _ identifier: UnsafePointer<CChar>?, _ json: UnsafePointer<CChar>?, _ length: Int,
+    _ error: UnsafeMutablePointer<OpaquePointer?>?
+) -> Int32 {
+    cCall(error) {
+        let mailbox = try object(mailbox, CMailbox.self, "mailbox")
+        let identifier = try MessageIdentifier(text(identifier, "identifier"))
+        try mailbox.center.passTransientMessage(jsonDocument(json, length, "json"), identifier: identifier)
     }
 }
 

@@ -35,16 +35,12 @@ static void on_message(const wh_message *message, void *data) {
     box->count++;
 }
 
-static void identifier_for(char *buffer, size_t size, const char *what) {
-    snprintf(buffer, size, "%s-%ld", what, (long)getpid());
-}
-
 void test_mailboxes(void) {
     wh_context *context = test_context();
     wh_mailbox *mailbox = NULL;
     CHECK_OK(wh_mailbox_open(context, GROUP, NULL, &mailbox, ERR));
     char id[100];
-    identifier_for(id, sizeof id, "box");
+    unique_identifier(id, sizeof id, "box");
     inbox box = {0};
     wh_subscription *subscription = NULL;
     CHECK_OK(wh_mailbox_listen(mailbox, id, 0, on_message, &box, NULL, &subscription, ERR));
@@ -102,7 +98,7 @@ void test_mailboxes(void) {
 
     /* Every identifier, with the stored message on start. */
     char other[100];
-    identifier_for(other, sizeof other, "other");
+    unique_identifier(other, sizeof other, "other");
     CHECK_OK(wh_mailbox_send(mailbox, other, "\"kept\"", 6, ERR));
     inbox all = {0};
     CHECK_OK(wh_mailbox_listen_all(mailbox, WH_LISTEN_STORED_ON_START, on_message, &all, NULL, &subscription, ERR));
@@ -145,7 +141,7 @@ void test_defaults(void) {
     wh_context *context = test_context();
     wh_defaults *defaults = NULL;
     char suite[100];
-    identifier_for(suite, sizeof suite, "suite");
+    unique_identifier(suite, sizeof suite, "suite");
     CHECK_OK(wh_defaults_open(context, GROUP, suite, &defaults, ERR));
     changes seen = {0}, every = {0};
     wh_subscription *one = NULL, *all = NULL;

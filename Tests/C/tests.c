@@ -2,6 +2,7 @@
  * tool and the Python package, on the private bus and container root Tests/c.sh gives.
  *
  *   wh-tests [TEST...]      (default: all; prints one line per test)
+ *   wh-tests --consume-and-crash ID CONSUMER   (a reader test-journal.c starts)
  *
  * SPDX-License-Identifier: Apache-2.0 */
 #include "tests.h"
@@ -24,9 +25,15 @@ static const struct {
     {"bad-input", test_bad_input},
     {"log-handler", test_log_handler},
     {"app-id", test_app_id},
+    {"journal", test_journal},
+    {"journal-consumers", test_journal_consumers},
+    {"transient", test_transient},
+    {"transient-bound", test_transient_bound},
+    {"journal-bad-input", test_journal_bad_input},
 };
 
 int main(int argc, char **argv) {
+    if (argc == 4 && strcmp(argv[1], "--consume-and-crash") == 0) return consume_and_crash(argv[2], argv[3]);
     int ran = 0, failed = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         int chosen = argc < 2;

@@ -14,4 +14,10 @@ void test_defaults(void);
 void test_bad_input(void);
 void test_log_handler(void);
 void test_app_id(void);
+void test_journal(void);
+void test_journal_consumers(void);
+void test_transient(void);
+void test_transient_bound(void);
+void test_journal_bad_input(void);
+int consume_and_crash(const char *id, const char *consumer);
 #endif

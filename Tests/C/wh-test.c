@@ -194,3 +194,7 @@ const char *python_tool(void) {
     const char *tool = getenv("WH_TEST_PYTHON");
     return tool ? tool : "python3 -m wormhole_py";
 }
+
+void unique_identifier(char *buffer, size_t size, const char *what) {
+    snprintf(buffer, size, "%s-%ld", what, (long)getpid());
+}

@@ -80,6 +80,8 @@ int readable(wh_context *context);
 
 /* A new context on the test bus (DBUS_SESSION_BUS_ADDRESS) and root (WORMHOLE_CONTAINER_ROOT). */
 wh_context *test_context(void);
+/* An identifier of this test process: "WHAT-PID". */
+void unique_identifier(char *buffer, size_t size, const char *what);
 /* Records that a handler ran, and checks it ran on the thread that started the tests. */
 void on_handler_thread(void);
 

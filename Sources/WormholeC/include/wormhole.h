@@ -1,9 +1,9 @@
 /* wormhole.h: libwormhole, Wormhole's C library (docs/c.md).
  *
- * Darwin-style notifications, last-value mailboxes and shared defaults between the processes
- * of an app group, on the Linux session bus, with the guarantees of the Swift library it is
- * built from (the wire and storage contract, docs/contract.md). Link with
- * `pkg-config --cflags --libs wormhole-1`.
+ * Darwin-style notifications, last-value mailboxes, journals, transient messages and shared
+ * defaults between the processes of an app group, on the Linux session bus, with the guarantees
+ * of the Swift library it is built from (the wire and storage contract, docs/contract.md). Link
+ * with `pkg-config --cflags --libs wormhole-1`.
  *
  * The rules every function follows:
  *
@@ -82,8 +82,8 @@ typedef enum wh_status {
     WH_ERROR_CLOSED = 24,        /* the context was freed */
     WH_ERROR_DECODING_FAILED = 25,
     WH_ERROR_NO_MESSAGE = 26,
-    /* Reserved for the journal and transient messages (libwormhole part 2). */
-    WH_ERROR_RECORD_TOO_LARGE = 27,
+    /* The journal and transient messages. */
+    WH_ERROR_RECORD_TOO_LARGE = 27, /* a journal record over 1 MiB: nothing appended */
     WH_ERROR_JOURNAL_CORRUPT = 28,
     WH_ERROR_JOURNAL_DAMAGED = 29,
     WH_ERROR_JOURNAL_GAP = 30,
@@ -92,9 +92,10 @@ typedef enum wh_status {
     WH_ERROR_INVALID_CONSUMER = 33,
     WH_ERROR_INVALID_CURSOR = 34,
     WH_ERROR_CONSUMER_BUSY = 35,
-    WH_ERROR_TRANSIENT_TOO_LARGE = 36,
-    WH_ERROR_TRANSIENT_DROPPED = 37,
+    WH_ERROR_TRANSIENT_TOO_LARGE = 36, /* a transient message over 64 KiB of compact JSON: not sent */
+    WH_ERROR_TRANSIENT_DROPPED = 37,   /* a listener's buffer overflowed: transient messages dropped */
     WH_ERROR_ENCODING_FAILED = 38,
+    WH_ERROR_QUEUE_FULL = 39, /* flow control: a receiver stopped reading; nothing was sent (retry later) */
     WH_ERROR_OTHER = 99
 } wh_status;
 
@@ -163,9 +164,9 @@ wh_status wh_context_options_set_log_handler(wh_context_options *options, wh_log
  * cannot be reached. */
 wh_status wh_context_new(const wh_context_options *options, wh_context **context, wh_error **error);
 /* Cancels every subscription made through the context (their destroy functions run), closes
- * its file descriptor and frees it. Mailboxes and defaults opened from it stay usable for
- * everything but listening. The last call on the context: not from one of its handlers, and
- * not while another thread still calls a function with it. */
+ * its file descriptor and frees it. Mailboxes, journals and defaults opened from it stay usable
+ * for everything but listening. The last call on the context: not from one of its handlers,
+ * and not while another thread still calls a function with it. */
 void wh_context_free(wh_context *context);
 
 /* The file descriptor that is readable while deliveries wait for wh_context_dispatch, and not
@@ -188,7 +189,7 @@ typedef enum wh_reason {
     WH_REASON_CATCH_UP = 1, /* the bus came back: what changed while it was away */
     WH_REASON_STORED = 2,   /* a mailbox's stored message when the listener started */
     WH_REASON_INITIAL = 3,  /* a defaults key's value when the observer started */
-    WH_REASON_TRANSIENT = 4 /* reserved (part 2) */
+    WH_REASON_TRANSIENT = 4 /* a transient message (wh_mailbox_send_transient) */
 } wh_reason;
 
 /* Holds deliveries (like notify_suspend): what arrives meanwhile is kept, merged as the Swift
@@ -277,6 +278,20 @@ wh_status wh_mailbox_listen(wh_mailbox *mailbox, const char *identifier, uint32_
 wh_status wh_mailbox_listen_all(wh_mailbox *mailbox, uint32_t flags, wh_message_handler handler, void *user_data,
                                 wh_destroy_notify destroy, wh_subscription **subscription, wh_error **error);
 
+/* Sends one JSON text to the listeners of `identifier` running now, in the notification itself
+ * (contract section 7): nothing is stored, and the stored message stays as it is. Listeners get
+ * it through wh_mailbox_listen as a WH_REASON_TRANSIENT delivery, each on its own and in the
+ * order sent. Refused at the call, with nothing sent: WH_ERROR_TRANSIENT_TOO_LARGE over 65,536
+ * bytes of compact JSON, WH_ERROR_BUS without a bus (nothing is kept to send later),
+ * WH_ERROR_QUEUE_FULL when a receiver that stopped reading filled the transient connection's
+ * bounded queue (the call waits at most one second for room). A listener holds at most 1,024
+ * transient messages waiting for wh_context_dispatch: newer ones are dropped and counted (the
+ * deliveries keep their order), and one delivery with no message and WH_ERROR_TRANSIENT_DROPPED
+ * per identifier says how many (its message starts with the count), before the listener's next
+ * transient message or after the last waiting one, whichever comes first. */
+wh_status wh_mailbox_send_transient(wh_mailbox *mailbox, const char *identifier, const char *json, size_t length,
+                                    wh_error **error);
+
 const char *wh_message_identifier(const wh_message *message);
 /* The message as JSON text (NUL-terminated; *length bytes when `length` is not NULL), or NULL
  * when there is none: the mailbox was cleared, or it could not be read (wh_message_error). */
@@ -286,6 +301,77 @@ wh_reason wh_message_reason(const wh_message *message);
 int wh_message_sent_at(const wh_message *message, uint64_t *nanoseconds);
 /* Why there is no message (WH_ERROR_NO_MESSAGE when cleared), or NULL. Owned by the message. */
 const wh_error *wh_message_error(const wh_message *message);
+
+/* ------------------------------------------------------------------ journals */
+
+/* A lossless, ordered log of JSON records for one identifier of a mailbox's wormhole (contract
+ * section 6): records are numbered from 1 without gaps, across processes. Appends are exit-safe
+ * like sends: the record is in the journal when the call returns, and readers are woken before
+ * the process exits. */
+typedef struct wh_journal wh_journal;
+/* One delivered record, or a failure of the reader; valid until the handler returns. */
+typedef struct wh_record wh_record;
+typedef void (*wh_record_handler)(const wh_record *record, void *user_data);
+
+/* Flags of wh_journal_open. */
+#define WH_JOURNAL_FDATASYNC 0x1u /* fdatasync before an append returns (group commit) */
+
+/* Opens the journal `identifier` of the mailbox's wormhole (`<identifier>.journal/` in its
+ * directory; created by the first append). The journal stays usable after the mailbox is freed. */
+wh_status wh_journal_open(wh_mailbox *mailbox, const char *identifier, uint32_t flags, wh_journal **journal,
+                          wh_error **error);
+void wh_journal_free(wh_journal *journal);
+/* Appends one JSON text as the next record and stores its sequence number in *sequence (may be
+ * NULL). WH_ERROR_RECORD_TOO_LARGE over 1 MiB; nothing is appended on failure. */
+wh_status wh_journal_append(wh_journal *journal, const char *json, size_t length, uint64_t *sequence,
+                            wh_error **error);
+/* Appends `count` JSON texts as consecutive records under one lock and one write: all or none.
+ * Stores the first one's sequence number in *first (may be NULL). */
+wh_status wh_journal_append_many(wh_journal *journal, const char *const *jsons, const size_t *lengths, size_t count,
+                                 uint64_t *first, wh_error **error);
+/* Waits until the notifications of earlier appends are on the bus, at most `timeout_ms`. */
+wh_status wh_journal_flush(wh_journal *journal, int64_t timeout_ms, wh_error **error);
+
+/* Where a listener without a stored cursor starts: `from` of wh_journal_listen. Any other value
+ * is a sequence number. */
+#define WH_JOURNAL_FROM_END ((uint64_t)0)           /* records appended after the call */
+#define WH_JOURNAL_FROM_BEGINNING (~(uint64_t)0)    /* the first record still in the journal */
+
+/* Calls `handler` for every record in order, from `from` or, for a durable consumer (`consumer`
+ * not NULL, identifier rules) with a stored cursor, after the last record it handled. The
+ * records are read on the thread that dispatches, one batch per dispatch (the descriptor stays
+ * readable while more wait), and a durable consumer's cursor is stored through the last record
+ * whose handler returned, after each batch: at-least-once across crashes, the batch in flight
+ * at a crash coming again with wh_record_is_redelivery set. Cancelling from the handler stores
+ * the cursor through the record being handled. A failure is a delivery with wh_record_error set:
+ * WH_ERROR_JOURNAL_GAP (records removed by retention before they were read; the error's value is
+ * the first available sequence number) and WH_ERROR_JOURNAL_DAMAGED once per range that cannot
+ * be read (wh_record_damage gives the range); delivery goes on after it. A second reader of the
+ * same consumer is refused: WH_ERROR_CONSUMER_BUSY. */
+wh_status wh_journal_listen(wh_journal *journal, uint64_t from, const char *consumer, wh_record_handler handler,
+                            void *user_data, wh_destroy_notify destroy, wh_subscription **subscription,
+                            wh_error **error);
+/* What the journal holds now, as one JSON object (a new buffer, wh_free): "first", "last",
+ * "readable", "bytes", "segments", "consumers" (name: acknowledged sequence), "badConsumers",
+ * "damaged" (objects with "from", "to", "reason", "file", "detail"). Takes no lock. */
+wh_status wh_journal_status(wh_journal *journal, char **json, size_t *length, wh_error **error);
+/* Reads every frame: WH_OK when the journal is whole, else WH_ERROR_JOURNAL_DAMAGED naming the
+ * ranges (its value: the first damaged file). *damaged (may be NULL) gets the count of ranges. */
+wh_status wh_journal_check(wh_journal *journal, size_t *damaged, wh_error **error);
+
+const char *wh_record_identifier(const wh_record *record);
+/* The record's sequence number (0 for a failure). */
+uint64_t wh_record_sequence(const wh_record *record);
+/* The record as JSON text (NUL-terminated; *length bytes), or NULL for a failure. */
+const char *wh_record_json(const wh_record *record, size_t *length);
+/* When it was appended: ns since 1970 (CLOCK_REALTIME). */
+uint64_t wh_record_appended_at(const wh_record *record);
+/* 1 when the record was handed out before a crash and may have been handled. */
+int wh_record_is_redelivery(const wh_record *record);
+/* The failure this delivery reports, or NULL for a record. Owned by the record. */
+const wh_error *wh_record_error(const wh_record *record);
+/* For a gap or a damaged range: returns 1 and stores its first and last sequence numbers. */
+int wh_record_damage(const wh_record *record, uint64_t *from, uint64_t *to);
 
 /* ------------------------------------------------------------------ shared defaults */
 
