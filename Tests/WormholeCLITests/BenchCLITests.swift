@@ -397,7 +397,10 @@ struct BenchCLITests {
             .deletingLastPathComponent().appendingPathComponent("dbus/wormhole-session.conf").path
         let copy = try await runInBackground(
             "/bin/cp",
-            [try productPath("wormhole-bench"), try productPath("wormhole-floor"), prefix.path + "/bin/"])
+            [
+                try productPath("wormhole-bench"), try productPath("wormhole-floor"), try productPath("wormhole"),
+                prefix.path + "/bin/",
+            ])
         #expect(copy.status == 0, "\(copy.stderr)")
         try FileManager.default.copyItem(
             atPath: configuration, toPath: prefix.path + "/share/wormhole/wormhole-session.conf")
