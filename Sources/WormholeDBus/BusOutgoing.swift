@@ -66,16 +66,22 @@ final class BusOutgoing: @unchecked Sendable {
     /// ``libdbusHighWater`` bytes beyond what the socket took: the rest waits in the queue, where
     /// `policy` may replace an older message or refuse this one.
     ///
+    /// `onAccepted` runs once the connection has taken the message (it will be
+    /// written, in order) and before it is written: a write that follows cannot fail (libdbus's
+    /// preallocated send). It does not run when `send` throws.
+    ///
     /// Throws `disconnected` while the connection is down, greeting the bus or closed,
     /// `queueFull` when the queue cannot take the message (for `.refusable`, after waiting at
     /// most its bound; on the loop's thread at once: it cannot wait for itself).
-    func send(_ message: LibDBus.Message, bytes: Int, policy: SendPolicy = .plain) throws(BusError) {
+    func send(
+        _ message: LibDBus.Message, bytes: Int, policy: SendPolicy = .plain, onAccepted: () -> Void = {}
+    ) throws(BusError) {
         let key: String? = if case .replacing(let key) = policy { key } else { nil }
         let onLoop = loop.inEventLoop
         let deadline: DispatchTime? =
             if !onLoop, case .refusable(let wait) = policy { ExitDrain.deadline(after: wait) } else { nil }
         while true {
-            switch try attemptSend(message, bytes: bytes, key: key, onLoop: onLoop) {
+            switch try attemptSend(message, bytes: bytes, key: key, onLoop: onLoop, onAccepted: onAccepted) {
             case .sent: return
             case .full:
                 guard let deadline else { throw refuse(bytes) }
@@ -85,11 +91,11 @@ final class BusOutgoing: @unchecked Sendable {
     }
 
     /// One try of `send`: written by the loop's owner, else queued for it.
-    private func attemptSend(_ message: LibDBus.Message, bytes: Int, key: String?, onLoop: Bool) throws(BusError)
-        -> Attempt
-    {
+    private func attemptSend(
+        _ message: LibDBus.Message, bytes: Int, key: String?, onLoop: Bool, onAccepted: () -> Void
+    ) throws(BusError) -> Attempt {
         // The loop's thread owns the loop already.
-        if onLoop { return try writeAsOwner(message, bytes: bytes, key: key) }
+        if onLoop { return try writeAsOwner(message, bytes: bytes, key: key, onAccepted: onAccepted) }
         // Senders on other threads take turns among themselves (never behind the reader): one at
         // a time builds up the queue or writes, which paces many posting threads to what the
         // socket takes instead of letting them outrun the one writer (libdbus's own lock did
@@ -98,16 +104,19 @@ final class BusOutgoing: @unchecked Sendable {
         defer { emitting.unlock() }
         if loop.tryTakeOwnership() {
             defer { loop.releaseOwnership() }
-            return try writeAsOwner(message, bytes: bytes, key: key)
+            return try writeAsOwner(message, bytes: bytes, key: key, onAccepted: onAccepted)
         }
         guard let wasEmpty = try enqueue(message, bytes: bytes, key: key) else { return .full }
+        onAccepted()
         if wasEmpty { loop.wake() }
         return .sent
     }
 
     /// Writes `message` as the loop's owner when nothing waits before it and libdbus holds little;
     /// otherwise queues it, for the loop to write once the socket takes more. Owner only.
-    private func writeAsOwner(_ message: LibDBus.Message, bytes: Int, key: String?) throws(BusError) -> Attempt {
+    private func writeAsOwner(
+        _ message: LibDBus.Message, bytes: Int, key: String?, onAccepted: () -> Void
+    ) throws(BusError) -> Attempt {
         // What other threads queued first goes first: a thread's own posts stay in order.
         pump()
         let direct = try shared.withLock { state throws(BusError) -> Bool in
@@ -118,15 +127,21 @@ final class BusOutgoing: @unchecked Sendable {
         guard let connection = io.connection, case .ready = io.phase else { throw io.notConnected() }
         if direct {
             if connection.outgoingSize < Self.libdbusHighWater {
-                if !connection.send(message) { throw BusError(.outOfMemory, "libdbus could not queue a message") }
+                guard let slot = connection.preallocateSend() else {
+                    throw BusError(.outOfMemory, "libdbus could not queue a message")
+                }
                 accepted.add(1, ordering: .releasing)
+                onAccepted()
+                connection.send(message, preallocated: slot)
                 return .sent
             }
             shared.withLock { $0.congested = true }
         }
         // libdbus holds enough (the socket is full) or jobs wait first: the loop writes it when
         // the socket takes more (libdbus watches it for writing meanwhile).
-        return try enqueue(message, bytes: bytes, key: key) == nil ? .full : .sent
+        if try enqueue(message, bytes: bytes, key: key) == nil { return .full }
+        onAccepted()
+        return .sent
     }
 
     /// Appends to the outgoing queue: whether it was empty before, or `nil` when it is full.
