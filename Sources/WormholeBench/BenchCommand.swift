@@ -83,8 +83,9 @@ struct BenchCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Microseconds the notify suite's spaced rows wait after each pong before the next ping (0 skips them), "
-                + "and the rate suite's post-call rows after each post (0: back to back)."))
+            "Microseconds the notify suite's spaced rows wait after each pong before the next ping, and its "
+                + "post-to-line rows after each line (0 skips both), and the rate suite's post-call rows after each "
+                + "post (0: back to back)."))
     var spacingUs = 500
 
     @Option(help: "Round trips per message-size row (the 1 MB row runs a tenth of them).")

@@ -409,7 +409,7 @@ struct BenchCLITests {
             "/bin/sh",
             [
                 "-c",
-                "cd \"$1\" && exec ./bin/wormhole-bench --suite notify --other-names 0 --round-trips 4 --rounds 2 --warmup 0",
+                "cd \"$1\" && exec ./bin/wormhole-bench --suite notify --other-names 0 --round-trips 4 --rounds 2 --warmup 0 --spacing-us 0",
                 "sh", prefix.path,
             ],
             environment: environment.merging(["TMPDIR": prefix.path]) { $1 })
