@@ -3,6 +3,7 @@ import Glibc
 import Synchronization
 public import Testing
 public import WormholeDBus
+import WormholeSystem
 
 /// The repository's root, found from this file's location, or `WORMHOLE_TEST_REPOSITORY` (a copy
 /// of the checkout that another user can read: `Tests/run.sh --desktop`).
@@ -373,7 +374,7 @@ public final class SilentSocket: Sendable {
     public let path: String
     let fd: Int32
     /// The connections ``awaitClient(seconds:)`` accepted, held open (never answered) until the end.
-    private let clients = Mutex<[Int32]>([])
+    private let clients = Locked<[Int32]>([])
 
     /// Listens at `path` (a bus's address whose daemon was killed: its socket is gone), or at a
     /// new path in a temporary directory.
