@@ -10,6 +10,14 @@ other process's steps are followed: its loop's wake-up (`epoll_wait` returned; o
 the endpoint read, the ring decoded, the handler, its post, the lookup, its own ring sent, then
 the signal built and handed to libdbus. Prints the median, p90 and p99 of each step in
 microseconds, and how often the receiver was already awake when the ring came.
+
+    scripts/hop-timeline.py --posts POSTER_TRACE OBSERVER_TRACE
+
+follows one-way posts instead (a poster that posts and an observer that only observes, e.g.
+`_bench-post-call --until-line` and `wormhole observe`): for every post, each step of the poster
+and of the observer as time since `post()` was entered, p50/p90/p99 in microseconds; the
+observer's steps for the ring that the post sent, and for its bus signal (the daemon's delivery:
+the bus descriptor ready, then the signal delivered or dropped as a duplicate).
 """
 import sys
 from bisect import bisect_left, bisect_right
@@ -138,7 +146,104 @@ def main(paths):
         )
 
 
+def posts(poster_path, observer_path):
+    poster = load(poster_path)
+    observer = load(observer_path)
+    stamps = [event[0] for event in observer]
+    steps = {}
+    order = []
+
+    def add(name, value):
+        if name not in steps:
+            order.append(name)
+        steps.setdefault(name, []).append(value / 1000.0)
+
+    def find(events, name, start, stop_names=(), limit=400):
+        for position in range(start, min(len(events), start + limit)):
+            if events[position][1] == name:
+                return position
+            if events[position][1] in stop_names:
+                return None
+        return None
+
+    count = 0
+    ring_first = 0
+    for position, (start, point, _) in enumerate(poster):
+        if point != "postEntered":
+            continue
+        count += 1
+        sent = None
+        looked_up = None
+        written = None
+        for later in range(position + 1, min(len(poster), position + 40)):
+            name = poster[later][1]
+            if name == "postEntered":
+                break
+            add("poster: " + name, poster[later][0] - start)
+            if name == "lookupDone":
+                looked_up = poster[later][0]
+            if name == "ringSent":
+                sent = poster[later][0]
+            if name == "signalWritten":
+                written = poster[later][0]
+            if name == "postReturned":
+                break
+        handled = None
+        if sent is not None and looked_up is not None:
+            # The observer may run before the ringer's `sendto` returns (woken on its CPU): its
+            # read comes after the ringer's lookup, the last mark before the `sendto`.
+            index = bisect_right(stamps, looked_up)
+            read = find(observer, "ringRead", index)
+            if read is not None and observer[read][0] - sent < 50_000_000:
+                woke = None
+                for back in range(read - 1, max(-1, read - 50), -1):
+                    if observer[back][1] == "epollReturned":
+                        woke = back
+                        break
+                if woke is not None and observer[woke][0] >= looked_up:
+                    add("observer, ring: epoll_wait returned", observer[woke][0] - start)
+                add("observer, ring: rings read", observer[read][0] - start)
+                decoded = find(observer, "ringDecoded", read, limit=3)
+                if decoded is not None:
+                    add("observer, ring: decoded", observer[decoded][0] - start)
+                    entered = find(observer, "handlerEntered", decoded, ("epollReturned",), limit=10)
+                    if entered is not None:
+                        handled = observer[entered][0]
+                        add("observer, ring: handler entered", handled - start)
+        if written is not None:
+            index = bisect_right(stamps, written)
+            ready = find(observer, "busReady", index)
+            if ready is not None and observer[ready][0] - written < 50_000_000:
+                add("observer, bus: descriptor ready", observer[ready][0] - start)
+                checked = find(observer, "duplicateChecked", ready, ("busReady",), limit=20)
+                dropped = find(observer, "duplicateDropped", ready, ("busReady",), limit=20)
+                entered = find(observer, "handlerEntered", ready, ("busReady", "ringRead"), limit=20)
+                if checked is not None:
+                    add("observer, bus: signal read, filter", observer[checked][0] - start)
+                if dropped is not None:
+                    add("observer, bus: duplicate dropped", observer[dropped][0] - start)
+                elif entered is not None:
+                    add("observer, bus: handler entered (the bus delivered)", observer[entered][0] - start)
+                    if handled is None:
+                        handled = observer[entered][0]
+                if handled is not None and observer[ready][0] > handled:
+                    ring_first += 1
+        if handled is not None:
+            add("observer: handler entered (first of ring, bus)", handled - start)
+    print(f"{count} posts; the ring's delivery came before the bus descriptor was ready for {ring_first}")
+    print(f"{'step (time since post() entered)':56} {'n':>7} {'p50 us':>8} {'p90 us':>8} {'p99 us':>8}")
+    for name in sorted(order, key=lambda step: percentile(steps[step], 0.5)):
+        values = steps[name]
+        print(
+            f"{name:56} {len(values):7} {percentile(values, 0.5):8.1f} {percentile(values, 0.9):8.1f} "
+            f"{percentile(values, 0.99):8.1f}"
+        )
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--posts":
+        posts(sys.argv[2], sys.argv[3])
+        sys.exit(0)
     if len(sys.argv) < 3:
         sys.exit("usage: scripts/hop-timeline.py TRACE TRACE (the WORMHOLE_HOP_TRACE files of both processes)")
     main(sys.argv[1:])

@@ -18,7 +18,9 @@ struct BenchCommand: ParsableCommand {
 
             Suites (--suite, several separated by commas):
               notify   two-process ping-pong: floor, handlers on the I/O thread,
-                       handlers on a queue; then with --other-names names observed
+                       handlers on a queue, the doorbell; a post until wormhole
+                       observe's line (doorbell on) against C to C; then with
+                       --other-names names observed
               message  100 B, 10 KB and 1 MB messages (Codable, raw JSONDocument, the
                        JSON codec alone) against files plus signals; 100 B transient
                        messages (Codable, JSONDocument) against notifications only
@@ -26,7 +28,8 @@ struct BenchCommand: ParsableCommand {
                        wormhole-floor observe / listen, from the post to the line read
               rate     posts/s from 1 and --post-threads threads against
                        wormhole-floor blast; one post call (doorbell on, no
-                       endpoints) against wormhole-floor post-call (send + flush)
+                       endpoints, then one observer rung) against wormhole-floor
+                       post-call (send + flush)
               routes   ping-pong with 1 route and with --routes more in the pinger; time to
                        ready of one listen on --routes identifiers
               fanout   one post woken in --fanout-observers wormhole observe processes
@@ -80,8 +83,9 @@ struct BenchCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Microseconds the notify suite's spaced rows wait after each pong before the next ping (0 skips them), "
-                + "and the rate suite's post-call rows after each post (0: back to back)."))
+            "Microseconds the notify suite's spaced rows wait after each pong before the next ping, and its "
+                + "post-to-line rows after each line (0 skips both), and the rate suite's post-call rows after each "
+                + "post (0: back to back)."))
     var spacingUs = 500
 
     @Option(help: "Round trips per message-size row (the 1 MB row runs a tenth of them).")

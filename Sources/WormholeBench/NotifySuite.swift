@@ -42,6 +42,8 @@ struct NotifySuite {
         report.goal(
             "notify", "doorbell p99 / floor p99", ratio: rung.percentile(99) / floor.percentile(99), target: 0.7)
         try runSpaced(runtime: runtime.path)
+        // Spaced too: `--spacing-us 0` leaves them out with the spaced rows.
+        if options.spacingUs > 0 { try PostLineRows(context: context).run() }
 
         guard options.otherNames > 0 else { return }
         Console.progress("notify: a third process observes \(options.otherNames) other names")

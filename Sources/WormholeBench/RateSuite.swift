@@ -54,55 +54,81 @@ struct RateSuite {
     }
 
     /// How long one post call takes on an idle connection (issue 23: p50 ≤ 1.1× the floor):
-    /// `DarwinNotificationCenter.post` in a process of its own, the doorbell on and no endpoint
-    /// registered (an empty runtime directory), against `wormhole-floor post-call` (build the
-    /// signal, `dbus_connection_send`, `dbus_connection_flush`); both wait `--spacing-us` after
-    /// each post, untimed, in alternating rounds.
+    /// `DarwinNotificationCenter.post` in a process of its own, the doorbell on, against
+    /// `wormhole-floor post-call` (build the signal, `dbus_connection_send`,
+    /// `dbus_connection_flush`); twice: with no endpoint registered (an empty runtime directory),
+    /// and with one observer of the name registered in another process (`wormhole observe`), so
+    /// that each post rings (issue 36: p50 ≤ 1.1× the floor plus one `sendto`). All wait
+    /// `--spacing-us` after each post, untimed, in alternating rounds.
     private func postCall() throws {
         let (address, options, report) = (context.address, context.options, context.report)
         let count = context.perRound
         let spacing = options.spacingUs
         Console.output(
-            "\npost call: one post of a name nobody observes, from the call to its return, \(spacing) µs apart (µs)")
-        let runtime = try ScratchDirectory("post-call")
+            "\npost call: one post, from the call to its return, \(spacing) µs apart (µs); a name nobody observes, "
+                + "then one observed in another process (the post rings it)")
+        let empty = try ScratchDirectory("post-call")
+        let observed = try ScratchDirectory("post-call-rung")
         let names = BenchNames()
+        let rungName = names.name("post-call.rung")
+        let observer = try Self.observer(rungName, address: address, runtime: observed.path)
+        defer { observer.terminate() }
+        func wormhole(_ name: String, runtime: String) throws -> Histogram<UInt64> {
+            let child = try ChildProcess(
+                executable: Executables.current,
+                arguments: [
+                    "_bench-post-call", "--name", name, "--count", "\(count)", "--warmup", "\(options.warmup)",
+                    "--spacing-us", "\(spacing)", "--bus-address", address.rawValue,
+                ],
+                // The bench turned the doorbell off for itself and its helpers; on for this one ("" unsets).
+                environment: ["XDG_RUNTIME_DIR": runtime, "WORMHOLE_DOORBELL": ""])
+            return try Self.histogram(child, "_bench-post-call", count: count) { line in
+                let fields = line.split(separator: " ").compactMap { UInt64($0) }
+                return fields.count == 2 ? (fields[0], fields[1]) : nil
+            }
+        }
         let merged = try AlternatingRounds(label: "post call", rounds: options.rounds).measure([
             .init(name: "floor") {
                 let child = try ChildProcess(
                     executable: try Executables.sibling("wormhole-floor"),
                     arguments: [
                         "post-call", address.rawValue, names.name("post-call.floor"), "\(count)", "\(options.warmup)",
-                        "\(options.spacingUs)",
+                        "\(spacing)",
                     ])
                 return try Self.histogram(child, "wormhole-floor post-call", count: count) { line in
                     UInt64(line).map { ($0, 1) }
                 }
             },
-            .init(name: "wormhole") {
-                let child = try ChildProcess(
-                    executable: Executables.current,
-                    arguments: [
-                        "_bench-post-call", "--name", names.name("post-call.wormhole"), "--count", "\(count)",
-                        "--warmup", "\(options.warmup)", "--spacing-us", "\(options.spacingUs)", "--bus-address",
-                        address.rawValue,
-                    ],
-                    // The bench turned the doorbell off for itself and its helpers; on for this one ("" unsets).
-                    environment: ["XDG_RUNTIME_DIR": runtime.path, "WORMHOLE_DOORBELL": ""])
-                return try Self.histogram(child, "_bench-post-call", count: count) { line in
-                    let fields = line.split(separator: " ").compactMap { UInt64($0) }
-                    return fields.count == 2 ? (fields[0], fields[1]) : nil
-                }
-            },
+            .init(name: "wormhole") { try wormhole(names.name("post-call.wormhole"), runtime: empty.path) },
+            .init(name: "wormhole, rung") { try wormhole(rungName, runtime: observed.path) },
         ])
         let floor = BenchRow(label: "raw libdbus send + flush", histogram: merged[0], isRoundTrip: false)
         let ours = BenchRow(label: "center.post, no doorbell endpoints", histogram: merged[1], isRoundTrip: false)
-        report.publish([(floor, nil, nil), (ours, floor, 1.1)], suite: "rate")
+        let rung = BenchRow(label: "center.post, one observer rung", histogram: merged[2], isRoundTrip: false)
+        report.publish([(floor, nil, nil), (ours, floor, 1.1), (rung, floor, nil)], suite: "rate")
         report.goal("rate", "center.post call p50 / send + flush p50", ratio: ours.median / floor.median, target: 1.1)
+        report.goal(
+            "rate", "center.post call, one observer rung, p50 / send + flush p50", ratio: rung.median / floor.median,
+            target: nil)
+    }
+
+    /// `wormhole observe NAME` with the doorbell on in `runtime`, ready (its match rules active and
+    /// its doorbell registered); its lines go to /dev/null, so no pipe fills however many posts.
+    static func observer(_ name: String, address: BusAddress, runtime: String) throws -> ChildProcess {
+        let child = try ChildProcess(
+            executable: "/bin/sh",
+            arguments: [
+                "-c", #"exec "$0" observe "$1" --bus-address "$2" >/dev/null"#, try Executables.sibling("wormhole"),
+                name, address.rawValue,
+            ],
+            environment: ["XDG_RUNTIME_DIR": runtime, "WORMHOLE_DOORBELL": ""])
+        try child.waitForReady()
+        return child
     }
 
     /// The durations `child` printed (`parse` turns a line into a value and its count), once it
     /// exited 0; exactly `count` of them.
-    private static func histogram(
+    static func histogram(
         _ child: ChildProcess, _ what: String, count: Int, parse: (String) -> (UInt64, UInt64)?
     ) throws -> Histogram<UInt64> {
         let output = try child.readAllOutput()

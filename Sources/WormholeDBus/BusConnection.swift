@@ -189,12 +189,14 @@ public final class BusConnection: Sendable {
     /// How a signal waits when the socket is full (see ``emit(_:)``).
     package typealias EmitPolicy = SendPolicy
 
-    /// Emits a signal with a queueing policy (``emit(_:)``).
-    package func emit(_ signal: Signal, policy: EmitPolicy) throws {
+    /// Emits a signal with a queueing policy (``emit(_:)``). `onAccepted` runs once the
+    /// connection took the signal (it will be written, in order), before it is written; not
+    /// when this throws.
+    package func emit(_ signal: Signal, policy: EmitPolicy, onAccepted: () -> Void = {}) throws {
         if sharing != nil { try checkOpen() }
         let message = try MessageCoding.makeSignal(signal)
         HopTrace.mark(.messageBuilt)
-        try io.outgoing.send(message, bytes: signal.estimatedSize, policy: policy)
+        try io.outgoing.send(message, bytes: signal.estimatedSize, policy: policy, onAccepted: onAccepted)
     }
 
     /// How many signals ``emit(_:)`` refused because the outgoing queue was full.

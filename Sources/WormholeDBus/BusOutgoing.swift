@@ -17,8 +17,8 @@ package enum SendPolicy: Sendable {
     case refusable(wait: Duration)
 }
 
-/// The sending side of one connection: the bounded outgoing queue's policies, the `trylock` fast
-/// path on which a sender writes on its own thread, the waits for room, and handing queued
+/// The sending side of one connection: the bounded outgoing queue's policies, the one send path
+/// (the loop's owner writes, on the loop's thread or on a sender's that took it with `trylock`), the waits for room, and handing queued
 /// messages to libdbus on the loop.
 ///
 /// The queue itself is in the connection's locked state (``BusIO/Shared``), beside whether the
@@ -58,40 +58,30 @@ final class BusOutgoing: @unchecked Sendable {
 
     /// Sends a message of about `bytes` bytes (its size on the wire, for the bounded queue).
     ///
-    /// Off the loop, when the loop is asleep (`trylock` on its ownership) and nothing waits
-    /// before it, the message is written on the caller's thread; otherwise it joins the
-    /// outgoing queue, which holds at most ``limit`` bytes. On the loop's thread it is
-    /// written at once when nothing waits before it. libdbus itself is given at most
-    /// ``libdbusHighWater`` bytes beyond what the socket took: the rest waits in the queue,
-    /// where `policy` may replace an older message or refuse this one.
+    /// One path on every thread: the sender that owns the loop (the loop's own thread, or
+    /// another whose `trylock` on its ownership found it asleep) writes when nothing waits
+    /// before it; any other joins the outgoing queue, which holds at most ``limit`` bytes. Either
+    /// way the connection must be up and greeted (a message written before `Hello` is answered
+    /// would be the bus's first and end the connection). libdbus itself is given at most
+    /// ``libdbusHighWater`` bytes beyond what the socket took: the rest waits in the queue, where
+    /// `policy` may replace an older message or refuse this one.
     ///
-    /// Throws `disconnected` while the connection is down or closed, `queueFull` when the
-    /// queue cannot take the message (for `.refusable`, after waiting at most its bound).
-    func send(_ message: LibDBus.Message, bytes: Int, policy: SendPolicy = .plain) throws(BusError) {
+    /// `onAccepted` runs once the connection has taken the message (it will be
+    /// written, in order) and before it is written: a write that follows cannot fail (libdbus's
+    /// preallocated send). It does not run when `send` throws.
+    ///
+    /// Throws `disconnected` while the connection is down, greeting the bus or closed,
+    /// `queueFull` when the queue cannot take the message (for `.refusable`, after waiting at
+    /// most its bound; on the loop's thread at once: it cannot wait for itself).
+    func send(
+        _ message: LibDBus.Message, bytes: Int, policy: SendPolicy = .plain, onAccepted: () -> Void = {}
+    ) throws(BusError) {
         let key: String? = if case .replacing(let key) = policy { key } else { nil }
-        if loop.inEventLoop {
-            pump()
-            let direct = try shared.withLock { state throws(BusError) -> Bool in
-                if state.stopping { throw io.closedError() }
-                return state.outgoing.isEmpty && !state.outgoing.hasPendingJobs
-            }
-            guard let connection = io.connection else { throw io.notConnected() }
-            if direct {
-                if connection.outgoingSize < Self.libdbusHighWater {
-                    if !connection.send(message) { throw BusError(.outOfMemory, "libdbus could not queue a message") }
-                    accepted.add(1, ordering: .releasing)
-                    return
-                }
-                shared.withLock { $0.congested = true }
-            }
-            // Written by the loop once the socket takes more (it cannot wait for itself).
-            if try enqueue(message, bytes: bytes, key: key) == nil { throw refuse(bytes) }
-            return
-        }
+        let onLoop = loop.inEventLoop
         let deadline: DispatchTime? =
-            if case .refusable(let wait) = policy { ExitDrain.deadline(after: wait) } else { nil }
+            if !onLoop, case .refusable(let wait) = policy { ExitDrain.deadline(after: wait) } else { nil }
         while true {
-            switch try attemptSend(message, bytes: bytes, key: key) {
+            switch try attemptSend(message, bytes: bytes, key: key, onLoop: onLoop, onAccepted: onAccepted) {
             case .sent: return
             case .full:
                 guard let deadline else { throw refuse(bytes) }
@@ -100,37 +90,57 @@ final class BusOutgoing: @unchecked Sendable {
         }
     }
 
-    /// One try of `send` on another thread than the loop's.
-    private func attemptSend(_ message: LibDBus.Message, bytes: Int, key: String?) throws(BusError) -> Attempt {
-        // Senders take turns among themselves (never behind the reader): one at a time builds
-        // up the queue or writes, which paces many posting threads to what the socket takes
-        // instead of letting them outrun the one writer (libdbus's own lock did this before).
+    /// One try of `send`: written by the loop's owner, else queued for it.
+    private func attemptSend(
+        _ message: LibDBus.Message, bytes: Int, key: String?, onLoop: Bool, onAccepted: () -> Void
+    ) throws(BusError) -> Attempt {
+        // The loop's thread owns the loop already.
+        if onLoop { return try writeAsOwner(message, bytes: bytes, key: key, onAccepted: onAccepted) }
+        // Senders on other threads take turns among themselves (never behind the reader): one at
+        // a time builds up the queue or writes, which paces many posting threads to what the
+        // socket takes instead of letting them outrun the one writer (libdbus's own lock did
+        // this before).
         emitting.lock()
         defer { emitting.unlock() }
         if loop.tryTakeOwnership() {
             defer { loop.releaseOwnership() }
-            // What other threads queued first goes first: a thread's own posts stay in order.
-            pump()
-            let direct = try shared.withLock { state throws(BusError) -> Bool in
-                if state.stopping { throw io.closedError() }
-                if !state.connected { throw io.notConnected() }
-                return state.outgoing.isEmpty && !state.outgoing.hasPendingJobs
-            }
-            guard let connection = io.connection, case .ready = io.phase else { throw io.notConnected() }
-            if direct {
-                if connection.outgoingSize < Self.libdbusHighWater {
-                    if !connection.send(message) { throw BusError(.outOfMemory, "libdbus could not queue a message") }
-                    accepted.add(1, ordering: .releasing)
-                    return .sent
-                }
-                shared.withLock { $0.congested = true }
-            }
-            // libdbus holds enough (the socket is full) or jobs wait first: the loop writes it
-            // when the socket takes more (libdbus watches it for writing meanwhile).
-            return try enqueue(message, bytes: bytes, key: key) == nil ? .full : .sent
+            return try writeAsOwner(message, bytes: bytes, key: key, onAccepted: onAccepted)
         }
         guard let wasEmpty = try enqueue(message, bytes: bytes, key: key) else { return .full }
+        onAccepted()
         if wasEmpty { loop.wake() }
+        return .sent
+    }
+
+    /// Writes `message` as the loop's owner when nothing waits before it and libdbus holds little;
+    /// otherwise queues it, for the loop to write once the socket takes more. Owner only.
+    private func writeAsOwner(
+        _ message: LibDBus.Message, bytes: Int, key: String?, onAccepted: () -> Void
+    ) throws(BusError) -> Attempt {
+        // What other threads queued first goes first: a thread's own posts stay in order.
+        pump()
+        let direct = try shared.withLock { state throws(BusError) -> Bool in
+            if state.stopping { throw io.closedError() }
+            if !state.connected { throw io.notConnected() }
+            return state.outgoing.isEmpty && !state.outgoing.hasPendingJobs
+        }
+        guard let connection = io.connection, case .ready = io.phase else { throw io.notConnected() }
+        if direct {
+            if connection.outgoingSize < Self.libdbusHighWater {
+                guard let slot = connection.preallocateSend() else {
+                    throw BusError(.outOfMemory, "libdbus could not queue a message")
+                }
+                accepted.add(1, ordering: .releasing)
+                onAccepted()
+                connection.send(message, preallocated: slot)
+                return .sent
+            }
+            shared.withLock { $0.congested = true }
+        }
+        // libdbus holds enough (the socket is full) or jobs wait first: the loop writes it when
+        // the socket takes more (libdbus watches it for writing meanwhile).
+        if try enqueue(message, bytes: bytes, key: key) == nil { return .full }
+        onAccepted()
         return .sent
     }
 

@@ -62,6 +62,18 @@ extension LibDBus {
         /// memory. The corresponding C function is `dbus_connection_send`.
         func send(_ message: Message) -> Bool { dbus_connection_send(pointer, message.pointer, nil) != 0 }
 
+        /// What ``send(_:preallocated:)`` needs, allocated ahead, so that the send itself cannot
+        /// fail; `nil` when out of memory. The corresponding C function is
+        /// `dbus_connection_preallocate_send`.
+        func preallocateSend() -> OpaquePointer? { dbus_connection_preallocate_send(pointer) }
+
+        /// Queues a message like ``send(_:)`` with what ``preallocateSend()`` allocated (which it
+        /// takes): it cannot fail. The corresponding C function is
+        /// `dbus_connection_send_preallocated`.
+        func send(_ message: Message, preallocated: OpaquePointer) {
+            dbus_connection_send_preallocated(pointer, preallocated, message.pointer, nil)
+        }
+
         /// Queues a message like ``send(_:)`` and returns the serial libdbus gave it (what a
         /// reply names as its reply serial), or `nil` when out of memory.
         func sendReturningSerial(_ message: Message) -> UInt32? {

@@ -58,6 +58,13 @@
 //     sends it and flushes the connection (the bytes are in the bus socket), timing that
 //     alone; then waits SPACING_US microseconds, untimed, so each post starts on an idle
 //     connection. Prints the COUNT durations in nanoseconds, one per line, at the end.
+//
+// The floor under a post seen from outside, through an observer's output:
+//
+//   wormhole-floor post-line ADDRESS NAME COUNT WARMUP SPACING_US
+//     the same posts, each timed from before its send until the observer's line for it is read
+//     from standard input (the bench connects an observer's standard output there, `wormhole-floor
+//     observe ADDRESS NAME`), then SPACING_US microseconds untimed. Prints the COUNT durations.
 #include <dbus/dbus.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -620,9 +627,29 @@ static int blast_main(int argc, char **argv) {
     return 0;
 }
 
-static int post_call_main(int argc, char **argv) {
+// Reads standard input up to and including the next newline (what follows it is kept for the
+// next call); 0 at its end. One read(2) per line when the line comes whole.
+static int read_line_from_stdin(void) {
+    static char buffer[4096];
+    static size_t start = 0, end = 0;
+    for (;;) {
+        for (size_t i = start; i < end; i++) {
+            if (buffer[i] == '\n') {
+                start = i + 1;
+                return 1;
+            }
+        }
+        start = end = 0;
+        ssize_t got = read(0, buffer, sizeof buffer);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return 0;
+        end = (size_t)got;
+    }
+}
+
+static int post_timed_main(int argc, char **argv, int until_line) {
     if (argc != 7) {
-        fprintf(stderr, "usage: wormhole-floor post-call ADDRESS NAME COUNT WARMUP SPACING_US\n");
+        fprintf(stderr, "usage: wormhole-floor %s ADDRESS NAME COUNT WARMUP SPACING_US\n", argv[1]);
         return 64;
     }
     const char *name = argv[3];
@@ -630,7 +657,7 @@ static int post_call_main(int argc, char **argv) {
     long warmup = atol(argv[5]);
     long spacing = atol(argv[6]);
     if (count <= 0 || warmup < 0 || spacing < 0) {
-        fprintf(stderr, "wormhole-floor: post-call needs COUNT > 0, WARMUP >= 0, SPACING_US >= 0\n");
+        fprintf(stderr, "wormhole-floor: %s needs COUNT > 0, WARMUP >= 0, SPACING_US >= 0\n", argv[1]);
         return 64;
     }
     DBusConnection *connection = connect_bus(argv[2]);
@@ -645,6 +672,10 @@ static int post_call_main(int argc, char **argv) {
         uint64_t start = now_ns();
         if (!send_posted(connection, bucket, name, (dbus_uint64_t)i)) return 1;
         dbus_connection_flush(connection);
+        if (until_line && !read_line_from_stdin()) {
+            fprintf(stderr, "wormhole-floor: the observer's output ended after %ld posts\n", i);
+            return 1;
+        }
         uint64_t elapsed = now_ns() - start;
         if (i >= warmup) durations[i - warmup] = elapsed;
         struct timespec gap = {.tv_sec = spacing / 1000000, .tv_nsec = (spacing % 1000000) * 1000};
@@ -662,7 +693,8 @@ int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "observe") == 0) return observe_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "listen") == 0) return listen_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "blast") == 0) return blast_main(argc, argv);
-    if (argc >= 2 && strcmp(argv[1], "post-call") == 0) return post_call_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "post-call") == 0) return post_timed_main(argc, argv, 0);
+    if (argc >= 2 && strcmp(argv[1], "post-line") == 0) return post_timed_main(argc, argv, 1);
     if (argc >= 2 && strncmp(argv[1], "inotify-", 8) == 0) return inotify_main(argc, argv);
     return ping_pong_main(argc, argv);
 }

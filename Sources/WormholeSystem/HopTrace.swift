@@ -45,6 +45,10 @@ package enum HopTrace {
         case messageBuilt
         /// libdbus's filter looks at a signal that may be a duplicate (it was read and parsed).
         case duplicateChecked
+        /// `post()` returns to its caller.
+        case postReturned
+        /// The connection took the bus signal (queued or about to be written): the ring may go.
+        case signalAccepted
     }
 
     private static let capacity = 1 << 21

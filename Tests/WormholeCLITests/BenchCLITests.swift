@@ -397,7 +397,10 @@ struct BenchCLITests {
             .deletingLastPathComponent().appendingPathComponent("dbus/wormhole-session.conf").path
         let copy = try await runInBackground(
             "/bin/cp",
-            [try productPath("wormhole-bench"), try productPath("wormhole-floor"), prefix.path + "/bin/"])
+            [
+                try productPath("wormhole-bench"), try productPath("wormhole-floor"), try productPath("wormhole"),
+                prefix.path + "/bin/",
+            ])
         #expect(copy.status == 0, "\(copy.stderr)")
         try FileManager.default.copyItem(
             atPath: configuration, toPath: prefix.path + "/share/wormhole/wormhole-session.conf")
@@ -406,7 +409,7 @@ struct BenchCLITests {
             "/bin/sh",
             [
                 "-c",
-                "cd \"$1\" && exec ./bin/wormhole-bench --suite notify --other-names 0 --round-trips 4 --rounds 2 --warmup 0",
+                "cd \"$1\" && exec ./bin/wormhole-bench --suite notify --other-names 0 --round-trips 4 --rounds 2 --warmup 0 --spacing-us 0",
                 "sh", prefix.path,
             ],
             environment: environment.merging(["TMPDIR": prefix.path]) { $1 })

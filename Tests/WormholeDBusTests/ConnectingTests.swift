@@ -64,6 +64,39 @@ struct ConnectingTests {
         #expect(try await next(1, from: stream, "a signal after the restart").first?.uint64(at: 0) == 6)
     }
 
+    @Test(
+        "a send on the connection's loop while it greets the bus again is refused as not connected, not written before Hello"
+    )
+    func sendOnLoopWhileGreeting() async throws {
+        let bus = try TestBus()
+        let connection = try BusConnection(address: bus.address, reconnect: .automatic, connectTimeout: .seconds(30))
+        defer { connection.close() }
+        let events = connection.events()
+        bus.kill()
+        _ = try await until(events, "the disconnection") { $0 == .disconnected }
+        // A "bus" at the same address that takes the reconnection and never answers: once its
+        // authentication arrives, the connection is on the loop, greeting (not ready).
+        let silent = try SilentSocket(path: bus.socketPath)
+        try await race("the reconnection's authentication") { try silent.awaitClient() }
+        let outcome = try await race("a send on the loop") {
+            await withCheckedContinuation { (continuation: CheckedContinuation<BusError?, Never>) in
+                let queued = connection.execute {
+                    do {
+                        try connection.emit(said(.uint64(1)))
+                        continuation.resume(returning: nil)
+                    } catch let error as BusError {
+                        continuation.resume(returning: error)
+                    } catch {
+                        continuation.resume(returning: BusError(.connectionFailed, "\(error)"))
+                    }
+                }
+                if !queued { continuation.resume(returning: BusError(.connectionFailed, "the connection closed")) }
+            }
+        }
+        #expect(outcome?.code == .disconnected, "sent while greeting: \(String(describing: outcome))")
+        #expect(outcome?.value == bus.address.rawValue)
+    }
+
     @Test("an address with the daemon's guid (as --print-address gives it) reconnects to the restarted daemon")
     func guidAddress() async throws {
         let bus = try TestBus()

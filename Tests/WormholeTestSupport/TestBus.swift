@@ -3,6 +3,7 @@ import Glibc
 import Synchronization
 public import Testing
 public import WormholeDBus
+import WormholeSystem
 
 /// The repository's root, found from this file's location, or `WORMHOLE_TEST_REPOSITORY` (a copy
 /// of the checkout that another user can read: `Tests/run.sh --desktop`).
@@ -367,31 +368,51 @@ public struct TestFailure: Error, CustomStringConvertible {
 }
 
 /// A Unix socket that accepts connections (the kernel completes them from the backlog)
-/// and never reads or answers: a bus that hangs.
+/// and never answers: a bus that hangs.
 public final class SilentSocket: Sendable {
-    let directory: TemporaryDirectory
+    let directory: TemporaryDirectory?
     public let path: String
     let fd: Int32
+    /// The connections ``awaitClient(seconds:)`` accepted, held open (never answered) until the end.
+    private let clients = Locked<[Int32]>([])
 
-    public init() throws {
-        directory = try TemporaryDirectory("silent")
-        path = directory.path + "/bus"
+    /// Listens at `path` (a bus's address whose daemon was killed: its socket is gone), or at a
+    /// new path in a temporary directory.
+    public init(path: String? = nil) throws {
+        if let path {
+            directory = nil
+            self.path = path
+        } else {
+            let directory = try TemporaryDirectory("silent")
+            self.directory = directory
+            self.path = directory.path + "/bus"
+        }
         fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw TestFailure("socket failed: \(errno)") }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
-            for (index, byte) in path.utf8.enumerated() { buffer[index] = byte }
+        guard withSocketAddress(self.path, { bind(fd, $0, $1) }) == 0, listen(fd, 16) == 0 else {
+            let error = errno
+            close(fd)
+            throw TestFailure("bind/listen on \(self.path) failed: \(error)")
         }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        guard bound == 0, listen(fd, 16) == 0 else { throw TestFailure("bind/listen failed: \(errno)") }
     }
 
-    deinit { close(fd) }
+    /// Blocks until a client connected and sent its first bytes (libdbus's authentication starts
+    /// on the connection's loop, so the client is greeting this "bus"), at most `seconds`.
+    public func awaitClient(seconds: Int32 = 10) throws {
+        var listening = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&listening, 1, seconds * 1000) == 1 else { throw TestFailure("no client connected to \(path)") }
+        let client = accept(fd, nil, nil)
+        guard client >= 0 else { throw TestFailure("accept failed: \(errno)") }
+        _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+        clients.withLock { $0.append(client) }
+        var reading = pollfd(fd: client, events: Int16(POLLIN), revents: 0)
+        guard poll(&reading, 1, seconds * 1000) == 1 else { throw TestFailure("the client at \(path) sent nothing") }
+    }
+
+    deinit {
+        for client in clients.withLock({ $0 }) { close(client) }
+        close(fd)
+    }
 }
 
 /// `base` followed by `separator`, `t` and a number no other call in this process returned:

@@ -45,16 +45,6 @@ struct RuntimeSharingTests {
         }
     }
 
-    /// The descriptors of this process that are inotify instances.
-    static func inotifyInstances() -> Int {
-        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-        return entries.filter { entry in
-            var buffer = [UInt8](repeating: 0, count: 256)
-            let count = readlink("/proc/self/fd/\(entry)", &buffer, buffer.count - 1)
-            return count > 0 && String(decoding: buffer[..<count], as: UTF8.self).contains("inotify")
-        }.count
-    }
-
     @Test(
         "a message center, shared defaults, a notification center and a journal reader hold one connection to the bus")
     func facadesShareOneConnection() async throws {
@@ -153,22 +143,43 @@ struct RuntimeSharingTests {
         watcher.close()
     }
 
-    /// How many inotify watches this process holds on the directory at `path` (the `wd:` lines
-    /// of its inotify descriptors' `/proc/self/fdinfo` whose inode is the directory's).
-    static func watches(of path: String) -> Int {
-        var status = stat()
-        guard stat(path, &status) == 0 else { return 0 }
-        let inode = "ino:" + String(UInt64(status.st_ino), radix: 16) + " "
+    /// This process's inotify instances (their descriptor numbers) and, for each, the inodes it
+    /// watches (the `ino:` of the `inotify wd:` lines of its `/proc/self/fdinfo`).
+    static func inotifyWatches() -> [String: [String]] {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-        return entries.reduce(0) { count, entry in
+        var watches: [String: [String]] = [:]
+        for entry in entries {
             var buffer = [UInt8](repeating: 0, count: 256)
             let length = readlink("/proc/self/fd/\(entry)", &buffer, buffer.count - 1)
             guard length > 0, String(decoding: buffer[..<length], as: UTF8.self).contains("inotify"),
                 let info = try? String(contentsOfFile: "/proc/self/fdinfo/\(entry)", encoding: .utf8)
-            else { return count }
-            let lines = info.split(separator: "\n")
-            return count + lines.filter { $0.hasPrefix("inotify wd:") && $0.contains(inode) }.count
+            else { continue }
+            watches[entry] = info.split(separator: "\n").filter { $0.hasPrefix("inotify wd:") }.compactMap { line in
+                line.split(separator: " ").first { $0.hasPrefix("ino:") }.map(String.init)
+            }
         }
+        return watches
+    }
+
+    /// `ino:<hex>` of the directory at `path`, as fdinfo spells it; nil when it does not exist.
+    static func inode(of path: String) -> String? {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        return "ino:" + String(UInt64(status.st_ino), radix: 16)
+    }
+
+    /// How many inotify watches this process holds on the directory at `path`: a directory of
+    /// the test's own, so other tests' watches are not counted.
+    static func watches(of path: String) -> Int {
+        guard let inode = inode(of: path) else { return 0 }
+        return inotifyWatches().values.reduce(0) { $0 + $1.filter { $0 == inode }.count }
+    }
+
+    /// The inotify instances of this process that watch any of `paths` (the test's own
+    /// directories): what the test made, not the instances other tests of the process open.
+    static func instances(watching paths: [String]) -> Set<String> {
+        let inodes = Set(paths.compactMap(inode(of:)))
+        return Set(inotifyWatches().filter { !inodes.isDisjoint(with: $0.value) }.keys)
     }
 
     @Test("a directory watch stays while one of its listeners is left, and stops with the last one")
@@ -221,8 +232,12 @@ struct RuntimeSharingTests {
             centers.append(center)
         }
         defer { for listener in listeners { listener.cancel() } }
-        // Every test of this process shares the one instance: never more than one.
-        #expect(Self.inotifyInstances() == 1)
+        // The twenty directories are watched through one instance (the process's, which other
+        // tests share; the instances some tests open of their own are not counted: they watch
+        // no directory of this test).
+        let directories = centers.indices.map { root.path + "/group.com.example.nobus\($0)/wormhole" }
+        #expect(directories.allSatisfy { Self.watches(of: $0) == 1 }, "each directory watched once")
+        #expect(Self.instances(watching: directories).count == 1)
         for (index, center) in centers.enumerated() {
             _ = try center.passMessage(JSONDocument(data: Data("{\"n\":\(index)}".utf8)), identifier: "inbox")
         }
@@ -233,6 +248,6 @@ struct RuntimeSharingTests {
             }
             #expect(json == "{\"n\":\(index)}")
         }
-        #expect(Self.inotifyInstances() == 1)
+        #expect(Self.instances(watching: directories).count == 1)
     }
 }

@@ -176,22 +176,29 @@ public final class DarwinNotificationCenter: Sendable {
             return HopTrace.mark(.signalWritten)
         }
         // With a doorbell every post is numbered (contract §9), and rings only once its
-        // connection accepted the signal: a post that throws rang nobody. A signal accepted by
-        // a connection that was replaced meanwhile carries another sender: it rings nobody.
+        // connection accepted the signal (it will be written, in order): a post that throws rang
+        // nobody. The ring leaves before the signal is written, so the rung process is woken
+        // before the bus daemon. A signal accepted by a connection that was replaced meanwhile
+        // carries another sender: it rings nobody.
         let identity = connection.identity
         let sender = identity.uniqueName
-        let (serial, previous) = try doorbell.numbered(
-            name: name.rawValue, busKey: busKey, sender: sender, session: identity.session
-        ) { serial in
+        let rings = wake == .doorbell && !sender.isEmpty
+        try doorbell.numbered(name: name.rawValue, busKey: busKey, sender: sender, session: identity.session) {
+            serial, accepted in
             signal.serial = serial
             HopTrace.mark(.emitEntered)
-            try connection.emit(signal, policy: .replacing(key: name.rawValue))
+            try connection.emit(signal, policy: .replacing(key: name.rawValue)) {
+                let previous = accepted()
+                HopTrace.mark(.signalAccepted)
+                guard rings, connection.identity == identity else { return }
+                let rang = doorbell.ring(
+                    name: name.rawValue, state: carried ?? 0, busKey: busKey, sender: sender, serial: serial,
+                    previous: previous)
+                if rang && Doorbell.yieldsAfterRinging { Syscall.yieldProcessor() }
+            }
         }
         HopTrace.mark(.signalWritten)
-        guard wake == .doorbell, !sender.isEmpty, connection.identity == identity else { return }
-        doorbell.ring(
-            name: name.rawValue, state: carried ?? 0, busKey: busKey, sender: sender, serial: serial, previous: previous
-        )
+        HopTrace.mark(.postReturned)
     }
 
     /// Inside a sandbox (the process has an app ID, `AppIdentity`): makes sure the connection

@@ -341,33 +341,38 @@ final class Doorbell: Sendable {
 
     // MARK: Ringing
 
-    /// Gives a post of `name` by the connection `sender` (number `session`) on the bus `busKey` its serial, and runs
-    /// `send` with it under the sequence's lock, so that one connection's posts go out in the
-    /// order of their serials; once `send` returned (the connection accepted the signal), the
-    /// serial is this name's latest. Returns the serial and the previous post's (0: none, nil:
-    /// not known). Every post of a process with a doorbell is numbered, rung or not: a receiver
-    /// compares a signal's serial with the rings it delivered (``PostOrder``).
+    /// Gives a post of `name` by the connection `sender` (number `session`) on the bus `busKey`
+    /// its serial, and runs `send` with it under the sequence's lock, so that one connection's
+    /// posts go out in the order of their serials. `send` calls `accepted` once the connection
+    /// took the signal (before it is written): the serial is then this name's latest, and
+    /// `accepted` returns the previous post's (0: none, nil: not known), for the ring. Every post
+    /// of a process with a doorbell is numbered, rung or not: a receiver compares a signal's
+    /// serial with the rings it delivered (``PostOrder``).
     func numbered(
-        name: String, busKey: UInt64, sender: String, session: UInt64, send: (UInt32) throws -> Void
-    ) throws -> (serial: UInt32, previous: UInt32?) {
+        name: String, busKey: UInt64, sender: String, session: UInt64,
+        send: (_ serial: UInt32, _ accepted: () -> UInt32?) throws -> Void
+    ) throws {
         try sequence.withLock { sequence in
             let key = PostSequence.Key(busKey: busKey, sender: sender, session: session, name: name)
             let serial = sequence.nextSerial()
-            try send(serial)
-            return (serial, sequence.record(key, serial: serial))
+            try send(serial) { sequence.record(key, serial: serial) }
         }
     }
 
     /// Rings every process registered for `name` (or a prefix of it) on the bus `busKey`, for the
-    /// post numbered `serial` (``numbered(name:busKey:sender:send:)``), after its signal was
-    /// accepted. With nobody registered for the name it costs one `fstat` of the doorbell
+    /// post numbered `serial` (``numbered(name:busKey:sender:session:send:)``), once its signal
+    /// was accepted and before it is written (so the rung process is woken before the bus
+    /// daemon is). With nobody registered for the name it costs one `fstat` of the doorbell
     /// directory (whose registration directories are known from its last listing while it is
     /// unchanged); without a doorbell directory, one failed `open`. With somebody registered, one
     /// more `fstat` per registration directory (its entries known from its last listing while it
     /// is unchanged), then one `sendto` per endpoint.
-    func ring(name: String, state: UInt64, busKey: UInt64, sender: String, serial: UInt32, previous: UInt32?) {
+    /// Returns whether a ring reached an endpoint's queue (not when every queue was full: those
+    /// processes are stopped or behind, and the bus signal wakes them).
+    @discardableResult
+    func ring(name: String, state: UInt64, busKey: UInt64, sender: String, serial: UInt32, previous: UInt32?) -> Bool {
         HopTrace.mark(.ringEntered)
-        guard let rootFD = lookup.openRoot() else { return }
+        guard let rootFD = lookup.openRoot() else { return false }
         var hashes: [UInt64] = []
         hashes.reserveCapacity(4)
         DoorbellHash.directoryHashes(busKey: busKey, name: name, into: &hashes)
@@ -375,6 +380,7 @@ final class Doorbell: Sendable {
         HopTrace.mark(.listingDone)
         var datagram: [UInt8]?
         var rung: [String] = []
+        var queued = false
         for hash in hashes where existing?.contains(hash) ?? true {
             guard let endpoints = lookup.registrations(of: hash, in: rootFD) else {
                 lookup.forgetListing()  // gone since the listing: list again next time
@@ -393,6 +399,7 @@ final class Doorbell: Sendable {
                 switch outcome {
                 case .delivered:
                     ringsSent.add(1, ordering: .relaxed)
+                    queued = true
                 case .stale:
                     // Nobody listens at that endpoint: its process is gone (never judged by pid).
                     // (The directory changes, so its next post lists it again.)
@@ -409,14 +416,14 @@ final class Doorbell: Sendable {
                 }
             }
         }
-        // The kernel wakes a datagram's receiver on the sender's CPU when it can (it expects the
-        // sender to wait next, as a request-reply peer does), but this sender goes on with its
-        // own work: one yield lets the rung process run first (docs/performance.md, *The
-        // doorbell*); with nothing else to run here, it returns at once.
-        if datagram != nil && Self.yieldsAfterRinging { Syscall.yieldProcessor() }
+        return queued
     }
 
-    /// Whether a post that rang somebody yields the CPU before its signal is built and written:
-    /// yes unless `WORMHOLE_DOORBELL_YIELD=off` (or `0`, `no`, `false`), a diagnostic switch.
+    /// Whether a post that rang somebody yields the CPU once, right after its rings and before
+    /// its signal is written: the kernel wakes a datagram's receiver on the sender's CPU when it
+    /// can (it expects the sender to wait next, as a request-reply peer does), and so does the
+    /// signal's write wake the bus daemon; the yield lets the rung process run first. Yes unless
+    /// `WORMHOLE_DOORBELL_YIELD=off` (or `0`, `no`, `false`), a diagnostic switch
+    /// (docs/performance.md, *The doorbell*).
     static let yieldsAfterRinging = !isOff("WORMHOLE_DOORBELL_YIELD")
 }
