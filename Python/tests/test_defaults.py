@@ -154,7 +154,7 @@ def test_increment_expect_and_load(env):
     defaults.set("max", 2 ** 63 - 1)
     with pytest.raises(wd.DefaultsError) as caught:
         defaults.increment("max")
-    assert caught.value.code == "overflow"
+    assert caught.value.code == "typeMismatch"
     with pytest.raises(wd.ExpectationFailed) as caught:
         defaults.set("n", 5, expect=-1)
     assert caught.value.stored == "-2"
@@ -177,7 +177,7 @@ def test_size_limit_refuses_and_keeps_the_suite(env):
     before = suite_file(env).read_bytes()
     with pytest.raises(wd.DefaultsError) as caught:
         defaults.set("b", "y" * 60)
-    assert caught.value.code == "tooLarge" and "over its limit of 64 bytes" in str(caught.value)
+    assert caught.value.code == "suiteTooLarge" and "over its limit of 64 bytes" in str(caught.value)
     assert suite_file(env).read_bytes() == before
     small = wd.SharedDefaults(G, post=False, max_bytes=10)
     assert small.delete("a") is True  # removing is always allowed

@@ -22,9 +22,9 @@ G = "group.com.example.hostile"
 
 
 @pytest.mark.parametrize("data,code", [
-    (b"\xef\xbb\xbf{}", "notJSON"),           # a BOM: refused (§3 v1.1)
-    (b'{"a":"\xed\xa0\x80"}', "notJSON"),    # UTF-8 of a surrogate: invalid UTF-8
-    (b"\xfe\xff\x00[", "notJSON"),            # UTF-16: another encoding
+    (b"\xef\xbb\xbf{}", "invalidJSON"),           # a BOM: refused (§3 v1.1)
+    (b'{"a":"\xed\xa0\x80"}', "invalidJSON"),    # UTF-8 of a surrogate: invalid UTF-8
+    (b"\xfe\xff\x00[", "invalidJSON"),            # UTF-16: another encoding
 ])
 def test_stored_files_that_are_not_utf8_json_are_errors_for_the_reader(wenv, address, context, data, code):
     hole = Wormhole(G, address=address)
@@ -52,7 +52,7 @@ def test_over_size_file_is_refused_without_reading_it(wenv, address, context):
     hole.listen(["big"], lambda d: pytest.fail("delivered"), errors.append)
     Bus.connect(address).post(hole.name("big"))
     wait_for(context, lambda: errors)
-    assert errors[0].error.code == "tooLarge"
+    assert errors[0].error.code == "messageTooLarge"
 
 
 def test_over_size_argument_for_send_is_refused_before_storing(wenv, address):

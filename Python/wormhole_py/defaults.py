@@ -326,7 +326,7 @@ class SharedDefaults(SuiteFile, ObservingDefaults, Posting):
             text = serialise(entries)
             size = len(text.encode("utf-8"))
             if growing and size > self.max_bytes and any(key in entries for key in changed):
-                raise DefaultsError("tooLarge", "the suite %s would be %d bytes, over its limit of %d bytes; nothing "
+                raise DefaultsError("suiteTooLarge", "the suite %s would be %d bytes, over its limit of %d bytes; nothing "
                                     "was written" % (_contract.shown(self.suite), size, self.max_bytes), size)
             generation = self._replace_file(text, current.mtime_ns)
             self._count_change()
@@ -432,7 +432,7 @@ class SharedDefaults(SuiteFile, ObservingDefaults, Posting):
                 current = value
             result = current + by
             if not _INT_MIN <= result <= _INT_MAX:
-                raise DefaultsError("overflow", "key %s holds the integer %d; adding %d overflows a signed 64-bit Int; "
+                raise DefaultsError("typeMismatch", "key %s holds the integer %d; adding %d overflows a signed 64-bit Int; "
                                     "nothing changed" % (_contract.shown(key), current, by), key)
             entries[key] = str(result)
             return result

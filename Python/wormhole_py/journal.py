@@ -387,7 +387,7 @@ class Journal(ScanningJournal, Posting):
         Returns the last sequence number appended.
 
         :raises InvalidInputError: a payload that is not one UTF-8 JSON text (``invalidJSON``).
-        :raises JournalError: over 1 MiB (``tooLarge``), damage in the last segment
+        :raises JournalError: over 1 MiB (``recordTooLarge``), damage in the last segment
             (``journalCorrupt``), numbers exhausted (``journalFull``).
         """
         from ._plist import JSONSyntaxError, decode_utf8, parse_json
@@ -410,7 +410,7 @@ class Journal(ScanningJournal, Posting):
                 raise InvalidInputError("invalidJSON", "the record is not one JSON text: %s" % error,
                                         data[:200]) from None
             if len(data) > MAX_RECORD:
-                raise JournalError("tooLarge", "the record is %d bytes, over the journal's limit of %d bytes"
+                raise JournalError("recordTooLarge", "the record is %d bytes, over the journal's limit of %d bytes"
                                    % (len(data), MAX_RECORD), len(data))
             encoded.append(data)
         if not encoded:
