@@ -11,6 +11,7 @@ from typing import Any, Dict, List
 import pytest
 
 from conftest import REPO
+import wormhole_py
 from wormhole_py import _contract, _json
 from wormhole_py.errors import InvalidInputError, MessageFormatError, WormholeError
 
@@ -39,6 +40,7 @@ FORMER = {name for row in ERRORS for name in row.get("formerly", {}).get("python
 def test_constants_are_the_contracts():
     constants = load("constants.json")
     limits = constants["limits"]
+    assert _contract.CONTRACT_VERSION == constants["contractVersion"] == wormhole_py.CONTRACT_VERSION
     assert _contract.OBJECT_PATH == constants["objectPath"]
     assert _contract.PLAIN_INTERFACE == constants["plainInterface"]
     assert _contract.BUCKET_PREFIX == constants["bucketInterfacePrefix"]
@@ -198,14 +200,14 @@ def typed(value: Any) -> List[Any]:
 
 
 def suite_at(tmp_path: Path, data: bytes) -> Any:
-    from wormhole_py.defaults import SharedDefaults
+    from wormhole_py.defaults import GroupDefaults
     preferences = tmp_path / "group.vectors" / "Preferences"
     preferences.mkdir(parents=True, mode=0o700)
     (tmp_path / "group.vectors").chmod(0o700)
     target = preferences / "group.vectors.json"
     target.write_bytes(data)
     target.chmod(0o600)
-    return SharedDefaults("group.vectors", container_root=str(tmp_path))
+    return GroupDefaults("group.vectors", container_root=str(tmp_path))
 
 
 @pytest.mark.parametrize("vector", SUITES["readable"], ids=lambda v: v["text"][:24])
@@ -291,9 +293,9 @@ def changed_container(tmp_path: Path, case: Dict[str, Any]) -> Path:
 
 @pytest.mark.parametrize("case", CONTAINERS["cases"], ids=lambda c: c["name"])
 def test_unsafe_containers_are_refused(tmp_path, case):
-    from wormhole_py.messages import Wormhole
+    from wormhole_py.messages import MessageCenter
     root = changed_container(tmp_path, case)
-    wormhole = Wormhole("group.vectors", root=str(root))
+    wormhole = MessageCenter("group.vectors", container_root=str(root))
     if not case["refused"]:
         assert wormhole.read_json("inbox") == '{"n":1}'
         return

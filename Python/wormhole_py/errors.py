@@ -73,8 +73,9 @@ class NoMessageError(WormholeError):
 
 
 class MessageFormatError(WormholeError):
-    """The bytes are not one UTF-8 JSON text without a BOM (code ``invalidJSON``,
-    given or stored alike; ``transientDropped`` for a transient message received)."""
+    """The bytes are not one UTF-8 JSON text without a BOM (code ``invalidJSON``
+    for a message given to a send call; ``decodingFailed`` for a stored file, as
+    Swift's reads say; ``transientDropped`` for a transient message received)."""
 
 
 class TooLargeError(WormholeError):
@@ -112,7 +113,7 @@ class CorruptSuiteError(DefaultsError):
     """The suite file is not one JSON object (code ``corruptSuite``).
 
     ``path`` is the file, ``offset`` the byte offset of the problem, ``reason``
-    what was wrong there.  Readers and writers refuse; only :meth:`SharedDefaults.repair`
+    what was wrong there.  Readers and writers refuse; only :meth:`GroupDefaults.repair`
     moves the file aside.
     """
 

@@ -13,6 +13,7 @@ struct ContractVectorTests {
     @Test("the constants the library uses are the contract's")
     func constants() throws {
         let file = try ContractFile("constants.json")
+        #expect(try file.string("contractVersion") == WormholeVersion.contract)
         #expect(try file.string("objectPath") == NotifyContract.objectPath)
         #expect(try file.string("plainInterface") == NotifyContract.plainInterface)
         #expect(try file.string("bucketInterfacePrefix") == NotifyContract.plainInterface + ".B")

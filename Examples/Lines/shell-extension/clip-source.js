@@ -27,12 +27,12 @@ export const MAX_LABEL_CHARS = 60;
  * A clip, checked: `{id, text, url, sentAt}` with `url` null when absent or empty.
  * @param {*} message a decoded message or defaults value
  * @returns {{id: string, text: string, url: string|null, sentAt: number|null}}
- * @throws {WormholeError} `invalidMessage` when it is not a clip
+ * @throws {WormholeError} `decodingFailed` when it is not a clip
  */
 export function toClip(message) {
     if (message === null || typeof message !== 'object' || Array.isArray(message) ||
         typeof message.text !== 'string') {
-        throw new WormholeError('invalidMessage',
+        throw new WormholeError('decodingFailed',
             `not a Lines clip (an object with a string "text"): ${JSON.stringify(message)?.slice(0, 80)}`);
     }
     return {
