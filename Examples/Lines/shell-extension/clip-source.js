@@ -9,7 +9,7 @@
  * `{"id": "<uuid>", "text": "…", "url": "…" (optional), "sentAt": <seconds since 1970>}`.
  * Whichever channel the sender uses, it reaches us: the mailbox channel stores the clip as
  * `lines/toShell.json` and posts it; both channels (the journal one, the default, too) write the
- * same object to the shared-defaults key `toShell` of the group's suite, which is observed here.
+ * same object to the shared-defaults key `toShell` of the group's suite, which is listened to here.
  */
 import GLib from 'gi://GLib';
 import {WormholeError} from './wormhole.js';
@@ -104,7 +104,7 @@ export class ClipSource {
             if (d.message !== null)
                 take(d.message, d.reason);
         }));
-        this._subs.push(this.bus.observeDefaults({group: this.group, keys: [IDENTIFIER], initial: true,
+        this._subs.push(this.bus.listenDefaults({group: this.group, keys: [IDENTIFIER], initial: true,
             onError: e => this.onError(e)}, c => {
             if (!c.removed)
                 take(c.value, c.reason);
