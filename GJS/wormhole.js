@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /**
- * Wormhole for GJS: observe Darwin-style notifications, listen to mailboxes and journals, read
- * and observe shared defaults, receive transient messages and post, as contract 1.4 of the
+ * Wormhole for GJS: listen to Darwin-style notifications, mailboxes, journals and shared
+ * defaults, read shared defaults, receive transient messages and post, as contract 1.4 of the
  * Wormhole project says, from a `gjs -m` program or a GNOME Shell 45+ extension.
  *
  * This file is the one entry point; the modules are in the folder `wormhole/` beside it (keep
@@ -21,7 +21,7 @@
  */
 export {WormholeError} from './wormhole/errors.js';
 export {
-    CALL_TIMEOUT_MS, DEFAULT_MAX_MESSAGE_BYTES, MAX_JSON_DEPTH, MAX_NAME_BYTES, MAX_RULE_BYTES,
+    CALL_TIMEOUT_MS, CONTRACT_VERSION, DEFAULT_MAX_MESSAGE_BYTES, MAX_JSON_DEPTH, MAX_NAME_BYTES, MAX_RULE_BYTES,
     MAX_TRANSIENT_BYTES, OBJECT_PATH, PLAIN_INTERFACE, PREFERENCES, bucketInterface, defaultsKeyName,
     exactRule, fnv1a32, mailboxName, prefixRule, quoteRuleValue, validateDirectory, validateGroup,
     validateIdentifier, validateName, validatePrefix, validateSuite
@@ -36,13 +36,15 @@ export {
 } from './wormhole/files.js';
 export {DefaultsSnapshot, TypedValue, readDefaults} from './wormhole/defaults.js';
 export {Subscription} from './wormhole/subscription.js';
-export {NameObserver, DefaultsObserver} from './wormhole/observers.js';
+export {
+    DefaultsListener, DefaultsObserver, NameObserver, NotificationListener
+} from './wormhole/observers.js';
 export {MailboxListener} from './wormhole/mailbox.js';
 export {JournalListener} from './wormhole/journal-listener.js';
 export {JournalGap, JournalReader, crc32c, readJournalCursor, segmentName} from './wormhole/journal.js';
 export {WormholeBus} from './wormhole/bus.js';
 export {appId, socketPathOf} from './wormhole/address.js';
 export {
-    TOOL_NAMES, TOOL_PACKAGE, appendJournal, clearMessage, deleteDefault, findTool, runWormhole,
+    TOOL_NAMES, TOOL_PACKAGE, TOOL_VERSION_MARK, appendJournal, clearMessage, deleteDefault, findTool, runWormhole,
     sendMessage, writeDefault
 } from './wormhole/tool.js';

@@ -47,7 +47,7 @@ async function receiver(kind) {
     if (kind === 'module') {
         const bus = new W.WormholeBus({address});
         keep = bus;
-        await bus.observe(NAME, note => stamp(note.state)).ready;
+        await bus.listenNotifications(NAME, note => stamp(note.state)).ready;
     } else {
         const conn = connect();
         keep = conn;

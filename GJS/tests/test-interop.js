@@ -25,7 +25,7 @@ const tests = [
         const w = world();
         const name = `${w.group}.refresh`;
         const got = new Inbox();
-        await w.wb.observe(name, n => got.push(n)).ready;
+        await w.wb.listenNotifications(name, n => got.push(n)).ready;
         assertEqual((await w.tool(['post', name, '--state', '42'])).status, 0, 'post status');
         let n = await got.next('the post with state 42');
         assertEqual([n.name, n.state, n.reason], [name, 42n, 'posted'], 'delivery');
@@ -38,7 +38,7 @@ const tests = [
         const w = world();
         const name = `${w.group}.hand`;
         const got = new Inbox();
-        await w.wb.observe(name, n => got.push(n)).ready;
+        await w.wb.listenNotifications(name, n => got.push(n)).ready;
         const send = async (...args) => {
             const c = new Child(['dbus-send', `--bus=${bus.address}`, '--type=signal', '/org/wormhole/Notify1',
                 ...args]);
@@ -62,8 +62,8 @@ const tests = [
         const w = world();
         const name = `${w.group}.shared`;
         const a = new Inbox(), b = new Inbox();
-        const subA = w.wb.observe(name, n => a.push(n.state));
-        const subB = w.wb.observe(name, n => b.push(n.state));
+        const subA = w.wb.listenNotifications(name, n => a.push(n.state));
+        const subB = w.wb.listenNotifications(name, n => b.push(n.state));
         await subB.ready; // the second waits for the first's AddMatch
         await w.tool(['post', name, '--state', '1']);
         assertEqual([await a.next('a'), await b.next('b')], [1n, 1n], 'both');
@@ -76,7 +76,7 @@ const tests = [
     ['Swift post → GJS prefix observer', async () => {
         const w = world();
         const got = new Inbox();
-        await w.wb.observe(`${w.group}/`, n => got.push(n), {prefix: true}).ready;
+        await w.wb.listenNotifications(`${w.group}/`, n => got.push(n), {prefix: true}).ready;
         await w.tool(['post', `${w.group}/wormhole/a`, '--state', '7']);
         await w.tool(['post', `${w.group}x/other`, '--state', '8']);
         await w.tool(['post', `${w.group}/b`, '--state', '9']);
@@ -94,6 +94,31 @@ const tests = [
         const b = JSON.parse(await obs.nextLine('second observe line'));
         assertEqual([a.name, a.state, b.state], [name, '18446744073709551615', 3], 'observe lines');
         assertEqual(await obs.finished('observe'), 0, 'observe status');
+    }],
+
+    ['a post without a state carries the name\'s last state as the bus knows it (posted or received), else 0', async () => {
+        const w = world();
+        const name = `${w.group}.stateless`;
+        const obs = await w.ready(['observe', name, '--count', '5', '--timeout', '20']);
+        await w.wb.post(name); // this bus knows no state of the name: 0
+        await w.wb.post(name, {state: 7});
+        await w.wb.post(name); // the state is the name's: 7 again
+        const other = new W.WormholeBus({address: bus.address, root: w.root});
+        cleanups.push(() => other.close());
+        const heard = new Inbox();
+        const sub = other.observe(name, n => heard.push(n)); // the deprecated alias still works
+        assert(sub instanceof W.NotificationListener, 'observe is listenNotifications');
+        await sub.ready;
+        assertEqual((await w.tool(['post', name, '--state', '9'])).status, 0, 'Swift post');
+        assertEqual((await heard.next('the Swift post')).state, 9n, 'received');
+        await other.post(name); // another process's state, received: 9
+        const states = [];
+        for (let i = 0; i < 5; i++)
+            states.push(JSON.parse(await obs.nextLine(`observe line ${i}`)).state);
+        assertEqual(states, [0, 7, 7, 9, 9], 'states the Swift observer saw');
+        assertEqual(await obs.finished('observe'), 0, 'observe status');
+        assert(W.NameObserver === W.NotificationListener && W.DefaultsObserver === W.DefaultsListener,
+            'the 0.x class names are aliases');
     }],
 
     ['Swift send → GJS listen: the stored text exactly (1e400, long integers), then cleared', async () => {
@@ -196,8 +221,8 @@ const tests = [
         }
         assertEqual(mismatch, 'typeMismatch', 'a Double is not an Int');
         const all = new Inbox(), one = new Inbox();
-        await w.wb.observeDefaults({group: w.group}, c => all.push(c)).ready;
-        await w.wb.observeDefaults({group: w.group, keys: ['s']}, c => one.push(c)).ready;
+        await w.wb.listenDefaults({group: w.group}, c => all.push(c)).ready;
+        await w.wb.listenDefaults({group: w.group, keys: ['s']}, c => one.push(c)).ready;
         await wr('s', '"USD"');
         const c = await one.next('the change of s');
         assertEqual([c.key, c.value, c.removed], ['s', 'USD', false], 'one key');
@@ -264,7 +289,7 @@ const tests = [
         await w.wb.listen({group: w.group, identifiers: ['t'], onError: e => w.errors.push(e.message)},
             d => got.push(d)).ready;
         const obs = new Inbox();
-        await w.wb.observe(`${w.group}/`, n => obs.push(n), {prefix: true}).ready;
+        await w.wb.listenNotifications(`${w.group}/`, n => obs.push(n), {prefix: true}).ready;
         const conn = w.wb.connection;
         // Through the bus: an int first argument matches no rule (the bus drops it); fed to the
         // dispatcher directly, it is dropped too, without a throw.
@@ -295,25 +320,25 @@ const tests = [
             }
             throw new Error(`${word} was accepted`);
         };
-        refuse(() => w.wb.observe('', () => {}), 'invalidName', 'empty');
-        refuse(() => w.wb.observe('n'.repeat(901), () => {}), 'invalidName', '901 bytes');
-        refuse(() => w.wb.observe("'".repeat(300), () => {}), 'invalidName', 'match');
-        refuse(() => w.wb.observe('a/b', () => {}, {prefix: true}), 'invalidName', '"a/b"');
+        refuse(() => w.wb.listenNotifications('', () => {}), 'invalidName', 'empty');
+        refuse(() => w.wb.listenNotifications('n'.repeat(901), () => {}), 'invalidName', '901 bytes');
+        refuse(() => w.wb.listenNotifications("'".repeat(300), () => {}), 'invalidName', 'match');
+        refuse(() => w.wb.listenNotifications('a/b', () => {}, {prefix: true}), 'invalidName', '"a/b"');
         refuse(() => w.wb.listen({group: 'bad group', identifiers: ['x']}, () => {}), 'invalidGroup', 'bad group');
         refuse(() => w.wb.listen({group: w.group, directory: 'Preferences', identifiers: ['x']}, () => {}),
             'invalidDirectory', 'Preferences');
         refuse(() => w.wb.listen({group: w.group, identifiers: ['.hidden']}, () => {}), 'invalidIdentifier', '.hidden');
-        refuse(() => w.wb.post('x', {state: -1}), 'invalidState', '-1');
+        refuse(() => w.wb.post('x', {state: -1}), 'invalidValue', '-1');
         refuse(() => w.wb.post('bad\uD800name'), 'invalidName', 'not valid UTF-8');
         refuse(() => w.wb.post('nul\0name'), 'invalidName', 'NUL');
-        refuse(() => w.wb.sendTransient({group: w.group, identifier: 'x', json: '{'}), 'invalidMessage', 'not one JSON');
+        refuse(() => w.wb.sendTransient({group: w.group, identifier: 'x', json: '{'}), 'invalidJSON', 'not one JSON');
         refuse(() => w.wb.sendTransient({group: w.group, identifier: 'x', json: `"${'x'.repeat(70000)}"`}),
-            'tooLarge', 'over the limit');
+            'transientTooLarge', 'over the limit');
         refuse(() => W.readDefaults({group: w.group, suite: 'a/b'}), 'invalidSuite', 'a/b');
         // Names with ' and \ are escaped in the rules and delivered.
         const odd = `${w.group}.it's\\odd`;
         const got = new Inbox();
-        await w.wb.observe(odd, n => got.push(n)).ready;
+        await w.wb.listenNotifications(odd, n => got.push(n)).ready;
         await w.tool(['post', odd, '--state', '1']);
         assertEqual((await got.next('the odd name')).name, odd, 'quotes and backslashes');
     }],
@@ -341,8 +366,8 @@ const tests = [
         const notes = new Inbox();
         const keys = new Inbox();
         await wb.listen({group: w.group, identifiers: ['m']}, d => got.push(d)).ready;
-        await wb.observe(`${w.group}.n`, n => notes.push(n)).ready;
-        await wb.observeDefaults({group: w.group}, c => keys.push(c)).ready;
+        await wb.listenNotifications(`${w.group}.n`, n => notes.push(n)).ready;
+        await wb.listenDefaults({group: w.group}, c => keys.push(c)).ready;
         const send = async (json, address) => {
             const c = new Child([WORMHOLE, 'send', '--group', w.group, 'm', json, '--bus-address', address],
                 {env: w.env});
@@ -387,7 +412,7 @@ const tests = [
             Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, null, null);
         const shared = new W.WormholeBus({connection: conn, root: w.root});
         const got = new Inbox();
-        await shared.observe(`${w.group}.shell`, n => got.push(n)).ready;
+        await shared.listenNotifications(`${w.group}.shell`, n => got.push(n)).ready;
         await w.tool(['post', `${w.group}.shell`]);
         assertEqual((await got.next('post on a shared connection')).name, `${w.group}.shell`, 'delivered');
         shared.close();

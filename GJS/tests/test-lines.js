@@ -47,7 +47,7 @@ const tests = [
         try {
             toClip([1]);
         } catch (e) {
-            refused = e.code === 'invalidMessage';
+            refused = e.code === 'decodingFailed';
         }
         assert(refused, 'an array is not a clip');
     }],

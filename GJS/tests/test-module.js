@@ -61,7 +61,7 @@ const tests = [
         const w = world();
         const json = {group: w.group, identifier: 'm', json: '{"n":1}', bus: w.wb};
         const bad = await rejection(W.sendMessage({...json, json: '{"n":'}));
-        assert(bad instanceof W.WormholeError && bad.code === 'invalidMessage' && bad.message.includes('byte offset 5'),
+        assert(bad instanceof W.WormholeError && bad.code === 'invalidJSON' && bad.message.includes('byte offset 5'),
             `bad JSON rejects, naming the offset: ${bad}`);
         // Nothing on PATH: a WormholeError naming both names and the package, before anything starts.
         let e = await withPath([binDir({})], () => rejection(W.sendMessage(json)));

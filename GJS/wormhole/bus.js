@@ -18,11 +18,9 @@ import {
     MAX_TRANSIENT_BYTES, OBJECT_PATH, PLAIN_INTERFACE, bucketInterface, exactRule,
     mailboxName, prefixRule, validateName
 } from './names.js';
-import {DefaultsObserver, NameObserver} from './observers.js';
+import {DefaultsListener, NotificationListener} from './observers.js';
 
 const encoder = new TextEncoder();
-
-let stateCounter = 0n;
 
 /**
  * One Wormhole participant on a bus: its connection, its match rules and the dispatch of
@@ -59,6 +57,7 @@ export class WormholeBus {
         this._exact = new Map(); // name → Set<Subscription>
         this._messages = new Map(); // name → Set<Subscription>
         this._prefixes = new Map(); // prefix → Set<Subscription>
+        this._lastStates = new Map(); // name → the last state posted or received: a post without one sends it
         this._appId = appId(app);
         this._ownedName = null;
         this._monitor = null;
@@ -73,7 +72,7 @@ export class WormholeBus {
         } else {
             this.address = address ?? GLib.getenv('DBUS_SESSION_BUS_ADDRESS');
             if (!this.address)
-                throw new WormholeError('bus', 'no bus address: DBUS_SESSION_BUS_ADDRESS is not set and none was given');
+                throw new WormholeError('noSessionBus', 'no bus address: DBUS_SESSION_BUS_ADDRESS is not set and none was given');
             this._shared = false;
             let conn;
             try {
@@ -81,7 +80,7 @@ export class WormholeBus {
                     Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT |
                     Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, null, null);
             } catch (e) {
-                throw new WormholeError('bus', `cannot reach the bus at '${this.address}': ${e.message}`, this.address);
+                throw new WormholeError('connectionFailed', `cannot reach the bus at '${this.address}': ${e.message}`, this.address);
             }
             this._attach(conn);
         }
@@ -131,6 +130,8 @@ export class WormholeBus {
         if (iface !== PLAIN_INTERFACE && !iface.startsWith(`${PLAIN_INTERFACE}.B`))
             return;
         const state = readState(params);
+        if (state !== null)
+            this._lastStates.set(name, state);
         const exact = this._exact.get(name);
         if (exact && (iface === PLAIN_INTERFACE || iface === this._buckets.get(name))) {
             for (const sub of [...exact])
@@ -209,7 +210,7 @@ export class WormholeBus {
         sub._keys = {exact, prefixes, messages};
         this._subs.add(sub);
         sub.ready = this._addRules(rules).catch(e => {
-            throw new WormholeError('bus', `cannot add the match rules: ${e.message}`);
+            throw new WormholeError('requestFailed', `cannot add the match rules: ${e.message}`);
         });
         return sub;
     }
@@ -232,7 +233,8 @@ export class WormholeBus {
     }
 
     /**
-     * Observes notification names (or, with `prefix`, every name below prefixes ending in `/`).
+     * Listens to notification names (or, with `prefix`, every name below prefixes ending in `/`):
+     * Swift's `DarwinNotificationCenter.listen(name:)` and `listen(prefix:)`.
      * The handler gets `{name, state, reason}`: `state` a `BigInt` or null (no state, or a
      * negative or non-integer one), `reason` `posted`, or `catchUp` once per name (per prefix:
      * `name` is the prefix) after each reconnect.
@@ -243,8 +245,20 @@ export class WormholeBus {
      * @returns {Subscription} await its `ready`
      * @throws {WormholeError} an invalid name, before anything is registered
      */
-    observe(names, handler, {prefix = false} = {}) {
-        return new NameObserver(this, names, handler, {prefix});
+    listenNotifications(names, handler, {prefix = false} = {}) {
+        return new NotificationListener(this, names, handler, {prefix});
+    }
+
+    /**
+     * @deprecated since 2.0: {@link WormholeBus#listenNotifications} (the verb Swift and Python
+     * use); this alias goes in the next release.
+     * @param {string|string[]} names
+     * @param {function(object): void} handler
+     * @param {object} [options]
+     * @returns {Subscription}
+     */
+    observe(names, handler, options = {}) {
+        return this.listenNotifications(names, handler, options);
     }
 
     /**
@@ -277,11 +291,12 @@ export class WormholeBus {
     }
 
     /**
-     * Observes keys of a shared-defaults suite (all of them when `keys` is absent). The handler
+     * Listens to keys of a shared-defaults suite (all of them when `keys` is absent): Swift's
+     * `GroupDefaults.listen`. The handler
      * gets `{key, value, json, removed, reason}` per change: `value` decoded as
      * {@link DefaultsSnapshot#get} does, `json` the stored JSON, `removed` true when the key is
      * gone; `reason` `posted` or `catchUp` (after a reconnect, the keys that changed meanwhile).
-     * With `initial`, each observed key present is delivered once (`reason` `initial`) when the
+     * With `initial`, each key listened to that is present is delivered once (`reason` `initial`) when the
      * rules are active. A suite that cannot be read calls `onError`.
      * @param {object} options
      * @param {string} options.group
@@ -292,8 +307,19 @@ export class WormholeBus {
      * @param {function(object): void} handler
      * @returns {Subscription}
      */
+    listenDefaults(options, handler) {
+        return new DefaultsListener(this, options, handler);
+    }
+
+    /**
+     * @deprecated since 2.0: {@link WormholeBus#listenDefaults} (the verb Swift and Python use);
+     * this alias goes in the next release.
+     * @param {object} options
+     * @param {function(object): void} handler
+     * @returns {Subscription}
+     */
     observeDefaults(options, handler) {
-        return new DefaultsObserver(this, options, handler);
+        return this.listenDefaults(options, handler);
     }
 
     /**
@@ -314,8 +340,9 @@ export class WormholeBus {
      * queue for this connection before the promise resolves: a program may exit then.
      * @param {string} name
      * @param {object} [options]
-     * @param {number|bigint|null} [options.state] 0 to 2^64-1 (default: a value that differs for
-     *   every post: nanoseconds since 1970 plus a counter)
+     * @param {number|bigint|null} [options.state] 0 to 2^64-1 (default: the name's last state as
+     *   this bus knows it, the last one it posted or received for the name, else 0: the state is
+     *   the name's, a post without one leaves it as it is; docs/contract.md, *Proposed for 1.5*)
      * @returns {Promise<void>} rejects with `notSent` when the bus did not take it or did not
      *   answer within the bound
      * @throws {WormholeError} an invalid name or state, before anything is sent
@@ -324,7 +351,7 @@ export class WormholeBus {
         validateName(name);
         let s;
         if (state === undefined || state === null) {
-            s = BigInt(GLib.get_real_time()) * 1000n + (stateCounter++ % 1000n);
+            s = this._lastStates.get(name) ?? 0n;
         } else {
             try {
                 s = BigInt(state);
@@ -332,8 +359,9 @@ export class WormholeBus {
                 s = -1n;
             }
             if (s < 0n || s > 0xffffffffffffffffn)
-                throw new WormholeError('invalidState', `state ${shown(state)} is not an integer from 0 to 2^64-1`, state);
+                throw new WormholeError('invalidValue', `state ${shown(state)} is not an integer from 0 to 2^64-1`, state);
         }
+        this._lastStates.set(name, s);
         return this._emit(name, 'Posted', GLib.Variant.new_tuple([GLib.Variant.new_string(name),
             GLib.Variant.parse(new GLib.VariantType('t'), s.toString(), null, null)]));
     }
@@ -356,11 +384,11 @@ export class WormholeBus {
         try {
             compact = stringifyJSON(parseJSON(json));
         } catch (e) {
-            throw new WormholeError('invalidMessage', `message ${shown(json)} is not one JSON text: ${e.message}`, json);
+            throw new WormholeError('invalidJSON', `message ${shown(json)} is not one JSON text: ${e.message}`, json);
         }
         const size = encoder.encode(compact).length;
         if (size > MAX_TRANSIENT_BYTES) {
-            throw new WormholeError('tooLarge',
+            throw new WormholeError('transientTooLarge',
                 `transient message is ${size} bytes of compact JSON, over the limit of ${MAX_TRANSIENT_BYTES}`, size);
         }
         return this._emit(name, 'Message', GLib.Variant.new_tuple([GLib.Variant.new_string(name),

@@ -7,10 +7,13 @@
 /** An error of this module; `code` says which kind, `value` names the bad value when there is one. */
 export class WormholeError extends Error {
     /**
-     * @param {string} code one of `invalidName`, `invalidIdentifier`, `invalidGroup`,
-     *   `invalidDirectory`, `invalidSuite`, `invalidKey`, `invalidMessage`, `unsafeContainer`,
-     *   `unreadable`, `tooLarge`, `corruptSuite`, `typeMismatch`, `bus`, `notSent`, `command`,
-     *   `toolMissing`, `journalCorrupt`, `journalVersion`, `invalidCursor`, `consumerBusy`
+     * @param {string} code a code of the contract's one table (`contract/errors.json`, the
+     *   codes Swift and Python use): `invalidName`, `invalidIdentifier`, `invalidGroup`,
+     *   `invalidDirectory`, `invalidSuite`, `invalidKey`, `invalidValue`, `invalidJSON` (a message
+     *   given), `decodingFailed` (a stored file that is not JSON), `unsafePath`, `io`,
+     *   `messageTooLarge`, `transientTooLarge`, `transientDropped`, `corruptSuite`, `typeMismatch`, `noSessionBus`, `connectionFailed`, `requestFailed`,
+     *   `notSent`, `toolMissing`, `toolFailed`, `journalCorrupt`, `journalVersion`,
+     *   `invalidCursor`, `consumerBusy`
      * @param {string} message a sentence naming the bad value
      * @param {*} [value] the bad value
      */

@@ -48,7 +48,7 @@ const INFO = 'standard::type,standard::is-symlink,standard::size,unix::uid,unix:
  * Checks a directory the library reads through: not a symlink, ours, not writable by others.
  * @param {string} path
  * @returns {boolean} false when it does not exist
- * @throws {WormholeError} `unsafeContainer`
+ * @throws {WormholeError} `unsafePath`
  */
 export function checkDirectory(path) {
     let info;
@@ -57,7 +57,7 @@ export function checkDirectory(path) {
     } catch (e) {
         if (e.matches(Gio.IOErrorEnum, Gio.IOErrorEnum.NOT_FOUND))
             return false;
-        throw new WormholeError('unreadable', `cannot inspect ${path}: ${e.message}`, path);
+        throw new WormholeError('io', `cannot inspect ${path}: ${e.message}`, path);
     }
     checkInfo(path, info, Gio.FileType.DIRECTORY);
     return true;
@@ -65,17 +65,17 @@ export function checkDirectory(path) {
 
 export function checkInfo(path, info, type) {
     if (info.get_is_symlink() || info.get_file_type() === Gio.FileType.SYMBOLIC_LINK)
-        throw new WormholeError('unsafeContainer', `${path} is a symbolic link; it is not followed`, path);
+        throw new WormholeError('unsafePath', `${path} is a symbolic link; it is not followed`, path);
     if (info.get_file_type() !== type) {
-        throw new WormholeError('unsafeContainer',
+        throw new WormholeError('unsafePath',
             `${path} is not a ${type === Gio.FileType.DIRECTORY ? 'directory' : 'regular file'}`, path);
     }
     const owner = info.get_attribute_uint32('unix::uid');
     if (owner !== uid())
-        throw new WormholeError('unsafeContainer', `${path} is owned by uid ${owner}, not by this user`, path);
+        throw new WormholeError('unsafePath', `${path} is owned by uid ${owner}, not by this user`, path);
     const mode = info.get_attribute_uint32('unix::mode');
     if (mode & 0o022) {
-        throw new WormholeError('unsafeContainer',
+        throw new WormholeError('unsafePath',
             `${path} is writable by group or others (mode ${(mode & 0o7777).toString(8)})`, path);
     }
 }
@@ -211,7 +211,7 @@ function openContainerFile(root, components, maxBytes) {
     } catch (e) {
         if (e.matches(Gio.IOErrorEnum, Gio.IOErrorEnum.NOT_FOUND))
             return null;
-        throw new WormholeError('unreadable', `cannot read ${path}: ${e.message}`, path);
+        throw new WormholeError('io', `cannot read ${path}: ${e.message}`, path);
     }
     checkInfo(path, before, Gio.FileType.REGULAR);
     let stream;
@@ -220,7 +220,7 @@ function openContainerFile(root, components, maxBytes) {
     } catch (e) {
         if (e.matches(Gio.IOErrorEnum, Gio.IOErrorEnum.NOT_FOUND))
             return null;
-        throw new WormholeError('unreadable', `cannot read ${path}: ${e.message}`, path);
+        throw new WormholeError('io', `cannot read ${path}: ${e.message}`, path);
     }
     try {
         const opened = stream.query_info(INFO, null);
@@ -231,7 +231,7 @@ function openContainerFile(root, components, maxBytes) {
         }
         const size = opened.get_size();
         if (size > maxBytes)
-            throw new WormholeError('tooLarge', `${path} is ${size} bytes, larger than the limit of ${maxBytes}`, path);
+            throw new WormholeError('messageTooLarge', `${path} is ${size} bytes, larger than the limit of ${maxBytes}`, path);
     } catch (e) {
         stream.close(null);
         throw readError(e, path);
@@ -245,7 +245,7 @@ function addChunk(chunks, total, bytes, path, maxBytes) {
         return total;
     chunks.push(bytes.toArray());
     if (total + n > maxBytes)
-        throw new WormholeError('tooLarge', `${path} is more than ${maxBytes} bytes, the limit`, path);
+        throw new WormholeError('messageTooLarge', `${path} is more than ${maxBytes} bytes, the limit`, path);
     return total + n;
 }
 
@@ -270,7 +270,7 @@ export function joinChunks(chunks, total = chunks.reduce((n, c) => n + c.length,
 function readError(e, path) {
     if (e instanceof WormholeError)
         return e;
-    return new WormholeError('unreadable', `cannot read ${path}: ${e.message}`, path);
+    return new WormholeError('io', `cannot read ${path}: ${e.message}`, path);
 }
 
 /**
@@ -333,7 +333,7 @@ export function readMessage({
         const {text, value} = decodeJSONBytes(bytes);
         return {text, message: value, bytes};
     } catch (e) {
-        throw new WormholeError('invalidMessage', `${path} is not one JSON document: ${e.message}`, path);
+        throw new WormholeError('decodingFailed', `${path} is not one JSON document: ${e.message}`, path);
     }
 }
 
@@ -361,6 +361,6 @@ export async function readMessageAsync({
         const text = parts.reduce((all, part) => all + part, ''); // a rope: never flattened here
         return {text, message: await parseJSONAsync(parts, {cancellable}), chunks};
     } catch (e) {
-        throw new WormholeError('invalidMessage', `${path} is not one JSON document: ${e.message}`, path);
+        throw new WormholeError('decodingFailed', `${path} is not one JSON document: ${e.message}`, path);
     }
 }

@@ -195,7 +195,7 @@ export class JournalListener extends Subscription {
             out.close(null);
             tmp.move(target, Gio.FileCopyFlags.OVERWRITE | Gio.FileCopyFlags.NOFOLLOW_SYMLINKS, null, null);
         } catch (e) {
-            safeCall(this._report, new WormholeError('unreadable', `cannot store the cursor ${target.get_path()}: ${e.message}`));
+            safeCall(this._report, new WormholeError('io', `cannot store the cursor ${target.get_path()}: ${e.message}`));
         }
     }
 
@@ -254,7 +254,7 @@ class ConsumerLock {
             Gio.File.new_for_path(path).create(Gio.FileCreateFlags.PRIVATE, null).close(null);
         } catch (e) {
             if (!e.matches(Gio.IOErrorEnum, Gio.IOErrorEnum.EXISTS))
-                throw new WormholeError('unreadable', `cannot create ${path}: ${e.message}`, path);
+                throw new WormholeError('io', `cannot create ${path}: ${e.message}`, path);
         }
         const launcher = new Gio.SubprocessLauncher({
             flags: Gio.SubprocessFlags.STDIN_PIPE |

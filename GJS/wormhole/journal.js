@@ -203,7 +203,7 @@ export class JournalReader {
         } catch (e) {
             if (e.matches(Gio.IOErrorEnum, Gio.IOErrorEnum.NOT_FOUND))
                 return {why: 'missing'};
-            throw new WormholeError('unreadable', `cannot read ${path}: ${e.message}`, path);
+            throw new WormholeError('io', `cannot read ${path}: ${e.message}`, path);
         }
         if (info.get_is_symlink())
             return {why: 'a symbolic link'};
@@ -233,7 +233,7 @@ export class JournalReader {
      * @param {Gio.Cancellable} [options.cancellable]
      * @returns {Promise<{items: Array<object>, position: object, more: boolean}>} items are
      *   records `{sequence, time, payload, file, offset}` and {@link JournalGap}s
-     * @throws {WormholeError} `journalCorrupt`, `journalVersion`, `unreadable`, `unsafeContainer`
+     * @throws {WormholeError} `journalCorrupt`, `journalVersion`, `io`, `unsafePath`
      */
     async walk(start, {deliver = true, limit = Infinity, cancellable = null} = {}) {
         const items = [];

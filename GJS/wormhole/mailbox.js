@@ -177,14 +177,14 @@ export class MailboxListener extends Subscription {
             return;
         const v = params.n_children() >= 2 ? params.get_child_value(1) : null;
         if (!v || v.get_type_string() !== 's') {
-            safeCall(this._report, new WormholeError('invalidMessage', `transient message for ${shown(name)}: ` +
+            safeCall(this._report, new WormholeError('transientDropped', `transient message for ${shown(name)}: ` +
                 'its second argument is not a string'), id);
             return;
         }
         const text = v.get_string()[0];
         const size = encoder.encode(text).length;
         if (size > MAX_TRANSIENT_BYTES) {
-            safeCall(this._report, new WormholeError('tooLarge', `transient message for ${shown(name)} is ${size} ` +
+            safeCall(this._report, new WormholeError('transientDropped', `transient message for ${shown(name)} is ${size} ` +
                 `bytes, over the limit of ${MAX_TRANSIENT_BYTES}`), id);
             return;
         }
@@ -192,7 +192,7 @@ export class MailboxListener extends Subscription {
         try {
             message = parseJSON(text);
         } catch (e) {
-            safeCall(this._report, new WormholeError('invalidMessage',
+            safeCall(this._report, new WormholeError('transientDropped',
                 `transient message for ${shown(name)} is not one JSON text: ${e.message}`), id);
             return;
         }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /**
- * Observers of notification names (contract section 1) and of shared-defaults keys (section 5).
+ * Listeners to notification names (contract section 1) and to shared-defaults keys (section 5).
  * @module wormhole/observers
  */
 import {WormholeError, printerr, safeCall} from './errors.js';
@@ -9,14 +9,15 @@ import {PREFERENCES, defaultsKeyName, validateGroup, validateName, validatePrefi
 import {Subscription} from './subscription.js';
 
 /**
- * Observes names, or every name below prefixes; made by {@link WormholeBus#observe}.
+ * Listens to names, or to every name below prefixes; made by
+ * {@link WormholeBus#listenNotifications}.
  */
-export class NameObserver extends Subscription {
+export class NotificationListener extends Subscription {
     constructor(bus, names, handler, {prefix = false} = {}) {
         super(bus);
         names = [...new Set(Array.isArray(names) ? names : [names])];
         if (names.length === 0)
-            throw new WormholeError('invalidName', 'no name to observe');
+            throw new WormholeError('invalidName', 'no name to listen to');
         names.forEach(prefix ? validatePrefix : validateName);
         this.names = names;
         this._handler = handler;
@@ -34,9 +35,9 @@ export class NameObserver extends Subscription {
 }
 
 /**
- * Observes keys of a shared-defaults suite; made by {@link WormholeBus#observeDefaults}.
+ * Listens to keys of a shared-defaults suite; made by {@link WormholeBus#listenDefaults}.
  */
-export class DefaultsObserver extends Subscription {
+export class DefaultsListener extends Subscription {
     constructor(bus, {group, suite = undefined, keys = undefined, initial = false, onError = null}, handler) {
         super(bus);
         validateGroup(group);
@@ -109,3 +110,8 @@ export class DefaultsObserver extends Subscription {
         }
     }
 }
+
+/** @deprecated since 2.0: {@link NotificationListener}; this alias goes in the next release. */
+export const NameObserver = NotificationListener;
+/** @deprecated since 2.0: {@link DefaultsListener}; this alias goes in the next release. */
+export const DefaultsObserver = DefaultsListener;

@@ -20,7 +20,7 @@ import {defaultsKeyName, mailboxName, validateGroup} from './names.js';
 
 /** The names the tool is looked for under on `PATH`, in order (the package's, then the build's). */
 export const TOOL_NAMES = ['wormholectl', 'wormhole'];
-/** What this project's tool writes in its `--version` line (`2.0.0 (contract 1.3)`). */
+/** What this project's tool writes in its `--version` line (`2.0.0 (contract 1.4)`). */
 export const TOOL_VERSION_MARK = '(contract 1.';
 /** The Debian package that installs the tool. */
 export const TOOL_PACKAGE = 'wormholectl';
@@ -114,7 +114,7 @@ async function lookUp(override) {
  * Finds the project's command-line tool, once per override (the answer is cached): `command`
  * when given, else `WORMHOLE_BIN` (a path, or a name looked up on `PATH`), else `wormholectl`,
  * then `wormhole`, on `PATH`. A candidate is taken only when its `--version` line has
- * `(contract 1.` (this project's `2.0.0 (contract 1.3)`), so magic-wormhole's `wormhole` is
+ * `(contract 1.` (this project's `2.0.0 (contract 1.4)`), so magic-wormhole's `wormhole` is
  * never started for a write.
  * @param {object} [options]
  * @param {string} [options.command] an explicit executable (path or name)
@@ -159,7 +159,7 @@ async function checkJSON(json) {
     try {
         await parseJSONAsync(json);
     } catch (e) {
-        throw new WormholeError('invalidMessage', `message ${shown(json)} is not one JSON text: ${e.message}`, json);
+        throw new WormholeError('invalidJSON', `message ${shown(json)} is not one JSON text: ${e.message}`, json);
     }
 }
 
@@ -168,7 +168,7 @@ async function mustRun(args, options) {
         await checkJSON(options.input);
     const r = await runWormhole(args, options);
     if (r.status !== 0) {
-        throw new WormholeError('command', `wormhole ${args[0]} exited ${r.status}: ` +
+        throw new WormholeError('toolFailed', `wormhole ${args[0]} exited ${r.status}: ` +
             `${r.stderr.split('\n')[0]}`, r.status);
     }
     return r;
@@ -177,8 +177,8 @@ async function mustRun(args, options) {
 /**
  * Stores a mailbox message and posts (`wormhole send`): the temporary file under `flock`.
  * @param {object} options `{group, directory, identifier, json (text), bus, command}`
- * @returns {Promise<{status, stdout, stderr}>} rejects with `invalidMessage` (the JSON is checked
- *   in slices first), `toolMissing`, or `command` on a non-zero exit; an invalid group, directory
+ * @returns {Promise<{status, stdout, stderr}>} rejects with `invalidJSON` (the JSON is checked
+ *   in slices first), `toolMissing`, or `toolFailed` on a non-zero exit; an invalid group, directory
  *   or identifier throws at once
  */
 export function sendMessage({group, directory = 'wormhole', identifier, json, bus = null, command = null}) {

@@ -29,8 +29,8 @@ APP = "org.example.Bench"
 
 SENDER = """
 import sys
-from wormhole_py.messages import Wormhole
-hole = Wormhole(%r)
+from wormhole_py.messages import MessageCenter
+hole = MessageCenter(%r)
 if sys.argv[2] == "confirm":
     hole.send_json(sys.argv[1], "1")
 else:

@@ -28,11 +28,11 @@ async def main():
     if sys.argv[1] == "bare":
         sys.stderr.write("ready\\n"); sys.stderr.flush()
         await asyncio.Event().wait()
-    from wormhole_py import Journal, SharedDefaults, Wormhole, observe_async
+    from wormhole_py import Journal, GroupDefaults, MessageCenter, listen_async
     subscriptions = [
-        await Wormhole(%(group)r).listen_async(["clip"]),
-        await observe_async("com.example.idle"),
-        await SharedDefaults(%(group)r).observe_async(),
+        await MessageCenter(%(group)r).listen_async(["clip"]),
+        await listen_async("com.example.idle"),
+        await GroupDefaults(%(group)r).listen_async(),
         await Journal(%(group)r, "events").listen_async(),
     ]
     assert all(subscription.connected for subscription in subscriptions)

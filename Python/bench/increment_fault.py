@@ -4,7 +4,7 @@
 Runs against a private ``dbus-daemon`` (``<repo>/dbus/wormhole-session.conf``)
 and a temporary container root, so it touches neither the user's bus nor
 their files.  Phase 1: ``--processes`` Python processes each call
-``SharedDefaults.increment`` ``--count`` times (each write posts and confirms
+``GroupDefaults.increment`` ``--count`` times (each write posts and confirms
 on the bus); the key must end at exactly processes x count.  Phase 2 (when
 the Swift tool is found): the same Python load on another key with as many
 shells beside it, each running ``wormhole defaults increment`` ``--count``
@@ -35,8 +35,8 @@ GROUP = "group.com.example.fault"
 
 WORKER = """
 import sys
-from wormhole_py.defaults import SharedDefaults
-defaults = SharedDefaults(%r)
+from wormhole_py.defaults import GroupDefaults
+defaults = GroupDefaults(%r)
 sys.stdin.readline()
 for _ in range(%d):
     defaults.increment(%r)
@@ -89,11 +89,11 @@ def main() -> int:
                DBUS_SESSION_BUS_ADDRESS=address, PYTHONPATH=str(PYTHON_DIR))
     sys.path.insert(0, str(PYTHON_DIR))
     os.environ.update(env)
-    from wormhole_py.defaults import SharedDefaults
+    from wormhole_py.defaults import GroupDefaults
     ok = True
     try:
         seconds = run_phase(env, args.processes, args.count, None, "python")
-        total = SharedDefaults(GROUP, post=False).get("python")
+        total = GroupDefaults(GROUP, post=False).get("python")
         expected = args.processes * args.count
         print("python: %d processes x %d increments: %d (expected %d) in %.1f s"
               % (args.processes, args.count, total, expected, seconds))
@@ -101,14 +101,14 @@ def main() -> int:
         swift = Path(args.swift_bin)
         if os.path.exists(swift_cli(swift)):
             seconds = run_phase(env, args.processes, args.count, swift, "both")
-            total = SharedDefaults(GROUP, post=False).get("both")
+            total = GroupDefaults(GROUP, post=False).get("both")
             expected = 2 * args.processes * args.count
             print("python + swift: %d + %d processes x %d increments of another key: %d (expected %d) in %.1f s"
                   % (args.processes, args.processes, args.count, total, expected, seconds))
             ok &= total == expected
         else:
             print("swift: no wormhole in %s (set WORMHOLE_SWIFT_BIN); phase 2 skipped" % swift)
-        counted = SharedDefaults(GROUP, post=False).change_count()
+        counted = GroupDefaults(GROUP, post=False).change_count()
         print("change counter: %s" % counted)
     finally:
         daemon.terminate()

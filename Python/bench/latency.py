@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """One-way notification latency of four observers on the same posts: the
-wormhole_py asyncio observer (``observe_async``, jeepney), a bare jeepney
+wormhole_py asyncio observer (``listen_async``, jeepney), a bare jeepney
 asyncio subscriber (``DBusRouter.filter`` with its ``AddMatch``), the
-wormhole_py GLib observer (``NotificationCenter.observe``, Gio) and a bare
+wormhole_py GLib observer (``DarwinNotificationCenter.observe``, Gio) and a bare
 ``Gio.DBusConnection.signal_subscribe`` subscriber.
 
 A poster posts every 2 ms (a GLib timeout) with state = CLOCK_MONOTONIC ns;
@@ -42,8 +42,8 @@ def async_observer(kind: str, count: int) -> None:
                 done.set_result(None)
 
         if kind == "asyncio":
-            from wormhole_py import observe_async
-            subscription = await observe_async(NAME, callback=lambda note: stamp(note.state))  # noqa: F841 (kept to the end)
+            from wormhole_py import listen_async
+            subscription = await listen_async(NAME, callback=lambda note: stamp(note.state))  # noqa: F841 (kept to the end)
         else:
             from jeepney import MatchRule, message_bus
             from jeepney.io.asyncio import DBusRouter, Proxy, open_dbus_connection
@@ -83,9 +83,9 @@ def observer(kind: str, count: int) -> None:
             loop.quit()
 
     if kind == "GLib":
-        from wormhole_py.notify import NotificationCenter
-        center = NotificationCenter()
-        center.observe(NAME, lambda note: stamp(note.state))
+        from wormhole_py.notify import DarwinNotificationCenter
+        center = DarwinNotificationCenter()
+        center.listen(NAME, lambda note: stamp(note.state))
     else:
         import os
         flags = Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION

@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable, List
 import pytest
 
 from conftest import BOUND
-from wormhole_py import Journal, SharedDefaults, Wormhole, observe_async, post_async
+from wormhole_py import Journal, GroupDefaults, MessageCenter, listen_async, post_async
 from wormhole_py.bus import Bus
 from wormhole_py.errors import InvalidInputError
 
@@ -28,7 +28,7 @@ def run(coroutine: Callable[[], Awaitable[Any]]) -> Any:
 
 def test_notifications_async_for_and_hostile_bodies(wenv, address):
     async def main() -> None:
-        async with await observe_async("com.example.a", "g/w/", prefix=False) as notes:
+        async with await listen_async("com.example.a", "g/w/", prefix=False) as notes:
             assert notes.connected
             await post_async("com.example.a", 7)
             bus = Bus.connect(address)
@@ -47,8 +47,8 @@ def test_notifications_async_for_and_hostile_bodies(wenv, address):
 
 def test_prefix_and_everything(wenv, address):
     async def main() -> None:
-        prefix = await observe_async("g/w/", prefix=True)
-        everything = await observe_async(everything=True)
+        prefix = await listen_async("g/w/", prefix=True)
+        everything = await listen_async(everything=True)
         with prefix, everything:
             await post_async("g/w/x", 1)
             await post_async("other", 2)
@@ -60,7 +60,7 @@ def test_prefix_and_everything(wenv, address):
 
 def test_mailbox_listen_async_posted_cleared_transient_and_stored(wenv, address):
     async def main() -> None:
-        async with Wormhole(G) as hole:
+        async with MessageCenter(G) as hole:
             await hole.send_async("old", {"n": 0})
             async with await hole.listen_async(["clip", "old"], stored=True) as deliveries:
                 stored = await deliveries.next(BOUND)
@@ -82,7 +82,7 @@ def test_mailbox_listen_async_posted_cleared_transient_and_stored(wenv, address)
 
 def test_unsignalled_write_is_caught_up_once(wenv, address):
     async def main() -> None:
-        hole = Wormhole(G)
+        hole = MessageCenter(G)
         async with await hole.listen_async(["clip"]) as deliveries:
             hole.send("clip", {"quiet": True}, notify=False)
             caught = await deliveries.next(BOUND)
@@ -95,7 +95,7 @@ def test_unsignalled_write_is_caught_up_once(wenv, address):
 
 def test_directory_wake_while_the_bus_is_down_then_catch_up(wenv, daemon):
     async def main() -> None:
-        hole = Wormhole(G)
+        hole = MessageCenter(G)
         changes: List[Any] = []
         lost = asyncio.Event()
         back = asyncio.Event()
@@ -125,9 +125,9 @@ def test_directory_wake_while_the_bus_is_down_then_catch_up(wenv, daemon):
 
 def test_defaults_observe_async_and_awaitable_writes(wenv, address):
     async def main() -> None:
-        async with SharedDefaults(G) as defaults:
+        async with GroupDefaults(G) as defaults:
             await defaults.set_async("count", 1)
-            async with await defaults.observe_async(["count", "name"]) as changes:
+            async with await defaults.listen_async(["count", "name"]) as changes:
                 assert await defaults.set_async("count", 2)
                 assert await changes.next(BOUND) == ("count", 2)
                 await defaults.set_async("count", 2)     # equal: no change, nothing delivered
@@ -175,7 +175,7 @@ def test_callbacks_on_asyncio(wenv, address):
             got.append(note)
             arrived.set()
 
-        async with await observe_async("com.example.cb", callback=on_note):
+        async with await listen_async("com.example.cb", callback=on_note):
             await post_async("com.example.cb", 3)
             await asyncio.wait_for(arrived.wait(), BOUND)
         assert got[0].state == 3
@@ -195,8 +195,8 @@ def test_without_a_d_bus_library_one_clear_error_and_nothing_written(wenv, tmp_p
         "import importlib.util\n"
         "found = importlib.util.find_spec\n"
         "importlib.util.find_spec = lambda name, *a: None if name in ('gi', 'jeepney') else found(name, *a)\n"
-        "from wormhole_py import Journal, SharedDefaults, Wormhole, WormholeError\n"
-        "for write in (lambda: SharedDefaults(%r).set('k', 1), lambda: Wormhole(%r).send('clip', 1),\n"
+        "from wormhole_py import Journal, GroupDefaults, MessageCenter, WormholeError\n"
+        "for write in (lambda: GroupDefaults(%r).set('k', 1), lambda: MessageCenter(%r).send('clip', 1),\n"
         "              lambda: Journal(%r, 'events').append('1')):\n"
         "    try:\n"
         "        write()\n"
@@ -242,9 +242,9 @@ def test_one_inotify_instance_per_loop(wenv, address):
     per-user limit is 128), and it is closed with the last watch."""
     async def main() -> None:
         before = _inotify_instances()
-        hole = Wormhole(G)
+        hole = MessageCenter(G)
         subscriptions = [await hole.listen_async([name]) for name in ("a", "b", "c")]
-        subscriptions.append(await SharedDefaults(G).observe_async())
+        subscriptions.append(await GroupDefaults(G).listen_async())
         subscriptions.append(await Journal(G, "events").listen_async())
         assert _inotify_instances() == before + 1
         for subscription in subscriptions:

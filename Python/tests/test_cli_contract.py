@@ -242,8 +242,8 @@ def test_python_library_send_reaches_swift_listener_before_exit(swift_bin, wenv,
     listener = background([swift_cli(swift_bin), "listen", "--group", G, "--all", "--every-post",
                            "--no-catch-unsignalled", "--count", "50"], wenv)
     listener.ready()
-    script = ("import sys; from wormhole_py.messages import Wormhole; "
-              "Wormhole(%r).send_json('m' + sys.argv[1], sys.argv[1], notify=True)" % G)
+    script = ("import sys; from wormhole_py.messages import MessageCenter; "
+              "MessageCenter(%r).send_json('m' + sys.argv[1], sys.argv[1], notify=True)" % G)
     import sys as _sys
     for index in range(50):
         assert run([_sys.executable, "-c", script, str(index)], wenv).returncode == 0

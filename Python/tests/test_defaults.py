@@ -101,7 +101,7 @@ def test_unknown_values_and_numbers_are_kept_exactly(env):
     original = ('{"big":1e400, "long":123456789012345678901234567890,"z":-0,"f":1.50,'
                 '"unk":{"$foo": [1, 2]},"dup":1,"dup":2}')
     path.write_text(original)
-    defaults = wd.SharedDefaults(G, post=False)
+    defaults = wd.GroupDefaults(G, post=False)
     assert defaults.get("big") == float("inf")
     assert defaults.json("big") == '{"$double":"inf"}'
     assert defaults.get("long") == wd.UnknownValue("123456789012345678901234567890")
@@ -125,7 +125,7 @@ def test_unknown_values_and_numbers_are_kept_exactly(env):
 
 
 def test_generation_and_change_counter(env):
-    defaults = wd.SharedDefaults(G, post=False)
+    defaults = wd.GroupDefaults(G, post=False)
     generations = []
     for value in range(5):
         defaults.set("n", value)
@@ -145,7 +145,7 @@ def test_generation_and_change_counter(env):
 
 
 def test_increment_expect_and_load(env):
-    defaults = wd.SharedDefaults(G, post=False)
+    defaults = wd.GroupDefaults(G, post=False)
     assert defaults.increment("n") == 1 and defaults.increment("n", -3) == -2
     defaults.set("f", 1.0)
     with pytest.raises(wd.DefaultsError) as caught:
@@ -154,7 +154,7 @@ def test_increment_expect_and_load(env):
     defaults.set("max", 2 ** 63 - 1)
     with pytest.raises(wd.DefaultsError) as caught:
         defaults.increment("max")
-    assert caught.value.code == "overflow"
+    assert caught.value.code == "typeMismatch"
     with pytest.raises(wd.ExpectationFailed) as caught:
         defaults.set("n", 5, expect=-1)
     assert caught.value.stored == "-2"
@@ -172,22 +172,22 @@ def test_increment_expect_and_load(env):
 
 
 def test_size_limit_refuses_and_keeps_the_suite(env):
-    defaults = wd.SharedDefaults(G, post=False, max_bytes=64)
+    defaults = wd.GroupDefaults(G, post=False, max_bytes=64)
     defaults.set("a", "x" * 20)
     before = suite_file(env).read_bytes()
     with pytest.raises(wd.DefaultsError) as caught:
         defaults.set("b", "y" * 60)
-    assert caught.value.code == "tooLarge" and "over its limit of 64 bytes" in str(caught.value)
+    assert caught.value.code == "suiteTooLarge" and "over its limit of 64 bytes" in str(caught.value)
     assert suite_file(env).read_bytes() == before
-    small = wd.SharedDefaults(G, post=False, max_bytes=10)
+    small = wd.GroupDefaults(G, post=False, max_bytes=10)
     assert small.delete("a") is True  # removing is always allowed
 
 
 def test_corrupt_suite_is_refused_until_repaired(env):
     path = suite_file(env)
-    wd.SharedDefaults(G, post=False).set("a", 1)
+    wd.GroupDefaults(G, post=False).set("a", 1)
     path.write_bytes(b'{"a":1,')
-    defaults = wd.SharedDefaults(G, post=False)
+    defaults = wd.GroupDefaults(G, post=False)
     with pytest.raises(wd.CorruptSuiteError) as caught:
         defaults.get("a")
     assert caught.value.offset == 7 and str(path) in str(caught.value) and "defaults repair" in str(caught.value)
@@ -198,13 +198,13 @@ def test_corrupt_suite_is_refused_until_repaired(env):
     for bad in (b"\xef\xbb\xbf{}", b'{"a":"\xff"}', b"[]", b"[" * 600):
         path.write_bytes(bad)
         with pytest.raises(wd.CorruptSuiteError):
-            wd.SharedDefaults(G, post=False).values()
+            wd.GroupDefaults(G, post=False).values()
     path.write_text('{"x":' + "[" * 600 + "]" * 600 + "}")
     with pytest.raises(wd.CorruptSuiteError) as caught:
-        wd.SharedDefaults(G, post=False).values()
+        wd.GroupDefaults(G, post=False).values()
     assert caught.value.offset == 517 and "nested deeper than 512 levels" in str(caught.value)  # as Swift says
     path.write_text('{"x":' + "[" * 511 + "]" * 511 + ', "n": 1' + "0" * 5000 + "}")
-    assert wd.SharedDefaults(G, post=False).get("n") == wd.UnknownValue("1" + "0" * 5000)
+    assert wd.GroupDefaults(G, post=False).get("n") == wd.UnknownValue("1" + "0" * 5000)
     path.write_bytes(b"[" * 600)
     moved = defaults.repair()
     assert moved == str(path) + ".corrupt-1" and Path(moved).read_bytes() == b"[" * 600
@@ -214,18 +214,18 @@ def test_corrupt_suite_is_refused_until_repaired(env):
 
 
 def test_key_and_name_rules():
-    defaults = wd.SharedDefaults(G, post=False)
+    defaults = wd.GroupDefaults(G, post=False)
     for key in ("", "a\0b", "x" * 900, "'" * 240):
         with pytest.raises(InvalidInputError):
             defaults.validate_key(key)
     defaults.validate_key("with.dots/slash and 'quote'")
     with pytest.raises(InvalidInputError):
-        wd.SharedDefaults("bad group")
+        wd.GroupDefaults("bad group")
     with pytest.raises(InvalidInputError):
-        wd.SharedDefaults(G, ".hidden")
+        wd.GroupDefaults(G, ".hidden")
     with pytest.raises(InvalidInputError):
-        wd.SharedDefaults("g" * 201)  # no default suite
-    wd.SharedDefaults("g" * 201, "named")
+        wd.GroupDefaults("g" * 201)  # no default suite
+    wd.GroupDefaults("g" * 201, "named")
 
 
 # --------------------------------------------------------------------------
@@ -324,7 +324,7 @@ def test_python_write_wakes_swift_observer_and_back(env, swift):
                            "--timeout", "30", "--group", G], env)
     try:
         observer.ready()
-        defaults = wd.SharedDefaults(G)
+        defaults = wd.GroupDefaults(G)
         defaults.set("other", 1)  # not observed: filtered by the daemon
         defaults.set("k", {"x": [1.5]})
         assert defaults.last_post_error is None
@@ -360,10 +360,10 @@ def test_in_process_observer(env):
     context.push_thread_default()
     seen = []
     try:
-        from wormhole_py.notify import NotificationCenter
-        center = NotificationCenter(env["DBUS_SESSION_BUS_ADDRESS"], context)
-        defaults = wd.SharedDefaults(G)
-        observer = defaults.observe(["a.b"], lambda key, value: seen.append((key, value)), center)
+        from wormhole_py.notify import DarwinNotificationCenter
+        center = DarwinNotificationCenter(env["DBUS_SESSION_BUS_ADDRESS"], context)
+        defaults = wd.GroupDefaults(G)
+        observer = defaults.listen(["a.b"], lambda key, value: seen.append((key, value)), center)
         run(py_defaults("write", "a.b", "7", "--group", G), env)
         timer = GLib.timeout_source_new(int(BOUND * 1000))
         expired = []
@@ -383,8 +383,8 @@ def test_concurrent_increments_lose_nothing(env, swift):
     """A reduced count of the fault script (Python/bench/increment_fault.py)."""
     processes = []
     per = 25
-    script = ("import sys\nfrom wormhole_py.defaults import SharedDefaults\n"
-              "d = SharedDefaults(%r, post=False)\nfor _ in range(%d): d.increment('n')\n" % (G, per))
+    script = ("import sys\nfrom wormhole_py.defaults import GroupDefaults\n"
+              "d = GroupDefaults(%r, post=False)\nfor _ in range(%d): d.increment('n')\n" % (G, per))
     for _ in range(4):
         processes.append(subprocess.Popen([PYTHON, "-c", script], env=env))
     shell = "for i in $(seq %d); do %s defaults increment n --group %s >/dev/null || exit 1; done" % (
@@ -393,7 +393,7 @@ def test_concurrent_increments_lose_nothing(env, swift):
         processes.append(subprocess.Popen(["sh", "-c", shell], env=env))
     for process in processes:
         assert process.wait(timeout=300) == 0
-    assert wd.SharedDefaults(G, post=False).get("n") == 8 * per
+    assert wd.GroupDefaults(G, post=False).get("n") == 8 * per
     assert counter(env) == 8 * per
 
 

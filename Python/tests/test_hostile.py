@@ -15,19 +15,19 @@ from wormhole_py import bucket_interface
 from wormhole_py.bus import Bus
 from wormhole_py.container import atomic_write
 from wormhole_py.errors import InvalidInputError, MessageFormatError, TooLargeError
-from wormhole_py.messages import Wormhole
-from wormhole_py.notify import NotificationCenter
+from wormhole_py.messages import MessageCenter
+from wormhole_py.notify import DarwinNotificationCenter
 
 G = "group.com.example.hostile"
 
 
 @pytest.mark.parametrize("data,code", [
-    (b"\xef\xbb\xbf{}", "notJSON"),           # a BOM: refused (§3 v1.1)
-    (b'{"a":"\xed\xa0\x80"}', "notJSON"),    # UTF-8 of a surrogate: invalid UTF-8
-    (b"\xfe\xff\x00[", "notJSON"),            # UTF-16: another encoding
+    (b"\xef\xbb\xbf{}", "decodingFailed"),           # a BOM: refused (§3 v1.1)
+    (b'{"a":"\xed\xa0\x80"}', "decodingFailed"),    # UTF-8 of a surrogate: invalid UTF-8
+    (b"\xfe\xff\x00[", "decodingFailed"),            # UTF-16: another encoding
 ])
 def test_stored_files_that_are_not_utf8_json_are_errors_for_the_reader(wenv, address, context, data, code):
-    hole = Wormhole(G, address=address)
+    hole = MessageCenter(G, address=address)
     atomic_write(hole._prepare(), "x.json", data, stem="x")
     with pytest.raises(MessageFormatError) as caught:
         hole.read("x")
@@ -41,7 +41,7 @@ def test_stored_files_that_are_not_utf8_json_are_errors_for_the_reader(wenv, add
 
 
 def test_over_size_file_is_refused_without_reading_it(wenv, address, context):
-    hole = Wormhole(G, address=address)
+    hole = MessageCenter(G, address=address)
     path = hole._prepare() / "big.json"
     with open(path, "wb") as handle:  # sparse: 64 MiB + 1 byte
         handle.truncate(64 * 1024 * 1024 + 1)
@@ -52,7 +52,7 @@ def test_over_size_file_is_refused_without_reading_it(wenv, address, context):
     hole.listen(["big"], lambda d: pytest.fail("delivered"), errors.append)
     Bus.connect(address).post(hole.name("big"))
     wait_for(context, lambda: errors)
-    assert errors[0].error.code == "tooLarge"
+    assert errors[0].error.code == "messageTooLarge"
 
 
 def test_over_size_argument_for_send_is_refused_before_storing(wenv, address):
@@ -66,9 +66,9 @@ def test_over_size_argument_for_send_is_refused_before_storing(wenv, address):
     GLib.Variant("(v)", (GLib.Variant("s", "x"),)), GLib.Variant("()", ()),
 ], ids=["uint32", "bytes", "object-path", "variant", "empty"])
 def test_posted_whose_first_argument_is_not_a_string_is_dropped(wenv, address, context, body):
-    center = NotificationCenter(address)
+    center = DarwinNotificationCenter(address)
     got = []
-    center.observe_all(got.append)
+    center.listen_all(got.append)
     bus = Bus.connect(address)
     bus.connection.emit_signal(None, "/org/wormhole/Notify1", "org.wormhole.Notify1", "Posted", body)
     bus.post("after")
@@ -78,9 +78,9 @@ def test_posted_whose_first_argument_is_not_a_string_is_dropped(wenv, address, c
 
 
 def test_negative_state_is_no_state_and_still_delivered(wenv, address, context):
-    center = NotificationCenter(address)
+    center = DarwinNotificationCenter(address)
     got = []
-    center.observe("n", got.append)
+    center.listen("n", got.append)
     bus = Bus.connect(address)
     bus.connection.emit_signal(None, "/org/wormhole/Notify1", bucket_interface("n"), "Posted",
                                GLib.Variant("(sx)", ("n", -(2**63))))
@@ -95,10 +95,10 @@ def test_negative_state_is_no_state_and_still_delivered(wenv, address, context):
                                   "sp ace/ü/✓"], ids=["quote", "quotes", "backslash", "both", "dquote", "900B",
                                                       "200quotes", "unicode"])
 def test_hostile_names_post_and_observe_across_both_tools(wenv, address, context, swift_bin, name):
-    center = NotificationCenter(address)
+    center = DarwinNotificationCenter(address)
     got = []
-    center.observe(name, got.append)
-    center.observe("other", got.append)
+    center.listen(name, got.append)
+    center.listen("other", got.append)
     completed = run([swift_cli(swift_bin), "post", name, "--state", "3"], wenv)
     assert completed.returncode == 0, completed.err
     run(python_cli() + ["post", name, "--state", "4"], wenv)
@@ -109,8 +109,8 @@ def test_hostile_names_post_and_observe_across_both_tools(wenv, address, context
 @pytest.mark.parametrize("name,words", [("x" * 901, "901 bytes"), ("'" * 250, "match rule"), ("a\0b", "NUL"),
                                         ("", "empty")], ids=["901B", "250quotes", "NUL", "empty"])
 def test_invalid_names_refused_by_post_and_observe(wenv, address, name, words):
-    center = NotificationCenter(address)
-    for call in (lambda: center.post(name), lambda: center.observe(name, print)):
+    center = DarwinNotificationCenter(address)
+    for call in (lambda: center.post(name), lambda: center.listen(name, print)):
         with pytest.raises(InvalidInputError, match=words):
             call()
     if "\0" not in name:

@@ -74,7 +74,7 @@ def test_append_and_read_in_process(env):
         journal.append("not json")
     with pytest.raises(wj.JournalError) as caught:
         journal.append('"' + "x" * (1 << 20) + '"')
-    assert caught.value.code == "tooLarge"
+    assert caught.value.code == "recordTooLarge"
     assert wf.compact_json('{ "a" : [1, "b c"] }') == '{"a":[1,"b c"]}'
 
 

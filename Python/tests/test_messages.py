@@ -14,13 +14,13 @@ from conftest import wait_for
 from wormhole_py.bus import Bus
 from wormhole_py.container import atomic_write
 from wormhole_py.errors import InvalidInputError, MessageFormatError, NoMessageError, NotSentError, TooLargeError
-from wormhole_py.messages import Wormhole
+from wormhole_py.messages import MessageCenter
 
 G = "group.com.example.lines"
 
 
 def test_send_stores_exactly_and_read_returns_it(wenv, address):
-    hole = Wormhole(G, address=address)
+    hole = MessageCenter(G, address=address)
     result = hole.send_json("clip", '{"n": 1e400, "big": 123456789012345678901234567890}')
     assert result.notified and result.error is None
     path = hole.path / "clip.json"
@@ -40,7 +40,7 @@ def test_send_stores_exactly_and_read_returns_it(wenv, address):
     (b"Infinity", "not a JSON document"),
 ])
 def test_bad_documents_are_refused_and_nothing_is_stored(wenv, address, document, words):
-    hole = Wormhole(G, address=address)
+    hole = MessageCenter(G, address=address)
     with pytest.raises(MessageFormatError, match=words):
         hole.send_json("clip", document)
     assert not (hole.path / "clip.json").exists()
@@ -48,22 +48,22 @@ def test_bad_documents_are_refused_and_nothing_is_stored(wenv, address, document
 
 def test_bad_identifiers_are_refused_before_anything(wenv):
     with pytest.raises(InvalidInputError, match="'a/b'"):
-        Wormhole("a/b")
-    hole = Wormhole(G, address="unix:path=/nonexistent/bus")
+        MessageCenter("a/b")
+    hole = MessageCenter(G, address="unix:path=/nonexistent/bus")
     with pytest.raises(InvalidInputError, match="'..'"):
         hole.send("..", 1)
     assert not hole.root.exists()
 
 
 def test_send_without_a_bus_stores_and_reports(wenv, tmp_path):
-    hole = Wormhole(G, address="unix:path=%s" % (tmp_path / "nobus"))
+    hole = MessageCenter(G, address="unix:path=%s" % (tmp_path / "nobus"))
     result = hole.send("clip", [1])
     assert not result.notified and result.error is not None
     assert hole.read("clip") == [1]
 
 
 def test_read_refuses_missing_and_oversize(wenv, address):
-    hole = Wormhole(G, address=address, max_bytes=4)
+    hole = MessageCenter(G, address=address, max_bytes=4)
     with pytest.raises(NoMessageError, match="'clip'"):
         hole.read("clip")
     hole.send_json("clip", "[1, 2, 3]")
@@ -72,7 +72,7 @@ def test_read_refuses_missing_and_oversize(wenv, address):
 
 
 def test_listener_delivers_posted_cleared_and_skips_repeats(wenv, address, context):
-    hole = Wormhole(G, address=address)
+    hole = MessageCenter(G, address=address)
     got, errors = [], []
     listener = hole.listen(["clip"], got.append, errors.append)
     hole.send_json("clip", '{"a": 1.50}')
@@ -94,7 +94,7 @@ def test_listener_delivers_posted_cleared_and_skips_repeats(wenv, address, conte
 
 
 def test_listener_reports_undecodable_files_and_goes_on(wenv, address, context):
-    hole = Wormhole(G, address=address)
+    hole = MessageCenter(G, address=address)
     got, errors = [], []
     hole.listen(["clip"], got.append, errors.append)
     atomic_write(hole.path, "clip.json", b"\xef\xbb\xbf[1]", stem="clip")
@@ -107,7 +107,7 @@ def test_listener_reports_undecodable_files_and_goes_on(wenv, address, context):
 
 
 def test_listen_all_stored_and_further_slashes_ignored(wenv, address, context):
-    hole = Wormhole(G, address=address)
+    hole = MessageCenter(G, address=address)
     hole.send("a", 1)
     got = []
     hole.listen(None, got.append, stored=True)
@@ -119,7 +119,7 @@ def test_listen_all_stored_and_further_slashes_ignored(wenv, address, context):
 
 
 def test_transient_messages(wenv, address, context):
-    hole = Wormhole(G, address=address)
+    hole = MessageCenter(G, address=address)
     got, errors = [], []
     hole.listen(["clip"], got.append, errors.append)
     hole.send_transient("clip", {"t": [1, 2]})
@@ -138,13 +138,13 @@ def test_transient_messages(wenv, address, context):
 
 
 def test_transient_without_a_bus_is_not_sent(wenv, tmp_path):
-    hole = Wormhole(G, address="unix:path=%s" % (tmp_path / "nobus"))
+    hole = MessageCenter(G, address="unix:path=%s" % (tmp_path / "nobus"))
     with pytest.raises(NotSentError):
         hole.send_transient("clip", 1)
 
 
 def test_unsignalled_rename_is_caught_up_once(wenv, address, context):
-    hole = Wormhole(G, address=address)
+    hole = MessageCenter(G, address=address)
     got = []
     hole.listen(["clip"], got.append)
     # A sender that died between its rename and its post.
@@ -162,13 +162,13 @@ def test_unsignalled_rename_is_caught_up_once(wenv, address, context):
 
 
 def test_directory_wake_without_a_bus_then_catch_up(wenv, daemon, context):
-    hole = Wormhole(G, address=daemon.address)
+    hole = MessageCenter(G, address=daemon.address)
     got, changes = [], []
     hole.listen(["clip"], got.append,
                 on_connection_change=lambda up, reason, changed: changes.append((up, changed)))
     daemon.stop()
     wait_for(context, lambda: changes == [(False, 0)], what="lost the bus")
-    other = Wormhole(G, address=daemon.address)
+    other = MessageCenter(G, address=daemon.address)
     assert not other.send("clip", "while away").notified
     wait_for(context, lambda: got, what="the directory wake")
     assert (got[0].text, got[0].reason, got[0].sent_at) == ('"while away"', "posted", None)
@@ -183,7 +183,7 @@ def test_directory_wake_without_a_bus_then_catch_up(wenv, daemon, context):
 
 def test_listener_starts_without_any_bus(wenv, tmp_path, context, monkeypatch):
     monkeypatch.delenv("DBUS_SESSION_BUS_ADDRESS")
-    hole = Wormhole(G)
+    hole = MessageCenter(G)
     got = []
     listener = hole.listen(["clip"], got.append)
     assert listener.bus_error is not None and listener.bus_error.code == "noSessionBus"
@@ -196,7 +196,7 @@ def test_a_bus_that_does_not_answer_then_does(wenv, daemon, context):
     """A stopped daemon (accepts, never answers): the listener starts on the directory,
     then joins the bus when the daemon answers again, and catches up."""
     import signal as _signal
-    hole = Wormhole(G, address=daemon.address)
+    hole = MessageCenter(G, address=daemon.address)
     daemon.process.send_signal(_signal.SIGSTOP)
     try:
         got, changes = [], []
@@ -219,7 +219,7 @@ def test_swift_burst_coalesces_to_the_latest_and_transients_all_arrive(wenv, add
     (section 3); its 50 transient messages all arrive, in order."""
     import subprocess
     from conftest import BOUND
-    hole = Wormhole(G, address=address)
+    hole = MessageCenter(G, address=address)
     got = []
     hole.listen(["burst"], got.append)
     peer = str(swift_bin / "wormhole-test-peer")

@@ -4,6 +4,7 @@ iterator's refusal, and the catch-up after the bus comes back."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
@@ -11,11 +12,11 @@ import pytest
 pytest.importorskip("gi", reason="PyGObject is not installed: the GLib callback API is not tested here")
 from gi.repository import GLib  # noqa: E402
 
-from conftest import BOUND, wait_for
+from conftest import BOUND, run, swift_cli, wait_for
 from wormhole_py import bucket_interface
 from wormhole_py.bus import Bus
 from wormhole_py.errors import ContextBusyError, InvalidInputError
-from wormhole_py.notify import NotificationCenter, notifications
+from wormhole_py.notify import DarwinNotificationCenter, notifications
 
 NAME = "com.example.app.refresh"
 
@@ -29,9 +30,9 @@ def raw_emit(address: str, interface: str, body: GLib.Variant, member: str = "Po
 
 
 def test_post_and_observe_exact_name(wenv, address, context):
-    center = NotificationCenter(address)
+    center = DarwinNotificationCenter(address)
     got = []
-    center.observe(NAME, got.append)
+    center.listen(NAME, got.append)
     center.post(NAME, state=42)
     center.post("com.example.other", state=1)
     center.post(NAME)  # carries the last state
@@ -40,10 +41,33 @@ def test_post_and_observe_exact_name(wenv, address, context):
     center.close()
 
 
-def test_plain_interface_and_signals_without_state(wenv, address, context):
-    center = NotificationCenter(address)
+def test_a_post_without_a_state_carries_the_state_the_center_knows(wenv, address, context, swift_bin, background):
+    """docs/contract.md, proposed for the next version: the last state this center posted or
+    received for the name, else 0; seen by the Swift tool in another process."""
+    observer = background([swift_cli(swift_bin), "observe", NAME, "--count", "6", "--timeout", "20"], wenv)
+    observer.ready()
+    center = DarwinNotificationCenter(address)
     got = []
-    center.observe(NAME, got.append)
+    center.listen(NAME, got.append)
+    assert center.post(NAME) == 0                      # knows no state of the name
+    assert center.post(NAME, state=7) == 7
+    assert center.post(NAME) == 7                      # the state is the name's
+    assert run([swift_cli(swift_bin), "post", NAME, "--state", "9"], wenv).returncode == 0
+    wait_for(context, lambda: [n.state for n in got][-1:] == [9], what="the Swift post")
+    assert center.post(NAME) == 9                      # received from another process
+    fresh = DarwinNotificationCenter(address)
+    assert fresh.post(NAME) == 0                       # a new center knows none
+    status, out, _ = observer.finish()
+    assert status == 0
+    assert [json.loads(line)["state"] for line in out.splitlines()] == [0, 7, 7, 9, 9, 0]
+    center.close()
+    fresh.close()
+
+
+def test_plain_interface_and_signals_without_state(wenv, address, context):
+    center = DarwinNotificationCenter(address)
+    got = []
+    center.listen(NAME, got.append)
     raw_emit(address, "org.wormhole.Notify1", GLib.Variant("(s)", (NAME,)))
     wait_for(context, lambda: got)
     assert got[0].state is None and got[0].name == NAME
@@ -59,9 +83,9 @@ def test_plain_interface_and_signals_without_state(wenv, address, context):
     (GLib.Variant("(sts)", (NAME, 9, "extra")), 9),  # further arguments ignored
 ])
 def test_any_non_negative_integer_state(wenv, address, context, body, state):
-    center = NotificationCenter(address)
+    center = DarwinNotificationCenter(address)
     got = []
-    center.observe(NAME, got.append)
+    center.listen(NAME, got.append)
     raw_emit(address, bucket_interface(NAME), body)
     wait_for(context, lambda: got)
     assert got[0].state == state
@@ -69,9 +93,9 @@ def test_any_non_negative_integer_state(wenv, address, context, body, state):
 
 
 def test_non_string_first_argument_is_dropped(wenv, address, context):
-    center = NotificationCenter(address)
+    center = DarwinNotificationCenter(address)
     got = []
-    center.observe_all(got.append)
+    center.listen_all(got.append)
     raw_emit(address, "org.wormhole.Notify1", GLib.Variant("(u)", (5,)))
     raw_emit(address, "org.wormhole.Notify1", GLib.Variant("()", ()))
     raw_emit(address, "org.wormhole.Notify1", GLib.Variant("(s)", ("after",)))
@@ -81,24 +105,24 @@ def test_non_string_first_argument_is_dropped(wenv, address, context):
 
 
 def test_prefix_observation(wenv, address, context):
-    center = NotificationCenter(address)
+    center = DarwinNotificationCenter(address)
     got = []
-    center.observe("g/wormhole/", got.append, prefix=True)
+    center.listen("g/wormhole/", got.append, prefix=True)
     center.post("g/other/x")
     center.post("g/wormhole/a", state=1)
     center.post("g/wormhole/b/journal", state=2)
     wait_for(context, lambda: len(got) >= 2)
     assert [(n.name, n.state) for n in got] == [("g/wormhole/a", 1), ("g/wormhole/b/journal", 2)]
     with pytest.raises(InvalidInputError):
-        center.observe("g/wormhole", got.append, prefix=True)
+        center.listen("g/wormhole", got.append, prefix=True)
     center.close()
 
 
 def test_cancel_stops_delivery(wenv, address, context):
-    center = NotificationCenter(address)
+    center = DarwinNotificationCenter(address)
     got, other = [], []
-    observer = center.observe(NAME, got.append)
-    center.observe("z.z", other.append)
+    observer = center.listen(NAME, got.append)
+    center.listen("z.z", other.append)
     observer.cancel()
     center.post(NAME)
     center.post("z.z")
@@ -109,9 +133,9 @@ def test_cancel_stops_delivery(wenv, address, context):
 
 def test_callbacks_run_in_the_subscribing_threads_context(wenv, address, context):
     import threading
-    center = NotificationCenter(address)
+    center = DarwinNotificationCenter(address)
     threads = []
-    center.observe(NAME, lambda note: threads.append(threading.current_thread()))
+    center.listen(NAME, lambda note: threads.append(threading.current_thread()))
     center.post(NAME)
     wait_for(context, lambda: threads)
     assert threads == [threading.current_thread()]
@@ -146,9 +170,9 @@ def test_blocking_iterator_and_its_refusal(wenv, address):
 
 
 def test_catch_up_once_after_the_bus_comes_back(wenv, daemon, context):
-    center = NotificationCenter(daemon.address)
+    center = DarwinNotificationCenter(daemon.address)
     got, changes = [], []
-    center.observe(NAME, got.append)
+    center.listen(NAME, got.append)
     center.on_connection_change(lambda up, reason: changes.append(up))
     daemon.stop()
     wait_for(context, lambda: changes == [False], what="lost the bus")
@@ -171,9 +195,9 @@ def test_a_worker_threads_context_gets_its_own_callbacks(wenv, address, context)
         ctx = GLib.MainContext.new()
         ctx.push_thread_default()
         try:
-            center = NotificationCenter(address)
+            center = DarwinNotificationCenter(address)
             got = []
-            center.observe(NAME, lambda note: got.append(threading.current_thread()))
+            center.listen(NAME, lambda note: got.append(threading.current_thread()))
             result["ready"] = True
             ready_event.set()
             wait_for(ctx, lambda: got, what="the worker's delivery")
@@ -186,9 +210,9 @@ def test_a_worker_threads_context_gets_its_own_callbacks(wenv, address, context)
     thread = threading.Thread(target=worker)
     thread.start()
     assert ready_event.wait(BOUND)
-    main_center = NotificationCenter(address)
+    main_center = DarwinNotificationCenter(address)
     seen = []
-    main_center.observe(NAME, seen.append)
+    main_center.listen(NAME, seen.append)
     main_center.post(NAME)
     wait_for(context, lambda: seen)
     thread.join(BOUND)

@@ -15,7 +15,7 @@ from conftest import BOUND, run, wait_for
 from wormhole_py import bus as bus_module
 from wormhole_py.bus import Bus, app_id
 from wormhole_py.errors import InvalidInputError
-from wormhole_py.messages import Wormhole
+from wormhole_py.messages import MessageCenter
 
 APP = "org.example.Lines"
 G = "group.com.example.sandbox"
@@ -62,13 +62,13 @@ def test_sandboxed_listener_behind_the_proxy_hears_named_senders_only(wenv, addr
     os.close(ready_w)
     try:
         assert os.read(ready_r, 1), "xdg-dbus-proxy did not start"
-        hole = Wormhole(G, address="unix:path=" + socket)
+        hole = MessageCenter(G, address="unix:path=" + socket)
         got = []
         hole.listen(["clip"], got.append)
-        outside = Wormhole(G, address=address)
+        outside = MessageCenter(G, address=address)
         monkeypatch.delenv("WORMHOLE_APP_ID", raising=False)
         assert outside.send("clip", "anonymous").notified      # dropped by the proxy's filter
-        named = Wormhole(G, address=address)
+        named = MessageCenter(G, address=address)
         monkeypatch.setenv("WORMHOLE_APP_ID", APP)
         assert named.send("clip", "named").notified
         wait_for(context, lambda: got)
@@ -112,4 +112,4 @@ def test_doctor_and_monitor_are_in_the_swift_tool(wenv, py_cli):
 def test_python_dash_m_and_version(wenv):
     import sys
     completed = run([sys.executable, "-m", "wormhole_py", "--version"], wenv)
-    assert completed.returncode == 0 and completed.out.strip().endswith("(contract 1.3)")
+    assert completed.returncode == 0 and completed.out.strip().endswith("(contract 1.4)")

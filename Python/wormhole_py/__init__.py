@@ -1,9 +1,12 @@
 """Wormhole for Python: app-group messaging on the D-Bus session bus.
 
-Implements the Wormhole contract 1.3: Darwin-style notifications
-(:class:`NotificationCenter`, :func:`observe_async`), last-value mailboxes and
-transient messages (:class:`Wormhole`), shared defaults
-(:class:`SharedDefaults`) and the journal (:class:`Journal`).  Every
+Implements the Wormhole contract 1.4: Darwin-style notifications
+(:class:`DarwinNotificationCenter`, :func:`listen_async`), last-value
+mailboxes and transient messages (:class:`MessageCenter`), shared defaults
+(:class:`GroupDefaults`) and the journal (:class:`Journal`), named as the
+Swift library names them; the 0.1 names (``NotificationCenter``,
+``observe_async``, ``Wormhole``, ``SharedDefaults``, ``observe``, ``root=``)
+still work for one release and raise a :class:`DeprecationWarning`.  Every
 subscription is one :class:`Subscription`: a callback in a GLib main context
 (PyGObject) or ``async for`` on asyncio (jeepney).
 
@@ -15,13 +18,12 @@ printed: the package logs on the ``wormhole_py`` logger.
 from __future__ import annotations
 
 __version__ = "0.2.0"
-CONTRACT_VERSION = "1.3"
 
-from ._async_send import AsyncSender  # noqa: E402
-from ._contract import bucket_interface, fnv1a32  # noqa: E402
-from ._subscription import Failure, Subscription  # noqa: E402
-from .defaults import MISSING, SharedDefaults  # noqa: E402
-from .errors import (  # noqa: E402
+from ._async_send import AsyncSender
+from ._contract import CONTRACT_VERSION, bucket_interface, fnv1a32
+from ._subscription import Failure, Subscription
+from .defaults import MISSING, GroupDefaults, SharedDefaults
+from .errors import (
     BusError,
     ContextBusyError,
     InvalidInputError,
@@ -34,9 +36,16 @@ from .errors import (  # noqa: E402
     UnsafePathError,
     WormholeError,
 )
-from .journal import Gap, Journal, JournalError, Record  # noqa: E402
-from .messages import Delivery, DeliveryError, SendResult, Wormhole  # noqa: E402
-from .notify import Notification, NotificationCenter, observe_async, post_async  # noqa: E402
+from .journal import Gap, Journal, JournalError, Record
+from .messages import Delivery, DeliveryError, MessageCenter, SendResult, Wormhole
+from .notify import (
+    DarwinNotificationCenter,
+    Notification,
+    NotificationCenter,
+    listen_async,
+    observe_async,
+    post_async,
+)
 
 __all__ = [
     "CONTRACT_VERSION",
@@ -44,14 +53,17 @@ __all__ = [
     "AsyncSender",
     "BusError",
     "ContextBusyError",
+    "DarwinNotificationCenter",
     "Delivery",
     "DeliveryError",
     "Failure",
     "Gap",
+    "GroupDefaults",
     "InvalidInputError",
     "Journal",
     "JournalError",
     "LockTimeoutError",
+    "MessageCenter",
     "MessageFormatError",
     "NoMessageError",
     "NotSentError",
@@ -69,6 +81,7 @@ __all__ = [
     "__version__",
     "bucket_interface",
     "fnv1a32",
+    "listen_async",
     "observe_async",
     "post_async",
 ]

@@ -149,9 +149,9 @@ def register(subparsers: Any) -> Any:
 
 
 def _open(args: argparse.Namespace, post: bool = True) -> Any:
-    from .defaults import DEFAULT_MAX_BYTES, SharedDefaults
+    from .defaults import DEFAULT_MAX_BYTES, GroupDefaults
     max_bytes = getattr(args, "max_bytes", None) or DEFAULT_MAX_BYTES
-    return SharedDefaults(args.group, args.suite, bus_address=args.bus_address, max_bytes=max_bytes, post=post)
+    return GroupDefaults(args.group, args.suite, bus_address=args.bus_address, max_bytes=max_bytes, post=post)
 
 
 def _guard(body: Callable[[], int]) -> int:

@@ -1,4 +1,4 @@
-"""Constants and validation rules of the Wormhole contract (version 1.3).
+"""Constants and validation rules of the Wormhole contract (version 1.4).
 
 Everything here is pure Python (no GLib): the FNV-1a bucket interface
 (section 1), match-rule quoting, and the name / group / directory /
@@ -17,7 +17,7 @@ from typing import Optional, SupportsIndex, cast
 
 from .errors import InvalidInputError
 
-CONTRACT_VERSION = "1.3"
+CONTRACT_VERSION = "1.4"
 OBJECT_PATH = "/org/wormhole/Notify1"
 PLAIN_INTERFACE = "org.wormhole.Notify1"
 BUCKET_PREFIX = "org.wormhole.Notify1.B"

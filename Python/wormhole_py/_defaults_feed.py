@@ -1,5 +1,5 @@
 """Observing a shared-defaults suite, and its awaitable writes (internal:
-:class:`~wormhole_py.defaults.SharedDefaults` has these methods).
+:class:`~wormhole_py.defaults.GroupDefaults` has these methods).
 
 Woken by the keys' ``Posted`` signals (filtered by the bus daemon: two exact
 rules per key, or one ``arg0path`` rule for the whole suite) and by renames
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ._contract import PLAIN_INTERFACE, POSTED, bucket_interface, exact_rule, prefix_rule
+from ._deprecated import renamed
 from ._plist import MISSING, _stored, _typed_key
 from ._reactor import AsyncioReactor, GLibReactor
 from ._subscription import Failure, Feed, Subscription
@@ -107,7 +108,7 @@ class DefaultsFeed(Feed[Change]):
 
 class ObservingDefaults:
     """The observing and awaitable-writing half of
-    :class:`~wormhole_py.defaults.SharedDefaults`."""
+    :class:`~wormhole_py.defaults.GroupDefaults`."""
 
     bus_address: Optional[str]
     directory: Path
@@ -149,7 +150,7 @@ class ObservingDefaults:
 
     # -- observing -------------------------------------------------------------
 
-    def observe(self, keys: Optional[Iterable[str]], handler: Callable[[str, Any], None],
+    def listen(self, keys: Optional[Iterable[str]], handler: Callable[[str, Any], None],
                 center: Any = None, *, context: Any = None,
                 on_error: Optional[Callable[[Failure], None]] = None,
                 on_connection_change: Optional[Callable[[bool, Optional[str], int], None]] = None,
@@ -159,7 +160,7 @@ class ObservingDefaults:
         in a GLib main context (``context``, or ``center``'s, default the
         thread-default; PyGObject).  Active when this returns.  See
         :mod:`wormhole_py._defaults_feed` for what is delivered when."""
-        require("gio", "SharedDefaults.observe (callbacks in a GLib main context; use observe_async on asyncio)")
+        require("gio", "GroupDefaults.listen (callbacks in a GLib main context; use listen_async on asyncio)")
         feed = DefaultsFeed(self, None if keys is None else list(keys))
         if center is not None:
             context = center.context
@@ -167,23 +168,33 @@ class ObservingDefaults:
             GLibReactor(context), feed, lambda change: handler(*change), on_error, on_connection_change)
         return subscription.start(self.bus_address, require_bus)
 
-    async def observe_async(self, keys: Optional[Iterable[str]] = None,
-                            callback: Optional[Callable[[Change], None]] = None,
-                            on_error: Optional[Callable[[Failure], None]] = None,
-                            on_connection_change: Optional[Callable[[bool, Optional[str], int], None]] = None,
-                            require_bus: bool = False) -> Subscription[Change]:
-        """:meth:`observe` on the running asyncio loop (jeepney): ``async for
+    async def listen_async(self, keys: Optional[Iterable[str]] = None,
+                           callback: Optional[Callable[[Change], None]] = None,
+                           on_error: Optional[Callable[[Failure], None]] = None,
+                           on_connection_change: Optional[Callable[[bool, Optional[str], int], None]] = None,
+                           require_bus: bool = False) -> Subscription[Change]:
+        """:meth:`listen` on the running asyncio loop (jeepney): ``async for
         key, value in subscription`` (or ``callback((key, value))``)."""
-        require("jeepney", "SharedDefaults.observe_async (asyncio)")
+        require("jeepney", "GroupDefaults.listen_async (asyncio)")
         feed = DefaultsFeed(self, None if keys is None else list(keys))
         subscription: Subscription[Change] = Subscription(AsyncioReactor(), feed, callback, on_error,
                                                           on_connection_change)
         return await subscription.start_async(self.bus_address, require_bus)
 
+    def observe(self, *args: Any, **kwargs: Any) -> Subscription[Change]:
+        """Deprecated: :meth:`listen` (Swift's and GJS's verb); goes in the next release."""
+        renamed("GroupDefaults.observe", "GroupDefaults.listen")
+        return self.listen(*args, **kwargs)
+
+    async def observe_async(self, *args: Any, **kwargs: Any) -> Subscription[Change]:
+        """Deprecated: :meth:`listen_async`; goes in the next release."""
+        renamed("GroupDefaults.observe_async", "GroupDefaults.listen_async")
+        return await self.listen_async(*args, **kwargs)
+
     # -- awaitable writes ---------------------------------------------------------
 
     async def _async_write(self, write: Callable[[], Any]) -> Any:
-        require("jeepney", "an awaitable SharedDefaults write (asyncio)")
+        require("jeepney", "an awaitable GroupDefaults write (asyncio)")
         self._deferred = []
         try:
             result = write()

@@ -39,7 +39,7 @@ _U64 = struct.Struct("<Q")
 class JournalError(WormholeError):
     """A journal operation failed.  Codes: ``journalCorrupt`` (damage that
     refuses an append, or a file that does not belong), ``journalVersion``,
-    ``invalidCursor``, ``consumerBusy``, ``tooLarge``, ``journalFull``."""
+    ``invalidCursor``, ``consumerBusy``, ``recordTooLarge``, ``journalFull``."""
 
 
 def segment_name(first: int) -> str:

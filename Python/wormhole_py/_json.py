@@ -22,7 +22,7 @@ def _reject_constant(value: str) -> Any:
     raise ValueError("%s is not JSON" % value)
 
 
-def validate_document(data: Union[bytes, str], what: str = "message", code: str = "notJSON") -> str:
+def validate_document(data: Union[bytes, str], what: str = "message", code: str = "invalidJSON") -> str:
     """Check that ``data`` is one RFC 8259 JSON text in UTF-8 without a BOM
     and return it as ``str`` (unchanged).
 

@@ -111,7 +111,7 @@ class Subscription(Closing, Generic[T]):
 
     Made by the facades (:meth:`Wormhole.listen`, :meth:`Wormhole.listen_async`,
     :meth:`NotificationCenter.observe`, :func:`observe_async`,
-    :meth:`SharedDefaults.observe`, :meth:`Journal.listen`, ...).
+    :meth:`GroupDefaults.listen`, :meth:`Journal.listen`, ...).
     """
 
     def __init__(self, reactor: Reactor, feed: Feed[T], callback: Optional[Callable[[T], None]],

@@ -1,6 +1,6 @@
 """The suite file on disk (contract section 5): its lock, its atomic
 replacement with a strictly later modification time (the generation), and
-the v1.3 change counter (internal; :class:`~wormhole_py.defaults.SharedDefaults`
+the v1.3 change counter (internal; :class:`~wormhole_py.defaults.GroupDefaults`
 has these methods)."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class _Suite:
 
 
 class SuiteFile:
-    """The on-disk half of :class:`~wormhole_py.defaults.SharedDefaults`."""
+    """The on-disk half of :class:`~wormhole_py.defaults.GroupDefaults`."""
 
     suite: str
     container: Path

@@ -267,8 +267,8 @@ def _read_document(args: argparse.Namespace) -> bytes:
 
 
 def _wormhole(args: argparse.Namespace) -> Any:
-    from .messages import Wormhole
-    return Wormhole(args.group, args.directory, address=args.bus_address)
+    from .messages import MessageCenter
+    return MessageCenter(args.group, args.directory, address=args.bus_address)
 
 
 def _validate_place(args: argparse.Namespace, identifiers: List[str]) -> None:

@@ -222,7 +222,7 @@ def read_file(path: Path, max_bytes: Optional[int] = DEFAULT_MAX_MESSAGE_BYTES) 
     """Read ``path`` without following a symlink; ``None`` when it does not exist.
 
     :raises UnsafePathError: a symlink, foreign owner, or unsafe mode.
-    :raises TooLargeError: (``tooLarge``) larger than ``max_bytes``.
+    :raises TooLargeError: (``messageTooLarge``) larger than ``max_bytes``.
     :raises StorageError: any other failure, or not a regular file.
     """
     path = Path(path)
@@ -241,7 +241,7 @@ def read_file(path: Path, max_bytes: Optional[int] = DEFAULT_MAX_MESSAGE_BYTES) 
             raise StorageError("io", "%s is not a regular file" % shown(str(path)), str(path))
         check_safe(path, st, "file")
         if max_bytes is not None and st.st_size > max_bytes:
-            raise TooLargeError("tooLarge", "%s is %d bytes, over the limit of %d bytes"
+            raise TooLargeError("messageTooLarge", "%s is %d bytes, over the limit of %d bytes"
                                 % (shown(str(path)), st.st_size, max_bytes), str(path))
         chunks = []
         total = 0
@@ -251,7 +251,7 @@ def read_file(path: Path, max_bytes: Optional[int] = DEFAULT_MAX_MESSAGE_BYTES) 
                 break
             total += len(chunk)
             if max_bytes is not None and total > max_bytes:
-                raise TooLargeError("tooLarge", "%s grew over the limit of %d bytes while read"
+                raise TooLargeError("messageTooLarge", "%s grew over the limit of %d bytes while read"
                                     % (shown(str(path)), max_bytes), str(path))
             chunks.append(chunk)
         return b"".join(chunks)

@@ -1,4 +1,4 @@
-"""Shared defaults: the app group's settings suite (contract 1.3, section 5).
+"""Shared defaults: the app group's settings suite (contract 1.4, section 5).
 
 The suite of group ``G`` named ``S`` (by default the group identifier itself)
 is the file ``<root>/G/Preferences/S.json``: one UTF-8 JSON object mapping each
@@ -39,6 +39,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union, c
 from . import _contract
 from ._closing import Posting
 from ._defaults_feed import Change, ObservingDefaults
+from ._deprecated import container_root_keyword, renamed
 from ._plist import (
     _INT_MAX,
     _INT_MIN,
@@ -86,6 +87,7 @@ __all__ = [
     "Date",
     "DefaultsError",
     "ExpectationFailed",
+    "GroupDefaults",
     "SharedDefaults",
     "UnknownValue",
 ]
@@ -101,13 +103,16 @@ key_name = _contract.key_name
 validate_key = _contract.validate_key
 
 
-class SharedDefaults(SuiteFile, ObservingDefaults, Posting):
+class GroupDefaults(SuiteFile, ObservingDefaults, Posting):
     """The shared defaults suite of an app group (``UserDefaults(suiteName:)``
-    across processes, contract section 5).
+    across processes, contract section 5); Swift's ``GroupDefaults``
+    (``SharedDefaults`` before 2.0, still accepted with a
+    :class:`DeprecationWarning`).
 
     :param group: the application group identifier.
     :param suite: the suite name (default: the group identifier).
-    :param container_root: the container root (default: contract section 2).
+    :param container_root: the container root (default: contract section 2);
+        ``root=`` is accepted as its deprecated spelling.
     :param bus_address: the bus to post on (default ``DBUS_SESSION_BUS_ADDRESS``).
     :param max_bytes: the suite's size limit for writes (default 4 MiB).
     :param bus: an existing :class:`wormhole_py.bus.Bus` to post on.
@@ -120,8 +125,9 @@ class SharedDefaults(SuiteFile, ObservingDefaults, Posting):
 
     def __init__(self, group: str, suite: Optional[str] = None, *, container_root: "Optional[os.PathLike[str]]" = None,
                  bus_address: Optional[str] = None, max_bytes: int = DEFAULT_MAX_BYTES, bus: Any = None,
-                 post: bool = True) -> None:
+                 post: bool = True, root: "Optional[os.PathLike[str]]" = None) -> None:
         from . import container as _container
+        given_root = container_root_keyword(container_root, root, "GroupDefaults")
         _contract.validate_group(group)
         if suite is None:
             if len(group.encode("utf-8")) > _contract.MAX_IDENTIFIER_BYTES:
@@ -136,7 +142,7 @@ class SharedDefaults(SuiteFile, ObservingDefaults, Posting):
         self.group = group
         self.suite = suite
         self.max_bytes = max_bytes
-        self.container = _container.container_path(group, None if container_root is None else Path(container_root))
+        self.container = _container.container_path(group, None if given_root is None else Path(given_root))
         self.directory = self.container / PREFERENCES
         self.path = self.directory / (suite + ".json")
         self.lock_path = self.directory / (suite + ".json.lock")
@@ -326,8 +332,8 @@ class SharedDefaults(SuiteFile, ObservingDefaults, Posting):
             text = serialise(entries)
             size = len(text.encode("utf-8"))
             if growing and size > self.max_bytes and any(key in entries for key in changed):
-                raise DefaultsError("tooLarge", "the suite %s would be %d bytes, over its limit of %d bytes; nothing "
-                                    "was written" % (_contract.shown(self.suite), size, self.max_bytes), size)
+                raise DefaultsError("suiteTooLarge", "the suite %s would be %d bytes, over its limit of %d bytes; "
+                                    "nothing was written" % (_contract.shown(self.suite), size, self.max_bytes), size)
             generation = self._replace_file(text, current.mtime_ns)
             self._count_change()
         finally:
@@ -432,8 +438,8 @@ class SharedDefaults(SuiteFile, ObservingDefaults, Posting):
                 current = value
             result = current + by
             if not _INT_MIN <= result <= _INT_MAX:
-                raise DefaultsError("overflow", "key %s holds the integer %d; adding %d overflows a signed 64-bit Int; "
-                                    "nothing changed" % (_contract.shown(key), current, by), key)
+                raise DefaultsError("typeMismatch", "key %s holds the integer %d; adding %d overflows a signed 64-bit "
+                                    "Int; nothing changed" % (_contract.shown(key), current, by), key)
             entries[key] = str(result)
             return result
 
@@ -513,3 +519,12 @@ class SharedDefaults(SuiteFile, ObservingDefaults, Posting):
             return str(target)
         finally:
             os.close(fd)
+
+
+class SharedDefaults(GroupDefaults):
+    """Deprecated: :class:`GroupDefaults`, the name Swift uses (2.0).  Works
+    as before and warns; it goes in the next release."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        renamed("wormhole_py.SharedDefaults", "GroupDefaults")
+        super().__init__(*args, **kwargs)

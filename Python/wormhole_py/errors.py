@@ -1,9 +1,10 @@
 """The exceptions of :mod:`wormhole_py`.
 
 Every failure the package reports is a :class:`WormholeError` (or a subclass)
-carrying ``code``, the contract's / the Swift implementation's stable reason
-(``invalidName``, ``invalidGroup``, ``invalidDirectory``, ``invalidIdentifier``,
-``unsafePath``, ``io``, ``noMessage``, ``notJSON``, ``tooLarge``,
+carrying ``code``, the stable reason from the contract's one table of error
+codes (``contract/errors.json``, the codes Swift uses: ``invalidName``,
+``invalidGroup``, ``invalidDirectory``, ``invalidIdentifier``, ``unsafePath``,
+``io``, ``noMessage``, ``invalidJSON``, ``messageTooLarge``,
 ``disconnected``, ``timedOut``, ...), and ``value``, the offending value when
 there is one.  The message always names that value.
 """
@@ -72,12 +73,13 @@ class NoMessageError(WormholeError):
 
 
 class MessageFormatError(WormholeError):
-    """The bytes are not one UTF-8 JSON text without a BOM (code ``notJSON``;
-    ``invalidJSON`` for input handed to a send call)."""
+    """The bytes are not one UTF-8 JSON text without a BOM (code ``invalidJSON``
+    for a message given to a send call; ``decodingFailed`` for a stored file, as
+    Swift's reads say; ``transientDropped`` for a transient message received)."""
 
 
 class TooLargeError(WormholeError):
-    """A message is over its limit (code ``tooLarge``, or
+    """A message is over its limit (code ``messageTooLarge``, or
     ``transientTooLarge`` for transient messages)."""
 
 
@@ -103,15 +105,15 @@ class LockTimeoutError(WormholeError):
 
 
 class DefaultsError(WormholeError):
-    """A shared-defaults operation failed (codes ``typeMismatch``, ``overflow``,
-    ``tooLarge``, ``noValue``)."""
+    """A shared-defaults operation failed (codes ``typeMismatch``, also for an
+    increment that would overflow, and ``suiteTooLarge``)."""
 
 
 class CorruptSuiteError(DefaultsError):
     """The suite file is not one JSON object (code ``corruptSuite``).
 
     ``path`` is the file, ``offset`` the byte offset of the problem, ``reason``
-    what was wrong there.  Readers and writers refuse; only :meth:`SharedDefaults.repair`
+    what was wrong there.  Readers and writers refuse; only :meth:`GroupDefaults.repair`
     moves the file aside.
     """
 

@@ -1,4 +1,4 @@
-"""The journal: a lossless, ordered log per identifier (contract 1.3, section 6).
+"""The journal: a lossless, ordered log per identifier (contract 1.4, section 6).
 
 The byte format is ``docs/journal-format.md`` (version 1): the directory
 ``<root>/<G>/<D>/<I>.journal/`` (0700) holds segments ``NNNN….seg`` (20
@@ -36,6 +36,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 from . import _contract
 from ._closing import Posting
 from ._crc32c import crc32c
+from ._deprecated import container_root_keyword
 from ._journal_format import (
     _SEGMENT,
     _U32,
@@ -91,20 +92,23 @@ class Journal(ScanningJournal, Posting):
     :param segment_size: start a new segment once the current one reached this many bytes.
     :param durable: ``fdatasync`` each append (group commit through ``sync.lock``).
     :param bus_address: / :param bus: where appends are posted; ``post=False`` posts nothing.
+    :param container_root: the container root (default: contract section 2);
+        ``root=`` is accepted as its deprecated spelling.
     """
 
     def __init__(self, group: str, identifier: str, directory: str = _contract.DEFAULT_DIRECTORY, *,
                  container_root: "Optional[os.PathLike[str]]" = None, bus_address: Optional[str] = None,
                  bus: Any = None, post: bool = True, segment_size: int = DEFAULT_SEGMENT_SIZE,
-                 durable: bool = False) -> None:
+                 durable: bool = False, root: "Optional[os.PathLike[str]]" = None) -> None:
         from . import container as _container
+        given_root = container_root_keyword(container_root, root, "Journal")
         _contract.validate_group(group)
         _contract.validate_directory(directory)
         _contract.validate_identifier(identifier)
         self.group = group
         self.directory = directory
         self.identifier = identifier
-        self.container = _container.container_path(group, None if container_root is None else Path(container_root))
+        self.container = _container.container_path(group, None if given_root is None else Path(given_root))
         self.wormhole = self.container / directory
         self.path = self.wormhole / (identifier + ".journal")
         self.name = "%s/%s/%s/journal" % (group, directory, identifier)
@@ -387,7 +391,7 @@ class Journal(ScanningJournal, Posting):
         Returns the last sequence number appended.
 
         :raises InvalidInputError: a payload that is not one UTF-8 JSON text (``invalidJSON``).
-        :raises JournalError: over 1 MiB (``tooLarge``), damage in the last segment
+        :raises JournalError: over 1 MiB (``recordTooLarge``), damage in the last segment
             (``journalCorrupt``), numbers exhausted (``journalFull``).
         """
         from ._plist import JSONSyntaxError, decode_utf8, parse_json
@@ -410,7 +414,7 @@ class Journal(ScanningJournal, Posting):
                 raise InvalidInputError("invalidJSON", "the record is not one JSON text: %s" % error,
                                         data[:200]) from None
             if len(data) > MAX_RECORD:
-                raise JournalError("tooLarge", "the record is %d bytes, over the journal's limit of %d bytes"
+                raise JournalError("recordTooLarge", "the record is %d bytes, over the journal's limit of %d bytes"
                                    % (len(data), MAX_RECORD), len(data))
             encoded.append(data)
         if not encoded:

@@ -3,14 +3,14 @@
 
 ::
 
-    hole = Wormhole("group.com.example.lines")
+    hole = MessageCenter("group.com.example.lines")
     hole.send("clip", {"text": "hello"})          # stored, posted, confirmed
     hole.read("clip")                              # {'text': 'hello'}
     listener = hole.listen(["clip"], lambda d: print(d.identifier, d.message))
     GLib.MainLoop().run()
 
 Documents are validated and stored byte for byte (numbers stay as written);
-:meth:`Wormhole.send` serialises a Python value, :meth:`Wormhole.send_json`
+:meth:`MessageCenter.send` serialises a Python value, :meth:`MessageCenter.send_json`
 stores a JSON text exactly.  Listener callbacks run in the main context that
 was the thread-default where the listener was made.
 """
@@ -44,11 +44,13 @@ from ._contract import (
     validate_identifier,
     write_state,
 )
+from ._deprecated import container_root_keyword, renamed
 from ._reactor import AsyncioReactor, GLibReactor
 from ._subscription import Failure, Feed, Subscription
 from ._wire import require, transport
 from .bus import CONFIRM_TIMEOUT_SECONDS, Bus
-from .container import atomic_write, container_root, ensure_directory, read_file, remove_stale_temps
+from .container import atomic_write, ensure_directory, read_file, remove_stale_temps
+from .container import container_root as default_container_root
 from .errors import (
     BusError,
     MessageFormatError,
@@ -60,7 +62,7 @@ from .errors import (
 )
 from .notify import BlockingQueue, parse_posted
 
-__all__ = ["Delivery", "DeliveryError", "Listener", "SendResult", "Wormhole", "deliveries"]
+__all__ = ["Delivery", "DeliveryError", "Listener", "MessageCenter", "SendResult", "Wormhole", "deliveries"]
 
 _CLEARED = object()
 
@@ -116,22 +118,27 @@ class SendResult:
     names: List[str] = field(default_factory=list)
 
 
-class Wormhole(Closing):
-    """A wormhole: an app group plus a directory (default ``wormhole``).
+class MessageCenter(Closing):
+    """A wormhole: an app group plus a directory (default ``wormhole``);
+    Swift's ``MessageCenter`` (``Wormhole`` before 2.0, still accepted with a
+    :class:`DeprecationWarning`).
 
     :param group: the group identifier (validated here, before anything else).
     :param directory: the wormhole directory name (not ``Preferences``).
     :param address: the bus address (default ``DBUS_SESSION_BUS_ADDRESS``).
-    :param root: the container root (default: contract section 2 / 8).
+    :param container_root: the container root (default: contract section 2 / 8);
+        ``root=`` is its deprecated spelling.
     :param max_bytes: the largest stored message read (default 64 MiB).
     """
 
     def __init__(self, group: str, directory: str = DEFAULT_DIRECTORY, address: Optional[str] = None,
-                 root: Optional[Union[str, Path]] = None, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+                 container_root: Optional[Union[str, Path]] = None, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 *, root: Optional[Union[str, Path]] = None) -> None:
+        container = container_root_keyword(container_root, root, "MessageCenter")
         self.group = validate_group(group)
         self.directory = validate_directory(directory)
         self.address = address
-        self.root = Path(root) if root is not None else container_root()
+        self.root = Path(container) if container is not None else default_container_root()
         self.max_bytes = max_bytes
         self._sender: Optional[Bus] = None
         self._transient: Optional[Bus] = None
@@ -215,7 +222,8 @@ class Wormhole(Closing):
         if data is None:
             raise NoMessageError("noMessage", "no message is stored for %s in %s" % (shown(identifier), self.path),
                                  identifier)
-        return _json.validate_document(data, "the file stored for %s (%s)" % (shown(identifier), path))
+        return _json.validate_document(data, "the file stored for %s (%s)" % (shown(identifier), path),
+                                      "decodingFailed")
 
     def read(self, identifier: str) -> Any:
         """The stored message of ``identifier``, decoded (see :meth:`read_json`)."""
@@ -316,7 +324,7 @@ class Wormhole(Closing):
         the wormhole), with ``callback`` in a GLib main context (``context``,
         default the thread-default; PyGObject).  Active when this returns.
         See :class:`MailboxFeed` for what is delivered when."""
-        require("gio", "Wormhole.listen (callbacks in a GLib main context; use listen_async on asyncio)")
+        require("gio", "MessageCenter.listen (callbacks in a GLib main context; use listen_async on asyncio)")
         feed = MailboxFeed(self, identifiers, stored, catch_unsignalled, every_post)
         self._prepare()
         subscription: Listener = Subscription(GLibReactor(context), feed, callback, on_error, on_connection_change)
@@ -332,7 +340,7 @@ class Wormhole(Closing):
         the await returns.  Without ``callback`` iterate it: ``async for``
         yields :class:`Delivery` (and :class:`DeliveryError` when there is no
         ``on_error``)."""
-        require("jeepney", "Wormhole.listen_async (asyncio)")
+        require("jeepney", "MessageCenter.listen_async (asyncio)")
         feed = MailboxFeed(self, identifiers, stored, catch_unsignalled, every_post)
         self._prepare()
         subscription: Listener = Subscription(AsyncioReactor(), feed, callback, on_error, on_connection_change)
@@ -356,7 +364,7 @@ class Wormhole(Closing):
                               timeout: float = CONFIRM_TIMEOUT_SECONDS) -> SendResult:
         """:meth:`send_json` for asyncio (the store is the same; the post is awaited)."""
         if notify:
-            require("jeepney", "Wormhole.send_json_async (asyncio)")
+            require("jeepney", "MessageCenter.send_json_async (asyncio)")
         result = self.send_json(identifier, document, notify=False)
         if notify:
             await self._notify_async(result, timeout)
@@ -366,7 +374,7 @@ class Wormhole(Closing):
                           timeout: float = CONFIRM_TIMEOUT_SECONDS) -> SendResult:
         """:meth:`clear` for asyncio."""
         if notify:
-            require("jeepney", "Wormhole.clear_async (asyncio)")
+            require("jeepney", "MessageCenter.clear_async (asyncio)")
         result = self.clear(identifier, notify=False)
         if notify and result.names:
             result.notified = False
@@ -400,7 +408,7 @@ class Wormhole(Closing):
             self._async = None
 
 
-#: What :meth:`Wormhole.listen` returns: the one subscription handle.
+#: What :meth:`MessageCenter.listen` returns: the one subscription handle.
 Listener = Subscription[Delivery]
 
 
@@ -421,7 +429,7 @@ class MailboxFeed(Feed[Delivery]):
       and the late ``Posted`` does not deliver it twice.
     """
 
-    def __init__(self, wormhole: Wormhole, identifiers: Optional[Iterable[str]], stored: bool,
+    def __init__(self, wormhole: MessageCenter, identifiers: Optional[Iterable[str]], stored: bool,
                  catch_unsignalled: bool, every_post: bool) -> None:
         self.wormhole = wormhole
         self.all = identifiers is None
@@ -540,7 +548,7 @@ class MailboxFeed(Feed[Delivery]):
         if self._last.get(identifier) == data and not self.every_post:
             return False
         try:
-            text = _json.validate_document(data, "stored message %s" % shown(str(path)))
+            text = _json.validate_document(data, "stored message %s" % shown(str(path)), "decodingFailed")
         except WormholeError as error:
             self._last.pop(identifier, None)
             self.sub.error(identifier, error)
@@ -565,7 +573,7 @@ class MailboxFeed(Feed[Delivery]):
 
 
 class _BlockingDeliveries:
-    def __init__(self, wormhole: Wormhole, identifiers: Optional[Iterable[str]], timeout: Optional[float],
+    def __init__(self, wormhole: MessageCenter, identifiers: Optional[Iterable[str]], timeout: Optional[float],
                  stored: bool) -> None:
         self.queue = BlockingQueue()
         self.timeout = timeout
@@ -593,9 +601,18 @@ class _BlockingDeliveries:
         self.close()
 
 
-def deliveries(wormhole: Wormhole, identifiers: Optional[Iterable[str]] = None, timeout: Optional[float] = None,
+def deliveries(wormhole: MessageCenter, identifiers: Optional[Iterable[str]] = None, timeout: Optional[float] = None,
                stored: bool = False) -> _BlockingDeliveries:
     """A blocking iterator of :class:`Delivery` / :class:`DeliveryError` for
     scripts, on a private main context; stops after ``timeout`` seconds
     without a delivery."""
     return _BlockingDeliveries(wormhole, identifiers, timeout, stored)
+
+
+class Wormhole(MessageCenter):
+    """Deprecated: :class:`MessageCenter`, the name Swift and GJS use (2.0).
+    Works as before and warns; it goes in the next release."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        renamed("wormhole_py.Wormhole", "MessageCenter")
+        super().__init__(*args, **kwargs)

@@ -2,13 +2,13 @@
 
 ::
 
-    center = NotificationCenter()
-    observer = center.observe("com.example.app.refresh", lambda note: print(note))
+    center = DarwinNotificationCenter()
+    observer = center.listen("com.example.app.refresh", lambda note: print(note))
     center.post("com.example.app.refresh", state=42)
     GLib.MainLoop().run()
 
 Callbacks run in the main context that was the thread-default of the thread
-that created the :class:`NotificationCenter` (or the ``context`` passed); the
+that created the :class:`DarwinNotificationCenter` (or the ``context`` passed); the
 caller iterates it (``GLib.MainLoop().run()``, or a GTK application's loop).
 For scripts, :func:`notifications` returns a blocking iterator that runs a
 private main context.
@@ -33,6 +33,7 @@ from ._contract import (
     validate_name,
     validate_prefix,
 )
+from ._deprecated import renamed
 from ._link import Link
 from ._reactor import AsyncioReactor, GLibReactor
 from ._subscription import Feed, Subscription
@@ -42,9 +43,11 @@ from .errors import ContextBusyError, NotSentError
 
 __all__ = [
     "BlockingQueue",
+    "DarwinNotificationCenter",
     "Notification",
     "NotificationCenter",
     "Observer",
+    "listen_async",
     "notifications",
     "observe_async",
     "parse_posted",
@@ -127,13 +130,15 @@ class NotificationFeed(Feed[Notification]):
         return len(names)
 
 
-#: The handle :meth:`NotificationCenter.observe` returns.
+#: The handle :meth:`DarwinNotificationCenter.listen` returns.
 Observer = Subscription[Notification]
 
 
-class NotificationCenter(Closing):
-    """Post and observe notifications on one bus, with callbacks in a GLib
-    main context (PyGObject).  For asyncio see :func:`observe_async` and
+class DarwinNotificationCenter(Closing):
+    """Post and listen to notifications on one bus, with callbacks in a GLib
+    main context (PyGObject); Swift's ``DarwinNotificationCenter``
+    (``NotificationCenter`` before 2.0, still accepted with a
+    :class:`DeprecationWarning`).  For asyncio see :func:`listen_async` and
     :func:`post_async`.
 
     :param address: the bus address (default ``DBUS_SESSION_BUS_ADDRESS``).
@@ -147,13 +152,15 @@ class NotificationCenter(Closing):
 
     def __init__(self, address: Optional[str] = None, context: Any = None,
                  require_bus: bool = True, connect_timeout: float = CONNECT_TIMEOUT_SECONDS) -> None:
-        require("gio", "NotificationCenter (callbacks in a GLib main context)")
+        require("gio", "DarwinNotificationCenter (callbacks in a GLib main context)")
         self.reactor = GLibReactor(context)
         self.context = self.reactor.context
         self.link = Link(self.reactor, address, connect_timeout)
         self.link.start(require_bus)
         self._sender: Optional[Bus] = None
         self._subscriptions: List[Subscription[Notification]] = []
+        #: The last state this center received per name it listens to (a post without a state sends it).
+        self._received: Dict[str, int] = {}
 
     @property
     def connected(self) -> bool:
@@ -165,8 +172,10 @@ class NotificationCenter(Closing):
     def post(self, name: str, state: Optional[int] = None, confirm: bool = True,
              timeout: float = CONFIRM_TIMEOUT_SECONDS) -> int:
         """Post ``name`` (``notify_post``), with ``state`` if given (any
-        non-negative integer up to 2**64-1; without one the name's last posted
-        state is carried).  With ``confirm`` (default) the bus has taken the
+        non-negative integer up to 2**64-1).  Without one the name's state as
+        this center knows it is carried: the last one it posted or received
+        for the name, else 0 (docs/contract.md, *Proposed for the next
+        contract version*).  With ``confirm`` (default) the bus has taken the
         signal when this returns; otherwise the exit drain confirms it.
 
         :returns: the state sent.
@@ -175,7 +184,8 @@ class NotificationCenter(Closing):
         """
         validate_name(name)
         sender = self._sender_bus(timeout)
-        value = sender.post(name, state)
+        received = self._received.pop(name, None)  # newer than what the sender posted, if any
+        value = sender.post(name, received if state is None else state)
         if confirm:
             sender.confirm(timeout)
         return value
@@ -190,19 +200,33 @@ class NotificationCenter(Closing):
 
     # -- observing ---------------------------------------------------------
 
-    def observe(self, name: str, callback: Callable[[Notification], None], prefix: bool = False) -> Observer:
+    def listen(self, name: str, callback: Callable[[Notification], None], prefix: bool = False) -> Observer:
         """Call ``callback(Notification)`` for every post of ``name`` (or, with
         ``prefix``, of every name starting with ``name``, which ends in
         ``/``), and once with reason ``catchUp`` after each reconnect.  Active
         when this returns."""
         return self._observe(NotificationFeed([name], prefix=prefix), callback)
 
-    def observe_all(self, callback: Callable[[Notification], None]) -> Observer:
+    def listen_all(self, callback: Callable[[Notification], None]) -> Observer:
         """Call ``callback`` for every ``Posted`` on the bus, whatever its name."""
         return self._observe(NotificationFeed([], everything=True), callback)
 
+    def observe(self, name: str, callback: Callable[[Notification], None], prefix: bool = False) -> Observer:
+        """Deprecated: :meth:`listen` (Swift's and GJS's verb); goes in the next release."""
+        renamed("DarwinNotificationCenter.observe", "DarwinNotificationCenter.listen")
+        return self.listen(name, callback, prefix)
+
+    def observe_all(self, callback: Callable[[Notification], None]) -> Observer:
+        """Deprecated: :meth:`listen_all`; goes in the next release."""
+        renamed("DarwinNotificationCenter.observe_all", "DarwinNotificationCenter.listen_all")
+        return self.listen_all(callback)
+
     def _observe(self, feed: NotificationFeed, callback: Callable[[Notification], None]) -> Observer:
-        subscription = Subscription(self.reactor, feed, callback)
+        def deliver(note: Notification) -> None:
+            if note.state is not None:
+                self._received[note.name] = note.state
+            callback(note)
+        subscription = Subscription(self.reactor, feed, deliver)
         subscription.start(None, False, link=self.link)
         self._subscriptions.append(subscription)
         return subscription
@@ -225,28 +249,34 @@ class NotificationCenter(Closing):
         self.link.close()
 
 
-async def observe_async(*names: str, prefix: bool = False, everything: bool = False,
-                        address: Optional[str] = None, require_bus: bool = True,
-                        callback: Optional[Callable[[Notification], None]] = None,
-                        on_connection_change: Optional[Callable[[bool, Optional[str], int], None]] = None,
-                        connect_timeout: float = CONNECT_TIMEOUT_SECONDS) -> Subscription[Notification]:
-    """Observe ``names`` (or the names under the prefixes ``names``, or
+async def listen_async(*names: str, prefix: bool = False, everything: bool = False,
+                       address: Optional[str] = None, require_bus: bool = True,
+                       callback: Optional[Callable[[Notification], None]] = None,
+                       on_connection_change: Optional[Callable[[bool, Optional[str], int], None]] = None,
+                       connect_timeout: float = CONNECT_TIMEOUT_SECONDS) -> Subscription[Notification]:
+    """Listen to ``names`` (or the names under the prefixes ``names``, or
     ``everything``) on the running asyncio loop; active when the await
     returns.  Without ``callback``, iterate it::
 
-        async with await observe_async("com.example.app.refresh") as notes:
+        async with await listen_async("com.example.app.refresh") as notes:
             async for note in notes:
                 print(note.name, note.state)
 
     :raises BusError: the bus cannot be reached (``require_bus``), or
         ``transportMissing`` without jeepney.
     """
-    require("jeepney", "observe_async (asyncio)")
+    require("jeepney", "listen_async (asyncio)")
     if not names and not everything:
         raise ValueError("give names, or everything=True")
     feed = NotificationFeed(names, prefix=prefix, everything=everything)
     subscription = Subscription(AsyncioReactor(), feed, callback, on_connection_change=on_connection_change)
     return await subscription.start_async(address, require_bus, connect_timeout)
+
+
+async def observe_async(*names: str, **kwargs: Any) -> Subscription[Notification]:
+    """Deprecated: :func:`listen_async` (Swift's and GJS's verb); goes in the next release."""
+    renamed("wormhole_py.observe_async", "listen_async")
+    return await listen_async(*names, **kwargs)
 
 
 async def post_async(name: str, state: Optional[int] = None, address: Optional[str] = None,
@@ -319,9 +349,9 @@ class _BlockingNotifications:
                  timeout: Optional[float]) -> None:
         self.queue = BlockingQueue()
         self.timeout = timeout
-        self.center = NotificationCenter(address, self.queue.context)
+        self.center = DarwinNotificationCenter(address, self.queue.context)
         for name in names:
-            self.center.observe(name, self.queue.put, prefix=prefix)
+            self.center.listen(name, self.queue.put, prefix=prefix)
 
     def __iter__(self) -> Iterator[Notification]:
         return self
@@ -354,3 +384,12 @@ def notifications(*names: str, prefix: bool = False, address: Optional[str] = No
     ...     print(note.name, note.state)
     """
     return _BlockingNotifications(names, prefix, address, timeout)
+
+
+class NotificationCenter(DarwinNotificationCenter):
+    """Deprecated: :class:`DarwinNotificationCenter`, the name Swift uses
+    (2.0).  Works as before and warns; it goes in the next release."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        renamed("wormhole_py.NotificationCenter", "DarwinNotificationCenter")
+        super().__init__(*args, **kwargs)

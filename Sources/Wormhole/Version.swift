@@ -4,7 +4,7 @@ package enum WormholeVersion {
     /// The package's version (semantic versioning; see `docs/public-api.md`).
     package static let package = "2.0.0"
     /// The wire and storage contract this build implements (docs/contract.md).
-    package static let contract = "1.3"
-    /// What `--version` prints: `2.0.0 (contract 1.3)`.
+    package static let contract = "1.4"
+    /// What `--version` prints: `2.0.0 (contract 1.4)`.
     package static let description = "\(package) (contract \(contract))"
 }

@@ -7,7 +7,7 @@ extension's native host in the group ``group.com.example.lines`` (or ``LINES_GRO
 directory ``lines``, mailbox ``toShell``; each clip is a JSON object
 ``{"id": "<uuid>", "text": "…", "url": "…", "sentAt": <seconds since 1970>}``. This window
 listens to that mailbox (the stored clip at start, then every new one) through the Python
-package's mailbox listener (``wormhole_py.messages.Wormhole.listen``) when it can be imported,
+package's mailbox listener (``wormhole_py.messages.MessageCenter.listen``) when it can be imported,
 else through a small watch of its own written with Gio (a ``Posted`` subscription on the bus
 plus reading ``toShell.json``; it does not reconnect).
 
@@ -71,9 +71,9 @@ class PackageWatch:
 
     def __init__(self, group: str, address: Optional[str], root: Optional[str], on_clip: ClipHandler,
                  on_error: ErrorHandler) -> None:
-        from wormhole_py.messages import Wormhole  # the ImportError decides the backend
+        from wormhole_py.messages import MessageCenter  # the ImportError decides the backend
 
-        self._wormhole = Wormhole(group, DIRECTORY, address=address, root=root)
+        self._wormhole = MessageCenter(group, DIRECTORY, address=address, container_root=root)
         self._on_clip = on_clip
         self._on_error = on_error
         self._listener = self._wormhole.listen(

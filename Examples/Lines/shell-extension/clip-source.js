@@ -9,7 +9,7 @@
  * `{"id": "<uuid>", "text": "…", "url": "…" (optional), "sentAt": <seconds since 1970>}`.
  * Whichever channel the sender uses, it reaches us: the mailbox channel stores the clip as
  * `lines/toShell.json` and posts it; both channels (the journal one, the default, too) write the
- * same object to the shared-defaults key `toShell` of the group's suite, which is observed here.
+ * same object to the shared-defaults key `toShell` of the group's suite, which is listened to here.
  */
 import GLib from 'gi://GLib';
 import {WormholeError} from './wormhole.js';
@@ -27,12 +27,12 @@ export const MAX_LABEL_CHARS = 60;
  * A clip, checked: `{id, text, url, sentAt}` with `url` null when absent or empty.
  * @param {*} message a decoded message or defaults value
  * @returns {{id: string, text: string, url: string|null, sentAt: number|null}}
- * @throws {WormholeError} `invalidMessage` when it is not a clip
+ * @throws {WormholeError} `decodingFailed` when it is not a clip
  */
 export function toClip(message) {
     if (message === null || typeof message !== 'object' || Array.isArray(message) ||
         typeof message.text !== 'string') {
-        throw new WormholeError('invalidMessage',
+        throw new WormholeError('decodingFailed',
             `not a Lines clip (an object with a string "text"): ${JSON.stringify(message)?.slice(0, 80)}`);
     }
     return {
@@ -104,7 +104,7 @@ export class ClipSource {
             if (d.message !== null)
                 take(d.message, d.reason);
         }));
-        this._subs.push(this.bus.observeDefaults({group: this.group, keys: [IDENTIFIER], initial: true,
+        this._subs.push(this.bus.listenDefaults({group: this.group, keys: [IDENTIFIER], initial: true,
             onError: e => this.onError(e)}, c => {
             if (!c.removed)
                 take(c.value, c.reason);
