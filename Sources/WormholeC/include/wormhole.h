@@ -115,7 +115,7 @@ void wh_error_free(wh_error *error);
 void wh_free(void *buffer);
 
 /* The library's version ("2.0.0"); when `contract` is not NULL, the contract version it
- * implements ("1.3") is stored there. Both strings are static. */
+ * implements (for example "1.4") is stored there. Both strings are static. */
 const char *wh_version(const char **contract);
 
 /* ------------------------------------------------------------------ contexts */
