@@ -157,6 +157,24 @@ def test_identifiers_from_and_require_bus(tool, wenv, background, tmp_path):
     assert "timed out" in completed.err
 
 
+def test_a_held_lock_exits_75(tool, wenv):
+    """A lock held elsewhere past WORMHOLE_LOCK_TIMEOUT: exit 75 naming the lock and its holder."""
+    import fcntl
+    import os
+    assert run(tool + ["defaults", "write", "--group", G, "key", "1"], wenv).returncode == 0
+    lock = Path(wenv["WORMHOLE_CONTAINER_ROOT"]) / G / "Preferences" / (G + ".json.lock")
+    fd = os.open(str(lock), os.O_RDWR | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        completed = run(tool + ["defaults", "write", "--group", G, "key", "2"],
+                        dict(wenv, WORMHOLE_LOCK_TIMEOUT="0.2"))
+    finally:
+        os.close(fd)
+    assert completed.returncode == 75, completed.err
+    assert str(lock) in completed.err and "held by pid %d" % os.getpid() in completed.err
+    assert run(tool + ["defaults", "read", "--group", G, "key"], wenv).out == "1\n"
+
+
 def test_version(tool, wenv):
     completed = run(tool + ["--version"], wenv)
     assert completed.returncode == 0 and "(contract 1." in completed.out

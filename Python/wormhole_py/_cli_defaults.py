@@ -160,7 +160,8 @@ def _guard(body: Callable[[], int]) -> int:
     except InvalidInputError as error:
         return _fail(str(error), EX_USAGE)
     except WormholeError as error:
-        return _fail(str(error), 1)
+        # 75 (EX_TEMPFAIL): another process holds the lock; trying again later may work.
+        return _fail(str(error), 75 if error.code == "lockTimeout" else 1)
     except BrokenPipeError:
         _quiet_stdout()
         return 0

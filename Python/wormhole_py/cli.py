@@ -292,7 +292,7 @@ def _read_document(args: argparse.Namespace) -> bytes:
     if len(data) > limit:
         raise UsageError("message for %s on standard input is more than %d bytes, over the limit of %d bytes (raise "
                          "it with --max-size)" % (shown(args.identifier), limit, limit), EX_FAIL)
-    return data
+    return data.strip(b" \t\r\n")  # JSON white space around the document is not stored, as the Swift tool does
 
 
 def _wormhole(args: argparse.Namespace) -> Any:
@@ -355,7 +355,7 @@ def cmd_read(args: argparse.Namespace) -> int:
         raise UsageError("no message is stored for %s in %s%s" % (shown(args.identifier), hole.path,
                                                                   ": " + why if why else ""), EX_FAIL) from None
     try:
-        out(text)
+        out(text[:-1] if text.endswith("\n") else text)  # one line, not two
     except _PipeClosed:
         pass
     return EX_OK
@@ -410,6 +410,8 @@ def cmd_observe(args: argparse.Namespace) -> int:
     """``observe NAME... | --all [--prefix] [--count N] [--timeout S]``."""
     if args.all == bool(args.names):
         raise UsageError("give names or --all (not both)")
+    if args.all and args.prefix:
+        raise UsageError("--all takes no names and no --prefix")
     for name in args.names:
         if args.prefix:
             if not name.endswith("/"):
@@ -715,6 +717,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         if error.code in ("invalidJSON", "transientTooLarge", "encodingFailed"):
             err(str(error))
             return EX_USAGE
+        if error.code == "lockTimeout":
+            err(str(error))
+            return 75  # EX_TEMPFAIL: another process holds the lock; trying again later may work
         err(str(error))
         return EX_FAIL
     except KeyboardInterrupt:
