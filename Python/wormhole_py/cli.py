@@ -532,7 +532,7 @@ def cmd_listen(args: argparse.Namespace) -> int:
         waiting[0] = True
         if not runner.stopped:
             err("%s; still trying: `ready` follows once the bus is back" % (listener.bus_error or "no bus"))
-    else:
+    elif not runner.stopped:  # (--timeout may have passed while it connected: then not ready)
         begin()
         if listener.bus_error is not None:
             err("%s; listening through the wormhole directory (inotify) until the bus can be reached"
