@@ -170,9 +170,19 @@ class Runner:
             self._done = self.loop.create_future()
             for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 self.loop.add_signal_handler(signum, self._on_signal, signum)
+        self._deadline: Optional[float] = None
         if timeout is not None:
+            import time
+            self._deadline = time.monotonic() + timeout
             timer = self.reactor.call_later(timeout, self._on_timeout)
             self._cleanup.append(timer.cancel)
+
+    def check_deadline(self) -> None:
+        """After a connect that blocked: when ``--timeout`` passed meanwhile, end now (the timer
+        has not run yet), so that nothing is printed after the time is up."""
+        import time
+        if self._deadline is not None and not self._stopped and time.monotonic() >= self._deadline:
+            self._on_timeout()
 
     def subscribe(self, feed: Any, callback: Callable[[Any], None], on_error: Optional[Callable[[Any], None]],
                   on_connection_change: Optional[Callable[[bool, Optional[str], int], None]],
@@ -191,6 +201,8 @@ class Runner:
         return False
 
     def _on_timeout(self) -> None:
+        if self._stopped:
+            return
         if self.count is not None:
             if self.started:
                 err("timed out after %s s before the requested count" % seconds_text(self.timeout or 0))
@@ -441,7 +453,8 @@ def cmd_observe(args: argparse.Namespace) -> int:
     feed = NotificationFeed(args.names, prefix=args.prefix, everything=args.all)
     subscription = runner.subscribe(feed, on_note, None, on_connection, args.bus_address,
                                     _connect_bound(args.timeout))
-    if subscription.connected:
+    runner.check_deadline()
+    if subscription.connected and not runner.stopped:
         runner.started = True
         ready()
     elif not runner.stopped:
@@ -526,6 +539,7 @@ def cmd_listen(args: argparse.Namespace) -> int:
     hole._prepare()
     listener = runner.subscribe(feed, on_delivery, on_error, on_connection, args.bus_address,
                                 _connect_bound(args.timeout))
+    runner.check_deadline()
     if args.require_bus and not listener.connected:
         # --require-bus: `ready` waits for the bus (one line says so), instead of listening through
         # the wormhole directory; what arrives meanwhile is printed after it.
