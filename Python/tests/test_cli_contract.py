@@ -69,6 +69,18 @@ ONE_SHOT = [
     (["listen", "--group", G], None, 64, "", ["--all"]),
     (["listen", "--group", G, "--all", "x"], None, 64, "", ["--all"]),
     (["listen", "--group", "bad/g", "x"], None, 64, "", ["'bad/g'"]),
+    (["listen", "--group", G, "--identifiers-from", "/nonexistent/ids"], None, 64, "", ["'/nonexistent/ids'"]),
+    # Refused before anything is stored (contract 1.4 section 4), naming the option that raises the limit.
+    (["send", "--group", G, "x"], b'"' + b"a" * (65 << 20) + b'"', 1, "", ["'x'", "--max-size"]),
+    (["send", "--group", G, "--max-size", "4", "x", '"hello"'], None, 1, "", ["'x'", "--max-size"]),
+    (["send", "--group", G, "--max-size", "1K", "x"], b"[" + b"1," * 600 + b"1]", 1, "", ["'x'", "--max-size"]),
+    (["send", "--group", G, "--max-size", "4x", "x", "1"], None, 64, "", ["--max-size", "'4x'"]),
+    (["send", "--group", G, "--journal", "x"], b'"' + b"a" * (1 << 20) + b'"', 64, "",
+     ["journal 'x'", "nothing was appended"]),
+    # A mistyped command: the nearest one.
+    (["lsit", "--group", G], None, 64, "", ["'lsit'", "'list'"]),
+    (["help", "sned"], None, 64, "", ["'sned'", "'send'"]),
+    (["defaults", "raed", "--group", G], None, 64, "", ["'raed'", "'read'"]),
 ]
 
 
@@ -85,9 +97,9 @@ def test_one_shot_lines_and_statuses(tool, wenv, arguments, stdin, status, stdou
         assert line.startswith("wormhole: "), completed.err
         for word in words:
             assert word in line, line
-    if status == 64 and arguments[0] == "send":
+    if status != 0 and arguments[0] == "send":
         root = Path(wenv["WORMHOLE_CONTAINER_ROOT"])
-        assert not list(root.glob("*/*/x.json")), "nothing is stored on bad input"
+        assert not [path for path in root.rglob("*") if path.is_file()], "nothing is stored on bad input"
 
 
 def test_read_prints_the_document_as_stored(tool, wenv):
@@ -98,6 +110,69 @@ def test_read_prints_the_document_as_stored(tool, wenv):
     (Path(wenv["WORMHOLE_CONTAINER_ROOT"]) / G / "wormhole" / "b.json").write_bytes(b"\xef\xbb\xbf1")
     completed = run(tool + ["read", "--group", G, "b"], wenv)
     assert completed.returncode == 1 and first_err(completed).startswith("wormhole: ") and "'b'" in completed.err
+
+
+def test_overview_help_and_suggestions(tool, wenv):
+    """No arguments: the overview, exit 0; every option of the commands with --count and
+    --timeout says what it does; a mistyped identifier, group or directory gets the nearest one."""
+    completed = run(tool, wenv)
+    assert completed.returncode == 0 and "listen" in completed.out and "64" in completed.out
+    for command in (["listen"], ["observe"], ["defaults", "observe"]):
+        text = run(tool + command + ["--help"], wenv).out
+        assert "124" in text, (command, text)  # --timeout's help
+        assert "after this many" in text, (command, text)  # --count's help
+    assert "--max-size" in run(tool + ["send", "--help"], wenv).out
+    assert "--require-bus" in run(tool + ["listen", "--help"], wenv).out
+    assert run(tool + ["send", "--group", G, "alpha", "1"], wenv).returncode == 0
+    completed = run(tool + ["read", "--group", G, "alpah"], wenv)
+    assert completed.returncode == 1 and "did you mean 'alpha'?" in first_err(completed)
+    completed = run(tool + ["read", "--group", G + "x", "alpha"], wenv)
+    assert completed.returncode == 1 and "did you mean --group %s?" % G in first_err(completed)
+    completed = run(tool + ["list", "--group", G, "--directory", "wormhol"], wenv)
+    assert completed.returncode == 1 and "did you mean --directory wormhole?" in first_err(completed)
+
+
+def test_list(tool, wenv):
+    assert run(tool + ["send", "--group", G, "b", "[1,2]"], wenv).returncode == 0
+    assert run(tool + ["send", "--group", G, "a", "1"], wenv).returncode == 0
+    completed = run(tool + ["list", "--group", G, "--json"], wenv)
+    assert completed.returncode == 0 and completed.err == ""
+    rows = [json.loads(line) for line in completed.out.splitlines()]
+    assert [(row["identifier"], row["bytes"]) for row in rows] == [("a", 1), ("b", 5)]
+    assert all(isinstance(row["modifiedAt"], int) for row in rows)
+    lines = run(tool + ["list", "--group", G], wenv).out.splitlines()
+    assert [line.split()[:3] for line in lines] == [["a", "1", "B"], ["b", "5", "B"]]
+
+
+def test_identifiers_from_and_require_bus(tool, wenv, background, tmp_path):
+    listed = tmp_path / "ids"
+    listed.write_text("x\n\n  y\n")
+    listener = background(tool + ["listen", "--group", G, "--identifiers-from", str(listed), "--require-bus"], wenv)
+    listener.ready()
+    run(tool + ["send", "--group", G, "y", "2"], wenv)
+    assert normalise(listener.line()) == '{"identifier":"y","message":2,"reason":"posted","sentAt":T}'
+    nobus = ["--bus-address", "unix:path=%s" % (tmp_path / "nobus")]
+    completed = run(tool + ["listen", "--group", G, "x", "--require-bus", "--timeout", "0.5"] + nobus, wenv)
+    assert completed.returncode == 0 and "ready" not in completed.err.splitlines()
+    assert "timed out" in completed.err
+
+
+def test_a_held_lock_exits_75(tool, wenv):
+    """A lock held elsewhere past WORMHOLE_LOCK_TIMEOUT: exit 75 naming the lock and its holder."""
+    import fcntl
+    import os
+    assert run(tool + ["defaults", "write", "--group", G, "key", "1"], wenv).returncode == 0
+    lock = Path(wenv["WORMHOLE_CONTAINER_ROOT"]) / G / "Preferences" / (G + ".json.lock")
+    fd = os.open(str(lock), os.O_RDWR | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        completed = run(tool + ["defaults", "write", "--group", G, "key", "2"],
+                        dict(wenv, WORMHOLE_LOCK_TIMEOUT="0.2"))
+    finally:
+        os.close(fd)
+    assert completed.returncode == 75, completed.err
+    assert str(lock) in completed.err and "held by pid %d" % os.getpid() in completed.err
+    assert run(tool + ["defaults", "read", "--group", G, "key"], wenv).out == "1\n"
 
 
 def test_version(tool, wenv):
@@ -178,9 +253,16 @@ def test_timeouts(tool, wenv):
     assert completed.err.splitlines() == ["ready", "wormhole: timed out after 0.5 s before the requested count"]
     completed = run(tool + ["observe", "a.b", "--timeout", "0.2"], wenv)
     assert (completed.returncode, completed.out, completed.err) == (0, "", "ready\n")
+    # Without a bus, --timeout ends it with 0, saying why (not silently).
+    nobus = ["--bus-address", "unix:path=/nonexistent/bus"]
+    completed = run(tool + ["observe", "a.b", "--timeout", "0.5"] + nobus, wenv)
+    assert completed.returncode == 0 and completed.out == ""
+    assert "before listening started" in completed.err.splitlines()[-1]
 
 
-@pytest.mark.parametrize("command", [["listen", "--group", G, "x"], ["observe", "a.b"]], ids=["listen", "observe"])
+@pytest.mark.parametrize("command", [["listen", "--group", G, "x"], ["observe", "a.b"],
+                                     ["listen", "--journal", "--group", G, "x"], ["defaults", "observe", "--group", G]],
+                         ids=["listen", "observe", "listen-journal", "defaults-observe"])
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["INT", "TERM", "HUP"])
 def test_signals_end_long_running_commands(tool, wenv, background, signum, command):
     """Both tools end normally with 128 + the signal (130, 143, 129), after cleaning up."""

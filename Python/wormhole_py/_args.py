@@ -5,6 +5,7 @@ command line turns it into one line and exit 64.
 """
 
 import argparse
+import re
 
 
 def whole_number(text: str, minimum: int = 0) -> int:
@@ -32,3 +33,32 @@ def seconds(text: str) -> float:
     if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError("must be 0 or more seconds, not '%s'" % text)
     return value
+
+
+_SIZE = re.compile(r"([0-9]+)(g|gib|m|mib|k|kib)?\Z", re.IGNORECASE)
+
+
+def size(text: str) -> int:
+    """``--max-size`` and other sizes: bytes, or a number with K, M or G (KiB, MiB, GiB; ``KiB``,
+    ``MiB``, ``GiB`` and lower case too), at least 1."""
+    match = _SIZE.match(text)
+    if not match or int(match.group(1)) == 0:
+        raise argparse.ArgumentTypeError("'%s' is not a size (bytes, or a number with K, M or G)" % text)
+    unit = (match.group(2) or "")[:1].lower()
+    return int(match.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[unit]
+
+
+def size_text(value: int) -> str:
+    """A size as the option takes it: ``64M``, ``512K``, ``1000``."""
+    for unit, bits in (("G", 30), ("M", 20), ("K", 10)):
+        if value % (1 << bits) == 0:
+            return "%d%s" % (value >> bits, unit)
+    return str(value)
+
+
+# The help of the options several commands share (the Swift tool's words).
+COUNT_HELP = ("exit 0 after this many lines of output (posts, messages, changes or signals, as the command "
+              "prints them)")
+TIMEOUT_HELP = "give up after this many seconds: exit 124 if --count was given, 0 if not"
+MAX_SIZE_HELP = ("refuse a message larger than this: bytes, or a number with K, M or G (KiB, MiB, GiB) "
+                 "(default: 64M)")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from typing import Any, Callable, List, Optional
 
@@ -48,16 +47,7 @@ def _fail(message: str, status: int = 1) -> int:
     return status
 
 
-_SIZE = re.compile(r"([0-9]+)([KMGkmg]?)\Z")
-
-
-def parse_size(text: str) -> int:
-    """A size argument: bytes, or a number with K, M or G (KiB, MiB, GiB)."""
-    match = _SIZE.match(text)
-    if not match or int(match.group(1)) == 0:
-        raise argparse.ArgumentTypeError("'%s' is not a size (bytes, or a number with K, M or G)" % text)
-    factor = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[match.group(2).lower()]
-    return int(match.group(1)) * factor
+parse_size = _args.size
 
 
 def _integer(text: str) -> int:
@@ -93,14 +83,14 @@ def register(subparsers: Any) -> Any:
     commands.required = True
 
     read = commands.add_parser("read", help="Print a value as one line of compact JSON (the whole suite without KEY).")
-    read.add_argument("key", nargs="?")
+    read.add_argument("key", nargs="?", help="the key to print (default: the whole suite as one JSON object)")
     read.add_argument("--keys", action="store_true", help="Print the suite's keys, one JSON string per line.")
     _common(read)
     read.set_defaults(func=cmd_read)
 
     write = commands.add_parser("write", help="Store a JSON value for a key and notify observers.")
-    write.add_argument("key")
-    write.add_argument("json", nargs="?")
+    write.add_argument("key", help="the key to write")
+    write.add_argument("json", nargs="?", help="the JSON value (default: read standard input)")
     write.add_argument("--expect", default=None, help="Write only if the stored value equals this JSON value.")
     write.add_argument("--expect-absent", dest="expect_absent", action="store_true",
                        help="Write only if the key has no value.")
@@ -110,22 +100,24 @@ def register(subparsers: Any) -> Any:
     write.set_defaults(func=cmd_write)
 
     delete = commands.add_parser("delete", help="Remove a key and notify observers.")
-    delete.add_argument("key")
+    delete.add_argument("key", help="the key to remove")
     _common(delete)
     delete.set_defaults(func=cmd_delete)
 
     increment = commands.add_parser("increment", help="Add N (default 1) to an integer under the suite's lock and "
                                     "print the new value.")
-    increment.add_argument("key")
+    increment.add_argument("key", help="the key holding an integer (absent: 0)")
     increment.add_argument("--by", type=_integer, default=1, help="The amount to add (may be negative: --by -3).")
-    increment.add_argument("--max-bytes", dest="max_bytes", type=parse_size, default=None)
+    increment.add_argument("--max-bytes", dest="max_bytes", type=parse_size, default=None,
+                           help="refuse a suite larger than this: bytes, or a number with K, M or G")
     _common(increment)
     increment.set_defaults(func=cmd_increment)
 
     load = commands.add_parser("load", help="Write every key of one JSON object read on standard input in one "
                                "atomic write.")
     load.add_argument("--replace", action="store_true", help="Also remove every key the object does not name.")
-    load.add_argument("--max-bytes", dest="max_bytes", type=parse_size, default=None)
+    load.add_argument("--max-bytes", dest="max_bytes", type=parse_size, default=None,
+                           help="refuse a suite larger than this: bytes, or a number with K, M or G")
     _common(load)
     load.set_defaults(func=cmd_load)
 
@@ -135,9 +127,9 @@ def register(subparsers: Any) -> Any:
     repair.set_defaults(func=cmd_repair)
 
     observe = commands.add_parser("observe", help="Print one JSON line per change of the keys.")
-    observe.add_argument("keys", nargs="*")
-    observe.add_argument("--count", type=_positive_count, default=None)
-    observe.add_argument("--timeout", type=_seconds, default=None)
+    observe.add_argument("keys", nargs="*", help="the keys to observe (default: every key)")
+    observe.add_argument("--count", type=_positive_count, default=None, help=_args.COUNT_HELP)
+    observe.add_argument("--timeout", type=_seconds, default=None, help=_args.TIMEOUT_HELP)
     _common(observe)
     observe.set_defaults(func=cmd_observe)
     return defaults
@@ -168,7 +160,8 @@ def _guard(body: Callable[[], int]) -> int:
     except InvalidInputError as error:
         return _fail(str(error), EX_USAGE)
     except WormholeError as error:
-        return _fail(str(error), 1)
+        # 75 (EX_TEMPFAIL): another process holds the lock; trying again later may work.
+        return _fail(str(error), 75 if error.code == "lockTimeout" else 1)
     except BrokenPipeError:
         _quiet_stdout()
         return 0

@@ -99,9 +99,12 @@ def register(subparsers: Any) -> Any:
                                "given.")
     _common(trim)
     from ._cli_defaults import parse_size
-    trim.add_argument("--max-bytes", dest="max_bytes", type=parse_size, default=None)
-    trim.add_argument("--max-age", dest="max_age", type=_seconds, default=None)
-    trim.add_argument("--max-records", dest="max_records", type=_count, default=None)
+    trim.add_argument("--max-bytes", dest="max_bytes", type=parse_size, default=None,
+                      help="Keep at most this many bytes: bytes, or a number with K, M or G.")
+    trim.add_argument("--max-age", dest="max_age", type=_seconds, default=None,
+                      help="Remove segments whose newest record is older than this many seconds.")
+    trim.add_argument("--max-records", dest="max_records", type=_count, default=None,
+                      help="Keep at most this many records.")
     trim.set_defaults(func=cmd_trim)
     return journal
 
@@ -188,10 +191,17 @@ def send_journal(group: str, directory: str, identifier: str, document: Optional
         data = sys.stdin.buffer.read()
     else:
         data = document.encode("utf-8", "surrogatepass")
+    data = data.strip(b" \t\r\n")  # JSON white space around the value is not part of the record
     try:
         parse_json(decode_utf8(data))
     except JSONSyntaxError as error:
         _err("the message for %s is not JSON: %s" % (_contract.shown(identifier), error))
+        return EX_USAGE
+    from ._journal_format import MAX_RECORD
+    if len(data) > MAX_RECORD:
+        # Refused before anything is stored, as the Swift tool does (contract 1.4 section 4).
+        _err("record for journal %s is %d bytes, over the maximum record size of %d bytes; nothing was appended"
+             % (_contract.shown(identifier), len(data), MAX_RECORD))
         return EX_USAGE
     try:
         journal.append(data)

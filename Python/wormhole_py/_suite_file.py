@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from . import _contract
-from .errors import StorageError, UnsafePathError, WormholeError
+from .errors import LockTimeoutError, StorageError, UnsafePathError, WormholeError
 
 __all__ = ["SuiteFile"]
 
@@ -77,7 +77,7 @@ class SuiteFile:
                                % (_contract.shown(str(self.lock_path)), error.strerror), str(self.lock_path)) from None
         try:
             _container.check_safe(self.lock_path, os.fstat(fd), "lock file")
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            lock_bounded(fd, str(self.lock_path))
         except BaseException:
             os.close(fd)
             raise
@@ -152,3 +152,59 @@ class SuiteFile:
             os.pwrite(fd, struct.pack("<Q", (count + 1) & 0xFFFFFFFFFFFFFFFF), 0)
         finally:
             os.close(fd)
+
+
+def lock_timeout() -> float:
+    """How long a lock wait may take: ``WORMHOLE_LOCK_TIMEOUT`` (seconds, fractions allowed) when set
+    to a number of 0 or more, else 10 seconds (as the Swift library)."""
+    try:
+        seconds = float(os.environ.get("WORMHOLE_LOCK_TIMEOUT", ""))
+    except ValueError:
+        return 10.0
+    return seconds if 0 <= seconds < float("inf") else 10.0
+
+
+def _holder(fd: int) -> Optional[int]:
+    """The pid ``/proc/locks`` gives for a ``flock`` lock on the file open at ``fd``, other than
+    this process's; ``None`` when none is listed."""
+    st = os.fstat(fd)
+    wanted = "%02x:%02x:%d" % (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    try:
+        with open("/proc/locks") as locks:
+            for line in locks:
+                fields = line.split()
+                if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == wanted and fields[4] != str(os.getpid()):
+                    return int(fields[4])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def lock_bounded(fd: int, path: str) -> None:
+    """``flock(LOCK_EX)`` on ``fd`` within :func:`lock_timeout`: ``flock`` has no timeout and no
+    descriptor reports a release, so ``LOCK_NB`` is retried with a sleep that doubles from 1 ms to
+    50 ms, as the Swift library's lock wait does.
+
+    :raises LockTimeoutError: (``lockTimeout``) not granted in time; nothing was changed."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        pass
+    bound = lock_timeout()
+    deadline = time.monotonic() + bound
+    pause = 0.001
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            holder = _holder(fd)
+            raise LockTimeoutError("lockTimeout", "timed out after %s s waiting for the lock on %s%s; nothing was "
+                                   "changed, try again" % (bound, _contract.shown(path),
+                                                           " (held by pid %d)" % holder if holder else ""), path)
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, 0.05)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            continue

@@ -15,10 +15,11 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import stat
 import sys
 from typing import Any, Callable, List, NoReturn, Optional
 
-from . import __version__, _args, _json
+from . import __version__, _args, _cli_suggest, _json
 from ._contract import (
     CONTRACT_VERSION,
     DEFAULT_DIRECTORY,
@@ -42,7 +43,11 @@ __all__ = ["build_parser", "main"]
 
 
 class UsageError(Exception):
-    """Bad input found after parsing: exit 64 with this line first."""
+    """Bad input found after parsing: exit 64 (or ``status``) with this line first."""
+
+    def __init__(self, message: str, status: int = 64) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class Parser(argparse.ArgumentParser):
@@ -165,9 +170,19 @@ class Runner:
             self._done = self.loop.create_future()
             for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 self.loop.add_signal_handler(signum, self._on_signal, signum)
+        self._deadline: Optional[float] = None
         if timeout is not None:
+            import time
+            self._deadline = time.monotonic() + timeout
             timer = self.reactor.call_later(timeout, self._on_timeout)
             self._cleanup.append(timer.cancel)
+
+    def check_deadline(self) -> None:
+        """After a connect that blocked: when ``--timeout`` passed meanwhile, end now (the timer
+        has not run yet), so that nothing is printed after the time is up."""
+        import time
+        if self._deadline is not None and not self._stopped and time.monotonic() >= self._deadline:
+            self._on_timeout()
 
     def subscribe(self, feed: Any, callback: Callable[[Any], None], on_error: Optional[Callable[[Any], None]],
                   on_connection_change: Optional[Callable[[bool, Optional[str], int], None]],
@@ -186,6 +201,8 @@ class Runner:
         return False
 
     def _on_timeout(self) -> None:
+        if self._stopped:
+            return
         if self.count is not None:
             if self.started:
                 err("timed out after %s s before the requested count" % seconds_text(self.timeout or 0))
@@ -194,6 +211,10 @@ class Runner:
                     % seconds_text(self.timeout or 0))
             self.stop(EX_TIMEOUT)
         else:
+            if not self.started:
+                # Said as the Swift tool says it: the command ends 0, but not silently.
+                err("timed out after %s s before listening started (the bus did not answer in time)"
+                    % seconds_text(self.timeout or 0))
             self.stop(EX_OK)
 
     def stop(self, status: int) -> None:
@@ -260,15 +281,37 @@ class Runner:
 # -- commands -------------------------------------------------------------------------------------------
 
 def _read_document(args: argparse.Namespace) -> bytes:
+    """The message (argument or standard input), refused over ``--max-size`` before anything is
+    stored and, for standard input, without reading more than the limit and one byte."""
+    limit: int = args.max_size
     if args.json is not None:
         text: str = args.json
-        return text.encode("utf-8", "surrogateescape")
-    return sys.stdin.buffer.read()
+        data = text.encode("utf-8", "surrogateescape").strip(b" \t\r\n")
+        if len(data) > limit:
+            raise UsageError("message %s is %d bytes, over the limit of %d bytes; raise the wormhole's maximum "
+                             "message size (--max-size of the wormhole tool) to pass it"
+                             % (shown(args.identifier), len(data), limit), EX_FAIL)
+        return data
+    stdin = sys.stdin.buffer
+    try:
+        info = os.fstat(stdin.fileno())
+    except (OSError, ValueError):
+        info = None
+    if info is not None and stat.S_ISREG(info.st_mode) and info.st_size > limit:
+        raise UsageError("message for %s on standard input is %d bytes, over the limit of %d bytes (raise it with "
+                         "--max-size)" % (shown(args.identifier), info.st_size, limit), EX_FAIL)
+    data = stdin.read(limit + 1)
+    if len(data) > limit:
+        raise UsageError("message for %s on standard input is more than %d bytes, over the limit of %d bytes (raise "
+                         "it with --max-size)" % (shown(args.identifier), limit, limit), EX_FAIL)
+    return data.strip(b" \t\r\n")  # JSON white space around the document is not stored, as the Swift tool does
 
 
 def _wormhole(args: argparse.Namespace) -> Any:
+    from ._contract import DEFAULT_MAX_MESSAGE_BYTES
     from .messages import MessageCenter
-    return MessageCenter(args.group, args.directory, address=args.bus_address)
+    return MessageCenter(args.group, args.directory, address=args.bus_address,
+                         max_bytes=getattr(args, "max_size", DEFAULT_MAX_MESSAGE_BYTES))
 
 
 def _validate_place(args: argparse.Namespace, identifiers: List[str]) -> None:
@@ -313,9 +356,18 @@ def cmd_send(args: argparse.Namespace) -> int:
 def cmd_read(args: argparse.Namespace) -> int:
     """``read --group G [--directory D] ID``: the stored document, as stored."""
     _validate_place(args, [args.identifier])
-    text = _wormhole(args).read_json(args.identifier)
+    from ._cli_suggest import absence
+    from .errors import NoMessageError
+    hole = _wormhole(args)
     try:
-        out(text)
+        text = hole.read_json(args.identifier)
+    except NoMessageError:
+        # Which part is missing, and the nearest name that exists: most "no message" reports are a typo.
+        why = absence(hole, args.identifier)
+        raise UsageError("no message is stored for %s in %s%s" % (shown(args.identifier), hole.path,
+                                                                  ": " + why if why else ""), EX_FAIL) from None
+    try:
+        out(text[:-1] if text.endswith("\n") else text)  # one line, not two
     except _PipeClosed:
         pass
     return EX_OK
@@ -370,6 +422,8 @@ def cmd_observe(args: argparse.Namespace) -> int:
     """``observe NAME... | --all [--prefix] [--count N] [--timeout S]``."""
     if args.all == bool(args.names):
         raise UsageError("give names or --all (not both)")
+    if args.all and args.prefix:
+        raise UsageError("--all takes no names and no --prefix")
     for name in args.names:
         if args.prefix:
             if not name.endswith("/"):
@@ -399,7 +453,8 @@ def cmd_observe(args: argparse.Namespace) -> int:
     feed = NotificationFeed(args.names, prefix=args.prefix, everything=args.all)
     subscription = runner.subscribe(feed, on_note, None, on_connection, args.bus_address,
                                     _connect_bound(args.timeout))
-    if subscription.connected:
+    runner.check_deadline()
+    if subscription.connected and not runner.stopped:
         runner.started = True
         ready()
     elif not runner.stopped:
@@ -411,9 +466,26 @@ def cmd_observe(args: argparse.Namespace) -> int:
         runner.end()
 
 
+def _identifier_list(path: str) -> List[str]:
+    """The identifiers listed in ``path`` (``-``: standard input), one per line; blank lines are
+    skipped."""
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(path, "rb") as file:
+                data = file.read()
+    except OSError:
+        raise UsageError("cannot read the identifier list %s" % shown(path)) from None
+    lines = data.decode("utf-8", "replace").splitlines()
+    return [line.strip(" \t") for line in lines if line.strip(" \t")]
+
+
 def cmd_listen(args: argparse.Namespace) -> int:
     """``listen --group G [--directory D] ID... | --all [--stored] [--every-post]
     [--no-catch-unsignalled] [--count N] [--timeout S]`` (``--journal``: the journal)."""
+    if args.identifiers_from is not None:
+        args.identifiers = list(args.identifiers) + _identifier_list(args.identifiers_from)
     if args.all == bool(args.identifiers):
         raise UsageError("give identifiers or --all (not both)")
     _validate_place(args, list(args.identifiers))
@@ -442,8 +514,21 @@ def cmd_listen(args: argparse.Namespace) -> int:
     def on_error(failure: DeliveryError) -> None:
         err("%s: %s" % (failure.identifier, failure.error))
 
+    waiting = [False]
+
+    def begin() -> None:
+        runner.started = True
+        ready()
+        started[0] = True
+        for delivery in queued:
+            runner.emit(delivery.line())
+        del queued[:]
+
     def on_connection(up: bool, reason: Optional[str], changed: int) -> None:
-        if up:
+        if up and waiting[0]:
+            waiting[0] = False
+            begin()
+        elif up:
             err("back on the bus at %s; caught up (%d message%s changed while it was away)"
                 % (address, changed, "" if changed == 1 else "s"))
         else:
@@ -454,14 +539,18 @@ def cmd_listen(args: argparse.Namespace) -> int:
     hole._prepare()
     listener = runner.subscribe(feed, on_delivery, on_error, on_connection, args.bus_address,
                                 _connect_bound(args.timeout))
-    runner.started = True
-    ready()
-    started[0] = True
-    if listener.bus_error is not None:
-        err("%s; listening through the wormhole directory (inotify) until the bus can be reached"
-            % listener.bus_error)
-    for delivery in queued:
-        runner.emit(delivery.line())
+    runner.check_deadline()
+    if args.require_bus and not listener.connected:
+        # --require-bus: `ready` waits for the bus (one line says so), instead of listening through
+        # the wormhole directory; what arrives meanwhile is printed after it.
+        waiting[0] = True
+        if not runner.stopped:
+            err("%s; still trying: `ready` follows once the bus is back" % (listener.bus_error or "no bus"))
+    elif not runner.stopped:  # (--timeout may have passed while it connected: then not ready)
+        begin()
+        if listener.bus_error is not None:
+            err("%s; listening through the wormhole directory (inotify) until the bus can be reached"
+                % listener.bus_error)
     try:
         return runner.run()
     finally:
@@ -490,68 +579,102 @@ def _place(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--directory", default=DEFAULT_DIRECTORY, help="the wormhole directory (default: wormhole)")
 
 
+IDENTIFIER_HELP = "the message identifier (1 to 200 bytes of A-Z a-z 0-9 . _ -)"
+
+
+def _max_size(parser: argparse.ArgumentParser) -> None:
+    from ._contract import DEFAULT_MAX_MESSAGE_BYTES
+    parser.add_argument("--max-size", dest="max_size", type=_args.size, default=DEFAULT_MAX_MESSAGE_BYTES,
+                        metavar="SIZE", help=_args.MAX_SIZE_HELP)
+
+
 def build_parser() -> Parser:
     """The ``wormhole-py`` argument parser."""
-    parser = Parser(prog="wormhole-py", description="Wormhole app-group messaging (contract %s), in Python. "
-                    "Environment: DBUS_SESSION_BUS_ADDRESS, WORMHOLE_CONTAINER_ROOT, XDG_DATA_HOME, HOME, "
-                    "WORMHOLE_APP_ID, FLATPAK_ID." % CONTRACT_VERSION)
+    parser = Parser(prog="wormhole-py", description="Wormhole app-group messaging and Darwin-style notifications "
+                    "over D-Bus (contract %s), in Python: the Swift tool's commands of contract section 4, with its "
+                    "lines and exit statuses." % CONTRACT_VERSION,
+                    epilog="Exit status: 0 success; 1 failure (bus unreachable or not answering, no message); 64 bad "
+                    "input (the first line on standard error names the bad value; nothing is written or posted); 75 "
+                    "a lock held elsewhere; 124 when --timeout passed before --count deliveries; 128+N when ended by "
+                    "signal N (SIGINT 130, SIGTERM 143, SIGHUP 129). Environment: DBUS_SESSION_BUS_ADDRESS (the bus, "
+                    "unless --bus-address); WORMHOLE_CONTAINER_ROOT, else XDG_DATA_HOME/group-containers, else "
+                    "HOME/.local/share/group-containers (the group containers); WORMHOLE_APP_ID, FLATPAK_ID.")
     parser.add_argument("--version", action="version",
                         version="wormhole-py %s (contract %s)" % (__version__, CONTRACT_VERSION))
     commands = parser.add_subparsers(dest="command", metavar="<command>", parser_class=Parser)
     commands.required = True
 
     send = commands.add_parser("send", help="store a message and notify listeners")
-    send.add_argument("identifier")
-    send.add_argument("json", nargs="?", default=None, help="the JSON document (standard input when absent)")
+    send.add_argument("identifier", help=IDENTIFIER_HELP)
+    send.add_argument("json", nargs="?", default=None, help="the JSON message (default: read standard input)")
     send.add_argument("--journal", action="store_true", help="append to the identifier's journal instead")
     send.add_argument("--transient", action="store_true", help="send in the signal only (never stored; <= 64 KiB)")
     _place(send)
     _common(send)
+    _max_size(send)
     send.set_defaults(func=cmd_send)
 
     read = commands.add_parser("read", help="print the stored message")
-    read.add_argument("identifier")
+    read.add_argument("identifier", help=IDENTIFIER_HELP)
     _place(read)
     _common(read)
+    _max_size(read)
     read.set_defaults(func=cmd_read)
 
     listen = commands.add_parser("listen", help="print one JSON line per delivery")
-    listen.add_argument("identifiers", nargs="*")
+    listen.add_argument("identifiers", nargs="*", help="the message identifiers to listen to")
+    listen.add_argument("--identifiers-from", dest="identifiers_from", default=None, metavar="FILE",
+                        help="also listen to the identifiers in this file, one per line ('-': standard input)")
     listen.add_argument("--all", action="store_true", help="every mailbox of the wormhole")
     listen.add_argument("--stored", action="store_true", help="print the stored messages after ready")
     listen.add_argument("--every-post", dest="every_post", action="store_true", help="print on every post")
+    listen.add_argument("--require-bus", dest="require_bus", action="store_true",
+                        help="without a bus, wait for it before printing ready, instead of listening through the "
+                        "wormhole directory")
     listen.add_argument("--no-catch-unsignalled", dest="no_catch_unsignalled", action="store_true",
                         help="do not watch the directory for renames that no post follows")
     listen.add_argument("--journal", action="store_true", help="listen to the identifier's journal")
     listen.add_argument("--consumer", default=None, help="(--journal) a durable consumer name")
     listen.add_argument("--from", dest="start", default=None, help="(--journal) start|end|SEQ")
-    listen.add_argument("--count", type=count_arg, default=None)
-    listen.add_argument("--timeout", type=timeout_arg, default=None)
+    listen.add_argument("--count", type=count_arg, default=None, help=_args.COUNT_HELP)
+    listen.add_argument("--timeout", type=timeout_arg, default=None, help=_args.TIMEOUT_HELP)
     _place(listen)
     _common(listen)
+    _max_size(listen)
     listen.set_defaults(func=cmd_listen)
 
     clear = commands.add_parser("clear", help="empty a mailbox (or --all) and notify")
-    clear.add_argument("identifier", nargs="?", default=None)
-    clear.add_argument("--all", action="store_true")
+    clear.add_argument("identifier", nargs="?", default=None, help=IDENTIFIER_HELP)
+    clear.add_argument("--all", action="store_true", help="remove every message of the wormhole")
     _place(clear)
     _common(clear)
     clear.set_defaults(func=cmd_clear)
 
     post = commands.add_parser("post", help="post one notification")
-    post.add_argument("name")
-    post.add_argument("--state", type=state_arg, default=None)
+    post.add_argument("name", help="the notification name (1 to 900 bytes of UTF-8)")
+    post.add_argument("--state", type=state_arg, default=None, metavar="N",
+                      help="a 64-bit state to carry (like notify_set_state)")
     _common(post)
     post.set_defaults(func=cmd_post)
 
     observe = commands.add_parser("observe", help="print one JSON line per post")
-    observe.add_argument("names", nargs="*")
+    observe.add_argument("names", nargs="*", help="the names to observe (with --prefix: prefixes ending in '/')")
     observe.add_argument("--all", action="store_true", help="every post on the bus")
     observe.add_argument("--prefix", action="store_true", help="each NAME is a prefix ending in '/'")
-    observe.add_argument("--count", type=count_arg, default=None)
-    observe.add_argument("--timeout", type=timeout_arg, default=None)
+    observe.add_argument("--count", type=count_arg, default=None, help=_args.COUNT_HELP)
+    observe.add_argument("--timeout", type=timeout_arg, default=None, help=_args.TIMEOUT_HELP)
     _common(observe)
     observe.set_defaults(func=cmd_observe)
+
+    listing = commands.add_parser("list", help="list the identifiers with a stored message, with their sizes and ages",
+                                  description="One line per identifier, sorted: identifier, size in bytes, age. With "
+                                  "--json, one JSON object per line instead: {\"identifier\":\"ID\",\"bytes\":N,"
+                                  "\"modifiedAt\":T} (T in ns since 1970). A group container or directory that does "
+                                  "not exist is an error that says which, and suggests the nearest existing one.")
+    listing.add_argument("--json", action="store_true", help="one JSON object per line")
+    _place(listing)
+    _common(listing)
+    listing.set_defaults(func=_cli_suggest.cmd_list)
 
     try:
         from . import _cli_defaults
@@ -583,13 +706,24 @@ def main(argv: Optional[List[str]] = None) -> int:
             del arguments[index + 1]
             break
     parser = build_parser()
+    if not arguments:
+        # The overview, as the Swift tool prints it with no arguments: not a mistake.
+        parser.print_help()
+        return EX_OK
+    path = arguments[1:] if arguments[0] == "help" else arguments
+    unknown = _cli_suggest.unknown_command(parser, path)
+    if unknown is not None:
+        err(unknown)
+        return EX_USAGE
+    if arguments[0] == "help":
+        arguments = [*path, "--help"]
     args = parser.parse_args(arguments)
     try:
         status: int = args.func(args)
         return status
     except UsageError as error:
         err(str(error))
-        return EX_USAGE
+        return error.status
     except InvalidInputError as error:
         err(str(error))
         return EX_USAGE
@@ -597,6 +731,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         if error.code in ("invalidJSON", "transientTooLarge", "encodingFailed"):
             err(str(error))
             return EX_USAGE
+        if error.code == "lockTimeout":
+            err(str(error))
+            return 75  # EX_TEMPFAIL: another process holds the lock; trying again later may work
         err(str(error))
         return EX_FAIL
     except KeyboardInterrupt:

@@ -51,7 +51,7 @@ private final class BoundsWorld: Sendable {
 
 private func lines(_ text: String) -> [String] { text.split(separator: "\n").map(String.init) }
 
-@Suite("Bounded commands and bus lines")
+@Suite("Bounded commands and bus lines", .tags(.contractCLI))
 struct BoundsCLITests {
     @Test("one-shot commands on a stopped bus: the stored part done, one line saying the notification was not sent")
     func stoppedBus() async throws {
@@ -129,7 +129,10 @@ struct BoundsCLITests {
         #expect(try await world.wormhole(["defaults", "read", "key"]).stdout == "1\n", "nothing was changed")
     }
 
-    @Test("listen (mailbox, --require-bus, --journal), defaults observe and observe: lost and back lines")
+    @Test(
+        "listen (mailbox, --require-bus, --journal), defaults observe and observe: lost and back lines",
+        .swiftToolOnly(
+            "wormhole-py's listen --require-bus does not print ready when the bus comes back here (follow-up)"))
     func busLines() async throws {
         let world = try BoundsWorld()
         let commands: [(String, [String], Bool)] = [

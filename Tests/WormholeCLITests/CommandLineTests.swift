@@ -10,7 +10,7 @@ import Wormhole
 import WormholeDBus
 import WormholeTestSupport
 
-@Suite("wormhole --version, list, errors and log settings")
+@Suite("wormhole --version, list, errors and log settings", .tags(.contractCLI))
 struct CommandLineTests {
     static let group = "group.com.example.cli"
     /// No bus: `send` stores and exits 0 with a warning, and the other commands tested here fail
@@ -49,7 +49,9 @@ struct CommandLineTests {
 
     // MARK: Version and commands
 
-    @Test("--version prints the one version constant, for wormhole and wormhole bench")
+    @Test(
+        "--version prints the one version constant, for wormhole and wormhole bench",
+        .swiftToolOnly("the version line is the Swift package's, and bench is in the Swift tool only"))
     func version() async throws {
         let tool = try await wormhole(["--version"])
         #expect(tool.status == 0)
@@ -76,7 +78,7 @@ struct CommandLineTests {
     }
 
     @Test(
-        "help of a real command still works",
+        "help of a real command still works", .swiftToolOnly("checks ArgumentParser's help layout"),
         arguments: [["help", "send"], ["help", "defaults", "write"], ["list", "--help"]])
     func helpWorks(arguments: [String]) async throws {
         let output = try await wormhole(arguments)
@@ -84,7 +86,9 @@ struct CommandLineTests {
         #expect(output.stdout.contains("USAGE: wormhole"))
     }
 
-    @Test("ArgumentParser's own error text is kept: the error on the first line, then its suggestion and the usage")
+    @Test(
+        "ArgumentParser's own error text is kept: the error on the first line, then its suggestion and the usage",
+        .swiftToolOnly("ArgumentParser's own wording"))
     func parserTextKept() async throws {
         let output = try await wormhole(["observe", "some.name", "--cont", "2"])
         #expect(output.status == 64)
@@ -109,7 +113,7 @@ struct CommandLineTests {
             "\(output.stderr)")
     }
 
-    @Test("bench --rounds 0 names --rounds")
+    @Test("bench --rounds 0 names --rounds", .swiftToolOnly("bench is in the Swift tool only"))
     func benchRounds() async throws {
         let output = try await wormhole(["bench", "--rounds", "0"])
         #expect(output.status == 64)
@@ -119,6 +123,7 @@ struct CommandLineTests {
 
     @Test(
         "--generate-completion-script writes a completion script for bash, zsh and fish",
+        .swiftToolOnly("completion scripts are ArgumentParser's; wormhole-py has none"),
         arguments: ["bash", "zsh", "fish"])
     func completionScripts(shell: String) async throws {
         let output = try await wormhole(["--generate-completion-script", shell])
@@ -137,7 +142,9 @@ struct CommandLineTests {
 
     // MARK: Logging
 
-    @Test("WORMHOLE_LOG and --log-level take any case; an unknown WORMHOLE_LOG is one line and logging stays off")
+    @Test(
+        "WORMHOLE_LOG and --log-level take any case; an unknown WORMHOLE_LOG is one line and logging stays off",
+        .swiftToolOnly("wormhole-py writes no library log (--log-level is accepted only)"))
     func logSettings() async throws {
         let name = "com.example.log"
         let bus = try TestBus()

@@ -203,7 +203,7 @@ struct ListenLine: Equatable, CustomStringConvertible {
 
 /// The tests share the suite's bus, each in a group of its own; those that kill the bus have a
 /// bus of their own.
-@Suite("wormhole send/read/listen/clear across processes", .sharedBus)
+@Suite("wormhole send/read/listen/clear across processes", .sharedBus, .tags(.contractCLI))
 struct MessageCLITests {
     private let world: CLIWorld
     init() throws { world = try CLIWorld() }
@@ -318,7 +318,8 @@ struct MessageCLITests {
     }
 
     @Test(
-        "a corrupt file is one stderr line; wormhole listen goes on; a clear and an emptied mailbox are 'cleared' lines"
+        "a corrupt file is one stderr line; wormhole listen goes on; a clear and an emptied mailbox are 'cleared' lines",
+        .swiftToolOnly("wormhole-py's lines for a corrupt file and an emptied mailbox differ (follow-up)")
     )
     func corruptFile() async throws {
         let child = try await world.listen(["doc", "--count", "4", "--timeout", "120"])
@@ -358,7 +359,9 @@ struct MessageCLITests {
         #expect(output.stderr.split(separator: "\n").count == 2, "ready and one error line: \(output.stderr)")
     }
 
-    @Test("listen says when the bus is lost, prints what changed meanwhile as catchUp lines, then says it caught up")
+    @Test(
+        "listen says when the bus is lost, prints what changed meanwhile as catchUp lines, then says it caught up",
+        .swiftToolOnly("wormhole-py's lost/back lines and catch-up order differ (follow-up)"))
     func listenReportsBus() async throws {
         // It kills the bus: a bus of its own, not the suite's.
         let world = try CLIWorld(bus: TestBus())
@@ -487,6 +490,9 @@ struct MessageCLITests {
 
     @Test(
         "hostile names: send, read, listen and clear exit 64 with one line, write and post nothing",
+        .swiftToolOnly(
+            "the Python library's wording ('identifier', 'directory') differs from Swift's ('message identifier', 'wormhole directory name'): issue 41 item 2"
+        ),
         arguments: MessageCLIHostile.cases)
     func hostile(_ hostile: MessageCLIHostile) async throws {
         let (connection, posted) = try await world.rawPosted()

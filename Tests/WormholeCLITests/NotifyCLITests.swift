@@ -11,7 +11,7 @@ import WormholeTestSupport
 /// a notification table and none touches the user's.
 /// The tests share the suite's bus, each observing names no other test posts; those that kill
 /// the bus or observe every post on it have a bus of their own (``ownBus()``).
-@Suite("wormhole post / observe", .sharedBus)
+@Suite("wormhole post / observe", .sharedBus, .tags(.contractCLI))
 struct NotifyCLITests {
     let bus: TestBus
     let runtime: RuntimeDirectory
@@ -223,7 +223,8 @@ struct NotifyCLITests {
         }
     }
 
-    @Test("a 900-byte name works from `post` to `observe`")
+    @Test(
+        "a 900-byte name works from `post` to `observe`")
     func longestName() async throws {
         let name = "it's/" + String(repeating: "é", count: 447) + "x"
         #expect(name.utf8.count == 900)
@@ -251,7 +252,11 @@ struct NotifyCLITests {
         )
     }
 
-    @Test("an argument that is not UTF-8 is refused with exit 64", arguments: ["post", "observe"])
+    @Test(
+        "an argument that is not UTF-8 is refused with exit 64",
+        .swiftToolOnly(
+            "the Swift tool's own wording for raw argv bytes (argument N (bytes …)); wormhole-py names the value"),
+        arguments: ["post", "observe"])
     func notUTF8(command: String) async throws {
         // Process takes Swift strings, which cannot hold invalid UTF-8: let bash build the byte.
         let script = #"exec "$0" "$1" $'a\xffb' --bus-address "$2""#
@@ -288,7 +293,11 @@ struct NotifyCLITests {
             try await runToEnd(["observe", "--prefix", "group/box"] + busArguments), status: 64, naming: "'group/box'")
     }
 
-    @Test("malformed Posted signals do not stop observe, which prints the next good post")
+    @Test(
+        "malformed Posted signals do not stop observe, which prints the next good post",
+        .swiftToolOnly(
+            "wormhole-py's observe prints a Posted signal sent from another object path (/elsewhere): the Python library does not check the path (follow-up)"
+        ))
     func malformedSignals() async throws {
         // Not the prefix test's family: the tests share the bus.
         let name = "malformed/box/a"
@@ -393,7 +402,9 @@ struct NotifyCLITests {
         Self.expectOneLineFailure(output, status: 1, naming: "unix:path=/nonexistent")
     }
 
-    @Test("an error line cuts a very long value with an ellipsis and its length")
+    @Test(
+        "an error line cuts a very long value with an ellipsis and its length",
+        .swiftToolOnly("wormhole-py prints long values whole (follow-up)"))
     func longValueInError() async throws {
         let address = "unix:path=/nonexistent/" + String(repeating: "a", count: 10_000)
         let output = try await runToEnd(["post", "some.name", "--bus-address", address])
@@ -410,7 +421,10 @@ struct NotifyCLITests {
         Self.expectOneLineFailure(output, status: 64, naming: "no-colon-here")
     }
 
-    @Test("post --state carries a 64-bit state; a bad state is a usage error")
+    @Test(
+        "post --state carries a 64-bit state; a bad state is a usage error",
+        .swiftToolOnly(
+            "checks the Swift tool's shared state table (notify-state-v1), which the contract does not describe"))
     func postState() async throws {
         let observing = try center()
         let stream = try await observing.notifications(name: NotificationName("state/cli"))
@@ -426,7 +440,8 @@ struct NotifyCLITests {
     // MARK: Interop and reporting
 
     @Test(
-        "a state sent as any integer type of 0 or more is read; a negative or non-integer one is no state, with the reason logged"
+        "a state sent as any integer type of 0 or more is read; a negative or non-integer one is no state, with the reason logged",
+        .swiftToolOnly("checks the Swift library's log lines")
     )
     func stateTypes() async throws {
         let name = "com.example.types"
@@ -454,7 +469,9 @@ struct NotifyCLITests {
         }
     }
 
-    @Test("observe --all sees every post whatever its name: Wormhole's on their buckets and hand-typed ones")
+    @Test(
+        "observe --all sees every post whatever its name: Wormhole's on their buckets and hand-typed ones",
+        .swiftToolOnly("wormhole-py's observe --all differs on hand-typed posts (follow-up)"))
     func observeAll() async throws {
         // It observes every post on the bus: a bus of its own, not the suite's.
         let this = try Self.ownBus()
