@@ -107,26 +107,33 @@ struct DeliveryPumpTests {
         return waited(done)
     }
 
-    @Test("wakes during a round cost one more round, which reads what they recorded in one batch")
-    func coalescing() {
-        let queue = DispatchQueue(label: "test.pump.coalescing")
+    /// Offers 1 to a reader on `queue` whose handler of 1 is held, runs `during` while it is
+    /// held, lets it go, and returns the log once `last` was delivered and `queue` is idle.
+    static func heldRound(on queue: DispatchQueue, last: Int, during: (NumberReader) -> Void) -> Log {
         let gate = Gate(at: 1)
-        let last = Arrival(of: 101)
+        let arrival = Arrival(of: last)
         defer { gate.release() }
         let reader = NumberReader(.queue(queue)) { number in
             gate.pass(number)
-            last.saw(number)
+            arrival.saw(number)
         }
         let subscription = Subscription(core: reader) {}
         defer { subscription.cancel() }
 
         reader.offer(1)
-        #expect(Self.waited(gate.entered), "the first round started")
-        for number in 2...101 { reader.offer(number) }
+        #expect(waited(gate.entered), "the first round is in its handler")
+        during(reader)
         gate.release()
-        #expect(Self.waited(last.semaphore), "what was offered during the round is delivered after it")
-        #expect(Self.settled(queue))
-        let log = reader.log.withLock { $0 }
+        #expect(waited(arrival.semaphore), "what was offered during the round is delivered after it")
+        #expect(settled(queue))
+        return reader.log.withLock { $0 }
+    }
+
+    @Test("wakes during a round cost one more round, which reads what they recorded in one batch")
+    func coalescing() {
+        let log = Self.heldRound(on: DispatchQueue(label: "test.pump.coalescing"), last: 101) { reader in
+            for number in 2...101 { reader.offer(number) }
+        }
         #expect(log.delivered == Array(1...101))
         #expect(log.rounds == 2, "100 wakes during the first round made exactly one more round")
     }
@@ -134,24 +141,10 @@ struct DeliveryPumpTests {
     @Test("a slow handler on a concurrent queue is never overlapped by the next round")
     func slowHandler() {
         let queue = DispatchQueue(label: "test.pump.concurrent", attributes: .concurrent)
-        let gate = Gate(at: 1)
-        let last = Arrival(of: 50)
-        defer { gate.release() }
-        let reader = NumberReader(.queue(queue)) { number in
-            gate.pass(number)
-            last.saw(number)
+        let log = Self.heldRound(on: queue, last: 50) { reader in
+            // Offered from several threads while the handler is held: each is a wake.
+            DispatchQueue.concurrentPerform(iterations: 49) { index in reader.offer(index + 2) }
         }
-        let subscription = Subscription(core: reader) {}
-        defer { subscription.cancel() }
-
-        reader.offer(1)
-        #expect(Self.waited(gate.entered), "the slow handler runs")
-        // Offered from several threads while the handler is held: each is a wake.
-        DispatchQueue.concurrentPerform(iterations: 49) { index in reader.offer(index + 2) }
-        gate.release()
-        #expect(Self.waited(last.semaphore))
-        #expect(Self.settled(queue))
-        let log = reader.log.withLock { $0 }
         #expect(log.mostAtOnce == 1, "two handler calls of one subscription never overlap, even on a concurrent queue")
         #expect(log.delivered.first == 1 && Set(log.delivered) == Set(1...50) && log.delivered.count == 50)
         #expect(log.rounds == 2)
