@@ -144,6 +144,11 @@ struct DeliveryPumpTests {
         let log = Self.heldRound(on: queue, last: 50) { reader in
             // Offered from several threads while the handler is held: each is a wake.
             DispatchQueue.concurrentPerform(iterations: 49) { index in reader.offer(index + 2) }
+            // Whatever a wake queued has started by the time a job queued after it ran: a round
+            // started beside the held one (a broken pump) is in its handler by then.
+            let marker = DispatchSemaphore(value: 0)
+            queue.async { marker.signal() }
+            #expect(Self.waited(marker))
         }
         #expect(log.mostAtOnce == 1, "two handler calls of one subscription never overlap, even on a concurrent queue")
         #expect(log.delivered.first == 1 && Set(log.delivered) == Set(1...50) && log.delivered.count == 50)
