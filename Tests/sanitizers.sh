@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 .ci/install-deps
 sanitizers=("$@")
 ((${#sanitizers[@]})) || sanitizers=(thread address)
-suites='WormholeDBusTests|NotifyDeliveryTests|SubscriptionLifetimeTests|SubscriptionTableTests|DefaultsNotifyTests|MessagingDeliveryTests|MessagingTransientTests|MainActorDeliveryTests|UnsignalledWriteTests|SubscriptionFallbackTests|MessagingReconnectTests'
+suites='WormholeDBusTests|DeliveryPumpTests|PrivateRuntimeTests|NotifyDeliveryTests|SubscriptionLifetimeTests|SubscriptionTableTests|DefaultsNotifyTests|MessagingDeliveryTests|MessagingTransientTests|MainActorDeliveryTests|UnsignalledWriteTests|SubscriptionFallbackTests|MessagingReconnectTests'
 # Code the sanitized suites run shares state through `Locked` (a pthread mutex the sanitizer
 # sees), never `Synchronization.Mutex`: a Mutex's waits are invisible to ThreadSanitizer, so two
 # threads that take it in turn are reported as a race (a false report that fails CI at random).

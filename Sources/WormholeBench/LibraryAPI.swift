@@ -150,7 +150,7 @@ enum LibraryAPI {
 
     /// Adds 1 to the integer `key` under the suite's lock (`update`).
     static func increment(_ defaults: GroupDefaults, key: String) throws {
-        try defaults.update(key) { .integer(($0?.intValue ?? 0) + 1) }
+        try defaults.update(forKey: key) { .integer(($0?.intValue ?? 0) + 1) }
     }
 
     /// Stores the integer `value` for `key` (`set(_:forKey:)`).

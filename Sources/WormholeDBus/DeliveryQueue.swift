@@ -3,10 +3,14 @@ import WormholeSystem
 
 /// Where a subscription's handler runs.
 ///
-/// Every callback API of Wormhole takes one (`BusConnection.subscribe(_:on:handler:)`, the
-/// notification center's observers, the message listeners), and every delivery of one
-/// subscription goes through it, the catch-ups and resumed deliveries too, so two calls of
-/// one handler never overlap unless you pass a concurrent queue.
+/// Every callback API of Wormhole takes one (the notification center's observers, the message
+/// listeners, the journal and defaults listeners, and the D-Bus layer's
+/// `BusConnection.subscribe(_:on:handler:)`), and every delivery of one subscription goes
+/// through it, the catch-ups and resumed deliveries too. Wormhole's subscriptions deliver in
+/// rounds that never overlap, whatever the choice: two calls of one observer's or listener's
+/// handler never run at once, even on a concurrent queue. The D-Bus layer's own subscriptions
+/// (`BusConnection.subscribe`, `onConnectionEvent`) hand each signal to the queue as it comes:
+/// on a concurrent queue two of their calls may run at once.
 ///
 /// | choice | cost per delivery | handler may block |
 /// | --- | --- | --- |
@@ -19,8 +23,9 @@ public enum DeliveryQueue: Sendable {
     /// `flush(timeout:)`, no adding of subscriptions): every other subscription of the connection
     /// waits behind it.
     case ioThread
-    /// On `queue`, in the order the bus delivered. A concurrent queue may run two deliveries
-    /// of one subscription at once.
+    /// On `queue`, in the order the bus delivered. On a concurrent queue a Wormhole
+    /// subscription's deliveries still never overlap (each runs after the one before it
+    /// returned), while the D-Bus layer's `BusConnection.subscribe` may run two at once.
     case queue(DispatchQueue)
     /// On a serial queue of the subscription's own (the default): in order, never two at once,
     /// and a slow handler holds up nobody else.

@@ -1,8 +1,9 @@
 /// The process's machinery below D-Bus, one per process: the event loop every connection,
 /// watch, deadline and socket shares, the one inotify instance, and the drain that runs at
-/// exit. `Wormhole`'s runtime object holds it (with the shared connections, the doorbell and
-/// the subscription table, which belong to the layers above); the D-Bus layer reaches it
-/// through ``shared``, the one static of the layers below `Wormhole`.
+/// exit. `Wormhole`'s runtime objects hold it (with the shared connections and the doorbell,
+/// which belong to the layers above; a test's private runtime holds the same one); the D-Bus
+/// layer reaches it through ``shared``. Beside it, the layers below `Wormhole` keep only the
+/// statics docs/architecture.md lists (`HopTrace`'s buffer, libdbus's one initialisation).
 package final class ProcessRuntime: Sendable {
     /// The process's runtime.
     package static let shared = ProcessRuntime()

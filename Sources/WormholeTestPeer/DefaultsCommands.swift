@@ -69,7 +69,7 @@ private func defaultsIncrement(_ arguments: [String]) throws {
     }
     let defaults = try suite(arguments[0], arguments[1], bus: arguments[4])
     for _ in 0..<count {
-        try defaults.update(arguments[2]) { old in
+        try defaults.update(forKey: arguments[2]) { old in
             guard case .integer(let value)? = old else {
                 if old == nil { return .integer(1) }
                 throw DefaultsCommandError(description: "counter is not an integer: \(old!)")

@@ -7,5 +7,5 @@ import Wormhole
 /// GroupDefaults.update's doc comment.
 private func updateDocComment() throws {
     let defaults = try GroupDefaults(applicationGroupIdentifier: "group.com.example.watch")
-    try defaults.update("launches") { .integer(($0?.intValue ?? 0) + 1) }
+    try defaults.update(forKey: "launches") { .integer(($0?.intValue ?? 0) + 1) }
 }

@@ -363,7 +363,7 @@ enum DefaultsHarness {
             applicationGroupIdentifier: GroupIdentifier(world.group), durability: .synchronized,
             containerRoot: world.root.path,
             busAddress: world.bus.address, sharedStateDirectory: world.state.path, logger: MessagingHarness.logger)
-        try defaults.update("n") { _ in .integer(5) }
+        try defaults.update(forKey: "n") { _ in .integer(5) }
         #expect(try world.defaults().value(forKey: "n") == .integer(5))
     }
 }

@@ -347,9 +347,9 @@ extension GroupDefaults.Keys {
         var status = stat()
         lstat(world.suitePath(), &status)
         #expect(UInt64(status.st_mtim.tv_sec) * 1_000_000_000 + UInt64(status.st_mtim.tv_nsec) == second.generation)
-        for _ in 0..<3 { try defaults.update("launches") { .integer(($0?.intValue ?? 0) + 1) } }
+        for _ in 0..<3 { try defaults.update(forKey: "launches") { .integer(($0?.intValue ?? 0) + 1) } }
         #expect(try defaults.value(forKey: "launches")?.intValue == 3)
-        try defaults.update("launches") { _ in nil }
+        try defaults.update(forKey: "launches") { _ in nil }
         #expect(try defaults.value(forKey: "launches") == nil)
         // A date that is not exactly seconds-since-1970 in a Double is stored as the nearest one,
         // and writing it again changes nothing.

@@ -1,6 +1,6 @@
-// The runtime's one subscription table (WormholeRuntime.subscriptions): every subscription is
-// registered once, in the part of its owner (a center's post routes, a facade's wake
-// subscribers), whatever its kind, and is gone from it when cancelled.
+// Each owner's subscription table (a center's post routes, a facade's engine's wake
+// subscribers): every subscription is registered once, in its owner's table, whatever its kind,
+// and is gone from it when cancelled.
 
 import Dispatch
 import Foundation
@@ -9,17 +9,15 @@ import WormholeTestSupport
 
 @testable import Wormhole
 
-@Suite("The runtime's subscription table", .sharedBus)
+@Suite("Each owner's subscription table", .sharedBus)
 struct SubscriptionTableTests {
     let fixture: MessagingFixture
     init() throws { fixture = try MessagingFixture() }
 
-    let table = WormholeRuntime.shared.subscriptions
-
-    /// What `center`'s and `engine`'s parts hold: (post routes of the center, subscribers of the
-    /// engine).
+    /// What `center`'s and `engine`'s tables hold: (post routes of the center, subscribers of
+    /// the engine).
     func parts(_ center: DarwinNotificationCenter, _ engine: WakeEngine) -> [Int] {
-        [table.count(of: ObjectIdentifier(center)).routes, table.count(of: ObjectIdentifier(engine)).subscribers]
+        [center.routes.count, engine.table.count]
     }
 
     @Test("a listener, a journal reader and an observer of one facade are each registered once and forgotten at cancel")
@@ -61,7 +59,7 @@ struct SubscriptionTableTests {
 
         let observer = try defaults.listen(forKey: "k", on: .ioThread) { _ in }
         #expect(parts(center, defaults.wakeups) == [1, 1])
-        #expect(table.count(of: ObjectIdentifier(wormhole.wakeups)).subscribers == 0)
+        #expect(wormhole.wakeups.table.count == 0)
         observer.cancel()
         #expect(parts(center, defaults.wakeups) == [0, 0])
     }

@@ -122,12 +122,7 @@ extension GroupDefaults {
             defaults: self, key: key, executor: DeliveryQueue.ioThread.makeExecutor(label: "wormhole.defaults"),
             handler: { continuation.yield($0) })
         let subscriber = makeSubscriber(name, isPrefix: key == nil, options: options, tracker: tracker)
-        // On the bus without blocking the task; the stream ends when the connection closes.
-        try await wakeups.startStream(subscriber) {
-            try await subscriber.attach(to: notificationCenter()) { continuation.finish() }
-        }
-        let handle = Subscription(core: tracker) { subscriber.detach() }
-        continuation.onTermination = { _ in handle.cancel() }
+        _ = try await subscriber.startStream(in: wakeups, on: notificationCenter, core: tracker, ending: continuation)
         tracker.start(initial: initial)
         return DefaultsChangeStream(stream)
     }
@@ -238,25 +233,16 @@ final class ChangeTracker: SubscriptionCore {
         wake()
     }
 
-    /// The pump's round: what was asked for, in order. Consecutive comparisons are one.
+    /// The pump's round: what was asked for, in order (``ask(_:)`` already made consecutive
+    /// equal comparisons one).
     func drainPending() {
-        while true {
-            let events = state.withLock { state -> [Event] in
-                defer { state.events = [] }
-                return state.events
-            }
-            if events.isEmpty { return }
-            var previous: Event?
-            for event in events {
-                if pump.isCancelled { return }
-                switch event {
-                case .start(let initial): begin(initial: initial)
-                case .post(let note): deliverPost(note)
-                case .differences(let reason):
-                    if case .differences(let last) = previous, last == reason { continue }
-                    deliverDifferences(reason: reason)
-                }
-                previous = event
+        drain {
+            state.withLock { $0.events.takeAll() }
+        } deliver: { event in
+            switch event {
+            case .start(let initial): begin(initial: initial)
+            case .post(let note): deliverPost(note)
+            case .differences(let reason): deliverDifferences(reason: reason)
             }
         }
     }

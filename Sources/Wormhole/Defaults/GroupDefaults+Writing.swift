@@ -49,14 +49,6 @@ extension GroupDefaults {
         try writer.update(forKey: key, transform)
     }
 
-    /// The same as ``update(forKey:_:)``.
-    @discardableResult
-    public func update(
-        _ key: String, _ transform: (PropertyListValue?) throws -> PropertyListValue?
-    ) throws -> WriteReport {
-        try update(forKey: key, transform)
-    }
-
     /// Adds `amount` (which may be negative) to the integer stored for `key` under the suite's
     /// lock, an absent key counting as 0, and returns the new value: any number of processes
     /// incrementing at once lose nothing.

@@ -205,21 +205,22 @@ public final class Journal: Sendable {
         from start: JournalPosition = .end, consumer: String? = nil, as type: Message.Type = Message.self
     ) async throws -> JournalRecordStream<Message> {
         let (doorbell, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        // The wake-ups first, then the cursor: nothing appended after the cursor's start is missed.
-        let subscriber = makeSubscriber { continuation.yield(()) }
-        // On the bus without blocking the task; the stream ends when the connection closes.
-        try await center.wakeups.startStream(subscriber) {
-            try await subscriber.attach(to: center.notificationCenter()) { continuation.finish() }
+        // The stream's subscription rings its doorbell; the iterator's `next()` reads.
+        let ringer = CallbackReader(executor: DeliveryQueue.ioThread.makeExecutor(label: "wormhole.journal")) {
+            continuation.yield(())
         }
+        // The wake-ups first, then the cursor: nothing appended after the cursor's start is missed.
+        let subscriber = makeSubscriber { ringer.wake() }
+        let handle = try await subscriber.startStream(
+            in: center.wakeups, on: center.notificationCenter, core: ringer, ending: continuation)
         let core: JournalConsumerCore
         do {
             core = try JournalConsumerCore(
                 location: location, start: start, consumer: consumer, synchronized: options.durability == .fdatasync)
         } catch {
-            subscriber.detach()
+            handle.cancel()
             throw error
         }
-        continuation.onTermination = { _ in subscriber.detach() }
         return JournalRecordStream(
             doorbell: doorbell, reader: JournalStreamReader<Message>(core: core, identifier: identifier))
     }

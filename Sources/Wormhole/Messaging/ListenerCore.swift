@@ -68,7 +68,6 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
 
     func forgetPending() {
         state.withLock { state in
-            state.cancelled = true
             state.pending = [:]
             state.order = []
             state.transientCount = 0
@@ -108,7 +107,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
     /// starts or may have missed events.
     func catchUp() {
         let wake = state.withLock { state -> Bool in
-            if state.cancelled { return false }
+            if pump.isCancelled { return false }
             state.catchUp = true
             return state.hasWork
         }
@@ -139,7 +138,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         guard !mine.isEmpty else { return }
         let now = DispatchTime.now().uptimeNanoseconds
         let schedule = state.withLock { state -> Bool in
-            if state.cancelled { return false }
+            if pump.isCancelled { return false }
             for identifier in mine {
                 if let posted = state.postedAt[identifier], now &- posted < Self.sameIteration { continue }
                 state.orphans[identifier] = now
@@ -167,7 +166,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         let now = DispatchTime.now().uptimeNanoseconds
         let (again, wake) = state.withLock { state -> (Bool, Bool) in
             state.orphanCheckScheduled = false
-            if state.cancelled { return (false, false) }
+            if pump.isCancelled { return (false, false) }
             let due = state.orphans.filter { now &- $0.value >= Self.orphanGrace }.map(\.key)
             for identifier in due { state.orphans[identifier] = nil }
             if !due.isEmpty { Self.merge(due, reason: .catchUp, sentAt: nil, into: &state) }
@@ -204,18 +203,17 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
         }
         // A handler on the I/O thread with nothing queued before this message: deliver it here,
         // without queueing (the common case of a listener that keeps up).
-        if case .handler(let executor, let handler) = sink, executor.queue == nil, let payload = item.payload,
-            pump.claim()
-        {
-            let direct = state.withLock { state in !state.cancelled && !state.hasWork }
-            if direct {
+        if case .handler(_, let handler) = sink, let payload = item.payload {
+            let inline = deliverInline {
+                if state.withLock({ pump.isCancelled || $0.hasWork }) {
+                    _ = enqueue(item)
+                    return true
+                }
+                return false
+            } deliver: {
                 handler(MessageDelivery(transient: item, payload: payload))
-            } else {
-                _ = enqueue(item)
-                drainPending()
             }
-            finishClaim()
-            return
+            if inline { return }
         }
         if enqueue(item) { ring() }
     }
@@ -224,7 +222,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
     /// reader must be woken.
     private func enqueue(_ item: Item) -> Bool {
         state.withLock { state -> Bool in
-            if state.cancelled { return false }
+            if pump.isCancelled { return false }
             if state.transientCount >= transientLimit, let oldest = state.order.firstIndex(where: \.isTransient) {
                 if case .transient(let dropped) = state.order.remove(at: oldest) {
                     if let index = state.dropped.firstIndex(where: { $0.identifier == dropped.identifier }) {
@@ -268,7 +266,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
 
     private func record(_ identifiers: [MessageIdentifier], reason: Reason, sentAt: UInt64? = nil) {
         let wake = state.withLock { state -> Bool in
-            if state.cancelled { return false }
+            if pump.isCancelled { return false }
             Self.merge(identifiers, reason: reason, sentAt: sentAt, into: &state)
             return state.hasWork
         }
@@ -308,7 +306,7 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
     func take() -> [Item]? {
         let wantsCatchUp = state.withLock { state -> Bool in
             defer { state.catchUp = false }
-            return state.catchUp && !state.cancelled
+            return state.catchUp && !pump.isCancelled
         }
         if wantsCatchUp {
             var identifiers = Set(state.withLock { Array($0.lastDelivered.keys) })
@@ -319,11 +317,11 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
             }
             let sorted = identifiers.sorted { $0.rawValue < $1.rawValue }
             state.withLock { state in
-                if !state.cancelled { Self.merge(sorted, reason: .catchUp, sentAt: nil, into: &state) }
+                if !pump.isCancelled { Self.merge(sorted, reason: .catchUp, sentAt: nil, into: &state) }
             }
         }
         return state.withLock { state -> [Item]? in
-            if state.cancelled || !state.hasWork { return nil }
+            if pump.isCancelled || !state.hasWork { return nil }
             // A catch-up asked for after the listing above: the caller comes back for it.
             if state.order.isEmpty && state.dropped.isEmpty { return [] }
             var batch = state.dropped.map { dropped in
@@ -359,11 +357,8 @@ final class ListenerCore<Message: Decodable & Sendable>: ListenerControl {
     /// a burst costs one read per identifier per round.
     func drainPending() {
         guard case .handler(_, let handler) = sink else { return }
-        while let batch = take() {
-            for item in batch {
-                guard let delivery = read(item), !isCancelled else { continue }
-                handler(delivery)
-            }
+        drain(taking: take) { item in
+            if let delivery = read(item), !isCancelled { handler(delivery) }
         }
     }
 

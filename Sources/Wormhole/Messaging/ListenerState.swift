@@ -29,8 +29,8 @@ enum ListenerEntry {
     }
 }
 
+/// What a listener's reader keeps (whether it is suspended or cancelled is its pump's).
 struct ListenerState {
-    var cancelled = false
     /// A catch-up was asked for: the reader lists the mailboxes (disk work, not on the bus side).
     var catchUp = false
     var pending: [MessageIdentifier: (reason: ListenerReason, sentAt: UInt64?)] = [:]

@@ -142,11 +142,7 @@ extension MessageCenter {
             transiting: transiting, prefix: notificationPrefix, only: identifier, options: options,
             sink: .doorbell(continuation))
         let listener = makeSubscriber(core, only: identifier, options: options)
-        try await wakeups.startStream(listener) {
-            try await listener.attach(to: notificationCenter()) { continuation.finish() }
-        }
-        let handle = Subscription(core: core) { listener.detach() }
-        continuation.onTermination = { _ in handle.cancel() }
+        _ = try await listener.startStream(in: wakeups, on: notificationCenter, core: core, ending: continuation)
         if options.deliversStoredMessageOnStart { core.checkStored() } else { core.recordBaseline() }
         return MessageStream(doorbell: doorbell, reader: MessageStreamReader(core: core))
     }

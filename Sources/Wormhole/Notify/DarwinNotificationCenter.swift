@@ -34,10 +34,11 @@ public final class DarwinNotificationCenter: Sendable {
     let busKey: UInt64
     let table: SharedStateTable?
     let logger: Logger
-    /// The runtime's table, where this center's part holds every post route of this center (its
-    /// observers', listeners' and readers'), for the catch-up after a reconnect and for leaving
-    /// the doorbell at close.
-    private let subscriptions = WormholeRuntime.shared.subscriptions
+    /// The runtime it belongs to (``WormholeRuntime/current`` when it was made).
+    let runtime: WormholeRuntime
+    /// Every post route of this center (its observers', listeners' and readers'), for the
+    /// catch-up after a reconnect and for leaving the doorbell at close.
+    let routes = PostRouteTable()
     private let lastStates = Locked<[String: UInt64]>([:])
     private let reception: PostReception
     private let eventSubscription = Locked<EventSubscription?>(nil)
@@ -62,12 +63,14 @@ public final class DarwinNotificationCenter: Sendable {
         logger: Logger = Logger(label: "wormhole.notify")
     ) throws {
         let address = try busAddress ?? BusAddress.session()
+        let runtime = WormholeRuntime.current
+        self.runtime = runtime
         self.logger = logger
         self.wake = wake
         busKey = DoorbellHash.busKey(of: address)
         // The process's one connection to this bus, shared with every other facade; this
         // center's handle scopes its observers, so `close()` ends them and nobody else's.
-        connection = try BusConnection.shared(address: address, in: WormholeRuntime.shared.connections, logger: logger)
+        connection = try BusConnection.shared(address: address, in: runtime.connections, logger: logger)
         do {
             table = try SharedStateTable(directory: sharedStateDirectory ?? SharedStateTable.defaultDirectory())
         } catch {
@@ -77,9 +80,9 @@ public final class DarwinNotificationCenter: Sendable {
         let connection = self.connection
         reception = PostReception(
             connection: connection, busKey: busKey, ringable: wake == .doorbell, logger: logger, lastStates: lastStates,
-            closed: Locked(false))
-        transient = TransientConnection(first: connection, logger: logger)
-        WormholeRuntime.shared.ownConnections.insert(connection, for: ObjectIdentifier(self))
+            closed: Locked(false), runtime: runtime)
+        transient = TransientConnection(first: connection, runtime: runtime, logger: logger)
+        runtime.ownConnections.insert(connection, for: ObjectIdentifier(self))
         // On the I/O thread: each observer's catch-up then takes the same path as its posts.
         let subscription = connection.onEvent(on: .ioThread) { [weak self] event in
             self?.connectionChanged(event)
@@ -90,9 +93,7 @@ public final class DarwinNotificationCenter: Sendable {
     deinit {
         leaveDoorbell()
         eventSubscription.withLock { $0?.cancel() }
-        let key = ObjectIdentifier(self)
-        subscriptions.removeOwner(key)
-        WormholeRuntime.shared.ownConnections.remove(key)
+        runtime.ownConnections.remove(ObjectIdentifier(self))
         transient.close()
         connection.close()
     }
@@ -103,7 +104,7 @@ public final class DarwinNotificationCenter: Sendable {
             logger.warning("bus connection lost; observers will catch up when it returns")
         case .reconnected:
             // A new connection: the signals of rings delivered before will never come on it.
-            for route in subscriptions.routes(of: ObjectIdentifier(self)) { route.reconnected() }
+            for route in routes.all { route.reconnected() }
         }
     }
 
@@ -170,7 +171,7 @@ public final class DarwinNotificationCenter: Sendable {
         // Queued behind a full socket, a newer post of the name replaces an older one: the
         // state travels with the latest (contract section 7). The name is the key: only posts
         // are sent with this policy, and a name's bucket interface follows from the name.
-        guard let doorbell = WormholeRuntime.shared.doorbell else {
+        guard let doorbell = runtime.doorbell else {
             HopTrace.mark(.emitEntered)
             try connection.emit(signal, policy: .replacing(key: name.rawValue))
             return HopTrace.mark(.signalWritten)
@@ -381,12 +382,12 @@ public final class DarwinNotificationCenter: Sendable {
     ) throws -> PostRoute {
         if isPrefix { try Self.checkPrefix(target) }
         let route = PostRoute(target: target, isPrefix: isPrefix, options: options, reception: reception, sink: sink)
-        subscriptions.add(route, of: ObjectIdentifier(self))
+        routes.add(route)
         return route
     }
 
     private func forget(_ route: PostRoute) {
-        subscriptions.remove(route, of: ObjectIdentifier(self))
+        routes.remove(route)
     }
 
     /// A check token for `name` (like `notify_register_check`): ``NotificationCheckToken/check()``
@@ -412,7 +413,7 @@ public final class DarwinNotificationCenter: Sendable {
 
     /// Every route of this center stops being rung (closing: the routes end with its handle).
     private func leaveDoorbell() {
-        for route in subscriptions.routes(of: ObjectIdentifier(self)) { route.leaveDoorbell() }
+        for route in routes.all { route.leaveDoorbell() }
     }
 
     private func stream(target: NotificationName, isPrefix: Bool, options: ObserverOptions) async throws

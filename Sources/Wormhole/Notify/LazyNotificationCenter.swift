@@ -10,6 +10,8 @@ final class LazyNotificationCenter: Sendable {
     private let sharedStateDirectory: String?
     private let wake: PeerWake
     private let logger: Logger
+    /// The runtime the center is made in: the one current when the facade was made.
+    private let runtime: WormholeRuntime
     private let box = Locked<DarwinNotificationCenter?>(nil)
     /// The last connection failure, when every socket of the address was missing: their paths.
     private let lastFailure = Locked<(BusError, [String])?>(nil)
@@ -24,8 +26,12 @@ final class LazyNotificationCenter: Sendable {
         }
     }
 
-    init(busAddress: BusAddress?, sharedStateDirectory: String?, wake: PeerWake = .doorbell, logger: Logger) {
+    init(
+        busAddress: BusAddress?, sharedStateDirectory: String?, wake: PeerWake = .doorbell, logger: Logger,
+        runtime: WormholeRuntime = .current
+    ) {
         self.busAddress = busAddress
+        self.runtime = runtime
         self.sharedStateDirectory = sharedStateDirectory
         self.wake = wake
         self.logger = logger
@@ -52,8 +58,10 @@ final class LazyNotificationCenter: Sendable {
         if let error = knownUnreachable() { throw error }
         let made: DarwinNotificationCenter
         do {
-            made = try DarwinNotificationCenter(
-                busAddress: busAddress, sharedStateDirectory: sharedStateDirectory, wake: wake, logger: logger)
+            made = try WormholeRuntime.$current.withValue(runtime) {
+                try DarwinNotificationCenter(
+                    busAddress: busAddress, sharedStateDirectory: sharedStateDirectory, wake: wake, logger: logger)
+            }
         } catch let error as BusError where error.code == .connectionFailed {
             if let paths = (try? address())?.onlyUnixSocketPaths, paths.allSatisfy({ !Self.exists($0) }) {
                 lastFailure.withLock { $0 = (error, paths) }

@@ -6,10 +6,10 @@ import WormholeSystem
 /// delivered, in order (a notification has no state to coalesce into), except while suspended,
 /// when the latest stands for all.
 final class ObserverCore: SubscriptionCore {
+    /// What the reader keeps; whether it is suspended or cancelled is the pump's.
     private struct State {
-        var suspended = false
+        /// The latest post while suspended, standing for all of them.
         var pending: DarwinNotification?
-        var cancelled = false
         /// Posts waiting for the pump's next round.
         var backlog: [DarwinNotification] = []
     }
@@ -23,13 +23,13 @@ final class ObserverCore: SubscriptionCore {
         self.handler = handler
     }
 
-    var isSuspended: Bool { state.withLock { $0.suspended } }
-
-    /// Delivers through the pump, or keeps the latest while suspended.
+    /// Delivers through the pump, or keeps the latest while suspended. The pump's state is read
+    /// inside the reader's lock (its lock is a leaf), which ``resume()`` holds while it releases
+    /// the kept post: a post offered meanwhile cannot pass it.
     func offer(_ note: DarwinNotification) {
         let now = state.withLock { state -> DarwinNotification? in
-            if state.cancelled { return nil }
-            if state.suspended {
+            if pump.isCancelled { return nil }
+            if pump.isSuspended {
                 var merged = note
                 if let earlier = state.pending {
                     merged.coalescedCount = earlier.coalescedCount + note.coalescedCount
@@ -46,70 +46,52 @@ final class ObserverCore: SubscriptionCore {
     /// On the I/O thread with nothing queued: calls the handler here, with no queueing (the
     /// common case of a listener that keeps up). Otherwise queues `note` for the pump.
     private func dispatch(_ note: DarwinNotification) {
-        if pump.executor.queue == nil, pump.claim() {
-            let direct = state.withLock { state -> Bool in
-                if state.cancelled { return false }
-                if state.backlog.isEmpty { return true }
+        let inline = deliverInline {
+            state.withLock { state -> Bool in
+                if pump.isCancelled { return true }
+                if state.backlog.isEmpty { return false }
                 state.backlog.append(note)
-                return false
+                return true
             }
-            if direct {
-                HopTrace.mark(.handlerEntered)
-                handler(note)
-            } else {
-                drainPending()
-            }
-            finishClaim()
-            return
+        } deliver: {
+            HopTrace.mark(.handlerEntered)
+            handler(note)
         }
+        if inline { return }
         let queued = state.withLock { state -> Bool in
-            if state.cancelled { return false }
+            if pump.isCancelled { return false }
             state.backlog.append(note)
             return true
         }
         if queued { wake() }
     }
 
-    /// The pump's round: every post queued, in order, until cancelled. Whether the listener is
-    /// cancelled is checked under the lock that ``cancel()`` takes before each call.
+    /// The pump's round: every post queued, in order, until cancelled.
     func drainPending() {
-        while true {
-            let batch = state.withLock { state -> [DarwinNotification] in
-                if state.cancelled { return [] }
-                defer { state.backlog = [] }
-                return state.backlog
-            }
-            if batch.isEmpty { return }
-            for note in batch {
-                if isCancelled { return }
-                handler(note)
-            }
+        drain {
+            state.withLock { $0.backlog.takeAll() }
+        } deliver: {
+            handler($0)
         }
-    }
-
-    /// Holds the pump (posts already queued wait too) and keeps the latest post from now on.
-    func suspend() {
-        state.withLock { $0.suspended = true }
-        pump.suspended()
     }
 
     /// Queues the latest post kept while suspended after those queued before, then lets the pump
     /// deliver them (with `.ioThread`, on the calling thread).
     func resume() {
-        let queued = state.withLock { state -> Bool in
-            state.suspended = false
-            defer { state.pending = nil }
-            guard !state.cancelled, let pending = state.pending else { return false }
-            state.backlog.append(pending)
-            return true
+        let run = state.withLock { state -> Bool in
+            var released = false
+            if let pending = state.pending, !pump.isCancelled {
+                state.backlog.append(pending)
+                released = true
+            }
+            state.pending = nil
+            return pump.resumed(woken: released)
         }
-        if queued { wake() }
-        resumeRounds()
+        if run { startRounds() }
     }
 
     func forgetPending() {
         state.withLock { state in
-            state.cancelled = true
             state.backlog = []
             state.pending = nil
         }

@@ -15,6 +15,8 @@ struct PostReception: Sendable {
     let lastStates: Locked<[String: UInt64]>
     /// The center was closed: its routes are rung no more.
     let closed: Locked<Bool>
+    /// The center's runtime: its doorbell and the process's own connections.
+    let runtime: WormholeRuntime
 }
 
 /// One subscription's wake source for the posts of a name, or of every name below a prefix: its
@@ -94,7 +96,7 @@ final class PostRoute: Sendable {
     /// active on the bus. A route removed meanwhile, or whose center closed, leaves the doorbell
     /// again at once.
     func enroll() {
-        guard reception.ringable, !reception.closed.withLock({ $0 }), let doorbell = WormholeRuntime.shared.doorbell
+        guard reception.ringable, !reception.closed.withLock({ $0 }), let doorbell = reception.runtime.doorbell
         else { return }
         let registration = doorbell.register(
             busKey: reception.busKey, target: target.rawValue, isPrefix: isPrefix
@@ -120,7 +122,7 @@ final class PostRoute: Sendable {
     }
 
     private func leaveDoorbell(_ registration: (directory: UInt64, id: UInt64)?) {
-        if let registration { WormholeRuntime.shared.doorbell?.unregister(registration) }
+        if let registration { reception.runtime.doorbell?.unregister(registration) }
     }
 
     /// Runs on the I/O thread for every ring of this process that the target may match (by its
@@ -192,7 +194,7 @@ final class PostRoute: Sendable {
         // A Wormhole sender with a doorbell numbers its posts: a route that may be rung merges
         // them with its rings, each post once and in its order (``PostOrder``). It keeps the
         // signals that come before any ring too: their rings may follow.
-        if reception.ringable, WormholeRuntime.shared.doorbell != nil, let sender = signal.sender,
+        if reception.ringable, reception.runtime.doorbell != nil, let sender = signal.sender,
             let serial = signal.serial, serial & DoorbellSocket.serialMark != 0
         {
             let (deliverSignal, then) = self.state.withLock { state in
@@ -209,7 +211,7 @@ final class PostRoute: Sendable {
         if let state { reception.lastStates.withLock { $0[rawName] = state } }
         let own =
             sender.map {
-                WormholeRuntime.shared.ownConnections.contains(sender: $0, on: reception.connection.address)
+                reception.runtime.ownConnections.contains(sender: $0, on: reception.connection.address)
             } ?? false
         if own && options.ignoresOwnPosts { return }
         sink(DarwinNotification(name: name, state: state, reason: .posted, isOwnPost: own))

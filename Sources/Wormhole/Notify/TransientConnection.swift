@@ -10,6 +10,8 @@ import WormholeSystem
 final class TransientConnection: Sendable {
     /// The center's first connection: the one a send falls back to while this one is being made.
     private let first: BusConnection
+    /// The center's runtime, whose shared connections it is made in.
+    private let runtime: WormholeRuntime
     private let logger: Logger
     private let held = Locked<BusConnection?>(nil)
     /// The connection is being made off the loop.
@@ -17,8 +19,9 @@ final class TransientConnection: Sendable {
     /// ``close()`` was called: no connection is made after it.
     private let closed = Atomic<Bool>(false)
 
-    init(first: BusConnection, logger: Logger) {
+    init(first: BusConnection, runtime: WormholeRuntime, logger: Logger) {
         self.first = first
+        self.runtime = runtime
         self.logger = logger
     }
 
@@ -44,7 +47,7 @@ final class TransientConnection: Sendable {
             return first
         }
         let made = try BusConnection.shared(
-            address: first.address, purpose: .transient, in: WormholeRuntime.shared.connections, logger: logger)
+            address: first.address, purpose: .transient, in: runtime.connections, logger: logger)
         let (kept, extra) = held.withLock { held -> (BusConnection, BusConnection?) in
             if let held { return (held, made) }
             // Closed meanwhile: not kept (the closed first connection answers the send).
@@ -55,7 +58,7 @@ final class TransientConnection: Sendable {
         if let extra {
             extra.close()  // another thread made one meanwhile: one handle of the same connection
         } else {
-            WormholeRuntime.shared.ownConnections.insert(made, for: ObjectIdentifier(made))
+            runtime.ownConnections.insert(made, for: ObjectIdentifier(made))
         }
         return kept
     }
@@ -83,7 +86,7 @@ final class TransientConnection: Sendable {
                 return held
             })
         else { return }
-        WormholeRuntime.shared.ownConnections.remove(ObjectIdentifier(connection))
+        runtime.ownConnections.remove(ObjectIdentifier(connection))
         connection.close()
     }
 }

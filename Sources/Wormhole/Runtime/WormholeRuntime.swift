@@ -12,16 +12,25 @@ import WormholeSystem
 ///   off.
 /// - ``appIdentity``: the app ID the process posts under, resolved once.
 /// - ``sweptDirectories``: the directories whose stale temporaries this process swept already.
-/// - ``subscriptions``: every subscription of the process, registered once
-///   (``SubscriptionTable``): each center's post routes and each facade's wake subscribers, in
-///   the part of their owner.
+///
+/// Each subscription is registered with its owner, not here: a center keeps its post routes
+/// (``PostRouteTable``), a facade's engine its wake subscribers (``WakeSubscriberTable``).
 ///
 /// Everything here is made on first use of ``shared`` and lives as long as the process; what
 /// holds a descriptor or a thread (a connection, the endpoint, the loop) is opened by its first
 /// user and closed with its last.
+///
+/// A test can make a runtime of its own (``init(sharingProcessOf:)``) and make facades in it
+/// (``current``): they get connections of their own (another unique name on the same bus) and
+/// share with ``shared`` what there is one of per process.
 final class WormholeRuntime: Sendable {
     /// The process's runtime.
     static let shared = WormholeRuntime()
+
+    /// The runtime the facades made now use (`MessageCenter`, `GroupDefaults`,
+    /// `DarwinNotificationCenter` read it in their initializers): ``shared``, unless a test binds
+    /// one of its own around the facades it makes (`WormholeRuntime.$current.withValue(runtime) { … }`).
+    @TaskLocal static var current: WormholeRuntime = .shared
 
     let system: ProcessRuntime
     let connections: SharedConnections
@@ -29,7 +38,6 @@ final class WormholeRuntime: Sendable {
     let appIdentity: AppIdentity.Resolver
     let doorbell: Doorbell?
     let sweptDirectories: OpportunisticSweep
-    let subscriptions: SubscriptionTable
 
     private init() {
         system = ProcessRuntime.shared
@@ -38,7 +46,22 @@ final class WormholeRuntime: Sendable {
         appIdentity = AppIdentity.Resolver()
         doorbell = Doorbell.make(identity: appIdentity, system: system)
         sweptDirectories = OpportunisticSweep()
-        subscriptions = SubscriptionTable()
+    }
+
+    /// A runtime of its own, for tests: its own bus connections (so its facades hold other
+    /// connections, with other unique names, than `base`'s on the same bus), and, through its
+    /// facades' own tables, its own subscriptions. What a process has one of is `base`'s: the
+    /// loop, the inotify instance and the exit drain (``ProcessRuntime``), the doorbell (one
+    /// endpoint and one serial sequence per process, contract §9), the app identity it posts
+    /// under, the set of its own connections (a post from either runtime is the process's own)
+    /// and the record of directories swept.
+    package init(sharingProcessOf base: WormholeRuntime = .shared) {
+        system = base.system
+        connections = SharedConnections()
+        ownConnections = base.ownConnections
+        appIdentity = base.appIdentity
+        doorbell = base.doorbell
+        sweptDirectories = base.sweptDirectories
     }
 }
 

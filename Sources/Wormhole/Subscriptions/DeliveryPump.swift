@@ -48,8 +48,8 @@ final class DeliveryPump: Sendable {
     }
 
     /// Claims an idle pump for a delivery the caller makes itself, on its own thread, before
-    /// anything else (the fast path of a handler on the I/O thread that keeps up). After a
-    /// successful claim the caller must call ``SubscriptionCore/finishClaim()``.
+    /// anything else (``SubscriptionCore/deliverInline(queuedBehind:deliver:)``, which runs the
+    /// rounds woken meanwhile after it).
     func claim() -> Bool {
         state.withLock { state in
             if state.cancelled || state.scheduled || state.suspended { return false }
@@ -86,10 +86,12 @@ final class DeliveryPump: Sendable {
     /// merges), and no round starts until ``resumed()``. A round already running finishes.
     func suspended() { state.withLock { $0.suspended = true } }
 
-    /// Lets rounds start again; whether the caller must run one now (woken while suspended).
-    func resumed() -> Bool {
+    /// Lets rounds start again; whether the caller must run one now (woken while suspended, or
+    /// `woken`: the reader released what it kept while suspended).
+    func resumed(woken: Bool = false) -> Bool {
         state.withLock { state in
             state.suspended = false
+            if woken && !state.cancelled { state.woken = true }
             if state.cancelled || !state.woken || state.scheduled { return false }
             state.scheduled = true
             return true
@@ -141,7 +143,7 @@ extension SubscriptionCore {
     }
 
     /// Runs the rounds here (the I/O thread's executor) or on the executor's queue.
-    private func startRounds() {
+    func startRounds() {
         if pump.executor.queue == nil {
             runRounds()
         } else {
@@ -149,12 +151,43 @@ extension SubscriptionCore {
         }
     }
 
-    /// Ends a delivery made after ``DeliveryPump/claim()``: runs the rounds woken meanwhile.
-    func finishClaim() {
+    /// The one drain of every reader, for its ``drainPending()``: `take` hands over what is
+    /// pending, in order (under the reader's own lock; `nil` when nothing is), `deliver` is
+    /// called for each item, and `take` is asked again, until it has nothing; the drain stops
+    /// before the next item once the subscription is cancelled (from the handler too).
+    func drain<Item>(taking take: () -> [Item]?, deliver: (Item) -> Void) {
+        while let batch = take() {
+            for item in batch {
+                if isCancelled { return }
+                deliver(item)
+            }
+        }
+    }
+
+    /// The one fast path of a handler on the I/O thread that keeps up: when rounds run inline
+    /// and the pump is idle, the caller delivers here, on its own thread, with no queueing.
+    /// `queuedBehind` (under the reader's lock) says whether something is pending already or the
+    /// subscription was cancelled; if so it has queued the item behind what is pending and a
+    /// round delivers both, in order; else `deliver` delivers it. Then the rounds woken meanwhile
+    /// run. False when the pump could not be claimed: the caller queues the item and wakes.
+    func deliverInline(queuedBehind: () -> Bool, deliver: () -> Void) -> Bool {
+        guard pump.executor.queue == nil, pump.claim() else { return false }
+        if queuedBehind() { drainPending() } else { deliver() }
         runRounds()
+        return true
     }
 
     private func runRounds() {
         while pump.nextRound() { drainPending() }
+    }
+}
+
+extension Array {
+    /// Everything it holds, leaving it empty; `nil` when it was empty: a reader's `take` for
+    /// ``SubscriptionCore/drain(taking:deliver:)``.
+    mutating func takeAll() -> Self? {
+        if isEmpty { return nil }
+        defer { self = [] }
+        return self
     }
 }

@@ -33,10 +33,9 @@ final class WakeEngine: Sendable {
     private let logger: Logger
     private let state = Locked(State())
     private let queue = DispatchQueue(label: "wormhole.wake-engine")
-    /// The runtime's table, where this engine's part holds its subscribers. Read and changed
-    /// only inside `state`'s lock (its lock is a leaf), so the part and `watches` stay in step.
-    private let table = WormholeRuntime.shared.subscriptions
-    private var id: SubscriptionTable.Owner { ObjectIdentifier(self) }
+    /// This engine's subscribers. Read and changed only inside `state`'s lock (its lock is a
+    /// leaf), so the table and `watches` stay in step.
+    let table = WakeSubscriberTable()
 
     init(centers: LazyNotificationCenter, logger: Logger) {
         self.centers = centers
@@ -48,7 +47,6 @@ final class WakeEngine: Sendable {
         let (arrival, events) = state.withLock { ($0.arrival, $0.eventSubscription) }
         arrival?.cancel()
         events?.cancel()
-        table.removeOwner(id)
     }
 
     var source: WakeSource { state.withLock { $0.source } }
@@ -57,16 +55,14 @@ final class WakeEngine: Sendable {
     /// lock is: a subscriber's last release runs its deinit, which unregisters it and takes the lock.
     private func withLive<T: Sendable>(_ body: (inout State, [WakeSubscriber]) -> T) -> T {
         let (result, live) = state.withLock { state -> (T, [WakeSubscriber]) in
-            let live = table.live(of: id)
+            let live = table.live()
             return (body(&state, live), live)
         }
         withExtendedLifetime(live) {}
         return result
     }
 
-    static func mayFallBack(_ subscriber: WakeSubscriber) -> Bool {
-        subscriber.fallsBack && subscriber.watchTarget != nil && !subscriber.isCancelled
-    }
+    static func mayFallBack(_ subscriber: WakeSubscriber) -> Bool { subscriber.mayFallBack }
 
     /// The live subscribers that a directory watch may wake.
     private func fallingBack() -> [WakeSubscriber] {
@@ -117,7 +113,7 @@ final class WakeEngine: Sendable {
     func register(_ subscribers: [WakeSubscriber]) {
         // A stream attached on its own: its engine follows the connection's losses too.
         if let center = centers.existing(), subscribers.contains(where: \.isAttached) { watchEvents(of: center) }
-        state.withLock { _ in table.add(subscribers, of: id) }
+        state.withLock { _ in table.add(subscribers) }
         for subscriber in subscribers { subscriber.attach(engine: self) }
         switch source {
         case .bus: if subscribers.contains(where: \.watchesBesideBus) { watchBesideBus(subscribers) }
@@ -174,9 +170,9 @@ final class WakeEngine: Sendable {
         // A watch no other subscriber needs is taken out under the lock and stops as it is
         // released here, outside it.
         let (_, arrival) = state.withLock { state -> (DirectoryWatch?, BusArrivalWatch?) in
-            let unneeded = table.forget(key, of: id)
+            let unneeded = table.forget(key)
             let stale = unneeded.flatMap { state.watches.removeValue(forKey: $0) }
-            guard !table.needsWatches(id) else { return (stale, nil) }
+            guard !table.needsWatches else { return (stale, nil) }
             defer { state.arrival = nil }
             return (stale, state.arrival)
         }

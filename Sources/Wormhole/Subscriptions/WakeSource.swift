@@ -59,26 +59,20 @@ final class WakeSourceReader: SubscriptionCore {
     }
 
     func changed(to source: WakeSource) {
-        if pump.isCancelled { return }
-        let suspended = pump.isSuspended
-        pending.withLock { pending in
-            if suspended { pending = [] }
+        let wake = pending.withLock { pending -> Bool in
+            if pump.isCancelled { return false }
+            if pump.isSuspended { pending = [] }
             pending.append(source)
+            return true
         }
-        wake()
+        if wake { self.wake() }
     }
 
     func drainPending() {
-        while true {
-            let sources = pending.withLock { pending in
-                defer { pending = [] }
-                return pending
-            }
-            if sources.isEmpty { return }
-            for source in sources {
-                if pump.isCancelled { return }
-                handler(source)
-            }
+        drain {
+            pending.withLock { $0.takeAll() }
+        } deliver: {
+            handler($0)
         }
     }
 

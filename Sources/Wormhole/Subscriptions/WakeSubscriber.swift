@@ -59,6 +59,10 @@ final class WakeSubscriber: Sendable {
     var isAttached: Bool { side.withLock { $0.detach != nil } }
     var isCancelled: Bool { side.withLock { $0.cancelled } }
 
+    /// Whether a directory watch may wake it now: it allows it, has a directory, and is not
+    /// cancelled.
+    var mayFallBack: Bool { fallsBack && watchTarget != nil && !isCancelled }
+
     /// Whether its directory is watched while on the bus too.
     var watchesBesideBus: Bool { wakes.filesBesideBus != nil && watchTarget != nil }
 
@@ -160,5 +164,24 @@ final class WakeSubscriber: Sendable {
         }
         detach?()
         engine?.unregister(self)
+    }
+}
+
+extension WakeSubscriber {
+    /// The one way a stream's subscription starts (a message stream, a journal's records, a
+    /// defaults change stream): its routes are added on `center`'s bus without blocking the task
+    /// (or, without a bus, its directory is watched, as `engine` decides), the stream ends when
+    /// the connection closes, and the returned handle, over `core`, is cancelled when the
+    /// iteration ends or the stream is released.
+    func startStream<Element>(
+        in engine: WakeEngine, on center: () throws -> DarwinNotificationCenter, core: any SubscriptionCore,
+        ending continuation: AsyncStream<Element>.Continuation
+    ) async throws -> Subscription {
+        try await engine.startStream(self) {
+            try await attach(to: center()) { continuation.finish() }
+        }
+        let handle = Subscription(core: core) { self.detach() }
+        continuation.onTermination = { _ in handle.cancel() }
+        return handle
     }
 }
