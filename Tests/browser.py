@@ -1,0 +1,353 @@
+#!/usr/bin/env python3
+"""LineGrabber in a real Chromium, against the host and manifest as the examples package installs them.
+
+usage: browser.py ROOT
+
+ROOT is an installed tree: the Debian packages extracted into one directory (`dpkg-deb -x`), or
+a tree laid out the same way (Examples/LineGrabber/try-in-chromium.sh stages one from a Swift
+build). It must hold the native-messaging host and its Chromium manifest at their installed paths
+(the manifest names the host by its absolute installed path) and the command-line tool that
+listens. Tests/browser.sh is the entry point; it checks what is needed and extracts packages.
+
+Chromium runs headless (Debian's `chromium`) in a mount namespace of its own where ROOT's /usr
+and /etc are overlaid on the machine's (unshare and overlayfs: the machine's /usr and /etc are
+never written), with a temporary profile, on a private dbus-daemon started from dbus/. The
+check talks to Chromium over the DevTools protocol on --remote-debugging-pipe (file descriptors
+3 and 4, NUL-separated JSON) with the standard library only: it loads the unpacked extension
+(Extensions.loadUnpacked), attaches to its service worker and calls sendLine(TEXT, URL), the
+function the "Send to Lines" menu item's click calls (a headless browser has no menu to
+click). That goes through native messaging to the host, which appends the line to Lines' journal
+and wakes its reader; the installed tool's `listen --journal` is the reader here and must print
+the line. Then the error paths: a line that is not a string (the host answers with an error
+naming what it expects), and, in a second browser where the host's executable is not there, the
+extension's own error reply naming the browser's failure. Every wait is on an event (a protocol
+message or a line of output), each with a bound; none sleeps.
+"""
+
+import fcntl
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HOST_NAME = "com.example.linegrabber"
+EXTENSION_ID = "dgioladdfdbmmghkoldmnbeeipoamoal"
+GROUP = "group.com.example.lines"
+BOUND = 60.0  # seconds: the give-up bound of every wait (each is woken by its event long before)
+REPO = Path(__file__).resolve().parent.parent
+# Where the examples package (wormholectl-examples) installs them.
+HOST = Path("/usr/libexec/wormholectl-examples/line-grabber-host")
+LINES = Path("/usr/libexec/wormholectl-examples/lines")
+MANIFEST = Path(f"/usr/share/wormholectl-examples/linegrabber/chromium/{HOST_NAME}.json")
+EXTENSION = Path("/usr/share/wormholectl-examples/linegrabber/extension")
+
+
+class Failure(Exception):
+    pass
+
+
+def say(text):
+    print(f"browser: {text}", flush=True)
+
+
+class DevTools:
+    """One DevTools connection over Chromium's --remote-debugging-pipe."""
+
+    def __init__(self, process, to_browser, from_browser, log):
+        self.process = process
+        self.to_browser = to_browser
+        self.from_browser = from_browser
+        self.log = log
+        self.buffer = b""
+        self.events = []
+        self.next_id = 1
+
+    def _read_one(self, deadline):
+        while b"\0" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Failure(f"Chromium sent nothing for {BOUND:.0f} s; its log:\n{self.log()}")
+            ready, _, _ = select.select([self.from_browser], [], [], left)
+            if ready:
+                chunk = os.read(self.from_browser, 65536)
+                if not chunk:
+                    raise Failure(f"Chromium closed its DevTools pipe (exit {self.process.poll()}); its log:\n{self.log()}")
+                self.buffer += chunk
+        message, self.buffer = self.buffer.split(b"\0", 1)
+        return json.loads(message)
+
+    def call(self, method, params=None, session=None):
+        message_id = self.next_id
+        self.next_id += 1
+        message = {"id": message_id, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = session
+        os.write(self.to_browser, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + BOUND
+        while True:
+            reply = self._read_one(deadline)
+            if reply.get("id") == message_id:
+                if "error" in reply:
+                    raise Failure(f"{method} failed: {reply['error']}")
+                return reply.get("result", {})
+            self.events.append(reply)
+
+    def wait_event(self, matches, what):
+        deadline = time.monotonic() + BOUND
+        while True:
+            while self.events:
+                event = self.events.pop(0)
+                if matches(event):
+                    return event
+            self.events.append(self._read_one(deadline))
+            if time.monotonic() > deadline:
+                raise Failure(f"no {what} within {BOUND:.0f} s")
+
+
+class Browser:
+    """Headless Chromium in a mount namespace where ROOT's /usr and /etc overlay the machine's."""
+
+    def __init__(self, usr, work, name, environment):
+        self.profile = Path(work) / f"profile-{name}"
+        self.log_path = Path(work) / f"chromium-{name}.log"
+        # What docs/install.md tells a user to do: link the packaged manifest into the profile's
+        # NativeMessagingHosts (the link resolves inside the namespace, where the package is).
+        (self.profile / "NativeMessagingHosts").mkdir(parents=True)
+        (self.profile / "NativeMessagingHosts" / MANIFEST.name).symlink_to(MANIFEST)
+        to_read, to_browser = os.pipe()
+        from_browser, to_write = os.pipe()
+        # Chromium's ends, moved above 3 and 4 so that the shell's redirections cannot clash with them.
+        for low in (to_read, to_write):
+            high = fcntl.fcntl(low, fcntl.F_DUPFD_CLOEXEC, 10)
+            os.close(low)
+            to_read, to_write = (high, to_write) if low == to_read else (to_read, high)
+        mounts = [f"mount -t overlay overlay -o lowerdir={usr}:/usr /usr"]
+        command = ["chromium", "--headless=new", "--remote-debugging-pipe", "--enable-unsafe-extension-debugging",
+                   f"--user-data-dir={self.profile}", "--no-first-run", "--no-default-browser-check",
+                   "--disable-gpu", "--enable-logging=stderr", "--v=0"]
+        if os.getuid() == 0:
+            command.append("--no-sandbox")  # Chromium refuses to run as root with its sandbox
+        command.append("about:blank")
+        # The fds Chromium speaks on are 3 (it reads) and 4 (it writes).
+        script = " && ".join(mounts + [f'exec "$@" 3<&{to_read} 4>&{to_write} {to_read}<&- {to_write}>&-'])
+        unshare = ["unshare", "--mount", "--propagation", "private"]
+        if os.getuid() != 0:
+            unshare[1:1] = ["--user", "--map-root-user"]
+        self.log_file = open(self.log_path, "wb")
+        self.process = subprocess.Popen(
+            [*unshare, "bash", "-c", script, "chromium", *command], pass_fds=(to_read, to_write),
+            stdin=subprocess.DEVNULL, stdout=self.log_file, stderr=subprocess.STDOUT, env=environment,
+            start_new_session=True)
+        os.close(to_read)
+        os.close(to_write)
+        self.devtools = DevTools(self.process, to_browser, from_browser, self.log)
+
+    def log(self):
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        return "\n".join(line for line in lines if "dbus" not in line.lower())[-4000:]
+
+    def extension_worker(self):
+        """Loads the unpacked extension and returns a DevTools session on its service worker."""
+        devtools = self.devtools
+        devtools.call("Target.setDiscoverTargets", {"discover": True})
+        loaded = devtools.call("Extensions.loadUnpacked", {"path": str(EXTENSION)})
+        if loaded.get("id") != EXTENSION_ID:
+            raise Failure(f"the extension loaded as {loaded.get('id')!r}, not {EXTENSION_ID} (its manifest's key)")
+        prefix = f"chrome-extension://{EXTENSION_ID}/"
+
+        def is_worker(event):
+            info = event.get("params", {}).get("targetInfo", {})
+            return (event.get("method") in ("Target.targetCreated", "Target.targetInfoChanged")
+                    and info.get("type") == "service_worker" and info.get("url", "").startswith(prefix))
+
+        event = devtools.wait_event(is_worker, "service worker of the extension")
+        attached = devtools.call("Target.attachToTarget", {"targetId": event["params"]["targetInfo"]["targetId"],
+                                                            "flatten": True})
+        return attached["sessionId"]
+
+    def evaluate(self, session, expression):
+        """The value of `expression` in the extension's service worker, once the worker is activated.
+
+        The worker's target (and so its session) exists before its script has run; its own
+        `statechange` event says when it has (a worker is activated after its script ran).
+        """
+        once_activated = ("(async () => { const me = self.serviceWorker; if (me.state !== 'activated') "
+                          "await new Promise((done) => me.addEventListener('statechange', "
+                          "() => { if (me.state === 'activated') done(); })); "
+                          f"return {expression}; }})()")
+        result = self.devtools.call("Runtime.evaluate", {"expression": once_activated, "awaitPromise": True,
+                                                         "returnByValue": True}, session)
+        if "exceptionDetails" in result:
+            raise Failure(f"{expression} threw: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def close(self):
+        if self.process.poll() is None:
+            try:
+                self.devtools.call("Browser.close")
+            except Failure:
+                pass
+            try:
+                self.process.wait(timeout=BOUND)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, 9)
+                self.process.wait()
+        os.close(self.devtools.to_browser)
+        os.close(self.devtools.from_browser)
+        self.log_file.close()
+
+
+class Lines:
+    """The packaged Lines app on the private bus: "ready" on standard error, then a line per line."""
+
+    def __init__(self, program, bus, environment):
+        self.process = subprocess.Popen(
+            [program, "--bus-address", bus], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=environment)
+        self.buffers = {}
+        line = self._line(self.process.stderr, "ready")
+        if line != "ready":
+            raise Failure(f"{program} did not start: {line!r}")
+
+    def _line(self, stream, what):
+        fd = stream.fileno()
+        buffer = self.buffers.get(fd, b"")
+        deadline = time.monotonic() + BOUND
+        while b"\n" not in buffer:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise Failure(f"no {what} from Lines within {BOUND:.0f} s")
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise Failure(f"Lines exited (status {self.process.wait()}) before {what}")
+            buffer += chunk
+        line, self.buffers[fd] = buffer.split(b"\n", 1)
+        return line.decode(errors="replace")
+
+    def next_line(self, what):
+        line = self._line(self.process.stdout, what)
+        say(f"Lines printed: {line}")
+        return line
+
+    def answer(self, text):
+        self.process.stdin.write(text.encode() + b"\n")
+        self.process.stdin.flush()
+
+    def close(self):
+        self.process.stdin.close()  # Lines exits when its input ends
+        try:
+            self.process.wait(timeout=BOUND)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 64
+    root = Path(sys.argv[1]).resolve()
+    for path in (HOST, LINES, MANIFEST, EXTENSION / "manifest.json"):
+        if not (root / path.relative_to("/")).is_file():
+            raise Failure(f"{root} has no {path}: not a tree of the examples package")
+    manifest = json.loads((root / MANIFEST.relative_to("/")).read_text())
+    if manifest.get("name") != HOST_NAME or manifest.get("path") != str(HOST):
+        raise Failure(f"the manifest {MANIFEST} names {manifest.get('name')!r} at {manifest.get('path')!r}, "
+                      f"not {HOST_NAME} at {HOST}")
+    if manifest.get("allowed_origins") != [f"chrome-extension://{EXTENSION_ID}/"]:
+        raise Failure(f"the manifest allows {manifest.get('allowed_origins')}, not the extension {EXTENSION_ID}")
+    version = subprocess.run(["chromium", "--version"], capture_output=True, text=True).stdout.strip()
+    say(f"{root}: host {HOST}, manifest {MANIFEST}, extension {EXTENSION}; {version}")
+
+    work = Path(tempfile.mkdtemp(prefix="wormhole-browser."))
+    daemon = None
+    try:
+        started = subprocess.run(
+            ["dbus-daemon", f"--config-file={REPO}/dbus/wormhole-session.conf", "--fork", "--print-address=1",
+             "--print-pid=1", f"--address=unix:path={work}/bus"], capture_output=True, text=True, check=True)
+        bus, pid = started.stdout.split()
+        daemon = int(pid)
+        environment = dict(os.environ, WORMHOLE_CONTAINER_ROOT=str(work / "containers"), XDG_RUNTIME_DIR=str(work),
+                           LINES_GROUP=GROUP, LINES_BUS_ADDRESS=bus, DBUS_SESSION_BUS_ADDRESS=bus, HOME=str(work))
+        environment.pop("LINES_CHANNEL", None)
+        check_line(root, work, environment, bus)
+        check_missing_host(root, work, environment)
+    finally:
+        if daemon:
+            os.kill(daemon, 15)
+        shutil.rmtree(work, ignore_errors=True)
+    say("OK")
+    return 0
+
+
+def check_line(root, work, environment, bus):
+    """A line through the extension, native messaging and the host reaches Lines; its answer comes back."""
+    lines = Lines(root / LINES.relative_to("/"), bus, environment)
+    browser = Browser(root / "usr", work, "host", environment)
+    try:
+        session = browser.extension_worker()
+        text = f"Hello from Chromium, {time.time_ns()}"
+        url = "https://example.com/article"
+        reply = browser.evaluate(session, f"sendLine({json.dumps(text)}, {json.dumps(url)})")
+        say(f"the host replied to the extension: {json.dumps(reply)}")
+        if not isinstance(reply, dict) or reply.get("ok") is not True or not reply.get("id"):
+            raise Failure(f"the host's reply is not {{ok: true, id: …}}: {reply!r}")
+        shown = lines.next_line("the line")
+        if shown.partition(" (")[0] != f"lines: {json.dumps(text)} from {url}":
+            raise Failure(f"Lines showed {shown!r}, not the line sent ({text!r} from {url})")
+
+        # Lines answers; the host hands the answer to the extension with its next reply.
+        answer = f"Thanks from Lines, {time.time_ns()}"
+        lines.answer(answer)
+        if lines.next_line("the answer") != f"lines: answered {json.dumps(answer)}":
+            raise Failure("Lines did not store its answer")
+
+        # A bad message through the same path: the host answers with an error, stores nothing.
+        bad = browser.evaluate(session, "sendLine(42, 'https://example.com/')")
+        say(f"a line that is not a string: {json.dumps(bad)}")
+        if not isinstance(bad, dict) or bad.get("ok") is not False or "expected" not in str(bad.get("error")):
+            raise Failure(f"the host accepted a line that is not a string: {bad!r}")
+        second = f"Second line, {time.time_ns()}"
+        reply = browser.evaluate(session, f"sendLine({json.dumps(second)}, {json.dumps(url)})")
+        say(f"the host replied to the extension: {json.dumps(reply)}")
+        if not isinstance(reply, dict) or (reply.get("toExtension") or {}).get("text") != answer:
+            raise Failure(f"the host's reply does not carry Lines' answer {answer!r}: {reply!r}")
+        shown = lines.next_line("the second line")
+        if not shown.startswith(f"lines: {json.dumps(second)}"):
+            raise Failure(f"after the bad message Lines showed {shown!r}, not {second!r}")
+        say("the bad message stored nothing; Lines' answer reached the extension")
+    finally:
+        browser.close()
+        lines.close()
+
+
+def check_missing_host(root, work, environment):
+    """The manifest installed but the host's executable missing: the extension's error reply."""
+    tree = work / "nohost"
+    for path in (MANIFEST.parent, EXTENSION):
+        shutil.copytree(root / path.relative_to("/"), tree / path.relative_to("/"))
+    browser = Browser(tree / "usr", work, "nohost", environment)
+    try:
+        session = browser.extension_worker()
+        missing = browser.evaluate(session, "sendLine('nobody hears this', 'https://example.com/')")
+        say(f"with the host's executable missing: {json.dumps(missing)}")
+        if not isinstance(missing, dict) or missing.get("ok") is not False or "native" not in str(missing.get("error")).lower():
+            raise Failure(f"with no host the extension did not report the failure: {missing!r}")
+    finally:
+        browser.close()
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except Failure as failure:
+        print(f"browser: FAILED: {failure}", file=sys.stderr)
+        sys.exit(1)
