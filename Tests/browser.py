@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """LineGrabber in a real Chromium, against the host and manifest as the examples package installs them.
 
-usage: browser.py ROOT
+usage: browser.py [--no-firefox] ROOT
 
 ROOT is an installed tree: the Debian packages extracted into one directory (`dpkg-deb -x`), or
-a tree laid out the same way (Examples/LineGrabber/try-in-chromium.sh stages one from a Swift
+a tree laid out the same way (Examples/LineGrabber/try-in-browsers.sh stages one from a Swift
 build). It must hold the native-messaging host and its Chromium manifest at their installed paths
 (the manifest names the host by its absolute installed path) and the command-line tool that
 listens. Tests/browser.sh is the entry point; it checks what is needed and extracts packages.
@@ -29,10 +29,13 @@ import json
 import os
 import select
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.parse
 from pathlib import Path
 
 HOST_NAME = "com.example.linegrabber"
@@ -45,6 +48,9 @@ HOST = Path("/usr/libexec/wormholectl-examples/line-grabber-host")
 LINES = Path("/usr/libexec/wormholectl-examples/lines")
 MANIFEST = Path(f"/usr/share/wormholectl-examples/linegrabber/chromium/{HOST_NAME}.json")
 EXTENSION = Path("/usr/share/wormholectl-examples/linegrabber/extension")
+FIREFOX_MANIFEST = Path(f"/usr/share/wormholectl-examples/linegrabber/firefox/{HOST_NAME}.json")
+FIREFOX_ID = "linegrabber@example.com"
+FIREFOX_UUID = "5b0f3c2e-7a41-4d8e-9c16-2f4e8a9d1b37"  # the extension's moz-extension:// host, fixed by a pref
 
 
 class Failure(Exception):
@@ -53,6 +59,19 @@ class Failure(Exception):
 
 def say(text):
     print(f"browser: {text}", flush=True)
+
+
+def in_namespace(usr, command, redirections=""):
+    """`command` in a mount namespace of its own where `usr` is overlaid on the machine's /usr.
+
+    As root, a mount namespace; otherwise also a user namespace where the runner is root (an
+    overlay of read-only layers needs no more). Nothing is written to the machine's /usr.
+    """
+    unshare = ["unshare", "--mount", "--propagation", "private"]
+    if os.getuid() != 0:
+        unshare[1:1] = ["--user", "--map-root-user"]
+    script = f'mount -t overlay overlay -o lowerdir={usr}:/usr /usr && exec "$@" {redirections}'
+    return [*unshare, "bash", "-c", script, command[0], *command]
 
 
 class DevTools:
@@ -126,7 +145,6 @@ class Browser:
             high = fcntl.fcntl(low, fcntl.F_DUPFD_CLOEXEC, 10)
             os.close(low)
             to_read, to_write = (high, to_write) if low == to_read else (to_read, high)
-        mounts = [f"mount -t overlay overlay -o lowerdir={usr}:/usr /usr"]
         command = ["chromium", "--headless=new", "--remote-debugging-pipe", "--enable-unsafe-extension-debugging",
                    f"--user-data-dir={self.profile}", "--no-first-run", "--no-default-browser-check",
                    "--disable-gpu", "--enable-logging=stderr", "--v=0"]
@@ -134,13 +152,10 @@ class Browser:
             command.append("--no-sandbox")  # Chromium refuses to run as root with its sandbox
         command.append("about:blank")
         # The fds Chromium speaks on are 3 (it reads) and 4 (it writes).
-        script = " && ".join(mounts + [f'exec "$@" 3<&{to_read} 4>&{to_write} {to_read}<&- {to_write}>&-'])
-        unshare = ["unshare", "--mount", "--propagation", "private"]
-        if os.getuid() != 0:
-            unshare[1:1] = ["--user", "--map-root-user"]
+        redirections = f"3<&{to_read} 4>&{to_write} {to_read}<&- {to_write}>&-"
         self.log_file = open(self.log_path, "wb")
         self.process = subprocess.Popen(
-            [*unshare, "bash", "-c", script, "chromium", *command], pass_fds=(to_read, to_write),
+            in_namespace(usr, command, redirections), pass_fds=(to_read, to_write),
             stdin=subprocess.DEVNULL, stdout=self.log_file, stderr=subprocess.STDOUT, env=environment,
             start_new_session=True)
         os.close(to_read)
@@ -205,6 +220,114 @@ class Browser:
         self.log_file.close()
 
 
+class Firefox:
+    """Headless Firefox ESR driven through Marionette (its remote protocol: "LENGTH:JSON" on TCP).
+
+    The extension goes in as a temporary add-on (Addon:Install), which Firefox accepts unsigned;
+    the packaged Firefox manifest is linked into ~/.mozilla/native-messaging-hosts, as docs tell
+    users to.
+    """
+
+    def __init__(self, usr, work, environment):
+        profile = work / "firefox-profile"
+        profile.mkdir()
+        uuids = json.dumps({FIREFOX_ID: FIREFOX_UUID})
+        prefs = {"marionette.port": 0, "extensions.webextensions.uuids": uuids, "app.update.disabledForTesting": True,
+                 "browser.shell.checkDefaultBrowser": False, "datareporting.policy.dataSubmissionEnabled": False,
+                 "toolkit.telemetry.reportingpolicy.firstRun": False}
+        (profile / "user.js").write_text("".join(f"user_pref({json.dumps(k)}, {json.dumps(v)});\n"
+                                                 for k, v in prefs.items()))
+        home = work / "firefox-home"
+        (home / ".mozilla/native-messaging-hosts").mkdir(parents=True)
+        (home / ".mozilla/native-messaging-hosts" / FIREFOX_MANIFEST.name).symlink_to(FIREFOX_MANIFEST)
+        # -remote-allow-system-access: Marionette's chrome context, to open the extension's page in a tab.
+        command = ["firefox-esr", "--headless", "--marionette", "-remote-allow-system-access", "--no-remote",
+                   "--profile", str(profile), "about:blank"]
+        self.process = subprocess.Popen(in_namespace(usr, command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, env=dict(environment, HOME=str(home)),
+                                        start_new_session=True)
+        self.output = []
+        self.port = None
+        listening = threading.Event()
+
+        def read_output():  # Firefox's output, kept for the failure message; it names Marionette's port
+            for raw in self.process.stdout:
+                line = raw.decode(errors="replace").rstrip()
+                self.output.append(line)
+                if "Marionette" in line and "Listening on port " in line:
+                    self.port = int(line.rsplit(" ", 1)[1])
+                    listening.set()
+            listening.set()
+
+        threading.Thread(target=read_output, daemon=True).start()
+        if not listening.wait(BOUND) or self.port is None:
+            raise Failure(f"Firefox did not start Marionette within {BOUND:.0f} s:\n{self.log()}")
+        self.socket = socket.create_connection(("127.0.0.1", self.port), timeout=BOUND)
+        self.stream = self.socket.makefile("rb")
+        self.next_id = 1
+        self._receive()  # the server's hello
+
+    def log(self):
+        return "\n".join(self.output[-40:])
+
+    def _receive(self):
+        length = b""
+        while not length.endswith(b":"):
+            byte = self.stream.read(1)
+            if not byte:
+                raise Failure(f"Firefox closed Marionette's connection:\n{self.log()}")
+            length += byte
+        return json.loads(self.stream.read(int(length[:-1])))
+
+    def call(self, command, params=None):
+        message_id = self.next_id
+        self.next_id += 1
+        data = json.dumps([0, message_id, command, params or {}]).encode()
+        self.socket.sendall(str(len(data)).encode() + b":" + data)
+        while True:
+            _, reply_id, error, result = self._receive()
+            if reply_id == message_id:
+                if error:
+                    raise Failure(f"Marionette's {command} failed: {error.get('error')}: {error.get('message')}")
+                return result
+
+    def send_page(self, text, url):
+        """Opens the extension's send.html?text=…, which sends through native messaging; its reply."""
+        self.call("WebDriver:NewSession", {"capabilities": {"alwaysMatch": {"timeouts": {"script": BOUND * 1000}}}})
+        installed = self.call("Addon:Install", {"path": str(EXTENSION), "temporary": True})
+        if installed.get("value") != FIREFOX_ID:
+            raise Failure(f"Firefox installed the extension as {installed!r}, not {FIREFOX_ID}")
+        page = f"moz-extension://{FIREFOX_UUID}/send.html?" + urllib.parse.urlencode({"text": text, "url": url})
+        # Marionette may not navigate a content tab to an extension's page; the browser's own code may.
+        self.call("Marionette:SetContext", {"value": "chrome"})
+        self.call("WebDriver:ExecuteScript", {"script": (
+            "gBrowser.selectedTab = gBrowser.addTab(arguments[0], "
+            "{triggeringPrincipal: Services.scriptSecurityManager.getSystemPrincipal()});"), "args": [page]})
+        self.call("Marionette:SetContext", {"value": "content"})
+        handles = self.call("WebDriver:GetWindowHandles")
+        self.call("WebDriver:SwitchToWindow", {"handle": handles[-1]})
+        # The page sets its title once the host replied: wait for that change (a MutationObserver).
+        shown = self.call("WebDriver:ExecuteAsyncScript", {"script": (
+            "const done = arguments[arguments.length - 1];"
+            "const check = () => { if (document.title === 'LineGrabber: sending') return false;"
+            " done([document.title, document.getElementById('reply').textContent]); return true; };"
+            "if (!check()) new MutationObserver(check).observe(document.querySelector('title'), {childList: true});"),
+            "args": []})
+        return shown["value"]
+
+    def close(self):
+        try:
+            self.call("Marionette:Quit")
+        except (Failure, OSError):
+            pass
+        try:
+            self.process.wait(timeout=BOUND)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, 9)
+            self.process.wait()
+        self.socket.close()
+
+
 class Lines:
     """The packaged Lines app on the private bus: "ready" on standard error, then a line per line."""
 
@@ -251,11 +374,14 @@ class Lines:
 
 
 def main():
-    if len(sys.argv) != 2:
+    arguments = sys.argv[1:]
+    firefox = "--no-firefox" not in arguments
+    arguments = [argument for argument in arguments if argument != "--no-firefox"]
+    if len(arguments) != 1:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 64
-    root = Path(sys.argv[1]).resolve()
-    for path in (HOST, LINES, MANIFEST, EXTENSION / "manifest.json"):
+    root = Path(arguments[0]).resolve()
+    for path in (HOST, LINES, MANIFEST, EXTENSION / "manifest.json") + ((FIREFOX_MANIFEST,) if firefox else ()):
         if not (root / path.relative_to("/")).is_file():
             raise Failure(f"{root} has no {path}: not a tree of the examples package")
     manifest = json.loads((root / MANIFEST.relative_to("/")).read_text())
@@ -278,7 +404,13 @@ def main():
         environment = dict(os.environ, WORMHOLE_CONTAINER_ROOT=str(work / "containers"), XDG_RUNTIME_DIR=str(work),
                            LINES_GROUP=GROUP, LINES_BUS_ADDRESS=bus, DBUS_SESSION_BUS_ADDRESS=bus, HOME=str(work))
         environment.pop("LINES_CHANNEL", None)
-        check_line(root, work, environment, bus)
+        lines = Lines(root / LINES.relative_to("/"), bus, environment)
+        try:
+            check_line(root, work, environment, lines)
+            if firefox:
+                check_firefox(root, work, environment, lines)
+        finally:
+            lines.close()
         check_missing_host(root, work, environment)
     finally:
         if daemon:
@@ -288,9 +420,8 @@ def main():
     return 0
 
 
-def check_line(root, work, environment, bus):
+def check_line(root, work, environment, lines):
     """A line through the extension, native messaging and the host reaches Lines; its answer comes back."""
-    lines = Lines(root / LINES.relative_to("/"), bus, environment)
     browser = Browser(root / "usr", work, "host", environment)
     try:
         session = browser.extension_worker()
@@ -326,7 +457,24 @@ def check_line(root, work, environment, bus):
         say("the bad message stored nothing; Lines' answer reached the extension")
     finally:
         browser.close()
-        lines.close()
+
+
+def check_firefox(root, work, environment, lines):
+    """The same extension, unsigned, as a temporary add-on of headless Firefox ESR: a line reaches Lines."""
+    firefox = Firefox(root / "usr", work, environment)
+    try:
+        text = f"Hello from Firefox, {time.time_ns()}"
+        url = "https://example.com/firefox"
+        title, shown = firefox.send_page(text, url)
+        say(f"Firefox's extension page: {title}: {shown}")
+        reply = json.loads(shown) if title == "LineGrabber: sent" else None
+        if not isinstance(reply, dict) or reply.get("ok") is not True:
+            raise Failure(f"Firefox's extension page shows {title!r}: {shown!r}; Firefox's output:\n{firefox.log()}")
+        line = lines.next_line("the line from Firefox")
+        if line.partition(" (")[0] != f"lines: {json.dumps(text)} from {url}":
+            raise Failure(f"Lines showed {line!r}, not the line Firefox sent ({text!r} from {url})")
+    finally:
+        firefox.close()
 
 
 def check_missing_host(root, work, environment):
