@@ -95,7 +95,9 @@ class DevTools:
             if ready:
                 chunk = os.read(self.from_browser, 65536)
                 if not chunk:
-                    raise Failure(f"Chromium closed its DevTools pipe (exit {self.process.poll()}); its log:\n{self.log()}")
+                    raise Failure(
+                        f"Chromium closed its DevTools pipe (exit {self.process.poll()}); its log:\n{self.log()}"
+                    )
                 self.buffer += chunk
         message, self.buffer = self.buffer.split(b"\0", 1)
         return json.loads(message)
@@ -145,19 +147,34 @@ class Browser:
             high = fcntl.fcntl(low, fcntl.F_DUPFD_CLOEXEC, 10)
             os.close(low)
             to_read, to_write = (high, to_write) if low == to_read else (to_read, high)
-        command = ["chromium", "--headless=new", "--remote-debugging-pipe", "--enable-unsafe-extension-debugging",
-                   f"--user-data-dir={self.profile}", "--no-first-run", "--no-default-browser-check",
-                   "--disable-gpu", "--enable-logging=stderr", "--v=0"]
+        command = [
+            "chromium",
+            "--headless=new",
+            "--remote-debugging-pipe",
+            "--enable-unsafe-extension-debugging",
+            f"--user-data-dir={self.profile}",
+            "--no-first-run",
+            "--no-default-browser-check",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+            "--v=0",
+        ]
         if os.getuid() == 0:
             command.append("--no-sandbox")  # Chromium refuses to run as root with its sandbox
         command.append("about:blank")
         # The fds Chromium speaks on are 3 (it reads) and 4 (it writes).
         redirections = f"3<&{to_read} 4>&{to_write} {to_read}<&- {to_write}>&-"
-        self.log_file = open(self.log_path, "wb")
+        log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         self.process = subprocess.Popen(
-            in_namespace(usr, command, redirections), pass_fds=(to_read, to_write),
-            stdin=subprocess.DEVNULL, stdout=self.log_file, stderr=subprocess.STDOUT, env=environment,
-            start_new_session=True)
+            in_namespace(usr, command, redirections),
+            pass_fds=(to_read, to_write),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=environment,
+            start_new_session=True,
+        )
+        os.close(log)
         os.close(to_read)
         os.close(to_write)
         self.devtools = DevTools(self.process, to_browser, from_browser, self.log)
@@ -180,12 +197,16 @@ class Browser:
 
         def is_worker(event):
             info = event.get("params", {}).get("targetInfo", {})
-            return (event.get("method") in ("Target.targetCreated", "Target.targetInfoChanged")
-                    and info.get("type") == "service_worker" and info.get("url", "").startswith(prefix))
+            return (
+                event.get("method") in ("Target.targetCreated", "Target.targetInfoChanged")
+                and info.get("type") == "service_worker"
+                and info.get("url", "").startswith(prefix)
+            )
 
         event = devtools.wait_event(is_worker, "service worker of the extension")
-        attached = devtools.call("Target.attachToTarget", {"targetId": event["params"]["targetInfo"]["targetId"],
-                                                            "flatten": True})
+        attached = devtools.call(
+            "Target.attachToTarget", {"targetId": event["params"]["targetInfo"]["targetId"], "flatten": True}
+        )
         return attached["sessionId"]
 
     def evaluate(self, session, expression):
@@ -194,12 +215,15 @@ class Browser:
         The worker's target (and so its session) exists before its script has run; its own
         `statechange` event says when it has (a worker is activated after its script ran).
         """
-        once_activated = ("(async () => { const me = self.serviceWorker; if (me.state !== 'activated') "
-                          "await new Promise((done) => me.addEventListener('statechange', "
-                          "() => { if (me.state === 'activated') done(); })); "
-                          f"return {expression}; }})()")
-        result = self.devtools.call("Runtime.evaluate", {"expression": once_activated, "awaitPromise": True,
-                                                         "returnByValue": True}, session)
+        once_activated = (
+            "(async () => { const me = self.serviceWorker; if (me.state !== 'activated') "
+            "await new Promise((done) => me.addEventListener('statechange', "
+            "() => { if (me.state === 'activated') done(); })); "
+            f"return {expression}; }})()"
+        )
+        result = self.devtools.call(
+            "Runtime.evaluate", {"expression": once_activated, "awaitPromise": True, "returnByValue": True}, session
+        )
         if "exceptionDetails" in result:
             raise Failure(f"{expression} threw: {result['exceptionDetails']}")
         return result["result"].get("value")
@@ -217,7 +241,6 @@ class Browser:
                 self.process.wait()
         os.close(self.devtools.to_browser)
         os.close(self.devtools.from_browser)
-        self.log_file.close()
 
 
 class Firefox:
@@ -232,20 +255,39 @@ class Firefox:
         profile = work / "firefox-profile"
         profile.mkdir()
         uuids = json.dumps({FIREFOX_ID: FIREFOX_UUID})
-        prefs = {"marionette.port": 0, "extensions.webextensions.uuids": uuids, "app.update.disabledForTesting": True,
-                 "browser.shell.checkDefaultBrowser": False, "datareporting.policy.dataSubmissionEnabled": False,
-                 "toolkit.telemetry.reportingpolicy.firstRun": False}
-        (profile / "user.js").write_text("".join(f"user_pref({json.dumps(k)}, {json.dumps(v)});\n"
-                                                 for k, v in prefs.items()))
+        prefs = {
+            "marionette.port": 0,
+            "extensions.webextensions.uuids": uuids,
+            "app.update.disabledForTesting": True,
+            "browser.shell.checkDefaultBrowser": False,
+            "datareporting.policy.dataSubmissionEnabled": False,
+            "toolkit.telemetry.reportingpolicy.firstRun": False,
+        }
+        (profile / "user.js").write_text(
+            "".join(f"user_pref({json.dumps(k)}, {json.dumps(v)});\n" for k, v in prefs.items())
+        )
         home = work / "firefox-home"
         (home / ".mozilla/native-messaging-hosts").mkdir(parents=True)
         (home / ".mozilla/native-messaging-hosts" / FIREFOX_MANIFEST.name).symlink_to(FIREFOX_MANIFEST)
         # -remote-allow-system-access: Marionette's chrome context, to open the extension's page in a tab.
-        command = ["firefox-esr", "--headless", "--marionette", "-remote-allow-system-access", "--no-remote",
-                   "--profile", str(profile), "about:blank"]
-        self.process = subprocess.Popen(in_namespace(usr, command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, env=dict(environment, HOME=str(home)),
-                                        start_new_session=True)
+        command = [
+            "firefox-esr",
+            "--headless",
+            "--marionette",
+            "-remote-allow-system-access",
+            "--no-remote",
+            "--profile",
+            str(profile),
+            "about:blank",
+        ]
+        self.process = subprocess.Popen(
+            in_namespace(usr, command),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=dict(environment, HOME=str(home)),
+            start_new_session=True,
+        )
         self.output = []
         self.port = None
         listening = threading.Event()
@@ -300,19 +342,32 @@ class Firefox:
         page = f"moz-extension://{FIREFOX_UUID}/send.html?" + urllib.parse.urlencode({"text": text, "url": url})
         # Marionette may not navigate a content tab to an extension's page; the browser's own code may.
         self.call("Marionette:SetContext", {"value": "chrome"})
-        self.call("WebDriver:ExecuteScript", {"script": (
-            "gBrowser.selectedTab = gBrowser.addTab(arguments[0], "
-            "{triggeringPrincipal: Services.scriptSecurityManager.getSystemPrincipal()});"), "args": [page]})
+        self.call(
+            "WebDriver:ExecuteScript",
+            {
+                "script": (
+                    "gBrowser.selectedTab = gBrowser.addTab(arguments[0], "
+                    "{triggeringPrincipal: Services.scriptSecurityManager.getSystemPrincipal()});"
+                ),
+                "args": [page],
+            },
+        )
         self.call("Marionette:SetContext", {"value": "content"})
         handles = self.call("WebDriver:GetWindowHandles")
         self.call("WebDriver:SwitchToWindow", {"handle": handles[-1]})
         # The page sets its title once the host replied: wait for that change (a MutationObserver).
-        shown = self.call("WebDriver:ExecuteAsyncScript", {"script": (
-            "const done = arguments[arguments.length - 1];"
-            "const check = () => { if (document.title === 'LineGrabber: sending') return false;"
-            " done([document.title, document.getElementById('reply').textContent]); return true; };"
-            "if (!check()) new MutationObserver(check).observe(document.querySelector('title'), {childList: true});"),
-            "args": []})
+        shown = self.call(
+            "WebDriver:ExecuteAsyncScript",
+            {
+                "script": (
+                    "const done = arguments[arguments.length - 1];"
+                    "const check = () => { if (document.title === 'LineGrabber: sending') return false;"
+                    " done([document.title, document.getElementById('reply').textContent]); return true; };"
+                    "if (!check()) new MutationObserver(check).observe(document.querySelector('title'), {childList: true});"
+                ),
+                "args": [],
+            },
+        )
         return shown["value"]
 
     def close(self):
@@ -333,8 +388,12 @@ class Lines:
 
     def __init__(self, program, bus, environment):
         self.process = subprocess.Popen(
-            [program, "--bus-address", bus], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=environment)
+            [program, "--bus-address", bus],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=environment,
+        )
         self.buffers = {}
         line = self._line(self.process.stderr, "ready")
         if line != "ready":
@@ -386,23 +445,42 @@ def main():
             raise Failure(f"{root} has no {path}: not a tree of the examples package")
     manifest = json.loads((root / MANIFEST.relative_to("/")).read_text())
     if manifest.get("name") != HOST_NAME or manifest.get("path") != str(HOST):
-        raise Failure(f"the manifest {MANIFEST} names {manifest.get('name')!r} at {manifest.get('path')!r}, "
-                      f"not {HOST_NAME} at {HOST}")
+        raise Failure(
+            f"the manifest {MANIFEST} names {manifest.get('name')!r} at {manifest.get('path')!r}, "
+            f"not {HOST_NAME} at {HOST}"
+        )
     if manifest.get("allowed_origins") != [f"chrome-extension://{EXTENSION_ID}/"]:
         raise Failure(f"the manifest allows {manifest.get('allowed_origins')}, not the extension {EXTENSION_ID}")
-    version = subprocess.run(["chromium", "--version"], capture_output=True, text=True).stdout.strip()
+    version = subprocess.run(["chromium", "--version"], check=True, capture_output=True, text=True).stdout.strip()
     say(f"{root}: host {HOST}, manifest {MANIFEST}, extension {EXTENSION}; {version}")
 
     work = Path(tempfile.mkdtemp(prefix="wormhole-browser."))
     daemon = None
     try:
         started = subprocess.run(
-            ["dbus-daemon", f"--config-file={REPO}/dbus/wormhole-session.conf", "--fork", "--print-address=1",
-             "--print-pid=1", f"--address=unix:path={work}/bus"], capture_output=True, text=True, check=True)
+            [
+                "dbus-daemon",
+                f"--config-file={REPO}/dbus/wormhole-session.conf",
+                "--fork",
+                "--print-address=1",
+                "--print-pid=1",
+                f"--address=unix:path={work}/bus",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         bus, pid = started.stdout.split()
         daemon = int(pid)
-        environment = dict(os.environ, WORMHOLE_CONTAINER_ROOT=str(work / "containers"), XDG_RUNTIME_DIR=str(work),
-                           LINES_GROUP=GROUP, LINES_BUS_ADDRESS=bus, DBUS_SESSION_BUS_ADDRESS=bus, HOME=str(work))
+        environment = dict(
+            os.environ,
+            WORMHOLE_CONTAINER_ROOT=str(work / "containers"),
+            XDG_RUNTIME_DIR=str(work),
+            LINES_GROUP=GROUP,
+            LINES_BUS_ADDRESS=bus,
+            DBUS_SESSION_BUS_ADDRESS=bus,
+            HOME=str(work),
+        )
         environment.pop("LINES_CHANNEL", None)
         lines = Lines(root / LINES.relative_to("/"), bus, environment)
         try:
@@ -441,11 +519,11 @@ def check_line(root, work, environment, lines):
         if lines.next_line("the answer") != f"lines: answered {json.dumps(answer)}":
             raise Failure("Lines did not store its answer")
 
-        # A bad message through the same path: the host answers with an error, stores nothing.
+        # A bad message through the same path: the host's error names the value, nothing is stored.
         bad = browser.evaluate(session, "sendLine(42, 'https://example.com/')")
         say(f"a line that is not a string: {json.dumps(bad)}")
-        if not isinstance(bad, dict) or bad.get("ok") is not False or "expected" not in str(bad.get("error")):
-            raise Failure(f"the host accepted a line that is not a string: {bad!r}")
+        if bad != {"ok": False, "error": '"line" must be a string, not 42'}:
+            raise Failure(f"the host's answer to a line that is not a string is not the error naming it: {bad!r}")
         second = f"Second line, {time.time_ns()}"
         reply = browser.evaluate(session, f"sendLine({json.dumps(second)}, {json.dumps(url)})")
         say(f"the host replied to the extension: {json.dumps(reply)}")
@@ -487,7 +565,11 @@ def check_missing_host(root, work, environment):
         session = browser.extension_worker()
         missing = browser.evaluate(session, "sendLine('nobody hears this', 'https://example.com/')")
         say(f"with the host's executable missing: {json.dumps(missing)}")
-        if not isinstance(missing, dict) or missing.get("ok") is not False or "native" not in str(missing.get("error")).lower():
+        if (
+            not isinstance(missing, dict)
+            or missing.get("ok") is not False
+            or "native" not in str(missing.get("error")).lower()
+        ):
             raise Failure(f"with no host the extension did not report the failure: {missing!r}")
     finally:
         browser.close()
