@@ -1,29 +1,34 @@
 #!/usr/bin/env python3
-"""LineGrabber in a real Chromium, against the host and manifest as the examples package installs them.
+"""LineGrabber in real browsers, against the host, manifests, extension and Lines as the examples
+package (wormholectl-examples) installs them.
 
 usage: browser.py [--no-firefox] ROOT
 
-ROOT is an installed tree: the Debian packages extracted into one directory (`dpkg-deb -x`), or
-a tree laid out the same way (Examples/LineGrabber/try-in-browsers.sh stages one from a Swift
-build). It must hold the native-messaging host and its Chromium manifest at their installed paths
-(the manifest names the host by its absolute installed path) and the command-line tool that
-listens. Tests/browser.sh is the entry point; it checks what is needed and extracts packages.
+ROOT is an installed tree: the package extracted (`dpkg-deb -x`), or a tree laid out the same way
+(Examples/LineGrabber/try-in-browsers.sh stages one from a Swift build). Tests/browser.sh is the
+entry point; it checks what is needed and extracts the package.
 
-Chromium runs headless (Debian's `chromium`) in a mount namespace of its own where ROOT's /usr
-and /etc are overlaid on the machine's (unshare and overlayfs: the machine's /usr and /etc are
-never written), with a temporary profile, on a private dbus-daemon started from dbus/. The
-check talks to Chromium over the DevTools protocol on --remote-debugging-pipe (file descriptors
-3 and 4, NUL-separated JSON) with the standard library only: it loads the unpacked extension
-(Extensions.loadUnpacked), attaches to its service worker and calls sendLine(TEXT, URL), the
-function the "Send to Lines" menu item's click calls (a headless browser has no menu to
-click). That goes through native messaging to the host, which appends the line to Lines' journal
-and wakes its reader; the installed tool's `listen --journal` is the reader here and must print
-the line. Then the error paths: a line that is not a string (the host answers with an error
-naming what it expects), and, in a second browser where the host's executable is not there, the
-extension's own error reply naming the browser's failure. Every wait is on an event (a protocol
-message or a line of output), each with a bound; none sleeps.
+Each browser runs headless (Debian's `chromium`, `firefox-esr`) in a mount namespace of its own
+where ROOT's /usr is overlaid on the machine's (the machine's /usr is never written), so the
+manifests' absolute host path is the installed one; a throwaway profile links the packaged
+manifest in, as docs/install.md tells users to; the bus is a private dbus-daemon started from
+dbus/, and the packaged Lines is the receiving app. With the standard library only:
+
+- Chromium, over the DevTools protocol on --remote-debugging-pipe (file descriptors 3 and 4,
+  NUL-separated JSON): loads the unpacked extension (Extensions.loadUnpacked), attaches to its
+  service worker and calls sendLine(TEXT, URL), the function the "Send to Lines" menu item's click
+  calls (a headless browser has no menu to click). Through native messaging the host appends the
+  line to Lines' journal and wakes it: Lines must print it. A line typed into Lines must come back
+  in the host's next reply; a line that is not a string must get the host's error naming it and
+  store nothing; and in a second browser where the host's executable is missing the extension
+  must answer with the browser's error.
+- Firefox ESR, over Marionette: the extension goes in unsigned as a temporary add-on; its
+  send.html page sends a line through native messaging, and Lines must print it.
+
+Every wait is on an event (a protocol message or a line of output), each with a bound; none sleeps.
 """
 
+import ctypes
 import fcntl
 import json
 import os
@@ -61,17 +66,41 @@ def say(text):
     print(f"browser: {text}", flush=True)
 
 
-def in_namespace(usr, command, redirections=""):
-    """`command` in a mount namespace of its own where `usr` is overlaid on the machine's /usr.
+CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
+MS_RDONLY, MS_REC, MS_PRIVATE = 1, 0x4000, 0x40000
 
-    As root, a mount namespace; otherwise also a user namespace where the runner is root (an
-    overlay of read-only layers needs no more). Nothing is written to the machine's /usr.
+
+def in_namespace(usr, command):
+    """`command` run in a mount namespace of its own where `usr` is overlaid (read-only) on the
+    machine's /usr: this script again, as `--enter USR COMMAND...` (enter_namespace, then exec)."""
+    return [sys.executable, __file__, "--enter", str(usr), *command]
+
+
+def enter_namespace(usr):
+    """Enters a mount namespace where `usr` overlays /usr; nothing is written to the machine's /usr.
+
+    As root, a mount namespace; otherwise first a user namespace that maps the runner's own uid and
+    gid, so that the browser, the host and their bus connections keep the runner's credentials
+    (dbus-daemon checks them). util-linux's unshare and mount refuse that mapping's mount, so this
+    calls unshare(2) and mount(2) itself.
     """
-    unshare = ["unshare", "--mount", "--propagation", "private"]
-    if os.getuid() != 0:
-        unshare[1:1] = ["--user", "--map-root-user"]
-    script = f'mount -t overlay overlay -o lowerdir={usr}:/usr /usr && exec "$@" {redirections}'
-    return [*unshare, "bash", "-c", script, command[0], *command]
+    uid, gid = os.getuid(), os.getgid()
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def check(result, what):
+        if result != 0:
+            raise OSError(ctypes.get_errno(), f"{what}: {os.strerror(ctypes.get_errno())}")
+
+    if uid == 0:
+        check(libc.unshare(CLONE_NEWNS), "unshare")
+    else:
+        check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare")
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as file:
+                file.write(text)
+    check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "making / private")
+    options = f"lowerdir={usr}:/usr".encode()
+    check(libc.mount(b"overlay", b"/usr", b"overlay", MS_RDONLY, options), f"overlaying {usr} on /usr")
 
 
 class DevTools:
@@ -160,13 +189,13 @@ class Browser:
             "--v=0",
         ]
         if os.getuid() == 0:
-            command.append("--no-sandbox")  # Chromium refuses to run as root with its sandbox
+            command.append("--no-sandbox")  # as root Chromium refuses to start with its sandbox
         command.append("about:blank")
         # The fds Chromium speaks on are 3 (it reads) and 4 (it writes).
-        redirections = f"3<&{to_read} 4>&{to_write} {to_read}<&- {to_write}>&-"
+        redirections = f'exec "$@" 3<&{to_read} 4>&{to_write} {to_read}<&- {to_write}>&-'
         log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         self.process = subprocess.Popen(
-            in_namespace(usr, command, redirections),
+            in_namespace(usr, ["bash", "-c", redirections, "chromium", *command]),
             pass_fds=(to_read, to_write),
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -576,6 +605,9 @@ def check_missing_host(root, work, environment):
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--enter"]:
+        enter_namespace(sys.argv[2])
+        os.execvp(sys.argv[3], sys.argv[3:])
     try:
         sys.exit(main())
     except Failure as failure:

@@ -12,9 +12,9 @@
 #   an installed tree laid out as the package lays it out (usr/libexec/wormholectl-examples/...;
 #   Examples/LineGrabber/try-in-browsers.sh stages one from a Swift build). Default:
 #   $WORMHOLE_DEBS, else .build/debs (where scripts/build-debs.sh writes the packages).
-# Needs (Debian): chromium, firefox-esr (not with --no-firefox), python3, dbus-daemon, util-linux
-# (unshare) and dpkg (dpkg-deb); as a normal user, unprivileged user namespaces (the kernel's
-# default). Exit 0 when every check passed.
+# Needs (Debian): chromium, firefox-esr (not with --no-firefox), python3, dbus-daemon and dpkg
+# (dpkg-deb); as a normal user, unprivileged user namespaces (the kernel's default). Runs as root
+# (CI) or as a normal user alike. Exit 0 when every check passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 options=() package=${WORMHOLE_DEBS:-.build/debs}
@@ -25,7 +25,7 @@ for argument in "$@"; do
         *) package=$argument ;;
     esac
 done
-tools=(chromium python3 dbus-daemon unshare dpkg-deb)
+tools=(chromium python3 dbus-daemon dpkg-deb)
 [ ${#options[@]} -gt 0 ] || tools+=(firefox-esr)
 for tool in "${tools[@]}"; do
     command -v "$tool" >/dev/null || { echo "browser.sh: $tool is missing (.ci/install-deps installs it)" >&2; exit 1; }
