@@ -103,6 +103,20 @@ def enter_namespace(usr):
     check(libc.mount(b"overlay", b"/usr", b"overlay", MS_RDONLY, options), f"overlaying {usr} on /usr")
 
 
+def quit_browser(process, ask):
+    """Asks the browser to quit (`ask`: its protocol's command) and waits for it; kills it (and its
+    children) if it is still there after the bound."""
+    try:
+        ask()
+    except (Failure, OSError):
+        pass  # it may close the connection before it answers
+    try:
+        process.wait(timeout=BOUND)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, 9)
+        process.wait()
+
+
 class DevTools:
     """One DevTools connection over Chromium's --remote-debugging-pipe."""
 
@@ -259,15 +273,7 @@ class Browser:
 
     def close(self):
         if self.process.poll() is None:
-            try:
-                self.devtools.call("Browser.close")
-            except Failure:
-                pass
-            try:
-                self.process.wait(timeout=BOUND)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, 9)
-                self.process.wait()
+            quit_browser(self.process, lambda: self.devtools.call("Browser.close"))
         os.close(self.devtools.to_browser)
         os.close(self.devtools.from_browser)
 
@@ -400,15 +406,7 @@ class Firefox:
         return shown["value"]
 
     def close(self):
-        try:
-            self.call("Marionette:Quit")
-        except (Failure, OSError):
-            pass
-        try:
-            self.process.wait(timeout=BOUND)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, 9)
-            self.process.wait()
+        quit_browser(self.process, lambda: self.call("Marionette:Quit"))
         self.socket.close()
 
 
