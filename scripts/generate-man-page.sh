@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Writes wormhole(1) to OUTPUT (default .build/wormhole.1): ArgumentParser's generate-manual
-# plugin renders `wormhole`'s help as mdoc, then this tidies the page so that
+# Writes wormholectl(1) to OUTPUT (default .build/wormholectl.1): ArgumentParser's generate-manual
+# plugin renders `wormholectl`'s help as mdoc, then this tidies the page so that
 # `mandoc -Tlint -W warning` reports nothing: a paragraph break becomes `.Pp` (where mdoc allows
-# one), and each sentence of running text starts a line. Only wormhole.1 is kept: the plugin
-# also renders the benchmark executable (`wormhole bench --help` documents it), whose page is
+# one), and each sentence of running text starts a line. Only wormholectl.1 is kept: the plugin
+# also renders the benchmark executable (`wormholectl bench --help` documents it), whose page is
 # removed.
 #
 #   scripts/generate-man-page.sh [debug|release] [OUTPUT]
@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 configuration=${1:-release}
-output=${2:-.build/wormhole.1}
+output=${2:-.build/wormholectl.1}
 plugin=.build/plugins/GenerateManual/outputs
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -47,5 +47,5 @@ perl -e '
         push @tidy, $out[$i];
     }
     print "$_\n" for @tidy;
-' <"$plugin/WormholeCLI/wormhole.1" >"$output"
+' <"$plugin/WormholeCLI/wormholectl.1" >"$output"
 echo "$output"

@@ -6,7 +6,7 @@
  */
 import {WormholeError, shown} from './errors.js';
 
-/** The version of the Wormhole contract this module implements (`wormhole --version`'s). */
+/** The version of the Wormhole contract this module implements (`wormholectl --version`'s). */
 export const CONTRACT_VERSION = '1.4';
 /** The object path of every Wormhole signal. */
 export const OBJECT_PATH = '/org/wormhole/Notify1';
