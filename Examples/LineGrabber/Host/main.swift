@@ -76,6 +76,14 @@ func json(_ line: Line?) -> Any {
     return object
 }
 
+/// A value from the browser as JSON, cut at 200 characters, to name it in an error.
+func shown(_ value: Any) -> String {
+    guard let data = try? JSONSerialization.data(withJSONObject: value, options: [.fragmentsAllowed, .sortedKeys]),
+        let text = String(data: data, encoding: .utf8)
+    else { return "\(value)" }
+    return text.count > 200 ? text.prefix(200) + "…" : text
+}
+
 signal(SIGPIPE, SIG_IGN)
 let channel: any LineChannel
 do {
@@ -108,8 +116,11 @@ while let header = readExactly(4) {
             sendToBrowser(["ok": true, "id": line.id, "toExtension": json(try channel.latest(.toExtension))])
         } else if request["get"] as? String == "toExtension" {
             sendToBrowser(["ok": true, "toExtension": json(try channel.latest(.toExtension))])
+        } else if let value = request["line"] {
+            sendToBrowser(["ok": false, "error": "\"line\" must be a string, not \(shown(value))"])
         } else {
-            sendToBrowser(["ok": false, "error": "expected {\"line\": TEXT} or {\"get\": \"toExtension\"}"])
+            let expected = "expected {\"line\": TEXT} or {\"get\": \"toExtension\"}"
+            sendToBrowser(["ok": false, "error": "\(expected), not \(shown(request))"])
         }
     } catch {
         log("\(error)")

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# LineGrabber in a real browser, from a Swift build: builds the host and Lines, lays them out with
+# the extension and the Chromium manifest as the examples package installs them
+# (/usr/libexec/wormholectl-examples, /usr/share/wormholectl-examples/linegrabber) in a temporary
+# tree, and runs Tests/browser.sh on it: headless Chromium loads the unpacked extension, its
+# "Send to Lines" action goes through native messaging to the host, and Lines shows the line;
+# then the same in headless Firefox ESR. Needs Debian's chromium and firefox-esr (.ci/install-deps
+# installs them).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+swift build --product line-grabber-host >&2
+swift build --product lines >&2
+bin=$(swift build --show-bin-path)
+tree=$(mktemp -d /tmp/linegrabber-tree.XXXXXX)
+trap 'rm -rf "$tree"' EXIT
+libexec=/usr/libexec/wormholectl-examples
+share=/usr/share/wormholectl-examples/linegrabber
+install -D -m 755 -t "$tree$libexec" "$bin/line-grabber-host" "$bin/lines"
+install -D -m 644 -t "$tree$share/extension" Examples/LineGrabber/extension/*
+for browser in chromium firefox; do
+    install -d "$tree$share/$browser"
+    sed "s|@HOST_PATH@|$libexec/line-grabber-host|" "Examples/LineGrabber/hosts/$browser.json.in" \
+        >"$tree$share/$browser/com.example.linegrabber.json"
+done
+Tests/browser.sh "$@" "$tree"
