@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The documentation's code, built and run as a newcomer would (CI runs this; a snippet that stops
 # building or a tour step that stops working fails it).
 #

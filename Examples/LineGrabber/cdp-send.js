@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Used by try-in-chromium.sh: connects to Chromium's DevTools endpoint (the ws:// address it
 // printed), waits for LineGrabber's service worker to appear, and calls its sendLine(TEXT, URL)
 // there, as the context menu's click handler does; prints the native host's reply.

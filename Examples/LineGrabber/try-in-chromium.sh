@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # LineGrabber in a real browser: installs Debian's chromium if missing, builds the host and
 # Lines, starts Lines on a private bus, loads the unpacked extension and the host manifest into
 # a temporary profile of headless Chromium, calls the extension's sendLine (what the "Send to

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The runtime's one subscription table (WormholeRuntime.subscriptions): every subscription is
 // registered once, in the part of its owner (a center's post routes, a facade's wake
 // subscribers), whatever its kind, and is gone from it when cancelled.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import WormholeSystem
 
 /// Every subscription of the process, registered once: the runtime's table
