@@ -1,4 +1,5 @@
 // swift-tools-version: 6.1
+// SPDX-License-Identifier: Apache-2.0
 import PackageDescription
 
 /// Upcoming features switched on for every Swift target (house style: one loop, no exceptions).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Wormhole's guided tour, on a private bus (never your own session bus) with a throwaway
 # container root: the four scenarios of our users, each as real processes.
 #   1. the counter (MMWormhole's example): a "watch" and an "app" process

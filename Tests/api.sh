@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The public API as a listing (docs/public-api.md, *The committed listing*): everything
 # `import Wormhole` exposes, from the compiler's symbol graphs, one line per symbol:
 #   module  kind  path.of.names  declaration

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Compares two release builds on `wormholectl bench --suite cli` in alternating runs (A, B, A, B…),
 # so that drift on a noisy machine hits both alike; prints each run's observe and listen ratios
 # (p50 against the C floor measured in the same run) and their medians and spreads.

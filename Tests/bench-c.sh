@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # libwormhole's figures (docs/c.md, *Performance*), in one run on a private dbus-daemon, rows
 # alternating round by round so that a busy machine hits each alike:
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Compares two `wormholectl bench --json` runs row by row:
 #
 #   Tests/bench-compare.sh A.json B.json

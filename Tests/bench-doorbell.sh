@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Compares two release builds on the notify suite's doorbell rows (`wormholectl bench --suite
 # notify`) in alternating runs (A, B, A, B…), so that drift on a noisy machine hits both alike:
 # for each build, the medians and spreads of the doorbell rows' p50 and p99 (µs), of the post

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The CPU one wake costs an observer (issue 36): `wormholectl observe NAME` and `wormhole-floor
 # observe ADDRESS NAME` (C, libdbus) side by side on a private dbus-daemon, woken by POSTS posts
 # of NAME from `wormhole-floor post-call` (C, the bus alone, 100 µs apart); each observer's CPU

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # libwormhole from Vala and Rust (docs/c.md, *Vala*, *Rust*): the examples are built against an
 # installed library (its header, .pc and wormhole-1.vapi, never the build tree) and their
 # behaviour is checked across processes against the Swift tool, on a private dbus-daemon:

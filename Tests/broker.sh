@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs the CLI suites, the cross-process suites and the bus-restart suites on a private
 # dbus-broker (Fedora's and Arch's session bus) instead of dbus-daemon: WORMHOLE_TEST_BUS=broker.
 # Extra arguments go to `swift test` (for example --filter NotifyCLITests). Then

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """LineGrabber in real browsers, against the host, manifests, extension and Lines as the examples
 package (wormholectl-examples) installs them.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The LineGrabber browser extension in real browsers, Debian's headless chromium and firefox-esr,
 # against the native-messaging host, its manifests and Lines as the examples package
 # wormholectl-examples installs them; no Swift toolchain and no Node at test time

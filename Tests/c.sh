@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # libwormhole's checks (docs/c.md), as CI runs them after the builds of Tests/run.sh:
 #
 #   Tests/c.sh [--release] [--no-asan] [--only-machine]

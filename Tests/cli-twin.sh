@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The Swift command-line suites of contract section 4 (tagged `contractCLI`:
 # Tests/WormholeTestSupport/Tags.swift) run against the Python package's `wormhole-py` instead of
 # the Swift `wormholectl` (`WORMHOLE_TEST_CLI`; docs/testing.md), so that the two tools stay twins.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the DocC documentation of the Wormhole and WormholeDBus modules with swift-docc-plugin
 # and fails on any warning (a broken symbol link, an undocumented parameter, an ambiguous
 # reference). The archives land in .build/plugins/Swift-DocC/outputs/.

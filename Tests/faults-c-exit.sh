@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The exit drain through libwormhole: a C program that sends and returns from main at once (no
 # flush; Tests/C/send-and-exit.c) is run COUNT times (default 1,000), and every post and every
 # mailbox message must be heard by the Swift tool listening (contract section 1: sends are safe

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A journal written from C through libwormhole, read back by the Swift tool and by a C reader
 # (Tests/C/journal-c.c), and the append rate from C against the Swift bench's journal row:
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # What the fault scripts (Tests/faults.sh, faults-damage.sh, faults-flow.sh, faults-order.sh,
 # faults-listen.sh) share; sourced, not run. Sets `repository`, `bin` (.build/debug or
 # $WORMHOLE_BIN), `wormholectl` and `peer`; `require_tools NAME` exits 2 naming a tool that is not

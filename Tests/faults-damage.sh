@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The "damage" stage of Tests/faults.sh (issue 20, contract v1.2 sections 5 and 6), runnable on
 # its own:
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The doorbell rings nobody else (docs/contract.md section 9), by hand (not part of `swift test`,
 # which checks the same with three observers).
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Flow control toward slow receivers (contract v1.2 section 7), by hand or from CI with small
 # counts (not part of `swift test`).
 #

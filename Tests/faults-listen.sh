@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `wormholectl listen` as people stop it and as its bus goes, by hand (issue figures; the suite
 # checks the same with small counts):
 #

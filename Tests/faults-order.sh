@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The doorbell changes when an observer delivers, never what (contract §1 v1.3, §9), by hand:
 #
 #   Tests/faults-order.sh [POSTS] [RESTART_POSTS] [RESTARTS]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Fault injection against the built tools (not part of `swift test`: it takes a few minutes).
 #
 #   Tests/faults.sh [KILLS] [RESTARTS] [SENDERS] [STORM]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # libFuzzer targets for the code that reads untrusted input (not part of `swift test`).
 #
 #   Tests/fuzz.sh [SECONDS] [TARGET...]          # default: 60 s each, every target

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Lints the GJS module, its tests and benchmarks offline: Debian's eslint (6.4) with Debian's
 # espree (9.x), which parses ES2022 modules (top-level await, BigInt, optional chaining), and
 # GJS/.eslintrc.json: GNOME Shell's GJS and Shell rules that eslint 6.4 has (docs/gjs.md, *Lint*).

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The GJS module's tests: GJS test programs (gjs -m) against a private dbus-daemon started from
 # dbus/wormhole-session.conf (by the programs themselves) and the Swift `wormholectl` tool, both
 # ways; each program runs twice, the Swift side without XDG_RUNTIME_DIR and with a throwaway

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The install steps of docs/install.md, run as written (CI runs this): every shell block marked
 # `<!-- install -->` runs in order in one shell, twice, as on a fresh machine where no target
 # directory exists: once into a prefix that does not exist yet (as ~/.local on a fresh account), once staged

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Reads a Wormhole journal directory (docs/journal-format.md) with the Python standard library only.
 
 usage: journal-reader.py JOURNAL_DIR

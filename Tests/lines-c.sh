@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The C GTK 4 Lines window (Examples/Lines/c/lines-window.c) under Xvfb, or with --qt the C++
 # Qt 6 one (Examples/Lines/qt/lines-qt.cpp, QT_QPA_PLATFORM=offscreen), built against an
 # installed libwormhole: a clip stored before it starts is shown (reason "stored"), and a clip

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The Lines GTK 4 window (Examples/Lines/gtk/lines_window.py) under Xvfb: a clip sent with the
 # Swift `wormholectl send` appears in it (checked by the lines it reports, not by a picture), on a
 # private dbus-daemon started by the tests from dbus/wormhole-session.conf.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Resident memory of idle listeners (issue 23, item 3): an idle `wormholectl observe NAME`, an idle
 # `wormholectl listen ID`, a small library listener (the `counter-app` example) and LISTENERS idle
 # `wormholectl listen` processes together, each measured once it has written `ready` (its match

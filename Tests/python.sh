@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Tests of the Python package (Python/, distribution wormhole-dbus, import name wormhole_py):
 # installs it into throwaway venvs and runs its pytest suite against private dbus-daemons,
 # under each D-Bus transport and on the oldest and newest Python the machine has:

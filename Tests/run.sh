@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Wormhole's test command: installs what is missing, builds everything (no warnings allowed in
 # our own code) and runs the whole suite, in the configuration of the machine it is started on,
 # or in another one a user runs (docs/testing.md, *Configurations*):
@@ -32,7 +33,7 @@ while (($#)); do
     --no-session) mode=no-session ;;
     --release) release=1 ;;
     -h | --help)
-        sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '3,20p' "$0" | sed 's/^# \{0,1\}//'
         exit 0
         ;;
     *) passed+=("$1") ;;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Wormhole behind Flatpak's sandbox (contract v1.2 §8), without Flatpak: every sandboxed process
 # runs in a bwrap of its own (its own PID namespace, so PIDs collide across sandboxes as they do
 # in Flatpak; no user namespace, since xdg-dbus-proxy relays the client's uid and the daemon

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs the D-Bus layer's tests (the ownership storm among them) and the Wormhole module's
 # delivery suites (listeners, observers, the delivery pump, transient messages, the wake engine's
 # fallback and reconnection) under ThreadSanitizer and AddressSanitizer, each in its own build

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The documentation's code, built and run as a newcomer would (CI runs this; a snippet that stops
 # building or a tour step that stops working fails it).
 #
@@ -187,7 +188,7 @@ echo "snippets: the Python package's command line works on a fresh container und
 # --- 4. One version ---------------------------------------------------------------------------
 version=$(sed -n 's/^ *package static let package = "\(.*\)"$/\1/p' Sources/Wormhole/Version.swift)
 [ -n "$version" ] || fail "no package version in Sources/Wormhole/Version.swift"
-wormholectl --version | grep -q "^wormhole $version " || fail "wormholectl --version says $(wormholectl --version), not $version"
+wormholectl --version | grep -q "^wormholectl $version " || fail "wormholectl --version says $(wormholectl --version), not $version"
 others=$(grep -rnoE 'from: "[0-9]+\.[0-9]+\.[0-9]+"' README.md docs Sources/*/*.docc | grep -v "from: \"$version\"" || true)
 [ -z "$others" ] || fail "a version other than $version in the documentation: $others"
 grep -q "^## \[$version\]" CHANGELOG.md || fail "CHANGELOG.md has no section for $version"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Writes wormholectl(1) to OUTPUT (default .build/wormholectl.1): ArgumentParser's generate-manual
 # plugin renders `wormholectl`'s help as mdoc, then this tidies the page so that
 # `mandoc -Tlint -W warning` reports nothing: a paragraph break becomes `.Pp` (where mdoc allows

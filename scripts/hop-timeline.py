@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The doorbell's hop, step by step, from the time stamps two processes took.
 
     WORMHOLE_HOP_TRACE=/tmp/hop .build/release/wormhole-bench _bench-echo ... &

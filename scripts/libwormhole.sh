@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds libwormhole (the C library, docs/c.md) and installs it into a prefix:
 #
 #   scripts/libwormhole.sh [--prefix DIR] [--libdir DIR] [--destdir DIR] [--debug] [--no-build]
@@ -28,7 +29,7 @@ while (($#)); do
     --destdir) destdir=$2; shift ;;
     --debug) configuration=debug ;;
     --no-build) build=0 ;;
-    -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '3,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "libwormhole.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift

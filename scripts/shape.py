@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The shape of the Swift sources (issue 31, docs/architecture.md *Files*): the lines of every
 file under Sources/, and of every type with its extensions (a nested type counts toward the
 type it is nested in; an extension of `A.B` toward `A.B`).

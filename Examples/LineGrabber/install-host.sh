@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs LineGrabber's native-messaging host manifest for one browser, pointing at the built
 # line-grabber-host. Usage:
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # LineGrabber in a real browser, from a Swift build: builds the host and Lines, lays them out with
 # the extension and the Chromium manifest as the examples package installs them
 # (/usr/libexec/wormholectl-examples, /usr/share/wormholectl-examples/linegrabber) in a temporary

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs share-handoff as a desktop "Open With…" entry for the user:
 # ~/.local/share/applications/share-handoff.desktop, pointing at the built share-handoff.
 #

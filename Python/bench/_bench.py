@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers of the bench scripts: a private dbus-daemon, and lines with a bound."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """How many posts of short-lived Python senders reach the bus.
 
 N processes each send one mailbox message with ``Wormhole.send`` and exit at

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """What an idle asyncio listener costs: one process subscribed to every kind
 (a mailbox, a notification name, a defaults suite, a journal) on its asyncio
 loop, left alone for ``--seconds``; prints the CPU time it used meanwhile

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Fault script: concurrent ``increment`` of one shared-defaults key loses nothing.
 
 Runs against a private ``dbus-daemon`` (``<repo>/dbus/wormhole-session.conf``)

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Measure the Python journal: appends per second (one record per append,
 no post, page cache only) and records read per second, in a temporary
 container root.

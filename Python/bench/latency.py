@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """One-way notification latency of four observers on the same posts: the
 wormhole_py asyncio observer (``listen_async``, jeepney), a bare jeepney
 asyncio subscriber (``DBusRouter.filter`` with its ``AddMatch``), the

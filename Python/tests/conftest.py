@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fixtures and helpers of every wormhole_py test.
 
 * ``daemon`` / ``address``: a private ``dbus-daemon`` from

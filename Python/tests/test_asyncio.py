@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The asyncio API of every kind, on asyncio's own loop (``asyncio.run``, no
 plug-in): notifications, mailboxes, defaults and journals as ``async for``,
 awaitable sends, the bus going away and coming back, and the refusals that

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The command-line contract (section 4), black-box, parametrized over BOTH
 executables: the Swift ``wormholectl`` (``$WORMHOLE_SWIFT_BIN``) and
 ``wormhole-py``.  Each case states the exit status, the standard output and

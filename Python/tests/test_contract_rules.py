@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Pure rules of the contract: FNV-1a buckets, names, components, states,
 JSON validation that keeps the text, and the container's safety checks."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The contract as data (``contract/`` at the repository's root): the constants, the one table of
 error codes and the test vectors that the Swift and GJS suites read too."""
 

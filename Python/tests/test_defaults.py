@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared defaults (contract section 5): the file format, values kept as
 written, the suite lock, generation and change counter, the command line, and
 interoperation with the Swift ``wormholectl defaults`` both ways."""

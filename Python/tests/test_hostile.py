@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The hostile-inputs table: what wormhole_py does with each, against what the
 contract asks (docs/python.md carries the same table)."""
 

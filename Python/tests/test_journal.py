@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The journal (contract section 6, docs/journal-format.md): the byte format
 and its test vector, appending across processes and implementations, damage
 reported (never silent), torn tails repaired, durable consumers, retention."""

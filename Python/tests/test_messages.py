@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Mailboxes and transient messages in process (contract sections 3 and 7):
 exact storage, reads, clears, listeners (posted / stored / cleared /
 catchUp / transient), the directory watch without a bus, and the v1.3

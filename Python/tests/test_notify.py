@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Notifications in process (contract section 1): post/observe on both
 interfaces, prefixes, integer states, hostile signals dropped, the blocking
 iterator's refusal, and the catch-up after the bus comes back."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Sandboxed participants (contract section 8) and the commands wormhole-py
 hands to part B's modules (``send --journal``, ``listen --journal``,
 ``defaults``)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One vocabulary (2.0): the Swift names are this package's names; the 0.2
 names still work for one release and raise a DeprecationWarning each."""
 

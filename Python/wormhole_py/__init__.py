@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Wormhole for Python: app-group messaging on the D-Bus session bus.
 
 Implements the Wormhole contract 1.4: Darwin-style notifications

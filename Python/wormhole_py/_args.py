@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Argument types shared by the command line's modules (``argparse`` ``type=`` callables).
 
 Each refuses a bad value with an :class:`argparse.ArgumentTypeError` that names the value; the

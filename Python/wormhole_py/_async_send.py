@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Awaitable sends on asyncio (jeepney).
 
 :class:`AsyncSender` is one private connection in the running loop: a post

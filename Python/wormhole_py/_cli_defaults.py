@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``wormhole-py defaults read|write|delete|increment|load|repair|observe``.
 
 The same lines and exit statuses as the Swift tool's ``wormholectl defaults``:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``wormhole-py journal stat|check|trim``, and the journal halves of
 ``send --journal`` and ``listen --journal`` (called by the package CLI).
 

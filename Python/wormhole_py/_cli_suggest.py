@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the command line suggests after a mistake, as the Swift tool does: the nearest command for
 a mistyped one, the nearest group, directory or identifier for a wormhole with nothing stored
 there, and ``list`` (the stored identifiers with their sizes and ages)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What ``with`` and ``async with`` mean for the package's objects (internal):
 leaving the block calls ``close()`` (``cancel()`` for a subscription)."""
 

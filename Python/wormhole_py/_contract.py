@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Constants and validation rules of the Wormhole contract (version 1.4).
 
 Everything here is pure Python (no GLib): the FNV-1a bucket interface

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """CRC-32C (Castagnoli), the checksum of the journal's frames and of ``sync.lock``.
 
 Reflected polynomial ``0x82F63B78``, initial value and final XOR ``0xFFFFFFFF``

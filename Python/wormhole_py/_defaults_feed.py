@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Observing a shared-defaults suite, and its awaitable writes (internal:
 :class:`~wormhole_py.defaults.GroupDefaults` has these methods).
 

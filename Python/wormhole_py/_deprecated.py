@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The names of wormhole-py 0.1 that the one vocabulary of 0.2 (the Swift names)
 replaced: each still works for one release and warns when used."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Directory watches on Linux's inotify through :mod:`ctypes` (internal).
 
 One :class:`Inotify` instance per event loop holds every directory watch of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The journal's byte format (``docs/journal-format.md``, version 1): segment
 headers, frames, cursors, and the values a scan reports (internal;
 :mod:`wormhole_py.journal` exports :class:`Record`, :class:`Gap`,

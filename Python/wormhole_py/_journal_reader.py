@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Following a journal: :class:`JournalReader` (records after a start or a
 consumer's cursor) and the subscription feed behind :meth:`Journal.listen`
 and :meth:`Journal.listen_async` (internal; :mod:`wormhole_py.journal`

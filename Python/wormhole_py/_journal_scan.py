@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Reading a journal in order: every frame walked, every range that cannot
 be read reported once, in its place (internal; :class:`Journal` has these
 methods)."""

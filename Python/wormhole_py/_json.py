@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """JSON validation that keeps the text exactly as written (internal).
 
 Mailbox documents are validated, never re-serialised: numbers such as

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """An observing connection that survives the bus going away (internal).
 
 A :class:`Link` owns one private bus connection on a reactor (a GLib main

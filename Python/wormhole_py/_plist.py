@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The shared defaults' value format (contract section 5): a lossless JSON
 reader and the property-list codec (internal; :mod:`wormhole_py.defaults`
 exports the value types).

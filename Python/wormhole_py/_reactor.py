@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The event loops a subscription runs on (internal).
 
 A :class:`Reactor` is what the one subscription core needs from an event

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The one subscription design for every kind (mailboxes, notifications,
 defaults, journals).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The suite file on disk (contract section 5): its lock, its atomic
 replacement with a strictly later modification time (the generation), and
 the v1.3 change counter (internal; :class:`~wormhole_py.defaults.GroupDefaults`

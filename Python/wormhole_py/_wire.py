@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Which D-Bus library carries the package's connections (internal).
 
 Two transports implement the same small interface (emit a signal, call the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Bus connections through PyGObject's Gio (internal).
 
 Each connection is private (``Gio.DBusConnection.new_for_address``, flags

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Bus connections through jeepney, the pure-Python D-Bus library (internal).
 
 :class:`SyncWire` is a blocking connection for sending (every wait bounded);

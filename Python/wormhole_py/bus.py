@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The package's own blocking D-Bus connection (contract sections 1, 7 and 8).
 
 :class:`Bus` is one private connection through the transport

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``wormhole-py``: the Wormhole command line (contract section 4) in Python.
 
 Same commands, lines and exit statuses as the Swift ``wormholectl`` tool:

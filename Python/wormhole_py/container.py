@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Group containers (contract sections 2, 3 and 8): where files live, and
 how they are written and read safely.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared defaults: the app group's settings suite (contract 1.4, section 5).
 
 The suite of group ``G`` named ``S`` (by default the group identifier itself)

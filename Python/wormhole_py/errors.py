@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The exceptions of :mod:`wormhole_py`.
 
 Every failure the package reports is a :class:`WormholeError` (or a subclass)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The journal: a lossless, ordered log per identifier (contract 1.4, section 6).
 
 The byte format is ``docs/journal-format.md`` (version 1): the directory

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Wormhole messages: last-value mailboxes and transient messages
 (contract sections 3 and 7).
 

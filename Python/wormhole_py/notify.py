@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Darwin-style notifications on the session bus (contract section 1).
 
 ::

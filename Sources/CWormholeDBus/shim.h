@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Only what Swift cannot import from <dbus/dbus.h>: the DBUS_TYPE_* and other
 // constants are macros with casts, which the Clang importer skips. Every symbol
 // here carries the module prefix.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Only what Swift cannot import from the Linux headers the process's machinery uses (the
 // event loop, the inotify instance, the doorbell's socket, the diagnostic timeline): macros,
 // variadic functions and declarations glibc makes only under `_GNU_SOURCE`. Every symbol here

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// The package's version and the contract version it implements, in one place: `wormholectl
 /// --version` and `wormholectl bench --version` print them. Not API.
 package enum WormholeVersion {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Histogram
 
 /// Runs several sides of one comparison in the same run: every round runs each side once,

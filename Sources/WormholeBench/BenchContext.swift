@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import WormholeDBus
 
 /// What every suite of one run shares: the bus, the options and the report.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// A failure of the benchmark: one line on standard error and a non-zero exit status.
 struct BenchFailure: Error, CustomStringConvertible {
     var message: String

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Wormhole
 
 /// Fresh notification names for one measurement, so no two runs on one bus cross.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// The message a ping or pong carries: a sequence number and padding up to the row's size.
 struct BenchPayload: Codable, Sendable {
     var seq: UInt64

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Foundation
 
 /// `--plot FILE.svg`: the latency distribution of every latency row on one chart, as

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Foundation
 
 /// The bench's two streams: results on standard output, progress and problems on standard error.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Foundation
 
 /// Where the bench finds itself, the programs built next to it, and the bus configuration.

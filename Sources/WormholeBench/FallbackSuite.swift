@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Foundation
 
 /// Listening without a bus (issue 8, "No-bus fallback"): 100-B raw messages between two

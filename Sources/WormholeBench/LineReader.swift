@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Glibc
 
 /// Reads lines from a pipe: blocks in `read(2)`, with `poll(2)` only as a safety limit so a

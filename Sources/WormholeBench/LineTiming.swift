@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Histogram
 
 /// Times the command-line path: post here, then block until the child's line for that post is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Foundation
 
 /// Wormhole messages of 100 B, 10 KB and 1 MB between two processes, against the floor's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Glibc
 
 /// `CLOCK_MONOTONIC` in nanoseconds, the clock every measured interval uses.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import WormholeDBus
 
 /// Notifications between two processes: the floor's ping-pong against ours with handlers on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Foundation
 
 /// One post-rate row: one sample per round, each with two rates (see ``PostRate``).

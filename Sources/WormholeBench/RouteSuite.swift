@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import WormholeDBus
 
 /// The cost of the route table: the same ping-pong while the pinging process's connection

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Glibc
 
 /// Lets helper processes begin their timed work at one instant: the bench holds an exclusive

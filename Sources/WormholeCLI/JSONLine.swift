@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// A JSON line under construction: raw bytes, JSON strings and numbers appended without
 /// making `String`s.
 struct JSONLine {

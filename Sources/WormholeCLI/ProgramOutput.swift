@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Glibc
 
 /// Runs a program to completion and reads its standard output, with `posix_spawn`: Foundation's

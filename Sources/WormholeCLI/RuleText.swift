@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// A match rule as the bus daemon reports it (`GetAllMatchRules`): its keys and values, and
 /// whether it would deliver a given `Posted` signal. Used by `wormholectl doctor` to find the
 /// connections listening for a name; the daemon's own matching is the reference.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import ArgumentParser
 
 /// `--count N` and `--timeout S`, shared by the commands that serve until stopped (`listen`,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import WormholeSystem
 
 /// The handlers of one connection's events (``BusConnectionEvent``): added from any thread,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import WormholeSystem
 
 /// One connection's libdbus watches and timeouts, as the process's loop sees them: which

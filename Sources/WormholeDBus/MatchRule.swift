@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import WormholeSystem
 
 /// A D-Bus match rule for signals, built from typed parts.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import WormholeSystem
 
 /// The signals a connection accepted and has not handed to libdbus yet, bounded by bytes, in

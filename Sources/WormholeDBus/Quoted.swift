@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import WormholeSystem
 
 /// Renders a value for an error message: quoted, with control characters visible. A value

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import WormholeSystem
 
 /// Which subscriptions of a connection receive a signal: decided once per signal, by index.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import WormholeSystem
 
 /// The match rules one connection holds on the bus, as a state machine with no I/O.

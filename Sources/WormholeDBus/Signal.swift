@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import WormholeSystem
 
 /// A D-Bus signal: where it was emitted, by whom, and its arguments.

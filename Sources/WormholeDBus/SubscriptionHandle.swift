@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import WormholeSystem
 
 /// What every subscription handle of Wormhole is: signal subscriptions, connection-event

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import WormholeSystem
 
 /// Signals that match one rule, as an `AsyncSequence`; it owns the rule (see

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import WormholeSystem
 
 /// One argument of a D-Bus message: the basic types, byte arrays and string arrays.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // wormhole-floor: the raw libdbus floor for Wormhole's benchmark.
 //
 // What `wormholectl bench` runs through the Swift layers, done with nothing but the

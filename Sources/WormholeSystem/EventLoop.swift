@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 internal import CWormholeSystem  // the epoll and eventfd declarations
 import FoundationEssentials
 import Glibc

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 internal import CWormholeSystem  // the CPU a mark is taken on (cwormhole_current_cpu)
 import Glibc
 import Synchronization

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// The process's machinery below D-Bus, one per process: the event loop every connection,
 /// watch, deadline and socket shares, the one inotify instance, and the drain that runs at
 /// exit. `Wormhole`'s runtime objects hold it (with the shared connections and the doorbell,

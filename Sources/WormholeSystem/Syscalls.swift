@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one place where the package calls the system (the modules above reach it through `package`
 // access: the storage layer, the journal, the doorbell, the loop, the inotify hub and the D-Bus
 // layer's environment). Each function below is the only call site of its C function; it retries

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A peer process for cross-process tests. `wormhole-test-peer COMMAND ARGS...`;
 // each command lives in the file of the layer it exercises.
 import Foundation

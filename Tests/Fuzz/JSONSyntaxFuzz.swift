@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the one-pass JSON validator (JSONSyntax.check) on arbitrary bytes.
 // Built with Sources/Wormhole/Messaging/JSONSyntax.swift by Tests/fuzz.sh.
 // Invariants: it returns (no crash, no hang, no overflow); it accepts exactly what a reference

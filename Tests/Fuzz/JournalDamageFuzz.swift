@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: reading a journal past damage (contract §6, v1.2). Built with the whole
 // Wormhole module by Tests/fuzz.sh (target `journaldamage`).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the journal code that reads untrusted bytes: segment headers
 // (JournalFormat.checkHeader), frames (JournalFormat.parse, through JournalScan.run, which reads a
 // real file descriptor as the readers and the appenders' repair do), segment file names, and

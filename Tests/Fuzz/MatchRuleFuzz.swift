@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: match-rule escaping (MatchRule.description) on arbitrary argument values.
 // Built with the WormholeDBus value files by Tests/fuzz.sh.
 // Invariant: reading the rule back by the bus daemon's quoting rules (inside '…' everything is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the contract's name rules (§2) on arbitrary strings: group identifiers,
 // directory names, message identifiers. Built with the Storage name files and WormholeError.
 // Invariants: validation never crashes; it accepts exactly the strings of 1 to N bytes of

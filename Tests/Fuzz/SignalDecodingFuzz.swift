@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: signal argument decoding. The input is taken as a D-Bus wire message
 // (dbus_message_demarshal, as the bus would hand it over); every message libdbus accepts is
 // decoded with MessageCoding.readArguments (and readSignal, readError), the decoders every

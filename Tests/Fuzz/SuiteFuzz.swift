@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the shared-defaults suite parser (SuiteJSON.decodeSuite, contract §5 v1.2),
 // which every reader and writer runs over a file any process may have written. Built with the
 // whole Wormhole module by Tests/fuzz.sh (target `suite`).

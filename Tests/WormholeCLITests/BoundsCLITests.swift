@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Contract v1.2 §4: no command waits without bound, and every long-running command says when it
 // loses the bus and when it is back. One-shot commands against a stopped bus daemon (SIGSTOP: its
 // socket accepts, nothing answers) finish with the stored part done and one line on standard

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the `wormholectl` tool says about itself and about mistakes: --version, unknown commands,
 // ArgumentParser's suggestions and usage, --state and --rounds errors, log settings, `list`, and
 // `read` of something that is not there.

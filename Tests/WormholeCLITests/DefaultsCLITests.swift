@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `wormholectl defaults read|write|delete|observe` as scripts use them (contract §5), run as child
 // processes against a private bus with a fresh container root and runtime directory.
 

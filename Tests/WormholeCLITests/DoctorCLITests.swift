@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `wormholectl doctor` and `wormholectl monitor`, run as child processes against private buses (and
 // one bus whose policy denies the daemon's statistics), each test with a fresh container root.
 

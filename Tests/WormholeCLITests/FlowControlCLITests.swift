@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A stopped transient receiver toward which the bus stops reading the sender (contract v1.2
 // section 7): the sender's transient messages are refused at the call once its bounded queue is
 // full, while its mailbox notifications, on the process's other connection, still reach a

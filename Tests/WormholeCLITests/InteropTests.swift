@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The interop recipes of docs/interop.md, each run against a private bus: Python (the package in
 // Python/, `python3 -m wormhole_py`, and a bare dbus-python send), the shell tools (dbus-send,
 // gdbus emit, busctl emit) and the monitors (dbus-monitor, busctl monitor), talking to the real

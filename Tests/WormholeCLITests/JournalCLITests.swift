@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `wormholectl send --journal`, `listen --journal` and `journal stat|trim` as scripts use them
 // (contract §6), run as child processes against a private bus with a fresh container root.
 

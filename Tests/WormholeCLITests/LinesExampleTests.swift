@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Scenario 1 across processes: LineGrabber's native-messaging host (Examples/LineGrabber),
 // spoken to as a browser does (a 4-byte native-endian length, then UTF-8 JSON; standard input
 // closed at the end), and Lines (Examples/Lines) showing what it stores, live and at start.

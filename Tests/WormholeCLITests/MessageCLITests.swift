@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `wormholectl send|read|listen|clear` commands as scripts use them (contract §4), run as child
 // processes against a private bus, each with a fresh container root (WORMHOLE_CONTAINER_ROOT) and a
 // fresh XDG_RUNTIME_DIR, and talking to wormholes in this process.

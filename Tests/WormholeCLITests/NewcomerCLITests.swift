@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a newcomer trips on first, run as child processes: a JSON argument that is a bare word,
 // and `wormholectl doctor` telling a monitor (which sees every post) from a listener.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hostile input and faults as the `wormholectl` tool meets them: messages over the size limit
 // (planted sparse files far larger than memory), and a listener started while no bus is there.
 

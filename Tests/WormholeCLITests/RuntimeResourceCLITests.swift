@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What one `wormholectl listen` process holds, read from /proc while it runs: one loop thread of the
 // library's own, one epoll instance, and an inotify instance only while it listens through the
 // wormhole directory (the bus is down). Counted, not timed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Scenario 3 across processes: `settings-watch` and `settings-app` (Examples/Settings) on a
 // private bus with a fresh container root; each shows the other's changes live, and a watch
 // killed in the middle of its writes loses nothing it acknowledged and leaves nothing torn.

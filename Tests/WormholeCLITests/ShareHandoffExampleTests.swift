@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Scenario 4 across processes: `share-handoff` (the short-lived share extension) hands files to
 // `share-host` (the app) through a journal, on a private bus with a fresh container root.
 

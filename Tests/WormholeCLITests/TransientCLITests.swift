@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `wormholectl send --transient` and `wormholectl listen` (contract §7), hand-typed `Message` signals
 // from dbus-send, and the consecutive-duplicate rule of `listen` with concurrent writer processes.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared defaults read through the suite's change counter (GroupDefaults.Freshness.changeCounter,
 // contract section 5, docs/shared-defaults.md): writes of other processes, Wormhole's and a foreign
 // writer's that counts, are seen by the next read; a foreign writer that does not count is seen

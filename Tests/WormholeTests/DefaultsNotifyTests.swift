@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared defaults (contract §5) across processes and on the bus: posts, observers, filtering by the
 // daemon, catch-up after a bus restart, lost-update and lost-key runs, killed writers, a foreign
 // Python writer.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared defaults (contract §5): values and their file format, keys, suites, storage, freshness,
 // corruption and typed keys.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The delivery pump and the `Subscription` handle on their own, with no bus, no files and no
 // facade: a reader of plain numbers (`NumberReader`) drives them the way every kind of
 // subscription does (it records what is pending, wakes the pump, and drains one batch per

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Swift examples of the doc comments (and of inline code in docs/messaging.md), so that
 // the compiler checks them. Never run: each is a function that nobody calls (the examples talk
 // to the session bus). The Swift blocks of README.md, docs/ and the DocC catalogs are built

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The doorbell (docs/contract.md section 9): a direct same-user wake between Wormhole processes
 // beside the bus signal. Every test runs real processes (`wormhole-test-peer doorbell-observe`
 // and `doorbell-post`) on a real private bus, sharing a fresh `$XDG_RUNTIME_DIR`; an observer

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Contract v1.2 §1: a signal a send call accepted is on the bus before the sending process exits
 // normally, with or without a flush. Children that send once and exit (releasing the facade
 // first, keeping it until exit, or returning from `main`) while a listener here counts what

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // JSONDocument checks its bytes with one scan against RFC 8259 (contract §3, v1.1): every JSON
 // text is accepted as written, anything else is refused saying what and where.
 

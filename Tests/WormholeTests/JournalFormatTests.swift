@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The journal's byte format: CRC-32C against published vectors, frames and segment headers
 // against the test vector of docs/journal-format.md, segment names.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The journal across processes and crashes, on a private bus: appenders in several processes,
 // appenders and durable consumers SIGKILLed at random instants, a full disk, a bus outage, and
 // the Python reader of docs/journal-format.md reading what Swift wrote.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The journal on disk, in one process, without a bus: appending and reading back, rollover and
 // seals, torn-tail repair, damage, foreign files, newer versions, cursors, retention and gaps,
 // size limits, group commit. The cross-process and crash runs are in JournalProcessTests.

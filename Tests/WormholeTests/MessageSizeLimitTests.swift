@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The maximum message size (defect #5): a message over the limit is refused with an error naming
 // the identifier, its size and the limit, on the write before anything is written, on the read
 // from the file's size before a byte of it is read. The planted files are sparse (ftruncate), far

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The public messaging API explains itself: both identifier forms, raw bytes only through
 // JSONDocument, streams that read in next(), listen-all that ignores names that are not
 // identifiers, and one lazily connected center however many threads ask for it at once.

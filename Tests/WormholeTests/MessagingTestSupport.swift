@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for the messaging tests: a private bus with a fresh container root and shared-state
 // directory per test, recorders that turn deliveries into streams, a bounded guard so that a
 // missing event fails the test instead of hanging it, and raw looks at the disk and the bus.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Transient messages (contract §7): carried in the `Message` signal, delivered to running
 // listeners only, never stored. Senders are other processes (wormhole-test-peer) or this one.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for the notification tests: fresh table directories, centers on a private bus,
 // collecting deliveries as events (with a bounded guard, never a sleep that waits for them),
 // and short-lived helper processes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The doorbell's merge of rings and signals (contract §1 v1.3, §9), as a pure rule: each post
 // delivered once whichever way comes first, a sender's posts of a name in its order, and every
 // bound drops or holds a ring, never a signal. The cross-process tests are in DoorbellTests.

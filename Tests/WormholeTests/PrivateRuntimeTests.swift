@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A runtime of a test's own (`WormholeRuntime(sharingProcessOf:)`): the facades made in it hold
 // connections of their own (another unique name on the same bus) and tables of their own, and
 // share with the process's runtime what a process has one of: the loop, the inotify hub, the exit

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The property-list readers (BinaryPropertyList, XMLPropertyList) against FoundationEssentials'
 // PropertyListDecoder, over every value type in both forms: whether the decoder, decoding into a
 // `Decodable` of any shape, could replace them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The module is `Wormhole` and no type is: a client can spell every type with the module's
 // name in front, as it must when two modules export the same name. (When the class was also
 // called `Wormhole`, `Wormhole.MessageIdentifier` looked for a nested type and did not compile.)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One runtime per process: every facade on one bus shares one connection (one unique name, one
 // loop thread), closing one facade ends only what it added, and the directory watches of every
 // listener without a bus share one inotify instance. Asked of the bus and of /proc, not of the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sweeping the temporary files of killed writers (defect #6): only files named like a writer's
 // temporary, older than the age asked for, and never one a live writer holds (`flock`).
 

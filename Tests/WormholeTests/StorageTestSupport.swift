@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for the storage tests: fresh temporary directories, file inspection, the test peer.
 
 import Foundation

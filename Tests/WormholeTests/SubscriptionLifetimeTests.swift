@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One lifetime rule for every handle (SubscriptionHandle): active until cancel() or until the
 // last reference is released; cancel() idempotent; no handler call starts after cancel()
 // returns. And one delivery path per observer: two calls of one handler never overlap,

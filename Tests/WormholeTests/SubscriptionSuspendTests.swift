@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Suspend and resume for every kind of subscription (one `Subscription` handle): nothing is
 // delivered while suspended; the resume delivers what came meanwhile, merged as the kind merges a
 // burst, through the subscription's delivery queue; then deliveries go on.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Each owner's subscription table (a center's post routes, a facade's engine's wake
 // subscribers): every subscription is registered once, in its owner's table, whatever its kind,
 // and is gone from it when cancelled.

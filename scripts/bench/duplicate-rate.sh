@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Consecutive duplicate deliveries at one `wormholectl listen` while WRITERS processes each store
 # PER_WRITER distinct messages in one mailbox as fast as they can (issue 8).
 #

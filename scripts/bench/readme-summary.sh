@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Writes README.md's performance summary from a `wormholectl bench --json` run:
 #
 #   .build/release/wormholectl bench --suite journal,cli --json bench.json

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Transient messages add member='Message' rules beside the Posted ones (2 per identifier listener).
 # Run from the repository after `swift build -c release`; BIN= for another build directory.
 # dbus-daemon CPU per signal for names nobody observes, with 5,000 identifiers listened to

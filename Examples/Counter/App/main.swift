@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The "app" side of MMWormhole's counter example: listens on `button` and shows
 // each button number as it arrives, with how long it took to cross.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The "watch" side of MMWormhole's counter example: each button press stores
 // {"buttonNumber": N} under the identifier `button` and wakes the app.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LineGrabber's native-messaging host: the part of the browser extension that runs as a
 // program. Chromium and Firefox start it when the extension calls `sendNativeMessage` or
 // `connectNative`, and speak the native-messaging protocol on its standard input and output:

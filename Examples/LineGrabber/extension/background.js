@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LineGrabber's background script: a context-menu item "Send to Lines" on selected text, which
 // hands the text and the page's address to the native host (com.example.linegrabber). Chromium
 // runs it as a service worker, Firefox as an event page; `chrome.*` is available in both.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sends ?text=… (and ?url=…) through the native host, as the context menu does, and shows the reply.
 const parameters = new URLSearchParams(location.search);
 const text = parameters.get("text");

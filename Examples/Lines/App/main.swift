@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Lines, the shell app of scenario 1, in a terminal: shows every line LineGrabber hands it the
 // moment it arrives (no "Load latest" button), and at start the line that arrived while it was
 // closed. Each line typed on standard input is an answer back to the extension (`toExtension`).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Scenario 1: a shell app ("Lines") and its browser extension ("LineGrabber") share an inbox
 // and an outbox. The extension's native host writes `toShell`, the app reads it; the app writes
 // `toExtension`, the host reads it. `LineChannel` hides how, so the mechanism can be swapped.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Scenario 3: a watch extension and its app share settings (a currency, a theme) through the app
 // group's shared defaults, and a photo-sized file written atomically in the group container.
 // Both sides run this code; `settings-watch` and `settings-app` only differ in their name.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The share extension of scenario 4 (see Examples/ShareHandoff/Shared): started by the desktop
 // with the shared files, it hands them to the host app and exits.
 //

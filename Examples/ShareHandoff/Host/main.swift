@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host app of scenario 4 (see Examples/ShareHandoff/Shared): shows every item handed over by
 // `share-handoff`, in order, including those shared while it was closed.
 //

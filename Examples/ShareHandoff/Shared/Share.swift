@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Scenario 4: a share extension as a reusable module. On Linux the extension is a short-lived
 // program the desktop starts with the shared files ("Open With…", "Send to": a `.desktop` entry
 // with `Exec=share-handoff %F`). It offers only the actions the host app enabled (a list in the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import FoundationEssentials
 
 /// The binary property-list format (`bplist00`), read into and written from ``PropertyListValue``.

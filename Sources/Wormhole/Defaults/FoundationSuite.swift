@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import FoundationEssentials
 
 /// A suite that Foundation's `UserDefaults(suiteName:)` wrote on Linux, read for

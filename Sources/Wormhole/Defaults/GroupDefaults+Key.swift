@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Typed keys, declared once with their default value.
 
 import Logging

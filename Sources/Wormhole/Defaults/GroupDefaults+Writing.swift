@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writing a suite: single keys, read-modify-write under the suite's lock and transactions, each
 // done by the suite's `SuiteWriter`.
 

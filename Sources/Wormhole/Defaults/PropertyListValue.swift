@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 public import FoundationEssentials
 
 /// A value that shared defaults can store: the property-list types of `UserDefaults`.

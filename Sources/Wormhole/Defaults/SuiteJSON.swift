@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import FoundationEssentials
 
 /// The suite file's JSON form of property-list values (the "File format" table of docs/shared-defaults.md):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import FoundationEssentials
 
 /// Reads the suite file's JSON form (``SuiteJSON``) into property-list values, on the tokens of

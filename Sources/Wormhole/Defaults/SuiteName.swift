@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import WormholeSystem
 
 /// The name of a shared-defaults suite, such as `group.com.example.lines` (the group's default

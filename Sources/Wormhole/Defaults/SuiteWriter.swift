@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Logging
 
 /// The writing side of a ``GroupDefaults``: checks keys and values before the suite is read or

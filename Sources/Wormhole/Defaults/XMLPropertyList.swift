@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import FoundationEssentials
 
 /// The XML property-list format (what Foundation's `UserDefaults` writes on Linux), read into

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// CRC-32C (Castagnoli): polynomial 0x1EDC6F41, reflected (0x82F63B78), initial value and final
 /// XOR 0xFFFFFFFF, as in iSCSI (RFC 3720 §B.4), ext4 and SCTP. Test vector: the nine bytes
 /// `123456789` give 0xE3069283.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import FoundationEssentials
 
 /// A range of sequence numbers a reader cannot deliver, and why (contract §6, v1.2).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import FoundationEssentials
 
 /// The journal's byte format (docs/journal-format.md is the reference for other programs).

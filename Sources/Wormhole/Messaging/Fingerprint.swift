@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import FoundationEssentials
 
 /// A message's length and a 64-bit FNV-1a hash over its 8-byte words: enough to tell whether a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 public import FoundationEssentials
 
 /// A stored message as its raw JSON document, for code that forwards messages without knowing

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// Checks that bytes are exactly one JSON text as RFC 8259 defines it, in UTF-8: one value of
 /// any type with optional white space around it, strings of valid UTF-8 without raw control
 /// characters, numbers as the grammar spells them (any size: `1e400` and 40-digit integers are

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import FoundationEssentials
 
 /// One delivery to a message listener: which mailbox, why, and what it holds.

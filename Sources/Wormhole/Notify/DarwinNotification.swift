@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// One notification as an observer receives it.
 public struct DarwinNotification: Sendable, Hashable, CustomStringConvertible {
     /// Why the observer is being called.

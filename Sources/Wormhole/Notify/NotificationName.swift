@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import WormholeDBus
 
 /// The name of a Darwin-style notification, such as `com.example.app.refresh`.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import WormholeDBus
 
 /// The wire vocabulary of contract §1, in one place.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// How an observer behaves.
 public struct ObserverOptions: Sendable, Hashable {
     /// Skip notifications this process posted itself. Darwin always delivers them; so do we by default.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// One observer's merge of the two ways a Wormhole post reaches it, its ring and its bus signal
 /// (contract §1 v1.3 and §9): each post delivered at most once, whichever comes first, and the
 /// posts of one sender's name in the order that sender made them.

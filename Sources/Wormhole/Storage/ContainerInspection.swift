@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Read-only views of a group container for the diagnostic commands (`wormholectl doctor`,
 // `wormholectl monitor`): the same safe, descriptor-relative opens the transitings use, so a
 // diagnosis never follows a symlink or reads through an unsafe directory either.

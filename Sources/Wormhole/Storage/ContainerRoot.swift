@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The container root: the one place where the storage layer follows a path.
 
 import Glibc

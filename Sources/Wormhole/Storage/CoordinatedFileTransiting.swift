@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 package import FoundationEssentials
 
 /// Stores messages like `FileTransiting` and also coordinates the processes that use them with

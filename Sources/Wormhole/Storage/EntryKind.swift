@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What an entry inside a group container must be, and the check that it is: of that kind, owned
 // by this user, not writable by group or others.
 

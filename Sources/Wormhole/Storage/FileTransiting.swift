@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 package import FoundationEssentials
 
 /// Stores each message as a file replaced atomically: the equivalent of MMWormhole's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One version of a file or directory, as its `stat` describes it.
 
 import Glibc

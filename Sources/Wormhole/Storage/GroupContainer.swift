@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import FoundationEssentials
 
 /// The shared directory of an application group, `<root>/<group>/` (contract §2): the Linux

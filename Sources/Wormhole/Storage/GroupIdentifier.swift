@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The validated names of the storage layer (contract §2): GroupIdentifier here,
 // WormholeDirectoryName and MessageIdentifier beside it, with the rules they share in NameRules.
 // Each is checked once, when it is made, before anything touches the disk or the bus; after that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A lock wait with a bound. `flock` has no timeout, and no descriptor reports a lock's release,
 // so the one sanctioned bounded retry of the package lives here: `LOCK_NB`, then a sleep that
 // doubles (from 1 ms to 50 ms for the stores' locks, from 10 µs to 1 ms for the journal's, which

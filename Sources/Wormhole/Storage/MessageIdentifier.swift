@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// The identifier of a message in a wormhole, such as `clip`: its file is `<identifier>.json`.
 ///
 /// 1 to 200 bytes of `A-Z a-z 0-9 . _ -`, not starting with `.` (contract §2). The limit is lower

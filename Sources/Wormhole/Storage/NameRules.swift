@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// The rules the three name types share.
 enum NameRules {
     static let allowedDescription = "A-Z a-z 0-9 . _ -"

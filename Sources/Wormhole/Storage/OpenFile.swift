@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An open file or directory inside a group container: the stores (mailboxes, defaults) read and
 // write whole files, the journal reads and writes at explicit offsets.
 

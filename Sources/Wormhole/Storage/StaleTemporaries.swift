@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Removing the temporary files that writers killed mid-write leave behind (defect #6).
 //
 // A writer creates `.<name>.<pid>-<hex>.tmp`, takes `flock(LOCK_EX)` on it at once and holds it

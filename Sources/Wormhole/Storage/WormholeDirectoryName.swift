@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// The name of a wormhole directory inside a group container (MMWormhole's `optionalDirectory`);
 /// the default is `wormhole`.
 ///

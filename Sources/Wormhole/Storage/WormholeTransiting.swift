@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 public import FoundationEssentials
 
 /// How a wormhole stores its messages: the equivalent of MMWormhole's `MMWormholeTransiting`, in bytes.

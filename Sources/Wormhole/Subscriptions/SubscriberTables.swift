@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import WormholeSystem
 
 /// A center's post routes (its observers', listeners' and readers'), a field of the center

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 public import WormholeDBus
 
 /// A registered subscription of any kind: a notification observer
