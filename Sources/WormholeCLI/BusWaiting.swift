@@ -1,3 +1,4 @@
+import Dispatch
 import FoundationEssentials
 import Wormhole
 import WormholeDBus
@@ -23,7 +24,8 @@ func retryingUntilBusReachable<T>(_ address: BusAddress, _ body: () throws -> T)
             // for: from the second failure on, back off (10 ms, doubling to 2 s) rather than spin.
             if backoff > 0 { Syscall.pause(nanoseconds: Int(backoff * 1e9)) }
             backoff = min(max(backoff * 2, 0.01), 2)
-            BusWait.untilReachable(address)
+            // As long as the user wants: `--timeout` (armed before) or a signal ends the process.
+            BusWait.untilReachable(address, deadline: .distantFuture)
         }
     }
 }

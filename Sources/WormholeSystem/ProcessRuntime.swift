@@ -1,8 +1,8 @@
 /// The process's machinery below D-Bus, one per process: the event loop every connection,
-/// watch, deadline and socket shares, the one inotify instance, and the drain that runs at
-/// exit. `Wormhole`'s runtime object holds it (with the shared connections, the doorbell and
-/// the subscription table, which belong to the layers above); the D-Bus layer reaches it
-/// through ``shared``, the one static of the layers below `Wormhole`.
+/// watch, deadline and socket shares, the one inotify instance, the drain that runs at exit,
+/// and the pool for work off the loop. `Wormhole`'s runtime object holds it (with the shared
+/// connections, the doorbell and the subscription table, which belong to the layers above); the
+/// D-Bus layer reaches it through ``shared``, the one static of the layers below `Wormhole`.
 package final class ProcessRuntime: Sendable {
     /// The process's runtime.
     package static let shared = ProcessRuntime()
@@ -13,10 +13,14 @@ package final class ProcessRuntime: Sendable {
     package let inotify: InotifyHub
     /// What runs at a normal exit: hooks, then every connection's drain.
     package let exitDrain: ExitDrain
+    /// The one place for work that must not run on ``loop`` (it blocks), whose threads exist
+    /// only while it has work.
+    package let pool: WorkPool
 
     private init() {
         loop = RuntimeLoop()
         inotify = InotifyHub(loop: loop)
         exitDrain = ExitDrain()
+        pool = WorkPool()
     }
 }
