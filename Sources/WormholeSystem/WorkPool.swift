@@ -1,3 +1,4 @@
+package import Dispatch
 import Synchronization
 
 /// The process's one place for work that must not run on the loop because it blocks: connecting
@@ -26,7 +27,9 @@ package final class WorkPool: Sendable {
     /// let one slow wait not hold up the others, while a burst cannot make a thread per job.
     package let maximumThreads: Int
     private let name: String
-    private let state = Locked(State())
+    /// Every change wakes ``waitUntilIdle(until:)`` (the pool's paths are rare: connecting,
+    /// first posts, a bus's arrival).
+    private let state = BoundedWait(State())
     /// Threads started over the pool's life (tests read it).
     private let started = Atomic<UInt64>(0)
 
@@ -37,14 +40,14 @@ package final class WorkPool: Sendable {
     }
 
     /// Threads running now.
-    package var threadCount: Int { state.withLock { $0.threads } }
+    package var threadCount: Int { state.read { $0.threads } }
     /// Threads started since the pool was made.
     package var threadsStarted: UInt64 { started.load(ordering: .relaxed) }
 
     /// Runs `job` on one of the pool's threads, starting one when every thread is busy and there
     /// is room for another.
     package func submit(_ job: @escaping @Sendable () -> Void) {
-        let start = state.withLock { state -> Bool in
+        let start = state.change { state -> Bool in
             state.jobs.append(job)
             guard state.pending > state.idle, state.threads < maximumThreads else { return false }
             state.threads += 1
@@ -57,6 +60,11 @@ package final class WorkPool: Sendable {
         }
     }
 
+    /// Whether every job submitted ran and every thread ended before `deadline`.
+    package func waitUntilIdle(until deadline: DispatchTime) -> Bool {
+        state.wait(until: deadline) { $0.threads == 0 && $0.pending == 0 ? true : nil } ?? false
+    }
+
     /// A lane on this pool: its jobs run one at a time, in the order submitted.
     package func makeLane() -> WorkLane { WorkLane(pool: self) }
 
@@ -64,12 +72,12 @@ package final class WorkPool: Sendable {
     private func work() {
         while let job = take() {
             job()
-            state.withLock { $0.idle += 1 }
+            state.change { $0.idle += 1 }
         }
     }
 
     private func take() -> (@Sendable () -> Void)? {
-        state.withLock { state in
+        state.change { state -> (@Sendable () -> Void)? in
             guard state.pending > 0 else {
                 state.idle -= 1
                 state.threads -= 1
