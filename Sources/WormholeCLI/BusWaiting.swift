@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import Dispatch
 import FoundationEssentials
 import Wormhole
 import WormholeDBus
@@ -24,7 +25,8 @@ func retryingUntilBusReachable<T>(_ address: BusAddress, _ body: () throws -> T)
             // for: from the second failure on, back off (10 ms, doubling to 2 s) rather than spin.
             if backoff > 0 { Syscall.pause(nanoseconds: Int(backoff * 1e9)) }
             backoff = min(max(backoff * 2, 0.01), 2)
-            BusWait.untilReachable(address)
+            // As long as the user wants: `--timeout` (armed before) or a signal ends the process.
+            BusWait.untilReachable(address, deadline: .distantFuture)
         }
     }
 }

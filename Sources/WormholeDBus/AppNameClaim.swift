@@ -22,8 +22,7 @@ extension BusError.Code {
 final class AppNameClaim: Sendable {
     /// A claim on its way: the first asker sends `RequestName`, later askers wait for its answer.
     final class Pending: Sendable {
-        let done = DispatchSemaphore(value: 0)
-        let outcome = Locked<Result<Void, BusError>?>(nil)
+        let outcome = BoundedWait<Result<Void, BusError>?>(nil)
     }
 
     enum State {
@@ -114,19 +113,18 @@ final class AppNameClaim: Sendable {
         }
     }
 
-    /// Waits for a claim's answer; passes the wake-up on to the next waiter.
+    /// Waits for a claim's answer (every waiter sees it).
     private func wait(for pending: Pending, name: String, address: BusAddress, timeout: Duration) throws(BusError)
         -> String
     {
-        if pending.done.wait(timeout: ExitDrain.deadline(after: timeout)) == .timedOut {
+        guard let outcome = pending.outcome.answer(until: ExitDrain.deadline(after: timeout)) else {
             // Asked again by the next sender; a late answer still settles this claim.
             throw BusError(
                 .timedOut, value: name,
                 "the bus at \(quoted(address.rawValue)) did not answer RequestName for \(quoted(name)) within \(timeout)"
             )
         }
-        pending.done.signal()
-        if case .failure(let error) = pending.outcome.withLock({ $0 }) ?? .success(()) { throw error }
+        if case .failure(let error) = outcome { throw error }
         return name
     }
 
@@ -181,8 +179,7 @@ final class AppNameClaim: Sendable {
         if case .failure(let error) = outcome, error.code == .nameRefused {
             logger.warning("\(error.message)")
         }
-        pending.outcome.withLock { $0 = outcome }
-        pending.done.signal()
+        pending.outcome.answer(outcome)
     }
 }
 

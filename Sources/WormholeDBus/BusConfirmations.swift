@@ -13,10 +13,20 @@ import WormholeSystem
 /// on what came before it). Only when signals are unconfirmed: a connection that sent nothing
 /// pays nothing. Which thread may call what: <doc:Threading>.
 final class BusConfirmations: @unchecked Sendable {
-    /// The connection: its libdbus connection, phase, loop, outgoing side and logger.
-    unowned let io: BusIO
+    /// The libdbus connection and its phase, the loop, the locked state, logger and errors.
+    private let link: BusLink
+    /// The sending side: what it accepted, its queue to drain, and the jobs on the loop.
+    private let outgoing: BusOutgoing
+    /// Answered once, when the loop has stopped (the drain at exit waits for a closing connection).
+    private let stopped = BoundedWait<Void?>(nil)
 
-    init(io: BusIO) { self.io = io }
+    init(link: BusLink, outgoing: BusOutgoing) {
+        self.link = link
+        self.outgoing = outgoing
+    }
+
+    /// The connection's loop has stopped: a drain at exit waiting for it goes on.
+    func loopStopped() { stopped.answer(()) }
 
     /// How many of the accepted signals (``BusOutgoing/accepted``) the bus has confirmed.
     private let confirmedSignals = Atomic<UInt64>(0)
@@ -30,7 +40,7 @@ final class BusConfirmations: @unchecked Sendable {
     /// How long closing may wait for the bus to confirm the signals it accepted.
     static let closeBound: Duration = .seconds(2)
 
-    private var acceptedSignals: UInt64 { io.outgoing.accepted.load(ordering: .acquiring) }
+    private var acceptedSignals: UInt64 { outgoing.accepted.load(ordering: .acquiring) }
 
     /// Whether signals were accepted that the bus has not confirmed yet.
     var hasUnconfirmedSignals: Bool { acceptedSignals > confirmedSignals.load(ordering: .acquiring) }
@@ -45,23 +55,18 @@ final class BusConfirmations: @unchecked Sendable {
         if !hasUnconfirmedSignals {
             return lostSignals.exchange(false, ordering: .acquiringAndReleasing) ? droppedError() : nil
         }
-        if io.loop.inEventLoop { return confirmInline(deadline: deadline) }
-        let outcome = Locked<BusError??>(nil)
-        let done = DispatchSemaphore(value: 0)
+        if link.loop.inEventLoop { return confirmInline(deadline: deadline) }
+        let outcome = BoundedWait<BusError??>(nil)
         let target = acceptedSignals
-        let accepted = io.execute { [self] in
-            confirmOnLoop(target: target, deadline: deadline) { error in
-                outcome.withLock { $0 = .some(error) }
-                done.signal()
-            }
+        let accepted = outgoing.execute { [self] in
+            confirmOnLoop(target: target, deadline: deadline) { error in outcome.answer(error) }
         }
-        guard accepted else { return io.closedError() }
-        if done.wait(timeout: deadline) == .timedOut {
+        guard accepted else { return link.closedError() }
+        guard let result = outcome.answer(until: deadline) else {
             return BusError(
-                .timedOut, value: io.address.rawValue,
-                "the bus at \(quoted(io.address.rawValue)) did not confirm within \(timeout)")
+                .timedOut, value: link.address.rawValue,
+                "the bus at \(quoted(link.address.rawValue)) did not confirm within \(timeout)")
         }
-        let result = outcome.withLock { $0 } ?? nil
         if result == nil, lostSignals.exchange(false, ordering: .acquiringAndReleasing) { return droppedError() }
         return result
     }
@@ -71,7 +76,7 @@ final class BusConfirmations: @unchecked Sendable {
     func confirmLater(timeout: Duration, completion: @escaping @Sendable (BusError?) -> Void) -> Bool {
         let deadline = ExitDrain.deadline(after: timeout)
         let target = acceptedSignals
-        return io.execute { [self] in
+        return outgoing.execute { [self] in
             confirmOnLoop(target: target, deadline: deadline) { [self] error in
                 if error == nil, lostSignals.exchange(false, ordering: .acquiringAndReleasing) {
                     completion(droppedError())
@@ -87,9 +92,9 @@ final class BusConfirmations: @unchecked Sendable {
     func confirmBeforeClosing(then: @escaping @Sendable () -> Void) -> Bool {
         let deadline = ExitDrain.deadline(after: Self.closeBound)
         let target = acceptedSignals
-        return io.execute { [self] in
+        return outgoing.execute { [self] in
             confirmOnLoop(target: target, deadline: deadline) { [self] error in
-                if let error { io.logger.warning("closing: signals may not have reached the bus: \(error.message)") }
+                if let error { link.logger.warning("closing: signals may not have reached the bus: \(error.message)") }
                 then()
             }
         }
@@ -102,10 +107,10 @@ final class BusConfirmations: @unchecked Sendable {
     /// was queued before the job, so written before it runs (``BusOutgoing/writeBeforeJob()``),
     /// while signals accepted later may still wait in the queue behind a full socket.
     private func confirmOnLoop(target: UInt64, deadline: DispatchTime, completion: @escaping (BusError?) -> Void) {
-        io.loop.assertInEventLoop()
-        io.outgoing.drain()
-        guard let connection = io.connection, case .ready = io.phase else {
-            completion(io.notConnected())
+        link.loop.assertInEventLoop()
+        outgoing.drain()
+        guard let connection = link.greeted else {
+            completion(link.notConnected())
             return
         }
         let message: LibDBus.Message
@@ -115,7 +120,7 @@ final class BusConfirmations: @unchecked Sendable {
             completion(error)
             return
         }
-        let id = io.makeID()
+        let id = link.makeID()
         waiting[id] = completion
         let sent = connection.call(message, timeoutMilliseconds: ExitDrain.milliseconds(until: deadline)) {
             [self] reply in
@@ -127,15 +132,15 @@ final class BusConfirmations: @unchecked Sendable {
                 completion(noAnswer())
             }
         }
-        if !sent, let completion = waiting.removeValue(forKey: id) { completion(io.notConnected()) }
+        if !sent, let completion = waiting.removeValue(forKey: id) { completion(link.notConnected()) }
     }
 
     /// ``confirmOnLoop(target:deadline:completion:)`` waiting on the I/O thread itself. Loop-confined.
     private func confirmInline(deadline: DispatchTime) -> BusError? {
-        io.loop.assertInEventLoop()
+        link.loop.assertInEventLoop()
         let target = acceptedSignals
-        io.outgoing.drain()
-        guard let connection = io.connection, case .ready = io.phase else { return io.notConnected() }
+        outgoing.drain()
+        guard let connection = link.greeted else { return link.notConnected() }
         guard let message = try? MessageCoding.makeBusCall("GetNameOwner", arguments: [.string(connection.uniqueName)])
         else {
             return BusError(.outOfMemory, "libdbus could not build a call")
@@ -178,7 +183,7 @@ final class BusConfirmations: @unchecked Sendable {
     /// Signals accepted and not yet confirmed were dropped with the connection: remembered for
     /// the next flush, and no longer waited for. Loop-confined.
     func forgetUnconfirmed() {
-        io.loop.assertInEventLoop()
+        link.loop.assertInEventLoop()
         let accepted = acceptedSignals
         if accepted > confirmedSignals.load(ordering: .acquiring) {
             lostSignals.store(true, ordering: .releasing)
@@ -188,7 +193,7 @@ final class BusConfirmations: @unchecked Sendable {
 
     /// Fails every confirmation waiting for an answer: the connection is gone. Loop-confined.
     func failWaiting() {
-        io.loop.assertInEventLoop()
+        link.loop.assertInEventLoop()
         let all = waiting
         waiting = [:]
         for completion in all.values { completion(droppedError()) }
@@ -198,9 +203,9 @@ final class BusConfirmations: @unchecked Sendable {
     /// how to wait for it (true: confirmed), or `nil` when there is nothing to wait for. A closing
     /// connection is waited for until its loop stops. On the I/O thread it confirms at once.
     func beginExitDrain(deadline: DispatchTime) -> (() -> Bool)? {
-        let (stopping, connected) = io.shared.withLock { ($0.stopping, $0.connected) }
-        let logger = io.logger
-        if stopping && io.loop.inEventLoop {
+        let (stopping, connected) = link.shared.withLock { ($0.stopping, $0.connected) }
+        let logger = link.logger
+        if stopping && link.loop.inEventLoop {
             // An exit on the loop's thread: the loop cannot finish the closing; confirm here.
             if connected && hasUnconfirmedSignals, let error = confirmInline(deadline: deadline) {
                 logger.warning("exiting: signals may not have reached the bus: \(error.message)")
@@ -208,41 +213,36 @@ final class BusConfirmations: @unchecked Sendable {
             return nil
         }
         if stopping {
-            return { [io] in
-                if io.stoppedSignal.wait(timeout: deadline) == .timedOut {
+            return { [stopped] in
+                if stopped.answer(until: deadline) == nil {
                     logger.warning("exiting: a closing connection's signals were not confirmed by the bus in time")
                     return false
                 }
-                io.stoppedSignal.signal()  // for anyone else waiting
                 return true
             }
         }
         guard connected, hasUnconfirmedSignals else { return nil }
-        if io.loop.inEventLoop {
+        if link.loop.inEventLoop {
             if let error = confirmInline(deadline: deadline) {
                 logger.warning("exiting: signals may not have reached the bus: \(error.message)")
             }
             return nil
         }
-        let done = DispatchSemaphore(value: 0)
-        let failure = Locked<BusError?>(nil)
+        let outcome = BoundedWait<BusError??>(nil)
         let target = acceptedSignals
-        let accepted = io.execute { [self] in
-            confirmOnLoop(target: target, deadline: deadline) { error in
-                failure.withLock { $0 = error }
-                done.signal()
-            }
+        let accepted = outgoing.execute { [self] in
+            confirmOnLoop(target: target, deadline: deadline) { error in outcome.answer(error) }
         }
         guard accepted else { return nil }
-        let address = io.address.rawValue
+        let address = link.address.rawValue
         return {
-            if done.wait(timeout: deadline) == .timedOut {
+            guard let failure = outcome.answer(until: deadline) else {
                 logger.warning(
                     "exiting: signals may not have reached the bus at \(quoted(address)): it did not answer within the exit drain's bound"
                 )
                 return false
             }
-            if let error = failure.withLock({ $0 }) {
+            if let error = failure {
                 logger.warning("exiting: signals may not have reached the bus: \(error.message)")
                 return false
             }
@@ -252,12 +252,13 @@ final class BusConfirmations: @unchecked Sendable {
 
     private func droppedError() -> BusError {
         BusError(
-            .disconnected, value: io.address.rawValue,
-            "signals were dropped: the bus at \(quoted(io.address.rawValue)) went away before it confirmed them")
+            .disconnected, value: link.address.rawValue,
+            "signals were dropped: the bus at \(quoted(link.address.rawValue)) went away before it confirmed them")
     }
 
     private func noAnswer() -> BusError {
         BusError(
-            .timedOut, value: io.address.rawValue, "the bus at \(quoted(io.address.rawValue)) did not answer in time")
+            .timedOut, value: link.address.rawValue,
+            "the bus at \(quoted(link.address.rawValue)) did not answer in time")
     }
 }

@@ -8,12 +8,34 @@ import WormholeSystem
 /// connection back after the bus went away (``Reconnector``, then every rule restored).
 ///
 /// Loop-confined (see <doc:Threading>), except ``Greeting``, the initialiser's wait. The
-/// connection (``BusIO``) it belongs to owns it and moves its ``BusIO/phase``.
+/// connection (``BusIO``) it belongs to owns it; it moves the link's ``BusLink/phase``.
 final class BusConnector: @unchecked Sendable {
-    /// The connection: its libdbus connection, phase, loop, rules, routes and logger.
-    unowned let io: BusIO
+    /// What the connector asks of the connection that owns it: the two steps that touch
+    /// libdbus's watches and timeouts, which the owner holds. Loop-confined.
+    struct Hooks {
+        /// Installs the owner's watches and timeouts on a new libdbus connection.
+        let install: (LibDBus.Connection) -> Void
+        /// Closes the libdbus connection of the moment and drops its watches and timeouts.
+        let drop: () -> Void
+    }
 
-    init(io: BusIO) { self.io = io }
+    /// The libdbus connection and its phase, the loop, the locked state and the logger.
+    private let link: BusLink
+    /// The match rules, restored after a reconnection.
+    private let rules: BusRules
+    /// Where `.reconnected` is reported.
+    private let events: BusEvents
+    /// Jobs on the connection's loop (``BusOutgoing/execute(_:)``).
+    private let execute: LoopJobs
+    private let hooks: Hooks
+
+    init(link: BusLink, rules: BusRules, events: BusEvents, execute: @escaping LoopJobs, hooks: Hooks) {
+        self.link = link
+        self.rules = rules
+        self.events = events
+        self.execute = execute
+        self.hooks = hooks
+    }
 
     /// A greeting that failed inside a libdbus callback: the connection is given up after the
     /// dispatch returns (closing it from inside would free it under libdbus's feet).
@@ -26,34 +48,26 @@ final class BusConnector: @unchecked Sendable {
 
     /// The initialiser's wait for the first `Hello` answer.
     final class Greeting: Sendable {
-        let done = DispatchSemaphore(value: 0)
-        let outcome = Locked<Result<Void, BusError>?>(nil)
+        private let outcome = BoundedWait<Result<Void, BusError>?>(nil)
 
-        func complete(_ result: Result<Void, BusError>) {
-            let first = outcome.withLock { value -> Bool in
-                if value != nil { return false }
-                value = result
-                return true
-            }
-            if first { done.signal() }
-        }
+        /// The first outcome stays: the loop's, or the initialiser's own when it stopped waiting.
+        func complete(_ result: Result<Void, BusError>) { outcome.answer(result) }
 
         func wait(timeout: DispatchTime) -> Result<Void, BusError> {
-            if done.wait(timeout: timeout) == .timedOut {
-                complete(
-                    .failure(BusError(.connectionFailed, "no answer to Hello in time (the I/O thread did not report)")))
-            }
-            return outcome.withLock { $0 } ?? .failure(BusError(.connectionFailed, "no answer"))
+            if let result = outcome.answer(until: timeout) { return result }
+            complete(
+                .failure(BusError(.connectionFailed, "no answer to Hello in time (the I/O thread did not report)")))
+            return outcome.answer(until: .now()) ?? .failure(BusError(.connectionFailed, "no answer"))
         }
     }
 
-    private var address: BusAddress { io.address }
+    private var address: BusAddress { link.address }
 
     /// Sends `Hello` on a new connection (libdbus authenticates first, through the watches) and
     /// moves to `.ready` with its answer, or gives the connection up when the deadline passes.
     func greet(_ connection: LibDBus.Connection) {
-        io.loop.assertInEventLoop()
-        let connectTimeout = io.connectTimeout
+        link.loop.assertInEventLoop()
+        let connectTimeout = link.connectTimeout
         let seconds = connectTimeout.components.seconds
         let milliseconds = Int32(
             clamping: seconds * 1_000 + connectTimeout.components.attoseconds / 1_000_000_000_000_000)
@@ -96,17 +110,17 @@ final class BusConnector: @unchecked Sendable {
 
     /// The bus answered (or did not answer) `Hello` on `connection`.
     private func greeted(_ connection: LibDBus.Connection, _ outcome: Result<String, BusError>) {
-        io.loop.assertInEventLoop()
-        guard case .greeting(let initial) = io.phase, io.connection == connection else { return }
+        link.loop.assertInEventLoop()
+        guard case .greeting(let initial) = link.phase, link.connection == connection else { return }
         var outcome = outcome
         if case .success(let name) = outcome, !connection.setUniqueName(name) {
             outcome = .failure(BusError(.outOfMemory, "libdbus could not record the unique name"))
         }
         switch outcome {
         case .success(let name):
-            io.phase = .ready
+            link.phase = .ready
             greetingDeadline = nil
-            io.shared.withLock {
+            link.shared.withLock {
                 $0.uniqueName = name
                 $0.session &+= 1
                 $0.connected = true
@@ -133,7 +147,7 @@ final class BusConnector: @unchecked Sendable {
     private func greetingTimedOut(dbusName: String? = nil) -> BusError {
         BusError(
             .connectionFailed, value: address.rawValue, dbusName: dbusName,
-            "cannot connect to the bus at \(quoted(address.rawValue)): it did not answer within \(io.connectTimeout) "
+            "cannot connect to the bus at \(quoted(address.rawValue)): it did not answer within \(link.connectTimeout) "
                 + "(authentication and Hello); is the bus daemon stopped?")
     }
 
@@ -142,7 +156,7 @@ final class BusConnector: @unchecked Sendable {
     func iterationEnded() {
         if let deadline = greetingDeadline, EventLoop.nowMilliseconds() >= deadline {
             greetingDeadline = nil
-            if case .greeting = io.phase, greetingFailure == nil {
+            if case .greeting = link.phase, greetingFailure == nil {
                 greetingFailure = greetingTimedOut()
             }
         }
@@ -163,31 +177,28 @@ final class BusConnector: @unchecked Sendable {
 
     /// Gives up a connection whose greeting failed: outside any libdbus call. Loop-confined.
     private func abandonGreeting(_ failure: BusError) {
-        io.loop.assertInEventLoop()
+        link.loop.assertInEventLoop()
         greetingFailure = nil
         greetingDeadline = nil
-        guard case .greeting(let initial) = io.phase else { return }
-        io.connection?.closeAndRelease()
-        io.connection = nil
-        io.clearWatchesAndTimeouts()
+        guard case .greeting(let initial) = link.phase else { return }
+        hooks.drop()
         if let initial {
             initial.complete(.failure(failure))
-        } else if !io.shared.withLock({ $0.stopping }) {
-            io.logger.info("reconnecting: \(failure.message)")
+        } else if !link.shared.withLock({ $0.stopping }) {
+            link.logger.info("reconnecting: \(failure.message)")
             startReconnecting()
         }
     }
 
     func startReconnecting() {
-        io.loop.assertInEventLoop()
-        io.phase = .greeting(initial: nil)
+        link.loop.assertInEventLoop()
+        link.phase = .greeting(initial: nil)
         reconnector?.cancel()
-        let io = self.io
-        reconnector = Reconnector(address: address, logger: io.logger) { connection in
+        reconnector = Reconnector(address: address, logger: link.logger) { [self] connection in
             let handover = Handover(connection)
             // The new connection passes to the I/O thread's connection job (the same thread),
             // which owns it from then on.
-            let accepted = io.execute { io.connector.adoptReconnected(handover.connection) }
+            let accepted = execute { [self] in adoptReconnected(handover.connection) }
             if !accepted { handover.connection.closeAndRelease() }
         }
     }
@@ -200,42 +211,41 @@ final class BusConnector: @unchecked Sendable {
 
     /// Called on the I/O thread with a new connection from the reconnector: greet the bus on it.
     private func adoptReconnected(_ connection: LibDBus.Connection) {
-        io.loop.assertInEventLoop()
+        link.loop.assertInEventLoop()
         stopReconnecting()
-        if io.shared.withLock({ $0.stopping }) {
+        if link.shared.withLock({ $0.stopping }) {
             connection.closeAndRelease()
             return
         }
-        io.connection = connection
-        io.phase = .greeting(initial: nil)
-        connection.installMainLoop(io)
+        link.connection = connection
+        link.phase = .greeting(initial: nil)
+        hooks.install(connection)
         greet(connection)
     }
 
     /// After a reconnection's `Hello`: re-add every rule, learn the tracked names' owners, then
     /// report `.reconnected`.
     private func restoreRules() {
-        io.loop.assertInEventLoop()
-        let rules = io.rules!
+        link.loop.assertInEventLoop()
         let actions = rules.registry.reconnected()
         let names = Array(rules.trackedNames.keys)
         let remaining = OutcomeCollector(count: actions.count + names.count)
-        io.logger.info(
+        link.logger.info(
             "reconnected to the bus", metadata: ["address": "\(address.rawValue)", "rules": "\(actions.count)"])
         if actions.isEmpty && names.isEmpty {
-            io.events.report(.reconnected)
+            events.report(.reconnected)
             return
         }
         let counted: BusIO.Completion = { [self] result in
             if case .failure(let error) = result {
-                io.logger.error("could not restore a match rule after reconnecting: \(error)")
+                link.logger.error("could not restore a match rule after reconnecting: \(error)")
             }
             remaining.record(result)
-            if remaining.finished() != nil { io.events.report(.reconnected) }
+            if remaining.finished() != nil { events.report(.reconnected) }
         }
         for action in actions {
             guard case .add(let rule, let generation) = action else { continue }
-            rules.callBus("AddMatch", rule) { result in
+            rules.callBus("AddMatch", rule) { [rules] result in
                 rules.perform(rules.registry.answered(rule, generation: generation, result.map { _ in () }))
                 counted(result.map { _ in () })
             }

@@ -29,8 +29,6 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
 
     struct Shared {
         var outgoing: OutgoingQueue<LibDBus.Message>
-        /// Senders waiting for room in `outgoing` (``SendPolicy/refusable(wait:)``).
-        var roomWaiters: [DispatchSemaphore] = []
         /// A wait for room ran out and the queue has not moved since: refusable sends are
         /// refused at once.
         var stalled = false
@@ -46,51 +44,48 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
         var stopping = false
     }
 
-    let address: BusAddress
     let automaticReconnect: Bool
-    /// How long authentication and `Hello` may take on each connection attempt.
-    let connectTimeout: Duration
-    let logger: Logger
-    let loop: EventLoop
-    let shared: Locked<Shared>
-    let nextID = Atomic<UInt64>(1)
-    /// Set by ``stop()``: the connection has left the loop, which takes no more of its jobs.
-    let detached = Atomic<Bool>(false)
+    /// What the parts share: the address, logger, loop, locked state, and the libdbus
+    /// connection with its phase.
+    let link: BusLink
     /// The sender name this connection owns inside a sandbox (contract §8; AppNameClaim.swift).
     let appNameClaim = AppNameClaim()
-    /// Signalled once, when the loop has stopped (the drain at exit waits for a closing connection).
-    let stoppedSignal = DispatchSemaphore(value: 0)
 
     // Loop-confined.
-    var connection: LibDBus.Connection?
     /// libdbus's watches and timeouts on the loop.
     var mainLoop = LibDBusWatches()
-    /// The parts, each made once in `init` before the connection is on the loop.
+    /// The parts, each made once in `init` before the connection is on the loop; each receives
+    /// the link and the few calls of the others it makes, never this coordinator.
+    let outgoing: BusOutgoing
+    let confirmations: BusConfirmations
     private(set) var rules: BusRules!
     private(set) var routes: BusRoutes!
-    private(set) var outgoing: BusOutgoing!
-    private(set) var confirmations: BusConfirmations!
     private(set) var connector: BusConnector!
     let events = BusEvents()
     var disconnectPending = false
-    /// Where the current connection is in its life: greeting the bus, or ready.
-    var phase: Phase
 
-    enum Phase {
-        /// Authentication and `Hello` are in flight; `initial` carries the waiting initialiser.
-        case greeting(initial: BusConnector.Greeting?)
-        case ready
+    var address: BusAddress { link.address }
+    var connectTimeout: Duration { link.connectTimeout }
+    var logger: Logger { link.logger }
+    var loop: EventLoop { link.loop }
+    var shared: Locked<Shared> { link.shared }
+    /// The libdbus connection of the moment (``BusLink/connection``). Loop-confined.
+    var connection: LibDBus.Connection? {
+        get { link.connection }
+        set { link.connection = newValue }
+    }
+    /// Where the current connection is in its life (``BusLink/phase``). Loop-confined.
+    var phase: BusLink.Phase {
+        get { link.phase }
+        set { link.phase = newValue }
     }
 
     init(
         address: BusAddress, automaticReconnect: Bool, connectTimeout: Duration, outgoingLimit: Int, logger: Logger
     ) throws(BusError) {
         LibDBus.initialiseThreads
-        shared = Locked(Shared(outgoing: OutgoingQueue(limit: outgoingLimit)))
-        self.address = address
+        let shared = Locked(Shared(outgoing: OutgoingQueue(limit: outgoingLimit)))
         self.automaticReconnect = automaticReconnect
-        self.connectTimeout = connectTimeout
-        self.logger = logger
         let runtime = ProcessRuntime.shared
         let loop: EventLoop
         do throws(SystemFailure) {
@@ -98,7 +93,6 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
         } catch {
             throw BusError(error)
         }
-        self.loop = loop
         // Connected on the caller's thread (the socket only); it passes to the I/O thread when
         // this connection is attached to it, which authenticates and says Hello without
         // blocking, within the deadline.
@@ -109,15 +103,27 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
             runtime.loop.leave(loop)
             throw error
         }
-        self.connection = connection
         let greeting = BusConnector.Greeting()
-        phase = .greeting(initial: greeting)
+        let link = BusLink(
+            address: address, connectTimeout: connectTimeout, logger: logger, loop: loop, shared: shared,
+            connection: connection, phase: .greeting(initial: greeting))
+        self.link = link
+        let outgoing = BusOutgoing(link: link, limit: outgoingLimit)
+        self.outgoing = outgoing
+        confirmations = BusConfirmations(link: link, outgoing: outgoing)
         super.init()
-        rules = BusRules(io: self)
-        routes = BusRoutes(io: self)
-        outgoing = BusOutgoing(io: self, limit: outgoingLimit)
-        confirmations = BusConfirmations(io: self)
-        connector = BusConnector(io: self)
+        let execute: LoopJobs = { job in outgoing.execute(job) }
+        // Who owns a well-known sender name is what the rules learn and the routes read: the one
+        // call from the rules to the routes, made here (the routes are made after the rules).
+        rules = BusRules(link: link, execute: execute) { [unowned self] name, owner in
+            routes.table.owners[name] = owner
+        }
+        routes = BusRoutes(link: link, rules: rules, execute: execute)
+        connector = BusConnector(
+            link: link, rules: rules, events: events, execute: execute,
+            hooks: BusConnector.Hooks(
+                install: { [unowned self] connection in connection.installMainLoop(self) },
+                drop: { [unowned self] in dropConnection() }))
         precondition(
             !loop.inEventLoop, "a bus connection must not be made on the runtime loop's thread (a handler on .ioThread)"
         )
@@ -136,24 +142,11 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
     var identity: (uniqueName: String, session: UInt64) { shared.withLock { ($0.uniqueName, $0.session) } }
     var isOnIOThread: Bool { loop.inEventLoop }
 
-    func makeID() -> UInt64 { nextID.wrappingAdd(1, ordering: .relaxed).oldValue }
+    func makeID() -> UInt64 { link.makeID() }
 
-    /// Queues `job` on the loop unless this connection was stopped (the loop is the process's,
-    /// and runs on for the other connections); false, and `job` never runs, when it was. The signals queued before it are written before
-    /// it runs, those queued after it only once it ran (``OutgoingQueue``).
+    /// Queues `job` on the loop unless this connection was stopped (``BusOutgoing/execute(_:)``).
     @discardableResult
-    func execute(_ job: @escaping @Sendable () -> Void) -> Bool {
-        if detached.load(ordering: .acquiring) { return false }
-        return shared.withLock { state in
-            state.outgoing.markJob()
-            let accepted = loop.execute { [self] in
-                outgoing.writeBeforeJob()
-                job()
-            }
-            if !accepted { state.outgoing.unmarkLastJob() }
-            return accepted
-        }
-    }
+    func execute(_ job: @escaping @Sendable () -> Void) -> Bool { outgoing.execute(job) }
 
     // MARK: libdbus callbacks (MainLoopOwner)
 
@@ -261,6 +254,14 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
         loop.removeAllInterests(of: self)
     }
 
+    /// Closes the libdbus connection of the moment, if any, and drops its watches and timeouts.
+    /// Loop-confined.
+    func dropConnection() {
+        connection?.closeAndRelease()
+        connection = nil
+        clearWatchesAndTimeouts()
+    }
+
     // MARK: Losing the bus, closing
 
     func handleDisconnect() {
@@ -270,9 +271,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
             connector.lostWhileGreeting()
             return
         }
-        connection?.closeAndRelease()
-        connection = nil
-        clearWatchesAndTimeouts()
+        dropConnection()
         let (dropped, stopping) = outgoing.dropAll()
         if dropped > 0 {
             logger.warning("dropped \(dropped) queued signal(s): the bus went away before they were written")
@@ -296,13 +295,11 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
         loop.assertInEventLoop()
         defer {
             ProcessRuntime.shared.exitDrain.unregister(self)
-            stoppedSignal.signal()
+            confirmations.loopStopped()
         }
         confirmations.forgetUnconfirmed()
         connector.stopReconnecting()
-        connection?.closeAndRelease()
-        connection = nil
-        clearWatchesAndTimeouts()
+        dropConnection()
         events.removeAll()
         let (dropped, _) = outgoing.dropAll()
         if dropped > 0 { logger.debug("dropped \(dropped) queued signal(s): the connection was closed") }
@@ -343,7 +340,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
     /// Detaches the connection from the process's loop: it is closed on the I/O thread and every
     /// route finished. Calling it again does nothing.
     func detach() {
-        if detached.exchange(true, ordering: .acquiringAndReleasing) { return }
+        guard outgoing.leaveLoop() else { return }
         ProcessRuntime.shared.loop.detach(self, from: loop)
     }
 
@@ -364,11 +361,7 @@ final class BusIO: MainLoopOwner, EventLoopHandler, ExitDrainable, @unchecked Se
 
     // MARK: Errors
 
-    func closedError() -> BusError {
-        BusError(.disconnected, value: address.rawValue, "the connection to \(quoted(address.rawValue)) is closed")
-    }
+    func closedError() -> BusError { link.closedError() }
 
-    func notConnected() -> BusError {
-        BusError(.disconnected, value: address.rawValue, "not connected to the bus at \(quoted(address.rawValue))")
-    }
+    func notConnected() -> BusError { link.notConnected() }
 }

@@ -26,14 +26,13 @@ package enum SendPolicy: Sendable {
 /// connection is up and stopping, which a sender checks under the same lock as it appends.
 /// Which thread may call what: <doc:Threading>.
 final class BusOutgoing: @unchecked Sendable {
-    /// The connection: its libdbus connection, phase, logger and errors. `unowned`: the
-    /// connection owns this part and outlives every call to it (its own, its jobs', which hold
-    /// it, and libdbus's, which end when it closes); were that ever broken, the access traps
-    /// rather than reading freed memory.
-    unowned let io: BusIO
+    /// The libdbus connection and its phase, the logger and the errors.
+    private let link: BusLink
     /// The connection's loop and locked state (the queue, and whether it is up and stopping).
     private let loop: EventLoop
     private let shared: Locked<BusIO.Shared>
+    /// Set once the connection left the loop, which takes no more of its jobs.
+    private let detached = Atomic<Bool>(false)
 
     /// The most bytes the outgoing queue holds (``BusConnection/defaultOutgoingLimit``).
     let limit: Int
@@ -47,13 +46,36 @@ final class BusOutgoing: @unchecked Sendable {
     let accepted = Atomic<UInt64>(0)
     /// Serialises senders on other threads among themselves (see `send`).
     private let emitting = PThreadMutex()
+    /// How many times the loop made room in the queue: senders waiting for room
+    /// (``SendPolicy/refusable(wait:)``) wait for it to move on.
+    private let roomMade = BoundedWait<UInt64>(0)
 
-    init(io: BusIO, limit: Int) {
-        self.io = io
+    init(link: BusLink, limit: Int) {
+        self.link = link
         self.limit = limit
-        loop = io.loop
-        shared = io.shared
+        loop = link.loop
+        shared = link.shared
     }
+
+    /// Queues `job` on the loop unless the connection left it (the loop is the process's, and
+    /// runs on for the other connections); false, and `job` never runs, when it did. The signals
+    /// queued before it are written before it runs, those queued after it only once it ran
+    /// (``OutgoingQueue``).
+    func execute(_ job: @escaping @Sendable () -> Void) -> Bool {
+        if detached.load(ordering: .acquiring) { return false }
+        return shared.withLock { state in
+            state.outgoing.markJob()
+            let accepted = loop.execute { [self] in
+                writeBeforeJob()
+                job()
+            }
+            if !accepted { state.outgoing.unmarkLastJob() }
+            return accepted
+        }
+    }
+
+    /// The connection leaves the loop: no job is taken from now on. Whether this call was the first.
+    func leaveLoop() -> Bool { !detached.exchange(true, ordering: .acquiringAndReleasing) }
 
     private enum Attempt { case sent, full }
 
@@ -121,11 +143,11 @@ final class BusOutgoing: @unchecked Sendable {
         // What other threads queued first goes first: a thread's own posts stay in order.
         pump()
         let direct = try shared.withLock { state throws(BusError) -> Bool in
-            if state.stopping { throw io.closedError() }
-            if !state.connected { throw io.notConnected() }
+            if state.stopping { throw link.closedError() }
+            if !state.connected { throw link.notConnected() }
             return state.outgoing.isEmpty && !state.outgoing.hasPendingJobs
         }
-        guard let connection = io.connection, case .ready = io.phase else { throw io.notConnected() }
+        guard let connection = link.greeted else { throw link.notConnected() }
         if direct {
             if connection.outgoingSize < Self.libdbusHighWater {
                 guard let slot = connection.preallocateSend() else {
@@ -148,8 +170,8 @@ final class BusOutgoing: @unchecked Sendable {
     /// Appends to the outgoing queue: whether it was empty before, or `nil` when it is full.
     private func enqueue(_ message: LibDBus.Message, bytes: Int, key: String?) throws(BusError) -> Bool? {
         let wasEmpty = try shared.withLock { state throws(BusError) -> Bool? in
-            if state.stopping { throw io.closedError() }
-            if !state.connected { throw io.notConnected() }
+            if state.stopping { throw link.closedError() }
+            if !state.connected { throw link.notConnected() }
             let wasEmpty = state.outgoing.isEmpty
             return state.outgoing.append(message, bytes: bytes, key: key, replacing: state.congested) ? wasEmpty : nil
         }
@@ -161,21 +183,18 @@ final class BusOutgoing: @unchecked Sendable {
     /// Waits until the loop wrote some of the queue, at most until `deadline`; throws
     /// `queueFull` when the wait runs out, or at once while the queue is known to be stuck.
     private func waitForRoom(until deadline: DispatchTime, bytes: Int) throws(BusError) {
-        let room = DispatchSemaphore(value: 0)
+        // Read first: room made after this is waited for, even when made before the wait starts.
+        let seen = roomMade.read { $0 }
         let outcome = shared.withLock { state -> Bool? in
             if state.stalled { return false }
             // The loop may have written since the attempt: try again at once.
             if state.outgoing.fits(bytes, key: nil) { return true }
-            state.roomWaiters.append(room)
             return nil
         }
         if outcome == false { throw refuse(bytes) }
         if outcome == true { return }
-        if room.wait(timeout: deadline) == .timedOut {
-            shared.withLock { state in
-                state.stalled = true
-                state.roomWaiters.removeAll { $0 === room }
-            }
+        if roomMade.wait(until: deadline, for: { $0 != seen ? true : nil }) == nil {
+            shared.withLock { $0.stalled = true }
             throw refuse(bytes)
         }
     }
@@ -183,7 +202,7 @@ final class BusOutgoing: @unchecked Sendable {
     /// Counts and reports a message the queue could not take.
     private func refuse(_ bytes: Int) -> BusError {
         refused.add(1, ordering: .relaxed)
-        let address = io.address.rawValue
+        let address = link.address.rawValue
         return BusError(
             .queueFull, value: address,
             "not sent: the outgoing queue to the bus at \(quoted(address)) is full (\(limit) bytes; "
@@ -195,7 +214,7 @@ final class BusOutgoing: @unchecked Sendable {
     /// Owner only.
     func pump() {
         loop.assertOwned()
-        guard let connection = io.connection else { return }
+        guard let connection = link.connection else { return }
         // The common case costs one lock: nothing waits, and the socket took everything.
         if shared.withLock({ $0.outgoing.isEmpty && !$0.congested }) { return }
         var moved = false
@@ -210,7 +229,7 @@ final class BusOutgoing: @unchecked Sendable {
             if batch.isEmpty { break }
             moved = true
             for message in batch where !connection.send(message) {
-                io.logger.error("libdbus could not queue a signal (out of memory); it was dropped")
+                link.logger.error("libdbus could not queue a signal (out of memory); it was dropped")
             }
         }
         shared.withLock { $0.congested = congested }
@@ -219,12 +238,8 @@ final class BusOutgoing: @unchecked Sendable {
 
     /// Wakes the senders waiting for room (they try again).
     func wakeRoomWaiters() {
-        let waiters = shared.withLock { state -> [DispatchSemaphore] in
-            state.stalled = false
-            defer { state.roomWaiters = [] }
-            return state.roomWaiters
-        }
-        for waiter in waiters { waiter.signal() }
+        shared.withLock { $0.stalled = false }
+        roomMade.change { $0 &+= 1 }
     }
 
     /// A job queued through ``BusIO/execute(_:)`` is about to run: the messages queued before it
@@ -246,12 +261,13 @@ final class BusOutgoing: @unchecked Sendable {
     private func write(_ messages: [LibDBus.Message]) {
         guard !messages.isEmpty else { return }
         defer { wakeRoomWaiters() }
-        guard let connection = io.connection else {
-            io.logger.warning("dropped \(messages.count) queued signal(s): the bus went away before they were written")
+        guard let connection = link.connection else {
+            link.logger.warning(
+                "dropped \(messages.count) queued signal(s): the bus went away before they were written")
             return
         }
         for message in messages where !connection.send(message) {
-            io.logger.error("libdbus could not queue a signal (out of memory); it was dropped")
+            link.logger.error("libdbus could not queue a signal (out of memory); it was dropped")
         }
     }
 

@@ -12,16 +12,20 @@ import WormholeSystem
 /// Loop-confined (owner-confined for what libdbus's filter calls), except the counters: see
 /// <doc:Threading>. The connection (``BusIO``) it belongs to owns it.
 final class BusRoutes: @unchecked Sendable {
-    /// The connection: its jobs and match rules. `unowned`: the connection owns this part and
-    /// outlives every call to it (its own, its jobs', which hold it, and libdbus's, which end
-    /// when it closes); were that ever broken, the access traps rather than reading freed memory.
-    unowned let io: BusIO
+    /// Ids, the address and errors.
+    private let link: BusLink
+    /// The connection's match rules, which each route's rules are counted in.
+    private let rules: BusRules
+    /// Jobs on the connection's loop (``BusOutgoing/execute(_:)``).
+    private let execute: LoopJobs
     /// The connection's loop.
     private let loop: EventLoop
 
-    init(io: BusIO) {
-        self.io = io
-        loop = io.loop
+    init(link: BusLink, rules: BusRules, execute: @escaping LoopJobs) {
+        self.link = link
+        self.rules = rules
+        self.execute = execute
+        loop = link.loop
     }
 
     /// A route as the layers above describe it.
@@ -80,25 +84,38 @@ final class BusRoutes: @unchecked Sendable {
     /// `table`.
     private var expectedDuplicates = ExpectedDuplicates()
 
+    /// How long a blocking add waits for the loop's answer: every call to the bus daemon behind it
+    /// has libdbus's default bound (25 s) and the loop answers when it passes; this is the
+    /// backstop should the loop never answer.
+    static let answerBound: Duration = .seconds(30)
+
     /// Adds `route` under a new id and blocks until the bus acknowledged every rule; throws why
     /// it could not be added (it is not, then). Not on the I/O thread.
     func addWaiting(_ route: Route) throws(BusError) -> UInt64 {
-        precondition(!io.isOnIOThread, "routes must not be added from the connection's I/O thread")
-        let id = io.makeID()
-        let result = Locked<Result<Void, BusError>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        add(id: id, route) { outcome in
-            result.withLock { $0 = outcome }
-            done.signal()
+        precondition(!loop.inEventLoop, "routes must not be added from the connection's I/O thread")
+        let id = link.makeID()
+        let result = BoundedWait<Result<Void, BusError>?>(nil)
+        add(id: id, route) { result.answer($0) }
+        switch result.answer(until: ExitDrain.deadline(after: Self.answerBound)) {
+        case .success: return id
+        case .failure(let error): throw error
+        case nil:
+            remove(id: id)
+            throw noAnswer()
         }
-        done.wait()
-        if case .failure(let error) = result.withLock({ $0 }) { throw error }
-        return id
+    }
+
+    /// The error of a blocking add that the loop did not answer within ``answerBound``.
+    private func noAnswer() -> BusError {
+        BusError(
+            .timedOut, value: link.address.rawValue,
+            "the bus at \(quoted(link.address.rawValue)) did not acknowledge the match rules within \(Self.answerBound)"
+        )
     }
 
     /// Adds `route` under a new id and returns it once the bus acknowledged every rule.
     func add(_ route: Route) async throws -> UInt64 {
-        let id = io.makeID()
+        let id = link.makeID()
         try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
             add(id: id, route) { done.resume(with: $0.mapError { $0 as any Error }) }
         }
@@ -117,20 +134,22 @@ final class BusRoutes: @unchecked Sendable {
         for (index, route) in routes.enumerated() {
             switch route {
             case .success(let route):
-                batch.append((io.makeID(), route))
+                batch.append((link.makeID(), route))
                 positions.append(index)
             case .failure(let error): results[index] = .failure(error)
             }
         }
         if !batch.isEmpty {
-            let outcomes = Locked<[Result<Void, BusError>]>([])
-            let done = DispatchSemaphore(value: 0)
-            add(batch) { all in
-                outcomes.withLock { $0 = all }
-                done.signal()
+            let answer = BoundedWait<[Result<Void, BusError>]?>(nil)
+            add(batch) { answer.answer($0) }
+            let outcomes: [Result<Void, BusError>]
+            if let all = answer.answer(until: ExitDrain.deadline(after: Self.answerBound)) {
+                outcomes = all
+            } else {
+                for entry in batch { remove(id: entry.id) }
+                outcomes = Array(repeating: .failure(noAnswer()), count: batch.count)
             }
-            done.wait()
-            for (position, (entry, outcome)) in zip(positions, zip(batch, outcomes.withLock { $0 })) {
+            for (position, (entry, outcome)) in zip(positions, zip(batch, outcomes)) {
                 results[position] = outcome.map { entry.id }
             }
         }
@@ -141,8 +160,8 @@ final class BusRoutes: @unchecked Sendable {
     /// every rule (and, for a rule with a well-known sender, told who owns that name). If any
     /// fails, the route is removed and its rules released.
     func add(id: UInt64, _ route: Route, completion: @escaping BusIO.Completion) {
-        let accepted = io.execute { [self] in add(confined: id, route, completion: completion) }
-        if !accepted { completion(.failure(io.closedError())) }
+        let accepted = execute { [self] in add(confined: id, route, completion: completion) }
+        if !accepted { completion(.failure(link.closedError())) }
     }
 
     /// Adds many routes in one job on the I/O thread: every `AddMatch` is sent before any answer
@@ -153,8 +172,7 @@ final class BusRoutes: @unchecked Sendable {
     func add(
         _ batch: [(id: UInt64, route: Route)], completion: @escaping @Sendable ([Result<Void, BusError>]) -> Void
     ) {
-        let accepted = io.execute { [self] in
-            let rules = io.rules!
+        let accepted = execute { [self] in
             rules.whenQuietAddsKnown { [self] quiet in
                 let outcomes = BatchOutcomes(count: batch.count, completion: completion)
                 rules.quietAdds = quiet
@@ -165,12 +183,11 @@ final class BusRoutes: @unchecked Sendable {
                 rules.sendBarrier()
             }
         }
-        if !accepted { completion(Array(repeating: .failure(io.closedError()), count: batch.count)) }
+        if !accepted { completion(Array(repeating: .failure(link.closedError()), count: batch.count)) }
     }
 
     private func add(confined id: UInt64, _ route: Route, completion: @escaping BusIO.Completion) {
         loop.assertInEventLoop()
-        let rules = io.rules!
         table.insert(
             RouteTable.Route(
                 rules: route.rules, strictArgumentPaths: route.strictArgumentPaths,
@@ -208,14 +225,13 @@ final class BusRoutes: @unchecked Sendable {
 
     /// Removes a route and releases its rules.
     func remove(id: UInt64) {
-        io.execute { [self] in remove(confined: id) }
+        _ = execute { [self] in remove(confined: id) }
     }
 
     /// Removes a route and releases its rules; returns what it carried (nil: no such route).
     @discardableResult
     private func remove(confined id: UInt64) -> Handlers? {
         loop.assertInEventLoop()
-        let rules = io.rules!
         guard let route = table.remove(id: id) else { return nil }
         let scope = route.payload.scope
         if scope != 0 {

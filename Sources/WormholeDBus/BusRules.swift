@@ -11,10 +11,18 @@ import WormholeSystem
 /// Loop-confined (see <doc:Threading>), except ``quietAddsKnown``: every method runs on the
 /// process's loop, with the connection (``BusIO``) it belongs to, which owns it.
 final class BusRules: @unchecked Sendable {
-    /// The connection: its libdbus connection, phase, loop, logger and route table.
-    unowned let io: BusIO
+    /// The libdbus connection and its phase, the loop, logger and errors.
+    private let link: BusLink
+    /// Jobs on the connection's loop (``BusOutgoing/execute(_:)``).
+    private let execute: LoopJobs
+    /// Tells the route table who owns a well-known sender name now (`nil`: nobody). Loop-confined.
+    private let setOwner: (_ name: String, _ owner: String?) -> Void
 
-    init(io: BusIO) { self.io = io }
+    init(link: BusLink, execute: @escaping LoopJobs, setOwner: @escaping (_ name: String, _ owner: String?) -> Void) {
+        self.link = link
+        self.execute = execute
+        self.setOwner = setOwner
+    }
 
     var registry = RuleRegistry<BusIO.Completion>(connected: true)
     /// Routes per well-known sender name whose owner the route table must know.
@@ -47,7 +55,7 @@ final class BusRules: @unchecked Sendable {
     var unsent: [(message: LibDBus.Message, rule: String, generation: UInt64)] = []
     /// Takes one reference on a rule outside any route (`BusConnection.addMatch`). Loop-confined.
     func acquireRule(_ rule: MatchRule, scope: UInt64 = 0, completion: @escaping BusIO.Completion) {
-        io.loop.assertInEventLoop()
+        link.loop.assertInEventLoop()
         let text = rule.description
         if scope != 0 { scopedRules[scope, default: [:]][text, default: 0] += 1 }
         perform(registry.acquire(text, waiter: completion))
@@ -55,7 +63,7 @@ final class BusRules: @unchecked Sendable {
 
     /// Drops one reference taken with `acquireRule`. Loop-confined.
     func releaseRule(_ rule: MatchRule, scope: UInt64 = 0, completion: BusIO.Completion? = nil) {
-        io.loop.assertInEventLoop()
+        link.loop.assertInEventLoop()
         let text = rule.description
         if scope != 0 {
             // A scope releases only what it took (a second release of one rule is not another's).
@@ -72,7 +80,7 @@ final class BusRules: @unchecked Sendable {
 
     /// Carries out what the rule registry asked for. Loop-confined.
     func perform(_ actions: [RuleRegistry<BusIO.Completion>.Action]) {
-        io.loop.assertInEventLoop()
+        link.loop.assertInEventLoop()
         for action in actions {
             switch action {
             case .add(let rule, let generation):
@@ -87,8 +95,8 @@ final class BusRules: @unchecked Sendable {
                 // A quiet AddMatch of the rule may wait to be sent: it must reach the daemon first.
                 if !unsent.isEmpty { sendBarrier() }
                 callBus("RemoveMatch", rule) { [self] result in
-                    if case .failure(let error) = result, io.connection != nil {
-                        io.logger.warning("the bus refused RemoveMatch: \(error)")
+                    if case .failure(let error) = result, link.connection != nil {
+                        link.logger.warning("the bus refused RemoveMatch: \(error)")
                     }
                 }
             case .complete(let waiters, let result):
@@ -122,8 +130,8 @@ final class BusRules: @unchecked Sendable {
         _ request: @escaping @Sendable (BusRules, @escaping @Sendable (Result<Reply, BusError>) -> Void) -> Void
     ) async throws -> Reply {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Reply, any Error>) in
-            let accepted = io.execute { [self] in request(self) { continuation.resume(with: $0.mapError { $0 }) } }
-            if !accepted { continuation.resume(throwing: io.closedError()) }
+            let accepted = execute { [self] in request(self) { continuation.resume(with: $0.mapError { $0 }) } }
+            if !accepted { continuation.resume(throwing: link.closedError()) }
         }
     }
 
@@ -135,9 +143,9 @@ final class BusRules: @unchecked Sendable {
         decode: @escaping (LibDBus.Message) -> Result<Reply, BusError>,
         completion: @escaping (Result<Reply, BusError>) -> Void
     ) {
-        io.loop.assertInEventLoop()
-        guard let connection = io.connection else {
-            completion(.failure(io.notConnected()))
+        link.loop.assertInEventLoop()
+        guard let connection = link.connection else {
+            completion(.failure(link.notConnected()))
             return
         }
         let message: LibDBus.Message
@@ -180,14 +188,14 @@ final class BusRules: @unchecked Sendable {
     /// the probe is an `AddMatch` of a rule it refuses, sent without reply, then `GetId`. Its
     /// refusal arriving before `GetId`'s answer means refusals are reported. Loop-confined.
     func whenQuietAddsKnown(_ body: @escaping (Bool) -> Void) {
-        io.loop.assertInEventLoop()
+        link.loop.assertInEventLoop()
         if let known = quietAddsReported {
             body(known)
             return
         }
         quietAddsWaiters.append(body)
         guard quietAddsWaiters.count == 1 else { return }  // a probe is on its way
-        guard let connection = io.connection, case .ready = io.phase,
+        guard let connection = link.greeted,
             let message = MessageCoding.makeAddMatch(Self.probeRule, noReply: true),
             let serial = connection.sendReturningSerial(message)
         else {
@@ -207,7 +215,7 @@ final class BusRules: @unchecked Sendable {
     /// Hands the probe's answer to the batches waiting for it (`false` when there is none:
     /// they then use one reply per rule). Loop-confined.
     func finishProbe(reported: Bool) {
-        io.loop.assertInEventLoop()
+        link.loop.assertInEventLoop()
         probe = nil
         let waiters = quietAddsWaiters
         quietAddsWaiters = []
@@ -218,7 +226,7 @@ final class BusRules: @unchecked Sendable {
     /// a refusal is an error naming its serial, and the barrier acknowledges it otherwise.
     /// Loop-confined.
     func addMatchQuietly(_ rule: String, generation: UInt64) {
-        io.loop.assertInEventLoop()
+        link.loop.assertInEventLoop()
         guard let message = MessageCoding.makeAddMatch(rule, noReply: true) else {
             perform(
                 registry.answered(
@@ -235,14 +243,14 @@ final class BusRules: @unchecked Sendable {
     /// every one of them that was not refused (the daemon answers a connection's calls in
     /// order). Loop-confined.
     func sendBarrier() {
-        io.loop.assertInEventLoop()
+        link.loop.assertInEventLoop()
         guard !unsent.isEmpty else { return }
         let batch = unsent
         unsent = []
         var covered: [UInt32] = []
         covered.reserveCapacity(batch.count)
         for call in batch {
-            guard let connection = io.connection, let serial = connection.sendReturningSerial(call.message) else {
+            guard let connection = link.connection, let serial = connection.sendReturningSerial(call.message) else {
                 perform(
                     registry.answered(
                         call.rule, generation: call.generation,
@@ -276,7 +284,7 @@ final class BusRules: @unchecked Sendable {
     /// Forgets the quiet calls and the probe of a connection that is gone (the registry fails
     /// the waiters); batches waiting for the probe go on without it. Loop-confined.
     func forgetQuietAdds() {
-        io.loop.assertInEventLoop()
+        link.loop.assertInEventLoop()
         quietMatches = [:]
         unsent = []
         quietAddsReported = nil
@@ -286,7 +294,7 @@ final class BusRules: @unchecked Sendable {
     /// A reply no pending call waited for: the probe's refusal, or the answer to a quiet
     /// `AddMatch` (a refusal, or a daemon that answers calls sent without reply). Owner-confined.
     func quietAddAnswered(serial: UInt32, error: (name: String, message: String)?) {
-        io.loop.assertOwned()
+        link.loop.assertOwned()
         if let asked = probe, asked.serial == serial {
             if error != nil { probe?.refused = true }
             return
@@ -319,7 +327,7 @@ final class BusRules: @unchecked Sendable {
     /// Starts following who owns `name` (a rule for its `NameOwnerChanged`, then `GetNameOwner`);
     /// `completion` runs once the owner is known. Loop-confined.
     func track(_ name: String, completion: @escaping BusIO.Completion) {
-        io.loop.assertInEventLoop()
+        link.loop.assertInEventLoop()
         trackedNames[name, default: 0] += 1
         perform(
             registry.acquire(
@@ -334,16 +342,16 @@ final class BusRules: @unchecked Sendable {
     }
 
     func askOwner(of name: String, completion: BusIO.Completion?) {
-        io.loop.assertInEventLoop()
+        link.loop.assertInEventLoop()
         callBus("GetNameOwner", name) { [self] result in
             switch result {
             case .success(let arguments):
                 if case .string(let owner)? = arguments.first, trackedNames[name] != nil {
-                    io.routes.table.owners[name] = owner
+                    setOwner(name, owner)
                 }
                 completion?(.success(()))
             case .failure(let error) where error.dbusName == "org.freedesktop.DBus.Error.NameHasNoOwner":
-                io.routes.table.owners[name] = nil
+                setOwner(name, nil)
                 completion?(.success(()))
             case .failure(let error):
                 completion?(.failure(error))
@@ -352,25 +360,25 @@ final class BusRules: @unchecked Sendable {
     }
 
     func untrack(_ name: String) {
-        io.loop.assertInEventLoop()
+        link.loop.assertInEventLoop()
         guard let count = trackedNames[name] else { return }
         if count > 1 {
             trackedNames[name] = count - 1
             return
         }
         trackedNames[name] = nil
-        io.routes.table.owners[name] = nil
+        setOwner(name, nil)
         perform(registry.release(Self.ownerRule(for: name).description))
     }
 
     /// A `NameOwnerChanged` for a tracked name updates the route table's owners. Owner-confined
     /// (called from libdbus's filter while the signal is dispatched).
     func noteOwnerChange(_ signal: Signal) {
-        io.loop.assertOwned()
+        link.loop.assertOwned()
         guard signal.sender == MatchRule.busDaemonName && signal.member.rawValue == "NameOwnerChanged",
             signal.arguments.count == 3, case .string(let name) = signal.arguments[0], trackedNames[name] != nil,
             case .string(let owner) = signal.arguments[2]
         else { return }
-        io.routes.table.owners[name] = owner.isEmpty ? nil : owner
+        setOwner(name, owner.isEmpty ? nil : owner)
     }
 }

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-import Dispatch
+package import Dispatch
 import Glibc
 package import Logging
 import Synchronization
@@ -131,13 +131,15 @@ package typealias BusArrivalWatch = Reconnector
 
 /// Waiting for a bus that is not there yet.
 package enum BusWait {
-    /// Blocks until a connection to `address` can be opened (the connection is then closed):
-    /// for a `unix:path=` address as soon as its socket appears (inotify), otherwise after a
-    /// backoff of 10 ms doubling to 2 s, as a connection does when it reconnects.
-    package static func untilReachable(_ address: BusAddress) {
-        let reachable = DispatchSemaphore(value: 0)
-        let watch = BusArrivalWatch(address: address, logger: Logger(label: "wormhole.dbus")) { reachable.signal() }
-        reachable.wait()
-        watch.cancel()
+    /// Blocks until a connection to `address` can be opened (the connection is then closed),
+    /// at most until `deadline`: for a `unix:path=` address as soon as its socket appears
+    /// (inotify), otherwise after a backoff of 10 ms doubling to 2 s, as a connection does when
+    /// it reconnects. Whether it can be reached.
+    @discardableResult
+    package static func untilReachable(_ address: BusAddress, deadline: DispatchTime) -> Bool {
+        let reachable = BoundedWait<Void?>(nil)
+        let watch = BusArrivalWatch(address: address, logger: Logger(label: "wormhole.dbus")) { reachable.answer(()) }
+        defer { watch.cancel() }
+        return reachable.answer(until: deadline) != nil
     }
 }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// What one `wormholectl listen` process holds, read from /proc while it runs: one loop thread of the
-// library's own, one epoll instance, and an inotify instance only while it listens through the
-// wormhole directory (the bus is down). Counted, not timed.
+// What one `wormholectl listen`, `wormholectl observe` or idle `counter-app` process holds, read from
+// /proc while it runs: one loop thread of the library's own (the work pool's threads exist only
+// while it has work, and none of these has any), one epoll instance, and an inotify instance
+// only while it listens through the wormhole directory (the bus is down). Counted, not timed.
 
 import Dispatch
 import Foundation
@@ -99,6 +100,74 @@ struct RuntimeResourceCLITests {
         #expect(
             after.inotifyInstances == (busOnly ? 0 : 1),
             "the outage's watches went (the one beside the bus stays): \(after)")
+    }
+
+    @Test("observe holds two threads (main and the loop) and one epoll instance, also while the bus is away")
+    func observeHoldings() async throws {
+        let bus = try TestBus()
+        let runtime = try TemporaryDirectory("runtime-cli-observe")
+        let child = try ChildProcess(
+            try productPath("wormholectl"), ["observe", "org.example.threads", "--bus-address", bus.address.rawValue],
+            environment: ["XDG_RUNTIME_DIR": runtime.path])
+        defer {
+            child.signal(SIGKILL)
+            _ = child.wait()
+        }
+        #expect(try await next(1, from: child.stderrLines, "the ready line") == ["ready"])
+        Self.expectMainAndLoop(Holdings(of: child.pid), "observing")
+        bus.kill()
+        let lost = try await next(1, from: child.stderrLines, "the lost line")
+        #expect(lost.first?.hasPrefix("wormhole: lost the bus") == true, "\(lost)")
+        Self.expectMainAndLoop(Holdings(of: child.pid), "waiting for the bus")
+        try bus.start()
+        let back = try await next(1, from: child.stderrLines, "the back line")
+        #expect(back.first?.hasPrefix("wormhole: back on the bus") == true, "\(back)")
+        Self.expectMainAndLoop(Holdings(of: child.pid), "back on the bus")
+    }
+
+    @Test(
+        "an idle counter-app holds main and the loop (and its delivery queue's worker), also through an outage"
+    )
+    func counterAppHoldings() async throws {
+        let bus = try TestBus()
+        let root = try TemporaryDirectory("runtime-cli-counter-root")
+        let runtime = try TemporaryDirectory("runtime-cli-counter-runtime")
+        let child = try ChildProcess(
+            try productPath("counter-app"), ["--group", Self.group, "--bus-address", bus.address.rawValue],
+            environment: ["WORMHOLE_CONTAINER_ROOT": root.path, "XDG_RUNTIME_DIR": runtime.path])
+        defer {
+            child.signal(SIGKILL)
+            _ = child.wait()
+        }
+        #expect(try await next(1, from: child.stderrLines, "the ready line") == ["ready"])
+        // Its listener delivers on a serial queue of its own (the default, libdispatch): the
+        // start's look at the mailbox is one delivery job there, and libdispatch keeps the
+        // worker that ran it a while. Any thread beyond main and the loop is such a worker.
+        let idle = Holdings(of: child.pid)
+        #expect(idle.threads.filter { $0 == "wormhole-loop" }.count == 1, "\(idle)")
+        #expect(idle.ownThreads.count <= 2, "idle: main and the loop, beside libdispatch's workers: \(idle)")
+        #expect(idle.epollInstances == 1, "\(idle)")
+        bus.kill()
+        // Sent while the bus is away: it reaches the app through the mailbox's directory.
+        let sent = try MessageCenterCLI.send(
+            bus: bus, root: root.path, runtime: runtime.path, group: Self.group, identifier: "button",
+            json: #"{"buttonNumber":1}"#, busDown: true)
+        #expect(sent.status == 0, "\(sent.stderr)")
+        let arrived = try await next(1, from: child.stdoutLines, "the button sent while the bus is away")
+        #expect(arrived.first?.hasPrefix("app:   button 1 arrived") == true, "\(arrived)")
+        // The handler ran on the listener's serial queue (the app's choice of delivery): its
+        // libdispatch worker may still be there; the library itself added no thread.
+        let outage = Holdings(of: child.pid)
+        #expect(outage.threads.filter { $0 == "wormhole-loop" }.count == 1, "\(outage)")
+        #expect(outage.ownThreads.count <= 2, "main and the loop: \(outage)")
+        #expect(!outage.threads.contains("wormhole-work"), "nothing on the work pool: \(outage)")
+    }
+
+    /// The process holds its main thread and the loop, no other, and one epoll instance.
+    static func expectMainAndLoop(_ holdings: Holdings, _ when: String) {
+        #expect(holdings.threads.filter { $0 == "wormhole-loop" }.count == 1, "\(when): \(holdings)")
+        #expect(holdings.threads.count <= 2, "\(when): main and the loop, no other thread: \(holdings)")
+        #expect(holdings.epollInstances == 1, "\(when): \(holdings)")
     }
 
     /// Whether this machine lets a process make a user namespace of its own (`unshare -Ur`), in

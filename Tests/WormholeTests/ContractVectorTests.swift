@@ -48,6 +48,25 @@ struct ContractVectorTests {
         #expect(seconds["unsignalledRenameGrace"] as? Double == Double(ListenerCore<JSONDocument>.orphanGrace) / 1e9)
     }
 
+    @Test("the doorbell's directory limit is the same in the code, docs/contract.md and docs/architecture.md")
+    func doorbellLimitInDocs() throws {
+        // Each document states the limit once, in its own words; a rewording that drops the
+        // sentence fails here too, rather than letting the two drift apart unchecked.
+        let sentences = [
+            ("docs/contract.md", #/At most (\d+) registration directories per process/#),
+            ("docs/architecture.md", #/at most (\d+) such directories per process/#),
+        ]
+        for (path, sentence) in sentences {
+            let text = try String(contentsOf: repositoryRoot.appendingPathComponent(path), encoding: .utf8)
+            // Markdown wraps lines anywhere: compare with every run of white space as one space.
+            let flat = text.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+            let found = flat.matches(of: sentence).map { Int($0.output.1) }
+            #expect(
+                found == [Doorbell.registrationLimit], "\(path) states the doorbell's directory limit once, as the code"
+            )
+        }
+    }
+
     @Test("FNV-1a vectors")
     func fnv() throws {
         let vectors = try ContractFile("vectors/fnv.json").array("vectors")

@@ -92,8 +92,8 @@ final class JournalDrainer<Message: Decodable & Sendable>: SubscriptionCore {
         var current: UInt64 = 0
         /// The last record whose handler call returned in this process (0: none).
         var handledThrough: UInt64 = 0
-        /// Signalled when the running call returns: the exit hook waits on it.
-        var waiter: DispatchSemaphore?
+        /// Answered when the running call returns: the exit hook waits for it.
+        var waiter: BoundedWait<Void?>?
     }
 
     private let core: JournalConsumerCore
@@ -165,7 +165,7 @@ final class JournalDrainer<Message: Decodable & Sendable>: SubscriptionCore {
                 handling.withLock {
                     $0.thread = nil
                     $0.handledThrough = sequence
-                    $0.waiter?.signal()
+                    $0.waiter?.answer(())
                     $0.waiter = nil
                 }
             }
@@ -181,13 +181,13 @@ final class JournalDrainer<Message: Decodable & Sendable>: SubscriptionCore {
         // The pump only: the hook is not removed from inside the drain that runs it.
         _ = pump.stop()
         let me = pthread_self()
-        let waiter = handling.withLock { state -> DispatchSemaphore? in
+        let waiter = handling.withLock { state -> BoundedWait<Void?>? in
             guard let thread = state.thread, pthread_equal(thread, me) == 0 else { return nil }
-            let waiter = DispatchSemaphore(value: 0)
+            let waiter = BoundedWait<Void?>(nil)
             state.waiter = waiter
             return waiter
         }
-        if let waiter { _ = waiter.wait(timeout: deadline) }
+        if let waiter { _ = waiter.answer(until: deadline) }
         let (through, running) = handling.withLock { ($0.handledThrough, $0.thread == nil ? 0 : $0.current) }
         try? core.acknowledge(through: through, delivering: running)
     }

@@ -13,8 +13,8 @@ import WormholeSystem
 /// the appender that starts a burst queues one job there (a wake of the loop), the post is
 /// written there, and the bus's confirmation, arriving there too, sends the next post when more
 /// records were appended meanwhile; no thread waits. The first post (which connects) and the
-/// posts of a sandboxed app (whose sender name may have to be claimed first, a wait) go on a
-/// queue of the poster's own instead.
+/// posts of a sandboxed app (whose sender name may have to be claimed first, a wait) run on the
+/// process's work pool instead (``WorkPool``; one burst at a time per journal, as `running` says).
 final class JournalPoster: Sendable {
     private struct State {
         var latest: UInt64 = 0
@@ -26,16 +26,15 @@ final class JournalPoster: Sendable {
     private let name: NotificationName
     private let center: MessageCenter
     private let state = Locked(State())
-    private let queue = DispatchQueue(label: "wormhole.journal.post")
-    /// Entered while this poster posts (`flush` waits for it, with a deadline).
-    private let busy = DispatchGroup()
-    /// Entered while any poster of the process posts: the drain at exit waits for it before the
+    /// Bursts of this poster in flight (`flush` waits for none, with a deadline).
+    private let busy = BoundedWait(0)
+    /// Bursts of any poster of the process in flight: the drain at exit waits for none before the
     /// connections are drained, so an append's notification is on the bus before the process exits.
-    private static let anyBusy = DispatchGroup()
+    private static let anyBusy = BoundedWait(0)
     private static let exitHook: UInt64 = ProcessRuntime.shared.exitDrain.addHook { deadline in
         // On the loop's thread the posts could not go on while it waited.
         if ProcessRuntime.shared.loop.isCurrentThread { return }
-        _ = JournalPoster.anyBusy.wait(timeout: deadline)
+        _ = JournalPoster.anyBusy.waitForNone(until: deadline)
     }
 
     init(name: NotificationName, center: MessageCenter) {
@@ -72,7 +71,7 @@ final class JournalPoster: Sendable {
             if notifications.connection.isOnIOThread { return postOnLoop(notifications) }
             if notifications.connection.execute({ self.postOnLoop(notifications) }) { return }
         }
-        queue.async {
+        ProcessRuntime.shared.pool.submit {
             self.run()
             self.finished()
         }
@@ -128,7 +127,7 @@ final class JournalPoster: Sendable {
         finished()
     }
 
-    /// On the poster's queue: posts and waits for each confirmation, while appends come in.
+    /// On the work pool: posts and waits for each confirmation, while appends come in.
     private func run() {
         while let sequence = next() {
             do {
@@ -144,7 +143,7 @@ final class JournalPoster: Sendable {
 
     func flush(timeout: Duration) -> (any Error)? {
         let deadline = ExitDrain.deadline(after: timeout)
-        if busy.wait(timeout: deadline) == .timedOut {
+        if !busy.waitForNone(until: deadline) {
             return BusError(
                 .timedOut, value: name.rawValue, "the notification of '\(name)' was not on the bus within \(timeout)")
         }

@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: Apache-2.0
-import Dispatch
 import Logging
 import Synchronization
 import WormholeDBus
@@ -64,10 +63,10 @@ final class TransientConnection: Sendable {
         return kept
     }
 
-    /// Makes the connection on a thread of its own (once at a time).
+    /// Makes the connection on the process's work pool (once at a time).
     private func openOffTheLoop() {
         if opening.exchange(true, ordering: .acquiringAndReleasing) { return }
-        DispatchQueue.global().async { [weak self] in
+        ProcessRuntime.shared.pool.submit { [weak self] in
             guard let self else { return }
             do {
                 _ = try sender()

@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: Apache-2.0
-import Dispatch
 import Logging
 import WormholeDBus
 import WormholeSystem
@@ -13,7 +12,8 @@ import WormholeSystem
 /// connection's own reconnect. Every subscription kind contributes only its reader
 /// (``WakeSubscriber``); coalescing and serial delivery are its delivery's.
 ///
-/// Transitions run on one serial queue; the state is behind a lock (`Locked`); the subscribers are
+/// Transitions that wait for the bus run on the engine's lane of the process's work pool (one at
+/// a time, in order; ``WorkLane``); the state is behind a lock (`Locked`); the subscribers are
 /// called outside it.
 final class WakeEngine: Sendable {
     private struct State {
@@ -33,7 +33,8 @@ final class WakeEngine: Sendable {
     private let centers: LazyNotificationCenter
     private let logger: Logger
     private let state = Locked(State())
-    private let queue = DispatchQueue(label: "wormhole.wake-engine")
+    /// Where the transitions that wait for the bus run, one at a time.
+    private let lane = ProcessRuntime.shared.pool.makeLane()
     /// This engine's subscribers. Read and changed only inside `state`'s lock (its lock is a
     /// leaf), so the table and `watches` stay in step.
     let table = WakeSubscriberTable()
@@ -318,14 +319,14 @@ final class WakeEngine: Sendable {
             if state.arrival != nil || !live.contains(where: Self.mayFallBack) { return false }
             state.arrival = BusArrivalWatch(address: address, logger: logger) { [weak self] in
                 guard let self else { return }
-                queue.async { self.busReachable() }
+                lane.submit { self.busReachable() }
             }
             return true
         }
         if arrival { logger.debug("waiting for the bus", metadata: ["address": "\(address.rawValue)"]) }
     }
 
-    /// On `queue`: the bus can be reached. Attaches the subscribers that are not, switches back.
+    /// On the lane: the bus can be reached. Attaches the subscribers that are not, switches back.
     private func busReachable() {
         state.withLock { $0.arrival = nil }
         let pending = fallingBack().filter { !$0.isAttached }
@@ -344,7 +345,7 @@ final class WakeEngine: Sendable {
             }
             logger.info(
                 "the bus answered, but listening on it failed; trying again in \(Int(delay * 1000)) ms: \(error)")
-            queue.asyncAfter(deadline: .now() + delay) { [weak self] in self?.waitForBus() }
+            lane.submit(after: UInt64(delay * 1000)) { [weak self] in self?.waitForBus() }
             return
         }
         state.withLock { $0.retryDelay = 0 }
@@ -372,7 +373,7 @@ final class WakeEngine: Sendable {
         // On the I/O thread itself: an outage costs no thread of its own (the directory watches
         // are added and the catch-ups delivered there, as deliveries are). Only attaching
         // subscribers made while the bus was away waits for the bus, which the loop's own
-        // thread cannot do: that one goes to `queue`.
+        // thread cannot do: that one goes to the lane.
         let subscription = connection.onEvent(on: .ioThread) { [weak self] event in
             guard let self else { return }
             switch event {
@@ -380,7 +381,7 @@ final class WakeEngine: Sendable {
                 busLost(connection.address)
             case .reconnected:
                 if fallingBack().contains(where: { !$0.isAttached }) {
-                    queue.async { self.busBack(center) }
+                    lane.submit { self.busBack(center) }
                 } else {
                     busBack(center)
                 }
@@ -409,7 +410,7 @@ final class WakeEngine: Sendable {
         for subscriber in subscribers { subscriber.catchUp() }
     }
 
-    /// On the I/O thread (on `queue` when subscribers started while it was away must be attached,
+    /// On the I/O thread (on the lane when subscribers started while it was away must be attached,
     /// which waits for the bus): the connection is back (its rules re-added).
     private func busBack(_ center: DarwinNotificationCenter) {
         let pending = fallingBack().filter { !$0.isAttached }
