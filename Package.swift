@@ -13,13 +13,13 @@ let package = Package(
     // Linux only: the package needs libdbus, epoll, eventfd and inotify (no platforms entry
     // claims an Apple OS it has never been built on).
     // What other packages use: the Wormhole library (it re-exports the few D-Bus layer types its
-    // API names) and the `wormhole` tool. WormholeDBus is a target of this package only, which
+    // API names) and the `wormholectl` tool. WormholeDBus is a target of this package only, which
     // its tools, examples and tests depend on directly. The tools and examples below are
     // executable targets without products: SwiftPM still builds each as a binary named after
     // its target.
     products: [
         .library(name: "Wormhole", targets: ["Wormhole"]),
-        .executable(name: "wormhole", targets: ["WormholeCLI"]),
+        .executable(name: "wormholectl", targets: ["WormholeCLI"]),
         // libwormhole, the C library (docs/c.md): `scripts/libwormhole.sh` builds it and installs
         // it as libwormhole.so.1 with wormhole.h and wormhole-1.pc. Its link flags live in its
         // own target below, never in a target of the Wormhole product.
@@ -102,7 +102,7 @@ let package = Package(
                 ])
             ]
         ),
-        // Layer 4: the `wormhole` command-line tool.
+        // Layer 4: the `wormholectl` command-line tool.
         .executableTarget(
             name: "WormholeCLI",
             dependencies: [
@@ -113,7 +113,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // `wormhole-bench`, the benchmark (`wormhole bench` executes it): latency and post rate
+        // `wormhole-bench`, the benchmark (`wormholectl bench` executes it): latency and post rate
         // against the raw libdbus floor, and the hidden helper processes it starts.
         .executableTarget(
             name: "wormhole-bench",

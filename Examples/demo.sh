@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 .ci/install-deps
 # The debug build, the one the README's tour and docs/examples.md use too.
-echo "demo: building the examples and the wormhole tool (swift build: the first run compiles everything, about 4 minutes on 2 cores; later runs take seconds)" >&2
+echo "demo: building the examples and the wormholectl tool (swift build: the first run compiles everything, about 4 minutes on 2 cores; later runs take seconds)" >&2
 swift build >&2
 bin=$(swift build --show-bin-path)
 
@@ -74,8 +74,8 @@ cat <&"${APP[0]}"
 wait "$watch"
 wait "$app" 2>/dev/null || true
 say "each press crosses processes at once (typically under a millisecond): a D-Bus signal wakes the app, no polling"
-step "   When nothing arrives: wormhole doctor checks bus, container, message and listeners"
-"$bin/wormhole" doctor --group "$group" button --bus-address "$bus" || true
+step "   When nothing arrives: wormholectl doctor checks bus, container, message and listeners"
+"$bin/wormholectl" doctor --group "$group" button --bus-address "$bus" || true
 say "every check names what is wrong and the fix (no app is listening now, so it says so)"
 
 # --- 2. Lines and LineGrabber -----------------------------------------------------------------

@@ -45,6 +45,6 @@ export {JournalGap, JournalReader, crc32c, readJournalCursor, segmentName} from 
 export {WormholeBus} from './wormhole/bus.js';
 export {appId, socketPathOf} from './wormhole/address.js';
 export {
-    TOOL_NAMES, TOOL_PACKAGE, TOOL_VERSION_MARK, appendJournal, clearMessage, deleteDefault, findTool, runWormhole,
+    TOOL_NAME, TOOL_PACKAGE, TOOL_VERSION_MARK, appendJournal, clearMessage, deleteDefault, findTool, runWormhole,
     sendMessage, writeDefault
 } from './wormhole/tool.js';

@@ -12,12 +12,12 @@
 #               (Tests/C/bench-c.c)
 #   c-qt        the same on a Qt 6 event loop (wormhole-qt.h; `Examples/Lines/qt/lines-qt --echo`)
 # Doorbell on (a runtime directory of the run's own, as in a desktop session):
-#   swift-swift `_bench-ping` and `_bench-echo` (handlers on the I/O thread, as `wormhole bench`'s
+#   swift-swift `_bench-ping` and `_bench-echo` (handlers on the I/O thread, as `wormholectl bench`'s
 #               doorbell row)
 #   swift-swift-queue  the same with the echo's handler on a queue (one hop, as the C echo's
 #               to its main loop)
 #   c-c         two libwormhole programs on GLib main loops
-# Then the resident memory of an idle C observer against an idle `wormhole observe`
+# Then the resident memory of an idle C observer against an idle `wormholectl observe`
 # (/proc/PID/smaps_rollup) and the stripped library's size.
 #
 # Uses the release build (.build/release: wormhole, wormhole-bench, wormhole-floor and the
@@ -28,7 +28,7 @@ rounds=${1:-5}
 count=${2:-2000}
 warmup=200
 bin=$PWD/.build/release
-for tool in wormhole wormhole-bench wormhole-floor libwormhole-c.so; do
+for tool in wormholectl wormhole-bench wormhole-floor libwormhole-c.so; do
     [ -e "$bin/$tool" ] || { echo "bench-c: $bin/$tool is not built (swift build -c release)" >&2; exit 2; }
 done
 work=$(mktemp -d "${TMPDIR:-/tmp}/wormhole-bench-c.XXXXXX")
@@ -108,7 +108,7 @@ done
 rss() { awk '/^Rss:/ { rss = $2 } /^Pss:/ { pss = $2 } END { printf "%.1f MB resident (%.1f MB proportional)", rss / 1024, pss / 1024 }' "/proc/$1/smaps_rollup"; }
 "$work/bench-c" idle org.wormhole.cbench.idle 2>"$work/idle-c.err" &
 idle_c=$!
-"$bin/wormhole" observe org.wormhole.cbench.idle 2>"$work/idle-swift.err" >/dev/null &
+"$bin/wormholectl" observe org.wormhole.cbench.idle 2>"$work/idle-swift.err" >/dev/null &
 idle_swift=$!
 grep -q -m1 ready < <(timeout 30 tail -n +1 -F "$work/idle-c.err" 2>/dev/null)
 grep -q -m1 ready < <(timeout 30 tail -n +1 -F "$work/idle-swift.err" 2>/dev/null)
@@ -150,5 +150,5 @@ for p in (50, 99):
           f"{cc / ss:.2f} of the Swift ratio (goal <= 1.10); with the Swift echo on a queue {sq:.2f}x: {cc / sq:.2f}")
 PY
 echo "idle C observer (libwormhole, GLib loop): $memory_c"
-echo "idle wormhole observe: $memory_swift"
+echo "idle wormholectl observe: $memory_swift"
 echo "libwormhole.so.1, stripped: $(stat -c %s "$work/prefix/lib/libwormhole.so.1") bytes"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compares two `wormhole bench --json` runs row by row:
+# Compares two `wormholectl bench --json` runs row by row:
 #
 #   Tests/bench-compare.sh A.json B.json
 #
@@ -12,7 +12,7 @@
 # it too).
 set -euo pipefail
 if [ $# -ne 2 ]; then
-    echo "usage: Tests/bench-compare.sh A.json B.json (two wormhole bench --json files)" >&2
+    echo "usage: Tests/bench-compare.sh A.json B.json (two wormholectl bench --json files)" >&2
     exit 2
 fi
 for file in "$1" "$2"; do
@@ -31,7 +31,7 @@ def load(path):
         print(f"bench-compare: '{path}' is not a JSON file: {error}", file=sys.stderr)
         sys.exit(2)
     if not isinstance(document, dict) or not isinstance(document.get("rows"), list):
-        print(f"bench-compare: '{path}' is not a wormhole bench --json file (no \"rows\" list)", file=sys.stderr)
+        print(f"bench-compare: '{path}' is not a wormholectl bench --json file (no \"rows\" list)", file=sys.stderr)
         sys.exit(2)
     rows = {}
     for row in document["rows"]:

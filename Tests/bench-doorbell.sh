@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Compares two release builds on the notify suite's doorbell rows (`wormhole bench --suite
+# Compares two release builds on the notify suite's doorbell rows (`wormholectl bench --suite
 # notify`) in alternating runs (A, B, A, B…), so that drift on a noisy machine hits both alike:
 # for each build, the medians and spreads of the doorbell rows' p50 and p99 (µs), of the post
-# seen through `wormhole observe`'s line, and of their ratios to the libdbus floor measured in the
+# seen through `wormholectl observe`'s line, and of their ratios to the libdbus floor measured in the
 # same run; with `--suite rate` among the options, the post call's rows too.
 #
 #   Tests/bench-doorbell.sh BUILD_A BUILD_B [RUNS] [BENCH OPTIONS...]
-#       BUILD_A, BUILD_B: folders holding `wormhole` and `wormhole-bench` (a `.build/release`);
-#       RUNS: runs of each, 5 by default; further options go to `wormhole bench`.
+#       BUILD_A, BUILD_B: folders holding `wormholectl` and `wormhole-bench` (a `.build/release`);
+#       RUNS: runs of each, 5 by default; further options go to `wormholectl bench`.
 set -euo pipefail
 a=${1:?usage: Tests/bench-doorbell.sh BUILD_A BUILD_B [RUNS] [BENCH OPTIONS...]}
 b=${2:?usage: Tests/bench-doorbell.sh BUILD_A BUILD_B [RUNS] [BENCH OPTIONS...]}
@@ -21,7 +21,7 @@ for i in $(seq 1 "$runs"); do
     for side in A B; do
         bin=$a
         [[ $side == B ]] && bin=$b
-        "$bin/wormhole" bench "${suite[@]}" "$@" --json "$scratch/$side-$i.json" >/dev/null 2>&1 ||
+        "$bin/wormholectl" bench "${suite[@]}" "$@" --json "$scratch/$side-$i.json" >/dev/null 2>&1 ||
             echo "bench-doorbell: run $i of $side failed" >&2
     done
 done

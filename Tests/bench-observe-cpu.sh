@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The CPU one wake costs an observer (issue 36): `wormhole observe NAME` and `wormhole-floor
+# The CPU one wake costs an observer (issue 36): `wormholectl observe NAME` and `wormhole-floor
 # observe ADDRESS NAME` (C, libdbus) side by side on a private dbus-daemon, woken by POSTS posts
 # of NAME from `wormhole-floor post-call` (C, the bus alone, 100 µs apart); each observer's CPU
 # time (/proc/PID/task/*/schedstat, nanoseconds, every thread) over the posts, divided by the lines it wrote.
 #
 #   Tests/bench-observe-cpu.sh [BUILD] [POSTS] [RUNS]
-#       BUILD: a folder holding `wormhole` and `wormhole-floor` (default .build/release);
+#       BUILD: a folder holding `wormholectl` and `wormhole-floor` (default .build/release);
 #       POSTS: 20000 by default; RUNS: 3 by default (a line per run, then the median ratio).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,7 +41,7 @@ start() {
 ratios=()
 for run in $(seq 1 "$runs"); do
     name="com.example.observe-cpu.r$run"
-    start "$scratch/ours-$run" "$build/wormhole" observe "$name" --bus-address "$address"
+    start "$scratch/ours-$run" "$build/wormholectl" observe "$name" --bus-address "$address"
     ours=$started
     start "$scratch/floor-$run" "$build/wormhole-floor" observe "$address" "$name"
     floor=$started
@@ -57,7 +57,7 @@ for run in $(seq 1 "$runs"); do
     kill "$ours" "$floor"
     ratio=$(python3 -c "print(f'{$ours_ns / $floor_ns:.3f}')")
     ratios+=("$ratio")
-    printf 'run %d: wormhole observe %.2f µs/delivery, wormhole-floor observe %.2f µs/delivery, ratio %s\n' \
+    printf 'run %d: wormholectl observe %.2f µs/delivery, wormhole-floor observe %.2f µs/delivery, ratio %s\n' \
         "$run" "$(python3 -c "print($ours_ns / $posts / 1000)")" "$(python3 -c "print($floor_ns / $posts / 1000)")" "$ratio"
 done
 python3 -c "import statistics, sys; print('median ratio', statistics.median(map(float, sys.argv[1:])))" "${ratios[@]}"

@@ -7,7 +7,7 @@
 #   notifications, last state, check tokens, shared defaults, mailboxes with suspension, transient
 #   messages, journals) and checks what comes back;
 # - Examples/Lines/vala/lines-history.vala (valac, GLib main loop): its append is read back in
-#   order by `wormhole listen --journal`; it follows records the Swift tool appended, and with a
+#   order by `wormholectl listen --journal`; it follows records the Swift tool appended, and with a
 #   durable consumer a second run prints only what came after the first;
 # - Examples/Lines/rust/lines_clips.rs (rustc alone, hand-written extern "C"): prints the stored
 #   clip, then a clip the Swift tool sends, and exits.
@@ -21,7 +21,7 @@ bin=${WORMHOLE_SWIFT_BIN:-$repository/.build/debug}
 for tool in valac rustc dbus-daemon pkg-config; do
     command -v "$tool" >/dev/null || { echo "Tests/bindings.sh: $tool is not installed" >&2; exit 2; }
 done
-[ -x "$bin/wormhole" ] || { echo "Tests/bindings.sh: no wormhole in $bin" >&2; exit 2; }
+[ -x "$bin/wormholectl" ] || { echo "Tests/bindings.sh: no wormhole in $bin" >&2; exit 2; }
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/wormhole-bindings.XXXXXX")
 daemon="" follower=""
 cleanup() {
@@ -53,7 +53,7 @@ daemon=$!
 grep -q -m1 '^unix:' < <(timeout 10 tail -n +1 -F "$scratch/address" 2>/dev/null)
 export DBUS_SESSION_BUS_ADDRESS="unix:path=$scratch/bus" WORMHOLE_CONTAINER_ROOT="$scratch/root"
 group=group.com.example.lines
-w() { "$bin/wormhole" "$@" --group "$group" --directory lines; }
+w() { "$bin/wormholectl" "$@" --group "$group" --directory lines; }
 # waits_for FILE TEXT: until FILE has a line with TEXT (30 s at most).
 waits_for() { grep -q -m1 -F "$2" < <(timeout 30 tail -n +1 -F "$1" 2>/dev/null); }
 
@@ -65,7 +65,7 @@ w send --journal history '{"text":"two"}'
 [ "$("$scratch/lines-history" append 'from "Vala"')" = 3 ] || fail "the Vala append was not record 3"
 w listen --journal history --from start --count 3 --timeout 20 2>/dev/null >"$scratch/swift.out"
 grep -q '"sequence":3,"message":{"text":"from \\"Vala\\""}' "$scratch/swift.out" ||
-    fail "wormhole listen --journal read: $(cat "$scratch/swift.out")"
+    fail "wormholectl listen --journal read: $(cat "$scratch/swift.out")"
 follow() {  # follow CONSUMER OUT UNTIL: runs the follower until OUT has UNTIL, then stops it
     "$scratch/lines-history" follow "$1" >"$2" 2>"$2.err" &
     follower=$!

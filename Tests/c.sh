@@ -138,8 +138,8 @@ awk '/<!-- c-listener -->/ { found = 1; next } found && /^```c/ { inside = 1; ne
 gcc -std=c99 -Wall -Werror $cflags $(pkg-config --cflags glib-2.0) -o "$work/bin/readme-listener" "$work/listener.c" \
     $libs $(pkg-config --libs glib-2.0) $rpath
 swift_bin=$(swift build -c "$build" --show-bin-path)
-[ -x "$swift_bin/wormhole" ] || fail "$swift_bin/wormhole is not built (Tests/run.sh builds it)"
-cp "$swift_bin/wormhole" "$work/bin/"
+[ -x "$swift_bin/wormholectl" ] || fail "$swift_bin/wormholectl is not built (Tests/run.sh builds it)"
+cp "$swift_bin/wormholectl" "$work/bin/"
 cp -r Python "$work/python"
 cp Tests/C/lsan.supp "$work/"
 cp -r dbus "$work/dbus"
@@ -159,7 +159,7 @@ trap 'kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; rm -rf "$scratch"'
 grep -q -m1 '^unix:' < <(timeout 10 tail -n +1 -F "$scratch/address" 2>/dev/null)
 export DBUS_SESSION_BUS_ADDRESS="unix:path=$scratch/bus"
 export WORMHOLE_CONTAINER_ROOT="$scratch/root"
-export WH_TEST_SWIFT="$work/bin/wormhole"
+export WH_TEST_SWIFT="$work/bin/wormholectl"
 export WH_TEST_PYTHON="/usr/bin/python3 -m wormhole_py"
 export WH_TEST_DBUS_CONFIG="$work/dbus/wormhole-session.conf"
 export PYTHONPATH="$work/python" PYTHONDONTWRITEBYTECODE=1
@@ -167,7 +167,7 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=23
 export LSAN_OPTIONS="suppressions=$work/lsan.supp:print_suppressions=0"
 echo "c.sh: $label: doorbell $([ -n "${XDG_RUNTIME_DIR:-}" ] && echo on || echo off)"
 "$work/bin/wh-tests"
-SEND_AND_EXIT="$work/bin/send-and-exit" WORMHOLE="$work/bin/wormhole" \
+SEND_AND_EXIT="$work/bin/send-and-exit" WORMHOLE="$work/bin/wormholectl" \
     bash "$work/Tests/faults-c-exit.sh" "${WH_EXIT_SENDS:-50}"
 JOURNAL_C="$work/bin/journal-c" WORMHOLE_SWIFT_BIN="$work/bin" \
     bash "$work/Tests/faults-c-journal.sh" "${WH_JOURNAL_RECORDS:-2000}" 0
@@ -177,7 +177,7 @@ stdbuf -oL "$work/bin/readme-listener" >"$scratch/listener.out" &
 listener=$!
 heard=0
 for _ in $(seq 30); do
-    "$work/bin/wormhole" send --group group.com.example.tour button '{"buttonNumber":10}'
+    "$work/bin/wormholectl" send --group group.com.example.tour button '{"buttonNumber":10}'
     if grep -q -m1 -F 'button {"buttonNumber":10}' < <(timeout 1 tail -n +1 -F "$scratch/listener.out" 2>/dev/null); then
         heard=1
         break

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The Swift command-line suites of contract section 4 (tagged `contractCLI`:
 # Tests/WormholeTestSupport/Tags.swift) run against the Python package's `wormhole-py` instead of
-# the Swift `wormhole` (`WORMHOLE_TEST_CLI`; docs/testing.md), so that the two tools stay twins.
+# the Swift `wormholectl` (`WORMHOLE_TEST_CLI`; docs/testing.md), so that the two tools stay twins.
 #
 #   Tests/cli-twin.sh [swift test arguments]
 #

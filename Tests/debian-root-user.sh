@@ -86,7 +86,6 @@ while IFS= read -r command; do
     if [[ $run =~ ^\.\./tour/\.build/debug/tour\ send\ ([0-9]+) ]]; then
         run="wormholectl send --group group.com.example.tour button '{\"buttonNumber\":${BASH_REMATCH[1]}}'"
     fi
-    run=${run/#wormhole /wormholectl }
     run=${run/#PYTHONPATH=Python /}
     echo "\$ $run"
     eval "$run" || fail "README's command failed: $command"
@@ -121,7 +120,7 @@ where=$(/usr/bin/python3 -c 'import wormhole_py; print(wormhole_py.__file__, wor
 # The man page, the bash completion, doctor.
 [ "$(man -w wormholectl)" = /usr/share/man/man1/wormholectl.1.gz ] || fail "man -w wormholectl: $(man -w wormholectl 2>&1)"
 page=$(MANPAGER=cat MANWIDTH=80 man wormholectl 2>&1) || fail "man wormholectl failed: $page"
-grep -q "^SYNOPSIS" <<<"$page" && grep -q "listen" <<<"$page" || fail "man wormholectl shows no page of the tool: $page"
+grep -q "^SYNOPSIS" <<<"$page" && grep -q "wormholectl" <<<"$page" || fail "man wormholectl shows no page of the tool: $page"
 completion=$(bash -c 'source /usr/share/bash-completion/bash_completion
     __load_completion wormholectl || exit 1
     COMP_WORDS=(wormholectl se); COMP_CWORD=1; COMP_LINE="wormholectl se"; COMP_POINT=${#COMP_LINE}

@@ -9,8 +9,9 @@
 #    them (no error, no warning).
 # 2. Makes a fresh Debian 12 root: `mmdebstrap --variant=apt bookworm` with only passwd (useradd),
 #    dbus-daemon, man-db, bash-completion and Debian's magic-wormhole, whose `wormhole` ours
-#    must leave alone. Lists its /usr and /etc, then `apt-get install ./*.deb` there (apt fetches
-#    what the packages depend on: python3-jeepney, gjs, libdbus).
+#    must leave alone. Installs what the packages depend on (python3-jeepney, gjs, libdbus-1-dev:
+#    `apt-get satisfy` with their Depends), lists its /usr and /etc, then `apt-get install
+#    ./*.deb` there.
 # 3. As a normal user in that root (Tests/debian-root-user.sh), with a runtime directory of its
 #    own and a private dbus-daemon started from the packaged configuration: no Swift anywhere,
 #    both `wormhole --version` (magic-wormhole) and `wormholectl --version`, README's tour
@@ -30,7 +31,7 @@ debs=""
 while (($#)); do
     case "$1" in
     --debs) debs=${2:?--debs needs a directory}; shift ;;
-    -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) fail "unknown argument '$1' (see --help)" ;;
     esac
     shift
@@ -72,6 +73,15 @@ inside() {
         'mount -t proc proc "$0/proc" && mount --rbind /dev "$0/dev" && exec chroot "$0" "$@"' "$root" "$@"
 }
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# The normal user the checks run as (before the listing: useradd writes /etc/subuid- and such).
+inside useradd --create-home --shell /bin/bash tester
+# What the packages depend on comes first (`apt-get satisfy` with their Depends, less their
+# own names), so that the listing below holds what those packages' scripts make (caches,
+# /etc/machine-id, the MIME database) and the comparison after the purge sees only ours.
+dependencies=$(for deb in "${debs_list[@]}"; do dpkg-deb -f "$deb" Depends | sed 's/, /\n/g'; done |
+    grep -v -E "^($(IFS='|'; echo "${packages[*]}")) " | LC_ALL=C sort -u | paste -sd, | sed 's/,/, /g')
+inside env DEBIAN_FRONTEND=noninteractive apt-get satisfy -y -q --no-install-recommends "$dependencies" \
+    >"$work/dependencies.log" 2>&1 || { cat "$work/dependencies.log" >&2; fail "apt-get satisfy '$dependencies' failed"; }
 listing() { (cd "$root" && find usr etc -xdev ! -type d | LC_ALL=C sort); }
 listing >"$work/before.txt"
 
@@ -90,7 +100,6 @@ for package in "${packages[@]}"; do
 done
 
 # The user's part, from a directory it owns: the documents whose blocks it runs, and the script.
-inside useradd --create-home --shell /bin/bash tester
 check=$root/home/tester/check
 mkdir -p "$check/docs" "$root/run/user/1000"
 cp README.md "$check/"
@@ -129,8 +138,9 @@ for package in "${packages[@]}"; do
 done
 ((${#left[@]} == 0)) || fail "purge left these files of the packages: ${left[*]}"
 listing >"$work/after.txt"
-# New files under /usr and /etc: each must belong to a package apt installed as a dependency,
-# or be the byte code py3compile wrote for one's module (in a __pycache__ its prerm removes).
+# New files under /usr and /etc since the dependencies were installed: each must belong to a
+# package, or be the byte code py3compile wrote for one's module (in a __pycache__ its prerm
+# removes).
 unowned=()
 while IFS= read -r path; do
     case "$path" in

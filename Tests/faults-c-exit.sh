@@ -26,7 +26,7 @@ if [ -z "${SEND_AND_EXIT:-}" ]; then
         -Wl,-rpath,"$scratch/prefix/lib"
     SEND_AND_EXIT=$scratch/send-and-exit
 fi
-wormhole=${WORMHOLE:-$repository/.build/debug/wormhole}
+wormhole=${WORMHOLE:-$repository/.build/debug/wormholectl}
 if [ -z "${DBUS_SESSION_BUS_ADDRESS:-}" ]; then
     dbus-daemon --config-file="$repository/dbus/wormhole-session.conf" --address="unix:path=$scratch/bus" \
         --nofork --print-address >"$scratch/address" 2>/dev/null &

@@ -5,7 +5,7 @@
 #   Tests/faults-c-journal.sh [COUNT] [ROUNDS]     (default 100,000 records, 5 rate rounds)
 #
 # 1. one C process appends COUNT records of about 100 bytes, one call each, and returns from
-#    main at once; `wormhole listen --journal --from start`, listening while it appends (so its
+#    main at once; `wormholectl listen --journal --from start`, listening while it appends (so its
 #    last wake is the exiting appender's post), and `journal-c read` afterwards must each get
 #    COUNT records, sequence numbers 1…COUNT and the records' own counter in order: 0 lost,
 #    0 out of order;
@@ -56,11 +56,11 @@ id=events-$$
 # 1. Written from C, read by Swift and by C.
 # The Swift reader listens first: with a bus it reads on the appenders' posts only, so it ends
 # only if the post of the last append, made as the appender returns from main, arrives.
-"$bin/wormhole" listen --journal --group "$group" "$id" --from start --count "$count" --timeout 300 \
+"$bin/wormholectl" listen --journal --group "$group" "$id" --from start --count "$count" --timeout 300 \
     2>"$scratch/swift.err" >"$scratch/swift.out" &
 swift_reader=$!
 grep -q -m1 '^ready$' < <(timeout 20 tail -n +1 -F "$scratch/swift.err" 2>/dev/null) ||
-    fail "wormhole listen --journal never said ready: $(cat "$scratch/swift.err")"
+    fail "wormholectl listen --journal never said ready: $(cat "$scratch/swift.err")"
 # Under AddressSanitizer (Tests/c.sh) the appender is not leak-checked: it frees its handles and
 # returns while the runtime still sends its last appends' posts (the exit drain), and LeakSanitizer
 # once reported (in about ten runs; not reproduced in 12 more) 2 blocks of 32 bytes the runtime
@@ -69,7 +69,7 @@ grep -q -m1 '^ready$' < <(timeout 20 tail -n +1 -F "$scratch/swift.err" 2>/dev/n
 # which end with nothing in flight, stay leak-checked.
 appender_env=(env "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
 "${appender_env[@]}" "$journal_c" append "$group" "$id" "$count" >/dev/null || fail "the C appender failed"
-wait "$swift_reader" || fail "wormhole listen --journal: $(tail -3 "$scratch/swift.err")"
+wait "$swift_reader" || fail "wormholectl listen --journal: $(tail -3 "$scratch/swift.err")"
 python3 - "$scratch/swift.out" "$count" <<'PY' || exit 1
 import json, sys
 lines = open(sys.argv[1]).read().splitlines()
@@ -79,7 +79,7 @@ for n, line in enumerate(lines):
     record = json.loads(line)
     if record["sequence"] != n + 1 or record["message"]["i"] != n:
         out_of_order += 1
-print(f"C appends read by wormhole listen --journal: read {len(lines)} lost {count - len(lines)} out-of-order {out_of_order}")
+print(f"C appends read by wormholectl listen --journal: read {len(lines)} lost {count - len(lines)} out-of-order {out_of_order}")
 sys.exit(0 if len(lines) == count and out_of_order == 0 else 1)
 PY
 result=$("$journal_c" read "$group" "$id" "$count") || fail "the C reader: $result"

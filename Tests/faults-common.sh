@@ -1,6 +1,6 @@
 # What the fault scripts (Tests/faults.sh, faults-damage.sh, faults-flow.sh, faults-order.sh,
 # faults-listen.sh) share; sourced, not run. Sets `repository`, `bin` (.build/debug or
-# $WORMHOLE_BIN), `wormhole` and `peer`; `require_tools NAME` exits 2 naming a tool that is not
+# $WORMHOLE_BIN), `wormholectl` and `peer`; `require_tools NAME` exits 2 naming a tool that is not
 # built; `check NAME STATUS DETAIL` counts and prints one PASS or FAIL line; `report` prints
 # `N passed, M failed` and returns non-zero when anything failed; `await FILE PATTERN SECONDS`
 # waits for a line; `start_daemon` starts (again) a private dbus-daemon at `$address` that the
@@ -8,7 +8,7 @@
 
 repository=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bin=${WORMHOLE_BIN:-$repository/.build/debug}
-wormhole=$bin/wormhole
+wormhole=$bin/wormholectl
 peer=$bin/wormhole-test-peer
 
 require_tools() {  # require_tools SCRIPT-NAME

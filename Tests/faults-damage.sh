@@ -4,7 +4,7 @@
 #
 #   Tests/faults-damage.sh [READS] [KILLS] [PROCESSES] [INCREMENTS]   # defaults: 10000 1000 8 200
 #
-# Uses .build/debug (or $WORMHOLE_BIN) for `wormhole` and `wormhole-test-peer`, a private
+# Uses .build/debug (or $WORMHOLE_BIN) for `wormholectl` and `wormhole-test-peer`, a private
 # dbus-daemon from dbus/wormhole-session.conf, and scratch directories under $TMPDIR. Checks:
 #   1. journal damage: a 4-segment journal of 36 records of ~1 MB, written with `send --journal`;
 #      for each of truncate (to half), remove, a FIFO in its place, a flipped byte in the second
@@ -14,7 +14,7 @@
 #      and duplicate keys: 0 suites moved aside, every file unchanged;
 #   3. KILLS writer SIGKILLs at random instants with a reader reading in a loop: 0 wiped
 #      suites, 0 unknown values lost, 0 failed reads;
-#   4. PROCESSES x INCREMENTS `wormhole defaults increment` from the shell, then the same through
+#   4. PROCESSES x INCREMENTS `wormholectl defaults increment` from the shell, then the same through
 #      the library: exactly PROCESSES x INCREMENTS each;
 #   5. a 5 MiB write refused with the suite unchanged.
 # Prints one line per check and, last, `N passed, M failed`; exits 1 when anything failed.
@@ -176,7 +176,7 @@ library_total=$(w defaults read library 2>&1)
 expected=$((processes * increments))
 ok=0
 [[ $shell_total == "$expected" && $library_total == "$expected" && $shell_failures == 0 ]] || ok=1
-check "increments" $ok "$processes processes x $increments: wormhole defaults increment $shell_total of $expected in ${elapsed} s ($shell_failures failed), library increment $library_total in ${library_elapsed} s"
+check "increments" $ok "$processes processes x $increments: wormholectl defaults increment $shell_total of $expected in ${elapsed} s ($shell_failures failed), library increment $library_total in ${library_elapsed} s"
 
 # ---------------------------------------------------------------------------------------------
 # 5. The suite limit: a 5 MiB value refused, the suite unchanged.

@@ -6,7 +6,7 @@
 #       defaults: 40000 transient messages of 61440 bytes (60 KiB); a storm of 1000000 posts
 #       while the observers are stopped for STOP=5 seconds. FLOW_ONLY="1" or "2" runs one stage.
 #
-# Uses .build/debug (or $WORMHOLE_BIN) for `wormhole` and `wormhole-test-peer`, and scratch
+# Uses .build/debug (or $WORMHOLE_BIN) for `wormholectl` and `wormhole-test-peer`, and scratch
 # directories under $TMPDIR.
 #   1. On dbus-daemon (dbus/wormhole-session.conf, its 1 GB limits): one process sends MESSAGES
 #      transient messages of SIZE bytes to a listener stopped with SIGSTOP, and a mailbox

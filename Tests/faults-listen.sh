@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# `wormhole listen` as people stop it and as its bus goes, by hand (issue figures; the suite
+# `wormholectl listen` as people stop it and as its bus goes, by hand (issue figures; the suite
 # checks the same with small counts):
 #
 #   Tests/faults-listen.sh [KILLS] [STOPS] [NAMES] [READY_RUNS]
 #       defaults: 20 bus kills, 20 stops per signal, 10000 names, 5 time-to-ready runs.
 #
-# Uses $WORMHOLE_BIN (default .build/release) for `wormhole`, a private dbus-daemon from
+# Uses $WORMHOLE_BIN (default .build/release) for `wormholectl`, a private dbus-daemon from
 # dbus/wormhole-session.conf and scratch runtime directories (the doorbell on, as in a desktop
 # session). Checks:
 # 1. the lost and back lines: KILLS bus kills (each daemon killed and a new one started on the

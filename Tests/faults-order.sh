@@ -4,11 +4,11 @@
 #   Tests/faults-order.sh [POSTS] [RESTART_POSTS] [RESTARTS]
 #       defaults: 50000 posts, 1000 posts across 20 bus restarts.
 #
-# Uses .build/release (or $WORMHOLE_BIN) for `wormhole` and `wormhole-test-peer`, a private
+# Uses .build/release (or $WORMHOLE_BIN) for `wormholectl` and `wormhole-test-peer`, a private
 # dbus-daemon from dbus/wormhole-session.conf and a scratch $XDG_RUNTIME_DIR (a desktop session's
 # configuration: the doorbell is on; WORMHOLE_DOORBELL=off runs the same checks without it).
 # 1. Order: a library poster (`wormhole-test-peer post-sequence`) posts one name POSTS times,
-#    20 us apart, with the states 1..POSTS, to `wormhole observe`; the observer is stopped
+#    20 us apart, with the states 1..POSTS, to `wormholectl observe`; the observer is stopped
 #    (SIGSTOP) for 2 s in the middle. Checks: every state delivered, none out of order (a state
 #    lower than the one before), none twice.
 # 2. Restarts: the same poster posts RESTART_POSTS times, 5 ms apart, to a library observer
@@ -25,7 +25,7 @@ posts=${1:-50000}
 restart_posts=${2:-1000}
 restarts=${3:-20}
 require_tools faults-order.sh
-wormhole=$WORMHOLE_BIN/wormhole
+wormhole=$WORMHOLE_BIN/wormholectl
 [[ -x $wormhole ]] || { echo "faults-order.sh: $wormhole is not built (swift build -c release)" >&2; exit 2; }
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/wormhole-order-XXXXXX")

@@ -5,7 +5,7 @@
 #       defaults: 1000 writer kills, 100 bus restarts, 1000 short-lived senders per kind, a
 #       600-second restart storm; FAULTS_ONLY="5 6" runs only the stages named.
 #
-# Uses .build/debug (or $WORMHOLE_BIN) for `wormhole` and `wormhole-test-peer`, a private
+# Uses .build/debug (or $WORMHOLE_BIN) for `wormholectl` and `wormhole-test-peer`, a private
 # dbus-daemon from dbus/wormhole-session.conf, and scratch directories under $TMPDIR. Faults:
 #   1. writers SIGKILLed at random instants: every read, during writing and after each kill,
 #      sees a whole document (0 torn);

@@ -1,10 +1,10 @@
 #!/bin/sh
 # The GJS module's tests: GJS test programs (gjs -m) against a private dbus-daemon started from
-# dbus/wormhole-session.conf (by the programs themselves) and the Swift `wormhole` tool, both
+# dbus/wormhole-session.conf (by the programs themselves) and the Swift `wormholectl` tool, both
 # ways; each program runs twice, the Swift side without XDG_RUNTIME_DIR and with a throwaway
 # 0700 one (a desktop session's configuration).
 # Needs: gjs (Debian: gjs), dbus-daemon (dbus-daemon), dbus-send (dbus-bin), flock (util-linux: the
-# journal's durable consumers), and the Swift tools (`wormhole`, `wormhole-test-peer`) in
+# journal's durable consumers), and the Swift tools (`wormholectl`, `wormhole-test-peer`) in
 # WORMHOLE_SWIFT_BIN (default: <repo>/.build/debug). The lint is Tests/gjs-lint.sh.
 set -eu
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,7 +12,7 @@ export WORMHOLE_SWIFT_BIN="${WORMHOLE_SWIFT_BIN:-$repo/.build/debug}"
 for tool in gjs dbus-daemon dbus-send flock; do
     command -v "$tool" >/dev/null || { echo "Tests/gjs.sh: $tool is not installed" >&2; exit 2; }
 done
-for tool in wormhole wormhole-test-peer; do
+for tool in wormholectl wormhole-test-peer; do
     [ -x "$WORMHOLE_SWIFT_BIN/$tool" ] || {
         echo "Tests/gjs.sh: no $tool in WORMHOLE_SWIFT_BIN=$WORMHOLE_SWIFT_BIN (build it or set the variable)" >&2
         exit 2

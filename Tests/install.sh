@@ -3,7 +3,7 @@
 # `<!-- install -->` runs in order in one shell, twice, as on a fresh machine where no target
 # directory exists: once into a prefix that does not exist yet (as ~/.local on a fresh account), once staged
 # into a temporary DESTDIR under the prefix /usr/local. Then the installed files are checked:
-# the tool runs and says its version, `wormhole bench` finds wormhole-bench, the completion
+# the tool runs and says its version, `wormholectl bench` finds wormhole-bench, the completion
 # scripts parse, and the man page is lint-clean (`mandoc -Tlint -W warning`: no line).
 #
 # To reuse the debug build CI already has, `swift build -c release` (with or without
@@ -25,18 +25,18 @@ trap 'rm -rf "$work"' EXIT
 
 check() {  # ROOT: where $PREFIX landed
     local root=$1
-    for file in bin/wormhole bin/wormhole-bench share/wormhole/wormhole-session.conf share/man/man1/wormhole.1 \
-        share/bash-completion/completions/wormhole share/zsh/site-functions/_wormhole \
-        share/fish/vendor_completions.d/wormhole.fish; do
+    for file in bin/wormholectl bin/wormhole-bench share/wormhole/wormhole-session.conf share/man/man1/wormholectl.1 \
+        share/bash-completion/completions/wormholectl share/zsh/site-functions/_wormholectl \
+        share/fish/vendor_completions.d/wormholectl.fish; do
         [ -s "$root/$file" ] || fail "$root/$file was not installed"
     done
-    [ "$(stat -c %a "$root/bin/wormhole")" = 755 ] || fail "bin/wormhole is not mode 755"
-    [ "$(stat -c %a "$root/share/man/man1/wormhole.1")" = 644 ] || fail "wormhole.1 is not mode 644"
-    [[ $("$root/bin/wormhole" --version) == "wormhole "[0-9]* ]] || fail "the installed wormhole does not run"
-    [[ $("$root/bin/wormhole" bench --help) == *--suite* ]] || fail "the installed wormhole bench does not find wormhole-bench"
-    bash -n "$root/share/bash-completion/completions/wormhole" || fail "the bash completion does not parse"
-    lint=$(mandoc -Tlint -W warning "$root/share/man/man1/wormhole.1" 2>&1 || true)
-    [ -z "$lint" ] || fail "mandoc -Tlint -W warning on wormhole.1: $lint"
+    [ "$(stat -c %a "$root/bin/wormholectl")" = 755 ] || fail "bin/wormholectl is not mode 755"
+    [ "$(stat -c %a "$root/share/man/man1/wormholectl.1")" = 644 ] || fail "wormholectl.1 is not mode 644"
+    [[ $("$root/bin/wormholectl" --version) == "wormholectl "[0-9]* ]] || fail "the installed wormholectl does not run"
+    [[ $("$root/bin/wormholectl" bench --help) == *--suite* ]] || fail "the installed wormholectl bench does not find wormhole-bench"
+    bash -n "$root/share/bash-completion/completions/wormholectl" || fail "the bash completion does not parse"
+    lint=$(mandoc -Tlint -W warning "$root/share/man/man1/wormholectl.1" 2>&1 || true)
+    [ -z "$lint" ] || fail "mandoc -Tlint -W warning on wormholectl.1: $lint"
 }
 
 echo "install: PREFIX set to a directory that does not exist yet, no DESTDIR"

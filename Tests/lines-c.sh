@@ -2,7 +2,7 @@
 # The C GTK 4 Lines window (Examples/Lines/c/lines-window.c) under Xvfb, or with --qt the C++
 # Qt 6 one (Examples/Lines/qt/lines-qt.cpp, QT_QPA_PLATFORM=offscreen), built against an
 # installed libwormhole: a clip stored before it starts is shown (reason "stored"), and a clip
-# sent with the Swift `wormhole send` while it runs appears in it ("posted"), checked by the
+# sent with the Swift `wormholectl send` while it runs appears in it ("posted"), checked by the
 # lines it reports, on a private dbus-daemon.
 #
 #   Tests/lines-c.sh [--qt] [PREFIX]
@@ -19,7 +19,7 @@ if [ "${1:-}" = --qt ]; then qt=1; shift; fi
 for tool in xvfb-run dbus-daemon pkg-config cc; do
     command -v "$tool" >/dev/null || { echo "Tests/lines-c.sh: $tool is not installed" >&2; exit 2; }
 done
-[ -x "$bin/wormhole" ] || { echo "Tests/lines-c.sh: no wormhole in $bin" >&2; exit 2; }
+[ -x "$bin/wormholectl" ] || { echo "Tests/lines-c.sh: no wormhole in $bin" >&2; exit 2; }
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/wormhole-lines-c.XXXXXX")
 window="" daemon=""
 cleanup() {
@@ -56,7 +56,7 @@ grep -q -m1 '^unix:' < <(timeout 10 tail -n +1 -F "$scratch/address" 2>/dev/null
 export DBUS_SESSION_BUS_ADDRESS="unix:path=$scratch/bus" WORMHOLE_CONTAINER_ROOT="$scratch/root"
 export GSK_RENDERER=cairo GTK_A11Y=none NO_AT_BRIDGE=1
 group=group.com.example.lines
-send() { "$bin/wormhole" send --group "$group" --directory lines toShell "$1" >/dev/null; }
+send() { "$bin/wormholectl" send --group "$group" --directory lines toShell "$1" >/dev/null; }
 send '{"id":"1","text":"stored before the window","url":"https://example.org/a"}'
 timeout 120 "${start[@]}" "$scratch/lines-window" --report >"$scratch/report" 2>"$scratch/err" &
 window=$!

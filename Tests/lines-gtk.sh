@@ -1,6 +1,6 @@
 #!/bin/sh
 # The Lines GTK 4 window (Examples/Lines/gtk/lines_window.py) under Xvfb: a clip sent with the
-# Swift `wormhole send` appears in it (checked by the lines it reports, not by a picture), on a
+# Swift `wormholectl send` appears in it (checked by the lines it reports, not by a picture), on a
 # private dbus-daemon started by the tests from dbus/wormhole-session.conf.
 # Needs (Debian): python3-gi, gir1.2-gtk-4.0, python3-pytest, xvfb (xvfb-run), imagemagick
 # (import, for the one screenshot), dbus-daemon, and
@@ -13,7 +13,7 @@ python=/usr/bin/python3   # Debian's python3-gi lives there, not in a pyenv or v
 for tool in xvfb-run dbus-daemon "$python"; do
     command -v "$tool" >/dev/null || { echo "Tests/lines-gtk.sh: $tool is not installed" >&2; exit 2; }
 done
-[ -x "$WORMHOLE_SWIFT_BIN/wormhole" ] || {
+[ -x "$WORMHOLE_SWIFT_BIN/wormholectl" ] || {
     echo "Tests/lines-gtk.sh: no wormhole in WORMHOLE_SWIFT_BIN=$WORMHOLE_SWIFT_BIN" >&2
     exit 2
 }

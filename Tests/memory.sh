@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Resident memory of idle listeners (issue 23, item 3): an idle `wormhole observe NAME`, an idle
-# `wormhole listen ID`, a small library listener (the `counter-app` example) and LISTENERS idle
-# `wormhole listen` processes together, each measured once it has written `ready` (its match
+# Resident memory of idle listeners (issue 23, item 3): an idle `wormholectl observe NAME`, an idle
+# `wormholectl listen ID`, a small library listener (the `counter-app` example) and LISTENERS idle
+# `wormholectl listen` processes together, each measured once it has written `ready` (its match
 # rules are active), on a private dbus-daemon from dbus/wormhole-session.conf.
 #
 #   Tests/memory.sh [LISTENERS]      LISTENERS: 100 by default
@@ -18,7 +18,7 @@ repository=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bin=${WORMHOLE_BIN:-$repository/.build/release}
 listeners=${1:-100}
 [[ $listeners =~ ^[0-9]+$ ]] || { echo "memory.sh: LISTENERS must be a number, not '$listeners'" >&2; exit 2; }
-for tool in wormhole counter-app; do
+for tool in wormholectl counter-app; do
     [[ -x $bin/$tool ]] || { echo "memory.sh: $bin/$tool is not built (swift build -c release)" >&2; exit 2; }
 done
 
@@ -83,17 +83,17 @@ describe() {  # describe LABEL PID
         "$1" "$(mib "$rss")" "$(mib "$pss")" "$threads" "${foundation:-none}"
 }
 
-start observe "$bin/wormhole" observe --bus-address "$address" memory.observe
-describe "wormhole observe NAME" "$started"
-start listen "$bin/wormhole" listen --bus-address "$address" --group "$group" memory.listen
-describe "wormhole listen ID" "$started"
+start observe "$bin/wormholectl" observe --bus-address "$address" memory.observe
+describe "wormholectl observe NAME" "$started"
+start listen "$bin/wormholectl" listen --bus-address "$address" --group "$group" memory.listen
+describe "wormholectl listen ID" "$started"
 start counter-app "$bin/counter-app" --bus-address "$address" --group "$group"
 describe "counter-app (library)" "$started"
 
 # LISTENERS listeners, each on its own identifier, all idle at once.
 many=()
 for i in $(seq 1 "$listeners"); do
-    start "listen-$i" "$bin/wormhole" listen --bus-address "$address" --group "$group" "memory.listener-$i"
+    start "listen-$i" "$bin/wormholectl" listen --bus-address "$address" --group "$group" "memory.listener-$i"
     many+=("$started")
 done
 rss_total=0
@@ -104,4 +104,4 @@ for pid in "${many[@]}"; do
     pss_total=$((pss_total + ${figures#* }))
 done
 printf '%-26s RSS %10s  Pss %10s  (sums over the processes)\n' \
-    "$listeners x wormhole listen" "$(mib "$rss_total")" "$(mib "$pss_total")"
+    "$listeners x wormholectl listen" "$(mib "$rss_total")" "$(mib "$pss_total")"

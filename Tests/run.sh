@@ -9,7 +9,7 @@
 #                                 with useradd and removed at the end) with a runtime directory
 #                                 of its own, so the doorbell is on
 #   Tests/run.sh --no-session     without a runtime directory (the doorbell off), whoever runs it
-#   Tests/run.sh --release        the executables the tests start (wormhole, wormhole-test-peer,
+#   Tests/run.sh --release        the executables the tests start (wormholectl, wormhole-test-peer,
 #                                 the examples) from the release build the packages hold
 #                                 (scripts/release-build.sh: the Swift runtime linked in)
 #

@@ -15,10 +15,10 @@ senders=${1:-50}
 for tool in bwrap xdg-dbus-proxy dbus-daemon; do
     command -v "$tool" >/dev/null || { echo "sandbox.sh: $tool is missing (.ci/install-deps installs it)" >&2; exit 1; }
 done
-swift build --product wormhole >/dev/null || exit 1
+swift build --product wormholectl >/dev/null || exit 1
 bin=$(swift build --show-bin-path)
 bin=${SANDBOX_CHECK_BIN:-$bin}  # another build's binaries, to see the checks fail without §8
-wormhole=$bin/wormhole
+wormhole=$bin/wormholectl
 
 T=$(mktemp -d /tmp/wormhole-sandbox.XXXXXX)
 passed=0

@@ -14,7 +14,7 @@
 #    `../tour/.build/debug/tour` is the scratch package's binary). A line ending in
 #    `# terminal 1 prints: TEXT` waits (30 s at most) for the listener to print TEXT.
 # 3. The Python package's command line on a container root that does not exist yet, against the tool.
-# 4. One version: `wormhole --version`, and every `from: "X.Y.Z"` in README.md, docs/ and the
+# 4. One version: `wormholectl --version`, and every `from: "X.Y.Z"` in README.md, docs/ and the
 #    DocC catalogs, say the version of Sources/Wormhole/Version.swift.
 #
 # Uses the debug build of the checkout's tools (builds it if missing); the scratch package has
@@ -99,7 +99,7 @@ fi
 echo "snippets: built $(wc -l <"$pkg/blocks.txt") blocks in $((SECONDS - start)) s"
 
 # --- 2. The tour, across processes on a private bus -------------------------------------------
-[ -x .build/debug/wormhole ] || swift build --product wormhole >/dev/null
+[ -x .build/debug/wormholectl ] || swift build --product wormholectl >/dev/null
 tour=$pkg/.build/debug/tour
 [ -x "$tour" ] || fail "README.md has no Swift block marked <!-- snippet: tour -->"
 work=$(mktemp -d)
@@ -151,21 +151,21 @@ echo "snippets: the tour ran: $steps commands from README.md across processes, t
 export WORMHOLE_CONTAINER_ROOT=$work/fresh/containers PATH=$root/.build/debug:$PATH
 py() { PYTHONPATH="$root/Python" /usr/bin/python3 -m wormhole_py "$@"; }
 group=group.com.example.recipes
-exec 5< <(wormhole defaults observe --group "$group" currency --count 1 --timeout 30 2>&1)
+exec 5< <(wormholectl defaults observe --group "$group" currency --count 1 --timeout 30 2>&1)
 IFS= read -r -t 30 ready <&5 && [ "$ready" = ready ] || fail "defaults observe did not start: $ready"
 py defaults write --group "$group" currency '"EUR"'
 IFS= read -r -t 30 change <&5 || fail "the Python defaults write woke nobody"
 [[ $change == '{"key":"currency","value":"EUR"'* ]] || fail "defaults observe printed $change"
-[ "$(wormhole defaults read --group "$group" currency)" = '"EUR"' ] || fail "wormhole defaults read does not see Python's value"
+[ "$(wormholectl defaults read --group "$group" currency)" = '"EUR"' ] || fail "wormholectl defaults read does not see Python's value"
 py defaults write --group "$group" ratio 1.0
-[ "$(wormhole defaults read --group "$group" ratio)" = '1.0' ] || fail "a Python float is not read as a Double"
-wormhole defaults write --group "$group" launches 41
+[ "$(wormholectl defaults read --group "$group" ratio)" = '1.0' ] || fail "a Python float is not read as a Double"
+wormholectl defaults write --group "$group" launches 41
 py defaults write --group "$group" launches 42
 [ "$(py defaults read --group "$group" launches)" = 42 ] || fail "Python does not read the suite"
 # A value another program wrote, which neither tool changes, is kept exactly as written by both.
 suite=$WORMHOLE_CONTAINER_ROOT/$group/Preferences/$group.json
 sed -i '1s/^{/{"big":1e400,/' "$suite"
-wormhole defaults write --group "$group" other 1
+wormholectl defaults write --group "$group" other 1
 py defaults write --group "$group" other 2
 grep -q '"big":1e400' "$suite" || fail "1e400 was not kept as written: $(cat "$suite")"
 [ "$(stat -c %a "$WORMHOLE_CONTAINER_ROOT/$group")" = 700 ] || fail "the Python package made the container without mode 0700"
@@ -173,8 +173,8 @@ echo "snippets: the Python package's command line works on a fresh container und
 
 # --- 4. One version ---------------------------------------------------------------------------
 version=$(scripts/version.sh) || fail "no package version in Sources/Wormhole/Version.swift"
-wormhole --version | grep -q "^wormhole $version " || fail "wormhole --version says $(wormhole --version), not $version"
+wormholectl --version | grep -q "^wormholectl $version " || fail "wormholectl --version says $(wormholectl --version), not $version"
 others=$(grep -rnoE 'from: "[0-9]+\.[0-9]+\.[0-9]+"' README.md docs Sources/*/*.docc | grep -v "from: \"$version\"" || true)
 [ -z "$others" ] || fail "a version other than $version in the documentation: $others"
 grep -q "^## \[$version\]" CHANGELOG.md || fail "CHANGELOG.md has no section for $version"
-echo "snippets: version $version everywhere (Version.swift, wormhole --version, README.md, DocC, CHANGELOG.md)"
+echo "snippets: version $version everywhere (Version.swift, wormholectl --version, README.md, DocC, CHANGELOG.md)"

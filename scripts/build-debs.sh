@@ -46,7 +46,7 @@ done
 version=$(scripts/version.sh)
 scripts/version.sh --check >/dev/null
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
-tool=wormhole
+tool=wormholectl
 work=$(mktemp -d "${TMPDIR:-/tmp}/wormhole-debs.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}

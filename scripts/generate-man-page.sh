@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Writes wormhole(1) to OUTPUT (default .build/wormhole.1): ArgumentParser's generate-manual tool
-# renders `wormhole`'s help as mdoc, then this tidies the page so that
+# Writes wormholectl(1) to OUTPUT (default .build/wormholectl.1): ArgumentParser's generate-manual tool
+# renders `wormholectl`'s help as mdoc, then this tidies the page so that
 # `mandoc -Tlint -W warning` reports nothing: a paragraph break becomes `.Pp` (where mdoc allows
 # one), and each sentence of running text starts a line.
 #
@@ -14,20 +14,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 configuration=${1:-release}
-output=${2:-.build/wormhole.1}
+output=${2:-.build/wormholectl.1}
 pages=$(mktemp -d)
 log=$pages/build.log
 trap 'rm -rf "$pages"' EXIT
 case "$configuration" in
-release) build=(scripts/release-build.sh wormhole) ;;
-debug) build=(swift build --product wormhole) ;;
+release) build=(scripts/release-build.sh wormholectl) ;;
+debug) build=(swift build --product wormholectl) ;;
 *) echo "generate-man-page.sh: the configuration is debug or release, not '$configuration'" >&2; exit 2 ;;
 esac
 if ! { "${build[@]}" && swift build --product generate-manual; } >"$log" 2>&1; then
     cat "$log" >&2
     exit 1
 fi
-tool="$(swift build -c "$configuration" --show-bin-path)/wormhole"
+tool="$(swift build -c "$configuration" --show-bin-path)/wormholectl"
 "$(swift build --show-bin-path)/generate-manual" "$tool" --output-directory "$pages" \
     --date "$(date -u -d "@${SOURCE_DATE_EPOCH:-$(date +%s)}" +%Y-%m-%d)"
 mkdir -p "$(dirname "$output")"
@@ -56,5 +56,5 @@ perl -e '
         push @tidy, $out[$i];
     }
     print "$_\n" for @tidy;
-' <"$pages/wormhole.1" >"$output"
+' <"$pages/wormholectl.1" >"$output"
 echo "$output"

@@ -14,7 +14,7 @@ microseconds, and how often the receiver was already awake when the ring came.
     scripts/hop-timeline.py --posts POSTER_TRACE OBSERVER_TRACE
 
 follows one-way posts instead (a poster that posts and an observer that only observes, e.g.
-`_bench-post-call --until-line` and `wormhole observe`): for every post, each step of the poster
+`_bench-post-call --until-line` and `wormholectl observe`): for every post, each step of the poster
 and of the observer as time since `post()` was entered, p50/p90/p99 in microseconds; the
 observer's steps for the ring that the post sent, and for its bus signal (the daemon's delivery:
 the bus descriptor ready, then the signal delivered or dropped as a duplicate).

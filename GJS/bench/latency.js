@@ -2,7 +2,7 @@
 // One-way latency of a post: an observer through the GJS module vs a bare
 // Gio.DBusConnection.signal_subscribe subscriber, each stamping at callback entry, in rounds
 // that alternate, on a private dbus-daemon. The poster is a GJS program over Gio (one process
-// per round; `wormhole post` per post would cost a process start each) that emits Posted on the
+// per round; `wormholectl post` per post would cost a process start each) that emits Posted on the
 // name's bucket interface every 2 ms with state = GLib.get_monotonic_time() * 1000
 // (CLOCK_MONOTONIC, shared by every process), then makes one call the bus answers.
 //

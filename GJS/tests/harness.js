@@ -17,8 +17,8 @@ export const REPO = Gio.File.new_for_uri(import.meta.url).get_parent().get_paren
 /** The directory of the Swift tools: `WORMHOLE_SWIFT_BIN`, else `<repo>/.build/debug`. */
 export const SWIFT_BIN = GLib.getenv('WORMHOLE_SWIFT_BIN') || `${REPO}/.build/debug`;
 
-/** The `wormhole` executable. */
-export const WORMHOLE = `${SWIFT_BIN}/wormhole`;
+/** The `wormholectl` executable. */
+export const WORMHOLE = `${SWIFT_BIN}/wormholectl`;
 
 /** The default bound of a wait, in milliseconds. */
 export const TIMEOUT_MS = 20000;
@@ -297,7 +297,7 @@ export async function run(tests, {teardown = null} = {}) {
 /**
  * A fresh world for one test: a container root, a runtime directory (0700; passed to the Swift
  * side unless GJS_TEST_RUNTIME=unset), a group, a participant on `bus`, and runners of the
- * Swift `wormhole` tool. What it makes is undone by the `cleanups` the test program runs.
+ * Swift `wormholectl` tool. What it makes is undone by the `cleanups` the test program runs.
  * @param {PrivateBus} bus
  * @param {Array<function(): *>} cleanups
  * @param {string} tag makes the group unique
@@ -317,22 +317,22 @@ export function makeWorld(bus, cleanups, tag) {
     const errors = new Inbox();
     const wb = new WormholeBus({address: bus.address, root, onBusLost: () => {}, onBusBack: () => {}});
     cleanups.push(() => wb.close());
-    /** Runs `wormhole ARGS` to completion. */
+    /** Runs `wormholectl ARGS` to completion. */
     const tool = async (args, input = null) => {
         const child = new Child([WORMHOLE, ...args, '--bus-address', bus.address], {env, stdin: input !== null});
         if (input !== null) {
             child.write(input);
             child.closeInput();
         }
-        const status = await child.finished(`wormhole ${args[0]}`);
+        const status = await child.finished(`wormholectl ${args[0]}`);
         await child.stdout.until(l => l === null, 'stdout end');
         return {status, stdout: child.stdoutText, stderr: child.stderrText};
     };
-    /** Starts a long-running `wormhole ARGS` and waits for its `ready`. */
+    /** Starts a long-running `wormholectl ARGS` and waits for its `ready`. */
     const ready = async args => {
         const child = new Child([WORMHOLE, ...args, '--bus-address', bus.address], {env});
         cleanups.push(() => child.kill(9));
-        await child.waitStderr('ready', `ready from wormhole ${args[0]}`);
+        await child.waitStderr('ready', `ready from wormholectl ${args[0]}`);
         return child;
     };
     return {root, runtime, env, group, wb, tool, ready, errors};

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// GJS module ↔ Swift `wormhole` across processes, on a private dbus-daemon.
-// Run: gjs -m GJS/tests/test-interop.js   (WORMHOLE_SWIFT_BIN: the directory of `wormhole`;
+// GJS module ↔ Swift `wormholectl` across processes, on a private dbus-daemon.
+// Run: gjs -m GJS/tests/test-interop.js   (WORMHOLE_SWIFT_BIN: the directory of `wormholectl`;
 // GJS_TEST_RUNTIME=unset runs the Swift side without XDG_RUNTIME_DIR, =set (default) with a
 // throwaway 0700 one, as in a desktop session.)
 import Gio from 'gi://Gio';

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The Lines top-bar extension without a Shell: its clip source under plain gjs against the Swift
-// tools (wormhole send, wormhole defaults write, the real line-grabber-host), and extension.js
+// tools (wormholectl send, wormholectl defaults write, the real line-grabber-host), and extension.js
 // itself loaded with stand-ins for the Shell's modules (St, Clutter, Main, PanelMenu, Extension).
 // Run: gjs -m GJS/tests/test-lines.js   (WORMHOLE_SWIFT_BIN: the directory of the Swift tools)
 import Gio from 'gi://Gio';
@@ -59,7 +59,7 @@ const tests = [
         assert(/^[a-z0-9-]+@[a-z0-9.-]+$/.test(meta.uuid) && meta.name, `uuid ${meta.uuid} and name`);
     }],
 
-    ['clip source: the stored clip at start, then each clip sent with wormhole send (mailbox channel)', async () => {
+    ['clip source: the stored clip at start, then each clip sent with wormholectl send (mailbox channel)', async () => {
         const w = world();
         await w.tool(['send', '--group', w.group, '--directory', DIRECTORY, IDENTIFIER, clipJSON('1', 'before')], 'send');
         const clips = new Inbox();

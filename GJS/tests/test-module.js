@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The GJS module's own parts, across processes where a process is involved: the command-line
-// tool found or named (never magic-wormhole's `wormhole`), and a large mailbox message read and
-// delivered while the main loop keeps running.
+// tool found or named (never magic-wormhole's `wormhole`, nor another program named
+// `wormholectl`), and a large mailbox message read and delivered while the main loop keeps running.
 // Run: gjs -m GJS/tests/test-module.js   (WORMHOLE_SWIFT_BIN: the directory of the Swift tools)
 import Gio from 'gi://Gio';
 import GLib from 'gi://GLib';
@@ -57,29 +57,34 @@ async function rejection(promise) {
 }
 
 const tests = [
-    ['the tool is found or named: wormholectl, then wormhole, checked by --version; never magic-wormhole', async () => {
+    ['the tool is found or named: wormholectl, checked by --version; never magic-wormhole', async () => {
         const w = world();
         const json = {group: w.group, identifier: 'm', json: '{"n":1}', bus: w.wb};
         const bad = await rejection(W.sendMessage({...json, json: '{"n":'}));
         assert(bad instanceof W.WormholeError && bad.code === 'invalidJSON' && bad.message.includes('byte offset 5'),
             `bad JSON rejects, naming the offset: ${bad}`);
-        // Nothing on PATH: a WormholeError naming both names and the package, before anything starts.
+        // Nothing on PATH: a WormholeError naming the tool and the package, before anything starts.
         let e = await withPath([binDir({})], () => rejection(W.sendMessage(json)));
         assert(e instanceof W.WormholeError && e.code === 'toolMissing', `no tool: ${e}`);
-        for (const word of ["'wormholectl'", "'wormhole'", "Debian package 'wormholectl'", 'WORMHOLE_BIN'])
+        for (const word of ["'wormholectl'", "Debian package 'wormholectl'", '--product wormholectl', 'WORMHOLE_BIN'])
             assert(e.message.includes(word), `the error names ${word}: ${e.message}`);
-        // magic-wormhole's `wormhole` (its --version line) is refused, named, and never run for the write.
+        assert(!e.message.includes("'wormhole'"), `magic-wormhole's name is not looked for: ${e.message}`);
+        // magic-wormhole's `wormhole` on PATH is never looked at; another program named
+        // `wormholectl` (its --version line) is refused, named, and never run for the write.
         const marker = `${tempDir('wormhole-gjs-marker')}/ran`;
         cleanups.push(() => removeTree(GLib.path_get_dirname(marker)));
-        const magic = binDir({
-            wormhole: '[ "$1" = --version ] && { echo \'magic-wormhole 0.12.0\'; exit 0; }\n' +
-            `touch ${GLib.shell_quote(marker)}`,
-        });
+        const impostor = '[ "$1" = --version ] && { echo \'magic-wormhole 0.12.0\'; exit 0; }\n' +
+            `touch ${GLib.shell_quote(marker)}`;
+        const magic = binDir({wormhole: impostor});
         e = await withPath([magic], () => rejection(W.sendMessage(json)));
+        assert(e instanceof W.WormholeError && e.code === 'toolMissing' && e.message.includes('no wormholectl on PATH'),
+            `magic-wormhole's wormhole is not taken: ${e}`);
+        const other = binDir({wormholectl: impostor});
+        e = await withPath([other], () => rejection(W.sendMessage(json)));
         assert(e instanceof W.WormholeError && e.code === 'toolMissing' && e.message.includes('magic-wormhole 0.12.0'),
-            `magic-wormhole refused, naming what it said: ${e}`);
-        assert(!GLib.file_test(marker, GLib.FileTest.EXISTS), 'magic-wormhole was never run for the write');
-        // `wormholectl` (the package's name) comes first, before another program's `wormhole`.
+            `another wormholectl refused, naming what it said: ${e}`);
+        assert(!GLib.file_test(marker, GLib.FileTest.EXISTS), 'neither was run for the write');
+        // This project's `wormholectl` is found past another program's `wormhole`.
         const ctl = binDir({wormholectl: WORMHOLE});
         const found = await withPath([magic, ctl], () => W.findTool());
         assertEqual(found, `${ctl}/wormholectl`, 'wormholectl found past magic-wormhole');

@@ -6,7 +6,7 @@
  */
 import {WormholeError, shown} from './errors.js';
 
-/** The version of the Wormhole contract this module implements (`wormhole --version`'s). */
+/** The version of the Wormhole contract this module implements (`wormholectl --version`'s). */
 export const CONTRACT_VERSION = '1.4';
 /** The version of this module: the project's (`Sources/Wormhole/Version.swift`; `scripts/version.sh --check`). */
 export const VERSION = '2.0.0';

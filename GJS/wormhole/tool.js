@@ -3,8 +3,8 @@
  * What goes through the project's command-line tool: the writes that need `flock(2)`, which
  * Gio 2.74 cannot take (storing a mailbox message, writing shared defaults, appending to a
  * journal). The tool is found in one place, {@link findTool}, and checked from its
- * `--version` line (contract section 4, v1.4): Debian's magic-wormhole also installs a
- * `wormhole`, which is never started for a write.
+ * `--version` line (contract section 4, v1.4), so that no other program of the same name is
+ * started for a write (Debian's magic-wormhole installs a `wormhole`, which is never looked for).
  * @module wormhole/tool
  */
 import Gio from 'gi://Gio';
@@ -18,9 +18,9 @@ import {defaultsKeyName, mailboxName, validateGroup} from './names.js';
 // Awaits in loops are sequential on purpose: pieces, records and deliveries keep their order.
 /* eslint-disable no-await-in-loop */
 
-/** The names the tool is looked for under on `PATH`, in order (the package's, then the build's). */
-export const TOOL_NAMES = ['wormholectl', 'wormhole'];
-/** What this project's tool writes in its `--version` line (`2.0.0 (contract 1.4)`). */
+/** The name the tool is looked for under on `PATH` (the Debian package's and the build's). */
+export const TOOL_NAME = 'wormholectl';
+/** What this project's tool writes in its `--version` line (`wormholectl 2.0.0 (contract 1.4)`). */
 export const TOOL_VERSION_MARK = '(contract 1.';
 /** The Debian package that installs the tool. */
 export const TOOL_PACKAGE = 'wormholectl';
@@ -90,13 +90,11 @@ async function lookUp(override) {
         else
             candidates.push(path);
     } else {
-        for (const name of TOOL_NAMES) {
-            const path = GLib.find_program_in_path(name);
-            if (path === null)
-                tried.push(`no ${name} on PATH`);
-            else
-                candidates.push(path);
-        }
+        const path = GLib.find_program_in_path(TOOL_NAME);
+        if (path === null)
+            tried.push(`no ${TOOL_NAME} on PATH`);
+        else
+            candidates.push(path);
     }
     for (const path of candidates) {
         const check = await checkVersion(path);
@@ -104,18 +102,17 @@ async function lookUp(override) {
             return path;
         tried.push(check.why);
     }
-    const looked = override ? `'${override}'` : TOOL_NAMES.map(n => `'${n}'`).join(', then ');
+    const looked = `'${override || TOOL_NAME}'`;
     throw new WormholeError('toolMissing', `Wormhole's command-line tool was not found (looked for ${looked}: ` +
         `${tried.join('; ')}). Install the Debian package '${TOOL_PACKAGE}', or build it from source ` +
-        "(swift build --product wormhole) and set WORMHOLE_BIN to the executable's path", override || TOOL_NAMES);
+        "(swift build --product wormholectl) and set WORMHOLE_BIN to the executable's path", override || TOOL_NAME);
 }
 
 /**
  * Finds the project's command-line tool, once per override (the answer is cached): `command`
- * when given, else `WORMHOLE_BIN` (a path, or a name looked up on `PATH`), else `wormholectl`,
- * then `wormhole`, on `PATH`. A candidate is taken only when its `--version` line has
- * `(contract 1.` (this project's `2.0.0 (contract 1.4)`), so magic-wormhole's `wormhole` is
- * never started for a write.
+ * when given, else `WORMHOLE_BIN` (a path, or a name looked up on `PATH`), else `wormholectl`
+ * on `PATH`. A candidate is taken only when its `--version` line has `(contract 1.` (this
+ * project's `wormholectl 2.0.0 (contract 1.4)`), so another program is never started for a write.
  * @param {object} [options]
  * @param {string} [options.command] an explicit executable (path or name)
  * @returns {Promise<string>} the executable's path
@@ -133,7 +130,7 @@ export function findTool({command = null} = {}) {
 }
 
 /**
- * Runs the `wormhole` command with arguments (plus, when `bus` is given, its `--bus-address`
+ * Runs the `wormholectl` command with arguments (plus, when `bus` is given, its `--bus-address`
  * and its container root as `WORMHOLE_CONTAINER_ROOT`).
  * @param {string[]} args
  * @param {object} [options]
@@ -168,14 +165,14 @@ async function mustRun(args, options) {
         await checkJSON(options.input);
     const r = await runWormhole(args, options);
     if (r.status !== 0) {
-        throw new WormholeError('toolFailed', `wormhole ${args[0]} exited ${r.status}: ` +
+        throw new WormholeError('toolFailed', `wormholectl ${args[0]} exited ${r.status}: ` +
             `${r.stderr.split('\n')[0]}`, r.status);
     }
     return r;
 }
 
 /**
- * Stores a mailbox message and posts (`wormhole send`): the temporary file under `flock`.
+ * Stores a mailbox message and posts (`wormholectl send`): the temporary file under `flock`.
  * @param {object} options `{group, directory, identifier, json (text), bus, command}`
  * @returns {Promise<{status, stdout, stderr}>} rejects with `invalidJSON` (the JSON is checked
  *   in slices first), `toolMissing`, or `toolFailed` on a non-zero exit; an invalid group, directory
@@ -187,7 +184,7 @@ export function sendMessage({group, directory = 'wormhole', identifier, json, bu
 }
 
 /**
- * Appends a journal record (`wormhole send --journal`).
+ * Appends a journal record (`wormholectl send --journal`).
  * @param {object} options `{group, directory, identifier, json, bus, command}`
  */
 export function appendJournal({group, directory = 'wormhole', identifier, json, bus = null, command = null}) {
@@ -197,7 +194,7 @@ export function appendJournal({group, directory = 'wormhole', identifier, json, 
 }
 
 /**
- * Empties a mailbox (`wormhole clear`).
+ * Empties a mailbox (`wormholectl clear`).
  * @param {object} options `{group, directory, identifier, bus, command}`
  */
 export function clearMessage({group, directory = 'wormhole', identifier, bus = null, command = null}) {
@@ -206,7 +203,7 @@ export function clearMessage({group, directory = 'wormhole', identifier, bus = n
 }
 
 /**
- * Writes a shared-defaults value (`wormhole defaults write`, under the suite lock).
+ * Writes a shared-defaults value (`wormholectl defaults write`, under the suite lock).
  * @param {object} options `{group, suite, key, json, bus, command}`
  */
 export function writeDefault({group, suite = undefined, key, json, bus = null, command = null}) {
@@ -217,7 +214,7 @@ export function writeDefault({group, suite = undefined, key, json, bus = null, c
 }
 
 /**
- * Removes a shared-defaults key (`wormhole defaults delete`).
+ * Removes a shared-defaults key (`wormholectl defaults delete`).
  * @param {object} options `{group, suite, key, bus, command}`
  */
 export function deleteDefault({group, suite = undefined, key, bus = null, command = null}) {

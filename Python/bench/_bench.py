@@ -15,7 +15,7 @@ REPO = PYTHON_DIR.parent
 CONFIG = REPO / "dbus" / "wormhole-session.conf"
 sys.path.insert(0, str(PYTHON_DIR))
 #: The Swift command-line tool's file name: the one place the benchmarks name it.
-SWIFT_TOOL = "wormhole"
+SWIFT_TOOL = "wormholectl"
 
 
 def swift_cli(directory: "str | Path | None" = None) -> str:

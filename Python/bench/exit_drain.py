@@ -3,7 +3,7 @@
 
 N processes each send one mailbox message with ``Wormhole.send`` and exit at
 once (the library's confirm, or with ``--no-confirm`` the atexit drain alone);
-an observer on the real bus (Swift ``wormhole observe --prefix`` from
+an observer on the real bus (Swift ``wormholectl observe --prefix`` from
 ``$WORMHOLE_SWIFT_BIN``, else ``wormhole-py observe``) counts the posts.
 ``--proxy`` puts the senders behind ``xdg-dbus-proxy --filter`` with Flatpak's
 default rules for an app ID (the senders own ``<APPID>.Wormhole.c…``, §8).

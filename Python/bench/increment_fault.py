@@ -7,7 +7,7 @@ their files.  Phase 1: ``--processes`` Python processes each call
 ``GroupDefaults.increment`` ``--count`` times (each write posts and confirms
 on the bus); the key must end at exactly processes x count.  Phase 2 (when
 the Swift tool is found): the same Python load on another key with as many
-shells beside it, each running ``wormhole defaults increment`` ``--count``
+shells beside it, each running ``wormholectl defaults increment`` ``--count``
 times; that key must end at exactly 2 x processes x count.  All workers start
 together (they wait on a line on standard input).  Exit 0 when both totals
 are exact, 1 otherwise.

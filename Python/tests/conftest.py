@@ -149,7 +149,7 @@ def wenv(address, tmp_path, monkeypatch) -> Dict[str, str]:
 
 
 #: The Swift command-line tool's file name: the one place the tests name it.
-SWIFT_TOOL = "wormhole"
+SWIFT_TOOL = "wormholectl"
 
 
 def swift_cli(directory: Path) -> str:

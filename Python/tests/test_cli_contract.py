@@ -1,5 +1,5 @@
 """The command-line contract (section 4), black-box, parametrized over BOTH
-executables: the Swift ``wormhole`` (``$WORMHOLE_SWIFT_BIN``) and
+executables: the Swift ``wormholectl`` (``$WORMHOLE_SWIFT_BIN``) and
 ``wormhole-py``.  Each case states the exit status, the standard output and
 what the first standard-error line must name; both tools must meet the same
 expectations.  Then the cross-implementation checks, both ways."""

@@ -1,6 +1,6 @@
 """Shared defaults (contract section 5): the file format, values kept as
 written, the suite lock, generation and change counter, the command line, and
-interoperation with the Swift ``wormhole defaults`` both ways."""
+interoperation with the Swift ``wormholectl defaults`` both ways."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``wormhole-py defaults read|write|delete|increment|load|repair|observe``.
 
-The same lines and exit statuses as the Swift tool's ``wormhole defaults``:
+The same lines and exit statuses as the Swift tool's ``wormholectl defaults``:
 0 success; 1 failure (no such key, a suite that does not parse, a value that
 is not an integer, a suite over its limit); 3 a compare-and-set that found
 another value (the stored value on standard error first); 64 bad input, the
@@ -310,7 +310,7 @@ def cmd_load(args: argparse.Namespace) -> int:
                 raise UsageError("key '' is empty; a key is 1 or more bytes of UTF-8")
             defaults.validate_key(key)
             if node.kind == "null":
-                raise UsageError("value for key %s (null) is refused: null is not a storable value (use 'wormhole "
+                raise UsageError("value for key %s (null) is refused: null is not a storable value (use 'wormhole-py "
                                  "defaults delete')" % _contract.shown(key))
             try:
                 values[key] = decode_node(text, node)
@@ -385,7 +385,7 @@ def cmd_observe(args: argparse.Namespace) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Run ``defaults …`` alone: ``python3 -m wormhole_py._cli_defaults read --group G``."""
-    parser = _Parser(prog="wormhole")
+    parser = _Parser(prog="wormhole-py")
     subparsers = parser.add_subparsers(dest="command", metavar="<command>")
     subparsers.required = True
     register(subparsers)

@@ -309,7 +309,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Run alone: ``python3 -m wormhole_py._cli_journal stat ID --group G``;
     also ``send ID [JSON] --group G`` and ``listen ID --group G [--consumer C]
     [--from F] [--count N] [--timeout S]`` for tests without the package CLI."""
-    parser = _Parser(prog="wormhole")
+    parser = _Parser(prog="wormhole-py")
     subparsers = parser.add_subparsers(dest="command", metavar="<command>")
     subparsers.required = True
     register(subparsers)

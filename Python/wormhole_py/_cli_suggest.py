@@ -76,7 +76,7 @@ def absence(hole: Any, identifier: Optional[str] = None) -> Optional[str]:
         return "the wormhole holds no messages"
     which = "" if hole.directory == "wormhole" else " --directory %s" % hole.directory
     count = "1 identifier is" if len(stored) == 1 else "%d identifiers are" % len(stored)
-    return "%s stored: wormhole list --group %s%s" % (count, hole.group, which)
+    return "%s stored: wormholectl list --group %s%s" % (count, hole.group, which)
 
 
 def _age(seconds: float) -> str:
@@ -118,8 +118,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def unknown_command(parser: argparse.ArgumentParser, path: Sequence[str], walked: str = "wormhole") -> Optional[str]:
-    """The error for the first of ``path`` (command names, as after ``wormhole``) that is not a
+def unknown_command(parser: argparse.ArgumentParser, path: Sequence[str], walked: str = "wormhole-py") -> Optional[str]:
+    """The error for the first of ``path`` (command names, as after ``wormhole-py``) that is not a
     command, with the nearest command; ``None`` when every name is one (or an option is reached)."""
     for name in path:
         if name.startswith("-"):

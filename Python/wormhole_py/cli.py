@@ -1,6 +1,6 @@
 """``wormhole-py``: the Wormhole command line (contract section 4) in Python.
 
-Same commands, lines and exit statuses as the Swift ``wormhole`` tool:
+Same commands, lines and exit statuses as the Swift ``wormholectl`` tool:
 0 success; 1 failure (bus unreachable for ``post``/``send --transient``, no
 message); 64 bad input (the first line on standard error names the bad
 value, a usage line follows; nothing is written or posted; groups,
@@ -289,7 +289,7 @@ def _read_document(args: argparse.Namespace) -> bytes:
         data = text.encode("utf-8", "surrogateescape").strip(b" \t\r\n")
         if len(data) > limit:
             raise UsageError("message %s is %d bytes, over the limit of %d bytes; raise the wormhole's maximum "
-                             "message size (--max-size of the wormhole tool) to pass it"
+                             "message size (--max-size of the wormholectl tool) to pass it"
                              % (shown(args.identifier), len(data), limit), EX_FAIL)
         return data
     stdin = sys.stdin.buffer
@@ -560,7 +560,7 @@ def cmd_listen(args: argparse.Namespace) -> int:
 
 def cmd_swift_only(args: argparse.Namespace) -> int:
     """``doctor`` and ``monitor`` live in the Swift tool."""
-    err("'%s' is in the Swift tool only: run 'wormhole %s' (wormhole-py does not implement it)"
+    err("'%s' is in the Swift tool only: run 'wormholectl %s' (wormhole-py does not implement it)"
         % (args.command, args.command))
     return EX_USAGE
 

@@ -216,7 +216,7 @@ class GroupDefaults(SuiteFile, ObservingDefaults, Posting):
         return _Suite(entries, text, mtime_ns, len(data), True)
 
     def _corrupt(self, error: JSONSyntaxError, size: int, writing: bool) -> CorruptSuiteError:
-        repair = "wormhole defaults repair --group %s" % self.group
+        repair = "wormholectl defaults repair --group %s" % self.group
         if self.suite != self.group:
             repair += " --suite %s" % self.suite
         message = ("suite file '%s' (%d bytes) is not one JSON object: %s at byte %d; %s. Fix it by hand, or run "

@@ -91,7 +91,7 @@ class Delivery:
         return None if self.text is None else _json.loads(self.text)
 
     def line(self) -> str:
-        """The ``wormhole listen`` output line (compact JSON, no newline)."""
+        """The ``wormholectl listen`` output line (compact JSON, no newline)."""
         message = "null" if self.text is None else _json.compact(self.text)
         sent = "null" if self.sent_at is None else str(self.sent_at)
         return '{"identifier":%s,"message":%s,"reason":"%s","sentAt":%s}' % (

@@ -1,5 +1,5 @@
-/// The package's version and the contract version it implements, in one place: `wormhole
-/// --version` and `wormhole bench --version` print them. Not API.
+/// The package's version and the contract version it implements, in one place: `wormholectl
+/// --version` and `wormholectl bench --version` print them. Not API.
 package enum WormholeVersion {
     /// The package's version (semantic versioning; see `docs/public-api.md`).
     package static let package = "2.0.0"

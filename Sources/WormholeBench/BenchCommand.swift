@@ -4,12 +4,12 @@ import Logging
 import Wormhole
 import WormholeDBus
 
-/// `wormhole-bench` (also run as `wormhole bench`): latency and post rate of Wormhole against
+/// `wormhole-bench` (also run as `wormholectl bench`): latency and post rate of Wormhole against
 /// the raw libdbus floor, measured in one run with alternating rounds.
 @main
 struct BenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "wormhole bench",
+        commandName: "wormholectl bench",
         abstract: "Measure Wormhole's latency and post rate against the raw libdbus floor.",
         discussion: """
             Without --bus-address, starts a private dbus-daemon (or dbus-broker, --daemon broker) from --config. Every row is compared \
@@ -18,13 +18,13 @@ struct BenchCommand: ParsableCommand {
 
             Suites (--suite, several separated by commas):
               notify   two-process ping-pong: floor, handlers on the I/O thread,
-                       handlers on a queue, the doorbell; a post until wormhole
+                       handlers on a queue, the doorbell; a post until wormholectl
                        observe's line (doorbell on) against C to C; then with
                        --other-names names observed
               message  100 B, 10 KB and 1 MB messages (Codable, raw JSONDocument, the
                        JSON codec alone) against files plus signals; 100 B transient
                        messages (Codable, JSONDocument) against notifications only
-              cli      wormhole observe / listen writing to a pipe against
+              cli      wormholectl observe / listen writing to a pipe against
                        wormhole-floor observe / listen, from the post to the line read
               rate     posts/s from 1 and --post-threads threads against
                        wormhole-floor blast; one post call (doorbell on, no
@@ -32,7 +32,7 @@ struct BenchCommand: ParsableCommand {
                        post-call (send + flush)
               routes   ping-pong with 1 route and with --routes more in the pinger; time to
                        ready of one listen on --routes identifiers
-              fanout   one post woken in --fanout-observers wormhole observe processes
+              fanout   one post woken in --fanout-observers wormholectl observe processes
                        against as many wormhole-floor observe: until the last one's line
               journal  the journal: records lost, corrupt or duplicated across SIGKILLs of
                        appenders and durable consumers, 8 appenders x 8 consumers,
@@ -185,7 +185,7 @@ struct BenchCommand: ParsableCommand {
 
     @Flag(
         help:
-            "Also measure post -> wormhole observe with both ends behind xdg-dbus-proxy, the observer in bwrap (cli suite; needs bubblewrap and xdg-dbus-proxy)."
+            "Also measure post -> wormholectl observe with both ends behind xdg-dbus-proxy, the observer in bwrap (cli suite; needs bubblewrap and xdg-dbus-proxy)."
     )
     var sandboxed = false
 
@@ -333,7 +333,7 @@ struct BenchCommand: ParsableCommand {
         let report = BenchReport()
         let context = BenchContext(address: address, options: self, report: report)
         Console.output(
-            "wormhole bench: \(rounds) alternating rounds per row (+ up to \(warmup) warm-up round trips each), "
+            "wormholectl bench: \(rounds) alternating rounds per row (+ up to \(warmup) warm-up round trips each), "
                 + "bus \(address.rawValue)\(privateDaemon == nil ? "" : " (\(daemon.rawValue))")"
         )
         Console.output("one-way latency in microseconds (round trip / 2 unless the table says otherwise)")
@@ -375,7 +375,8 @@ struct BenchCommand: ParsableCommand {
             Console.progress("wormhole-bench: \(names.count) percentile files in \(percentiles)")
         }
         if let plot {
-            let title = "wormhole bench --suite \(selectedSuites.joined(separator: ",")): one-way latency by percentile"
+            let title =
+                "wormholectl bench --suite \(selectedSuites.joined(separator: ",")): one-way latency by percentile"
             try BenchReport.write(
                 Data(BenchPlot(title: title, rows: report.latencyRows).svg().utf8), to: plot, option: "--plot")
         }

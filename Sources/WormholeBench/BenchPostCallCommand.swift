@@ -11,7 +11,7 @@ import Wormhole
 /// environment sets it: the bench runs this with it on and an empty runtime directory, so the
 /// post looks for endpoints and finds none, or with one observer registered in another process,
 /// so the post rings it. With `--until-line`, each post is timed until an observer's line for it
-/// is read from standard input (the bench connects `wormhole observe`'s output there): the
+/// is read from standard input (the bench connects `wormholectl observe`'s output there): the
 /// post seen from outside, against `wormhole-floor post-line`.
 struct BenchPostCallCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "_bench-post-call", shouldDisplay: false)

@@ -3,7 +3,7 @@ import Histogram
 import Wormhole
 import WormholeDBus
 
-/// The command-line tool as scripts see it: `wormhole observe` and `wormhole listen` writing
+/// The command-line tool as scripts see it: `wormholectl observe` and `wormholectl listen` writing
 /// to a pipe, against `wormhole-floor observe` and `listen` doing the same in C. This process
 /// posts (and, for `listen`, has written the mailbox file before the timer starts) and times
 /// until the child's line is read from the pipe.
@@ -16,7 +16,7 @@ struct CLISuite {
         let (address, options, report) = (context.address, context.options, context.report)
         let perRound = context.perRound
         let warm = min(options.warmup, perRound)
-        let wormhole = try Executables.sibling("wormhole")
+        let wormhole = try Executables.sibling("wormholectl")
         let floor = try Executables.sibling("wormhole-floor")
         let poster = try DarwinNotificationCenter(busAddress: address)
         let names = BenchNames()
@@ -40,7 +40,7 @@ struct CLISuite {
         Console.output(BenchRow.header)
 
         // observe: {"name":"NAME","state":N,"reason":"posted"} per post.
-        Console.progress("cli: wormhole observe against wormhole-floor observe")
+        Console.progress("cli: wormholectl observe against wormhole-floor observe")
         let name = try NotificationName(names.name("cli"))
         let observeLine = { (state: UInt64) in
             Array("{\"name\":\"\(name.rawValue)\",\"state\":\(state),\"reason\":\"posted\"}".utf8)
@@ -63,7 +63,7 @@ struct CLISuite {
 
         // listen: the mailbox file is written before the timer starts; the post wakes the child,
         // which reads it and prints {"identifier":"ID","message":<the file>,"reason":"posted","sentAt":N}.
-        Console.progress("cli: wormhole listen against wormhole-floor listen")
+        Console.progress("cli: wormholectl listen against wormhole-floor listen")
         let scratch = try ScratchDirectory("cli")
         let root = scratch.path + "/containers"
         let mailboxDirectory = try scratch.makeDirectory("containers/\(Self.group)/wormhole")

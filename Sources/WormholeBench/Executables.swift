@@ -7,7 +7,7 @@ enum Executables {
         (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
     }
 
-    /// An executable built next to this one (`wormhole`, `wormhole-floor`).
+    /// An executable built next to this one (`wormholectl`, `wormhole-floor`).
     static func sibling(_ name: String) throws -> String {
         let path = URL(fileURLWithPath: current).deletingLastPathComponent().appendingPathComponent(name).path
         guard FileManager.default.isExecutableFile(atPath: path) else {

@@ -2,7 +2,7 @@ import Histogram
 import Wormhole
 import WormholeDBus
 
-/// One post, many observers: `--fanout-observers` `wormhole observe` processes on one name
+/// One post, many observers: `--fanout-observers` `wormholectl observe` processes on one name
 /// against as many `wormhole-floor observe` (C, libdbus), in alternating rounds. This process
 /// posts and times until every observer's line for that post is read from its pipe: the time
 /// until the last one is woken (the lines are read in the order the observers were started;
@@ -15,7 +15,7 @@ struct FanoutSuite {
         let observers = options.fanoutObservers
         let perRound = max(1, options.fanoutPosts)
         let warm = min(options.warmup, max(1, perRound / 10))
-        let wormhole = try Executables.sibling("wormhole")
+        let wormhole = try Executables.sibling("wormholectl")
         let floor = try Executables.sibling("wormhole-floor")
         let poster = try DarwinNotificationCenter(busAddress: address)
         let name = try NotificationName(BenchNames().name("fanout"))
@@ -55,7 +55,7 @@ struct FanoutSuite {
                 + "observer's line is read (one-way, not halved); \(perRound) posts per round, "
                 + "\(options.fanoutRounds) rounds, fresh observers each round")
         Console.output(BenchRow.header)
-        Console.progress("fanout: \(observers) x wormhole observe against \(observers) x wormhole-floor observe")
+        Console.progress("fanout: \(observers) x wormholectl observe against \(observers) x wormhole-floor observe")
         let merged = try AlternatingRounds(label: "fanout", rounds: options.fanoutRounds).measure([
             .init(name: "floor") { try round(floor, ["observe", address.rawValue, name.rawValue]) },
             .init(name: "wormhole") {

@@ -4,7 +4,7 @@ import Wormhole
 /// A post seen from outside, as another program sees it (issue 36): a poster in a process of its
 /// own posts a name and times until the observer's line for it is read from the observer's
 /// standard output, a pipe, then waits `--spacing-us`, untimed. Ours: `center.post` (the library)
-/// to `wormhole observe`, both with the doorbell on in one runtime directory; the floor:
+/// to `wormholectl observe`, both with the doorbell on in one runtime directory; the floor:
 /// `wormhole-floor post-line` (send and flush) to `wormhole-floor observe`, C to C on the bus.
 /// Fresh processes each round, in alternating rounds.
 struct PostLineRows {
@@ -20,7 +20,7 @@ struct PostLineRows {
             "\npost to line: from the post until the observer's line is read from its pipe, one way, "
                 + "\(spacing) µs apart (µs)")
         Console.output(BenchRow.header)
-        Console.progress("notify: a post until the observer's line, C to C and library to wormhole observe")
+        Console.progress("notify: a post until the observer's line, C to C and library to wormholectl observe")
         let merged = try AlternatingRounds(label: "post to line", rounds: options.rounds).measure([
             .init(name: "floor") {
                 let name = names.name("line.floor")
@@ -41,7 +41,7 @@ struct PostLineRows {
                 // The bench turned the doorbell off for itself and its helpers; on for these ("" unsets).
                 let environment = ["XDG_RUNTIME_DIR": runtime.path, "WORMHOLE_DOORBELL": ""]
                 let observer = try ChildProcess(
-                    executable: try Executables.sibling("wormhole"),
+                    executable: try Executables.sibling("wormholectl"),
                     arguments: ["observe", name, "--bus-address", address.rawValue], environment: environment)
                 defer {
                     observer.terminate()

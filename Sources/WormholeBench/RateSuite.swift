@@ -57,7 +57,7 @@ struct RateSuite {
     /// `DarwinNotificationCenter.post` in a process of its own, the doorbell on, against
     /// `wormhole-floor post-call` (build the signal, `dbus_connection_send`,
     /// `dbus_connection_flush`); twice: with no endpoint registered (an empty runtime directory),
-    /// and with one observer of the name registered in another process (`wormhole observe`), so
+    /// and with one observer of the name registered in another process (`wormholectl observe`), so
     /// that each post rings (issue 36: p50 ≤ 1.1× the floor plus one `sendto`). All wait
     /// `--spacing-us` after each post, untimed, in alternating rounds.
     private func postCall() throws {
@@ -112,13 +112,13 @@ struct RateSuite {
             target: nil)
     }
 
-    /// `wormhole observe NAME` with the doorbell on in `runtime`, ready (its match rules active and
+    /// `wormholectl observe NAME` with the doorbell on in `runtime`, ready (its match rules active and
     /// its doorbell registered); its lines go to /dev/null, so no pipe fills however many posts.
     static func observer(_ name: String, address: BusAddress, runtime: String) throws -> ChildProcess {
         let child = try ChildProcess(
             executable: "/bin/sh",
             arguments: [
-                "-c", #"exec "$0" observe "$1" --bus-address "$2" >/dev/null"#, try Executables.sibling("wormhole"),
+                "-c", #"exec "$0" observe "$1" --bus-address "$2" >/dev/null"#, try Executables.sibling("wormholectl"),
                 name, address.rawValue,
             ],
             environment: ["XDG_RUNTIME_DIR": runtime, "WORMHOLE_DOORBELL": ""])

@@ -4,7 +4,7 @@ import Histogram
 import Wormhole
 import WormholeDBus
 
-/// `wormhole bench --sandboxed`: post → `wormhole observe` through Flatpak's plumbing against
+/// `wormholectl bench --sandboxed`: post → `wormholectl observe` through Flatpak's plumbing against
 /// the same pair without it (contract §8). The sandboxed observer runs in a `bwrap` of its own
 /// (its own PID namespace) behind an `xdg-dbus-proxy` with Flatpak's default filter for an app;
 /// this process posts through a second proxy, owning `<APPID>.Wormhole.c<unique>` as a
@@ -36,7 +36,7 @@ extension CLISuite {
         // What every post of a sandboxed sender does first; once per connection.
         _ = try proxied.connection.claimAppName(appID: Self.sandboxAppID)
 
-        Console.progress("cli: wormhole observe sandboxed (bwrap + xdg-dbus-proxy both ends) against unsandboxed")
+        Console.progress("cli: wormholectl observe sandboxed (bwrap + xdg-dbus-proxy both ends) against unsandboxed")
         let name = try NotificationName(BenchNames().name("sandboxed"))
         let line = { (state: UInt64) in
             Array("{\"name\":\"\(name.rawValue)\",\"state\":\(state),\"reason\":\"posted\"}".utf8)

@@ -2,14 +2,14 @@ import ArgumentParser
 import FoundationEssentials
 import Glibc
 
-/// `wormhole bench …`: runs `wormhole-bench`, built next to this executable, with the same
+/// `wormholectl bench …`: runs `wormhole-bench`, built next to this executable, with the same
 /// arguments. The benchmark is its own executable so the user tool does not link its
 /// dependencies (HdrHistogram).
 struct BenchLauncher: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure latency and post rate against the raw libdbus floor (runs wormhole-bench).",
-        discussion: "Every argument goes to wormhole-bench; see `wormhole bench --help`.")
+        discussion: "Every argument goes to wormhole-bench; see `wormholectl bench --help`.")
 
     @Argument(parsing: .captureForPassthrough, help: "Arguments for wormhole-bench.")
     var arguments: [String] = []

@@ -2,7 +2,7 @@ import ArgumentParser
 import Wormhole
 import WormholeDBus
 
-/// `wormhole clear --group G [--directory D] ID | --all`.
+/// `wormholectl clear --group G [--directory D] ID | --all`.
 struct ClearCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "clear", abstract: "Remove the message of an identifier (or all messages) and notify listeners.")

@@ -4,7 +4,7 @@ import Glibc
 import Wormhole
 import WormholeDBus
 
-/// `wormhole defaults read|write|delete|observe --group G [--suite S] …` (contract §5).
+/// `wormholectl defaults read|write|delete|observe --group G [--suite S] …` (contract §5).
 struct DefaultsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "defaults",
@@ -63,7 +63,7 @@ private func finish(_ defaults: GroupDefaults, _ report: GroupDefaults.WriteRepo
     OneShot.confirm(what, alreadyReported: report.notificationError != nil) { defaults.flush(timeout: $0) }
 }
 
-/// `wormhole defaults read --group G [--suite S] [KEY]`.
+/// `wormholectl defaults read --group G [--suite S] [KEY]`.
 struct DefaultsReadCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "read",
@@ -107,7 +107,7 @@ struct DefaultsReadCommand: ParsableCommand {
     }
 }
 
-/// `wormhole defaults write --group G [--suite S] KEY [JSON]`.
+/// `wormholectl defaults write --group G [--suite S] KEY [JSON]`.
 struct DefaultsWriteCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "write",
@@ -176,7 +176,7 @@ struct DefaultsWriteCommand: ParsableCommand {
     }
 }
 
-/// `wormhole defaults increment --group G [--suite S] KEY [--by N]`.
+/// `wormholectl defaults increment --group G [--suite S] KEY [--by N]`.
 struct DefaultsIncrementCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "increment",
@@ -206,7 +206,7 @@ struct DefaultsIncrementCommand: ParsableCommand {
     }
 }
 
-/// `wormhole defaults load --group G [--suite S] [--replace]`.
+/// `wormholectl defaults load --group G [--suite S] [--replace]`.
 struct DefaultsLoadCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "load",
@@ -235,7 +235,7 @@ struct DefaultsLoadCommand: ParsableCommand {
     }
 }
 
-/// `wormhole defaults repair --group G [--suite S]`.
+/// `wormholectl defaults repair --group G [--suite S]`.
 struct DefaultsRepairCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "repair",
@@ -261,7 +261,7 @@ struct DefaultsRepairCommand: ParsableCommand {
     }
 }
 
-/// `wormhole defaults delete --group G [--suite S] KEY`.
+/// `wormholectl defaults delete --group G [--suite S] KEY`.
 struct DefaultsDeleteCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "delete", abstract: "Remove a key and notify observers (nothing happens when it has no value).")
@@ -279,7 +279,7 @@ struct DefaultsDeleteCommand: ParsableCommand {
     }
 }
 
-/// `wormhole defaults observe --group G [--suite S] [KEY...] [--count N] [--timeout S]`.
+/// `wormholectl defaults observe --group G [--suite S] [KEY...] [--count N] [--timeout S]`.
 struct DefaultsObserveCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "observe",

@@ -280,7 +280,7 @@ final class Doctor {
                     detail:
                         "\(summary); \(bad.count) not readable as JSON: \(bad.map(\.identifier).joined(separator: ", "))",
                     fix:
-                        "listeners report \(first.identifier) as undecodable: send it again (wormhole send --group \(group) "
+                        "listeners report \(first.identifier) as undecodable: send it again (wormholectl send --group \(group) "
                         + "\(directory.rawValue == "wormhole" ? "" : "--directory \(directory) ")\(first.identifier) JSON) or clear it",
                     items: items))
         } else if !missing.isEmpty {

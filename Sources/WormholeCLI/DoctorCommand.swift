@@ -7,7 +7,7 @@ import Synchronization
 import Wormhole
 import WormholeDBus
 
-/// `wormhole doctor [--group G] [--directory D] [ID…] [--peer APPID…] [--json]`: why nothing arrives.
+/// `wormholectl doctor [--group G] [--directory D] [ID…] [--peer APPID…] [--json]`: why nothing arrives.
 struct DoctorCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "doctor",
@@ -65,7 +65,7 @@ struct DoctorCommand: ParsableCommand {
     }
 }
 
-/// One finding of `wormhole doctor`.
+/// One finding of `wormholectl doctor`.
 struct DoctorCheck: Encodable {
     enum Status: String, Encodable {
         case pass, fail
@@ -100,7 +100,7 @@ struct DoctorCheck: Encodable {
     }
 }
 
-/// Everything `wormhole doctor --json` prints.
+/// Everything `wormholectl doctor --json` prints.
 struct DoctorReport: Encodable {
     var ok: Bool
     var checks: [DoctorCheck]

@@ -4,7 +4,7 @@ import Wormhole
 import WormholeDBus
 import WormholeSystem
 
-/// `wormhole doctor`'s check of the doorbell (contract §9): whether it is on for this process,
+/// `wormholectl doctor`'s check of the doorbell (contract §9): whether it is on for this process,
 /// and the endpoints under `$XDG_RUNTIME_DIR/wormhole/doorbell`, the dead ones named (a killed
 /// process's, left until the next ring that finds nobody or the next process that starts
 /// observing sweeps them).

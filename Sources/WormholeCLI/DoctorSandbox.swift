@@ -3,7 +3,7 @@ import Glibc
 import Wormhole
 import WormholeDBus
 
-/// `wormhole doctor`'s checks of contract §8: the sandbox and its proxy, the app ID, the sender
+/// `wormholectl doctor`'s checks of contract §8: the sandbox and its proxy, the app ID, the sender
 /// name, whether the group's files and a peer app are within the sandbox's permissions.
 extension Doctor {
     /// What the sandbox lets this process do, from `/.flatpak-info` (nil outside Flatpak).

@@ -19,7 +19,7 @@ func withJournalCLIErrors<T>(_ body: () throws -> T) throws -> T {
     }
 }
 
-/// `wormhole send --journal --group G [--directory D] ID [JSON]` (contract §6): appends one record.
+/// `wormholectl send --journal --group G [--directory D] ID [JSON]` (contract §6): appends one record.
 struct JournalSend {
     var identifier: String
     var json: String?
@@ -46,7 +46,7 @@ struct JournalSend {
     }
 }
 
-/// `wormhole listen --journal …` (contract §6): the readiness line, then one line per record,
+/// `wormholectl listen --journal …` (contract §6): the readiness line, then one line per record,
 /// `{"identifier":"ID","sequence":N,"message":<the message>}`, in sequence order.
 struct JournalListen {
     var identifier: String
@@ -147,7 +147,7 @@ struct JournalListen {
     }
 }
 
-/// `wormhole journal stat|trim --group G [--directory D] ID` (contract §6).
+/// `wormholectl journal stat|trim --group G [--directory D] ID` (contract §6).
 struct JournalCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "journal",
@@ -204,7 +204,7 @@ private func statusLine(_ identifier: String, _ status: JournalStatus, removed: 
     return String(decoding: line.bytes, as: UTF8.self)
 }
 
-/// `wormhole journal stat --group G [--directory D] ID`.
+/// `wormholectl journal stat --group G [--directory D] ID`.
 struct JournalStatCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stat",
@@ -223,7 +223,7 @@ struct JournalStatCommand: ParsableCommand {
     }
 }
 
-/// `wormhole journal check --group G [--directory D] ID`: exit 0 when whole, 1 when damaged, 2
+/// `wormholectl journal check --group G [--directory D] ID`: exit 0 when whole, 1 when damaged, 2
 /// on other errors (contract §6, v1.2).
 struct JournalCheckCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -264,7 +264,7 @@ struct JournalCheckCommand: ParsableCommand {
     }
 }
 
-/// `wormhole journal trim --group G [--directory D] ID [--max-bytes N] [--max-age S] [--max-records N]`.
+/// `wormholectl journal trim --group G [--directory D] ID [--max-bytes N] [--max-age S] [--max-records N]`.
 struct JournalTrimCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "trim",

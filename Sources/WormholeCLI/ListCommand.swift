@@ -3,7 +3,7 @@ import FoundationEssentials
 import Glibc
 import Wormhole
 
-/// `wormhole list --group G [--directory D] [--json]`: the stored messages of a wormhole.
+/// `wormholectl list --group G [--directory D] [--json]`: the stored messages of a wormhole.
 struct ListCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "list",

@@ -2,7 +2,7 @@ import ArgumentParser
 import Wormhole
 import WormholeDBus
 
-/// `wormhole listen --group G [--directory D] ID... | --all [--stored] [--count N] [--timeout S]` (contract §4).
+/// `wormholectl listen --group G [--directory D] ID... | --all [--stored] [--count N] [--timeout S]` (contract §4).
 struct ListenCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "listen",

@@ -7,7 +7,7 @@ import Synchronization
 import Wormhole
 import WormholeDBus
 
-/// `wormhole doctor`'s look at the listeners: the match rules a listener for the identifiers
+/// `wormholectl doctor`'s look at the listeners: the match rules a listener for the identifiers
 /// adds, and which connections on the bus have such rules (monitors, which see every post but
 /// are nobody's listener, named apart).
 struct ListenerCensus {
@@ -59,9 +59,10 @@ struct ListenerCensus {
                 detail: "cannot tell: the bus does not allow org.freedesktop.DBus.Debug.Stats.GetAllMatchRules "
                     + "(\(cliFailure(error).message))",
                 fix: "allow it in the bus policy (<allow send_destination=\"org.freedesktop.DBus\" "
-                    + "send_interface=\"org.freedesktop.DBus.Debug.Stats\"/>), or watch the bus with wormhole monitor")
+                    + "send_interface=\"org.freedesktop.DBus.Debug.Stats\"/>), or watch the bus with wormholectl monitor"
+            )
         }
-        // Monitors (`wormhole monitor`, `observe --all`, any rule for every post of the bus) see
+        // Monitors (`wormholectl monitor`, `observe --all`, any rule for every post of the bus) see
         // the posts but are nobody's listener: they are named apart, and never pass the check.
         let others = rules.filter { $0.key != connection.uniqueName }
         let monitors = Set(others.filter { isMonitor($0.key, rules: $0.value.map(RuleText.init), connection) }.keys)
@@ -121,7 +122,7 @@ struct ListenerCensus {
         }
     }
 
-    /// Whether the connection `unique` is a monitor rather than a listener: a `wormhole monitor`
+    /// Whether the connection `unique` is a monitor rather than a listener: a `wormholectl monitor`
     /// process (its rule may equal a prefix observer's), or a connection whose every rule on the
     /// notification path takes every post, whatever its name (`observe --all`, a bus monitor).
     private func isMonitor(_ unique: String, rules: [RuleText], _ connection: BusConnection) -> Bool {
@@ -135,7 +136,7 @@ struct ListenerCensus {
             let command = try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8)
         else { return false }
         let arguments = command.split(separator: "\0", omittingEmptySubsequences: false).map(String.init)
-        return arguments.count > 1 && arguments[0].hasSuffix("wormhole") && arguments[1] == "monitor"
+        return arguments.count > 1 && arguments[0].hasSuffix("wormholectl") && arguments[1] == "monitor"
     }
 
     /// When other `dbus-daemon` processes were started on this bus's socket path: the last one

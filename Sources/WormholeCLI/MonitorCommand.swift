@@ -5,7 +5,7 @@ import Logging
 import Wormhole
 import WormholeDBus
 
-/// `wormhole monitor [--group G] [--json] [--count N] [--timeout S]`: `dbus-monitor`, decoded.
+/// `wormholectl monitor [--group G] [--json] [--count N] [--timeout S]`: `dbus-monitor`, decoded.
 struct MonitorCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "monitor",
@@ -69,7 +69,7 @@ struct MonitorCommand: ParsableCommand {
     }
 }
 
-/// One `Posted` signal, decoded for `wormhole monitor`.
+/// One `Posted` signal, decoded for `wormholectl monitor`.
 struct MonitorEvent {
     enum Kind: String {
         case message, defaults, journal, notification

@@ -2,7 +2,7 @@ import ArgumentParser
 import Wormhole
 import WormholeDBus
 
-/// `wormhole observe NAME... | --all [--prefix] [--count N] [--timeout S]` (contract §4).
+/// `wormholectl observe NAME... | --all [--prefix] [--count N] [--timeout S]` (contract §4).
 struct ObserveCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "observe",

@@ -2,7 +2,7 @@ import ArgumentParser
 import Wormhole
 import WormholeDBus
 
-/// `wormhole post NAME [--state N]`.
+/// `wormholectl post NAME [--state N]`.
 struct PostCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "post", abstract: "Post one Darwin-style notification (like notify_post).")

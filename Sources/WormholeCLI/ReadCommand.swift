@@ -4,7 +4,7 @@ import Glibc
 import Wormhole
 import WormholeDBus
 
-/// `wormhole read --group G [--directory D] ID` (contract §4).
+/// `wormholectl read --group G [--directory D] ID` (contract §4).
 struct ReadCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "read", abstract: "Print the JSON message stored for an identifier.")

@@ -1,5 +1,5 @@
 /// A match rule as the bus daemon reports it (`GetAllMatchRules`): its keys and values, and
-/// whether it would deliver a given `Posted` signal. Used by `wormhole doctor` to find the
+/// whether it would deliver a given `Posted` signal. Used by `wormholectl doctor` to find the
 /// connections listening for a name; the daemon's own matching is the reference.
 struct RuleText {
     /// The rule's keys and unquoted values, in order.

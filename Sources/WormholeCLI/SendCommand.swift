@@ -4,7 +4,7 @@ import Glibc
 import Wormhole
 import WormholeDBus
 
-/// `wormhole send [--journal | --transient] --group G [--directory D] ID [JSON]` (contract §4, §6, §7).
+/// `wormholectl send [--journal | --transient] --group G [--directory D] ID [JSON]` (contract §4, §6, §7).
 struct SendCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "send",

@@ -69,5 +69,5 @@ func absence(in wormhole: MessageCenter, identifier: String? = nil) -> String? {
     if stored.isEmpty { return "the wormhole holds no messages" }
     let which = directory == "wormhole" ? "" : " --directory \(directory)"
     return
-        "\(stored.count == 1 ? "1 identifier is" : "\(stored.count) identifiers are") stored: wormhole list --group \(group)\(which)"
+        "\(stored.count == 1 ? "1 identifier is" : "\(stored.count) identifiers are") stored: wormholectl list --group \(group)\(which)"
 }

@@ -4,11 +4,11 @@ import Glibc
 import Logging
 import Wormhole
 
-/// The `wormhole` command: app-group messaging and Darwin-style notifications from the shell.
+/// The `wormholectl` command: app-group messaging and Darwin-style notifications from the shell.
 @main
 struct WormholeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "wormhole",
+        commandName: "wormholectl",
         abstract: "App-group messaging and Darwin-style notifications over D-Bus.",
         discussion: """
             Exit status: 0 success; 1 failure (bus unreachable or not answering, no message); \
@@ -22,7 +22,7 @@ struct WormholeCommand: ParsableCommand {
             table); WORMHOLE_LOG=trace|debug|info|notice|warning|error|critical, in any case (the \
             library's log on standard error; --log-level overrides it).
             """,
-        version: "wormhole " + WormholeVersion.description,
+        version: "wormholectl " + WormholeVersion.description,
         subcommands: [
             PostCommand.self, ObserveCommand.self, SendCommand.self, ReadCommand.self, ListenCommand.self,
             ListCommand.self, ClearCommand.self, DefaultsCommand.self, JournalCommand.self, BenchLauncher.self,
@@ -39,7 +39,7 @@ struct WormholeCommand: ParsableCommand {
         if let bad = firstNonUTF8Argument() {
             failUsage("argument \(bad) is not valid UTF-8")
         }
-        // `wormhole help NAME`: ArgumentParser shows the root help for an unknown NAME; it is a mistake.
+        // `wormholectl help NAME`: ArgumentParser shows the root help for an unknown NAME; it is a mistake.
         let arguments = Array(CommandLine.arguments.dropFirst())
         if arguments.first == "help", arguments.count > 1,
             let unknown = unknownCommand(in: Array(arguments.dropFirst()))
@@ -50,7 +50,7 @@ struct WormholeCommand: ParsableCommand {
             failUsage(unknown)
         }
         do {
-            // `wormhole bench …` hands every argument (--help too) to wormhole-bench unparsed.
+            // `wormholectl bench …` hands every argument (--help too) to wormhole-bench unparsed.
             if CommandLine.arguments.count > 1 && CommandLine.arguments[1] == "bench" {
                 try BenchLauncher.execute(Array(CommandLine.arguments.dropFirst(2)))
             }
@@ -75,12 +75,12 @@ struct WormholeCommand: ParsableCommand {
         }
     }
 
-    /// An error for the first of `path` (command names, as after `wormhole` or `wormhole help`)
+    /// An error for the first of `path` (command names, as after `wormholectl` or `wormholectl help`)
     /// that is not a command, with the nearest command; `nil` when every name is a command (or
     /// an option is reached).
     static func unknownCommand(in path: [String]) -> String? {
         var command: any ParsableCommand.Type = WormholeCommand.self
-        var walked = "wormhole"
+        var walked = "wormholectl"
         for name in path {
             if name.hasPrefix("-") { return nil }
             let subcommands = command.configuration.subcommands

@@ -1,6 +1,6 @@
 // wormhole-floor: the raw libdbus floor for Wormhole's benchmark.
 //
-// What `wormhole bench` runs through the Swift layers, done with nothing but the
+// What `wormholectl bench` runs through the Swift layers, done with nothing but the
 // libdbus C API in one blocking thread per process.
 //
 // Ping-pong: the echo side adds the same match rule (interface + member + arg0)
@@ -27,11 +27,11 @@
 // with one write(2) per line:
 //
 //   wormhole-floor observe ADDRESS NAME...
-//     adds the two rules `wormhole observe NAME` adds (bucket interface and plain
+//     adds the two rules `wormholectl observe NAME` adds (bucket interface and plain
 //     interface, arg0='NAME'), writes "ready" to standard error, then prints
 //     {"name":"NAME","state":N} per Posted signal ("state":null when it carried none).
 //   wormhole-floor listen ADDRESS DIR PREFIX ID...
-//     observes the names PREFIX/ID (PREFIX is <group>/<directory>) like `wormhole listen`,
+//     observes the names PREFIX/ID (PREFIX is <group>/<directory>) like `wormholectl listen`,
 //     writes "ready", and per Posted signal reads DIR/ID.json whole and prints
 //     {"identifier":"ID","message":<the file, trailing white space stripped>}.
 //
@@ -334,7 +334,7 @@ static void bucket_interface(const char *name, char out[32]) {
     snprintf(out, 32, "%s.B%04X", plain_interface, (unsigned)(hash & 0xFFFFu));
 }
 
-// The two rules that observe one name, as `wormhole observe` adds them.
+// The two rules that observe one name, as `wormholectl observe` adds them.
 static void observe_name(DBusConnection *connection, const char *name) {
     char bucket[32];
     bucket_interface(name, bucket);

@@ -108,7 +108,7 @@ void test_journal(void) {
     char *out = capture("%s listen --journal --from start --group %s %s --count 6 --timeout 20 2>/dev/null | tr -d ' \\n'",
                         swift_tool(), GROUP, id);
     CHECK(out && strstr(out, "\"sequence\":1,\"message\":{\"n\":1}") && strstr(out, "\"sequence\":4,\"message\":[4]"),
-          "wormhole listen --journal: %s", out ? out : "(null)");
+          "wormholectl listen --journal: %s", out ? out : "(null)");
     free(out);
     out = capture("%s listen --journal --from start --group %s %s --count 6 --timeout 20 2>/dev/null | tr -d ' \\n'",
                   python_tool(), GROUP, id);
@@ -271,7 +271,7 @@ void test_transient(void) {
     char *line = child_line(&swift, 20000);
     CHECK(line && strstr(line, "[\"c\"]"), "the Swift tool heard: %s", line ? line : "(nothing)");
     free(line);
-    CHECK(child_wait(&swift) == 0, "wormhole listen failed");
+    CHECK(child_wait(&swift) == 0, "wormholectl listen failed");
     char *stored = NULL;
     CHECK_OK(wh_mailbox_read(mailbox, id, &stored, NULL, ERR));
     CHECK(stored && strcmp(stored, "\"stored\"") == 0, "stored: %s", stored ? stored : "(null)");

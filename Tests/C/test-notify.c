@@ -73,7 +73,7 @@ void test_post_and_observe(void) {
     CHECK(pump(context, &h.count, 2, 10000), "own post without state not heard");
 
     /* The Swift tool and the Python package post. */
-    CHECK(run("%s post '%s' --state 7", swift_tool(), name) == 0, "wormhole post failed");
+    CHECK(run("%s post '%s' --state 7", swift_tool(), name) == 0, "wormholectl post failed");
     CHECK(pump(context, &h.count, 3, 10000), "the Swift tool's post not heard");
     CHECK(h.has_state && h.state == 7 && !h.own, "Swift post: state %d %llu own %d", h.has_state,
           (unsigned long long)h.state, h.own);
@@ -93,7 +93,7 @@ void test_post_and_observe(void) {
     line = child_line(&python, 20000);
     CHECK(line && strstr(line, name) && strstr(line, "11"), "the Python package heard: %s", line ? line : "(nothing)");
     free(line);
-    CHECK(child_wait(&swift) == 0, "wormhole observe failed");
+    CHECK(child_wait(&swift) == 0, "wormholectl observe failed");
     CHECK(child_wait(&python) == 0, "wormhole-py observe failed");
     CHECK(pump(context, &h.count, 5, 10000), "own post not heard");
 
@@ -115,7 +115,7 @@ void test_prefix_state_and_tokens(void) {
     CHECK_OK(wh_check_token_new(context, name, &token, ERR));
     CHECK(wh_check_token_check(token) == 1, "the first check is not 1");
     CHECK(wh_check_token_check(token) == 0, "a check without a post is not 0");
-    CHECK(run("%s post '%s' --state 5", swift_tool(), name) == 0, "wormhole post failed");
+    CHECK(run("%s post '%s' --state 5", swift_tool(), name) == 0, "wormholectl post failed");
     CHECK(pump(context, &h.count, 1, 10000), "prefix observer did not hear the Swift tool");
     CHECK(strcmp(h.name, name) == 0, "prefix delivery named %s", h.name);
     CHECK(wh_check_token_check(token) == 1, "the token missed a post");

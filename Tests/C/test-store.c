@@ -52,12 +52,12 @@ void test_mailboxes(void) {
     CHECK(box.json && strcmp(box.json, json) == 0 && box.reason == WH_REASON_POSTED && box.has_sent_at,
           "own send: %s reason %d", box.json ? box.json : "(null)", (int)box.reason);
     char *read = capture("%s read --group %s %s", swift_tool(), GROUP, id);
-    CHECK(read && strcmp(read, json) == 0, "wormhole read: %s", read ? read : "(null)");
+    CHECK(read && strcmp(read, json) == 0, "wormholectl read: %s", read ? read : "(null)");
     free(read);
     read = capture("%s read --group %s %s", python_tool(), GROUP, id);
     CHECK(read && strstr(read, "\"n\""), "wormhole-py read: %s", read ? read : "(null)");
     free(read);
-    CHECK(run("%s send --group %s %s '{\"from\":\"swift\"}'", swift_tool(), GROUP, id) == 0, "wormhole send failed");
+    CHECK(run("%s send --group %s %s '{\"from\":\"swift\"}'", swift_tool(), GROUP, id) == 0, "wormholectl send failed");
     CHECK(pump(context, &box.count, 2, 10000), "the Swift tool's send not heard");
     CHECK(box.json && strstr(box.json, "swift"), "Swift send: %s", box.json ? box.json : "(null)");
     CHECK(run("%s send --group %s %s '{\"from\":\"python\"}'", python_tool(), GROUP, id) == 0, "wormhole-py send failed");
@@ -77,7 +77,7 @@ void test_mailboxes(void) {
     line = child_line(&python, 20000);
     CHECK(line && strstr(line, "[1"), "the Python package heard: %s", line ? line : "(nothing)");
     free(line);
-    CHECK(child_wait(&swift) == 0, "wormhole listen failed");
+    CHECK(child_wait(&swift) == 0, "wormholectl listen failed");
     CHECK(child_wait(&python) == 0, "wormhole-py listen failed");
     CHECK(pump(context, &box.count, 4, 10000), "own send not heard");
 
@@ -105,7 +105,7 @@ void test_mailboxes(void) {
     CHECK(pump(context, &all.count, 1, 10000), "stored message not delivered on start");
     CHECK(all.reason == WH_REASON_STORED, "stored delivery's reason %d", (int)all.reason);
     int before = all.count;
-    CHECK(run("%s send --group %s %s '\"any\"'", swift_tool(), GROUP, id) == 0, "wormhole send failed");
+    CHECK(run("%s send --group %s %s '\"any\"'", swift_tool(), GROUP, id) == 0, "wormholectl send failed");
     CHECK(pump(context, &all.count, before + 1, 10000), "listen_all did not hear the Swift tool");
     CHECK(strcmp(all.identifier, id) == 0, "listen_all heard %s", all.identifier);
     wh_subscription_free(subscription);
@@ -166,7 +166,7 @@ void test_defaults(void) {
     CHECK(value && strcmp(value, date) == 0 && length == strlen(date), "date read back as %s", value ? value : "(null)");
     wh_free(value);
     char *swift = capture("%s defaults read --group %s --suite %s volume", swift_tool(), GROUP, suite);
-    CHECK(swift && strcmp(swift, "1.5") == 0, "wormhole defaults read: %s", swift ? swift : "(null)");
+    CHECK(swift && strcmp(swift, "1.5") == 0, "wormholectl defaults read: %s", swift ? swift : "(null)");
     free(swift);
 
     /* Writes from the Swift tool and the Python package reach the observer and the reader. */

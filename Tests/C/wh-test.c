@@ -187,7 +187,7 @@ void on_handler_thread(void) {
 
 const char *swift_tool(void) {
     const char *tool = getenv("WH_TEST_SWIFT");
-    return tool ? tool : "wormhole";
+    return tool ? tool : "wormholectl";
 }
 
 const char *python_tool(void) {

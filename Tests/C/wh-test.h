@@ -59,7 +59,7 @@ int run(const char *format, ...);
 /* Runs a shell command and returns its standard output (malloc'd, trailing newline removed). */
 char *capture(const char *format, ...);
 
-/* A child that writes "ready" on standard error before its output (`wormhole listen`,
+/* A child that writes "ready" on standard error before its output (`wormholectl listen`,
  * `observe`): started with `sh -c`, its standard output readable through `out`. */
 typedef struct child {
     pid_t pid;

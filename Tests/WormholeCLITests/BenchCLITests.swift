@@ -5,11 +5,11 @@ import Wormhole
 import WormholeDBus
 import WormholeTestSupport
 
-/// `wormhole bench` (which runs `wormhole-bench`) and the C floor's command-line modes, run as
+/// `wormholectl bench` (which runs `wormhole-bench`) and the C floor's command-line modes, run as
 /// the built binaries against a private bus.
 /// The tests share the suite's bus: every bench measurement posts names of its own
 /// (`org.wormhole.bench.<random tag>.…`).
-@Suite("wormhole bench / wormhole-floor", .sharedBus)
+@Suite("wormholectl bench / wormhole-floor", .sharedBus)
 struct BenchCLITests {
     let bus: TestBus
     let runtime: NotifyCLITests.RuntimeDirectory
@@ -39,12 +39,12 @@ struct BenchCLITests {
     }
 
     @Test(
-        "`wormhole bench --suite cli` prints the CLI rows against the floor and a summary, and writes --json"
+        "`wormholectl bench --suite cli` prints the CLI rows against the floor and a summary, and writes --json"
     )
     func benchCLISuite() async throws {
         let json = runtime.path + "/bench.json"
         let child = try ChildProcess(
-            try productPath("wormhole"),
+            try productPath("wormholectl"),
             [
                 "bench", "--suite", "cli", "--round-trips", "40", "--rounds", "2", "--warmup", "5", "--json", json,
                 "--bus-address", bus.address.rawValue,
@@ -107,11 +107,11 @@ struct BenchCLITests {
         #expect(written.contains("| cli | ") && !written.contains("\nold\n"), "\(written)")
     }
 
-    @Test("`wormhole bench --suite defaults` with tiny counts prints every defaults row and exits 0")
+    @Test("`wormholectl bench --suite defaults` with tiny counts prints every defaults row and exits 0")
     func benchDefaultsSuite() async throws {
         let json = runtime.path + "/defaults.json"
         let child = try ChildProcess(
-            try productPath("wormhole"),
+            try productPath("wormholectl"),
             [
                 "bench", "--suite", "defaults", "--defaults-processes", "2", "--defaults-increments", "20",
                 "--defaults-keys", "10", "--defaults-kills", "3", "--defaults-round-trips", "20", "--rounds", "2",
@@ -146,11 +146,13 @@ struct BenchCLITests {
         #expect(rows.contains { $0["unit"] as? String == "sets/s" && $0["atLeast"] as? Bool == true })
     }
 
-    @Test("`wormhole bench --suite rate` with tiny counts prints the post-call rows against the floor, with their goal")
+    @Test(
+        "`wormholectl bench --suite rate` with tiny counts prints the post-call rows against the floor, with their goal"
+    )
     func benchRatePostCall() async throws {
         let json = runtime.path + "/rate.json"
         let child = try ChildProcess(
-            try productPath("wormhole"),
+            try productPath("wormholectl"),
             [
                 "bench", "--suite", "rate", "--posts", "200", "--rate-rounds", "1", "--round-trips", "40",
                 "--rounds", "2", "--warmup", "5", "--spacing-us", "50", "--json", json,
@@ -176,7 +178,7 @@ struct BenchCLITests {
 
     @Test("a missing wormhole-bench is a clear error naming its path")
     func missingBench() async throws {
-        // A hard link to `wormhole` in a directory without `wormhole-bench` next to it, beside the
+        // A hard link to `wormholectl` in a directory without `wormhole-bench` next to it, beside the
         // build products (same file system). A link, not a copy: a copy's write descriptor can be
         // inherited by a child another test forks meanwhile, and exec then fails with ETXTBSY.
         var template = Array(
@@ -184,20 +186,22 @@ struct BenchCLITests {
         let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!).map { String(cString: $0) } }
         guard let directory = made else { throw TestFailure("mkdtemp failed: errno \(errno)") }
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let linked = directory + "/wormhole"
-        guard link(try productPath("wormhole"), linked) == 0 else { throw TestFailure("link failed: errno \(errno)") }
+        let linked = directory + "/wormholectl"
+        guard link(try productPath("wormholectl"), linked) == 0 else {
+            throw TestFailure("link failed: errno \(errno)")
+        }
         let output = try run(linked, ["bench", "--suite", "cli"])
         #expect(output.status == 1)
         #expect(output.stderr.contains(directory + "/wormhole-bench"), "\(output.stderr)")
         #expect(output.stdout.isEmpty)
     }
 
-    @Test("`wormhole-floor observe` prints exactly the bytes `wormhole observe` prints for the same posts")
+    @Test("`wormhole-floor observe` prints exactly the bytes `wormholectl observe` prints for the same posts")
     func floorObserveMatchesCLI() async throws {
         // No '/': the tool's JSON encoder writes it as "\/" today; the floor does not escape it.
         let name = "com.example.it's \"quoted\" back\\slash\ttab\nline\u{1}\u{8}\u{c}\u{1f}\u{7f} ünï\u{2028}"
         let ours = try ChildProcess(
-            try productPath("wormhole"),
+            try productPath("wormholectl"),
             ["observe", "--count", "2", "--bus-address", bus.address.rawValue, "--", name],
             environment: environment)
         let floor = try ChildProcess(try productPath("wormhole-floor"), ["observe", bus.address.rawValue, name])
@@ -254,12 +258,13 @@ struct BenchCLITests {
     }
 
     @Test(
-        "SIGINT during `wormhole bench` stops its children and its private dbus-daemon and removes its temporary files")
+        "SIGINT during `wormholectl bench` stops its children and its private dbus-daemon and removes its temporary files"
+    )
     func interruptCleansUp() async throws {
         let temporary = try TemporaryDirectory("bench-tmp")
         // A private daemon (no --bus-address) and far more round trips than run before the signal.
         let child = try ChildProcess(
-            try productPath("wormhole"),
+            try productPath("wormholectl"),
             [
                 "bench", "--suite", "notify", "--other-names", "0", "--round-trips", "100000000", "--rounds", "2",
                 "--warmup", "0",
@@ -297,7 +302,7 @@ struct BenchCLITests {
         let output = runtime.path + "/out"
         try FileManager.default.createDirectory(atPath: output + "/percentiles", withIntermediateDirectories: true)
         let child = try ChildProcess(
-            try productPath("wormhole"),
+            try productPath("wormholectl"),
             [
                 "bench", "--suite", "message", "--message-sizes", "100", "--message-round-trips", "20", "--rounds", "2",
                 "--warmup", "2", "--csv", output + "/rows.csv", "--percentiles", output + "/percentiles", "--plot",
@@ -379,7 +384,7 @@ struct BenchCLITests {
             ),
         ] {
             let output = try await runInBackground(
-                try productPath("wormhole"), ["bench", "--suite", "message"] + arguments)
+                try productPath("wormholectl"), ["bench", "--suite", "message"] + arguments)
             #expect(output.status != 0)
             #expect(output.stderr.contains(expected), "\(output.stderr)")
             #expect(output.stdout.isEmpty)
@@ -398,7 +403,7 @@ struct BenchCLITests {
         let copy = try await runInBackground(
             "/bin/cp",
             [
-                try productPath("wormhole-bench"), try productPath("wormhole-floor"), try productPath("wormhole"),
+                try productPath("wormhole-bench"), try productPath("wormhole-floor"), try productPath("wormholectl"),
                 prefix.path + "/bin/",
             ])
         #expect(copy.status == 0, "\(copy.stderr)")

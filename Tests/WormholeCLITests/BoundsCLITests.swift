@@ -31,10 +31,10 @@ private final class BoundsWorld: Sendable {
         command + (group ? ["--group", Self.group] : []) + ["--bus-address", bus.address.rawValue]
     }
 
-    /// Runs `wormhole` to completion on a Dispatch thread.
+    /// Runs `wormholectl` to completion on a Dispatch thread.
     func wormhole(_ command: [String], group: Bool = true, extra: [String: String] = [:]) async throws -> ProcessOutput
     {
-        let executable = try productPath("wormhole")
+        let executable = try productPath("wormholectl")
         let arguments = arguments(command, group: group)
         let environment = environment.merging(extra) { _, new in new }
         return try await withCheckedThrowingContinuation { continuation in
@@ -45,7 +45,7 @@ private final class BoundsWorld: Sendable {
     }
 
     func start(_ command: [String], group: Bool = true) throws -> ChildProcess {
-        try ChildProcess(try productPath("wormhole"), arguments(command, group: group), environment: environment)
+        try ChildProcess(try productPath("wormholectl"), arguments(command, group: group), environment: environment)
     }
 }
 
@@ -89,7 +89,7 @@ struct BoundsCLITests {
     func silentBus() async throws {
         let world = try BoundsWorld()
         let silent = try SilentSocket()
-        let executable = try productPath("wormhole")
+        let executable = try productPath("wormholectl")
         let environment = world.environment
         func wormhole(_ arguments: [String]) async throws -> ProcessOutput {
             try await withCheckedThrowingContinuation { continuation in

@@ -1,4 +1,4 @@
-// What the `wormhole` tool says about itself and about mistakes: --version, unknown commands,
+// What the `wormholectl` tool says about itself and about mistakes: --version, unknown commands,
 // ArgumentParser's suggestions and usage, --state and --rounds errors, log settings, `list`, and
 // `read` of something that is not there.
 
@@ -10,7 +10,7 @@ import Wormhole
 import WormholeDBus
 import WormholeTestSupport
 
-@Suite("wormhole --version, list, errors and log settings", .tags(.contractCLI))
+@Suite("wormholectl --version, list, errors and log settings", .tags(.contractCLI))
 struct CommandLineTests {
     static let group = "group.com.example.cli"
     /// No bus: `send` stores and exits 0 with a warning, and the other commands tested here fail
@@ -29,7 +29,7 @@ struct CommandLineTests {
     func wormhole(_ arguments: [String], environment extra: [String: String] = [:], input: String? = nil) async throws
         -> ProcessOutput
     {
-        let executable = try productPath("wormhole")
+        let executable = try productPath("wormholectl")
         let environment = environment.merging(extra) { $1 }
         return try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
@@ -50,12 +50,12 @@ struct CommandLineTests {
     // MARK: Version and commands
 
     @Test(
-        "--version prints the one version constant, for wormhole and wormhole bench",
+        "--version prints the one version constant, for wormhole and wormholectl bench",
         .swiftToolOnly("the version line is the Swift package's, and bench is in the Swift tool only"))
     func version() async throws {
         let tool = try await wormhole(["--version"])
         #expect(tool.status == 0)
-        #expect(tool.stdout == "wormhole \(WormholeVersion.description)\n")
+        #expect(tool.stdout == "wormholectl \(WormholeVersion.description)\n")
         let bench = try await wormhole(["bench", "--version"])
         #expect(bench.status == 0, "\(bench.stderr)")
         #expect(bench.stdout == "wormhole-bench \(WormholeVersion.description)\n")
@@ -64,9 +64,9 @@ struct CommandLineTests {
     @Test(
         "an unknown command is an error with exit 64 and the nearest command, also after `help`",
         arguments: [
-            (["sned"], "'wormhole' has no command 'sned'. Did you mean 'send'?"),
-            (["help", "sned"], "'wormhole' has no command 'sned'. Did you mean 'send'?"),
-            (["help", "defaults", "wrte"], "'wormhole defaults' has no command 'wrte'. Did you mean 'write'?"),
+            (["sned"], "' has no command 'sned'. Did you mean 'send'?"),
+            (["help", "sned"], "' has no command 'sned'. Did you mean 'send'?"),
+            (["help", "defaults", "wrte"], "defaults' has no command 'wrte'. Did you mean 'write'?"),
             (["defaults", "wrte"], "Did you mean 'write'?"),
         ])
     func unknownCommand(arguments: [String], expected: String) async throws {
@@ -94,8 +94,8 @@ struct CommandLineTests {
         #expect(output.status == 64)
         let lines = Self.lines(output.stderr)
         #expect(lines.first == "wormhole: Unknown option '--cont'. Did you mean '--count'?", "\(output.stderr)")
-        #expect(lines.contains { $0.hasPrefix("Usage: wormhole observe") }, "\(output.stderr)")
-        #expect(lines.contains { $0.contains("See 'wormhole observe --help'") }, "\(output.stderr)")
+        #expect(lines.contains { $0.hasPrefix("Usage: wormholectl observe") }, "\(output.stderr)")
+        #expect(lines.contains { $0.contains("See 'wormholectl observe --help'") }, "\(output.stderr)")
     }
 
     @Test(
@@ -132,11 +132,12 @@ struct CommandLineTests {
             output.stdout.contains("list") && output.stdout.contains("observe") && output.stdout.contains("log-level"))
         if shell == "bash" {
             let script = try TemporaryDirectory("completion")
-            try output.stdout.write(toFile: script.path + "/wormhole.bash", atomically: true, encoding: .utf8)
+            try output.stdout.write(toFile: script.path + "/wormholectl.bash", atomically: true, encoding: .utf8)
             let sourced = try run(
-                "/usr/bin/env", ["bash", "-c", "source \"$0\" && complete -p wormhole", script.path + "/wormhole.bash"])
+                "/usr/bin/env",
+                ["bash", "-c", "source \"$0\" && complete -p wormholectl", script.path + "/wormholectl.bash"])
             #expect(sourced.status == 0, "\(sourced.stderr)")
-            #expect(sourced.stdout.contains("-F _wormhole wormhole"), "\(sourced.stdout)")
+            #expect(sourced.stdout.contains("-F _wormholectl wormholectl"), "\(sourced.stdout)")
         }
     }
 
@@ -150,7 +151,7 @@ struct CommandLineTests {
         let bus = try TestBus()
         for (variable, option) in [("DeBuG", [String]()), ("Loud", ["--log-level", "DEBUG"]), ("loud", [])] {
             let child = try ChildProcess(
-                try productPath("wormhole"),
+                try productPath("wormholectl"),
                 ["observe", name, "--count", "1", "--bus-address", bus.address.rawValue] + option,
                 environment: environment.merging(["WORMHOLE_LOG": variable]) { $1 })
             _ = try await within("ready") { await child.stderrLines.firstLine { $0 == "ready" } }
@@ -248,7 +249,7 @@ struct CommandLineTests {
         #expect(typo.stderr.contains("did you mean 'clipboard'?"), "\(typo.stderr)")
 
         let far = try await wormhole(["read", "--group", Self.group, "unrelated"])
-        #expect(far.stderr.contains("1 identifier is stored: wormhole list --group \(Self.group)"), "\(far.stderr)")
+        #expect(far.stderr.contains("1 identifier is stored: wormholectl list --group \(Self.group)"), "\(far.stderr)")
 
         let group = try await wormhole(["read", "--group", "group.other", "clipboard"])
         #expect(group.status == 1)

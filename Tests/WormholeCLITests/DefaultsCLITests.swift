@@ -1,4 +1,4 @@
-// `wormhole defaults read|write|delete|observe` as scripts use them (contract §5), run as child
+// `wormholectl defaults read|write|delete|observe` as scripts use them (contract §5), run as child
 // processes against a private bus with a fresh container root and runtime directory.
 
 import Dispatch
@@ -39,9 +39,9 @@ private final class DefaultsCLIWorld: Sendable {
         ["defaults"] + rest + ["--group", group, "--bus-address", bus.address.rawValue]
     }
 
-    /// Runs `wormhole defaults …` to completion on a Dispatch thread.
+    /// Runs `wormholectl defaults …` to completion on a Dispatch thread.
     func run(_ rest: [String], input: String? = nil) async throws -> ProcessOutput {
-        let executable = try productPath("wormhole")
+        let executable = try productPath("wormholectl")
         let arguments = arguments(rest)
         let environment = environment
         return try await withCheckedThrowingContinuation { continuation in
@@ -54,11 +54,11 @@ private final class DefaultsCLIWorld: Sendable {
         }
     }
 
-    /// Starts `wormhole defaults observe …` and returns once it wrote `ready`.
+    /// Starts `wormholectl defaults observe …` and returns once it wrote `ready`.
     func observe(_ rest: [String]) async throws -> ChildProcess {
         let child = try ChildProcess(
-            try productPath("wormhole"), arguments(["observe"] + rest), environment: environment)
-        let first = try await next(1, from: child.stderrLines, "ready from wormhole defaults observe")
+            try productPath("wormholectl"), arguments(["observe"] + rest), environment: environment)
+        let first = try await next(1, from: child.stderrLines, "ready from wormholectl defaults observe")
         guard first == ["ready"] else { throw TestFailure("observe wrote \(first) before 'ready'") }
         return child
     }
@@ -80,7 +80,7 @@ private final class DefaultsCLIWorld: Sendable {
     /// 8 × 200, is in Tests/faults.sh damage).
     @Test func concurrentIncrementsLoseNothing() async throws {
         let world = try DefaultsCLIWorld()
-        let executable = try productPath("wormhole")
+        let executable = try productPath("wormholectl")
         let arguments = world.arguments(["increment", "counter"])
         let environment = world.environment
         let failures = await withCheckedContinuation { (continuation: CheckedContinuation<Int, Never>) in
@@ -202,7 +202,7 @@ private final class DefaultsCLIWorld: Sendable {
                 output.stderr.split(separator: "\n").count == 1 && output.stderr.contains(named), "\(output.stderr)")
         }
         let badGroup = try WormholeTestSupport.run(
-            try productPath("wormhole"), ["defaults", "read", "--group", "no/slash"], environment: world.environment)
+            try productPath("wormholectl"), ["defaults", "read", "--group", "no/slash"], environment: world.environment)
         #expect(badGroup.status == 64 && badGroup.stderr.contains("'no/slash'"))
         #expect(FileManager.default.contents(atPath: world.suitePath) == before)
     }

@@ -1,4 +1,4 @@
-// `wormhole doctor` and `wormhole monitor`, run as child processes against private buses (and
+// `wormholectl doctor` and `wormholectl monitor`, run as child processes against private buses (and
 // one bus whose policy denies the daemon's statistics), each test with a fresh container root.
 
 import Dispatch
@@ -36,11 +36,11 @@ private final class DoctorWorld: Sendable {
     var container: String { "\(root.path)/\(group)" }
     var directory: String { "\(container)/wormhole" }
 
-    /// Runs `wormhole ARGUMENTS` to completion (on a Dispatch thread).
+    /// Runs `wormholectl ARGUMENTS` to completion (on a Dispatch thread).
     func wormhole(_ arguments: [String], environment extra: [String: String] = [:]) async throws -> ProcessOutput {
-        let executable = try productPath("wormhole")
+        let executable = try productPath("wormholectl")
         let environment = self.environment.merging(extra) { $1 }
-        return try await within("wormhole \(arguments.first ?? "") to exit") {
+        return try await within("wormholectl \(arguments.first ?? "") to exit") {
             try await withCheckedThrowingContinuation { continuation in
                 DispatchQueue.global().async {
                     continuation.resume(with: Result { try run(executable, arguments, environment: environment) })
@@ -49,7 +49,7 @@ private final class DoctorWorld: Sendable {
         }
     }
 
-    /// `wormhole doctor --json --bus-address A --group G IDS…`, parsed.
+    /// `wormholectl doctor --json --bus-address A --group G IDS…`, parsed.
     func doctor(_ identifiers: [String] = [], address: String? = nil, environment: [String: String] = [:]) async throws
         -> DoctorOutput
     {
@@ -65,19 +65,19 @@ private final class DoctorWorld: Sendable {
         let output = try await wormhole([
             "send", "--group", group, "--bus-address", bus.address.rawValue, identifier, json,
         ])
-        if output.status != 0 { throw TestFailure("wormhole send failed: \(output.stderr)") }
+        if output.status != 0 { throw TestFailure("wormholectl send failed: \(output.stderr)") }
     }
 
-    /// Starts a `wormhole` command that announces `ready` and returns once it has.
+    /// Starts a `wormholectl` command that announces `ready` and returns once it has.
     func startReady(_ arguments: [String]) async throws -> ChildProcess {
-        let child = try ChildProcess(try productPath("wormhole"), arguments, environment: environment)
-        let first = try await next(1, from: child.stderrLines, "ready from wormhole \(arguments[0])")
-        guard first == ["ready"] else { throw TestFailure("wormhole \(arguments[0]) wrote \(first) before 'ready'") }
+        let child = try ChildProcess(try productPath("wormholectl"), arguments, environment: environment)
+        let first = try await next(1, from: child.stderrLines, "ready from wormholectl \(arguments[0])")
+        guard first == ["ready"] else { throw TestFailure("wormholectl \(arguments[0]) wrote \(first) before 'ready'") }
         return child
     }
 }
 
-/// What `wormhole doctor --json` printed, and how it exited.
+/// What `wormholectl doctor --json` printed, and how it exited.
 private struct DoctorOutput {
     struct Check: Decodable {
         var check: String
@@ -114,7 +114,7 @@ private struct DoctorOutput {
 
 /// The tests share the suite's bus, each in a group of its own; those that stop the bus, need
 /// another policy or watch every post on the bus have a bus of their own.
-@Suite("wormhole doctor and monitor", .sharedBus)
+@Suite("wormholectl doctor and monitor", .sharedBus)
 struct DoctorCLITests {
     @Test("no bus address: the first check fails with the fix, the bus checks are skipped")
     func noBus() async throws {
@@ -242,7 +242,7 @@ struct DoctorCLITests {
         #expect(stored.detail.contains("broken"))
         #expect(stored.items.contains { $0.hasPrefix("broken") && $0.contains("at byte") })
         #expect(stored.items.contains { $0.hasPrefix("good") && $0.contains("7 B") })
-        #expect(stored.fix?.contains("wormhole send") == true)
+        #expect(stored.fix?.contains("wormholectl send") == true)
     }
 
     @Test(
@@ -389,7 +389,7 @@ struct DoctorCLITests {
         let listeners = try #require(output["listeners"])
         #expect(listeners.status == "unknown")
         #expect(listeners.detail.contains("does not allow"))
-        #expect(listeners.fix?.contains("wormhole monitor") == true)
+        #expect(listeners.fix?.contains("wormholectl monitor") == true)
         #expect(output.status == 0, "\(output.statuses)")
     }
 

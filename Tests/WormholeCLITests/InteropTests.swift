@@ -1,7 +1,7 @@
 // The interop recipes of docs/interop.md, each run against a private bus: Python (the package in
 // Python/, `python3 -m wormhole_py`, and a bare dbus-python send), the shell tools (dbus-send,
 // gdbus emit, busctl emit) and the monitors (dbus-monitor, busctl monitor), talking to the real
-// `wormhole` binary. A recipe whose tool or Python module is missing here is skipped, saying what
+// `wormholectl` binary. A recipe whose tool or Python module is missing here is skipped, saying what
 // to install.
 
 import Dispatch
@@ -39,7 +39,8 @@ enum Interop {
 /// The recipes use the README's fixed names, and the monitors show every post on the bus: the
 /// tests share the suite's bus one at a time.
 @Suite(
-    "interop recipes (README): Python, shell tools and monitors against the wormhole binary", .sharedBus, .serialized)
+    "interop recipes (README): Python, shell tools and monitors against the wormholectl binary", .sharedBus, .serialized
+)
 struct InteropTests {
     let bus: TestBus
     let runtime: TemporaryDirectory
@@ -58,7 +59,7 @@ struct InteropTests {
     }
 
     func wormhole(_ arguments: [String]) throws -> ChildProcess {
-        try start(try productPath("wormhole"), arguments)
+        try start(try productPath("wormholectl"), arguments)
     }
 
     /// Waits for the line on standard error that says the child listens (`ready`, or the given one).
@@ -105,14 +106,14 @@ struct InteropTests {
     }
 
     @Test(
-        "the Python package's observer gets wormhole post and dbus-send; its post reaches wormhole observe with its state",
+        "the Python package's observer gets wormholectl post and dbus-send; its post reaches wormholectl observe with its state",
         .enabled(
             if: Interop.hasPackage,
             "GLib's Python bindings are not importable by /usr/bin/python3 (Debian: apt install python3-gi)"))
     func pythonPackageBothWays() async throws {
         let observer = try python(["observe", "com.example.py", "--count", "2"])
         try await ready(observer)
-        try await succeed(try productPath("wormhole"), ["post", "com.example.py", "--state", "5"])
+        try await succeed(try productPath("wormholectl"), ["post", "com.example.py", "--state", "5"])
         try await shell(
             "dbus-send --session --type=signal /org/wormhole/Notify1 org.wormhole.Notify1.Posted string:com.example.py")
         let output = try await finish(observer)
@@ -130,7 +131,7 @@ struct InteropTests {
     }
 
     @Test(
-        "dbus-python: a plain Python int goes as int32, which wormhole observe accepts as the state",
+        "dbus-python: a plain Python int goes as int32, which wormholectl observe accepts as the state",
         .enabled(
             if: Interop.hasDBusPython,
             "dbus-python is not importable by /usr/bin/python3 (Debian: apt install python3-dbus python3-gi)"))
@@ -151,7 +152,7 @@ struct InteropTests {
 
     // MARK: Shell
 
-    @Test("dbus-send on the plain interface and on the bucket reaches wormhole observe")
+    @Test("dbus-send on the plain interface and on the bucket reaches wormholectl observe")
     func dbusSendRecipe() async throws {
         let observer = try wormhole(["observe", "com.example.sh", "--count", "2"])
         try await ready(observer)
@@ -167,7 +168,7 @@ struct InteropTests {
     }
 
     @Test(
-        "gdbus emit reaches wormhole observe",
+        "gdbus emit reaches wormholectl observe",
         .enabled(if: Interop.hasTool("gdbus"), "gdbus is not installed (Debian: libglib2.0-bin)"))
     func gdbusEmitRecipe() async throws {
         let observer = try wormhole(["observe", "com.example.sh", "--count", "1"])
@@ -180,7 +181,7 @@ struct InteropTests {
     }
 
     @Test(
-        "busctl emit (--user, and --address= for a private bus) reaches wormhole observe",
+        "busctl emit (--user, and --address= for a private bus) reaches wormholectl observe",
         .enabled(if: Interop.hasTool("busctl"), "busctl is not installed (Debian: systemd)"))
     func busctlEmitRecipe() async throws {
         let observer = try wormhole(["observe", "com.example.sh", "--count", "2"])
@@ -197,7 +198,7 @@ struct InteropTests {
 
     // MARK: Monitors
 
-    @Test("dbus-monitor with the recipe's filter shows a post of wormhole post")
+    @Test("dbus-monitor with the recipe's filter shows a post of wormholectl post")
     func dbusMonitorRecipe() async throws {
         let monitor = try start(
             "/usr/bin/env",
@@ -207,7 +208,7 @@ struct InteropTests {
             await monitor.stdoutLines.firstLine { $0.contains("member=NameLost") }
         }
         #expect(becameMonitor != nil, "\(monitor.outputSoFar)")
-        try await succeed(try productPath("wormhole"), ["post", "com.example.mon", "--state", "6"])
+        try await succeed(try productPath("wormholectl"), ["post", "com.example.mon", "--state", "6"])
         let seen = try await within("the post in dbus-monitor's output") {
             var lines: [String] = []
             for await line in monitor.stdoutLines {
@@ -226,14 +227,14 @@ struct InteropTests {
     }
 
     @Test(
-        "busctl monitor with the recipe's match shows a post of wormhole post",
+        "busctl monitor with the recipe's match shows a post of wormholectl post",
         .enabled(if: Interop.hasTool("busctl"), "busctl is not installed (Debian: systemd)"))
     func busctlMonitorRecipe() async throws {
         let monitor = try start(
             "/usr/bin/env",
             ["busctl", "--user", "monitor", "--match", "type='signal',path='/org/wormhole/Notify1',member='Posted'"])
         try await ready(monitor, "Monitoring bus message stream.")
-        try await succeed(try productPath("wormhole"), ["post", "com.example.mon", "--state", "8"])
+        try await succeed(try productPath("wormholectl"), ["post", "com.example.mon", "--state", "8"])
         let seen = try await within("the post in busctl's output") {
             var lines: [String] = []
             for await line in monitor.stdoutLines {

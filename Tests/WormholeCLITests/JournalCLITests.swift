@@ -1,4 +1,4 @@
-// `wormhole send --journal`, `listen --journal` and `journal stat|trim` as scripts use them
+// `wormholectl send --journal`, `listen --journal` and `journal stat|trim` as scripts use them
 // (contract §6), run as child processes against a private bus with a fresh container root.
 
 import Dispatch
@@ -30,17 +30,17 @@ private final class JournalCLIWorld: Sendable {
         command + ["--group", group, "--bus-address", bus.address.rawValue] + rest
     }
 
-    /// Runs `wormhole` to completion on a Dispatch thread.
+    /// Runs `wormholectl` to completion on a Dispatch thread.
     func wormhole(_ command: String..., rest: [String], input: String? = nil) async throws -> ProcessOutput {
         try await wormhole(command, rest: rest, input: input)
     }
 
-    /// Runs `wormhole` to completion on a Dispatch thread (never blocking Swift's cooperative pool).
+    /// Runs `wormholectl` to completion on a Dispatch thread (never blocking Swift's cooperative pool).
     func wormhole(_ command: [String], rest: [String], input: String? = nil) async throws -> ProcessOutput {
-        let executable = try productPath("wormhole")
+        let executable = try productPath("wormholectl")
         let arguments = arguments(command, rest)
         let environment = environment
-        return try await within("wormhole \(command.joined(separator: " "))") {
+        return try await within("wormholectl \(command.joined(separator: " "))") {
             try await withCheckedThrowingContinuation { continuation in
                 DispatchQueue.global().async {
                     continuation.resume(
@@ -50,12 +50,12 @@ private final class JournalCLIWorld: Sendable {
         }
     }
 
-    /// Starts `wormhole listen --journal …` and returns once it has written `ready`.
+    /// Starts `wormholectl listen --journal …` and returns once it has written `ready`.
     func listen(_ rest: [String]) async throws -> ChildProcess {
         let child = try ChildProcess(
-            try productPath("wormhole"), arguments(["listen", "--journal"], rest), environment: environment)
-        let first = try await next(1, from: child.stderrLines, "ready from wormhole listen --journal")
-        guard first == ["ready"] else { throw TestFailure("wormhole listen wrote \(first) before 'ready'") }
+            try productPath("wormholectl"), arguments(["listen", "--journal"], rest), environment: environment)
+        let first = try await next(1, from: child.stderrLines, "ready from wormholectl listen --journal")
+        guard first == ["ready"] else { throw TestFailure("wormholectl listen wrote \(first) before 'ready'") }
         return child
     }
 
@@ -83,7 +83,7 @@ private final class JournalCLIWorld: Sendable {
 }
 
 /// The tests share the suite's bus, each in a group of its own.
-@Suite("wormhole send/listen --journal, journal stat/trim", .sharedBus)
+@Suite("wormholectl send/listen --journal, journal stat/trim", .sharedBus)
 struct JournalCLITests {
     private let world: JournalCLIWorld
     init() throws { world = try JournalCLIWorld() }

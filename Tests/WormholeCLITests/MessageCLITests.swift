@@ -1,4 +1,4 @@
-// The `wormhole send|read|listen|clear` commands as scripts use them (contract §4), run as child
+// The `wormholectl send|read|listen|clear` commands as scripts use them (contract §4), run as child
 // processes against a private bus, each with a fresh container root (WORMHOLE_CONTAINER_ROOT) and a
 // fresh XDG_RUNTIME_DIR, and talking to wormholes in this process.
 
@@ -50,9 +50,9 @@ final class CLIWorld: Sendable {
         [command, "--group", group ?? self.group, "--bus-address", bus.address.rawValue] + rest
     }
 
-    /// Runs `wormhole` to completion (on a Dispatch thread, never blocking the cooperative pool).
+    /// Runs `wormholectl` to completion (on a Dispatch thread, never blocking the cooperative pool).
     func wormhole(_ command: String, _ rest: [String], input: String? = nil) async throws -> ProcessOutput {
-        let executable = try productPath("wormhole")
+        let executable = try productPath("wormholectl")
         let arguments = arguments(command, rest)
         let environment = environment
         return try await withCheckedThrowingContinuation { continuation in
@@ -63,14 +63,15 @@ final class CLIWorld: Sendable {
         }
     }
 
-    /// Starts `wormhole listen …` and returns once it has written `ready` (its first stderr line).
+    /// Starts `wormholectl listen …` and returns once it has written `ready` (its first stderr line).
     /// The tests give the child `--timeout 120` as a last guard only: on a loaded 2-core machine the
     /// whole suite was seen to leave this process unscheduled for over 60 s between the child's
     /// `ready` and the test's post, so a tighter child timeout fails the test for nothing.
     func listen(_ rest: [String]) async throws -> ChildProcess {
-        let child = try ChildProcess(try productPath("wormhole"), arguments("listen", rest), environment: environment)
-        let first = try await CLIWait.next(1, from: child.stderrLines, "ready from wormhole listen")
-        guard first == ["ready"] else { throw TestFailure("wormhole listen wrote \(first) before 'ready'") }
+        let child = try ChildProcess(
+            try productPath("wormholectl"), arguments("listen", rest), environment: environment)
+        let first = try await CLIWait.next(1, from: child.stderrLines, "ready from wormholectl listen")
+        guard first == ["ready"] else { throw TestFailure("wormholectl listen wrote \(first) before 'ready'") }
         return child
     }
 
@@ -203,12 +204,12 @@ struct ListenLine: Equatable, CustomStringConvertible {
 
 /// The tests share the suite's bus, each in a group of its own; those that kill the bus have a
 /// bus of their own.
-@Suite("wormhole send/read/listen/clear across processes", .sharedBus, .tags(.contractCLI))
+@Suite("wormholectl send/read/listen/clear across processes", .sharedBus, .tags(.contractCLI))
 struct MessageCLITests {
     private let world: CLIWorld
     init() throws { world = try CLIWorld() }
 
-    @Test("wormhole send (argument, then standard input) reaches a listener in this process")
+    @Test("wormholectl send (argument, then standard input) reaches a listener in this process")
     func sendToListener() async throws {
         let receiver = try world.inProcess()
         let (deliveries, continuation) = AsyncStream<MessageDelivery<CLINote>>.makeStream()
@@ -237,7 +238,7 @@ struct MessageCLITests {
             read.stdout == "{\n  \"text\": \"piped / é\"\n}\n", "the document as sent, without the surrounding blank")
     }
 
-    @Test("passMessage here makes wormhole listen print the exact JSON line")
+    @Test("passMessage here makes wormholectl listen print the exact JSON line")
     func passMessageToListenChild() async throws {
         let child = try await world.listen(["clip", "--count", "2", "--timeout", "120"])
         let sender = try world.inProcess()
@@ -257,7 +258,7 @@ struct MessageCLITests {
         #expect(output.stderr == "ready\n")
     }
 
-    @Test("wormhole listen --stored prints the stored message first, then what is posted")
+    @Test("wormholectl listen --stored prints the stored message first, then what is posted")
     func listenStored() async throws {
         let sender = try world.inProcess()
         try sender.passMessage(CLICounter(n: 1), identifier: "kept")
@@ -274,7 +275,7 @@ struct MessageCLITests {
                 + #"{"identifier":"kept","message":{"n":2},"reason":"posted","sentAt":\#(sent.sentAt)}"# + "\n")
     }
 
-    @Test("a hand-written file and a dbus-send trigger reach wormhole listen")
+    @Test("a hand-written file and a dbus-send trigger reach wormholectl listen")
     func handWritten() async throws {
         let child = try await world.listen(["clip", "--count", "1", "--timeout", "120"])
         try world.writeRawMessage("{ \"n\" : 5,\n  \"s\": \"x y\" }\n", identifier: "clip")
@@ -288,7 +289,7 @@ struct MessageCLITests {
         #expect(output.stderr == "ready\n")
     }
 
-    @Test("after 1,000 rapid sends from another process wormhole listen prints 999 last, never going backwards")
+    @Test("after 1,000 rapid sends from another process wormholectl listen prints 999 last, never going backwards")
     func burstToListenChild() async throws {
         let child = try await world.listen(["--all"])
         let peer = try await withCheckedThrowingContinuation { continuation in
@@ -318,7 +319,7 @@ struct MessageCLITests {
     }
 
     @Test(
-        "a corrupt file is one stderr line; wormhole listen goes on; a clear and an emptied mailbox are 'cleared' lines",
+        "a corrupt file is one stderr line; wormholectl listen goes on; a clear and an emptied mailbox are 'cleared' lines",
         .swiftToolOnly("wormhole-py's lines for a corrupt file and an emptied mailbox differ (follow-up)")
     )
     func corruptFile() async throws {
@@ -430,7 +431,7 @@ struct MessageCLITests {
         _ = try await CLIWait.wait(child)
     }
 
-    @Test("wormhole read prints a stored document that ends in a newline as one line, not two")
+    @Test("wormholectl read prints a stored document that ends in a newline as one line, not two")
     func readTrailingNewline() async throws {
         try world.writeRawMessage("{\"n\":1}\n", identifier: "nl")
         let read = try await world.wormhole("read", ["nl"])
@@ -438,7 +439,7 @@ struct MessageCLITests {
         #expect(read.stdout == "{\"n\":1}\n")
     }
 
-    @Test("wormhole read refuses a stored file that is not JSON, naming the identifier")
+    @Test("wormholectl read refuses a stored file that is not JSON, naming the identifier")
     func readCorrupt() async throws {
         try world.writeRawMessage(#"{"n": "#, identifier: "doc")
         let read = try await world.wormhole("read", ["doc"])
@@ -506,7 +507,7 @@ struct MessageCLITests {
             ("listen", common + [identifier, "--count", "1", "--timeout", "10"]),
             ("clear", common + [identifier]),
         ]
-        let executable = try productPath("wormhole")
+        let executable = try productPath("wormholectl")
         let environment = world.environment
         let address = world.bus.address.rawValue
         let outputs = try await withThrowingTaskGroup(of: (String, ProcessOutput).self) { tasks in

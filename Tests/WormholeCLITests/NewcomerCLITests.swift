@@ -1,5 +1,5 @@
 // What a newcomer trips on first, run as child processes: a JSON argument that is a bare word,
-// and `wormhole doctor` telling a monitor (which sees every post) from a listener.
+// and `wormholectl doctor` telling a monitor (which sees every post) from a listener.
 
 import Dispatch
 import Foundation
@@ -12,10 +12,10 @@ import WormholeTestSupport
 struct NewcomerCLITests {
     static let group = "group.com.example.newcomer"
 
-    /// Runs `wormhole ARGUMENTS` to completion on a Dispatch thread, with `root` as container root.
+    /// Runs `wormholectl ARGUMENTS` to completion on a Dispatch thread, with `root` as container root.
     private func wormhole(_ arguments: [String], root: TemporaryDirectory) async throws -> ProcessOutput {
-        let executable = try productPath("wormhole")
-        return try await within("wormhole \(arguments.first ?? "") to exit") {
+        let executable = try productPath("wormholectl")
+        return try await within("wormholectl \(arguments.first ?? "") to exit") {
             try await withCheckedThrowingContinuation { continuation in
                 DispatchQueue.global().async {
                     continuation.resume(
@@ -70,10 +70,10 @@ struct NewcomerCLITests {
         let environment = ["WORMHOLE_CONTAINER_ROOT": root.path]
         func startReady(_ arguments: [String]) async throws -> ChildProcess {
             let child = try ChildProcess(
-                try productPath("wormhole"), arguments + ["--bus-address", address], environment: environment)
-            let first = try await next(1, from: child.stderrLines, "ready from wormhole \(arguments[0])")
+                try productPath("wormholectl"), arguments + ["--bus-address", address], environment: environment)
+            let first = try await next(1, from: child.stderrLines, "ready from wormholectl \(arguments[0])")
             guard first == ["ready"] else {
-                throw TestFailure("wormhole \(arguments[0]) wrote \(first) before 'ready'")
+                throw TestFailure("wormholectl \(arguments[0]) wrote \(first) before 'ready'")
             }
             return child
         }

@@ -6,12 +6,12 @@ import Wormhole
 import WormholeDBus
 import WormholeTestSupport
 
-/// `wormhole post` and `wormhole observe`, run as the built binary against a private bus.
+/// `wormholectl post` and `wormholectl observe`, run as the built binary against a private bus.
 /// Every child gets its own `XDG_RUNTIME_DIR` (a fresh 0700 directory), so no two tests share
 /// a notification table and none touches the user's.
 /// The tests share the suite's bus, each observing names no other test posts; those that kill
 /// the bus or observe every post on it have a bus of their own (``ownBus()``).
-@Suite("wormhole post / observe", .sharedBus, .tags(.contractCLI))
+@Suite("wormholectl post / observe", .sharedBus, .tags(.contractCLI))
 struct NotifyCLITests {
     let bus: TestBus
     let runtime: RuntimeDirectory
@@ -47,7 +47,7 @@ struct NotifyCLITests {
     var environment: [String: String] { ["XDG_RUNTIME_DIR": runtime.path] }
 
     func wormhole(_ arguments: [String]) throws -> ChildProcess {
-        try ChildProcess(try productPath("wormhole"), arguments, environment: environment)
+        try ChildProcess(try productPath("wormholectl"), arguments, environment: environment)
     }
 
     /// A poster in this process, with its table in the children's runtime directory.
@@ -155,7 +155,7 @@ struct NotifyCLITests {
     // MARK: Tests
 
     @Test(
-        "a post made here reaches `wormhole observe` in another process",
+        "a post made here reaches `wormholectl observe` in another process",
         arguments: [
             // Not the dbus-send test's name: the tests share the bus.
             ("com.example.app.reload", UInt64(42)), ("group.com.example.lines/wormhole/clip", UInt64.max),
@@ -262,7 +262,7 @@ struct NotifyCLITests {
         let script = #"exec "$0" "$1" $'a\xffb' --bus-address "$2""#
         let output = await finish(
             try ChildProcess(
-                "/usr/bin/env", ["bash", "-c", script, try productPath("wormhole"), command, bus.address.rawValue],
+                "/usr/bin/env", ["bash", "-c", script, try productPath("wormholectl"), command, bus.address.rawValue],
                 environment: environment))
         Self.expectOneLineFailure(output, status: 64, naming: "not valid UTF-8")
         #expect(output.stderr.contains("61 ff 62"), "the bad bytes are shown: \(output.stderr)")
@@ -342,7 +342,7 @@ struct NotifyCLITests {
     func closedPipe() async throws {
         // The reader closes its end of the pipe and says so on standard error; observe's next
         // line then meets EPIPE. bash reports observe's exit status once the pipeline is done.
-        let executable = try productPath("wormhole")
+        let executable = try productPath("wormholectl")
         let script =
             "\"$0\" observe pipe/a --bus-address \"$1\" | (exec 0<&-; echo closed >&2); "
             + "echo \"observe exited ${PIPESTATUS[0]}\""
@@ -451,7 +451,7 @@ struct NotifyCLITests {
             ("int16:-7", nil), ("string:5", nil), ("double:5", nil), ("boolean:true", nil),
         ]
         let child = try ChildProcess(
-            try productPath("wormhole"), ["observe", name, "--count", "\(cases.count)"] + busArguments,
+            try productPath("wormholectl"), ["observe", name, "--count", "\(cases.count)"] + busArguments,
             environment: environment.merging(["WORMHOLE_LOG": "debug"]) { $1 })
         _ = try await Self.within("ready") { await child.stderrLines.firstLine { $0 == "ready" } }
         // Sent one after another (each dbus-send has exited before the next starts), on the plain

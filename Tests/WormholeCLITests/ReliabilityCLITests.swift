@@ -1,4 +1,4 @@
-// Hostile input and faults as the `wormhole` tool meets them: messages over the size limit
+// Hostile input and faults as the `wormholectl` tool meets them: messages over the size limit
 // (planted sparse files far larger than memory), and a listener started while no bus is there.
 
 import Dispatch
@@ -35,9 +35,9 @@ private final class ReliabilityWorld: Sendable {
             + rest
     }
 
-    /// Runs `wormhole` to completion on a Dispatch thread.
+    /// Runs `wormholectl` to completion on a Dispatch thread.
     func wormhole(_ command: String, _ rest: [String], input: String? = nil) async throws -> ProcessOutput {
-        let executable = try productPath("wormhole")
+        let executable = try productPath("wormholectl")
         let arguments = arguments(command, rest)
         let environment = environment
         return try await withCheckedThrowingContinuation { continuation in
@@ -49,7 +49,7 @@ private final class ReliabilityWorld: Sendable {
     }
 
     func start(_ command: String, _ rest: [String]) throws -> ChildProcess {
-        try ChildProcess(try productPath("wormhole"), arguments(command, rest), environment: environment)
+        try ChildProcess(try productPath("wormholectl"), arguments(command, rest), environment: environment)
     }
 
     var directoryPath: String { "\(root.path)/\(group)/wormhole" }
@@ -70,9 +70,9 @@ private final class ReliabilityWorld: Sendable {
         guard ftruncate(fd, off_t(size)) == 0 else { throw TestFailure("ftruncate \(path): errno \(errno)") }
     }
 
-    /// Runs `wormhole` with `arguments` (no bus address) and exactly `environment`, on a Dispatch thread.
+    /// Runs `wormholectl` with `arguments` (no bus address) and exactly `environment`, on a Dispatch thread.
     static func runWithoutBus(_ arguments: [String], environment: [String: String]) async throws -> ProcessOutput {
-        let executable = try productPath("wormhole")
+        let executable = try productPath("wormholectl")
         return try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
                 continuation.resume(with: Result { try run(executable, arguments, environment: environment) })
@@ -91,7 +91,7 @@ private final class ReliabilityWorld: Sendable {
 
 /// The tests share the suite's bus, each in a group of its own; those that kill the bus have a bus
 /// of their own.
-@Suite("wormhole under hostile input and faults", .sharedBus)
+@Suite("wormholectl under hostile input and faults", .sharedBus)
 struct ReliabilityCLITests {
     private let world: ReliabilityWorld
     init() throws { world = try ReliabilityWorld() }
@@ -250,7 +250,7 @@ struct ReliabilityCLITests {
         var environment = world.environment
         environment["DBUS_SESSION_BUS_ADDRESS"] = ""
         let child = try ChildProcess(
-            try productPath("wormhole"),
+            try productPath("wormholectl"),
             ["listen", "--group", world.group, "solo", "--count", "2", "--timeout", "120"],
             environment: environment)
         let lines = try await next(2, from: child.stderrLines, "ready, then where it listens")
@@ -278,7 +278,7 @@ struct ReliabilityCLITests {
             command == "listen"
             ? try world.start("listen", ["late", "--count", "1", "--timeout", "120", "--require-bus"])
             : try ChildProcess(
-                try productPath("wormhole"),
+                try productPath("wormholectl"),
                 ["observe", name, "--count", "1", "--timeout", "120", "--bus-address", world.bus.address.rawValue],
                 environment: world.environment)
         let waiting = try await next(1, from: child.stderrLines, "the line saying the bus is unreachable")

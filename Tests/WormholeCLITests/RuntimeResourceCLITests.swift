@@ -1,4 +1,4 @@
-// What one `wormhole listen` process holds, read from /proc while it runs: one loop thread of the
+// What one `wormholectl listen` process holds, read from /proc while it runs: one loop thread of the
 // library's own, one epoll instance, and an inotify instance only while it listens through the
 // wormhole directory (the bus is down). Counted, not timed.
 
@@ -9,7 +9,7 @@ import Testing
 import WormholeDBus
 import WormholeTestSupport
 
-@Suite("The runtime of one wormhole process")
+@Suite("The runtime of one wormholectl process")
 struct RuntimeResourceCLITests {
     static let group = "group.com.example.runtime"
 
@@ -53,7 +53,7 @@ struct RuntimeResourceCLITests {
         let root = try TemporaryDirectory("runtime-cli-root")
         let runtime = try TemporaryDirectory("runtime-cli-runtime")
         let child = try ChildProcess(
-            try productPath("wormhole"),
+            try productPath("wormholectl"),
             ["listen", "inbox", "--group", Self.group, "--bus-address", bus.address.rawValue]
                 + (busOnly ? ["--no-catch-unsignalled"] : []) + (timeout ? ["--timeout", "120"] : []),
             environment: ["WORMHOLE_CONTAINER_ROOT": root.path, "XDG_RUNTIME_DIR": runtime.path])
@@ -154,7 +154,7 @@ struct RuntimeResourceCLITests {
         let child = try ChildProcess(
             "/usr/bin/env",
             [
-                "unshare", "-Ur", "sh", "-c", script, try productPath("wormhole"), "listen", "inbox", "--group",
+                "unshare", "-Ur", "sh", "-c", script, try productPath("wormholectl"), "listen", "inbox", "--group",
                 Self.group,
                 "--bus-address", bus.address.rawValue, "--count", "1", "--timeout", "120",
             ],
@@ -207,8 +207,8 @@ struct RuntimeResourceCLITests {
         let root = try TemporaryDirectory("runtime-cli-maps")
         let environment = ["WORMHOLE_CONTAINER_ROOT": root.path]
         let commands: [(String, [String])] = [
-            ("wormhole", ["observe", "org.example.maps", "--bus-address", bus.address.rawValue]),
-            ("wormhole", ["listen", "inbox", "--group", Self.group, "--bus-address", bus.address.rawValue]),
+            ("wormholectl", ["observe", "org.example.maps", "--bus-address", bus.address.rawValue]),
+            ("wormholectl", ["listen", "inbox", "--group", Self.group, "--bus-address", bus.address.rawValue]),
             ("counter-app", ["--group", Self.group, "--bus-address", bus.address.rawValue]),
         ]
         for (program, arguments) in commands {
@@ -248,13 +248,13 @@ struct RuntimeResourceCLITests {
     }
 }
 
-/// Runs `wormhole send` as a script would.
+/// Runs `wormholectl send` as a script would.
 enum MessageCenterCLI {
     static func send(
         bus: TestBus, root: String, runtime: String, group: String, identifier: String, json: String, busDown: Bool
     ) throws -> ProcessOutput {
         try run(
-            try productPath("wormhole"),
+            try productPath("wormholectl"),
             ["send", identifier, json, "--group", group, "--bus-address", bus.address.rawValue],
             environment: ["WORMHOLE_CONTAINER_ROOT": root, "XDG_RUNTIME_DIR": runtime])
     }

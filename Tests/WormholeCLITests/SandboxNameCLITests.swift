@@ -5,7 +5,7 @@ import Wormhole
 import WormholeDBus
 import WormholeTestSupport
 
-/// Contract §8 outside a sandbox, across processes: a `wormhole` with an app ID owns
+/// Contract §8 outside a sandbox, across processes: a `wormholectl` with an app ID owns
 /// `<APPID>.Wormhole.c<unique>` before its first signal, and one without posts anonymously.
 /// The proxy side (bubblewrap, xdg-dbus-proxy) is Tests/sandbox.sh.
 @Suite("sandbox sender names (contract §8)", .sharedBus)
@@ -40,7 +40,7 @@ struct SandboxNameCLITests {
         #expect(anonymous.status == 0, "\(anonymous.stderr)")
         let named = await harness.finish(
             try ChildProcess(
-                try productPath("wormhole"), ["post", name, "--state", "2"] + harness.busArguments,
+                try productPath("wormholectl"), ["post", name, "--state", "2"] + harness.busArguments,
                 environment: harness.environment.merging(["WORMHOLE_APP_ID": appID]) { $1 }))
         #expect(named.status == 0, "\(named.stderr)")
         let seen = try await NotifyCLITests.next(3, from: stream)
@@ -61,13 +61,13 @@ struct SandboxNameCLITests {
         let environment = harness.environment.merging(["WORMHOLE_APP_ID": bad]) { $1 }
         let post = await harness.finish(
             try ChildProcess(
-                try productPath("wormhole"), ["post", "a.b"] + harness.busArguments, environment: environment))
+                try productPath("wormholectl"), ["post", "a.b"] + harness.busArguments, environment: environment))
         #expect(post.status != 0)
         #expect(post.stderr.contains("'\(bad)'") && post.stderr.contains("WORMHOLE_APP_ID"), "\(post.stderr)")
         let root = try TemporaryDirectory("sandbox-names")
         let send = await harness.finish(
             try ChildProcess(
-                try productPath("wormhole"),
+                try productPath("wormholectl"),
                 ["send", "--group", "group.example.names", "inbox", "{}"] + harness.busArguments,
                 environment: environment.merging(["WORMHOLE_CONTAINER_ROOT": root.path]) { $1 }))
         #expect(send.status == 0, "\(send.stderr)")

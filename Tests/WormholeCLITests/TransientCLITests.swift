@@ -1,4 +1,4 @@
-// `wormhole send --transient` and `wormhole listen` (contract §7), hand-typed `Message` signals
+// `wormholectl send --transient` and `wormholectl listen` (contract §7), hand-typed `Message` signals
 // from dbus-send, and the consecutive-duplicate rule of `listen` with concurrent writer processes.
 
 import Dispatch
@@ -47,22 +47,22 @@ extension CLIWorld {
             try productPath("wormhole-test-peer"), arguments, environment: ["XDG_RUNTIME_DIR": runtime.path])
     }
 
-    /// Runs `wormhole COMMAND --group G --bus-address A REST...` to completion.
+    /// Runs `wormholectl COMMAND --group G --bus-address A REST...` to completion.
     func tool(_ command: String, _ rest: [String], input: String? = nil) async throws -> ProcessOutput {
         try await runOnOwnThread(
-            try productPath("wormhole"), arguments(command, rest), input: input, environment: environment)
+            try productPath("wormholectl"), arguments(command, rest), input: input, environment: environment)
     }
 }
 
 /// The tests share the suite's bus, each in a group of its own.
-@Suite("wormhole send --transient and listen across processes", .sharedBus)
+@Suite("wormholectl send --transient and listen across processes", .sharedBus)
 struct TransientCLITests {
     private let world: CLIWorld
     init() throws { world = try CLIWorld() }
 
     private var name: String { "\(world.group)/wormhole/live" }
 
-    @Test("send --transient reaches wormhole listen as a delivery line; nothing is stored")
+    @Test("send --transient reaches wormholectl listen as a delivery line; nothing is stored")
     func sendToListen() async throws {
         let child = try await world.listen(["live", "--count", "2", "--timeout", "120"])
         let sent = try await world.tool("send", ["--transient", "live", #"{ "a" : [1, 2], "s": "x y" }"#])
@@ -115,7 +115,7 @@ struct TransientCLITests {
 
     @Test("send --transient exits 1 with one clear line when the bus cannot be reached")
     func busUnreachable() async throws {
-        let executable = try productPath("wormhole")
+        let executable = try productPath("wormholectl")
         let output = try await runOnOwnThread(
             executable,
             [

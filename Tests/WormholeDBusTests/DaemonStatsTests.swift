@@ -3,7 +3,7 @@ import Testing
 import WormholeDBus
 import WormholeTestSupport
 
-/// `matchRulesOnBus` (the daemon's `Debug.Stats.GetAllMatchRules`), used by `wormhole doctor`.
+/// `matchRulesOnBus` (the daemon's `Debug.Stats.GetAllMatchRules`), used by `wormholectl doctor`.
 @Suite("The daemon's statistics: every match rule on the bus", .sharedBus)
 struct DaemonStatsTests {
     @Test(

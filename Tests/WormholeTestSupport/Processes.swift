@@ -18,7 +18,7 @@ public let productsDirectory: URL = {
 /// Where the tests take the executables they start (docs/testing.md, *Which executables*):
 /// `WORMHOLE_TEST_PRODUCTS`, a directory of built products (a release build:
 /// `.build/release`), instead of the test bundle's own; and `WORMHOLE_TEST_CLI`, the path of
-/// another implementation's command line to run wherever a test runs `wormhole` (the Python
+/// another implementation's command line to run wherever a test runs `wormholectl` (the Python
 /// package's `wormhole-py`, for the tests of contract section 4).
 public enum TestProducts {
     /// The directory the executables come from.
@@ -29,7 +29,7 @@ public enum TestProducts {
         return productsDirectory
     }()
 
-    /// The command line run as `wormhole`, when another implementation's is chosen.
+    /// The command line run as `wormholectl`, when another implementation's is chosen.
     public static let commandLine: String? = {
         guard let chosen = ProcessInfo.processInfo.environment["WORMHOLE_TEST_CLI"], !chosen.isEmpty else { return nil }
         return chosen
@@ -39,10 +39,10 @@ public enum TestProducts {
     public static var areOwnBuild: Bool { directory.path == productsDirectory.path && commandLine == nil }
 }
 
-/// The path of a built executable product, such as `wormhole` or `wormhole-test-peer`, from
+/// The path of a built executable product, such as `wormholectl` or `wormhole-test-peer`, from
 /// ``TestProducts``.
 public func productPath(_ name: String) throws -> String {
-    if name == "wormhole", let commandLine = TestProducts.commandLine {
+    if name == "wormholectl", let commandLine = TestProducts.commandLine {
         guard FileManager.default.isExecutableFile(atPath: commandLine) else {
             throw TestFailure("WORMHOLE_TEST_CLI names \(commandLine), which is not an executable file")
         }

@@ -52,7 +52,7 @@ import WormholeTestSupport
         #expect(output.status == 0, "\(output.stderr)")
     }
 
-    /// Every `wormhole defaults write` of another process is seen by the next read, and read
+    /// Every `wormholectl defaults write` of another process is seen by the next read, and read
     /// again from the cache.
     @Test func anotherProcessesWriteIsSeenByTheNextRead() async throws {
         let reader = try defaults(.changeCounter)

@@ -415,7 +415,8 @@ extension GroupDefaults.Keys {
         try garbage.write(to: URL(fileURLWithPath: world.suitePath()))
         let error = try #require(throws: WormholeError.self) { try defaults.value(forKey: "a") }
         #expect(error.code == .corruptSuite && error.value == world.suitePath())
-        #expect(error.message.contains("at byte 8") && error.message.contains("wormhole defaults repair"), "\(error)")
+        #expect(
+            error.message.contains("at byte 8") && error.message.contains("wormholectl defaults repair"), "\(error)")
         let writeError = try #require(throws: WormholeError.self) { try defaults.set(3, forKey: "c") }
         #expect(writeError.code == .corruptSuite && writeError.message.contains("nothing was written"))
         #expect(FileManager.default.contents(atPath: world.suitePath()) == garbage)

@@ -56,16 +56,17 @@ final class MessagingFixture: Sendable {
             logger: MessagingHarness.logger)
     }
 
-    /// Runs the `wormhole` command as another process of this world (its root and bus); fails
+    /// Runs the `wormholectl` command as another process of this world (its root and bus); fails
     /// the test when it exits non-zero, unless `allowFailure` (a send with no bus exits 0 but
     /// says the notification was not sent).
     @discardableResult
     func runCLI(_ arguments: [String], allowFailure: Bool = false) async throws -> ProcessOutput {
         let output = try await MessagingHarness.run(
-            try productPath("wormhole"), arguments + ["--bus-address", bus.address.rawValue],
+            try productPath("wormholectl"), arguments + ["--bus-address", bus.address.rawValue],
             environment: ["WORMHOLE_CONTAINER_ROOT": root.path, "XDG_RUNTIME_DIR": state.path])
         if !allowFailure && output.status != 0 {
-            throw TestFailure("wormhole \(arguments.joined(separator: " ")) exited \(output.status): \(output.stderr)")
+            throw TestFailure(
+                "wormholectl \(arguments.joined(separator: " ")) exited \(output.status): \(output.stderr)")
         }
         return output
     }

@@ -43,7 +43,7 @@ struct NotifyCheckTokenTests {
         #expect(checking.sharedState(of: target) == 9_999)
     }
 
-    @Test("a post made by another process (wormhole post) turns check() true at once")
+    @Test("a post made by another process (wormholectl post) turns check() true at once")
     func otherProcess() async throws {
         let runtime = try NotifyTempDirectory()
         let target = NotifyHarness.name("check/cross-process")
@@ -52,7 +52,7 @@ struct NotifyCheckTokenTests {
         #expect(token.check() == true)
         #expect(token.check() == false)
         let output = try await NotifyHarness.run(
-            try productPath("wormhole"),
+            try productPath("wormholectl"),
             ["post", target.rawValue, "--state", "77", "--bus-address", bus.address.rawValue],
             environment: ["XDG_RUNTIME_DIR": runtime.path])
         #expect(output.status == 0, "\(output.stderr)")

@@ -253,7 +253,7 @@ struct NotifyDeliveryTests {
 
         let runtime = try NotifyTempDirectory()
         let output = try await NotifyHarness.run(
-            try productPath("wormhole"),
+            try productPath("wormholectl"),
             ["post", target.rawValue, "--state", "3", "--bus-address", bus.address.rawValue],
             environment: ["XDG_RUNTIME_DIR": runtime.path])
         #expect(output.status == 0, "\(output.stderr)")

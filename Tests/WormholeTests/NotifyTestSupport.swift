@@ -13,7 +13,7 @@ import WormholeTestSupport
 typealias NotifyTempDirectory = TemporaryDirectory
 
 extension TemporaryDirectory {
-    /// Where a `wormhole` child with `XDG_RUNTIME_DIR` set to this directory keeps its table.
+    /// Where a `wormholectl` child with `XDG_RUNTIME_DIR` set to this directory keeps its table.
     var tableDirectory: String { path + "/wormhole" }
 }
 

@@ -219,7 +219,7 @@ private func size(_ path: String) -> Int {
         try plant(directory, ".n.4244-1.tmp", ageSeconds: 7200)
         let environment = ["WORMHOLE_CONTAINER_ROOT": root, "XDG_RUNTIME_DIR": temp.path]
         let sent = try await MessagingHarness.run(
-            try productPath("wormhole"),
+            try productPath("wormholectl"),
             ["send", "--group", "g", "--bus-address", "unix:path=/nonexistent/bus", "m", "2"], environment: environment)
         #expect(sent.status == 0, "\(sent.stderr)")
         #expect(try names(directory) == [".m.4243-9f3b.tmp", "m.json"])
@@ -228,7 +228,7 @@ private func size(_ path: String) -> Int {
         #expect(mkdir(preferences, 0o700) == 0)
         try plant(preferences, ".g.json.4245-2.tmp", ageSeconds: 7200)
         let written = try await MessagingHarness.run(
-            try productPath("wormhole"),
+            try productPath("wormholectl"),
             ["defaults", "write", "--group", "g", "--bus-address", "unix:path=/nonexistent/bus", "k", "1"],
             environment: environment)
         #expect(written.status == 0, "\(written.stderr)")

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Consecutive duplicate deliveries at one `wormhole listen` while WRITERS processes each store
+# Consecutive duplicate deliveries at one `wormholectl listen` while WRITERS processes each store
 # PER_WRITER distinct messages in one mailbox as fast as they can (issue 8).
 #
 #   scripts/bench/duplicate-rate.sh [WRITERS] [PER_WRITER] [LISTEN_FLAGS...]
@@ -19,7 +19,7 @@ dbus-daemon --config-file=dbus/wormhole-session.conf --fork --print-address=3 --
 address=$(cat "$work/address")
 export WORMHOLE_CONTAINER_ROOT="$work/root" XDG_RUNTIME_DIR="$work"
 mkfifo "$work/ready"
-"$bin/wormhole" listen --bus-address "$address" --group group.bench.dup --all "$@" >"$work/lines" 2>"$work/ready" &
+"$bin/wormholectl" listen --bus-address "$address" --group group.bench.dup --all "$@" >"$work/lines" 2>"$work/ready" &
 listener=$!
 read -r line <"$work/ready"
 [ "$line" = ready ] || { echo "listen wrote '$line' before ready" >&2; exit 1; }
@@ -31,7 +31,7 @@ while [ $i -lt "$writers" ]; do
     i=$((i + 1))
 done
 for pid in $pids; do wait "$pid"; done
-"$bin/wormhole" send --bus-address "$address" --group group.bench.dup sentinel '{"end":true}'
+"$bin/wormholectl" send --bus-address "$address" --group group.bench.dup sentinel '{"end":true}'
 # The sentinel is the last line: wait for it (the listener writes each line with one write(2)).
 until grep -q '"sentinel"' "$work/lines"; do sleep 0.05; done
 grep '"identifier":"dup"' "$work/lines" | awk '

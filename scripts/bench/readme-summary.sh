@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Writes README.md's performance summary from a `wormhole bench --json` run:
+# Writes README.md's performance summary from a `wormholectl bench --json` run:
 #
-#   .build/release/wormhole bench --suite journal,cli --json bench.json
+#   .build/release/wormholectl bench --suite journal,cli --json bench.json
 #   scripts/bench/readme-summary.sh bench.json [README.md]
 #
 # Replaces the lines between `<!-- bench-summary:begin -->` and `<!-- bench-summary:end -->`
@@ -28,7 +28,7 @@ try:
         run = json.load(handle)
     rows = run["rows"]
 except (OSError, ValueError, KeyError, TypeError) as error:
-    print(f"readme-summary: '{run_path}' is not a wormhole bench --json file: {error}", file=sys.stderr)
+    print(f"readme-summary: '{run_path}' is not a wormholectl bench --json file: {error}", file=sys.stderr)
     sys.exit(2)
 with open(readme_path, encoding="utf-8") as handle:
     text = handle.read()
@@ -58,7 +58,7 @@ for row in rows:
     if row.get("suite") not in suites:
         suites.append(row.get("suite"))
 heading = (
-    f"Goals of one `wormhole bench --suite {context.get('suites', ','.join(suites))} --json` run"
+    f"Goals of one `wormholectl bench --suite {context.get('suites', ','.join(suites))} --json` run"
     + (f" ({context['date']})" if context.get("date") else "")
     + f" on {machine.get('cores', '?')} cores ({machine.get('cpu', 'unknown CPU')}), Linux {machine.get('kernel', '?')},"
     + f" {machine.get('system', 'unknown system')}, {machine.get('swift', 'Swift ?')},"

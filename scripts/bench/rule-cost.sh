@@ -20,10 +20,10 @@ measure() {
 }
 echo "== no other rules"; measure
 mkfifo $work/r1 $work/r2
-$W/wormhole observe --bus-address $A $names >/dev/null 2>$work/r1 & O=$!; read line <$work/r1
+$W/wormholectl observe --bus-address $A $names >/dev/null 2>$work/r1 & O=$!; read line <$work/r1
 echo "== observe 5000 names (10,000 Posted rules)"; measure
 kill $O; wait $O 2>/dev/null || true
-$W/wormhole listen --bus-address $A --group g.load $ids >/dev/null 2>$work/r2 & L=$!; read line <$work/r2
+$W/wormholectl listen --bus-address $A --group g.load $ids >/dev/null 2>$work/r2 & L=$!; read line <$work/r2
 echo "== listen 5000 identifiers (10,000 Posted + 10,000 Message rules)"; measure
 kill $L; wait $L 2>/dev/null || true
 kill $D; rm -rf $work

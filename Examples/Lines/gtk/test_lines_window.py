@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The Lines GTK 4 window against a private dbus-daemon and the Swift ``wormhole`` tool.
+"""The Lines GTK 4 window against a private dbus-daemon and the Swift ``wormholectl`` tool.
 
 Run under a display: ``xvfb-run -a /usr/bin/python3 -m pytest Examples/Lines/gtk`` with
 ``GSK_RENDERER=cairo GTK_A11Y=none`` (Tests/lines-gtk.sh does). ``WORMHOLE_SWIFT_BIN`` is the
@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent.parent
 WINDOW = HERE / "lines_window.py"
 SWIFT_BIN = Path(os.environ.get("WORMHOLE_SWIFT_BIN") or REPO / ".build" / "debug")
-WORMHOLE = SWIFT_BIN / "wormhole"
+WORMHOLE = SWIFT_BIN / "wormholectl"
 TIMEOUT = 20.0
 DIRECTORY = "lines"
 IDENTIFIER = "toShell"
@@ -114,7 +114,7 @@ def world(bus: str, tmp_path: Path, request) -> Dict[str, str]:
 
 
 def send(world: Dict[str, str], message: dict) -> None:
-    """``wormhole send`` of a clip, as the Lines mailbox channel stores it."""
+    """``wormholectl send`` of a clip, as the Lines mailbox channel stores it."""
     done = subprocess.run([str(WORMHOLE), "send", "--group", world["group"], "--directory", DIRECTORY, IDENTIFIER,
                            json.dumps(message, ensure_ascii=False), "--bus-address", world["bus"]],
                           env=world["env"], capture_output=True, text=True, timeout=TIMEOUT)

@@ -95,7 +95,7 @@ extension GroupDefaults {
     /// Moves a suite file that is not one JSON object aside to `<suite>.json.corrupt-<n>` (never
     /// deleted) so that the suite starts again empty, and returns where it went; on a suite that
     /// reads, or none, it changes nothing and returns nil. The only call that moves a suite
-    /// aside: reads and writes never do (`wormhole defaults repair`).
+    /// aside: reads and writes never do (`wormholectl defaults repair`).
     @discardableResult
     public func repair() throws -> String? {
         try store.repair()

@@ -159,7 +159,7 @@ public final class GroupDefaults: Sendable {
     }
 
     /// The stored JSON of `key` as one line (compact for values this version understands, as
-    /// stored for the others), or nil when absent: what `wormhole defaults read KEY` prints.
+    /// stored for the others), or nil when absent: what `wormholectl defaults read KEY` prints.
     ///
     /// - Throws: as ``values()``.
     package func storedJSON(forKey key: String) throws -> String? {
@@ -168,7 +168,7 @@ public final class GroupDefaults: Sendable {
 
     /// The stored suite as one line of compact JSON in the file's format (a plain object, keys
     /// sorted; values this version does not understand as they are stored): what
-    /// `wormhole defaults read` prints without a key.
+    /// `wormholectl defaults read` prints without a key.
     ///
     /// - Throws: as ``values()``.
     package func jsonText() throws -> String {

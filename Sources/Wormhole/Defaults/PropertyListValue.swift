@@ -162,7 +162,7 @@ public enum PropertyListValue: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// Reads one JSON object of values in the suite file's format (what `wormhole defaults load`
+    /// Reads one JSON object of values in the suite file's format (what `wormholectl defaults load`
     /// reads): duplicate keys, the last wins; `null`, an unknown tag or anything but an object is
     /// refused, naming the key or the byte offset.
     package static func values(suiteJSON data: Data) throws -> [String: PropertyListValue] {
@@ -176,7 +176,7 @@ public enum PropertyListValue: Sendable, Hashable, CustomStringConvertible {
             let text = String(decoding: raw.prefix(80), as: UTF8.self)
             let reason =
                 text == "null"
-                ? "null is not a storable value (use 'wormhole defaults delete')" : "it is not a property-list value"
+                ? "null is not a storable value (use 'wormholectl defaults delete')" : "it is not a property-list value"
             throw WormholeError(
                 .invalidValue, value: key, "value for key \(NameRules.quoted(key)) (\(text)) is refused: \(reason)")
         }

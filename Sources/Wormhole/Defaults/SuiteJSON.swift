@@ -82,7 +82,7 @@ enum SuiteJSON {
     }
 
     /// The suite as one line of compact JSON (a plain object, keys sorted), unknown values as
-    /// they are stored: what `wormhole defaults read` prints without a key.
+    /// they are stored: what `wormholectl defaults read` prints without a key.
     static func compactSuite(_ suite: Contents) -> [UInt8] {
         var output: [UInt8] = [UInt8(ascii: "{")]
         for (index, key) in suite.keys.sorted().enumerated() {

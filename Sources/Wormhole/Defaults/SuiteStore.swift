@@ -173,7 +173,7 @@ final class SuiteStore: Sendable {
             .corruptSuite, value: path,
             "suite file '\(path)' (\(problem.size) bytes) is not one JSON object: \(problem.error.reason) at byte "
                 + "\(problem.error.offset); \(writing ? "nothing was written" : "it was left as it is"). Fix it by hand, or run "
-                + "'wormhole defaults repair --group \(container.group.rawValue)\(suiteOption)' to move it aside and start "
+                + "'wormholectl defaults repair --group \(container.group.rawValue)\(suiteOption)' to move it aside and start "
                 + "an empty suite")
     }
 

@@ -262,7 +262,7 @@ public final class Journal: Sendable {
     /// Calls `wake` (on the loop's thread) whenever records may have been appended: on its
     /// appenders' posts, and while there is no bus on changes of the journal's directory (the
     /// wormhole's ``MessageCenter/wakeSource`` says which), and once after each return of the bus.
-    /// For tools that read with their own cursor (the `wormhole` command). Active when this returns.
+    /// For tools that read with their own cursor (the `wormholectl` command). Active when this returns.
     package func onAppend(_ wake: @escaping @Sendable () -> Void) throws -> Subscription {
         let reader = CallbackReader(
             executor: DeliveryQueue.ioThread.makeExecutor(label: "wormhole.journal"), call: wake)
@@ -292,7 +292,7 @@ public final class Journal: Sendable {
                 catchUp: wake))
     }
 
-    /// A cursor to read with, for tools that run their own loop (the `wormhole` command).
+    /// A cursor to read with, for tools that run their own loop (the `wormholectl` command).
     package func makeConsumer(from start: JournalPosition, consumer: String?) throws -> JournalPackageConsumer {
         JournalPackageConsumer(
             core: try JournalConsumerCore(
@@ -309,7 +309,7 @@ public final class Journal: Sendable {
     }
 
     /// The ranges of the journal that cannot be read, in order (reads every frame; takes no
-    /// lock): empty when the journal is whole. `wormhole journal check` prints them.
+    /// lock): empty when the journal is whole. `wormholectl journal check` prints them.
     package func check() throws -> [JournalDamage] {
         try JournalStatus.read(location).damaged
     }

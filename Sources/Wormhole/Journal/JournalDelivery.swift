@@ -192,7 +192,7 @@ final class JournalDrainer<Message: Decodable & Sendable>: SubscriptionCore {
     }
 }
 
-/// A consumer for tools that run their own loop (the `wormhole` command): batches of raw
+/// A consumer for tools that run their own loop (the `wormholectl` command): batches of raw
 /// documents, and an explicit acknowledgement.
 package final class JournalPackageConsumer: Sendable {
     private let core: JournalConsumerCore

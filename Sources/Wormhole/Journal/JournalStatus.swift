@@ -1,7 +1,7 @@
 import FoundationEssentials
 import Glibc
 
-/// What a journal holds (see ``Journal/status()``; `wormhole journal stat` prints it).
+/// What a journal holds (see ``Journal/status()``; `wormholectl journal stat` prints it).
 public struct JournalStatus: Sendable, Hashable {
     /// The first record still in the journal (``last`` + 1 when it holds none).
     public var first: UInt64

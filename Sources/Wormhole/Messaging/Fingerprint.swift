@@ -14,7 +14,7 @@ struct Fingerprint: Hashable, Sendable {
     /// FNV-1a over 8-byte words (then the last bytes one by one): each step is a bijection, so
     /// two documents that differ in one word never collide. A word at a time through the raw
     /// bytes, not a byte at a time through `Data`'s iterator, which took more of a 1 MB
-    /// delivery than the JSON decoder (`wormhole bench --suite message`). Kept in memory only.
+    /// delivery than the JSON decoder (`wormholectl bench --suite message`). Kept in memory only.
     static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
         let prime: UInt64 = 0x0000_0100_0000_01b3
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325

@@ -1,7 +1,7 @@
 public import FoundationEssentials
 
 /// A stored message as its raw JSON document, for code that forwards messages without knowing
-/// their type (the `wormhole` tool, bridges, loggers).
+/// their type (the `wormholectl` tool, bridges, loggers).
 ///
 /// Listen with `as: JSONDocument.self` (or read with `MessageCenter.message(identifier:as:)`)
 /// to get the document's bytes exactly as the sender stored them; they are checked to be one

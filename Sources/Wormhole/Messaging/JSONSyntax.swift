@@ -5,7 +5,7 @@
 ///
 /// One pass over the bytes, no values built, no allocation unless containers nest (the stack of
 /// open containers). This is what ``JSONDocument`` checks, so forwarding a stored message (the
-/// `wormhole listen` path) costs a scan, not a parse into Foundation objects.
+/// `wormholectl listen` path) costs a scan, not a parse into Foundation objects.
 ///
 /// Its ``Scanner`` is the package's one JSON grammar: the suite file's reader (`SuiteJSONReader`)
 /// builds its values from the same tokens, so a text is JSON to both or to neither.

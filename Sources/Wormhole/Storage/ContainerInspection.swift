@@ -1,5 +1,5 @@
-// Read-only views of a group container for the diagnostic commands (`wormhole doctor`,
-// `wormhole monitor`): the same safe, descriptor-relative opens the transitings use, so a
+// Read-only views of a group container for the diagnostic commands (`wormholectl doctor`,
+// `wormholectl monitor`): the same safe, descriptor-relative opens the transitings use, so a
 // diagnosis never follows a symlink or reads through an unsafe directory either.
 
 import FoundationEssentials
@@ -7,7 +7,7 @@ import Glibc
 import SystemPackage
 import WormholeSystem
 
-/// What `wormhole doctor` and `wormhole monitor` read from a container. Not API: shared
+/// What `wormholectl doctor` and `wormholectl monitor` read from a container. Not API: shared
 /// between our own modules only.
 package enum ContainerInspection {
     /// A directory that exists and passed the safety checks.

@@ -72,7 +72,7 @@ struct MessageFiles: Sendable, Hashable {
         return WormholeError(
             .messageTooLarge, value: identifier.rawValue,
             "message '\(identifier)'\(place) is \(size) bytes, over the limit of \(limit) bytes; "
-                + "raise the wormhole's maximum message size (--max-size of the wormhole tool) to pass it")
+                + "raise the wormhole's maximum message size (--max-size of the wormholectl tool) to pass it")
     }
 
     func delete(identifier: MessageIdentifier, in directory: OpenFile) throws(WormholeError) {
