@@ -22,7 +22,7 @@
 export {WormholeError} from './wormhole/errors.js';
 export {
     CALL_TIMEOUT_MS, CONTRACT_VERSION, DEFAULT_MAX_MESSAGE_BYTES, MAX_JSON_DEPTH, MAX_NAME_BYTES, MAX_RULE_BYTES,
-    MAX_TRANSIENT_BYTES, OBJECT_PATH, PLAIN_INTERFACE, PREFERENCES, bucketInterface, defaultsKeyName,
+    MAX_TRANSIENT_BYTES, OBJECT_PATH, PLAIN_INTERFACE, PREFERENCES, VERSION, bucketInterface, defaultsKeyName,
     exactRule, fnv1a32, mailboxName, prefixRule, quoteRuleValue, validateDirectory, validateGroup,
     validateIdentifier, validateName, validatePrefix, validateSuite
 } from './wormhole/names.js';

@@ -5,31 +5,19 @@
 # directory exists: once into a prefix that does not exist yet (as ~/.local on a fresh account), once staged
 # into a temporary DESTDIR under the prefix /usr/local. Then the installed files are checked:
 # the tool runs and says its version, `wormholectl bench` finds wormhole-bench, the completion
-# scripts parse, and the man page is lint-clean (`mandoc -Tlint -W warning`: no line) with no
-# other page generated beside it.
+# scripts parse, and the man page is lint-clean (`mandoc -Tlint -W warning`: no line).
 #
-# To reuse the debug build CI already has, `swift build -c release`, `.build/release/` and the
+# To reuse the debug build CI already has, `swift build -c release` (with or without
+# `--static-swift-stdlib`), `.build/release/` and the
 # man page script's `release` are run as their debug forms; nothing else is changed. With
 # `--release` (CI, after `Tests/run.sh --release` built it) the steps run exactly as written.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail() { echo "install: $*" >&2; exit 1; }
 command -v mandoc >/dev/null || fail "mandoc is not installed (.ci/install-deps installs it)"
-steps=$(python3 - <<'PY'
-lines = open("docs/install.md", encoding="utf-8").read().split("\n")
-out, inside = [], False
-for i, line in enumerate(lines):
-    if line.strip() == "```sh" and i > 0 and lines[i - 1].strip() == "<!-- install -->":
-        inside = True
-    elif inside and line.strip() == "```":
-        inside = False
-    elif inside:
-        out.append(line)
-print("\n".join(out))
-PY
-)
-[ -n "$steps" ] || fail "docs/install.md has no block marked <!-- install -->"
-debug=${steps//swift build -c release/swift build}
+steps=$(python3 Tests/doc-blocks.py docs/install.md install) || fail "docs/install.md has no block marked <!-- install -->"
+debug=${steps//swift build -c release --static-swift-stdlib/swift build}
+debug=${debug//swift build -c release/swift build}
 debug=${debug//.build\/release\//.build\/debug\/}
 debug=${debug//generate-man-page.sh release/generate-man-page.sh debug}
 if [ "${1:-}" = --release ]; then debug=$steps; fi
@@ -50,8 +38,6 @@ check() {  # ROOT: where $PREFIX landed
     bash -n "$root/share/bash-completion/completions/wormholectl" || fail "the bash completion does not parse"
     lint=$(mandoc -Tlint -W warning "$root/share/man/man1/wormholectl.1" 2>&1 || true)
     [ -z "$lint" ] || fail "mandoc -Tlint -W warning on wormholectl.1: $lint"
-    man_pages=$(find .build/plugins/GenerateManual/outputs -name '*.1' | wc -l)
-    [ "$man_pages" -eq 1 ] || fail "the man page step left $man_pages pages: $(find .build/plugins/GenerateManual/outputs -name '*.1')"
 }
 
 echo "install: PREFIX set to a directory that does not exist yet, no DESTDIR"

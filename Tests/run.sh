@@ -11,7 +11,8 @@
 #                                 of its own, so the doorbell is on
 #   Tests/run.sh --no-session     without a runtime directory (the doorbell off), whoever runs it
 #   Tests/run.sh --release        the executables the tests start (wormholectl, wormhole-test-peer,
-#                                 the examples) from a release build (`swift build -c release`)
+#                                 the examples) from the release build the packages hold
+#                                 (scripts/release-build.sh: the Swift runtime linked in)
 #
 # --release combines with the others; anything else is passed to `swift test` (`--filter NAME`).
 # Every run gets a throwaway runtime directory (0700, removed at the end) in place of the
@@ -77,9 +78,10 @@ if grep -E '^(/[^:]*/)?(Sources|Tests|Examples)/[^:]*:[0-9]+:[0-9]+: warning:|^m
 fi
 products=()
 if ((release)); then
-    # The products a user installs (docs/install.md builds them so); the test bundle stays the
-    # debug build and starts these.
-    swift build -c release 2>&1 | tee "$log" | grep -E 'error|warning:|Compiling|Build complete' | tail -3
+    # The products a user installs, linked as the packages link them (the Swift runtime in each
+    # executable: scripts/build-debs.sh packs this build); the test bundle stays the debug build
+    # and starts these.
+    scripts/release-build.sh 2>&1 | tee "$log" | grep -E 'error|warning:|Compiling|Build complete' | tail -3
     products=(WORMHOLE_TEST_PRODUCTS="$PWD/.build/release")
 fi
 

@@ -134,20 +134,7 @@ expect_line() {
 }
 expect_line listening
 
-session=$(python3 - <<'EOF'
-lines = open("README.md", encoding="utf-8").read().split("\n")
-out, inside, marked = [], False, False
-for i, line in enumerate(lines):
-    if line.strip() == "```sh" and i > 0 and lines[i - 1].strip() == "<!-- session -->":
-        inside = True
-    elif inside and line.strip() == "```":
-        inside = False
-    elif inside and line.strip() and not line.lstrip().startswith("#"):
-        out.append(line)
-print("\n".join(out))
-EOF
-)
-[ -n "$session" ] || fail "README.md has no shell block marked <!-- session -->"
+session=$(python3 Tests/doc-blocks.py README.md session --commands) || fail "README.md has no shell block marked <!-- session -->"
 steps=0
 while IFS= read -r command; do
     run=${command//..\/tour\/.build\/debug\/tour/$tour}
@@ -186,8 +173,7 @@ grep -q '"big":1e400' "$suite" || fail "1e400 was not kept as written: $(cat "$s
 echo "snippets: the Python package's command line works on a fresh container under WORMHOLE_CONTAINER_ROOT"
 
 # --- 4. One version ---------------------------------------------------------------------------
-version=$(sed -n 's/^ *package static let package = "\(.*\)"$/\1/p' Sources/Wormhole/Version.swift)
-[ -n "$version" ] || fail "no package version in Sources/Wormhole/Version.swift"
+version=$(scripts/version.sh) || fail "no package version in Sources/Wormhole/Version.swift"
 wormholectl --version | grep -q "^wormholectl $version " || fail "wormholectl --version says $(wormholectl --version), not $version"
 others=$(grep -rnoE 'from: "[0-9]+\.[0-9]+\.[0-9]+"' README.md docs Sources/*/*.docc | grep -v "from: \"$version\"" || true)
 [ -z "$others" ] || fail "a version other than $version in the documentation: $others"

@@ -1,27 +1,36 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Writes wormholectl(1) to OUTPUT (default .build/wormholectl.1): ArgumentParser's generate-manual
-# plugin renders `wormholectl`'s help as mdoc, then this tidies the page so that
+# Writes wormholectl(1) to OUTPUT (default .build/wormholectl.1): ArgumentParser's generate-manual tool
+# renders `wormholectl`'s help as mdoc, then this tidies the page so that
 # `mandoc -Tlint -W warning` reports nothing: a paragraph break becomes `.Pp` (where mdoc allows
-# one), and each sentence of running text starts a line. Only wormholectl.1 is kept: the plugin
-# also renders the benchmark executable (`wormholectl bench --help` documents it), whose page is
-# removed.
+# one), and each sentence of running text starts a line.
 #
 #   scripts/generate-man-page.sh [debug|release] [OUTPUT]
 #
-# `release` (the default) builds the tool in release mode first; `debug` reuses a debug build.
+# `release` (the default) renders the release build's tool (scripts/release-build.sh builds it,
+# the Swift runtime linked in); `debug` the debug build's. The tool runs
+# `generate-manual` (built from the swift-argument-parser checkout, a debug build) directly
+# rather than through its package plugin: the plugin builds the tool itself, in release without
+# `--static-swift-stdlib`, which compiles every module again and replaces the release build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 configuration=${1:-release}
 output=${2:-.build/wormholectl.1}
-plugin=.build/plugins/GenerateManual/outputs
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-if ! swift package plugin generate-manual --configuration "$configuration" >"$log" 2>&1; then
+pages=$(mktemp -d)
+log=$pages/build.log
+trap 'rm -rf "$pages"' EXIT
+case "$configuration" in
+release) build=(scripts/release-build.sh wormholectl) ;;
+debug) build=(swift build --product wormholectl) ;;
+*) echo "generate-man-page.sh: the configuration is debug or release, not '$configuration'" >&2; exit 2 ;;
+esac
+if ! { "${build[@]}" && swift build --product generate-manual; } >"$log" 2>&1; then
     cat "$log" >&2
     exit 1
 fi
-rm -rf "$plugin/wormhole-bench"
+tool="$(swift build -c "$configuration" --show-bin-path)/wormholectl"
+"$(swift build --show-bin-path)/generate-manual" "$tool" --output-directory "$pages" \
+    --date "$(date -u -d "@${SOURCE_DATE_EPOCH:-$(date +%s)}" +%Y-%m-%d)"
 mkdir -p "$(dirname "$output")"
 # perl is on every Debian system (perl-base is essential).
 perl -e '
@@ -48,5 +57,5 @@ perl -e '
         push @tidy, $out[$i];
     }
     print "$_\n" for @tidy;
-' <"$plugin/WormholeCLI/wormholectl.1" >"$output"
+' <"$pages/wormholectl.1" >"$output"
 echo "$output"

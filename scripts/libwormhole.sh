@@ -36,10 +36,12 @@ while (($#)); do
 done
 case "$prefix" in /*) ;; *) echo "libwormhole.sh: --prefix '$prefix' is not absolute" >&2; exit 2 ;; esac
 libdir=${libdir:-$prefix/lib}
-if ((build)); then swift build -c "$configuration" --product wormhole-c; fi
+# The release build is the one Tests/run.sh --release and the Debian packages use.
+if ((build)) && [ "$configuration" = release ]; then scripts/release-build.sh wormhole-c; fi
+if ((build)) && [ "$configuration" = debug ]; then swift build --product wormhole-c; fi
 built="$(swift build -c "$configuration" --show-bin-path)/libwormhole-c.so"
 [ -f "$built" ] || { echo "libwormhole.sh: $built is not built (run without --no-build)" >&2; exit 1; }
-version=$(sed -n 's/.*static let package = "\(.*\)".*/\1/p' Sources/Wormhole/Version.swift)
+version=$(scripts/version.sh)
 root="$destdir"
 install -d "$root$libdir/pkgconfig" "$root$prefix/include/wormhole-1"
 install -m 644 "$built" "$root$libdir/libwormhole.so.1"

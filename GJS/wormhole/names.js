@@ -8,6 +8,8 @@ import {WormholeError, shown} from './errors.js';
 
 /** The version of the Wormhole contract this module implements (`wormholectl --version`'s). */
 export const CONTRACT_VERSION = '1.4';
+/** The version of this module: the project's (`Sources/Wormhole/Version.swift`; `scripts/version.sh --check`). */
+export const VERSION = '2.0.0';
 /** The object path of every Wormhole signal. */
 export const OBJECT_PATH = '/org/wormhole/Notify1';
 /** The interface of hand-typed triggers (and the prefix of every bucket interface). */

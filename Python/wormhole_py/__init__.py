@@ -18,7 +18,7 @@ printed: the package logs on the ``wormhole_py`` logger.
 
 from __future__ import annotations
 
-__version__ = "0.2.0"
+__version__ = "2.0.0"
 
 from ._async_send import AsyncSender
 from ._contract import CONTRACT_VERSION, bucket_interface, fnv1a32
