@@ -6,8 +6,12 @@ catch-up of a rename no post follows."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import socket
 import stat
+import threading
+from typing import Any, Dict
 
 import pytest
 
@@ -59,6 +63,43 @@ def test_bad_identifiers_are_refused_before_anything(wenv):
 def test_send_without_a_bus_stores_and_reports(wenv, tmp_path):
     hole = MessageCenter(G, address="unix:path=%s" % (tmp_path / "nobus"))
     result = hole.send("clip", [1])
+    assert not result.notified and result.error is not None
+    assert hole.read("clip") == [1]
+
+
+@pytest.mark.parametrize("flavour", ["blocking", "asyncio"])
+def test_send_connects_before_it_stores(wenv, tmp_path, flavour):
+    """The sender is connected before the rename, so the post follows the rename at once (a
+    listener delivers a rename with no Posted within 0.5 s as a catch-up, contract v1.3): while
+    the bus has not answered the sender's handshake, nothing is stored; once the connection
+    fails, the message is stored and the result says it was not notified."""
+    if flavour == "asyncio":
+        pytest.importorskip("jeepney")
+    path = tmp_path / "silent-bus"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(1)
+    server.settimeout(20)
+    hole = MessageCenter(G, address="unix:path=%s" % path)
+    outcome: Dict[str, Any] = {}
+
+    def send() -> None:
+        if flavour == "asyncio":
+            outcome["result"] = asyncio.run(hole.send_async("clip", [1], timeout=30))
+        else:
+            outcome["result"] = hole.send("clip", [1], timeout=30)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    peer, _ = server.accept()
+    peer.settimeout(20)
+    assert peer.recv(1) == b"\0"  # the handshake began; the bus has not answered
+    assert not (hole.path / "clip.json").exists()
+    peer.close()
+    server.close()
+    sender.join(20)
+    assert not sender.is_alive()
+    result = outcome["result"]
     assert not result.notified and result.error is not None
     assert hole.read("clip") == [1]
 

@@ -67,17 +67,23 @@ class AsyncSender(Closing):
             raise NotSentError("nameRefused", "the bus refused the sender name %s (RequestName answered %d)"
                                % (shown(name), reply[0]), name)
 
+    async def ready(self) -> None:
+        """Connect now (nothing once connected), so that a later post goes out at once.
+
+        :raises NotSentError: the bus cannot be reached or refused the sender name.
+        """
+        try:
+            await self._connected()
+        except (BusError, CallFailed) as error:
+            raise _not_sent(error) from None
+
     async def emit(self, interface: str, member: str, signature: str, body: Tuple[Any, ...]) -> None:
         """Queue any signal on the contract's object path (not yet confirmed)."""
         try:
             wire = await self._connected()
             wire.emit(interface, member, signature, body)
-        except BusError as error:
-            if isinstance(error, NotSentError):
-                raise
-            raise NotSentError(error.code, str(error), error.value) from None
-        except CallFailed as error:
-            raise NotSentError("disconnected", "the signal was not sent: %s" % error) from None
+        except (BusError, CallFailed) as error:
+            raise _not_sent(error) from None
 
     async def post(self, name: str, state: Optional[int] = None, confirm: bool = True,
                    timeout: float = CONFIRM_TIMEOUT_SECONDS) -> int:
@@ -124,3 +130,12 @@ class AsyncSender(Closing):
         if self._wire is not None:
             self._wire.close()
             self._wire = None
+
+
+def _not_sent(error: Exception) -> NotSentError:
+    """What a send raises for a failure of the connection under it."""
+    if isinstance(error, NotSentError):
+        return error
+    if isinstance(error, BusError):
+        return NotSentError(error.code, str(error), error.value)
+    return NotSentError("disconnected", "the signal was not sent: %s" % error)

@@ -184,15 +184,29 @@ class MessageCenter(Closing):
         if notify:
             transport()  # a missing D-Bus library is refused before anything is stored
         directory = self._prepare()
+        # Connected before the rename, so that the post follows it at once: a listener that sees
+        # the rename and no Posted within 0.5 s delivers a catch-up (contract v1.3), and a
+        # connection made after the rename (a new process's first send) can take that long on
+        # a loaded machine. A bus that cannot be reached still leaves the message stored.
+        bus: Optional[Bus] = None
+        unreachable: Optional[WormholeError] = None
+        if notify:
+            try:
+                bus = self._sender_bus(timeout)
+            except WormholeError as error:
+                unreachable = error
         path = atomic_write(directory, identifier + ".json", text.encode("utf-8"), stem=identifier)
         result = SendResult(path, False, names=[self.name(identifier)])
-        if notify:
-            self._notify(result, timeout)
+        if unreachable is not None:
+            result.error = unreachable
+        elif bus is not None:
+            self._notify(result, timeout, bus)
         return result
 
-    def _notify(self, result: SendResult, timeout: float) -> None:
+    def _notify(self, result: SendResult, timeout: float, bus: Optional[Bus] = None) -> None:
         try:
-            bus = self._sender_bus(timeout)
+            if bus is None:
+                bus = self._sender_bus(timeout)
             for name in result.names:
                 bus.post(name, write_state())
             bus.confirm(timeout)
@@ -366,6 +380,13 @@ class MessageCenter(Closing):
         """:meth:`send_json` for asyncio (the store is the same; the post is awaited)."""
         if notify:
             require("jeepney", "MessageCenter.send_json_async (asyncio)")
+            # Connected before the rename, as send_json is (a late Posted reads as a catch-up).
+            try:
+                await self._async_sender().ready()
+            except WormholeError as error:
+                result = self.send_json(identifier, document, notify=False)
+                result.error = error
+                return result
         result = self.send_json(identifier, document, notify=False)
         if notify:
             await self._notify_async(result, timeout)
