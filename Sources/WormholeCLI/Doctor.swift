@@ -4,7 +4,6 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Logging
-import Synchronization
 import Wormhole
 import WormholeDBus
 import WormholeSystem
@@ -117,7 +116,7 @@ final class Doctor {
         }
         self.connection = connection
         var parts: [String] = []
-        if let id = try? blocking({ try await connection.callBusDaemon("GetId") }), case .string(let id)? = id.first {
+        if case .string(let id)? = try? blocking("GetId", { try await connection.callBusDaemon("GetId") }).first {
             parts.append("id \(id)")
         }
         parts.append(daemonDescription(connection))
@@ -128,11 +127,7 @@ final class Doctor {
     /// The daemon's program and version: its pid from the bus, its executable from /proc, and
     /// that executable's `--version`; else what the bus calls itself.
     private func daemonDescription(_ connection: BusConnection) -> String {
-        guard
-            let reply = try? blocking({
-                try await connection.callBusDaemon("GetConnectionUnixProcessID", [.string("org.freedesktop.DBus")])
-            }), case .uint32(let pid)? = reply.first
-        else { return "daemon pid unknown" }
+        guard let pid = processID(of: "org.freedesktop.DBus", connection) else { return "daemon pid unknown" }
         guard let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe") else {
             let comm = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)).map {
                 PathText.trimmingWhitespace($0)
@@ -355,19 +350,19 @@ final class Doctor {
             listener.close()
             poster.close()
         }
-        let arrived = DispatchSemaphore(value: 0)
+        let arrived = BoundedWait<Bool?>(nil)
         let subscription = try listener.subscribe(
             MatchRule(interface: interface, member: member, path: path, arguments: [0: name]), on: .ioThread
-        ) { _ in arrived.signal() }
+        ) { _ in arrived.answer(true) }
         if let appID { _ = try poster.claimAppName(appID: appID) }
         let start = DispatchTime.now().uptimeNanoseconds
         try poster.emit(
             Signal(path: path, interface: interface, member: member, arguments: [.string(name), .uint64(1)]))
         poster.flush()
-        let result = arrived.wait(timeout: .now() + 5)
+        let arrival = arrived.answer(until: .now() + 5)
         let elapsed = DispatchTime.now().uptimeNanoseconds - start
         subscription.cancel()
-        return (result == .success ? elapsed : nil, name)
+        return (arrival != nil ? elapsed : nil, name)
     }
 
     // MARK: Helpers

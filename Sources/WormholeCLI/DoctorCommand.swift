@@ -4,9 +4,9 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Logging
-import Synchronization
 import Wormhole
 import WormholeDBus
+import WormholeSystem
 
 /// `wormholectl doctor [--group G] [--directory D] [ID…] [--peer APPID…] [--json]`: why nothing arrives.
 struct DoctorCommand: ParsableCommand {
@@ -118,17 +118,31 @@ struct DoctorReport: Encodable {
     }
 }
 
-/// Runs async work from synchronous command code (the main thread, never the cooperative pool)
-/// and waits for it.
-func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
-    let result = Mutex<Result<T, any Error>?>(nil)
-    let done = DispatchSemaphore(value: 0)
+/// Runs a call to the bus daemon from synchronous command code (the main thread, never the
+/// cooperative pool) and waits for its answer, at most `seconds`: a daemon answers `GetId`,
+/// `GetConnectionUnixProcessID` or `GetAllMatchRules` in milliseconds, so one that has not within
+/// 5 s (the bound of the doctor's round trip too) is itself what the doctor reports, not a reason
+/// to hang for libdbus's 25 s reply deadline per call. Past it, an error naming `what`.
+func blocking<T: Sendable>(
+    _ what: String, within seconds: Int = 5, _ body: @escaping @Sendable () async throws -> T
+) throws -> T {
+    let done = BoundedWait<Result<T, any Error>?>(nil)
     Task {
-        let outcome: Result<T, any Error>
-        do { outcome = .success(try await body()) } catch { outcome = .failure(error) }
-        result.withLock { $0 = outcome }
-        done.signal()
+        do { done.answer(.success(try await body())) } catch { done.answer(.failure(error)) }
     }
-    done.wait()
-    return try result.withLock { $0! }.get()
+    guard let outcome = done.answer(until: .now() + .seconds(seconds))
+    else {
+        throw CLIFailure(message: "the bus daemon did not answer \(what) within \(seconds) s")
+    }
+    return try outcome.get()
+}
+
+/// The process ID of the connection that owns `name` (a unique name, or the daemon's own
+/// `org.freedesktop.DBus`), from the bus daemon; `nil` when it does not say.
+func processID(of name: String, _ connection: BusConnection) -> UInt32? {
+    let reply = try? blocking("GetConnectionUnixProcessID") {
+        try await connection.callBusDaemon("GetConnectionUnixProcessID", [.string(name)])
+    }
+    guard case .uint32(let pid)? = reply?.first else { return nil }
+    return pid
 }

@@ -47,6 +47,24 @@ struct JournalSend {
     }
 }
 
+/// Wakes `journal listen`'s printing thread: a flag each wake-up sets and each wait takes, so
+/// wake-ups that come while it prints make one more read (it reads until nothing is left before
+/// it waits). The wait has no deadline of its own on purpose: the command serves until `--count`,
+/// `--timeout` or a signal ends the process.
+private final class JournalWake: Sendable {
+    private let woken = BoundedWait(false)
+
+    func signal() { woken.change { $0 = true } }
+
+    func wait() {
+        _ = woken.wait(until: .distantFuture) { woken -> Bool? in
+            guard woken else { return nil }
+            woken = false
+            return true
+        }
+    }
+}
+
 /// `wormholectl listen --journal …` (contract §6): the readiness line, then one line per record,
 /// `{"identifier":"ID","sequence":N,"message":<the message>}`, in sequence order.
 struct JournalListen {
@@ -74,7 +92,7 @@ struct JournalListen {
         armTimeout(timeout, countGiven: count != nil)
         let wormhole = try options.wormhole(identifiers: [identifier])
         let journal = try withJournalCLIErrors { try wormhole.journal(MessageIdentifier(identifier)) }
-        let wake = DispatchSemaphore(value: 0)
+        let wake = JournalWake()
         // The wake-ups first, then the cursor: nothing appended after the cursor's start is missed.
         // Without a bus the journal directory wakes it until the bus can be reached.
         let observer = try withCLIErrors { try journal.onAppend { wake.signal() } }
@@ -99,7 +117,7 @@ struct JournalListen {
     /// Prints every record from the cursor on each wake; a gap or damage is one line on standard
     /// error (after a gap, printing goes on at the first available record).
     private static func serve(
-        _ reader: JournalPackageConsumer, identifier: String, count: Int?, writer: LineWriter, wake: DispatchSemaphore,
+        _ reader: JournalPackageConsumer, identifier: String, count: Int?, writer: LineWriter, wake: JournalWake,
         lines: JournalBusLines
     ) -> Never {
         var printed = 0

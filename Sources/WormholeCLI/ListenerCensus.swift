@@ -53,7 +53,7 @@ struct ListenerCensus {
     func listeners(on connection: BusConnection, address: BusAddress?) -> DoctorCheck {
         let rules: [String: [String]]
         do {
-            rules = try blocking { try await connection.matchRulesOnBus() }
+            rules = try blocking("GetAllMatchRules") { try await connection.matchRulesOnBus() }
         } catch {
             return DoctorCheck(
                 check: "listeners", status: .unknown,
@@ -165,17 +165,6 @@ struct ListenerCensus {
             + "stop the extra daemons and restart the listener; else "
     }
 
-    /// The process ID of the connection `unique`, from the bus daemon.
-    private func processID(of unique: String, _ connection: BusConnection) -> UInt32? {
-        guard
-            let reply = try? blocking({
-                try await connection.callBusDaemon("GetConnectionUnixProcessID", [.string(unique)])
-            }),
-            case .uint32(let pid)? = reply.first
-        else { return nil }
-        return pid
-    }
-
     /// Whether a rule delivers some name below `prefix` (ending in `/`).
     private func listensBelow(_ prefix: String, _ rule: RuleText) -> Bool {
         let path = NotifyContract.objectPath
@@ -192,11 +181,7 @@ struct ListenerCensus {
 
     /// `:1.7 (pid 123 counter-app)`, or the unique name alone.
     private func describeConnection(_ unique: String, _ connection: BusConnection) -> String {
-        guard
-            let reply = try? blocking({
-                try await connection.callBusDaemon("GetConnectionUnixProcessID", [.string(unique)])
-            }), case .uint32(let pid)? = reply.first
-        else { return unique }
+        guard let pid = processID(of: unique, connection) else { return unique }
         let comm = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)).map {
             PathText.trimmingWhitespace($0)
         }
