@@ -330,4 +330,17 @@ extension BenchReport {
         for (row, reference, _) in rows { Console.output(row.line(against: reference)) }
         for (row, reference, target) in rows { add(row, suite: suite, against: reference, target: target) }
     }
+
+    /// A reference row and a row measured against it: both published (``publish(_:suite:)``),
+    /// the second with `target`, then the goal `what` on their medians (row p50 / reference p50)
+    /// with the same target; `namingFloor` links the goal to the reference row in the JSON report.
+    func publishPair(
+        _ reference: BenchRow, _ row: BenchRow, target: Double, suite: String, goal what: String,
+        namingFloor: Bool = false
+    ) {
+        publish([(reference, nil, nil), (row, reference, target)], suite: suite)
+        goal(
+            suite, what, ratio: row.median / reference.median, target: target,
+            floor: namingFloor ? reference.label : nil)
+    }
 }

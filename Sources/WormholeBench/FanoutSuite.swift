@@ -67,9 +67,8 @@ struct FanoutSuite {
             label: "\(observers) x wormhole-floor observe, last woken", histogram: merged[0], isRoundTrip: false)
         let ours = BenchRow(
             label: "\(observers) x wormhole observe, last woken", histogram: merged[1], isRoundTrip: false)
-        report.publish([(floorRow, nil, nil), (ours, floorRow, 1.3)], suite: "fanout")
-        report.goal(
-            "fanout", "\(observers) observers, last woken p50 / floor p50", ratio: ours.median / floorRow.median,
-            target: 1.3, floor: floorRow.label)
+        report.publishPair(
+            floorRow, ours, target: 1.3, suite: "fanout", goal: "\(observers) observers, last woken p50 / floor p50",
+            namingFloor: true)
     }
 }

@@ -38,7 +38,6 @@ func latencyAgainstMessage(
     withExtendedLifetime(work) {}
     let message = BenchRow(label: "passMessage -> listener, 100 B", histogram: merged[0])
     let ours = BenchRow(label: label, histogram: merged[1])
-    context.report.publish([(message, nil, nil), (ours, message, 1.3)], suite: suite)
-    context.report.goal(suite, "\(goal) p50 / passMessage p50", ratio: ours.median / message.median, target: 1.3)
+    context.report.publishPair(message, ours, target: 1.3, suite: suite, goal: "\(goal) p50 / passMessage p50")
     return (message, ours)
 }

@@ -91,8 +91,7 @@ struct NotifySuite {
         ])
         let floor = BenchRow(label: "raw libdbus floor, spaced", histogram: merged[0])
         let rung = BenchRow(label: "center processes, doorbell, spaced", histogram: merged[1])
-        report.publish([(floor, nil, nil), (rung, floor, 0.5)], suite: "notify")
-        report.goal("notify", "doorbell spaced p50 / floor spaced p50", ratio: rung.median / floor.median, target: 0.5)
+        report.publishPair(floor, rung, target: 0.5, suite: "notify", goal: "doorbell spaced p50 / floor spaced p50")
         report.goal(
             "notify", "doorbell spaced p99 / floor spaced p99", ratio: rung.percentile(99) / floor.percentile(99),
             target: 0.7)

@@ -65,9 +65,8 @@ struct PostLineRows {
         let floorRow = BenchRow(label: "C post to C observe line", histogram: merged[0], isRoundTrip: false)
         let ours = BenchRow(
             label: "center.post to wormhole observe line, doorbell", histogram: merged[1], isRoundTrip: false)
-        report.publish([(floorRow, nil, nil), (ours, floorRow, 0.6)], suite: "notify")
-        report.goal(
-            "notify", "post to observe line, doorbell, p50 / C to C p50", ratio: ours.median / floorRow.median,
-            target: 0.6, floor: floorRow.label)
+        report.publishPair(
+            floorRow, ours, target: 0.6, suite: "notify", goal: "post to observe line, doorbell, p50 / C to C p50",
+            namingFloor: true)
     }
 }

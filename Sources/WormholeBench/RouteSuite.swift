@@ -21,9 +21,8 @@ struct RouteSuite {
         ])
         let one = BenchRow(label: "center, 1 route", histogram: merged[0])
         let many = BenchRow(label: "center, \(options.routes) extra routes", histogram: merged[1])
-        report.publish([(one, nil, nil), (many, one, 1.10)], suite: "routes")
-        report.goal(
-            "routes", "\(options.routes) extra routes p50 / 1 route p50", ratio: many.median / one.median, target: 1.10)
+        report.publishPair(
+            one, many, target: 1.10, suite: "routes", goal: "\(options.routes) extra routes p50 / 1 route p50")
         try StartupRow(context: context).run()
     }
 }
