@@ -166,13 +166,7 @@ public func whMailboxSend(
     _ mailbox: OpaquePointer?, _ identifier: UnsafePointer<CChar>?, _ json: UnsafePointer<CChar>?, _ length: Int,
     _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let mailbox = try object(mailbox, CMailbox.self, "mailbox")
-        let identifier = try MessageIdentifier(text(identifier, "identifier"))
-        let document = try jsonDocument(json, length, "json")
-        let report = try mailbox.center.passMessage(document, identifier: identifier)
-        try checkSent(report.notificationError, "the message '\(identifier.rawValue)'")
-    }
+    send(mailbox, identifier, json, length, transient: false, error)
 }
 
 @_cdecl("wh_mailbox_send_transient")
@@ -180,10 +174,25 @@ public func whMailboxSendTransient(
     _ mailbox: OpaquePointer?, _ identifier: UnsafePointer<CChar>?, _ json: UnsafePointer<CChar>?, _ length: Int,
     _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
+    send(mailbox, identifier, json, length, transient: true, error)
+}
+
+/// `wh_mailbox_send` and `wh_mailbox_send_transient`: the arguments checked in the same order,
+/// then a stored message (whose post must be sent) or a transient one.
+private func send(
+    _ mailbox: OpaquePointer?, _ identifier: UnsafePointer<CChar>?, _ json: UnsafePointer<CChar>?, _ length: Int,
+    transient: Bool, _ error: UnsafeMutablePointer<OpaquePointer?>?
+) -> Int32 {
     cCall(error) {
         let mailbox = try object(mailbox, CMailbox.self, "mailbox")
         let identifier = try MessageIdentifier(text(identifier, "identifier"))
-        try mailbox.center.passTransientMessage(jsonDocument(json, length, "json"), identifier: identifier)
+        let document = try jsonDocument(json, length, "json")
+        if transient {
+            try mailbox.center.passTransientMessage(document, identifier: identifier)
+        } else {
+            let report = try mailbox.center.passMessage(document, identifier: identifier)
+            try checkSent(report.notificationError, "the message '\(identifier.rawValue)'")
+        }
     }
 }
 

@@ -448,17 +448,24 @@ static void serve(DBusConnection *connection, void (*handle)(const char *, int, 
     }
 }
 
+// Appends a post's state as a JSON number, or null when the post carried none.
+static void line_append_state(struct line *line, int has_state, dbus_uint64_t state) {
+    if (!has_state) {
+        line_append_text(line, "null");
+        return;
+    }
+    char number[24];
+    snprintf(number, sizeof number, "%" PRIu64, (uint64_t)state);
+    line_append_text(line, number);
+}
+
 static void print_notification(const char *name, int has_state, dbus_uint64_t state, void *context) {
     struct line *line = context;
     line_append_text(line, "{\"name\":");
     line_append_json_string(line, name);
-    char number[64];
-    if (has_state) {
-        snprintf(number, sizeof number, ",\"state\":%" PRIu64 ",\"reason\":\"posted\"}\n", (uint64_t)state);
-    } else {
-        snprintf(number, sizeof number, ",\"state\":null,\"reason\":\"posted\"}\n");
-    }
-    line_append_text(line, number);
+    line_append_text(line, ",\"state\":");
+    line_append_state(line, has_state, state);
+    line_append_text(line, ",\"reason\":\"posted\"}\n");
     line_write(line);
 }
 
@@ -546,13 +553,9 @@ static void print_message(const char *name, int has_state, dbus_uint64_t state, 
     line_append_json_string(line, identifier);
     line_append_text(line, ",\"message\":");
     line_append(line, context->file, (size_t)length);
-    char tail[64];
-    if (has_state) {
-        snprintf(tail, sizeof tail, ",\"reason\":\"posted\",\"sentAt\":%" PRIu64 "}\n", (uint64_t)state);
-    } else {
-        snprintf(tail, sizeof tail, ",\"reason\":\"posted\",\"sentAt\":null}\n");
-    }
-    line_append_text(line, tail);
+    line_append_text(line, ",\"reason\":\"posted\",\"sentAt\":");
+    line_append_state(line, has_state, state);
+    line_append_text(line, "}\n");
     line_write(line);
 }
 
