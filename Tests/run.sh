@@ -12,7 +12,8 @@
 #   Tests/run.sh --no-session     without a runtime directory (the doorbell off), whoever runs it
 #   Tests/run.sh --release        the executables the tests start (wormholectl, wormhole-test-peer,
 #                                 the examples) from the release build the packages hold
-#                                 (scripts/release-build.sh: the Swift runtime linked in)
+#                                 (scripts/release-build.sh: the Swift runtime linked in; the test
+#                                 peer, which no package holds, with the runtime shared)
 #
 # --release combines with the others; anything else is passed to `swift test` (`--filter NAME`).
 # Every run gets a throwaway runtime directory (0700, removed at the end) in place of the
@@ -34,7 +35,7 @@ while (($#)); do
     --no-session) mode=no-session ;;
     --release) release=1 ;;
     -h | --help)
-        sed -n '3,20p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '3,21p' "$0" | sed 's/^# \{0,1\}//'
         exit 0
         ;;
     *) passed+=("$1") ;;
@@ -82,6 +83,12 @@ if ((release)); then
     # executable: scripts/build-debs.sh packs this build); the test bundle stays the debug build
     # and starts these.
     scripts/release-build.sh 2>&1 | tee "$log" | grep -E 'error|warning:|Compiling|Build complete' | tail -3
+    # The test peer is no product anyone installs: it stands in for other apps, one of them an
+    # app that kept its settings with Foundation's own UserDefaults (DefaultsImportTests), which
+    # swift-corelibs-foundation linked in statically cannot do: storing an array traps (SIGILL in
+    # __CFTypeCollectionRetain; `wormhole-test-peer foundation-write-suite S` built with
+    # --static-swift-stdlib, Swift 6.3.1). So it is built as such an app is, Swift runtime shared.
+    swift build -c release --product wormhole-test-peer 2>&1 | tee -a "$log" | grep -E 'error|warning:|Build complete' | tail -1
     products=(WORMHOLE_TEST_PRODUCTS="$PWD/.build/release")
 fi
 

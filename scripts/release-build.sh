@@ -4,7 +4,8 @@
 # libwormhole (the `wormhole-c` product), each linked with the Swift runtime in it
 # (`--static-swift-stdlib`: no Swift library to install beside it; docs/install.md).
 #
-#   scripts/release-build.sh [PRODUCT...]     (default: every executable product and wormhole-c)
+#   scripts/release-build.sh [PRODUCT...]     (default: every executable product and wormhole-c
+#                                              but wormhole-test-peer, which nobody installs)
 #
 # One `swift build --product` per product, because SwiftPM cannot build the whole package so:
 # the tests' support target imports Testing, which the static runtime does not include. After
@@ -17,6 +18,8 @@ if ((${#products[@]} == 0)); then
     mapfile -t products < <(swift package describe --type json | python3 -c '
 import json, sys
 for product in json.load(sys.stdin)["products"]:
+    if product["name"] == "wormhole-test-peer":
+        continue  # a test tool, built without the flag by Tests/run.sh --release (see there)
     if "executable" in product["type"] or product["name"] == "wormhole-c":
         print(product["name"])')
 fi
