@@ -88,7 +88,7 @@ if ((release)); then
     # swift-corelibs-foundation linked in statically cannot do: storing an array traps (SIGILL in
     # __CFTypeCollectionRetain; `wormhole-test-peer foundation-write-suite S` built with
     # --static-swift-stdlib, Swift 6.3.1). So it is built as such an app is, Swift runtime shared.
-    swift build -c release --product wormhole-test-peer 2>&1 | tee -a "$log" | grep -E 'error|warning:|Build complete' | tail -1
+    swift build -c release --product wormhole-test-peer 2>&1 | tee -a "$log" | grep -E 'error|warning:|complete!' | tail -1
     products=(WORMHOLE_TEST_PRODUCTS="$PWD/.build/release")
 fi
 
