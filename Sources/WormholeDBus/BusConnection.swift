@@ -45,7 +45,7 @@ public final class BusConnection: Sendable {
     /// private connection.
     let scope: UInt64
     /// For a handle of a shared connection: the entry it holds a reference to, and its table.
-    private let sharing: (entry: SharedConnections.Entry, table: SharedConnections)?
+    let sharing: (entry: SharedConnections.Entry, table: SharedConnections)?
     /// Whether this handle was closed (a private connection: its `io` knows).
     private let handleClosed = Atomic<Bool>(false)
 
@@ -168,44 +168,11 @@ public final class BusConnection: Sendable {
     }
 
     /// Throws ``BusError/Code/disconnected`` when this handle was closed.
-    private func checkOpen() throws(BusError) {
+    func checkOpen() throws(BusError) {
         if handleClosed.load(ordering: .relaxed) { throw io.closedError() }
     }
 
-    // MARK: Emitting
-
-    /// Emits a signal, from any thread, without waiting (where it is written, and what waits
-    /// when the socket is full: <doc:Threading>). Call ``flush(timeout:)`` to wait until it is
-    /// on the bus; a signal emitted is on the bus before the process exits normally either way.
-    ///
-    /// Throws ``BusError/Code/disconnected`` when the bus is not connected,
-    /// ``BusError/Code/invalidString`` naming a string argument that is not valid UTF-8, and
-    /// ``BusError/Code/queueFull`` when the bus is not reading this connection and its bounded
-    /// outgoing queue is full: nothing was sent (counted in ``refusedSignals``).
-    /// The corresponding C function is `dbus_connection_send`.
-    public func emit(_ signal: Signal) throws {
-        try emit(signal, policy: .plain)
-    }
-
-    /// How a signal waits when the socket is full (see ``emit(_:)``).
-    package typealias EmitPolicy = SendPolicy
-
-    /// Emits a signal with a queueing policy (``emit(_:)``). `onAccepted` runs once the
-    /// connection took the signal (it will be written, in order), before it is written; not
-    /// when this throws.
-    package func emit(_ signal: Signal, policy: EmitPolicy, onAccepted: () -> Void = {}) throws {
-        if sharing != nil { try checkOpen() }
-        let message = try MessageCoding.makeSignal(signal)
-        HopTrace.mark(.messageBuilt)
-        try io.outgoing.send(message, bytes: signal.estimatedSize, policy: policy, onAccepted: onAccepted)
-    }
-
-    /// How many signals ``emit(_:)`` refused because the outgoing queue was full.
-    public var refusedSignals: UInt64 { io.outgoing.refused.load(ordering: .relaxed) }
-
-    /// How many queued signals a newer one with the same key replaced while the socket was full
-    /// (a `Posted` of one name: the newer stands for it, contract §7). For tests.
-    package var replacedSignals: UInt64 { io.shared.withLock { $0.outgoing.replaced } }
+    // MARK: Flushing (emitting: BusConnection+Emitting.swift)
 
     /// How long ``flush(timeout:)`` waits by default: 5 seconds.
     public static let defaultFlushTimeout: Duration = .seconds(5)

@@ -164,6 +164,16 @@ extension LibDBus {
 
         init(taking pointer: OpaquePointer) { self.pointer = pointer }
         deinit { dbus_message_unref(pointer) }
+
+        /// The message as it goes on the wire (header and body); `nil` when out of memory. The
+        /// corresponding C function is `dbus_message_marshal`.
+        var wireBytes: [UInt8]? {
+            var bytes: UnsafeMutablePointer<CChar>?
+            var length: Int32 = 0
+            guard dbus_message_marshal(pointer, &bytes, &length) != 0, let bytes else { return nil }
+            defer { dbus_free(bytes) }
+            return Array(UnsafeRawBufferPointer(start: bytes, count: Int(length)))
+        }
     }
 }
 

@@ -41,6 +41,7 @@ public final class DarwinNotificationCenter: Sendable {
     /// catch-up after a reconnect and for leaving the doorbell at close.
     let routes = PostRouteTable()
     private let lastStates = Locked<[String: UInt64]>([:])
+    private let postTemplates = PostTemplates()
     private let reception: PostReception
     private let eventSubscription = Locked<EventSubscription?>(nil)
     /// The connection transient messages travel on, made on first use.
@@ -164,17 +165,14 @@ public final class DarwinNotificationCenter: Sendable {
         } else if carried == nil {
             carried = lastStates.withLock { $0[name.rawValue] }
         }
-        var signal = Signal(
-            path: NotifyContract.path, interface: NotifyContract.bucket(for: name.rawValue),
-            member: NotifyContract.posted,
-            arguments: [.string(name.rawValue), .uint64(carried ?? 0)])
+        let template = try postTemplates.template(for: name)
         try claimSenderName(on: connection)
         // Queued behind a full socket, a newer post of the name replaces an older one: the
         // state travels with the latest (contract section 7). The name is the key: only posts
         // are sent with this policy, and a name's bucket interface follows from the name.
         guard let doorbell = runtime.doorbell else {
             HopTrace.mark(.emitEntered)
-            try connection.emit(signal, policy: .replacing(key: name.rawValue))
+            try connection.emit(template, appending: carried ?? 0, policy: .replacing(key: name.rawValue))
             return HopTrace.mark(.signalWritten)
         }
         // With a doorbell every post is numbered (contract §9), and rings only once its
@@ -187,9 +185,10 @@ public final class DarwinNotificationCenter: Sendable {
         let rings = wake == .doorbell && !sender.isEmpty
         try doorbell.numbered(name: name.rawValue, busKey: busKey, sender: sender, session: identity.session) {
             serial, accepted in
-            signal.serial = serial
             HopTrace.mark(.emitEntered)
-            try connection.emit(signal, policy: .replacing(key: name.rawValue)) {
+            try connection.emit(
+                template, appending: carried ?? 0, serial: serial, policy: .replacing(key: name.rawValue)
+            ) {
                 let previous = accepted()
                 HopTrace.mark(.signalAccepted)
                 guard rings, connection.identity == identity else { return }
