@@ -227,9 +227,8 @@ struct DefaultsSuite {
     /// `set` → observer in another process against `passMessage` → listener, alternating rounds.
     private func latency() throws {
         let (message, ours) = try latencyAgainstMessage(
-            context, suite: "defaults",
-            title: "set -> observer in another process, against passMessage (100 B) -> listener",
-            label: "set -> observer", goal: "set->observer", roundTrips: context.options.defaultsRoundTrips
+            context, suite: "defaults", action: "set -> observer", label: "set -> observer",
+            roundTrips: context.options.defaultsRoundTrips
         ) { address, root in try DefaultsSession(address: address, root: root, group: Self.group) }
         context.report.goal(
             "defaults", "set->observer p99 / passMessage p99", ratio: ours.percentile(99) / message.percentile(99),
@@ -298,22 +297,13 @@ struct DefaultsSuite {
                 "--key", "rate-\(index)", "--count", "\(sets)", "--go", gate.path,
             ]
         }
-        gate.open()
-        var (first, last, total) = (UInt64.max, UInt64(0), 0)
-        for child in children {
-            let line = try child.readAllOutput().first ?? ""
-            let numbers = line.split(separator: " ").compactMap { UInt64($0) }
-            guard child.waitForExit() == 0, numbers.count == 3 else {
-                throw BenchFailure("a set-rate writer failed: \(line)")
-            }
-            (first, last, total) = (min(first, numbers[0]), max(last, numbers[1]), total + Int(numbers[2]))
-        }
-        let rate = Double(total) / (Double(last - first) / 1e9)
+        let run = try gate.openAndMeasure(children, who: "a set-rate writer")
+        let rate = run.rate
         Console.output(
             "\nsets/s: \(processes) processes x \(sets) sets into one suite in \(base ?? "the temporary directory")"
                 + String(format: " (no fsync): %.0f sets/s", rate))
         context.report.figure(
-            "defaults", "sets/s from \(processes) processes, no fsync", value: rate, unit: "sets/s", count: total,
+            "defaults", "sets/s from \(processes) processes, no fsync", value: rate, unit: "sets/s", count: run.total,
             target: 10_000, atLeast: true)
     }
 }

@@ -272,22 +272,13 @@ struct JournalSuite {
                 ["--count", "\(appends)", "--batch", "\(batch)", "--go", gate.path, "--threads", "\(threads)"]
                     + (fsync ? ["--fsync"] : []) + (documents ? ["--documents"] : []))
         }
-        gate.open()
-        var (first, last, total, cpu) = (UInt64.max, UInt64(0), 0, UInt64(0))
-        for child in children {
-            let line = try child.readAllOutput().first ?? ""
-            let numbers = line.split(separator: " ").compactMap { UInt64($0) }
-            guard child.waitForExit() == 0, numbers.count == 4 else {
-                throw BenchFailure("an appender failed: \(line)")
-            }
-            (first, last, total) = (min(first, numbers[0]), max(last, numbers[1]), total + Int(numbers[2]))
-            cpu += numbers[3]
-        }
+        // Each appender's line ends with its CPU time (nanoseconds of user and system time).
+        let run = try gate.openAndMeasure(children, extra: 1, who: "an appender")
         let status = try journal(work.path).status()
-        guard status.last == UInt64(total) else {
-            throw BenchFailure("the journal holds \(status.last) records, \(total) were appended")
+        guard status.last == UInt64(run.total) else {
+            throw BenchFailure("the journal holds \(status.last) records, \(run.total) were appended")
         }
-        return (Double(total) / (Double(last - first) / 1e9), total, Double(cpu) / 1e3 / Double(total))
+        return (run.rate, run.total, Double(run.more[0]) / 1e3 / Double(run.total))
     }
 
     /// A single durable appender (one process, one thread, `fdatasync` per record) against the
@@ -351,9 +342,8 @@ struct JournalSuite {
     /// append -> durable-less consumer in another process, against passMessage -> listener (100 B).
     private func latency() throws {
         let (_, ours) = try latencyAgainstMessage(
-            context, suite: "journal",
-            title: "append -> consumer in another process, against passMessage (100 B) -> listener",
-            label: "append -> consumer, 100 B", goal: "append->consumer", roundTrips: context.options.messageRoundTrips
+            context, suite: "journal", action: "append -> consumer", label: "append -> consumer, 100 B",
+            roundTrips: context.options.messageRoundTrips
         ) { address, root in try JournalSession(address: address, root: root, group: Self.group) }
         context.report.figure(
             "journal", "append->consumer p99 (one-way)", value: ours.percentile(99), unit: "us", count: ours.count,

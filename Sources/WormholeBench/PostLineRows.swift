@@ -56,10 +56,8 @@ struct PostLineRows {
                         "\(warmup)", "--spacing-us", "\(spacing)", "--bus-address", address.rawValue,
                     ],
                     environment: environment, standardInput: observer.output.fd)
-                return try RateSuite.histogram(poster, "_bench-post-call --until-line", count: count) { line in
-                    let fields = line.split(separator: " ").compactMap { UInt64($0) }
-                    return fields.count == 2 ? (fields[0], fields[1]) : nil
-                }
+                return try RateSuite.histogram(
+                    poster, "_bench-post-call --until-line", count: count, parse: RecordedValueLines.parse)
             },
         ])
         let floorRow = BenchRow(label: "C post to C observe line", histogram: merged[0], isRoundTrip: false)

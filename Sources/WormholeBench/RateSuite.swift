@@ -83,10 +83,7 @@ struct RateSuite {
                 ],
                 // The bench turned the doorbell off for itself and its helpers; on for this one ("" unsets).
                 environment: ["XDG_RUNTIME_DIR": runtime, "WORMHOLE_DOORBELL": ""])
-            return try Self.histogram(child, "_bench-post-call", count: count) { line in
-                let fields = line.split(separator: " ").compactMap { UInt64($0) }
-                return fields.count == 2 ? (fields[0], fields[1]) : nil
-            }
+            return try Self.histogram(child, "_bench-post-call", count: count, parse: RecordedValueLines.parse)
         }
         let merged = try AlternatingRounds(label: "post call", rounds: options.rounds).measure([
             .init(name: "floor") {
