@@ -29,8 +29,7 @@ func latencyAgainstMessage(
     let root = work.path + "/containers"
     let session = try makeSession(context.address, root)
     let messages = try MessageSession(address: context.address, root: root, size: 100)
-    let perRound = max(1, roundTrips / options.rounds)
-    let warm = min(options.warmup, perRound)
+    let (perRound, warm) = context.rounds(of: roundTrips)
     let merged = try AlternatingRounds(label: "\(suite) latency", rounds: options.rounds).measure([
         .init(name: "message") { try messages.run(count: perRound, warmup: warm) },
         .init(name: suite) { try session.run(count: perRound, warmup: warm) },

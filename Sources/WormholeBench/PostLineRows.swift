@@ -8,12 +8,11 @@ import Wormhole
 /// to `wormholectl observe`, both with the doorbell on in one runtime directory; the floor:
 /// `wormhole-floor post-line` (send and flush) to `wormhole-floor observe`, C to C on the bus.
 /// Fresh processes each round, in alternating rounds.
-struct PostLineRows {
+struct PostLineRows: BenchSuite {
     let context: BenchContext
 
     func run() throws {
-        let (address, options, report) = (context.address, context.options, context.report)
-        let count = context.perRound
+        let count = perRound
         let (warmup, spacing) = (options.warmup, options.spacingUs)
         let floor = try Executables.sibling("wormhole-floor")
         let names = BenchNames()

@@ -4,11 +4,10 @@ import Wormhole
 
 /// Post rate from one thread and from several, against `wormhole-floor blast`. Issue 7's rule:
 /// after BusIO hands emits to its I/O thread, the rate must stay within 5% of today's.
-struct RateSuite {
+struct RateSuite: BenchSuite {
     let context: BenchContext
 
     func run() throws {
-        let (address, options, report) = (context.address, context.options, context.report)
         let posts = options.posts
         let threads = options.postThreads
         Console.output(
@@ -62,8 +61,7 @@ struct RateSuite {
     /// that each post rings (issue 36: p50 ≤ 1.1× the floor plus one `sendto`). All wait
     /// `--spacing-us` after each post, untimed, in alternating rounds.
     private func postCall() throws {
-        let (address, options, report) = (context.address, context.options, context.report)
-        let count = context.perRound
+        let count = perRound
         let spacing = options.spacingUs
         Console.output(
             "\npost call: one post, from the call to its return, \(spacing) µs apart (µs); a name nobody observes, "
