@@ -15,15 +15,13 @@ struct BenchPingCommand: ParsableCommand {
 
     @Option var ping: String
     @Option var pong: String
-    @Option var count: Int
-    @Option var warmup: Int
-    @Option var wake: LibraryAPI.Wake = .doorbell
+    @OptionGroup var timing: TimedPostOptions
     /// Microseconds to wait after each pong before the next ping (0: back to back).
     @Option var spacingUs = 0
-    @OptionGroup var bus: BusOptions
 
     func run() throws {
-        let center = try LibraryAPI.center(address: try bus.required(), wake: wake)
+        let center = try timing.center()
+        let (count, warmup) = (timing.count, timing.warmup)
         let ping = try NotificationName(self.ping)
         let pong = try NotificationName(self.pong)
         if spacingUs > 0 {
@@ -54,10 +52,7 @@ struct BenchPingCommand: ParsableCommand {
     {
         try center.post(ping, state: UInt64.max)
         center.flush()
-        // One line per recorded value: `NANOSECONDS COUNT`.
-        var lines = ""
-        for value in histogram.recordedValues() { lines += "\(value.value) \(value.countAddedInThisIterationStep)\n" }
-        FileHandle.standardOutput.write(Data(lines.utf8))
+        RecordedValueLines.write(histogram)
     }
 }
 

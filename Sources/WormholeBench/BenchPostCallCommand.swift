@@ -18,19 +18,16 @@ struct BenchPostCallCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "_bench-post-call", shouldDisplay: false)
 
     @Option var name: String
-    @Option var count: Int
-    @Option var warmup: Int
+    @OptionGroup var timing: TimedPostOptions
     @Option var spacingUs: Int
-    @Option var wake: LibraryAPI.Wake = .doorbell
     @Flag var untilLine = false
-    @OptionGroup var bus: BusOptions
 
     func run() throws {
-        let center = try LibraryAPI.center(address: try bus.required(), wake: wake)
+        let center = try timing.center()
         let name = try NotificationName(self.name)
         var histogram = BenchRow.makeHistogram()
         // Locals: an option read through its property wrapper costs a look-up per read.
-        let (warmup, count, spacingUs) = (self.warmup, self.count, self.spacingUs)
+        let (warmup, count, spacingUs) = (timing.warmup, timing.count, self.spacingUs)
         let observer = untilLine ? LineReader(fd: dup(0), owner: "the observer") : nil
         for index in 0..<(warmup + count) {
             let start = MonotonicClock.now()
@@ -45,8 +42,6 @@ struct BenchPostCallCommand: ParsableCommand {
             while nanosleep(&gap, &remaining) != 0 && errno == EINTR { gap = remaining }
         }
         if let error = center.flush() { throw error }
-        var lines = ""
-        for value in histogram.recordedValues() { lines += "\(value.value) \(value.countAddedInThisIterationStep)\n" }
-        FileHandle.standardOutput.write(Data(lines.utf8))
+        RecordedValueLines.write(histogram)
     }
 }

@@ -8,15 +8,13 @@ import WormholeDBus
 /// to a pipe, against `wormhole-floor observe` and `listen` doing the same in C. This process
 /// posts (and, for `listen`, has written the mailbox file before the timer starts) and times
 /// until the child's line is read from the pipe.
-struct CLISuite {
+struct CLISuite: BenchSuite {
     let context: BenchContext
 
     static let group = "group.org.wormhole.bench"
 
     func run() throws {
-        let (address, options, report) = (context.address, context.options, context.report)
-        let perRound = context.perRound
-        let warm = min(options.warmup, perRound)
+        let (perRound, warm) = context.rounds(of: options.roundTrips)
         let wormhole = try Executables.sibling("wormholectl")
         let floor = try Executables.sibling("wormhole-floor")
         let poster = try DarwinNotificationCenter(busAddress: address)

@@ -8,12 +8,11 @@ import WormholeDBus
 /// Shared defaults (issue 9): lost updates and lost keys against Foundation's
 /// `UserDefaults(suiteName:)`, writers SIGKILLed at random instants, `set` → observer latency
 /// against `passMessage` → listener, the cached `get` cost and the `set` rate from 4 processes.
-struct DefaultsSuite {
+struct DefaultsSuite: BenchSuite {
     let context: BenchContext
     static let group = "group.org.wormhole.bench"
 
     func run() throws {
-        let options = context.options
         Console.output("\nshared defaults (GroupDefaults, one suite file per run, no fsync)")
         try lostUpdates(processes: options.defaultsProcesses, increments: options.defaultsIncrements)
         try lostKeys(processes: options.defaultsProcesses, keys: options.defaultsKeys)
@@ -30,7 +29,7 @@ struct DefaultsSuite {
     private func sizeLimit(rounds: Int) throws {
         let base = FileManager.default.isWritableFile(atPath: "/dev/shm") ? "/dev/shm" : nil
         let work = try ScratchDirectory("defaults", in: base)
-        let defaults = try LibraryAPI.defaults(group: Self.group, root: work.path, address: context.address)
+        let defaults = try LibraryAPI.defaults(group: Self.group, root: work.path, address: address)
         // ~4,000 keys of ~1 KiB: just under 4 MiB of JSON.
         let pad = String(repeating: "v", count: 1000)
         var values: [String: PropertyListValue] = [:]
@@ -67,11 +66,11 @@ struct DefaultsSuite {
         }
         let freshWrite = try time {
             counter += 1
-            try LibraryAPI.defaults(group: Self.group, root: work.path, address: context.address).set(
+            try LibraryAPI.defaults(group: Self.group, root: work.path, address: address).set(
                 counter, forKey: "counter")
         }
         let freshRead = try time {
-            _ = try LibraryAPI.defaults(group: Self.group, root: work.path, address: context.address).values()
+            _ = try LibraryAPI.defaults(group: Self.group, root: work.path, address: address).values()
         }
         let huge = String(repeating: "x", count: 5 << 20)
         let before = FileManager.default.contents(atPath: path)
@@ -94,11 +93,11 @@ struct DefaultsSuite {
         Console.output(
             "\nthe suite limit: writes into a \(size)-byte suite, \(rounds) each, against a plain read + replace")
         Console.output(BenchRow.header)
-        context.report.publish([(rows[0], nil, nil)] + rows[1...].map { ($0, rows[0], nil) }, suite: "defaults")
-        context.report.figure(
+        report.publish([(rows[0], nil, nil)] + rows[1...].map { ($0, rows[0], nil) }, suite: "defaults")
+        report.figure(
             "defaults", "set into a 4 MiB suite / plain read + replace", value: rows[1].median / rows[0].median,
             unit: "x", count: rounds, target: 1.5)
-        context.report.figure(
+        report.figure(
             "defaults", "5 MiB value refused / reading the suite once", value: rows[4].median / rows[3].median,
             unit: "x", count: rounds, target: 1)
     }
@@ -120,7 +119,7 @@ struct DefaultsSuite {
     }
 
     private func ours(_ root: String, _ mode: String) -> [String] {
-        ["--mode", mode, "--group", Self.group, "--root", root, "--bus-address", context.address.rawValue]
+        ["--mode", mode, "--group", Self.group, "--root", root, "--bus-address", address.rawValue]
     }
 
     /// What Foundation left in `<home>/<group>.plist`: nil when the file does not parse.
@@ -134,7 +133,7 @@ struct DefaultsSuite {
         Console.progress("defaults: \(processes) x \(increments) increments")
         let work = try ScratchDirectory("defaults")
         try runAll(processes) { _ in ours(work.path, "increment") + ["--count", "\(increments)"] }
-        let defaults = try LibraryAPI.defaults(group: Self.group, root: work.path, address: context.address)
+        let defaults = try LibraryAPI.defaults(group: Self.group, root: work.path, address: address)
         let final = try LibraryAPI.integer(defaults, forKey: "counter") ?? 0
         Console.progress("defaults: the same with Foundation's UserDefaults")
         let home = try work.makeDirectory("foundation")
@@ -145,10 +144,10 @@ struct DefaultsSuite {
         Console.output(
             "lost updates: \(processes) processes x \(increments) increments of one key, expected \(expected): "
                 + "GroupDefaults.update \(final), UserDefaults \(foundation)")
-        context.report.figure(
+        report.figure(
             "defaults", "GroupDefaults.update: increments lost of \(expected)", value: Double(expected - final),
             unit: "count", count: expected, target: 0)
-        context.report.figure(
+        report.figure(
             "defaults", "UserDefaults: increments lost of \(expected)", value: Double(expected - foundation),
             unit: "count", count: expected, target: nil)
     }
@@ -158,7 +157,7 @@ struct DefaultsSuite {
         Console.progress("defaults: \(processes) x \(keys) distinct keys")
         let work = try ScratchDirectory("defaults")
         try runAll(processes) { ours(work.path, "distinct") + ["--key", "p\($0)", "--count", "\(keys)"] }
-        let defaults = try LibraryAPI.defaults(group: Self.group, root: work.path, address: context.address)
+        let defaults = try LibraryAPI.defaults(group: Self.group, root: work.path, address: address)
         let kept = try LibraryAPI.values(defaults).count
         Console.progress("defaults: the same with Foundation's UserDefaults")
         let home = try work.makeDirectory("foundation")
@@ -169,10 +168,10 @@ struct DefaultsSuite {
         Console.output(
             "lost keys: \(processes) processes x \(keys) distinct keys, expected \(expected): "
                 + "GroupDefaults.set \(kept), UserDefaults \(foundation)")
-        context.report.figure(
+        report.figure(
             "defaults", "GroupDefaults.set: keys lost of \(expected)", value: Double(expected - kept), unit: "count",
             count: expected, target: 0)
-        context.report.figure(
+        report.figure(
             "defaults", "UserDefaults: keys lost of \(expected)", value: Double(expected - foundation), unit: "count",
             count: expected, target: nil)
     }
@@ -201,7 +200,7 @@ struct DefaultsSuite {
             done += 1
             acknowledged = max(acknowledged, last)
             // A fresh instance: nothing cached from an earlier read.
-            let defaults = try LibraryAPI.defaults(group: Self.group, root: work.path, address: context.address)
+            let defaults = try LibraryAPI.defaults(group: Self.group, root: work.path, address: address)
             let directory = URL(fileURLWithPath: defaults.path).deletingLastPathComponent().path
             let corrupt = try FileManager.default.contentsOfDirectory(atPath: directory).contains {
                 $0.contains(".corrupt-")
@@ -217,21 +216,20 @@ struct DefaultsSuite {
         Console.output(
             "kills: \(done) SIGKILLs of a writer at random instants (\(acknowledged) acknowledged writes in all): "
                 + "\(unreadable) suites unreadable or wiped, \(lost) kills lost an acknowledged write")
-        context.report.figure(
+        report.figure(
             "defaults", "kills: unreadable, wiped or moved-aside suites", value: Double(unreadable), unit: "count",
             count: done, target: 0)
-        context.report.figure(
+        report.figure(
             "defaults", "kills: acknowledged writes lost", value: Double(lost), unit: "count", count: done, target: 0)
     }
 
     /// `set` → observer in another process against `passMessage` → listener, alternating rounds.
     private func latency() throws {
         let (message, ours) = try latencyAgainstMessage(
-            context, suite: "defaults",
-            title: "set -> observer in another process, against passMessage (100 B) -> listener",
-            label: "set -> observer", goal: "set->observer", roundTrips: context.options.defaultsRoundTrips
+            context, suite: "defaults", action: "set -> observer", label: "set -> observer",
+            roundTrips: options.defaultsRoundTrips
         ) { address, root in try DefaultsSession(address: address, root: root, group: Self.group) }
-        context.report.goal(
+        report.goal(
             "defaults", "set->observer p99 / passMessage p99", ratio: ours.percentile(99) / message.percentile(99),
             target: 2)
     }
@@ -239,7 +237,7 @@ struct DefaultsSuite {
     /// An unchanged key read through the cache: batches of 100 reads timed together.
     private func getCost(reads: Int) throws {
         let work = try ScratchDirectory("defaults")
-        let defaults = try LibraryAPI.defaults(group: Self.group, root: work.path, address: context.address)
+        let defaults = try LibraryAPI.defaults(group: Self.group, root: work.path, address: address)
         try LibraryAPI.set(defaults, 42, forKey: "cached")
         let batch = 100
         let path = defaults.path
@@ -252,7 +250,7 @@ struct DefaultsSuite {
         // The same read checked with the suite's change counter (GroupDefaults.Freshness.changeCounter):
         // one load from the shared mapping, no system call. Its first read maps the counter.
         let counted = try LibraryAPI.defaults(
-            group: Self.group, root: work.path, address: context.address, freshness: .changeCounter)
+            group: Self.group, root: work.path, address: address, freshness: .changeCounter)
         guard try LibraryAPI.integer(counted, forKey: "cached") == 42 else {
             throw BenchFailure("the change-counter reader does not read the value just written")
         }
@@ -267,10 +265,10 @@ struct DefaultsSuite {
             "\ncached unchanged get, one process, \(row.count * batch) reads timed in batches of \(batch) "
                 + "(per read), against a bare lstat")
         Console.output(BenchRow.header)
-        context.report.publish([(floor, nil, nil), (row, floor, nil), (countedRow, floor, nil)], suite: "defaults")
-        context.report.figure(
+        report.publish([(floor, nil, nil), (row, floor, nil), (countedRow, floor, nil)], suite: "defaults")
+        report.figure(
             "defaults", "cached unchanged get p50", value: row.median, unit: "us", count: row.count * batch, target: 1)
-        context.report.figure(
+        report.figure(
             "defaults", "cached unchanged get, change counter, p50", value: countedRow.median, unit: "us",
             count: countedRow.count * batch, target: 0.2)
     }
@@ -298,22 +296,13 @@ struct DefaultsSuite {
                 "--key", "rate-\(index)", "--count", "\(sets)", "--go", gate.path,
             ]
         }
-        gate.open()
-        var (first, last, total) = (UInt64.max, UInt64(0), 0)
-        for child in children {
-            let line = try child.readAllOutput().first ?? ""
-            let numbers = line.split(separator: " ").compactMap { UInt64($0) }
-            guard child.waitForExit() == 0, numbers.count == 3 else {
-                throw BenchFailure("a set-rate writer failed: \(line)")
-            }
-            (first, last, total) = (min(first, numbers[0]), max(last, numbers[1]), total + Int(numbers[2]))
-        }
-        let rate = Double(total) / (Double(last - first) / 1e9)
+        let run = try gate.openAndMeasure(children, who: "a set-rate writer")
+        let rate = run.rate
         Console.output(
             "\nsets/s: \(processes) processes x \(sets) sets into one suite in \(base ?? "the temporary directory")"
                 + String(format: " (no fsync): %.0f sets/s", rate))
-        context.report.figure(
-            "defaults", "sets/s from \(processes) processes, no fsync", value: rate, unit: "sets/s", count: total,
+        report.figure(
+            "defaults", "sets/s from \(processes) processes, no fsync", value: rate, unit: "sets/s", count: run.total,
             target: 10_000, atLeast: true)
     }
 }

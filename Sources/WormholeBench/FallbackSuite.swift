@@ -5,7 +5,7 @@ import Foundation
 /// processes woken through the directory watch (inotify, no bus reachable; each send's post
 /// fails fast), against the C floor of the same file ping-pong woken by inotify, and against
 /// the same messages on the bus and the bus floor, in the same rounds.
-struct FallbackSuite {
+struct FallbackSuite: BenchSuite {
     let context: BenchContext
 
     /// The target of the directory path against its inotify floor (p50): issue 23's, for tmpfs
@@ -13,7 +13,6 @@ struct FallbackSuite {
     static let target = 1.2
 
     func run() throws {
-        let (address, options, report) = (context.address, context.options, context.report)
         let size = 100
         let label = MessageSuite.sizeLabel(size)
         Console.output(
@@ -26,8 +25,7 @@ struct FallbackSuite {
         let directory = try MessageSession(
             address: address, root: work.path + "/containers", size: size, mode: .directory)
         let bus = try MessageSession(address: address, root: work.path + "/containers", size: size, mode: .raw)
-        let perRound = max(1, options.messageRoundTrips / options.rounds)
-        let warm = min(options.warmup, perRound)
+        let (perRound, warm) = context.rounds(of: options.messageRoundTrips)
         let merged = try AlternatingRounds(label: "fallback", rounds: options.rounds).measure([
             .init(name: "inotify floor") {
                 try FloorPingPong.runInotify(directory: floorFiles, size: size, count: perRound, warmup: warm)

@@ -8,11 +8,10 @@ import WormholeDBus
 /// posts and times until every observer's line for that post is read from its pipe: the time
 /// until the last one is woken (the lines are read in the order the observers were started;
 /// a line already in its pipe costs one `read`).
-struct FanoutSuite {
+struct FanoutSuite: BenchSuite {
     let context: BenchContext
 
     func run() throws {
-        let (address, options, report) = (context.address, context.options, context.report)
         let observers = options.fanoutObservers
         let perRound = max(1, options.fanoutPosts)
         let warm = min(options.warmup, max(1, perRound / 10))

@@ -82,8 +82,7 @@ enum DoorbellPingPong {
         echo.waitForExit()
         var histogram = BenchRow.makeHistogram()
         for line in output {
-            let fields = line.split(separator: " ").compactMap { UInt64($0) }
-            if fields.count == 2 { histogram.record(fields[0], count: fields[1]) }
+            if let recorded = RecordedValueLines.parse(line) { histogram.record(recorded.value, count: recorded.count) }
         }
         guard histogram.totalCount == UInt64(count) else {
             throw BenchFailure("_bench-ping reported \(histogram.totalCount) of \(count) round trips")

@@ -7,12 +7,11 @@ import WormholeDBus
 /// The journal (issue 10): records lost, corrupt or duplicated without a flag across SIGKILLs of
 /// appenders and of durable consumers; 8 appender processes and 8 consumers; appends/s from 8
 /// processes with and without `fdatasync`; append -> consumer latency against the mailbox path.
-struct JournalSuite {
+struct JournalSuite: BenchSuite {
     let context: BenchContext
     static let group = "group.org.wormhole.bench"
 
     func run() throws {
-        let options = context.options
         let parts = options.selectedJournalParts
         Console.output("\njournal (segments with CRC-32C frames, flock-serialised appenders, lock-free readers)")
         if parts.contains("kills") {
@@ -48,13 +47,13 @@ struct JournalSuite {
     private func helper(_ root: String, _ mode: String, _ extra: [String] = []) -> [String] {
         [
             "_bench-journal", "--mode", mode, "--group", Self.group, "--root", root, "--bus-address",
-            context.address.rawValue,
+            address.rawValue,
         ]
             + extra
     }
 
     private func journal(_ root: String, _ identifier: String = "events") throws -> Journal {
-        try LibraryAPI.journal(group: Self.group, root: root, address: context.address, identifier: identifier)
+        try LibraryAPI.journal(group: Self.group, root: root, address: address, identifier: identifier)
     }
 
     /// SIGKILLs an appender at a random instant (up to 5 ms after its first acknowledged append),
@@ -110,13 +109,13 @@ struct JournalSuite {
                 + "\(records.count) in the journal: \(lost) lost, \(corrupt) corrupt, \(duplicated) duplicated"
                 + (damage.map { " (read failed: \($0))" } ?? ""))
         let count = acknowledged.count
-        context.report.figure(
+        report.figure(
             "journal", "appender kills: acknowledged records lost", value: Double(lost), unit: "count", count: count,
             target: 0)
-        context.report.figure(
+        report.figure(
             "journal", "appender kills: records corrupt", value: Double(corrupt), unit: "count", count: count, target: 0
         )
-        context.report.figure(
+        report.figure(
             "journal", "appender kills: records duplicated", value: Double(duplicated), unit: "count", count: count,
             target: 0)
     }
@@ -171,13 +170,13 @@ struct JournalSuite {
                 + "\(corrupt) corrupt, \(unflagged) delivered again without the flag (\(flagged) flagged redeliveries, "
                 + String(format: "%.1f", Double(flagged) / Double(kills)) + " per kill)")
         let count = Int(appended)
-        context.report.figure(
+        report.figure(
             "journal", "consumer kills: records never delivered", value: Double(missing + skipped), unit: "count",
             count: count, target: 0)
-        context.report.figure(
+        report.figure(
             "journal", "consumer kills: records corrupt", value: Double(corrupt), unit: "count", count: count, target: 0
         )
-        context.report.figure(
+        report.figure(
             "journal", "consumer kills: duplicates without the flag", value: Double(unflagged), unit: "count",
             count: count, target: 0)
     }
@@ -219,7 +218,7 @@ struct JournalSuite {
             "fanout: \(processes) appender processes x \(perAppender) records, \(processes) consumer processes: "
                 + "\(good) of \(processes) saw all \(total) exactly once in order ("
                 + String(format: "%.1f s", seconds) + "; consumers said \(summary.joined(separator: ", ")))")
-        context.report.figure(
+        report.figure(
             "journal", "fanout: consumers that missed, repeated or reordered", value: Double(processes - good),
             unit: "count", count: total * processes, target: 0)
     }
@@ -249,12 +248,12 @@ struct JournalSuite {
         Console.output(
             "appends/s: \(who) x \(appends) records of 100 B, \(label): " + String(format: "%.0f appends/s", rate)
                 + String(format: " (CPU time of the appender processes, every thread: %.2f µs per append)", cpu))
-        context.report.figure(
+        report.figure(
             "journal", "appends/s from \(who), \(label)", value: rate, unit: "appends/s", count: total,
             target: goal, atLeast: true)
         if !fsync {
             // Less at the mercy of other load on the machine than the rate.
-            context.report.figure(
+            report.figure(
                 "journal", "CPU per append from \(who), \(label)", value: cpu, unit: "us", count: total, target: nil)
         }
     }
@@ -272,22 +271,13 @@ struct JournalSuite {
                 ["--count", "\(appends)", "--batch", "\(batch)", "--go", gate.path, "--threads", "\(threads)"]
                     + (fsync ? ["--fsync"] : []) + (documents ? ["--documents"] : []))
         }
-        gate.open()
-        var (first, last, total, cpu) = (UInt64.max, UInt64(0), 0, UInt64(0))
-        for child in children {
-            let line = try child.readAllOutput().first ?? ""
-            let numbers = line.split(separator: " ").compactMap { UInt64($0) }
-            guard child.waitForExit() == 0, numbers.count == 4 else {
-                throw BenchFailure("an appender failed: \(line)")
-            }
-            (first, last, total) = (min(first, numbers[0]), max(last, numbers[1]), total + Int(numbers[2]))
-            cpu += numbers[3]
-        }
+        // Each appender's line ends with its CPU time (nanoseconds of user and system time).
+        let run = try gate.openAndMeasure(children, extra: 1, who: "an appender")
         let status = try journal(work.path).status()
-        guard status.last == UInt64(total) else {
-            throw BenchFailure("the journal holds \(status.last) records, \(total) were appended")
+        guard status.last == UInt64(run.total) else {
+            throw BenchFailure("the journal holds \(status.last) records, \(run.total) were appended")
         }
-        return (Double(total) / (Double(last - first) / 1e9), total, Double(cpu) / 1e3 / Double(total))
+        return (run.rate, run.total, Double(run.more[0]) / 1e3 / Double(run.total))
     }
 
     /// A single durable appender (one process, one thread, `fdatasync` per record) against the
@@ -317,12 +307,12 @@ struct JournalSuite {
                 + String(format: "%.0f/s, Journal.append with .fdatasync %.0f/s: %.3fx", floor, ours, ours / floor))
         // The frame's size is in the line above, not in the label: the label names the row in `--json`.
         let floorLabel = "bare write + fdatasync loop of one frame per write"
-        context.report.figure(
+        report.figure(
             "journal", floorLabel, value: floor, unit: "appends/s", count: records * rounds, target: nil)
-        context.report.figure(
+        report.figure(
             "journal", "appends/s from 1 process, single appends, fdatasync, Codable", value: ours, unit: "appends/s",
             count: records * rounds, target: nil)
-        context.report.goal(
+        report.goal(
             "journal", "durable single appender / bare write + fdatasync", ratio: ours / floor, target: 0.9,
             atLeast: true,
             floor: floorLabel)
@@ -351,11 +341,10 @@ struct JournalSuite {
     /// append -> durable-less consumer in another process, against passMessage -> listener (100 B).
     private func latency() throws {
         let (_, ours) = try latencyAgainstMessage(
-            context, suite: "journal",
-            title: "append -> consumer in another process, against passMessage (100 B) -> listener",
-            label: "append -> consumer, 100 B", goal: "append->consumer", roundTrips: context.options.messageRoundTrips
+            context, suite: "journal", action: "append -> consumer", label: "append -> consumer, 100 B",
+            roundTrips: options.messageRoundTrips
         ) { address, root in try JournalSession(address: address, root: root, group: Self.group) }
-        context.report.figure(
+        report.figure(
             "journal", "append->consumer p99 (one-way)", value: ours.percentile(99), unit: "us", count: ours.count,
             target: 1000)
     }

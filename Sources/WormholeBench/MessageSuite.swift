@@ -6,7 +6,7 @@ import Foundation
 /// path (`JSONDocument`, no codec), and the codec's own cost per hop; then 100-B transient
 /// messages (in the signal, not stored; Codable and raw) against the floor's notification-only
 /// ping-pong and the mailbox path, in the same rounds.
-struct MessageSuite {
+struct MessageSuite: BenchSuite {
     let context: BenchContext
 
     /// The ratio target of each row against the floor (p50).
@@ -22,7 +22,6 @@ struct MessageSuite {
     }
 
     func run() throws {
-        let (address, options, report) = (context.address, context.options, context.report)
         Console.output("\nmessages (encode, atomic write, post, wake, read, decode), one process each side")
         Console.output(BenchRow.header)
         for size in options.messageSizeList {
@@ -37,8 +36,7 @@ struct MessageSuite {
                 size == options.messageSizeList.first
                 ? try MessageSession(address: address, root: work.path + "/containers", size: size, mode: .rawBusOnly)
                 : nil
-            let perRound = max(1, count / options.rounds)
-            let warm = min(options.warmup, perRound)
+            let (perRound, warm) = context.rounds(of: count)
             var rows: [AlternatingRounds.Side] = [
                 .init(name: "floor") {
                     try FloorPingPong.run(address, count: perRound, warmup: warm, files: (work.path, size))
@@ -89,7 +87,6 @@ struct MessageSuite {
     /// Transient messages of 100 B (encode, emit, route, decode; no file), against the raw
     /// notification floor (libdbus, no payload, no file) and the 100-B mailbox path.
     private func runTransient() throws {
-        let (address, options, report) = (context.address, context.options, context.report)
         let size = 100
         Console.output(
             "\ntransient messages (\(Self.sizeLabel(size)) JSON in the signal, nothing stored), one process each side")
@@ -100,8 +97,7 @@ struct MessageSuite {
             address: address, root: work.path + "/containers", size: size, mode: .transient)
         let raw = try MessageSession(address: address, root: work.path + "/containers", size: size, mode: .transientRaw)
         let mailbox = try MessageSession(address: address, root: work.path + "/containers", size: size)
-        let perRound = max(1, options.messageRoundTrips / options.rounds)
-        let warm = min(options.warmup, perRound)
+        let (perRound, warm) = context.rounds(of: options.messageRoundTrips)
         let merged = try AlternatingRounds(label: "transient", rounds: options.rounds).measure([
             .init(name: "floor") { try FloorPingPong.run(address, count: perRound, warmup: warm) },
             .init(name: "transient") { try transient.run(count: perRound, warmup: warm) },

@@ -4,12 +4,10 @@ import WormholeDBus
 /// Notifications between two processes: the floor's ping-pong against ours with handlers on
 /// the I/O thread and on a queue, then floor and ours again while another process observes
 /// many other names.
-struct NotifySuite {
+struct NotifySuite: BenchSuite {
     let context: BenchContext
 
     func run() throws {
-        let (address, options, report) = (context.address, context.options, context.report)
-        let perRound = context.perRound
         Console.output("\nnotifications: \(options.roundTrips) round trips per row")
         Console.output(BenchRow.header)
         Console.progress(
@@ -74,9 +72,7 @@ struct NotifySuite {
     /// and dropped by the observer) is done before the next round is timed, for both alike. The
     /// back-to-back rows above charge that work to the next round on a busy machine.
     private func runSpaced(runtime: String) throws {
-        let (address, options, report) = (context.address, context.options, context.report)
         guard options.spacingUs > 0 else { return }
-        let perRound = context.perRound
         Console.progress("notify: floor and doorbell, spaced \(options.spacingUs) us")
         let merged = try AlternatingRounds(label: "notify, spaced", rounds: options.rounds).measure([
             .init(name: "floor") {

@@ -8,12 +8,11 @@ import Wormhole
 /// to `wormholectl observe`, both with the doorbell on in one runtime directory; the floor:
 /// `wormhole-floor post-line` (send and flush) to `wormhole-floor observe`, C to C on the bus.
 /// Fresh processes each round, in alternating rounds.
-struct PostLineRows {
+struct PostLineRows: BenchSuite {
     let context: BenchContext
 
     func run() throws {
-        let (address, options, report) = (context.address, context.options, context.report)
-        let count = context.perRound
+        let count = perRound
         let (warmup, spacing) = (options.warmup, options.spacingUs)
         let floor = try Executables.sibling("wormhole-floor")
         let names = BenchNames()
@@ -56,10 +55,8 @@ struct PostLineRows {
                         "\(warmup)", "--spacing-us", "\(spacing)", "--bus-address", address.rawValue,
                     ],
                     environment: environment, standardInput: observer.output.fd)
-                return try RateSuite.histogram(poster, "_bench-post-call --until-line", count: count) { line in
-                    let fields = line.split(separator: " ").compactMap { UInt64($0) }
-                    return fields.count == 2 ? (fields[0], fields[1]) : nil
-                }
+                return try RateSuite.histogram(
+                    poster, "_bench-post-call --until-line", count: count, parse: RecordedValueLines.parse)
             },
         ])
         let floorRow = BenchRow(label: "C post to C observe line", histogram: merged[0], isRoundTrip: false)

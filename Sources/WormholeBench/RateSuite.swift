@@ -4,11 +4,10 @@ import Wormhole
 
 /// Post rate from one thread and from several, against `wormhole-floor blast`. Issue 7's rule:
 /// after BusIO hands emits to its I/O thread, the rate must stay within 5% of today's.
-struct RateSuite {
+struct RateSuite: BenchSuite {
     let context: BenchContext
 
     func run() throws {
-        let (address, options, report) = (context.address, context.options, context.report)
         let posts = options.posts
         let threads = options.postThreads
         Console.output(
@@ -62,8 +61,7 @@ struct RateSuite {
     /// that each post rings (issue 36: p50 ≤ 1.1× the floor plus one `sendto`). All wait
     /// `--spacing-us` after each post, untimed, in alternating rounds.
     private func postCall() throws {
-        let (address, options, report) = (context.address, context.options, context.report)
-        let count = context.perRound
+        let count = perRound
         let spacing = options.spacingUs
         Console.output(
             "\npost call: one post, from the call to its return, \(spacing) µs apart (µs); a name nobody observes, "
@@ -83,10 +81,7 @@ struct RateSuite {
                 ],
                 // The bench turned the doorbell off for itself and its helpers; on for this one ("" unsets).
                 environment: ["XDG_RUNTIME_DIR": runtime, "WORMHOLE_DOORBELL": ""])
-            return try Self.histogram(child, "_bench-post-call", count: count) { line in
-                let fields = line.split(separator: " ").compactMap { UInt64($0) }
-                return fields.count == 2 ? (fields[0], fields[1]) : nil
-            }
+            return try Self.histogram(child, "_bench-post-call", count: count, parse: RecordedValueLines.parse)
         }
         let merged = try AlternatingRounds(label: "post call", rounds: options.rounds).measure([
             .init(name: "floor") {

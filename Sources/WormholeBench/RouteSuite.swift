@@ -4,12 +4,10 @@ import WormholeDBus
 /// The cost of the route table: the same ping-pong while the pinging process's connection
 /// holds 1 route and while it holds many more (observers of other names, no-op handlers).
 /// Both sessions live through every round, so the daemon's rule load is the same for both.
-struct RouteSuite {
+struct RouteSuite: BenchSuite {
     let context: BenchContext
 
     func run() throws {
-        let (address, options, report) = (context.address, context.options, context.report)
-        let perRound = context.perRound
         Console.output("\nroute table: \(options.roundTrips) round trips per row, one-way µs (round trip / 2)")
         Console.output(BenchRow.header)
         let single = try NotifySession(address: address, delivery: .ioThread)

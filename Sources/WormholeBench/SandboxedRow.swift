@@ -20,7 +20,6 @@ extension CLISuite {
                 UInt64
             >
     ) throws {
-        let (address, options, report) = (context.address, context.options, context.report)
         let bwrap = try Self.tool("bwrap")
         let proxyTool = try Self.tool("xdg-dbus-proxy")
         let scratch = try ScratchDirectory("sandboxed")

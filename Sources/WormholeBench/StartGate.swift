@@ -35,6 +35,36 @@ final class StartGate {
         flock(descriptor, LOCK_UN)
     }
 
+    /// What the helpers of a rate run did together: the time from the first one's start to the
+    /// last one's end, the count of all, and each further number they printed, summed.
+    struct RateRun {
+        var seconds: Double
+        var total: Int
+        var more: [UInt64]
+
+        var rate: Double { Double(total) / seconds }
+    }
+
+    /// Opens the gate to `children` (from ``start(_:arguments:)``) and reads the line each prints
+    /// when done: `FIRST LAST COUNT` (its first and last instant on the monotonic clock, in
+    /// nanoseconds, and how much it did) and `extra` more numbers. A helper that fails or prints
+    /// another line fails the run, named `who`.
+    func openAndMeasure(_ children: [ChildProcess], extra: Int = 0, who: String) throws -> RateRun {
+        open()
+        var (first, last, total) = (UInt64.max, UInt64(0), 0)
+        var more = [UInt64](repeating: 0, count: extra)
+        for child in children {
+            let line = try child.readAllOutput().first ?? ""
+            let numbers = line.split(separator: " ").compactMap { UInt64($0) }
+            guard child.waitForExit() == 0, numbers.count == 3 + extra else {
+                throw BenchFailure("\(who) failed: \(line)")
+            }
+            (first, last, total) = (min(first, numbers[0]), max(last, numbers[1]), total + Int(numbers[2]))
+            for index in 0..<extra { more[index] += numbers[3 + index] }
+        }
+        return RateRun(seconds: Double(last - first) / 1e9, total: total, more: more)
+    }
+
     deinit {
         close(descriptor)
     }

@@ -11,11 +11,10 @@ import WormholeDBus
 /// round (through a link of its own to the bus's socket), made before the clock starts. Also
 /// the CPU time of this process and of the bus daemon (read from `/proc`, when the daemon says
 /// its pid) during each call.
-struct StartupRow {
+struct StartupRow: BenchSuite {
     let context: BenchContext
 
     func run() throws {
-        let (address, options, report) = (context.address, context.options, context.report)
         let count = options.routes
         guard count > 0 else { return }
         let scratch = try ScratchDirectory("startup")

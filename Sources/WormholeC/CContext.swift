@@ -128,6 +128,36 @@ final class CContext: Sendable {
     }
 }
 
+/// `wh_mailbox_open` and `wh_defaults_open`: the context, the group and the optional name
+/// (`nameArgument`: directory or suite) checked in that order, then `out` (`outArgument`) set
+/// to a new handle of what `open` makes with them.
+func openInGroup(
+    _ context: OpaquePointer?, _ group: UnsafePointer<CChar>?, _ name: UnsafePointer<CChar>?, _ nameArgument: String,
+    _ out: UnsafeMutablePointer<OpaquePointer?>?, _ outArgument: String, _ error: UnsafeMutablePointer<OpaquePointer?>?,
+    _ open: (CContext, String, String?) throws -> AnyObject
+) -> Int32 {
+    cCall(error, context, CContext.self, "context") { context in
+        let group = try text(group, "group")
+        let name = try optionalText(name, nameArgument)
+        guard let out else { throw CFailure.argument("\(outArgument) is NULL") }
+        out.pointee = handle(try open(context, group, name))
+    }
+}
+
+/// `wh_context_options_set_*` of a text: `value` (`argument`) checked by `check`, then stored
+/// in `field`.
+private func setOption(
+    _ options: OpaquePointer?, _ field: ReferenceWritableKeyPath<CContextOptions, String?>,
+    _ value: UnsafePointer<CChar>?, _ argument: String, _ error: UnsafeMutablePointer<OpaquePointer?>?,
+    check: (String) throws -> Void
+) -> Int32 {
+    cCall(error, options, CContextOptions.self, "options") { options in
+        let value = try text(value, argument)
+        try check(value)
+        options[keyPath: field] = value
+    }
+}
+
 // MARK: The C functions
 
 @_cdecl("wh_version")
@@ -161,23 +191,15 @@ public func whContextOptionsFree(_ options: OpaquePointer?) {
 public func whContextOptionsSetBusAddress(
     _ options: OpaquePointer?, _ address: UnsafePointer<CChar>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let options = try object(options, CContextOptions.self, "options")
-        let address = try text(address, "address")
-        _ = try BusAddress(address)
-        options.busAddress = address
-    }
+    setOption(options, \.busAddress, address, "address", error) { _ = try BusAddress($0) }
 }
 
 @_cdecl("wh_context_options_set_app_id")
 public func whContextOptionsSetAppId(
     _ options: OpaquePointer?, _ appID: UnsafePointer<CChar>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let options = try object(options, CContextOptions.self, "options")
-        let appID = try text(appID, "app_id")
-        _ = try AppIdentity.resolve(flatpakInfo: nil, program: appID, environment: [:])
-        options.appID = appID
+    setOption(options, \.appID, appID, "app_id", error) {
+        _ = try AppIdentity.resolve(flatpakInfo: nil, program: $0, environment: [:])
     }
 }
 
@@ -185,14 +207,11 @@ public func whContextOptionsSetAppId(
 public func whContextOptionsSetContainerRoot(
     _ options: OpaquePointer?, _ path: UnsafePointer<CChar>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let options = try object(options, CContextOptions.self, "options")
-        let path = try text(path, "path")
+    setOption(options, \.containerRoot, path, "path", error) { path in
         guard path.hasPrefix("/") else {
             throw CFailure(
                 .noContainerRoot, name: "noContainerRoot", "container root '\(path)' is not absolute", value: path)
         }
-        options.containerRoot = path
     }
 }
 
@@ -208,8 +227,7 @@ public func whContextOptionsSetLogHandler(
     _ options: OpaquePointer?, _ handler: CLogFunction?, _ minimum: Int32, _ data: UnsafeMutableRawPointer?,
     _ destroy: CDestroyFunction?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let options = try object(options, CContextOptions.self, "options")
+    cCall(error, options, CContextOptions.self, "options") { options in
         guard let handler else { throw CFailure.argument("handler is NULL") }
         guard let level = Logger.Level(cLevel: minimum) else {
             throw CFailure.argument("log level \(minimum) is not a wh_log_level (0 to 6)", value: "\(minimum)")
@@ -251,8 +269,7 @@ public func whContextDispatch(_ context: OpaquePointer?) -> Int32 {
 public func whContextFlush(
     _ context: OpaquePointer?, _ timeout: Int64, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let context = try object(context, CContext.self, "context")
+    cCall(error, context, CContext.self, "context") { context in
         guard timeout >= 0 else { throw CFailure.argument("timeout_ms \(timeout) is negative", value: "\(timeout)") }
         try context.flush(timeout: .milliseconds(timeout))
     }

@@ -24,24 +24,16 @@ final class CDefaults: Sendable {
 /// `wh_change`: one delivered change of a key, valid while its handler runs.
 final class CChange {
     let key: UnsafeMutablePointer<CChar>
-    let value: UnsafeMutablePointer<CChar>?
-    let length: Int
+    let value: CJSONText?
     let change: GroupDefaults.Change
 
     init(_ change: GroupDefaults.Change) {
         self.change = change
         key = strdup(change.key)
-        var value: UnsafeMutablePointer<CChar>?
-        var length = 0
-        if let stored = change.value { give(stored.jsonBytes, &value, &length) }
-        self.value = value
-        self.length = length
+        value = change.value.map { CJSONText($0.jsonBytes) }
     }
 
-    deinit {
-        free(key)
-        free(value)
-    }
+    deinit { free(key) }
 }
 
 /// `wh_change_handler`.
@@ -66,12 +58,8 @@ public func whDefaultsOpen(
     _ context: OpaquePointer?, _ group: UnsafePointer<CChar>?, _ suite: UnsafePointer<CChar>?,
     _ defaults: UnsafeMutablePointer<OpaquePointer?>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let context = try object(context, CContext.self, "context")
-        let group = try text(group, "group")
-        let suite = try optionalText(suite, "suite")
-        guard let defaults else { throw CFailure.argument("defaults is NULL") }
-        defaults.pointee = handle(try CDefaults(context, group: group, suite: suite))
+    openInGroup(context, group, suite, "suite", defaults, "defaults", error) {
+        try CDefaults($0, group: $1, suite: $2)
     }
 }
 
@@ -86,16 +74,10 @@ public func whDefaultsGet(
     _ json: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
     _ length: UnsafeMutablePointer<Int>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let defaults = try object(defaults, CDefaults.self, "defaults").defaults
+    cCall(error, defaults, CDefaults.self, "defaults") { owner in
         guard let json else { throw CFailure.argument("json is NULL") }
-        let stored = try key == nil ? defaults.jsonText() : defaults.storedJSON(forKey: WormholeC.key(key))
-        if let stored {
-            give(Array(stored.utf8), json, length)
-        } else {
-            json.pointee = nil
-            length?.pointee = 0
-        }
+        let stored = try key == nil ? owner.defaults.jsonText() : owner.defaults.storedJSON(forKey: WormholeC.key(key))
+        give(found: stored.map { Array($0.utf8) }, json, length)
     }
 }
 
@@ -104,10 +86,9 @@ public func whDefaultsSet(
     _ defaults: OpaquePointer?, _ key: UnsafePointer<CChar>?, _ json: UnsafePointer<CChar>?, _ length: Int,
     _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let defaults = try object(defaults, CDefaults.self, "defaults").defaults
+    cCall(error, defaults, CDefaults.self, "defaults") { owner in
         let key = try WormholeC.key(key)
-        let report = try defaults.set(value(json, length, key: key, "json"), forKey: key)
+        let report = try owner.defaults.set(value(json, length, key: key, "json"), forKey: key)
         try checkSent(report.notificationError, "the value of '\(key)'")
     }
 }
@@ -116,10 +97,9 @@ public func whDefaultsSet(
 public func whDefaultsRemove(
     _ defaults: OpaquePointer?, _ key: UnsafePointer<CChar>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let defaults = try object(defaults, CDefaults.self, "defaults").defaults
+    cCall(error, defaults, CDefaults.self, "defaults") { owner in
         let key = try WormholeC.key(key)
-        let report = try defaults.removeObject(forKey: key)
+        let report = try owner.defaults.removeObject(forKey: key)
         try checkSent(report.notificationError, "the removal of '\(key)'")
     }
 }
@@ -129,10 +109,9 @@ public func whDefaultsIncrement(
     _ defaults: OpaquePointer?, _ key: UnsafePointer<CChar>?, _ by: Int64, _ value: UnsafeMutablePointer<Int64>?,
     _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let defaults = try object(defaults, CDefaults.self, "defaults").defaults
+    cCall(error, defaults, CDefaults.self, "defaults") { owner in
         let key = try WormholeC.key(key)
-        let result = try defaults.increment(forKey: key, by: Int(by))
+        let result = try owner.defaults.increment(forKey: key, by: Int(by))
         value?.pointee = Int64(result)
     }
 }
@@ -150,13 +129,12 @@ public func whDefaultsCompareAndSet(
 ) -> Int32 {
     current?.pointee = nil
     currentLength?.pointee = 0
-    return cCall(error) {
-        let defaults = try object(defaults, CDefaults.self, "defaults").defaults
+    return cCall(error, defaults, CDefaults.self, "defaults") { owner in
         let key = try WormholeC.key(key)
         let expectedValue = try expected.map { try value($0, expectedLength, key: key, "expected") }
         let newValue = try json.map { try value($0, length, key: key, "json") }
         do {
-            let report = try defaults.update(forKey: key) { stored in
+            let report = try owner.defaults.update(forKey: key) { stored in
                 guard stored == expectedValue else { throw Mismatch(stored: stored) }
                 return newValue
             }
@@ -179,8 +157,7 @@ public func whDefaultsObserve(
     _ data: UnsafeMutableRawPointer?, _ destroy: CDestroyFunction?, _ out: UnsafeMutablePointer<OpaquePointer?>?,
     _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let owner = try object(defaults, CDefaults.self, "defaults")
+    cCall(error, defaults, CDefaults.self, "defaults") { owner in
         let key = try key.map { try WormholeC.key($0) }
         try checkFlags(flags, known: 0x3)
         guard let handler else { throw CFailure.argument("handler is NULL") }
@@ -209,9 +186,7 @@ public func whChangeKey(_ change: OpaquePointer?) -> UnsafePointer<CChar>? {
 
 @_cdecl("wh_change_value")
 public func whChangeValue(_ change: OpaquePointer?, _ length: UnsafeMutablePointer<Int>?) -> UnsafePointer<CChar>? {
-    let change = object(change, CChange.self)
-    length?.pointee = change?.length ?? 0
-    return change?.value.map { UnsafePointer($0) }
+    CJSONText.lend(object(change, CChange.self)?.value, length)
 }
 
 @_cdecl("wh_change_reason")

@@ -143,6 +143,15 @@ func cCall(_ out: UnsafeMutablePointer<OpaquePointer?>?, _ body: () throws -> Vo
     }
 }
 
+/// Runs one C API call's body on the object behind its handle argument `handle` (NULL fails,
+/// naming `argument`).
+func cCall<T: AnyObject>(
+    _ out: UnsafeMutablePointer<OpaquePointer?>?, _ handle: OpaquePointer?, _ type: T.Type, _ argument: String,
+    _ body: (T) throws -> Void
+) -> Int32 {
+    cCall(out) { try body(object(handle, type, argument)) }
+}
+
 /// The object behind a handle the C API gave out, or a failure naming the argument when NULL.
 func object<T: AnyObject>(_ handle: OpaquePointer?, _ type: T.Type, _ argument: String) throws -> T {
     guard let handle else { throw CFailure.argument("\(argument) is NULL") }
@@ -204,6 +213,43 @@ func give(
     out?.pointee = UnsafeMutableRawPointer(buffer).assumingMemoryBound(to: CChar.self)
     length?.pointee = bytes.count
     if out == nil { free(buffer) }
+}
+
+/// `give` for a read: NULL and a length of 0 when nothing was found.
+func give(
+    found bytes: (some Collection<UInt8>)?, _ out: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>,
+    _ length: UnsafeMutablePointer<Int>?
+) {
+    if let bytes {
+        give(bytes, out, length)
+    } else {
+        out.pointee = nil
+        length?.pointee = 0
+    }
+}
+
+/// The JSON text a delivered message, record or change owns: a malloc'd, NUL-terminated copy,
+/// freed with its owner.
+final class CJSONText {
+    let pointer: UnsafeMutablePointer<CChar>?
+    let length: Int
+
+    init(_ bytes: some Collection<UInt8>) {
+        var pointer: UnsafeMutablePointer<CChar>?
+        var length = 0
+        give(bytes, &pointer, &length)
+        self.pointer = pointer
+        self.length = length
+    }
+
+    deinit { free(pointer) }
+
+    /// What `wh_message_json`, `wh_record_json` and `wh_change_value` return: the text, valid
+    /// while its owner is, and its length (NULL and 0 when there is none).
+    static func lend(_ text: CJSONText?, _ length: UnsafeMutablePointer<Int>?) -> UnsafePointer<CChar>? {
+        length?.pointee = text?.length ?? 0
+        return text?.pointer.map { UnsafePointer($0) }
+    }
 }
 
 /// Checks that `flags` has no bit outside `known`.

@@ -25,8 +25,7 @@ final class CJournal: Sendable {
 final class CRecord {
     let identifier: UnsafeMutablePointer<CChar>
     let sequence: UInt64
-    let json: UnsafeMutablePointer<CChar>?
-    let length: Int
+    let json: CJSONText?
     let appendedAt: UInt64
     let isRedelivery: Bool
     let error: CErrorObject?
@@ -35,11 +34,7 @@ final class CRecord {
     init(_ record: JournalRecord<JSONDocument>) {
         identifier = strdup(record.identifier.rawValue)
         sequence = record.sequence
-        var json: UnsafeMutablePointer<CChar>?
-        var length = 0
-        give(record.message.data, &json, &length)
-        self.json = json
-        self.length = length
+        json = CJSONText(record.message.data)
         appendedAt = record.appendedAt
         isRedelivery = record.isRedelivery
         error = nil
@@ -50,17 +45,13 @@ final class CRecord {
         self.identifier = strdup(identifier.rawValue)
         sequence = 0
         json = nil
-        length = 0
         appendedAt = 0
         isRedelivery = false
         error = CErrorObject(CFailure(failure))
         damage = (failure as? WormholeError)?.journalDamage.map { ($0.from, $0.to) }
     }
 
-    deinit {
-        free(identifier)
-        free(json)
-    }
+    deinit { free(identifier) }
 }
 
 /// A journal listener's reader: wakes from the journal's appenders queue one drain, and the
@@ -220,8 +211,7 @@ public func whJournalOpen(
     _ mailbox: OpaquePointer?, _ identifier: UnsafePointer<CChar>?, _ flags: UInt32,
     _ journal: UnsafeMutablePointer<OpaquePointer?>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let mailbox = try object(mailbox, CMailbox.self, "mailbox")
+    cCall(error, mailbox, CMailbox.self, "mailbox") { mailbox in
         let identifier = try MessageIdentifier(text(identifier, "identifier"))
         try checkFlags(flags, known: 0x1)
         guard let journal else { throw CFailure.argument("journal is NULL") }
@@ -240,8 +230,7 @@ public func whJournalAppend(
     _ journal: OpaquePointer?, _ json: UnsafePointer<CChar>?, _ length: Int, _ sequence: UnsafeMutablePointer<UInt64>?,
     _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let journal = try object(journal, CJournal.self, "journal")
+    cCall(error, journal, CJournal.self, "journal") { journal in
         let document = try jsonDocument(json, length, "json")
         let appended = try journal.journal.append(document)
         sequence?.pointee = appended
@@ -253,8 +242,7 @@ public func whJournalAppendMany(
     _ journal: OpaquePointer?, _ jsons: UnsafePointer<UnsafePointer<CChar>?>?, _ lengths: UnsafePointer<Int>?,
     _ count: Int, _ first: UnsafeMutablePointer<UInt64>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let journal = try object(journal, CJournal.self, "journal")
+    cCall(error, journal, CJournal.self, "journal") { journal in
         guard count > 0 else { throw CFailure.argument("count is \(count); append at least one record") }
         guard let jsons, let lengths else { throw CFailure.argument("jsons or lengths is NULL") }
         let documents = try (0..<count).map { try jsonDocument(jsons[$0], lengths[$0], "jsons[\($0)]") }
@@ -267,8 +255,7 @@ public func whJournalAppendMany(
 public func whJournalFlush(_ journal: OpaquePointer?, _ timeout: Int64, _ error: UnsafeMutablePointer<OpaquePointer?>?)
     -> Int32
 {
-    cCall(error) {
-        let journal = try object(journal, CJournal.self, "journal")
+    cCall(error, journal, CJournal.self, "journal") { journal in
         if let failure = journal.journal.flush(timeout: .milliseconds(max(0, timeout))) { throw failure }
     }
 }
@@ -279,8 +266,7 @@ public func whJournalListen(
     _ data: UnsafeMutableRawPointer?, _ destroy: CDestroyFunction?,
     _ subscription: UnsafeMutablePointer<OpaquePointer?>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let journal = try object(journal, CJournal.self, "journal")
+    cCall(error, journal, CJournal.self, "journal") { journal in
         let consumer = try optionalText(consumer, "consumer")
         guard let handler else { throw CFailure.argument("handler is NULL") }
         let context = journal.mailbox.context
@@ -299,8 +285,7 @@ public func whJournalStatus(
     _ journal: OpaquePointer?, _ json: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
     _ length: UnsafeMutablePointer<Int>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let journal = try object(journal, CJournal.self, "journal")
+    cCall(error, journal, CJournal.self, "journal") { journal in
         guard let json else { throw CFailure.argument("json is NULL") }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
@@ -312,8 +297,7 @@ public func whJournalStatus(
 public func whJournalCheck(
     _ journal: OpaquePointer?, _ damaged: UnsafeMutablePointer<Int>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let journal = try object(journal, CJournal.self, "journal")
+    cCall(error, journal, CJournal.self, "journal") { journal in
         let ranges = try journal.journal.check()
         damaged?.pointee = ranges.count
         guard let first = ranges.first else { return }
@@ -337,9 +321,7 @@ public func whRecordSequence(_ record: OpaquePointer?) -> UInt64 {
 
 @_cdecl("wh_record_json")
 public func whRecordJson(_ record: OpaquePointer?, _ length: UnsafeMutablePointer<Int>?) -> UnsafePointer<CChar>? {
-    let record = object(record, CRecord.self)
-    length?.pointee = record?.length ?? 0
-    return record?.json.map { UnsafePointer($0) }
+    CJSONText.lend(object(record, CRecord.self)?.json, length)
 }
 
 @_cdecl("wh_record_appended_at")

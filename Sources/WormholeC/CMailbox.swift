@@ -26,9 +26,8 @@ final class CMailbox: Sendable {
 /// `wh_message`: one delivered message, valid while its handler runs.
 final class CMessage {
     let identifier: UnsafeMutablePointer<CChar>
-    /// The JSON text, NUL-terminated (`length` bytes before the NUL), or nil.
-    let json: UnsafeMutablePointer<CChar>?
-    let length: Int
+    /// The JSON text, or nil.
+    let json: CJSONText?
     let reason: CReason
     let sentAt: UInt64?
     let error: CErrorObject?
@@ -37,15 +36,10 @@ final class CMessage {
         identifier = strdup(delivery.identifier.rawValue)
         switch delivery.result {
         case .success(let document):
-            var length = 0
-            var json: UnsafeMutablePointer<CChar>?
-            give(document.data, &json, &length)
-            self.json = json
-            self.length = length
+            json = CJSONText(document.data)
             error = nil
         case .failure(let failure):
             json = nil
-            length = 0
             error = CErrorObject(CFailure(failure))
         }
         reason =
@@ -63,7 +57,6 @@ final class CMessage {
     init(dropped count: Int, identifier: String) {
         self.identifier = strdup(identifier)
         json = nil
-        length = 0
         reason = .transient
         sentAt = nil
         error = CErrorObject(
@@ -73,10 +66,7 @@ final class CMessage {
                     + "for wh_context_dispatch", value: identifier))
     }
 
-    deinit {
-        free(identifier)
-        free(json)
-    }
+    deinit { free(identifier) }
 }
 
 /// `wh_message_handler`.
@@ -112,8 +102,7 @@ private func listen(
     _ data: UnsafeMutableRawPointer?, _ destroy: CDestroyFunction?, _ out: UnsafeMutablePointer<OpaquePointer?>?,
     _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let mailbox = try object(mailbox, CMailbox.self, "mailbox")
+    cCall(error, mailbox, CMailbox.self, "mailbox") { mailbox in
         let identifier = try identifier.map { try MessageIdentifier(text($0, "identifier")) }
         let options = try listenOptions(flags)
         guard let handler else { throw CFailure.argument("handler is NULL") }
@@ -147,12 +136,8 @@ public func whMailboxOpen(
     _ context: OpaquePointer?, _ group: UnsafePointer<CChar>?, _ directory: UnsafePointer<CChar>?,
     _ mailbox: UnsafeMutablePointer<OpaquePointer?>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let context = try object(context, CContext.self, "context")
-        let group = try text(group, "group")
-        let directory = try optionalText(directory, "directory")
-        guard let mailbox else { throw CFailure.argument("mailbox is NULL") }
-        mailbox.pointee = handle(try CMailbox(context, group: group, directory: directory))
+    openInGroup(context, group, directory, "directory", mailbox, "mailbox", error) {
+        try CMailbox($0, group: $1, directory: $2)
     }
 }
 
@@ -183,8 +168,7 @@ private func send(
     _ mailbox: OpaquePointer?, _ identifier: UnsafePointer<CChar>?, _ json: UnsafePointer<CChar>?, _ length: Int,
     transient: Bool, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let mailbox = try object(mailbox, CMailbox.self, "mailbox")
+    cCall(error, mailbox, CMailbox.self, "mailbox") { mailbox in
         let identifier = try MessageIdentifier(text(identifier, "identifier"))
         let document = try jsonDocument(json, length, "json")
         if transient {
@@ -202,16 +186,10 @@ public func whMailboxRead(
     _ json: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
     _ length: UnsafeMutablePointer<Int>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let mailbox = try object(mailbox, CMailbox.self, "mailbox")
+    cCall(error, mailbox, CMailbox.self, "mailbox") { mailbox in
         let identifier = try MessageIdentifier(text(identifier, "identifier"))
         guard let json else { throw CFailure.argument("json is NULL") }
-        if let data = try mailbox.center.messageData(identifier: identifier) {
-            give(data, json, length)
-        } else {
-            json.pointee = nil
-            length?.pointee = 0
-        }
+        give(found: try mailbox.center.messageData(identifier: identifier), json, length)
     }
 }
 
@@ -219,8 +197,7 @@ public func whMailboxRead(
 public func whMailboxClear(
     _ mailbox: OpaquePointer?, _ identifier: UnsafePointer<CChar>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let mailbox = try object(mailbox, CMailbox.self, "mailbox")
+    cCall(error, mailbox, CMailbox.self, "mailbox") { mailbox in
         if let identifier {
             let identifier = try MessageIdentifier(text(identifier, "identifier"))
             let report = try mailbox.center.clearMessage(identifier: identifier)
@@ -259,9 +236,7 @@ public func whMessageIdentifier(_ message: OpaquePointer?) -> UnsafePointer<CCha
 
 @_cdecl("wh_message_json")
 public func whMessageJson(_ message: OpaquePointer?, _ length: UnsafeMutablePointer<Int>?) -> UnsafePointer<CChar>? {
-    let message = object(message, CMessage.self)
-    length?.pointee = message?.length ?? 0
-    return message?.json.map { UnsafePointer($0) }
+    CJSONText.lend(object(message, CMessage.self)?.json, length)
 }
 
 @_cdecl("wh_message_reason")

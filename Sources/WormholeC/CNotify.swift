@@ -45,8 +45,7 @@ private func observe(
     _ handler: CNotificationHandler?, _ data: UnsafeMutableRawPointer?, _ destroy: CDestroyFunction?,
     _ out: UnsafeMutablePointer<OpaquePointer?>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let context = try object(context, CContext.self, "context")
+    cCall(error, context, CContext.self, "context") { context in
         let name = try NotificationName(text(name, prefix ? "prefix" : "name"))
         try checkFlags(flags, known: 0x1)
         guard let handler else { throw CFailure.argument("handler is NULL") }
@@ -72,8 +71,7 @@ public func whPost(
 )
     -> Int32
 {
-    cCall(error) {
-        let context = try object(context, CContext.self, "context")
+    cCall(error, context, CContext.self, "context") { context in
         try context.center.post(NotificationName(text(name, "name")))
     }
 }
@@ -83,8 +81,7 @@ public func whPostState(
     _ context: OpaquePointer?, _ name: UnsafePointer<CChar>?, _ state: UInt64,
     _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let context = try object(context, CContext.self, "context")
+    cCall(error, context, CContext.self, "context") { context in
         try context.center.post(NotificationName(text(name, "name")), state: state)
     }
 }
@@ -114,8 +111,7 @@ public func whLastState(
     _ context: OpaquePointer?, _ name: UnsafePointer<CChar>?, _ state: UnsafeMutablePointer<UInt64>?,
     _ known: UnsafeMutablePointer<Int32>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let context = try object(context, CContext.self, "context")
+    cCall(error, context, CContext.self, "context") { context in
         let name = try NotificationName(text(name, "name"))
         guard let state, let known else { throw CFailure.argument("state or known is NULL") }
         let value = context.center.sharedState(of: name)
@@ -129,8 +125,7 @@ public func whCheckTokenNew(
     _ context: OpaquePointer?, _ name: UnsafePointer<CChar>?, _ token: UnsafeMutablePointer<OpaquePointer?>?,
     _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    cCall(error) {
-        let context = try object(context, CContext.self, "context")
+    cCall(error, context, CContext.self, "context") { context in
         let name = try NotificationName(text(name, "name"))
         guard let token else { throw CFailure.argument("token is NULL") }
         token.pointee = handle(CCheckToken(try context.center.makeCheckToken(for: name)))

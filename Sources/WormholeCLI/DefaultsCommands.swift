@@ -56,12 +56,17 @@ struct SuiteLimitOption: ParsableArguments {
     var maxBytes = ByteCount(GroupDefaults.defaultMaximumSuiteBytes)
 }
 
-/// Prints the notification warning of a write, then waits for the posts.
-private func finish(_ defaults: GroupDefaults, _ report: GroupDefaults.WriteReport, _ what: String) {
+/// One write of a suite: the one-shot watchdog armed for `what`, the write, the warning when
+/// its notification was not sent, then the wait for its posts (`done` names the outcome).
+private func write(
+    _ defaults: GroupDefaults, _ what: String, done: String, _ body: () throws -> GroupDefaults.WriteReport
+) throws {
+    OneShot.arm(what, done: done)
+    let report = try withCLIErrors(body)
     if let error = report.notificationError {
-        writeError("wormhole: warning: \(what), but observers were not notified: \(error)")
+        writeError("wormhole: warning: \(done), but observers were not notified: \(error)")
     }
-    OneShot.confirm(what, alreadyReported: report.notificationError != nil) { defaults.flush(timeout: $0) }
+    OneShot.confirm(done, alreadyReported: report.notificationError != nil) { defaults.flush(timeout: $0) }
 }
 
 /// `wormholectl defaults read --group G [--suite S] [KEY]`.
@@ -152,13 +157,10 @@ struct DefaultsWriteCommand: ParsableCommand {
         let text =
             try json ?? String(decoding: readStandardInput(limit: .max, identifier: "standard input"), as: UTF8.self)
         let value = try withCLIErrors { try propertyListArgument(text, key: key, argument: json) }
-        OneShot.arm("the value of '\(key)'", done: "value stored")
-        let report: GroupDefaults.WriteReport
-        if expected == nil && !expectAbsent {
-            report = try withCLIErrors { try defaults.set(value, forKey: key) }
-        } else {
+        try write(defaults, "the value of '\(key)'", done: "value stored") {
+            if expected == nil && !expectAbsent { return try defaults.set(value, forKey: key) }
             do {
-                report = try defaults.update(forKey: key) { stored in
+                return try defaults.update(forKey: key) { stored in
                     guard stored == expected else { throw Mismatch(stored: stored) }
                     return value
                 }
@@ -169,11 +171,8 @@ struct DefaultsWriteCommand: ParsableCommand {
                         ? "key '\(key)' has no value, not the one expected; nothing was written"
                         : "key '\(key)' holds another value than the one expected (above); nothing was written",
                     status: 3)
-            } catch {
-                throw cliFailure(error)
             }
         }
-        finish(defaults, report, "value stored")
     }
 }
 
@@ -230,9 +229,9 @@ struct DefaultsLoadCommand: ParsableCommand {
         let defaults = try options.defaults(maximumBytes: limit.maxBytes.bytes)
         let input = try readStandardInput(limit: .max, identifier: "standard input")
         let values = try withCLIErrors { try PropertyListValue.values(suiteJSON: input) }
-        OneShot.arm("the suite", done: "suite written")
-        let report = try withCLIErrors { try defaults.setValues(values, replacingAll: replace) }
-        finish(defaults, report, "suite written")
+        try write(defaults, "the suite", done: "suite written") {
+            try defaults.setValues(values, replacingAll: replace)
+        }
     }
 }
 
@@ -274,9 +273,7 @@ struct DefaultsDeleteCommand: ParsableCommand {
 
     func run() throws {
         let defaults = try options.defaults(keys: [key])
-        OneShot.arm("the removal of '\(key)'", done: "key removed")
-        let report = try withCLIErrors { try defaults.removeObject(forKey: key) }
-        finish(defaults, report, "key removed")
+        try write(defaults, "the removal of '\(key)'", done: "key removed") { try defaults.removeObject(forKey: key) }
     }
 }
 

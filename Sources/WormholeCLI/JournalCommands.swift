@@ -197,16 +197,14 @@ private func statusLine(_ identifier: String, _ status: JournalStatus, removed: 
     var line = JSONLine(bytes: [])
     line.raw(#"{"identifier":"#)
     line.string(identifier)
-    line.raw(#","first":"#)
-    line.number(status.first)
-    line.raw(#","last":"#)
-    line.number(status.last)
-    line.raw(#","records":"#)
-    line.number(status.count)
-    line.raw(#","bytes":"#)
-    line.number(UInt64(status.bytes))
-    line.raw(#","segments":"#)
-    line.number(UInt64(status.segments.count))
+    let counts: [(name: StaticString, value: UInt64)] = [
+        (#","first":"#, status.first), (#","last":"#, status.last), (#","records":"#, status.count),
+        (#","bytes":"#, UInt64(status.bytes)), (#","segments":"#, UInt64(status.segments.count)),
+    ]
+    for count in counts {
+        line.raw(count.name)
+        line.number(count.value)
+    }
     line.raw(#","consumers":"#)
     line.object(status.consumers) { $0.number($1) }
     if !status.badConsumers.isEmpty {
