@@ -240,18 +240,23 @@ package enum DoorbellSocket {
 
         func ready(fd: Int32, _ readiness: Readiness) { readAll() }
 
-        /// Loop thread: every queued datagram, handed over at once.
+        /// Loop thread: every queued datagram, handed over at once. Up to
+        /// `Syscall.receiveManyMost` come in one system call; a call that returns fewer left the
+        /// queue empty, so a lone ring costs one call, not a second one that finds nothing.
         func readAll() {
             guard !closed else { return }
             var rings: [Ring] = []
-            withUnsafeTemporaryAllocation(byteCount: DoorbellSocket.maximumDatagram, alignment: 8) { buffer in
-                // Until the queue is drained (`EAGAIN`, or any error).
-                while let received = try? Syscall.receiveWithCredentials(fd, into: buffer) ?? nil {
-                    if received.truncated { continue }  // longer than any ring: not one
-                    rings.append(
-                        Ring(
-                            bytes: Array(UnsafeRawBufferPointer(rebasing: buffer[..<received.count])),
-                            uid: received.uid, pid: received.pid))
+            let slots = Syscall.receiveManyMost
+            withUnsafeTemporaryAllocation(byteCount: DoorbellSocket.maximumDatagram * slots, alignment: 8) { buffer in
+                // Until the queue is drained (a short batch, `EAGAIN`, or any error).
+                while true {
+                    let received =
+                        (try? Syscall.receiveManyWithCredentials(fd, into: buffer, slots: slots) {
+                            bytes, uid, pid, truncated in
+                            // Longer than any ring: not one.
+                            if !truncated { rings.append(Ring(bytes: Array(bytes), uid: uid, pid: pid)) }
+                        }) ?? 0
+                    if received < slots { break }
                 }
             }
             HopTrace.mark(.ringRead)

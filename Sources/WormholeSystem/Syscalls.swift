@@ -411,23 +411,41 @@ package enum Syscall {
         }
     }
 
-    /// The corresponding C function is `recvmsg` (with `MSG_DONTWAIT`, through the C shim that
-    /// reads its ancillary data): one datagram into `buffer` with its sender's credentials, nil
-    /// when none is queued (`EAGAIN`). `truncated`: the datagram was longer than `buffer`.
-    static func receiveWithCredentials(_ socket: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(Errno)
-        -> (count: Int, uid: UInt32, pid: Int32, truncated: Bool)?
-    {
-        var uid: UInt32 = 0
-        var pid: Int32 = 0
-        var truncated: Int32 = 0
-        while true {
-            let count = cwormhole_receive_with_credentials(
-                socket, buffer.baseAddress, buffer.count, &uid, &pid, &truncated)
-            if count >= 0 { return (count, uid, pid, truncated != 0) }
-            let code = errno
-            if code == EINTR { continue }
-            if code == EAGAIN { return nil }
-            throw Errno(rawValue: code)
+    /// The most datagrams ``receiveManyWithCredentials(_:into:slots:each:)`` takes in one call.
+    package static let receiveManyMost = Int(CWORMHOLE_RECEIVE_MANY_MOST)
+
+    /// The corresponding C function is `recvmmsg` (with `MSG_DONTWAIT`, through the C shim that
+    /// reads each datagram's ancillary data): up to `slots` queued datagrams in one call, each in
+    /// its slot of `buffer` (`buffer.count / slots` bytes), handed to `each` in order with its
+    /// sender's credentials (`truncated`: it was longer than its slot). Returns how many came: 0
+    /// when none was queued (`EAGAIN`); fewer than `slots` when the queue was empty after them.
+    static func receiveManyWithCredentials(
+        _ socket: Int32, into buffer: UnsafeMutableRawBufferPointer, slots: Int,
+        each: (_ bytes: UnsafeRawBufferPointer, _ uid: UInt32, _ pid: Int32, _ truncated: Bool) -> Void
+    ) throws(Errno) -> Int {
+        let slots = min(max(slots, 1), receiveManyMost)
+        let slotLength = buffer.count / slots
+        return try withUnsafeTemporaryAllocation(of: cwormhole_datagram.self, capacity: slots) {
+            datagrams throws(Errno) -> Int in
+            while true {
+                let count = cwormhole_receive_many_with_credentials(
+                    socket, buffer.baseAddress, slotLength, Int32(slots), datagrams.baseAddress)
+                if count < 0 {
+                    let code = errno
+                    if code == EINTR { continue }
+                    if code == EAGAIN { return 0 }
+                    throw Errno(rawValue: code)
+                }
+                for index in 0..<Int(count) {
+                    let datagram = datagrams[index]
+                    let start = index * slotLength
+                    let length = min(Int(datagram.count), slotLength)
+                    each(
+                        UnsafeRawBufferPointer(rebasing: buffer[start..<(start + length)]), datagram.uid,
+                        datagram.pid, datagram.truncated != 0)
+                }
+                return Int(count)
+            }
         }
     }
 
