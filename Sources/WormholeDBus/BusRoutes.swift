@@ -272,7 +272,10 @@ final class BusRoutes: @unchecked Sendable {
         loop.assertOwned()
         // The daemon's own signals to us (NameAcquired) are not counted: only other connections' signals.
         if signal.interface.rawValue != MatchRule.busDaemonName { signalsReceived.add(1, ordering: .relaxed) }
-        for route in table.routes(for: signal) { route.payload.deliver(signal) }
+        // A copy: a handler on this thread may change the table (closing the connection
+        // finishes every route) while the walk goes on.
+        let table = table
+        table.forEachRoute(for: signal) { _, route in route.payload.deliver(signal) }
     }
 
     /// Announces that the signal `probe` (its sender set) with `serial` will arrive, and that the

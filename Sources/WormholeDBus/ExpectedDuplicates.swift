@@ -47,7 +47,8 @@ struct ExpectedDuplicates {
         // Only a ring already delivered announces its signal. A ring follows its signal's
         // acceptance, so it is rarely queued when the signal comes: no read of the endpoint here
         // (a system call per signal); a ring read later is dropped by the observer's merge.
-        guard let announced = expected[serial], announced.sender.withCString({ strcmp($0, sender) == 0 })
+        guard !expected.isEmpty, let announced = expected[serial],
+            announced.sender.withCString({ strcmp($0, sender) == 0 })
         else { return nil }
         expected[serial] = nil
         let reached = routes.routeIDs(for: announced.probe)
