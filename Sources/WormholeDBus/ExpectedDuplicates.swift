@@ -23,6 +23,9 @@ struct ExpectedDuplicates {
 
     private var expected: [UInt32: Expected] = [:]
 
+    /// Whether no signal is announced.
+    var isEmpty: Bool { expected.isEmpty }
+
     /// The signal `probe` (its sender set) with `serial` will arrive, and the route `routeID`
     /// already had its content: `absorbed` runs instead of its delivery.
     mutating func expect(

@@ -140,12 +140,10 @@ enum MessageCoding {
             let memberString = strings.string(dbus_message_get_member(message), as: .member)
         else { return nil }
         // libdbus validated the header fields when it read the message.
-        var signal = Signal(
-            path: ObjectPath(unchecked: pathString), interface: InterfaceName(unchecked: interfaceString),
-            member: MemberName(unchecked: memberString), arguments: readArguments(message, strings: &strings))
-        signal.sender = strings.string(sender(of: message), as: .sender)
-        signal.serial = serial(of: message)
-        return signal
+        return Signal(
+            received: ObjectPath(unchecked: pathString), interface: InterfaceName(unchecked: interfaceString),
+            member: MemberName(unchecked: memberString), sender: strings.string(sender(of: message), as: .sender),
+            serial: serial(of: message), arguments: readArguments(message, strings: &strings))
     }
 
     /// Reads a signal message, keeping no strings for the next (``readSignal(_:strings:)``).

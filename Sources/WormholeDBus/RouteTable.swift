@@ -111,23 +111,25 @@ package struct RouteTable<Payload> {
     /// The routes that receive `signal`, each once, in no particular order.
     package func routes(for signal: Signal) -> [Route] {
         var found: [Route] = []
-        forEachRoute(for: signal) { _, route in found.append(route) }
+        forEachRoute(for: signal) { _, route, _ in found.append(route) }
         return found
     }
 
     /// The IDs of the routes that receive `signal`, each once, in no particular order.
     package func routeIDs(for signal: Signal) -> [UInt64] {
         var found: [UInt64] = []
-        forEachRoute(for: signal) { id, _ in found.append(id) }
+        forEachRoute(for: signal) { id, _, _ in found.append(id) }
         return found
     }
 
-    /// Calls `body` with the ID and the route of each route that receives `signal`, each once, in
-    /// no particular order. The candidates are walked where the index keeps them and the routes
-    /// matched are remembered on the stack, so the common case (no `arg0path` rule) makes no
-    /// array and copies no rule. `body` must not change the table (a caller whose `body` may,
-    /// walks a copy).
-    package func forEachRoute(for signal: Signal, _ body: (UInt64, Route) -> Void) {
+    /// Calls `body` with the ID and the route of each route that receives `signal`, and the
+    /// signal itself (so that `body` need not capture it: a closure's capture of a borrowed value
+    /// copies it, a retain per field), each once, in no particular order. The candidates are
+    /// walked where the index keeps them and the first routes matched are remembered without an
+    /// allocation, so the common case (no `arg0path` rule) makes no array and copies neither the
+    /// signal nor a rule. `body` must not change the table (a caller whose `body` may, walks a
+    /// copy).
+    package func forEachRoute(for signal: Signal, _ body: (UInt64, Route, Signal) -> Void) {
         var argument: String?
         var exact: [Entry]?
         if let first = signal.arguments.first {
@@ -139,22 +141,40 @@ package struct RouteTable<Payload> {
             default: break
             }
         }
-        let paths = argument.map { byArgumentPath.isEmpty ? [] : pathCandidates($0) } ?? []
-        let total = others.count + (exact?.count ?? 0) + paths.count
-        if total == 0 { return }
-        withUnsafeTemporaryAllocation(of: UInt64.self, capacity: total) { matched in
-            var count = 0
-            func visit(_ entry: Entry) {
-                for index in 0..<count where matched[index] == entry.id { return }
-                guard entry.rule.matches(signal, strictArgumentPaths: entry.route.strictArgumentPaths, owners: owners)
-                else { return }
-                matched[count] = entry.id
-                count += 1
-                body(entry.id, entry.route)
+        var matched = MatchedIDs()
+        for entry in others where takes(entry, signal, &matched) { body(entry.id, entry.route, signal) }
+        for entry in exact ?? [] where takes(entry, signal, &matched) { body(entry.id, entry.route, signal) }
+        guard let argument, !byArgumentPath.isEmpty else { return }
+        for entry in pathCandidates(argument) where takes(entry, signal, &matched) {
+            body(entry.id, entry.route, signal)
+        }
+    }
+
+    /// Whether `entry`'s route receives `signal` and was not matched before (then it is now).
+    private func takes(_ entry: Entry, _ signal: Signal, _ matched: inout MatchedIDs) -> Bool {
+        guard !matched.contains(entry.id),
+            entry.rule.matches(signal, strictArgumentPaths: entry.route.strictArgumentPaths, owners: owners)
+        else { return false }
+        matched.insert(entry.id)
+        return true
+    }
+
+    /// The IDs of the routes a signal matched so far: the first two in place, more in an array.
+    private struct MatchedIDs {
+        private var first: UInt64?
+        private var second: UInt64?
+        private var more: [UInt64] = []
+
+        func contains(_ id: UInt64) -> Bool { first == id || second == id || more.contains(id) }
+
+        mutating func insert(_ id: UInt64) {
+            if first == nil {
+                first = id
+            } else if second == nil {
+                second = id
+            } else {
+                more.append(id)
             }
-            for entry in others { visit(entry) }
-            for entry in exact ?? [] { visit(entry) }
-            for entry in paths { visit(entry) }
         }
     }
 
