@@ -13,6 +13,18 @@ struct JSONLine {
     /// … or `\u00XX`; everything else, `/` and non-ASCII UTF-8 included, as it is (RFC 8259 §7).
     mutating func string(_ text: String) {
         bytes.append(UInt8(ascii: "\""))
+        // Most strings (names, identifiers) need no escape: copied in one go.
+        let plain = text.utf8.withContiguousStorageIfAvailable { utf8 -> Bool in
+            guard !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
+                return false
+            }
+            bytes.append(contentsOf: utf8)
+            return true
+        }
+        if plain == true {
+            bytes.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "\""), UInt8(ascii: "\\"): escaped(byte)
@@ -66,16 +78,20 @@ struct JSONLine {
 
     /// Appends `value` in decimal.
     mutating func number(_ value: UInt64) {
-        if value == 0 {
-            bytes.append(UInt8(ascii: "0"))
-            return
-        }
-        let start = bytes.count
-        var rest = value
+        var digits = 1
+        var rest = value / 10
         while rest > 0 {
-            bytes.append(UInt8(ascii: "0") + UInt8(rest % 10))
+            digits += 1
             rest /= 10
         }
-        bytes[start...].reverse()
+        let end = bytes.count + digits
+        bytes.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: digits))
+        bytes.withUnsafeMutableBufferPointer { buffer in
+            var rest = value
+            for index in stride(from: end - 1, through: end - digits, by: -1) {
+                buffer[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+            }
+        }
     }
 }

@@ -272,7 +272,10 @@ final class BusRoutes: @unchecked Sendable {
         loop.assertOwned()
         // The daemon's own signals to us (NameAcquired) are not counted: only other connections' signals.
         if signal.interface.rawValue != MatchRule.busDaemonName { signalsReceived.add(1, ordering: .relaxed) }
-        for route in table.routes(for: signal) { route.payload.deliver(signal) }
+        // A copy: a handler on this thread may change the table (closing the connection
+        // finishes every route) while the walk goes on.
+        let table = table
+        table.forEachRoute(for: signal) { _, route, signal in route.payload.deliver(signal) }
     }
 
     /// Announces that the signal `probe` (its sender set) with `serial` will arrive, and that the
@@ -289,7 +292,10 @@ final class BusRoutes: @unchecked Sendable {
     func absorbDuplicate(serial: UInt32, sender: UnsafePointer<CChar>) -> Bool {
         loop.assertOwned()
         HopTrace.mark(.duplicateChecked)
-        guard let absorbers = expectedDuplicates.take(serial: serial, sender: sender, routes: table) else {
+        // Nothing announced (always, without a doorbell): no copy of the table to look.
+        guard !expectedDuplicates.isEmpty,
+            let absorbers = expectedDuplicates.take(serial: serial, sender: sender, routes: table)
+        else {
             return false
         }
         signalsReceived.add(1, ordering: .relaxed)

@@ -23,6 +23,9 @@ struct ExpectedDuplicates {
 
     private var expected: [UInt32: Expected] = [:]
 
+    /// Whether no signal is announced.
+    var isEmpty: Bool { expected.isEmpty }
+
     /// The signal `probe` (its sender set) with `serial` will arrive, and the route `routeID`
     /// already had its content: `absorbed` runs instead of its delivery.
     mutating func expect(
@@ -47,7 +50,8 @@ struct ExpectedDuplicates {
         // Only a ring already delivered announces its signal. A ring follows its signal's
         // acceptance, so it is rarely queued when the signal comes: no read of the endpoint here
         // (a system call per signal); a ring read later is dropped by the observer's merge.
-        guard let announced = expected[serial], announced.sender.withCString({ strcmp($0, sender) == 0 })
+        guard !expected.isEmpty, let announced = expected[serial],
+            announced.sender.withCString({ strcmp($0, sender) == 0 })
         else { return nil }
         expected[serial] = nil
         let reached = routes.routeIDs(for: announced.probe)

@@ -180,6 +180,10 @@ extension LibDBus {
 /// What drives a connection's main loop: libdbus calls these on the owner's thread, from
 /// inside the libdbus calls that owner makes.
 class MainLoopOwner {
+    /// The strings of the signals received lately, which the next ones reuse (owner-confined:
+    /// only libdbus's filter, on the owner's thread, reads signals).
+    final var receivedStrings = ReceivedStrings()
+
     /// libdbus wants to hear about a descriptor.
     func watchAdded(_ watch: LibDBus.Watch) {}
     /// A watch is gone (libdbus frees it after this returns).

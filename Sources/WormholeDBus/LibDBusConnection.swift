@@ -186,8 +186,12 @@ extension LibDBus {
             {
                 // A signal whose every receiver here was already woken by a doorbell ring: dropped
                 // by its sender and serial, before it is decoded.
-            } else if let signal = MessageCoding.readSignal(message) {
+                return DBUS_HANDLER_RESULT_HANDLED
+            } else if let signal = MessageCoding.readSignal(message, strings: &owner.receivedStrings) {
                 owner.received(signal)
+                // Handled: no object path is registered on our connections, so libdbus's object
+                // tree would only take the path apart (allocating) to find nothing.
+                return DBUS_HANDLER_RESULT_HANDLED
             }
             return DBUS_HANDLER_RESULT_NOT_YET_HANDLED
         }

@@ -131,20 +131,44 @@ enum MessageCoding {
     /// A message's serial (the one its sender gave it).
     static func serial(of message: OpaquePointer) -> UInt32 { dbus_message_get_serial(message) }
 
-    /// Reads a signal message; `nil` when it is not a signal or its header is incomplete.
-    static func readSignal(_ message: OpaquePointer) -> Signal? {
+    /// Reads a signal message; `nil` when it is not a signal or its header is incomplete. Its
+    /// header fields and string arguments reuse the connection's recent strings (`strings`).
+    static func readSignal(_ message: OpaquePointer, strings: inout ReceivedStrings) -> Signal? {
         guard dbus_message_get_type(message) == cwormhole_message_type_signal,
-            let pathString = String(libdbus: dbus_message_get_path(message)),
-            let interfaceString = String(libdbus: dbus_message_get_interface(message)),
-            let memberString = String(libdbus: dbus_message_get_member(message))
+            let pathString = strings.string(dbus_message_get_path(message), as: .path),
+            let interfaceString = strings.string(dbus_message_get_interface(message), as: .interface),
+            let memberString = strings.string(dbus_message_get_member(message), as: .member)
         else { return nil }
         // libdbus validated the header fields when it read the message.
-        var signal = Signal(
-            path: ObjectPath(unchecked: pathString), interface: InterfaceName(unchecked: interfaceString),
-            member: MemberName(unchecked: memberString), arguments: readArguments(message))
-        signal.sender = String(libdbus: sender(of: message))
-        signal.serial = serial(of: message)
-        return signal
+        return Signal(
+            received: ObjectPath(unchecked: pathString), interface: InterfaceName(unchecked: interfaceString),
+            member: MemberName(unchecked: memberString), sender: strings.string(sender(of: message), as: .sender),
+            serial: serial(of: message), arguments: readArguments(message, strings: &strings))
+    }
+
+    /// Reads a signal message, keeping no strings for the next (``readSignal(_:strings:)``).
+    static func readSignal(_ message: OpaquePointer) -> Signal? {
+        var strings = ReceivedStrings()
+        return readSignal(message, strings: &strings)
+    }
+
+    /// Reads every argument of a received signal, its strings from `strings` (a signal's
+    /// arguments are few: room for four is made at once).
+    private static func readArguments(_ message: OpaquePointer, strings: inout ReceivedStrings) -> [DBusValue] {
+        var iterator = DBusMessageIter()
+        guard dbus_message_iter_init(message, &iterator) != 0 else { return [] }
+        var values: [DBusValue] = []
+        values.reserveCapacity(4)
+        repeat {
+            if dbus_message_iter_get_arg_type(&iterator) == cwormhole_type_string {
+                var pointer: UnsafePointer<CChar>?
+                dbus_message_iter_get_basic(&iterator, &pointer)
+                values.append(.string(strings.string(pointer, as: .argument) ?? ""))
+            } else {
+                values.append(read(&iterator))
+            }
+        } while dbus_message_iter_next(&iterator) != 0
+        return values
     }
 
     /// Reads every argument of a reply.

@@ -27,44 +27,38 @@ final class ObserverCore: SubscriptionCore {
     /// Delivers through the pump, or keeps the latest while suspended. The pump's state is read
     /// inside the reader's lock (its lock is a leaf), which ``resume()`` holds while it releases
     /// the kept post: a post offered meanwhile cannot pass it.
+    ///
+    /// On the I/O thread with nothing queued, the handler is called here, with no queueing (the
+    /// common case of a listener that keeps up): the pump is claimed in the same look that
+    /// finds it neither cancelled nor suspended and the backlog empty, one lock round trip of
+    /// each (``DeliveryPump/look(claimingIdle:)``). Otherwise `note` is queued for the pump.
     func offer(_ note: DarwinNotification) {
-        let now = state.withLock { state -> DarwinNotification? in
-            if pump.isCancelled { return nil }
-            if pump.isSuspended {
+        enum Next { case none, inline, wake }
+        let next = state.withLock { state -> Next in
+            switch pump.look(claimingIdle: state.backlog.isEmpty) {
+            case .cancelled: return .none
+            case .suspended:
                 var merged = note
                 if let earlier = state.pending {
                     merged.coalescedCount = earlier.coalescedCount + note.coalescedCount
                     if note.reason == .posted && earlier.reason == .catchUp { merged.reason = .catchUp }
                 }
                 state.pending = merged
-                return nil
-            }
-            return note
-        }
-        if let now { dispatch(now) }
-    }
-
-    /// On the I/O thread with nothing queued: calls the handler here, with no queueing (the
-    /// common case of a listener that keeps up). Otherwise queues `note` for the pump.
-    private func dispatch(_ note: DarwinNotification) {
-        let inline = deliverInline {
-            state.withLock { state -> Bool in
-                if pump.isCancelled { return true }
-                if state.backlog.isEmpty { return false }
+                return .none
+            case .claimed: return .inline
+            case .busy:
                 state.backlog.append(note)
-                return true
+                return .wake
             }
-        } deliver: {
+        }
+        switch next {
+        case .none: return
+        case .inline:
             HopTrace.mark(.handlerEntered)
             handler(note)
+            runClaimedRounds()
+        case .wake: wake()
         }
-        if inline { return }
-        let queued = state.withLock { state -> Bool in
-            if pump.isCancelled { return false }
-            state.backlog.append(note)
-            return true
-        }
-        if queued { wake() }
     }
 
     /// The pump's round: every post queued, in order, until cancelled.

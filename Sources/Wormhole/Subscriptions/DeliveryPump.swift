@@ -59,6 +59,35 @@ final class DeliveryPump: Sendable {
         }
     }
 
+    /// What an offer finds the pump doing, in one look (``look(claimingIdle:)``).
+    enum Look {
+        /// Stopped for good: the offer is dropped.
+        case cancelled
+        /// Suspended: the reader keeps the offer for the resume.
+        case suspended
+        /// The pump was idle with rounds inline and is now claimed for the caller's own delivery,
+        /// on its thread, before anything else (the caller then ends with
+        /// ``SubscriptionCore/runClaimedRounds()``).
+        case claimed
+        /// A round is queued or running, rounds run on a queue, or the caller did not ask to
+        /// claim: the reader queues the offer and wakes the pump.
+        case busy
+    }
+
+    /// Whether the pump is cancelled or suspended and, if neither and `claimingIdle`, claims it
+    /// like ``claim()`` when rounds run inline and none is queued or running: the checks an
+    /// offer makes, in one lock round trip. Called under the reader's lock (this lock is a leaf),
+    /// so that what the reader then queues or keeps is decided with the same look.
+    func look(claimingIdle: Bool) -> Look {
+        state.withLock { state in
+            if state.cancelled { return .cancelled }
+            if state.suspended { return .suspended }
+            if !claimingIdle || state.scheduled || executor.queue != nil { return .busy }
+            state.scheduled = true
+            return .claimed
+        }
+    }
+
     /// Whether another round is due; if not, the pump is released (atomically with the check, so
     /// a wake that comes after it starts a new round).
     fileprivate func nextRound() -> Bool {
@@ -177,6 +206,10 @@ extension SubscriptionCore {
         runRounds()
         return true
     }
+
+    /// After a delivery made by the caller that claimed the pump (``DeliveryPump/look(claimingIdle:)``
+    /// answered `.claimed`): runs the rounds woken meanwhile, then releases the pump.
+    func runClaimedRounds() { runRounds() }
 
     private func runRounds() {
         while pump.nextRound() { drainPending() }
