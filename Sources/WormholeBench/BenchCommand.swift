@@ -34,7 +34,7 @@ struct BenchCommand: ParsableCommand {
               routes   ping-pong with 1 route and with --routes more in the pinger; time to
                        ready of one listen on --routes identifiers
               fanout   one post woken in --fanout-observers wormholectl observe processes
-                       against as many wormhole-floor observe: until the last one's line
+                       against as many wormhole-floor observe: until the first and the last line
               journal  the journal: records lost, corrupt or duplicated across SIGKILLs of
                        appenders and durable consumers, 8 appenders x 8 consumers,
                        appends/s from 1 and 8 processes with and without fdatasync,
