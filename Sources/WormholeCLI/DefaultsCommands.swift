@@ -46,14 +46,22 @@ struct DefaultsOptions: ParsableArguments {
     }
 }
 
-/// `--max-bytes`, taken by the writing commands: the suite's limit (contract §5, v1.2).
-struct SuiteLimitOption: ParsableArguments {
+/// `--max-bytes` and the suite's options, taken by the writing commands: the suite with its limit
+/// (contract §5, v1.2).
+struct SuiteWriteOptions: ParsableArguments {
     @Option(
         name: .customLong("max-bytes"),
         help: ArgumentHelp(
             "Refuse a write that leaves the suite larger than this (default 4M): bytes, or a number with K, M or G.",
             valueName: "size"))
     var maxBytes = ByteCount(GroupDefaults.defaultMaximumSuiteBytes)
+
+    @OptionGroup var suite: DefaultsOptions
+
+    /// The suite with this limit, the group, the suite and `keys` validated first.
+    func defaults(keys: [String] = []) throws -> GroupDefaults {
+        try suite.defaults(keys: keys, maximumBytes: maxBytes.bytes)
+    }
 }
 
 /// One write of a suite: the one-shot watchdog armed for `what`, the write, the warning when
@@ -138,9 +146,7 @@ struct DefaultsWriteCommand: ParsableCommand {
     @Flag(help: "Write only if the key has no value.")
     var expectAbsent = false
 
-    @OptionGroup var limit: SuiteLimitOption
-
-    @OptionGroup var options: DefaultsOptions
+    @OptionGroup var options: SuiteWriteOptions
 
     func validate() throws {
         if expect != nil && expectAbsent { throw ValidationError("--expect and --expect-absent exclude each other") }
@@ -152,7 +158,7 @@ struct DefaultsWriteCommand: ParsableCommand {
     }
 
     func run() throws {
-        let defaults = try options.defaults(keys: [key], maximumBytes: limit.maxBytes.bytes)
+        let defaults = try options.defaults(keys: [key])
         let expected = try withCLIErrors { try expect.map { try PropertyListValue(jsonText: $0, key: key) } }
         let text =
             try json ?? String(decoding: readStandardInput(limit: .max, identifier: "standard input"), as: UTF8.self)
@@ -193,12 +199,10 @@ struct DefaultsIncrementCommand: ParsableCommand {
     @Option(parsing: .unconditional, help: "The amount to add (may be negative: --by -3).")
     var by = 1
 
-    @OptionGroup var limit: SuiteLimitOption
-
-    @OptionGroup var options: DefaultsOptions
+    @OptionGroup var options: SuiteWriteOptions
 
     func run() throws {
-        let defaults = try options.defaults(keys: [key], maximumBytes: limit.maxBytes.bytes)
+        let defaults = try options.defaults(keys: [key])
         OneShot.arm("the increment of '\(key)'", done: "value stored")
         let value = try withCLIErrors { try defaults.increment(forKey: key, by: by) }
         writeOutput(String(value))
@@ -221,12 +225,10 @@ struct DefaultsLoadCommand: ParsableCommand {
     @Flag(help: "Also remove every key the object does not name.")
     var replace = false
 
-    @OptionGroup var limit: SuiteLimitOption
-
-    @OptionGroup var options: DefaultsOptions
+    @OptionGroup var options: SuiteWriteOptions
 
     func run() throws {
-        let defaults = try options.defaults(maximumBytes: limit.maxBytes.bytes)
+        let defaults = try options.defaults()
         let input = try readStandardInput(limit: .max, identifier: "standard input")
         let values = try withCLIErrors { try PropertyListValue.values(suiteJSON: input) }
         try write(defaults, "the suite", done: "suite written") {

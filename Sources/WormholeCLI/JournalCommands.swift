@@ -20,6 +20,25 @@ func withJournalCLIErrors<T>(_ body: () throws -> T) throws -> T {
     }
 }
 
+extension WormholeOptions {
+    /// The journal of `identifier` in this wormhole, every name validated first.
+    func journal(_ identifier: String) throws -> Journal {
+        let wormhole = try wormhole(identifiers: [identifier])
+        return try withJournalCLIErrors { try wormhole.journal(MessageIdentifier(identifier)) }
+    }
+}
+
+/// `ID --group G [--directory D]`: the one journal that `journal stat`, `check` and `trim` work on.
+struct JournalTarget: ParsableArguments {
+    @Argument(help: "The message identifier.")
+    var identifier: String
+
+    @OptionGroup var options: WormholeOptions
+
+    /// The identifier's journal, every name validated first.
+    func journal() throws -> Journal { try options.journal(identifier) }
+}
+
 /// `wormholectl send --journal --group G [--directory D] ID [JSON]` (contract §6): appends one record.
 struct JournalSend {
     var identifier: String
@@ -27,11 +46,10 @@ struct JournalSend {
     var options: WormholeOptions
 
     func run() throws {
-        let wormhole = try options.wormhole(identifiers: [identifier])
+        let journal = try options.journal(identifier)
         let text =
             try json ?? String(decoding: readStandardInput(limit: .max, identifier: "standard input"), as: UTF8.self)
         let bytes = Data(PathText.trimmingWhitespace(text).utf8)
-        let journal = try withJournalCLIErrors { try wormhole.journal(MessageIdentifier(identifier)) }
         try withJournalCLIErrors {
             let document: JSONDocument
             do {
@@ -228,15 +246,11 @@ struct JournalStatCommand: ParsableCommand {
         abstract: "Print one JSON object: first, last, records, bytes, segments and each consumer's cursor.",
         discussion: "A journal that was never written prints first 1, last 0.")
 
-    @Argument(help: "The message identifier.")
-    var identifier: String
-
-    @OptionGroup var options: WormholeOptions
+    @OptionGroup var target: JournalTarget
 
     func run() throws {
-        let wormhole = try options.wormhole(identifiers: [identifier])
-        let status = try withJournalCLIErrors { try wormhole.journal(MessageIdentifier(identifier)).status() }
-        writeOutput(statusLine(identifier, status))
+        let status = try withJournalCLIErrors { try target.journal().status() }
+        writeOutput(statusLine(target.identifier, status))
     }
 }
 
@@ -253,16 +267,13 @@ struct JournalCheckCommand: ParsableCommand {
             1 when something is, 2 on other errors (64 for bad arguments).
             """)
 
-    @Argument(help: "The message identifier.")
-    var identifier: String
-
-    @OptionGroup var options: WormholeOptions
+    @OptionGroup var target: JournalTarget
 
     func run() throws {
+        let identifier = target.identifier
         let status: JournalStatus
         do {
-            let wormhole = try options.wormhole(identifiers: [identifier])
-            status = try withJournalCLIErrors { try wormhole.journal(MessageIdentifier(identifier)).status() }
+            status = try withJournalCLIErrors { try target.journal().status() }
         } catch {
             // 64 for bad arguments like every command; 2 for anything else that stops the check.
             let failure = cliFailure(error)
@@ -288,8 +299,7 @@ struct JournalTrimCommand: ParsableCommand {
         abstract: "Remove whole segments, oldest first (never the last), by the limits given.",
         discussion: "Prints the status afterwards as `journal stat` does, with the removed files in \"removed\".")
 
-    @Argument(help: "The message identifier.")
-    var identifier: String
+    @OptionGroup var target: JournalTarget
 
     @Option(help: "Remove oldest segments while all segments together are larger than this many bytes.")
     var maxBytes: Int?
@@ -300,8 +310,6 @@ struct JournalTrimCommand: ParsableCommand {
     @Option(help: "Remove segments whose records are all older than the newest N.")
     var maxRecords: UInt64?
 
-    @OptionGroup var options: WormholeOptions
-
     func validate() throws {
         if maxBytes == nil && maxAge == nil && maxRecords == nil {
             throw ValidationError("give at least one of --max-bytes, --max-age, --max-records")
@@ -311,12 +319,11 @@ struct JournalTrimCommand: ParsableCommand {
     }
 
     func run() throws {
-        let wormhole = try options.wormhole(identifiers: [identifier])
-        let journal = try withJournalCLIErrors { try wormhole.journal(MessageIdentifier(identifier)) }
+        let journal = try target.journal()
         let retention = Journal.Retention(maximumBytes: maxBytes, maximumAge: maxAge, maximumRecords: maxRecords)
         let removed = try withJournalCLIErrors { try journal.trim(retention) }
         let status = try withJournalCLIErrors { try journal.status() }
-        writeOutput(statusLine(identifier, status, removed: removed))
+        writeOutput(statusLine(target.identifier, status, removed: removed))
     }
 }
 

@@ -64,9 +64,7 @@ struct ListenCommand: ParsableCommand {
     @Option(help: "With --journal: start, end (the default) or a sequence number (a stored --consumer cursor wins).")
     var from: String?
 
-    @OptionGroup var options: WormholeOptions
-
-    @OptionGroup var sizeLimit: SizeLimitOption
+    @OptionGroup var options: MessageOptions
 
     func validate() throws {
         if !journal && (consumer != nil || from != nil) {
@@ -90,12 +88,12 @@ struct ListenCommand: ParsableCommand {
         if journal {
             try JournalListen(
                 identifier: identifiers[0], consumer: consumer, from: from.flatMap(JournalListen.position) ?? .end,
-                count: limits.count, timeout: limits.timeout, options: options
+                count: limits.count, timeout: limits.timeout, options: options.wormholeOptions
             ).run()
         }
         let counter = limits.start()
         let identifiers = try identifiers + (identifiersFrom.map(readIdentifierList) ?? [])
-        let wormhole = try options.wormhole(identifiers: identifiers, maximumMessageSize: sizeLimit.bytes)
+        let wormhole = try options.wormhole(identifiers: identifiers)
         let writer = LineWriter()
         // On the I/O thread: the file is read, the line built and written where the signal was
         // read, with no hop; the count is taken only once the line is written.

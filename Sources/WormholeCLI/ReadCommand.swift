@@ -13,12 +13,10 @@ struct ReadCommand: ParsableCommand {
     @Argument(help: "The message identifier.")
     var identifier: String
 
-    @OptionGroup var options: WormholeOptions
-
-    @OptionGroup var sizeLimit: SizeLimitOption
+    @OptionGroup var options: MessageOptions
 
     func run() throws {
-        let wormhole = try options.wormhole(identifiers: [identifier], maximumMessageSize: sizeLimit.bytes)
+        let wormhole = try options.wormhole(identifiers: [identifier])
         let data = try withCLIErrors { try wormhole.messageData(identifier: MessageIdentifier(identifier)) }
         guard let data else {
             // Which part is missing (container, directory, or just this identifier), and the

@@ -35,9 +35,7 @@ struct SendCommand: ParsableCommand {
     @Flag(help: "Send in the notification only, to running listeners; nothing is stored (at most 64 KiB).")
     var transient = false
 
-    @OptionGroup var options: WormholeOptions
-
-    @OptionGroup var sizeLimit: SizeLimitOption
+    @OptionGroup var options: MessageOptions
 
     func validate() throws {
         if journal && transient {
@@ -50,10 +48,14 @@ struct SendCommand: ParsableCommand {
         OneShot.arm(
             "the transient message for '\(identifier)'",
             done: transient ? nil : journal ? "record appended" : "message stored")
-        if journal { return try JournalSend(identifier: identifier, json: json, options: options).run() }
-        let wormhole = try options.wormhole(identifiers: [identifier], maximumMessageSize: sizeLimit.bytes)
+        if journal {
+            return try JournalSend(identifier: identifier, json: json, options: options.wormholeOptions).run()
+        }
+        let wormhole = try options.wormhole(identifiers: [identifier])
         // Read into one buffer and trimmed in place: passing a document costs about its size.
-        var bytes = try json.map { Data($0.utf8) } ?? readStandardInput(limit: sizeLimit.bytes, identifier: identifier)
+        var bytes =
+            try json.map { Data($0.utf8) }
+            ?? readStandardInput(limit: options.maximumMessageSize, identifier: identifier)
         trimJSONWhitespace(&bytes)
         let report: MessageCenter.SendReport? = try withCLIErrors {
             let document: JSONDocument

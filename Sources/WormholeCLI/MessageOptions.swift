@@ -4,8 +4,11 @@ import FoundationEssentials
 import Glibc
 import Wormhole
 
-/// `--max-size`, taken by `send`, `read` and `listen`: the wormhole's maximum message size.
-struct SizeLimitOption: ParsableArguments {
+/// `--group`, `--directory` and `--max-size`, taken by `send`, `read` and `listen`: the wormhole
+/// and its maximum message size.
+struct MessageOptions: ParsableArguments {
+    @OptionGroup var wormholeOptions: WormholeOptions
+
     @Option(
         name: .customLong("max-size"),
         help: ArgumentHelp(
@@ -14,7 +17,15 @@ struct SizeLimitOption: ParsableArguments {
     var maxSize = ByteCount(FileTransiting.defaultMaximumMessageSize)
 
     /// The limit in bytes.
-    var bytes: Int { maxSize.bytes }
+    var maximumMessageSize: Int { maxSize.bytes }
+
+    /// `--bus-address` and `--log-level`.
+    var bus: BusOptions { wormholeOptions.bus }
+
+    /// The wormhole with this limit, every name validated first.
+    func wormhole(identifiers: [String]) throws -> MessageCenter {
+        try wormholeOptions.wormhole(identifiers: identifiers, maximumMessageSize: maximumMessageSize)
+    }
 }
 
 /// A size in bytes as given on the command line: `1048576`, `512K`, `64M`, `1G` (binary units;
