@@ -141,7 +141,7 @@ enum MessageCoding {
         else { return nil }
         // libdbus validated the header fields when it read the message.
         return Signal(
-            received: ObjectPath(unchecked: pathString), interface: InterfaceName(unchecked: interfaceString),
+            path: ObjectPath(unchecked: pathString), interface: InterfaceName(unchecked: interfaceString),
             member: MemberName(unchecked: memberString), sender: strings.string(sender(of: message), as: .sender),
             serial: serial(of: message), arguments: readArguments(message, strings: &strings))
     }

@@ -20,12 +20,21 @@ public struct Signal: Hashable, Sendable, CustomStringConvertible {
 
     /// Creates a signal to emit.
     public init(path: ObjectPath, interface: InterfaceName, member: MemberName, arguments: [DBusValue] = []) {
+        self.init(path: path, interface: interface, member: member, sender: nil, serial: nil, arguments: arguments)
+    }
+
+    /// Every field given at once: a signal as it was received (no copy of a half-made signal to
+    /// set its sender and serial afterwards, ``MessageCoding/readSignal(_:strings:)``).
+    init(
+        path: ObjectPath, interface: InterfaceName, member: MemberName, sender: String?, serial: UInt32?,
+        arguments: [DBusValue]
+    ) {
         self.path = path
         self.interface = interface
         self.member = member
-        self.sender = nil
+        self.sender = sender
         self.arguments = arguments
-        self.serial = nil
+        self.serial = serial
     }
 
     /// The signature of all arguments, such as `st`.
