@@ -52,7 +52,7 @@ struct SuiteWriteOptions: ParsableArguments {
     @Option(
         name: .customLong("max-bytes"),
         help: ArgumentHelp(
-            "Refuse a write that leaves the suite larger than this (default 4M): bytes, or a number with K, M or G.",
+            "Refuse a write that leaves the suite larger than this: bytes, or a number with K, M or G.",
             valueName: "size"))
     var maxBytes = ByteCount(GroupDefaults.defaultMaximumSuiteBytes)
 
