@@ -179,16 +179,7 @@ cp -a "$work/c/usr" "$(stage libwormhole-dev)/"
 
 # wormholectl-examples (docs/install.md, *The examples package*)
 root=$(stage wormholectl-examples)
-libexec=/usr/libexec/wormholectl-examples
-share=/usr/share/wormholectl-examples/linegrabber
-executable "$bin/line-grabber-host" "$root$libexec/line-grabber-host"
-executable "$bin/lines" "$root$libexec/lines"
-install -D -m 644 -t "$root$share/extension" Examples/LineGrabber/extension/*
-for browser in chromium firefox; do
-    install -d "$root$share/$browser"
-    sed "s|@HOST_PATH@|$libexec/line-grabber-host|" "Examples/LineGrabber/hosts/$browser.json.in" \
-        >"$root$share/$browser/com.example.linegrabber.json"
-done
+Examples/LineGrabber/lay-out.sh "$root" "$bin" --strip
 
 # Control files: the dependencies of every ELF file from dpkg-shlibdeps, the rest from
 # debian/control; md5sums; then the package.

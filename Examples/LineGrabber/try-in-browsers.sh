@@ -14,13 +14,5 @@ swift build --product lines >&2
 bin=$(swift build --show-bin-path)
 tree=$(mktemp -d /tmp/linegrabber-tree.XXXXXX)
 trap 'rm -rf "$tree"' EXIT
-libexec=/usr/libexec/wormholectl-examples
-share=/usr/share/wormholectl-examples/linegrabber
-install -D -m 755 -t "$tree$libexec" "$bin/line-grabber-host" "$bin/lines"
-install -D -m 644 -t "$tree$share/extension" Examples/LineGrabber/extension/*
-for browser in chromium firefox; do
-    install -d "$tree$share/$browser"
-    sed "s|@HOST_PATH@|$libexec/line-grabber-host|" "Examples/LineGrabber/hosts/$browser.json.in" \
-        >"$tree$share/$browser/com.example.linegrabber.json"
-done
+Examples/LineGrabber/lay-out.sh "$tree" "$bin"
 Tests/browser.sh "$@" "$tree"
